@@ -1,0 +1,86 @@
+"""Every check this repository runs, as nox sessions.
+
+``./dev test`` runs the default sessions inside the workspace environment that ``tools/bootstrap``
+built from ``uv.lock``; sessions reuse that environment instead of building their own, so a full
+run costs what the checks cost and nothing more. ``./dev nox -l`` lists them all.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.default_venv_backend = "none"
+nox.options.error_on_external_run = False
+nox.options.sessions = ["lint", "typecheck", "tests", "integration"]
+
+
+def _members() -> dict[str, Path]:
+    """Map each workspace member's short name (its folder) to its folder."""
+    found: dict[str, Path] = {}
+    for pattern in ("packages/*/pyproject.toml", "plugins/*/pyproject.toml",
+                    "conformance/pyproject.toml", "tools/sim/pyproject.toml"):
+        for pyproject in sorted(ROOT.glob(pattern)):
+            found[pyproject.parent.name] = pyproject.parent
+    return found
+
+
+MEMBERS = _members()
+STRICT = ["core", "supervise"]
+
+
+@nox.session
+@nox.parametrize("package", list(MEMBERS))
+def tests(session: nox.Session, package: str) -> None:
+    """Run one member's own tests (those beside its source)."""
+    tests_dir = MEMBERS[package] / "tests"
+    if not tests_dir.is_dir():
+        session.error(f"{package} has no tests/ folder")
+    session.run("pytest", str(tests_dir), *session.posargs)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Cross-package and whole-repo tests under tests/."""
+    session.run("pytest", "tests", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff's lint and format check over the whole tree."""
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy over every member's source, strict on core and supervise (pyproject.toml says how)."""
+    for name, path in MEMBERS.items():
+        session.log(f"mypy: {name}")
+        session.run("mypy", str(path / "src"))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks: each prints a table of measurements beside a baseline taken in the same run."""
+    scripts = sorted(ROOT.glob("*/*/bench/bench_*.py")) + sorted(ROOT.glob("tools/bench/bench_*.py"))
+    if not scripts:
+        session.skip("no benchmarks yet")
+    for script in scripts:
+        session.run(sys.executable, str(script), *session.posargs, env={"PYTHONHASHSEED": "0"})
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build every member's sdist and wheel into dist/."""
+    out = ROOT / "dist"
+    for path in MEMBERS.values():
+        session.run("uv", "build", "--quiet", "--out-dir", str(out), str(path))
+
+
+if os.environ.get("NOX_DEBUG_MEMBERS"):
+    print(MEMBERS)
