@@ -1,0 +1,66 @@
+# shellcheck shell=bash
+# Shared by tools/s3/{up,down}. Sourced, never run.
+#
+# The S3 server for tests is Ceph's radosgw from Debian, in front of a throw-away cluster of one
+# monitor and one OSD whose objects live in memory (memstore). It is a real S3 implementation: it
+# checks SigV4 signatures and honours If-None-Match, which is what the checkpoint tests rest on.
+#
+# Every knob is a JOBDISPATCH_S3_* variable, so that nothing here is mistaken for the AWS_* or
+# CEPH_* variables the clients themselves read.
+
+S3_STATE_DIR=${JOBDISPATCH_S3_STATE:-/var/lib/jobdispatch-s3}
+S3_PORT=${JOBDISPATCH_S3_PORT:-7480}
+S3_MON_PORT=${JOBDISPATCH_S3_MON_PORT:-16789}
+# Objects live in RAM: the benchmark writes two 1 GiB files, so leave room for both and more.
+S3_MEMSTORE_BYTES=${JOBDISPATCH_S3_MEMSTORE_BYTES:-6442450944}
+S3_ACCESS_KEY=${JOBDISPATCH_S3_ACCESS_KEY:-JOBDISPATCHTEST}
+S3_SECRET_KEY=${JOBDISPATCH_S3_SECRET_KEY:-jobdispatch-test-secret}
+S3_REGION=${JOBDISPATCH_S3_REGION:-us-east-1}
+
+CEPH_DIR=$S3_STATE_DIR/ceph
+RUN_DIR=$CEPH_DIR/run
+LOG_DIR=$CEPH_DIR/log
+ENV_FILE=$S3_STATE_DIR/env
+export CEPH_CONF=$CEPH_DIR/ceph.conf
+
+# The daemons, in the order they are started (and the reverse of the order they are stopped).
+# Each writes its own PID file into $RUN_DIR (ceph.conf's `pid file`).
+DAEMON_PIDS=("$RUN_DIR/mon.a.pid" "$RUN_DIR/osd.0.pid" "$RUN_DIR/client.rgw.a.pid")
+
+_tag=${0##*/}
+say() { printf '[s3-%s %s] %s\n' "$_tag" "$(date +%T)" "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+# pid_alive FILE: the PID written in FILE is a live process.
+pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# answers: the S3 endpoint replies to an HTTP request (any status counts: 403 is an answer).
+answers() { curl -s -o /dev/null -m 2 "http://127.0.0.1:$S3_PORT/"; }
+
+# poll SECONDS CMD...: run CMD every 0.2 s until it succeeds; non-zero if it never does.
+poll() {
+  local deadline=$(( $(date +%s) + $1 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep 0.2
+  done
+}
+
+# stop_pid FILE: TERM the process in FILE, wait up to 10 s, then KILL. Never by name.
+stop_pid() {
+  local f=$1 pid i
+  [ -s "$f" ] || { rm -f "$f"; return 0; }
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    say "stopping ${f##*/} (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null
+    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then say "pid $pid did not exit after TERM, sending KILL"; kill -KILL "$pid" 2>/dev/null; fi
+  fi
+  rm -f "$f"
+}
+
+# show_log FILE: the tail of a daemon's log, for a failure message.
+show_log() { { echo "---- last lines of $1 ----"; tail -n 30 "$1" 2>/dev/null || echo "(no log)"; echo "----"; } >&2; }
+
+elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
