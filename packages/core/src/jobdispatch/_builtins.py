@@ -1,0 +1,42 @@
+"""The plugins that ship with the core, registered through the same manager as everyone else's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobdispatch.hookspecs import hookimpl
+from jobdispatch.plugins import Registry
+
+
+def _memory_backend(config: dict[str, Any], token: Any = None) -> Any:
+    from jobdispatch.memory import MemoryBackend
+
+    return MemoryBackend.from_config(config)
+
+
+def _memory_records(config: dict[str, Any]) -> Any:
+    from jobdispatch.records.memory import MemoryRecords
+
+    return MemoryRecords()
+
+
+@hookimpl
+def jobdispatch_register_adapters(registry: Registry) -> None:
+    from jobdispatch.memory import CONFIG_SCHEMA
+
+    registry.add(
+        "memory",
+        _memory_backend,
+        schema=CONFIG_SCHEMA,
+        summary="an in-process scheduler in two shapes (Slurm-like, Kubeflow-like), for tests",
+    )
+
+
+@hookimpl
+def jobdispatch_register_record_stores(registry: Registry) -> None:
+    registry.add(
+        "memory",
+        _memory_records,
+        schema={"type": "object", "additionalProperties": False, "properties": {}},
+        summary="records held in this process only, for tests and the tutorial",
+    )

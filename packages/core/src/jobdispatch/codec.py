@@ -1,0 +1,170 @@
+"""The one cattrs converter for every dispatch type, and the record's JSON encoding.
+
+Datetimes are ISO 8601 with their UTC offset (naive datetimes are refused: a record outlives the
+machine's timezone), durations are seconds, enums their words. Events and spec extensions carry
+a ``type`` tag; every event also carries the schema version ``v`` it was written with, and a
+record holding an unknown tag or a newer version is refused with :class:`Invalid` naming the
+revision, never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+
+from jobdispatch.errors import Invalid
+from jobdispatch.records import events as ev
+from jobdispatch.types import EXTENSIONS
+
+T = TypeVar("T")
+
+__all__ = ["converter", "decode_event", "decode_header", "encode_event", "encode_header"]
+
+
+def _unstructure_datetime(value: datetime) -> str:
+    if value.tzinfo is None:
+        msg = f"naive datetime {value.isoformat()} cannot be recorded; give it a timezone"
+        raise Invalid(msg)
+    return value.isoformat()
+
+
+def _structure_datetime(value: Any, _: type) -> datetime:
+    if not isinstance(value, str):
+        msg = f"expected an ISO 8601 time, got {value!r}"
+        raise ValueError(msg)
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        msg = f"time {value!r} has no UTC offset"
+        raise ValueError(msg)
+    return parsed
+
+
+def _structure_timedelta(value: Any, _: type) -> timedelta:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"expected a duration in seconds, got {value!r}"
+        raise ValueError(msg)
+    return timedelta(seconds=value)
+
+
+def _make() -> cattrs.Converter:
+    c = cattrs.Converter(forbid_extra_keys=True)
+    c.register_unstructure_hook(datetime, _unstructure_datetime)
+    c.register_structure_hook(datetime, _structure_datetime)
+    c.register_unstructure_hook(timedelta, lambda d: d.total_seconds())
+    c.register_structure_hook(timedelta, _structure_timedelta)
+
+    tags = {cls: tag for tag, cls in EXTENSIONS.items()}
+
+    def unstructure_extension(value: Any) -> dict[str, Any]:
+        body = plain_ext[type(value)](value)
+        return {"type": tags[type(value)], **body}
+
+    def structure_extension(value: Any, _: type) -> Any:
+        if not isinstance(value, dict) or value.get("type") not in EXTENSIONS:
+            msg = f"unknown spec extension {value!r} (known: {', '.join(EXTENSIONS)})"
+            raise ValueError(msg)
+        cls = EXTENSIONS[value["type"]]
+        body = {k: v for k, v in value.items() if k != "type"}
+        return plain_ext_s[cls](body, cls)
+
+    plain_ext = {cls: make_dict_unstructure_fn(cls, c) for cls in tags}
+    plain_ext_s = {
+        cls: make_dict_structure_fn(cls, c, _cattrs_forbid_extra_keys=True) for cls in tags
+    }
+    for cls in tags:
+        c.register_unstructure_hook(cls, unstructure_extension)
+        c.register_structure_hook(cls, structure_extension)
+
+    plain = {cls: make_dict_unstructure_fn(cls, c) for cls in ev.EVENT_TYPES.values()}
+    plain_s = {
+        cls: make_dict_structure_fn(cls, c, _cattrs_forbid_extra_keys=True)
+        for cls in ev.EVENT_TYPES.values()
+    }
+
+    def unstructure_event(value: ev.Event) -> dict[str, Any]:
+        return {"type": value.kind, "v": ev.SCHEMA_VERSION, **plain[type(value)](value)}
+
+    def structure_event(value: Any, _: type) -> ev.Event:
+        if not isinstance(value, dict):
+            msg = f"an event must be an object, got {type(value).__name__}"
+            raise ValueError(msg)
+        tag = value.get("type")
+        version = value.get("v")
+        if not isinstance(version, int) or version > ev.SCHEMA_VERSION or version < 1:
+            msg = f"event schema version {version!r} is not one this version reads (1 to {ev.SCHEMA_VERSION})"
+            raise ValueError(msg)
+        cls = ev.EVENT_TYPES.get(tag) if isinstance(tag, str) else None
+        if cls is None:
+            msg = f"unknown event type {tag!r}"
+            raise ValueError(msg)
+        body = {k: v for k, v in value.items() if k not in ("type", "v")}
+        return plain_s[cls](body, cls)
+
+    for cls in ev.EVENT_TYPES.values():
+        c.register_unstructure_hook(cls, unstructure_event)
+        c.register_structure_hook(cls, structure_event)
+    c.register_unstructure_hook(ev.Event, unstructure_event)
+    c.register_structure_hook(ev.Event, structure_event)
+    return c
+
+
+#: The converter every package uses for dispatch's types.
+converter = _make()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, cattrs.BaseValidationError):
+        return "; ".join(cattrs.transform_error(exc)) or str(exc)
+    return str(exc)
+
+
+def encode_header(header: ev.Header) -> bytes:
+    """The header as compact UTF-8 JSON."""
+    return json.dumps(converter.unstructure(header), separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode_header(data: bytes, *, job: str = "") -> ev.Header:
+    """A header from its encoding; Invalid names the job and what is wrong."""
+    try:
+        raw = json.loads(data)
+        if (
+            isinstance(raw, dict)
+            and isinstance(raw.get("schema"), int)
+            and raw["schema"] > ev.SCHEMA_VERSION
+        ):
+            msg = f"written by a newer version (schema {raw['schema']}, this reads {ev.SCHEMA_VERSION})"
+            raise ValueError(msg)
+        return converter.structure(raw, ev.Header)
+    except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:
+        msg = f"record {job or '?'} revision 0 (header): {_describe(exc)}"
+        raise Invalid(msg) from exc
+
+
+def encode_event(event: ev.Event) -> bytes:
+    """One event as compact UTF-8 JSON, tagged with its type and the schema version."""
+    return json.dumps(
+        converter.unstructure(event, ev.Event), separators=(",", ":"), sort_keys=True
+    ).encode()
+
+
+def decode_event(data: bytes, *, revision: int, job: str = "") -> ev.AnyEvent:
+    """One event from its encoding; Invalid names the job and the revision."""
+    try:
+        event = converter.structure(json.loads(data), ev.Event)
+    except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:
+        msg = f"record {job or '?'} revision {revision}: {_describe(exc)}"
+        raise Invalid(msg) from exc
+    return event  # type: ignore[return-value]
+
+
+def structure(data: Any, cls: type[T]) -> T:
+    """``converter.structure`` with errors turned into :class:`Invalid`."""
+    try:
+        return converter.structure(data, cls)
+    except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:
+        msg = f"{cls.__name__}: {_describe(exc)}"
+        raise Invalid(msg) from exc

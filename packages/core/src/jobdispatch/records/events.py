@@ -1,0 +1,479 @@
+"""The job record's header and events: everything the job level knows comes from folding them.
+
+Events come in three classes, which the store treats differently:
+
+* **controls** are a person's intents (hold, release, cancel, resubmit, requeue, give up,
+  abandon). They are committed conditionally on the revision only: anyone allowed to operate
+  the job may write them.
+* **decisions** are a supervisor's commitments (authorize a submission, record an attempt,
+  choose the canonical object, open it, stop it, decide an outcome...). They carry the owner's
+  fencing token: a store refuses a decision unless the writer holds the job's current lease.
+* **evidence** is what a backend showed or answered (an observation, a Start reply, a call's
+  result, a delivery). It is committed conditionally on the revision, without a token, because
+  recording a fact never needs ownership.
+
+An event's revision is its position in the record, counted from 1; the header is revision 0.
+docs/specs/0002-record.md describes every type and its fields.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timedelta
+from typing import ClassVar, TypeAlias
+
+import attrs
+
+from jobdispatch.spi import CessationEvidence, ObjectObs, ObjectRef
+from jobdispatch.types import (
+    Actor,
+    Cause,
+    Hold,
+    JobID,
+    JobSpec,
+    Plan,
+    State,
+    UnmatchedPolicy,
+)
+
+#: The encoding's schema version. A record written by a newer version is refused, never guessed.
+SCHEMA_VERSION = 1
+
+
+class EventClass(enum.Enum):
+    """How the store treats an event (see the module docstring)."""
+
+    CONTROL = "control"
+    DECISION = "decision"
+    EVIDENCE = "evidence"
+
+
+@attrs.frozen(kw_only=True)
+class Options:
+    """The per-job settings every actor must use alike, so they live in the header."""
+
+    supervised: bool = False
+    submit_retries: int = 2
+    unresolved_age: timedelta = timedelta(minutes=10)
+    cleanup_deadline: timedelta = timedelta(minutes=30)
+    unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL
+
+
+@attrs.frozen(kw_only=True)
+class Header:
+    """Revision 0 of a record: what the job is, as submitted."""
+
+    job: JobID
+    spec: JobSpec
+    plan: Plan
+    options: Options = attrs.field(factory=Options)
+    idempotency_key: str = ""
+    supersedes: JobID = ""
+    created_by: Actor
+    created_at: datetime
+    schema: int = SCHEMA_VERSION
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """What every event carries: when, who, and (decisions only) the owner's fencing token."""
+
+    kind: ClassVar[str] = ""
+    cls: ClassVar[EventClass] = EventClass.EVIDENCE
+
+    at: datetime
+    by: Actor
+    token: int | None = None
+
+    @property
+    def decision(self) -> bool:
+        """Whether committing this event needs the job's current lease."""
+        return self.cls is EventClass.DECISION
+
+
+# ------------------------------------------------------------------------------ controls
+
+
+@attrs.frozen(kw_only=True)
+class HoldRequested(Event):
+    """A person holds the job: nothing new is opened until released (or ``until``)."""
+
+    kind: ClassVar[str] = "hold-requested"
+    cls: ClassVar[EventClass] = EventClass.CONTROL
+    reason: str = ""
+    until: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReleaseRequested(Event):
+    """A person releases the hold in force."""
+
+    kind: ClassVar[str] = "release-requested"
+    cls: ClassVar[EventClass] = EventClass.CONTROL
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class CancelRequested(Event):
+    """A person cancels the job. Its commit is the outcome: ``cancelled``, final."""
+
+    kind: ClassVar[str] = "cancel-requested"
+    cls: ClassVar[EventClass] = EventClass.CONTROL
+    reason: str = ""
+    superseded_by: JobID = ""
+
+
+@attrs.frozen(kw_only=True)
+class ResubmitRequested(Event):
+    """A person asks for a new submission of the same job."""
+
+    kind: ClassVar[str] = "resubmit-requested"
+    cls: ClassVar[EventClass] = EventClass.CONTROL
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class RequeueRequested(Event):
+    """A person asks the scheduler to rerun the canonical object in place."""
+
+    kind: ClassVar[str] = "requeue-requested"
+    cls: ClassVar[EventClass] = EventClass.CONTROL
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class GiveUpRequested(Event):
+    """A person stops recovery: the job fails with the cause of its last execution."""
+
+    kind: ClassVar[str] = "give-up-requested"
+    cls: ClassVar[EventClass] = EventClass.CONTROL
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class AbandonRequested(Event):
+    """A person closes an attempt whose outcome stayed unknown (the manual policy)."""
+
+    kind: ClassVar[str] = "abandon-requested"
+    cls: ClassVar[EventClass] = EventClass.CONTROL
+    submission: int
+    attempt: int
+    reason: str = ""
+
+
+# ------------------------------------------------------------------------------ evidence
+
+
+@attrs.frozen(kw_only=True)
+class Observed(Event):
+    """What the backend showed of one object, committed when it differs from the last record."""
+
+    kind: ClassVar[str] = "observed"
+    obs: ObjectObs
+
+
+@attrs.frozen(kw_only=True)
+class Absent(Event):
+    """A complete Find at ``find_at`` did not show an object the record knows."""
+
+    kind: ClassVar[str] = "absent"
+    ref: ObjectRef
+    find_at: datetime
+
+
+class Reply(enum.Enum):
+    """What a Start call answered."""
+
+    CREATED = "created"
+    UNKNOWN = "unknown"
+    REFUSED = "refused"
+
+
+@attrs.frozen(kw_only=True)
+class AttemptReplied(Event):
+    """The reply to attempt ``attempt`` of submission ``submission``."""
+
+    kind: ClassVar[str] = "attempt-replied"
+    submission: int
+    attempt: int
+    reply: Reply
+    ref: ObjectRef | None = None
+    detail: str = ""
+
+
+class CallOp(enum.Enum):
+    """The backend calls that carry a recorded deadline."""
+
+    HOLD = "hold"
+    RELEASE = "release"
+    REQUEUE = "requeue"
+    RESTORE = "restore"
+
+
+@attrs.frozen(kw_only=True)
+class CallAnswered(Event):
+    """The result of a call recorded by :class:`CallIssued` at revision ``call``."""
+
+    kind: ClassVar[str] = "call-answered"
+    call: int
+    ok: bool
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class CessationAnswered(Event):
+    """The site's cessation signal about an object."""
+
+    kind: ClassVar[str] = "cessation-answered"
+    ref: ObjectRef
+    evidence: CessationEvidence
+
+
+@attrs.frozen(kw_only=True)
+class EscalationDelivered(Event):
+    """An escalation reached a sink; each sink gets each escalation once."""
+
+    kind: ClassVar[str] = "escalation-delivered"
+    escalation: str
+    sink: str
+
+
+# ------------------------------------------------------------------------------ decisions
+
+
+@attrs.frozen(kw_only=True)
+class SubmissionAuthorized(Event):
+    """Submission ``n`` may be tried. ``rule`` is the rule it is charged to (``None`` for the
+    first submission and a person's resubmit); ``trigger`` identifies what caused it, and one
+    trigger authorizes at most one submission."""
+
+    kind: ClassVar[str] = "submission-authorized"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    n: int
+    trigger: str
+    rule: int | None = None
+    cause: Cause | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AttemptStarted(Event):
+    """Attempt ``attempt`` of submission ``submission`` is about to call Start (numbered first,
+    so a crash leaves a record of the attempt whose reply is missing)."""
+
+    kind: ClassVar[str] = "attempt-started"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    submission: int
+    attempt: int
+
+
+@attrs.frozen(kw_only=True)
+class CanonicalChosen(Event):
+    """``ref`` is submission ``submission``'s one object allowed to run."""
+
+    kind: ClassVar[str] = "canonical-chosen"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    submission: int
+    ref: ObjectRef
+    attempt: int
+
+
+@attrs.frozen(kw_only=True)
+class OpenDecided(Event):
+    """The canonical object's gate is to be lifted."""
+
+    kind: ClassVar[str] = "open-decided"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    submission: int
+    ref: ObjectRef
+
+
+@attrs.frozen(kw_only=True)
+class Retired(Event):
+    """A gated object that is not canonical: it never runs, its cause is ``duplicate``."""
+
+    kind: ClassVar[str] = "retired"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    ref: ObjectRef
+    submission: int
+    attempt: int
+
+
+@attrs.frozen(kw_only=True)
+class StopDecided(Event):
+    """An object is to be stopped (cancel, give up, a newer submission, a retired duplicate)."""
+
+    kind: ClassVar[str] = "stop-decided"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    ref: ObjectRef
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class VerifiedStopped(Event):
+    """The object is judged gone from its absence in complete Finds, the last at ``find_at``."""
+
+    kind: ClassVar[str] = "verified-stopped"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    ref: ObjectRef
+    find_at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class RecoveryDecided(Event):
+    """A rule fired on the end of an execution, with an action the supervisor performs on the
+    same object (requeue) or by holding for a person (hold). Charged to the rule's budget."""
+
+    kind: ClassVar[str] = "recovery-decided"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    rule: int
+    trigger: str
+    cause: Cause
+    ref: ObjectRef | None = None
+    submission: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class HoldPlaced(Event):
+    """Hold instance ``instance`` stands: an operator's hold (after a request) or a recovery
+    rule's hold for a person."""
+
+    kind: ClassVar[str] = "hold-placed"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    instance: int
+    hold: Hold
+    submission: int = 0
+    cause: Cause | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HoldLifted(Event):
+    """Hold instance ``instance`` no longer stands (released by a person, expired, or lifted by a
+    cessation answer)."""
+
+    kind: ClassVar[str] = "hold-lifted"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    instance: int
+    reason: str = ""
+    resume: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class CallIssued(Event):
+    """A hold-family, requeue or restore call about to be made, with the deadline past which the
+    adapter must refuse to act on it."""
+
+    kind: ClassVar[str] = "call-issued"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    op: CallOp
+    ref: ObjectRef
+    deadline: datetime
+    instance: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class OutcomeDecided(Event):
+    """The job's terminal state and its cause. Final: nothing ever replaces it."""
+
+    kind: ClassVar[str] = "outcome-decided"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    state: State
+    cause: Cause
+
+
+@attrs.frozen(kw_only=True)
+class Escalated(Event):
+    """A person must know. ``id`` derives from the cause, so each escalation is committed once."""
+
+    kind: ClassVar[str] = "escalated"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    id: str
+    detail: str
+
+
+@attrs.frozen(kw_only=True)
+class Settled(Event):
+    """The job needs nothing more: an outcome stands and clean-up is done."""
+
+    kind: ClassVar[str] = "settled"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+
+
+AnyEvent: TypeAlias = (
+    HoldRequested
+    | ReleaseRequested
+    | CancelRequested
+    | ResubmitRequested
+    | RequeueRequested
+    | GiveUpRequested
+    | AbandonRequested
+    | Observed
+    | Absent
+    | AttemptReplied
+    | CallAnswered
+    | CessationAnswered
+    | EscalationDelivered
+    | SubmissionAuthorized
+    | AttemptStarted
+    | CanonicalChosen
+    | OpenDecided
+    | Retired
+    | StopDecided
+    | VerifiedStopped
+    | RecoveryDecided
+    | HoldPlaced
+    | HoldLifted
+    | CallIssued
+    | OutcomeDecided
+    | Escalated
+    | Settled
+)
+
+#: Every event type by the tag its encoding carries.
+EVENT_TYPES: dict[str, type[Event]] = {
+    t.kind: t
+    for t in (
+        HoldRequested,
+        ReleaseRequested,
+        CancelRequested,
+        ResubmitRequested,
+        RequeueRequested,
+        GiveUpRequested,
+        AbandonRequested,
+        Observed,
+        Absent,
+        AttemptReplied,
+        CallAnswered,
+        CessationAnswered,
+        EscalationDelivered,
+        SubmissionAuthorized,
+        AttemptStarted,
+        CanonicalChosen,
+        OpenDecided,
+        Retired,
+        StopDecided,
+        VerifiedStopped,
+        RecoveryDecided,
+        HoldPlaced,
+        HoldLifted,
+        CallIssued,
+        OutcomeDecided,
+        Escalated,
+        Settled,
+    )
+}
+
+
+@attrs.frozen
+class View:
+    """A record as read: its header, its events in order, and its revision (the event count)."""
+
+    header: Header
+    events: tuple[AnyEvent, ...]
+
+    @property
+    def revision(self) -> int:
+        return len(self.events)
+
+    @property
+    def job(self) -> JobID:
+        return self.header.job

@@ -1,0 +1,104 @@
+"""The record store interface every store implements, and its small value types.
+
+A store keeps one append-only record per job and hands out per-job ownership leases. Its
+promises, which the conformance suite in ``jobdispatch_conformance.records`` checks for every
+store:
+
+* ``create`` is idempotent on its key: the same key returns the existing job, never a second.
+* ``append`` is conditional: it commits only if the record is still at ``expect_revision``;
+  decision events also need the owner's current, unexpired lease, and carry its token.
+* Lease tokens strictly increase per job, so a holder whose lease expired or was taken is
+  fenced off: its decisions are refused even if it does not know it lost the lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from jobdispatch.records.events import AnyEvent, Header, View
+from jobdispatch.types import JobID
+
+
+@attrs.frozen
+class Lease:
+    """Ownership of one job: who holds it, the fencing token, and when it lapses."""
+
+    job: JobID
+    holder: str
+    token: int
+    expires: datetime
+
+
+@attrs.frozen(kw_only=True)
+class ListFilter:
+    """Which records ``list`` streams. ``settled=None`` streams every record."""
+
+    settled: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Created:
+    """What ``create`` answers: the job, and whether this call created it (False when the
+    idempotency key named an existing job)."""
+
+    job: JobID
+    created: bool
+
+
+@runtime_checkable
+class Records(Protocol):
+    """A record store. Every method may raise :class:`~jobdispatch.Unavailable` when the store
+    cannot answer; none ever half-applies a write."""
+
+    def create(
+        self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
+    ) -> Created:
+        """Create the job's record; with a key seen before, return that job instead."""
+        ...
+
+    def read(self, job: JobID) -> View:
+        """The whole record; NotFound for an unknown job, Invalid for one it cannot decode."""
+        ...
+
+    def append(
+        self,
+        job: JobID,
+        events: Sequence[AnyEvent],
+        *,
+        expect_revision: int,
+        owner: Lease | None = None,
+    ) -> int:
+        """Commit ``events`` if the record is at ``expect_revision``; returns the new revision.
+
+        Raises Conflict when the revision moved, or when a decision is appended without the
+        job's current lease. Decisions are stored with the lease's token.
+        """
+        ...
+
+    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+        """Stream the jobs the filter selects, in creation order."""
+        ...
+
+    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
+        """Take ownership of ``job``: Conflict while another holder's lease is unexpired.
+
+        Re-acquiring one's own live lease renews it under the same token; every other
+        acquisition hands out a token greater than any before it for this job.
+        """
+        ...
+
+    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+        """Extend a lease that is still current; Conflict once it expired or was taken."""
+        ...
+
+    def release(self, lease: Lease) -> None:
+        """Give ownership up; a lease no longer current is ignored."""
+        ...
+
+    def close(self) -> None:
+        """Release files and handles."""
+        ...

@@ -1,0 +1,325 @@
+"""The adapter SPI: what a scheduler adapter implements, and the values that cross it.
+
+An adapter manages backend *objects* and their *executions*; it knows nothing of jobs' records,
+plans or recovery. Everything is synchronous: the supervisor calls adapters from its own loop.
+Optional abilities are separate runtime-checkable protocols found with ``isinstance``, so an
+adapter implements exactly what its cluster can do and a host can ask before relying on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import IO, Protocol, runtime_checkable
+
+import attrs
+
+from jobdispatch.types import (
+    CallMeta,
+    Capability,
+    Cause,
+    HoldMeta,
+    JobID,
+    JobSpec,
+    ObjectState,
+    RecoveryPolicy,
+    Rule,
+    RuleSupport,
+    Support,
+    Tristate,
+)
+
+__all__ = [
+    "Backend",
+    "CessationEvidence",
+    "CessationSignal",
+    "Discovery",
+    "ExecutionObs",
+    "Holder",
+    "IdentityWeakener",
+    "MultiFinder",
+    "NativeOffer",
+    "NativePolicyCompiler",
+    "ObjectObs",
+    "ObjectRef",
+    "OutputReader",
+    "Requeuer",
+    "StartRequest",
+    "StopReport",
+    "Watcher",
+    "discovery_name",
+    "parse_discovery_name",
+]
+
+_NAME = re.compile(r"^jd-(?P<job>[a-z0-9]+)-(?P<n>[0-9]+)-(?P<k>[0-9]+)$")
+
+
+def discovery_name(job: JobID, submission: int, attempt: int) -> str:
+    """The name every object of (job, submission, attempt) is created under.
+
+    It is valid as a Slurm job name and as a Kubernetes object name (lower case, digits and
+    dashes), and :func:`parse_discovery_name` reads it back, so ``find`` can discover objects
+    whose Start reply was lost.
+    """
+    return f"jd-{job}-{submission}-{attempt}"
+
+
+def parse_discovery_name(name: str) -> tuple[JobID, int, int] | None:
+    """(job, submission, attempt) of a discovery name, or ``None`` for a foreign name."""
+    m = _NAME.match(name)
+    if m is None:
+        return None
+    return m["job"], int(m["n"]), int(m["k"])
+
+
+@attrs.frozen
+class ObjectRef:
+    """A backend object's identity as the backend knows it (a Slurm job id, a TrainJob's
+    namespace/name)."""
+
+    id: str
+
+    def __str__(self) -> str:
+        return self.id
+
+
+@attrs.frozen
+class NativeOffer:
+    """The rules an adapter will have the backend enforce itself, with their remaining budgets,
+    and the settings that make it so (for display and for the record)."""
+
+    rules: tuple[int, ...] = ()
+    remaining: Mapping[int, int] = attrs.field(factory=dict, hash=False)
+    settings: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+
+
+@attrs.frozen(kw_only=True)
+class StartRequest:
+    """What Start creates: one object, gated, under its discovery name."""
+
+    job: JobID
+    submission: int
+    attempt: int
+    spec: JobSpec
+    native: NativeOffer = attrs.field(factory=NativeOffer)
+    env: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+
+    @property
+    def name(self) -> str:
+        """The discovery name the object must carry."""
+        return discovery_name(self.job, self.submission, self.attempt)
+
+
+@attrs.frozen(kw_only=True)
+class ExecutionObs:
+    """One run of an object. An object that the backend reruns in place (Slurm requeue, a JobSet
+    restart) has several, told apart by ``index``."""
+
+    index: int
+    state: ObjectState
+    cause: Cause | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    nodes: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ObjectObs:
+    """What the backend shows of one object now."""
+
+    ref: ObjectRef
+    name: str
+    state: ObjectState
+    executions: tuple[ExecutionObs, ...] = ()
+    #: The backend hold instance standing on the object, if one does.
+    hold_instance: int | None = None
+    #: Whether the backend would rerun the object by itself (Slurm's requeue bit); None: unknown.
+    requeue_bit: bool | None = None
+    #: Nodes the backend reports lost under a running object.
+    lost_nodes: tuple[str, ...] = ()
+    detail: str = ""
+
+    @property
+    def identity(self) -> tuple[JobID, int, int] | None:
+        """(job, submission, attempt) from the discovery name, or None for a foreign object."""
+        return parse_discovery_name(self.name)
+
+    @property
+    def latest(self) -> ExecutionObs | None:
+        """The execution with the highest index, if any ran."""
+        return max(self.executions, key=lambda e: e.index, default=None)
+
+
+@attrs.frozen(kw_only=True)
+class Discovery:
+    """Every object of one job the backend shows, from one query at ``at``.
+
+    ``complete`` is False when the backend could not tell everything (an accounting database
+    that did not answer, say): absence from an incomplete discovery proves nothing.
+    """
+
+    job: JobID
+    objects: tuple[ObjectObs, ...] = ()
+    at: datetime | None = None
+    complete: bool = True
+
+    def get(self, ref: ObjectRef) -> ObjectObs | None:
+        """The observation of ``ref``, if the backend showed it."""
+        for obs in self.objects:
+            if obs.ref == ref:
+                return obs
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class StopReport:
+    """What stopping every object of a job did: stopped, still live, and nodes whose processes
+    may live on because they were down or not answering."""
+
+    stopped: tuple[ObjectRef, ...] = ()
+    live: tuple[ObjectRef, ...] = ()
+    unproven_nodes: tuple[str, ...] = ()
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class CessationEvidence:
+    """A site's own answer to "are this object's processes gone?"."""
+
+    ceased: Tristate
+    detail: str = ""
+    at: datetime | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every adapter implements. Every method may raise :class:`~jobdispatch.Unreachable`
+    or :class:`~jobdispatch.Unauthorized`; see docs/specs/0003-adapter.md for each contract."""
+
+    #: The adapter's registered name (``slurm``, ``memory``...).
+    name: str
+
+    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+        """What this cluster supports, for this spec when one is given."""
+        ...
+
+    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+        """One answer per rule of ``policy``, in its order."""
+        ...
+
+    def start(self, request: StartRequest) -> ObjectRef:
+        """Create the object with its gate closed; OutcomeUnknown when it cannot tell."""
+        ...
+
+    def open(self, ref: ObjectRef) -> None:
+        """Lift the object's gate. Idempotent: an object past its gate is success."""
+        ...
+
+    def find(self, job: JobID) -> Discovery:
+        """Every object of the job, found by discovery name."""
+        ...
+
+    def inspect(self, ref: ObjectRef) -> ObjectObs:
+        """One object; NotFound when the backend no longer knows it."""
+        ...
+
+    def stop(self, ref: ObjectRef, reason: str) -> None:
+        """Stop this one object. Idempotent: an object already gone is success."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and caches."""
+        ...
+
+
+@runtime_checkable
+class Holder(Protocol):
+    """Places and releases backend holds, by hold instance."""
+
+    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None: ...
+
+    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Release only the instance ``meta`` names; a different standing instance stays."""
+        ...
+
+
+@runtime_checkable
+class Requeuer(Protocol):
+    """Re-runs the same object on request, under a recorded deadline."""
+
+    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None: ...
+
+    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """Clear a requeue bit left set outside ``requeue`` (a crash between steps, an operator)."""
+        ...
+
+
+@runtime_checkable
+class NativePolicyCompiler(Protocol):
+    """Turns the rules a backend enforces natively into the settings that make it so."""
+
+    def compile(
+        self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
+    ) -> NativeOffer: ...
+
+
+@runtime_checkable
+class Watcher(Protocol):
+    """Streams observations as they happen, for evidence a poll would lose."""
+
+    def watch(self, job: JobID) -> Iterator[ObjectObs]: ...
+
+
+@runtime_checkable
+class MultiFinder(Protocol):
+    """Finds the objects of many jobs in one backend query."""
+
+    def find_many(
+        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
+    ) -> Mapping[JobID, Discovery]: ...
+
+
+@runtime_checkable
+class CessationSignal(Protocol):
+    """Asks the site's own signal whether an object's processes are gone."""
+
+    def ceased(self, ref: ObjectRef) -> CessationEvidence: ...
+
+
+@runtime_checkable
+class IdentityWeakener(Protocol):
+    """An adapter that may let the backend rerun a rank under the same execution identity."""
+
+    def identity_weakened(self, spec: JobSpec) -> str:
+        """Why ``spec``'s execution identity would be weakened, or "" when it would not."""
+        ...
+
+
+@runtime_checkable
+class OutputReader(Protocol):
+    """Reads an object's output where the cluster keeps it."""
+
+    def output(
+        self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
+    ) -> IO[bytes]:
+        """The stream's bytes; with ``follow``, a stream that waits for more until the object
+        ends."""
+        ...
+
+
+def find_all(
+    backend: Backend, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
+) -> dict[JobID, Discovery]:
+    """A Discovery for every job: one query when the backend is a MultiFinder, else one per job."""
+    if isinstance(backend, MultiFinder):
+        found = backend.find_many(jobs, states)
+        return {job: found.get(job, Discovery(job=job)) for job in jobs}
+    result: dict[JobID, Discovery] = {}
+    wanted = set(states)
+    for job in jobs:
+        d = backend.find(job)
+        if wanted:
+            d = attrs.evolve(d, objects=tuple(o for o in d.objects if o.state in wanted))
+        result[job] = d
+    return result
