@@ -1,0 +1,703 @@
+"""The durable record store: one LMDB environment (a directory holding ``data.mdb`` and
+``lock.mdb``) shared by every process on the host that opens it.
+
+What the guarantees rest on (docs/specs/0002-record.md says it at length):
+
+* **Durability.** The environment is opened with ``sync=True`` and ``metasync=True`` and without
+  ``writemap``/``map_async``: every commit writes its pages, ``fdatasync``\\s the data file,
+  writes the new meta page and ``fdatasync``\\s again before ``commit`` returns. A commit that
+  returned survives ``kill -9`` and a power cut exactly as far as the file system and the disk
+  honour ``fdatasync`` (a disk that lies about its write cache, or a file system mounted with
+  barriers off, loses the promise; nothing in a process can make up for that). A crash at any
+  point leaves either the previous meta page or the new one, never half an event.
+* **Concurrency.** Every conditional write (the revision check, the lease check and the write)
+  happens inside one LMDB write transaction. LMDB allows one writer at a time across every
+  process on the host (a robust process-shared mutex in ``lock.mdb``, recovered when its holder
+  dies), so exactly one of several racing appenders wins each revision. Readers use MVCC read
+  transactions and never block the writer, nor it them.
+* **Growth.** A write that finds the map full grows it (doubling) and retries. A process that
+  sees another process's larger map (``MDB_MAP_RESIZED``) adopts it and retries. Both need every
+  transaction of this process closed, which a per-environment gate arranges.
+
+The store keeps one environment per directory per process (LMDB forbids opening one twice in a
+process: its POSIX locks are per process), shared by every :class:`LmdbRecords` on that path,
+and never uses an environment inherited across ``fork``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import lmdb
+from jobdispatch import codec
+from jobdispatch.clock import Clock, system_clock
+from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable
+from jobdispatch.records.events import EVENT_TYPES, SCHEMA_VERSION, AnyEvent, Header, Settled, View
+from jobdispatch.records.store import Created, Lease, ListFilter
+from jobdispatch.types import JobID
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "LmdbRecords"]
+
+T = TypeVar("T")
+
+#: The marker written in the ``meta`` database: a directory without it is not ours.
+FORMAT = b"jobdispatch-records"
+#: The layout version (of the databases and keys, not of the events: those carry their own
+#: schema version). A store written with a newer layout is refused, never guessed at.
+FORMAT_VERSION = 1
+#: The first map size; it doubles whenever a commit finds it full.
+DEFAULT_MAP_SIZE = 1 << 26
+#: The files LMDB keeps in an environment directory. Anything else there is someone else's.
+_LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
+#: LMDB's meta page magic (``MDB_MAGIC``), after the 16-byte page header, little-endian on the
+#: hosts LMDB runs on.
+_LMDB_MAGIC = struct.pack("<I", 0xBEEFC0DE)
+_DATABASES = ("meta", "jobs", "headers", "events", "keys", "order", "leases")
+#: Creator's token on decisions committed by ``create`` (leases hand out tokens from 1).
+CREATOR_TOKEN = 0
+_LIST_BATCH = 256
+_MAX_RETRIES = 64
+
+_U64 = struct.Struct(">Q")
+#: jobs db value: creation sequence, revision, settled.
+_JOB = struct.Struct(">QQB")
+_KNOWN_TYPES = frozenset(EVENT_TYPES.values())
+_Rows = list[tuple[bytes, bytes]]
+
+
+def _get(txn: lmdb.Transaction, key: bytes, db: Any) -> bytes | None:
+    value = txn.get(key, db=db)
+    return None if value is None else bytes(value)
+
+
+def _u64(n: int) -> bytes:
+    return _U64.pack(n)
+
+
+def _event_key(seq: int, revision: int) -> bytes:
+    # Big-endian, so LMDB's byte order is revision order and a job's events are contiguous.
+    return _U64.pack(seq) + _U64.pack(revision)
+
+
+# ---------------------------------------------------------------------- the shared environment
+
+
+class _Gate:
+    """A readers-writer gate over one environment in this process.
+
+    Every transaction runs under ``shared()``; changing the map size runs under
+    ``exclusive()``, which LMDB requires to happen with no transaction of the process open.
+    Waiting exclusives bar new shared entries, so a resize is not starved.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                if not self._active:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            while self._exclusive or self._active:
+                self._cond.wait()
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+@attrs.define(eq=False)
+class _Env:
+    """One open environment, shared by every store on its path in this process."""
+
+    path: Path
+    env: lmdb.Environment
+    dbs: dict[str, Any]
+    gate: _Gate
+    pid: int
+    users: int = 0
+
+
+_open_lock = threading.Lock()
+_open_envs: dict[tuple[int, int], _Env] = {}
+
+
+def _refuse(path: Path, why: str) -> Invalid:
+    return Invalid(f"{path} is not a dispatch record store: {why}; nothing was changed")
+
+
+def _check_directory(path: Path) -> None:
+    """Refuse, before LMDB touches anything, a path that holds something else."""
+    if path.is_symlink() and not path.exists():
+        raise _refuse(path, "it is a dangling symbolic link")
+    if path.exists() and not path.is_dir():
+        raise _refuse(path, "it is a file, and a store is a directory")
+    if not path.exists():
+        return
+    try:
+        names = set(os.listdir(path))
+    except OSError as exc:
+        raise Unavailable(f"{path}: cannot list the store's directory: {exc}") from exc
+    foreign = sorted(names - _LMDB_FILES)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise _refuse(path, f"the directory holds other files ({shown})")
+    for name in sorted(names):
+        if not (path / name).is_file() or (path / name).is_symlink():
+            raise _refuse(path, f"{name} is not a regular file")
+    data = path / "data.mdb"
+    if "data.mdb" in names and data.stat().st_size:
+        with data.open("rb") as f:
+            head = f.read(20)
+        if len(head) < 20 or head[16:20] != _LMDB_MAGIC:
+            raise _refuse(path, "data.mdb is not an LMDB file")
+
+
+def _inspect(txn: lmdb.Transaction, env: lmdb.Environment, path: Path) -> bool:
+    """Whether the environment is empty (False) or a valid store of ours (True); Invalid for
+    anything else."""
+    names = [bytes(k) for k in txn.cursor().iternext(values=False)]
+    if not names:
+        return False
+    if b"meta" not in names:
+        raise _refuse(path, "an LMDB environment without the dispatch marker")
+    try:
+        meta = env.open_db(b"meta", txn=txn, create=False)
+    except lmdb.Error as exc:
+        raise _refuse(path, "an LMDB environment without the dispatch marker") from exc
+    marker = _get(txn, b"format", db=meta)
+    if marker != FORMAT:
+        raise _refuse(path, "an LMDB environment without the dispatch marker")
+    raw = _get(txn, b"version", db=meta)
+    try:
+        version = int(raw.decode()) if raw is not None else -1
+    except ValueError:
+        version = -1
+    if version > FORMAT_VERSION:
+        msg = (
+            f"{path}: store written by a newer version (layout {version}; this reads up to "
+            f"{FORMAT_VERSION}); nothing was changed"
+        )
+        raise Invalid(msg)
+    if version < 1:
+        raise _refuse(path, f"its layout version {raw!r} is not one any version wrote")
+    return True
+
+
+def _initialize(txn: lmdb.Transaction, env: lmdb.Environment) -> None:
+    for name in _DATABASES:
+        env.open_db(name.encode(), txn=txn, create=True)
+    meta = env.open_db(b"meta", txn=txn, create=False)
+    txn.put(b"format", FORMAT, db=meta)
+    txn.put(b"version", str(FORMAT_VERSION).encode(), db=meta)
+    txn.put(b"next-seq", _u64(0), db=meta)
+
+
+def _open_env(path: Path, map_size: int) -> _Env:
+    _check_directory(path)
+    created_dir = not path.exists()
+    had_lock = (path / "lock.mdb").exists()
+    if created_dir:
+        try:
+            path.mkdir(parents=True)
+        except FileExistsError:
+            _check_directory(path)  # someone else made it meanwhile
+        except OSError as exc:
+            raise Unavailable(f"{path}: cannot create the store's directory: {exc}") from exc
+    try:
+        env = lmdb.open(
+            str(path),
+            subdir=True,
+            map_size=map_size,
+            max_dbs=len(_DATABASES) + 1,
+            sync=True,
+            metasync=True,
+            writemap=False,
+            map_async=False,
+            lock=True,
+            readonly=False,
+            create=True,
+        )
+    except lmdb.Error as exc:
+        raise Unavailable(f"{path}: cannot open the store: {exc}") from exc
+    try:
+        # Reader slots of processes that died (kill -9) would otherwise pin old pages forever.
+        env.reader_check()
+        with env.begin() as txn:
+            ours = _inspect(txn, env, path)
+        if not ours:
+            with env.begin(write=True) as txn:
+                if not _inspect(txn, env, path):
+                    _initialize(txn, env)
+        with env.begin() as txn:
+            dbs = {name: env.open_db(name.encode(), txn=txn, create=False) for name in _DATABASES}
+    except BaseException:
+        env.close()
+        if not had_lock and not created_dir:
+            # Leave a foreign directory as it was found.
+            (path / "lock.mdb").unlink(missing_ok=True)
+        raise
+    return _Env(path=path, env=env, dbs=dbs, gate=_Gate(), pid=os.getpid())
+
+
+def _acquire_env(path: Path, map_size: int) -> _Env:
+    with _open_lock:
+        if path.is_dir():
+            st = path.stat()
+            shared = _open_envs.get((st.st_dev, st.st_ino))
+            if shared is not None and shared.pid == os.getpid():
+                shared.users += 1
+                return shared
+        opened = _open_env(path, map_size)
+        st = path.stat()
+        _open_envs[(st.st_dev, st.st_ino)] = opened
+        opened.users += 1
+        return opened
+
+
+def _release_env(shared: _Env) -> None:
+    with _open_lock:
+        shared.users -= 1
+        if shared.users:
+            return
+        for key, value in list(_open_envs.items()):
+            if value is shared:
+                del _open_envs[key]
+        if shared.pid == os.getpid():
+            with shared.gate.exclusive():
+                shared.env.close()
+
+
+# ------------------------------------------------------------------------------ value helpers
+
+
+def _check_events(job: str, events: Sequence[AnyEvent]) -> None:
+    for i, event in enumerate(events):
+        if type(event) not in _KNOWN_TYPES:
+            msg = (
+                f"record {job}: event {i} of the batch is a {type(event).__name__}, "
+                "not one of the record's event types"
+            )
+            raise Invalid(msg)
+
+
+def _encode_events(events: Sequence[AnyEvent], token: int | None) -> list[tuple[bytes, bool]]:
+    """Each event encoded with the token it is stored under (decisions: ``token``; controls and
+    evidence: none), and whether it settles the job."""
+    out = []
+    for event in events:
+        want = token if event.decision else None
+        stamped = event if event.token == want else attrs.evolve(event, token=want)
+        out.append((codec.encode_event(stamped), isinstance(event, Settled)))
+    return out
+
+
+def _key_bytes(what: str, value: str, limit: int) -> bytes:
+    raw = value.encode()
+    if not raw:
+        msg = f"the {what} must not be empty"
+        raise Invalid(msg)
+    if len(raw) > limit:
+        msg = f"the {what} {value[:40]!r}... is {len(raw)} bytes long; the store takes {limit}"
+        raise Invalid(msg)
+    return raw
+
+
+def _check_ttl(ttl: timedelta) -> None:
+    if ttl <= timedelta(0):
+        msg = f"a lease needs a positive ttl, got {ttl}"
+        raise Invalid(msg)
+
+
+@attrs.frozen
+class _LeaseRow:
+    holder: str | None
+    token: int
+    expires: datetime | None
+
+    @classmethod
+    def load(cls, raw: bytes | None) -> _LeaseRow:
+        if raw is None:
+            return cls(None, 0, None)
+        data = json.loads(raw)
+        expires = datetime.fromisoformat(data["expires"]) if data["expires"] else None
+        return cls(data["holder"], int(data["token"]), expires)
+
+    def dump(self) -> bytes:
+        expires = self.expires.isoformat() if self.expires is not None else None
+        body = {"holder": self.holder, "token": self.token, "expires": expires}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    def live(self, now: datetime) -> bool:
+        return self.holder is not None and self.expires is not None and now < self.expires
+
+
+# ---------------------------------------------------------------------------------- the store
+
+
+class LmdbRecords:
+    """A durable, multi-process record store in the directory ``path``.
+
+    Args:
+        path: the store's directory; created when missing. A path that holds anything else (a
+            file, a directory with foreign files, an LMDB environment that is not a dispatch
+            store, or one written by a newer version) is refused with :class:`Invalid` and left
+            exactly as it was.
+        clock: judges lease expiry in this process (each process uses its own).
+        map_size: the initial map size in bytes; it grows on demand, so this is a starting
+            reservation of address space, not of disk.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        clock: Clock = system_clock,
+        *,
+        map_size: int = DEFAULT_MAP_SIZE,
+    ) -> None:
+        self.path = Path(path).absolute()
+        self._clock = clock
+        self._shared: _Env | None = _acquire_env(self.path, map_size)
+        self._max_key = self._shared.env.max_key_size()
+
+    def __repr__(self) -> str:
+        return f"LmdbRecords({str(self.path)!r})"
+
+    def __enter__(self) -> LmdbRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --------------------------------------------------------------------------- the interface
+
+    def create(
+        self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
+    ) -> Created:
+        job = header.job
+        job_key = self._job_key(job)
+        if header.idempotency_key and idempotency_key and header.idempotency_key != idempotency_key:
+            msg = (
+                f"record {job}: idempotency key {idempotency_key!r} differs from the header's "
+                f"{header.idempotency_key!r}"
+            )
+            raise Invalid(msg)
+        key = idempotency_key or header.idempotency_key
+        if key != header.idempotency_key:
+            header = attrs.evolve(header, idempotency_key=key)
+        if header.schema != SCHEMA_VERSION:
+            msg = (
+                f"record {job}: header schema {header.schema} cannot be written by this version "
+                f"(it writes schema {SCHEMA_VERSION})"
+            )
+            raise Invalid(msg)
+        idem = _key_bytes("idempotency key", key, self._max_key) if key else b""
+        _check_events(job, events)
+        head = codec.encode_header(header)
+        encoded = _encode_events(events, CREATOR_TOKEN)
+
+        def txn_create(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Created:
+            if idem:
+                existing = _get(txn, idem, db=dbs["keys"])
+                if existing is not None:
+                    return Created(job=bytes(existing).decode(), created=False)
+            if _get(txn, job_key, db=dbs["jobs"]) is not None:
+                msg = f"record {job} exists already, created under another idempotency key"
+                raise Conflict(msg)
+            seq = _U64.unpack(_get(txn, b"next-seq", db=dbs["meta"]) or _u64(0))[0] + 1
+            txn.put(b"next-seq", _u64(seq), db=dbs["meta"])
+            settled = any(s for _, s in encoded)
+            txn.put(job_key, _JOB.pack(seq, len(encoded), settled), db=dbs["jobs"])
+            txn.put(_u64(seq), head, db=dbs["headers"])
+            txn.put(_u64(seq), job_key, db=dbs["order"])
+            if idem:
+                txn.put(idem, job_key, db=dbs["keys"])
+            for revision, (data, _) in enumerate(encoded, start=1):
+                txn.put(_event_key(seq, revision), data, db=dbs["events"])
+            return Created(job=job, created=True)
+
+        return self._transact(txn_create, write=True)
+
+    def read(self, job: JobID) -> View:
+        job_key = self._job_key(job)
+
+        def txn_read(
+            txn: lmdb.Transaction, dbs: dict[str, Any]
+        ) -> tuple[bytes, int, list[tuple[bytes, bytes]]]:
+            seq, revision, _ = self._job(txn, dbs, job, job_key)
+            head = _get(txn, _u64(seq), db=dbs["headers"])
+            if head is None:
+                msg = f"record {job} is damaged: its header is missing"
+                raise Invalid(msg)
+            prefix = _u64(seq)
+            rows = []
+            cursor = txn.cursor(db=dbs["events"])
+            if cursor.set_range(prefix):
+                for key, value in cursor.iternext():
+                    if key[:8] != prefix:
+                        break
+                    rows.append((bytes(key), bytes(value)))
+            return head, revision, rows
+
+        # Decoding happens after the read transaction closed: it is the slow part.
+        head, revision, rows = self._transact(txn_read, write=False)
+        header = codec.decode_header(head, job=job)
+        events = []
+        for expected, (key, value) in enumerate(rows, start=1):
+            got = _U64.unpack(key[8:])[0]
+            if got != expected:
+                msg = f"record {job} is damaged: revision {expected} is missing"
+                raise Invalid(msg)
+            events.append(codec.decode_event(value, revision=expected, job=job))
+        if len(events) != revision:
+            msg = f"record {job} is damaged: {len(events)} events stored, revision {revision}"
+            raise Invalid(msg)
+        return View(header, tuple(events))
+
+    def append(
+        self,
+        job: JobID,
+        events: Sequence[AnyEvent],
+        *,
+        expect_revision: int,
+        owner: Lease | None = None,
+    ) -> int:
+        job_key = self._job_key(job)
+        _check_events(job, events)
+        decides = any(e.decision for e in events)
+        if decides and owner is None:
+            msg = f"record {job}: decisions need the job's lease, and none was given"
+            raise Conflict(msg)
+        if decides and owner is not None and owner.job != job:
+            msg = f"record {job}: the lease given is for job {owner.job}"
+            raise Conflict(msg)
+        encoded = _encode_events(events, owner.token if owner is not None else None)
+        settles = any(s for _, s in encoded)
+
+        def txn_append(txn: lmdb.Transaction, dbs: dict[str, Any]) -> int:
+            seq, revision, settled = self._job(txn, dbs, job, job_key)
+            if revision != expect_revision:
+                msg = f"record {job} is at revision {revision}, not {expect_revision}"
+                raise Conflict(msg)
+            if decides:
+                assert owner is not None
+                row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
+                self._check_owner(job, row, owner, self._clock())
+            for revision_, (data, _) in enumerate(encoded, start=revision + 1):
+                if not txn.put(_event_key(seq, revision_), data, db=dbs["events"], overwrite=False):
+                    msg = f"record {job} is damaged: revision {revision_} exists past its revision"
+                    raise Invalid(msg)
+            new = revision + len(encoded)
+            txn.put(job_key, _JOB.pack(seq, new, settled or settles), db=dbs["jobs"])
+            return new
+
+        return self._transact(txn_append, write=True)
+
+    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+        want = filter.settled if filter is not None else None
+        return self._list(want)
+
+    def _list(self, want: bool | None) -> Iterator[JobID]:
+        # Batches, each in its own short read transaction, so that a caller who stops
+        # iterating (or iterates slowly) pins no old pages and holds no reader slot.
+        after = 0
+        while True:
+
+            def txn_batch(
+                txn: lmdb.Transaction, dbs: dict[str, Any], after: int = after
+            ) -> tuple[int, list[str]]:
+                cursor = txn.cursor(db=dbs["order"])
+                last, out, seen = after, [], 0
+                if cursor.set_range(_u64(after + 1)):
+                    for key, value in cursor.iternext():
+                        last = _U64.unpack(key)[0]
+                        seen += 1
+                        if want is not None:
+                            row = _get(txn, bytes(value), db=dbs["jobs"])
+                            if row is None or bool(_JOB.unpack(row)[2]) is not want:
+                                if seen >= _LIST_BATCH:
+                                    break
+                                continue
+                        out.append(bytes(value).decode())
+                        if seen >= _LIST_BATCH:
+                            break
+                return (last if seen else -1), out
+
+            last, batch = self._transact(txn_batch, write=False)
+            yield from batch
+            if last < 0:
+                return
+            after = last
+
+    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
+        job_key = self._job_key(job)
+        _check_ttl(ttl)
+        if not holder:
+            msg = f"job {job}: a lease needs a non-empty holder"
+            raise Invalid(msg)
+
+        def txn_acquire(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Lease:
+            seq, _, _ = self._job(txn, dbs, job, job_key)
+            now = self._clock()
+            row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
+            if row.live(now):
+                if row.holder != holder:
+                    msg = f"job {job} is owned by {row.holder} until {row.expires}"
+                    raise Conflict(msg)
+                token = row.token
+            else:
+                token = row.token + 1
+            expires = now + ttl
+            txn.put(_u64(seq), _LeaseRow(holder, token, expires).dump(), db=dbs["leases"])
+            return Lease(job, holder, token, expires)
+
+        return self._transact(txn_acquire, write=True)
+
+    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+        job_key = self._job_key(lease.job)
+        _check_ttl(ttl)
+
+        def txn_renew(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Lease:
+            seq, _, _ = self._job(txn, dbs, lease.job, job_key)
+            now = self._clock()
+            row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
+            self._check_owner(lease.job, row, lease, now)
+            expires = now + ttl
+            txn.put(
+                _u64(seq), _LeaseRow(lease.holder, lease.token, expires).dump(), db=dbs["leases"]
+            )
+            return Lease(lease.job, lease.holder, lease.token, expires)
+
+        return self._transact(txn_renew, write=True)
+
+    def release(self, lease: Lease) -> None:
+        job_key = self._job_key(lease.job)
+
+        def txn_release(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+            seq, _, _ = self._job(txn, dbs, lease.job, job_key)
+            row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
+            if row.holder == lease.holder and row.token == lease.token:
+                # The token stays: the next acquisition must hand out a greater one.
+                txn.put(_u64(seq), _LeaseRow(None, row.token, None).dump(), db=dbs["leases"])
+
+        self._transact(txn_release, write=True)
+
+    def close(self) -> None:
+        """Let go of the environment; the last store on a path in this process closes it."""
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            _release_env(shared)
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _job_key(self, job: JobID) -> bytes:
+        if not isinstance(job, str):
+            msg = f"a job id is a string, got {job!r}"
+            raise Invalid(msg)
+        return _key_bytes("job id", job, self._max_key)
+
+    @staticmethod
+    def _job(
+        txn: lmdb.Transaction, dbs: dict[str, Any], job: str, job_key: bytes
+    ) -> tuple[int, int, bool]:
+        row = _get(txn, job_key, db=dbs["jobs"])
+        if row is None:
+            msg = f"no record for job {job!r}"
+            raise NotFound(msg)
+        seq, revision, settled = _JOB.unpack(row)
+        return seq, revision, bool(settled)
+
+    @staticmethod
+    def _check_owner(job: str, row: _LeaseRow, owner: Lease, now: datetime) -> None:
+        if owner.job != job:
+            msg = f"record {job}: the lease given is for job {owner.job}"
+            raise Conflict(msg)
+        if row.holder != owner.holder or row.token != owner.token:
+            who = f"{row.holder} (token {row.token})" if row.holder else "nobody"
+            msg = (
+                f"job {job}: the lease of {owner.holder} (token {owner.token}) is not current; "
+                f"it is held by {who}"
+            )
+            raise Conflict(msg)
+        if not row.live(now):
+            msg = (
+                f"job {job}: the lease of {owner.holder} (token {owner.token}) expired at "
+                f"{row.expires}"
+            )
+            raise Conflict(msg)
+
+    def _transact(self, body: Callable[[lmdb.Transaction, dict[str, Any]], T], *, write: bool) -> T:
+        """Run ``body`` in one transaction (committed when it returns, aborted when it raises),
+        growing or adopting the map size and retrying when LMDB asks for it. ``body`` must
+        have no effect outside the transaction, since it may run more than once."""
+        shared = self._shared
+        if shared is None:
+            msg = f"{self.path}: the store is closed"
+            raise Unavailable(msg)
+        if shared.pid != os.getpid():
+            msg = f"{self.path}: the store was opened before a fork; open it again in this process"
+            raise Unavailable(msg)
+        for _ in range(_MAX_RETRIES):
+            with shared.gate.shared():
+                size = shared.env.info()["map_size"]
+                try:
+                    with shared.env.begin(write=write) as txn:
+                        return body(txn, shared.dbs)
+                except lmdb.MapFullError:
+                    grow = True
+                except lmdb.MapResizedError:
+                    grow = False
+                except lmdb.ReadersFullError as exc:
+                    msg = f"{self.path}: every reader slot is taken: {exc}"
+                    raise Unavailable(msg) from exc
+                except lmdb.Error as exc:
+                    msg = f"{self.path}: {type(exc).__name__}: {exc}"
+                    raise Unavailable(msg) from exc
+            self._resize(shared, size, grow=grow)
+        msg = f"{self.path}: the map kept changing size under {_MAX_RETRIES} tries"
+        raise Unavailable(msg)
+
+    @staticmethod
+    def _resize(shared: _Env, seen: int, *, grow: bool) -> None:
+        """Adopt a size another process set (``set_mapsize(0)``); if that is no larger than the
+        size that was full, double it. Nothing happens if another thread already resized."""
+        with shared.gate.exclusive():
+            env = shared.env
+            if env.info()["map_size"] != seen:
+                return
+            try:
+                env.set_mapsize(0)
+                if grow and env.info()["map_size"] <= seen:
+                    env.set_mapsize(seen * 2)
+            except lmdb.Error as exc:
+                msg = f"{shared.path}: cannot resize the map past {seen} bytes: {exc}"
+                raise Unavailable(msg) from exc
