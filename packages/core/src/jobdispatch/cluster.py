@@ -1,0 +1,495 @@
+"""A cluster: an adapter's backend composed with the core and, where there is one, a record store.
+
+``compose`` and ``open`` return a :class:`Cluster` with three faces:
+
+* the **observer** reads jobs (with a store: at the job level; without: object by object);
+* the **operator** acts on jobs, each action naming its actor and recorded; it needs a store
+  and a cluster that is not read-only;
+* the **stopper** is the emergency stop, which needs no record and exists unless read-only.
+
+Operator actions commit an intent conditionally on the revision they read (retrying on
+Conflict); the supervisor turns intents into steps. Cancel is the exception that proves the
+rule: its commit is the outcome, and it also stops what is live at once, because a person who
+cancels wants the cluster's resources back now.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from jobdispatch import plugins
+from jobdispatch.clock import Clock, system_clock
+from jobdispatch.config import validate_config
+from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unsupported
+from jobdispatch.job import fold
+from jobdispatch.plan import make_plan
+from jobdispatch.records import events as ev
+from jobdispatch.records.store import ListFilter, Records
+from jobdispatch.spi import Backend, Discovery, ObjectRef, Requeuer, StopReport, find_all
+from jobdispatch.status import Status, project, project_objects
+from jobdispatch.types import (
+    Actor,
+    Capability,
+    Enforcer,
+    JobID,
+    JobSpec,
+    ObjectState,
+    Plan,
+    State,
+    Support,
+    UnmatchedPolicy,
+)
+
+__all__ = [
+    "CancelReceipt",
+    "Cluster",
+    "Filter",
+    "Observer",
+    "Operator",
+    "StopReceipt",
+    "Stopper",
+    "adapters",
+    "compose",
+    "new_backend",
+    "open",
+    "watch",
+]
+
+#: How often an operator retries an intent whose commit lost a race.
+_CAS_TRIES = 20
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
+
+
+def random_job_id(rand: Callable[[int], bytes] = secrets.token_bytes) -> JobID:
+    """A new job id: 12 characters of lower-case base32, valid in every backend's names."""
+    raw = int.from_bytes(rand(8), "big")
+    return "".join(_ALPHABET[(raw >> (5 * i)) & 31] for i in range(12))
+
+
+@attrs.frozen(kw_only=True)
+class Filter:
+    """Which jobs ``Observer.list`` returns: any of ``states`` (all when empty); records that
+    have settled only when ``settled`` is True."""
+
+    states: Collection[State] = ()
+    settled: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class CancelReceipt:
+    """A cancel's two halves, reported apart: the commit, which is final, and clean-up, which
+    may lag behind it."""
+
+    job: JobID
+    committed: bool
+    #: The terminal state an earlier outcome left, when the cancel could not change it.
+    already: State | None = None
+    cleanup_complete: bool = False
+    live: tuple[ObjectRef, ...] = ()
+    #: Nodes that were down or not answering, so processes may live on there.
+    cessation_unproven: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class StopReceipt:
+    """The emergency stop's report. Nothing was recorded: a supervisor may still recover the job."""
+
+    job: JobID
+    report: StopReport
+    note: str = "not recorded: a supervisor may still recover the job; cancel it to end it"
+
+
+class Observer:
+    """Reads jobs. With a store, statuses are at the job level; without, object by object."""
+
+    def __init__(self, backend: Backend, store: Records | None, clock: Clock) -> None:
+        self._backend = backend
+        self._store = store
+        self._clock = clock
+
+    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+        """What this cluster supports (for ``spec`` when given)."""
+        return self._backend.capabilities(spec)
+
+    def get(self, job: JobID) -> Status:
+        """The job's status now. NotFound for a job the store does not know."""
+        if self._store is None:
+            return project_objects(job, self._backend.find(job))
+        view = self._store.read(job)
+        discovery = self._backend.find(job)
+        now = self._clock()
+        return project(fold(view, now), discovery, now)
+
+    def list(self, filter: Filter | None = None) -> list[Status]:
+        """Every job the filter selects, with one backend query for all of them where the
+        adapter can (``MultiFinder``)."""
+        filter = filter or Filter()
+        if self._store is None:
+            msg = "listing jobs needs a record store; without one, get a job by its id"
+            raise ReadOnly(msg)
+        jobs = list(self._store.list(ListFilter(settled=None if filter.settled else False)))
+        views = {job: self._store.read(job) for job in jobs}
+        active = [j for j in jobs if not _settled(views[j])]
+        found = find_all(self._backend, active) if active else {}
+        now = self._clock()
+        wanted = set(filter.states)
+        out = []
+        for job in jobs:
+            status = project(fold(views[job], now), found.get(job, Discovery(job=job)), now)
+            if not wanted or status.state in wanted:
+                out.append(status)
+        return out
+
+
+def _settled(view: ev.View) -> bool:
+    return any(isinstance(e, ev.Settled) for e in view.events)
+
+
+class Operator:
+    """Acts on jobs. Every action names its actor and is recorded in the job's record."""
+
+    def __init__(
+        self, backend: Backend, store: Records, clock: Clock, new_id: Callable[[], JobID]
+    ) -> None:
+        self._backend = backend
+        self._store = store
+        self._clock = clock
+        self._new_id = new_id
+
+    # ---------------------------------------------------------------- submit
+
+    def submit(
+        self,
+        spec: JobSpec,
+        *,
+        by: Actor,
+        supervised: bool = False,
+        idempotency_key: str = "",
+        accept_unenforced: Collection[int] = (),
+        accept_unverified: Mapping[int, Enforcer] | None = None,
+        unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL,
+        submit_retries: int = 2,
+        unresolved_age: timedelta = timedelta(minutes=10),
+        cleanup_deadline: timedelta = timedelta(minutes=30),
+        supersedes: JobID = "",
+    ) -> Plan:
+        """Record a new job and return its plan; a supervisor launches it.
+
+        With an ``idempotency_key`` seen before, the existing job's plan is returned and nothing
+        new is created, so a client may retry a submit whose reply it lost.
+        """
+        if submit_retries < 0:
+            raise Invalid(f"submit_retries must not be negative, got {submit_retries}")
+        for name, value in (
+            ("unresolved_age", unresolved_age),
+            ("cleanup_deadline", cleanup_deadline),
+        ):
+            if value <= timedelta(0):
+                raise Invalid(f"{name} must be positive, got {value}")
+        job = self._new_id()
+        plan = make_plan(
+            self._backend,
+            job,
+            spec,
+            supervised=supervised,
+            accept_unverified=accept_unverified,
+            accept_unenforced=accept_unenforced,
+            unmatched=unmatched,
+        )
+        header = ev.Header(
+            job=job,
+            spec=spec,
+            plan=plan,
+            options=ev.Options(
+                supervised=supervised,
+                submit_retries=submit_retries,
+                unresolved_age=unresolved_age,
+                cleanup_deadline=cleanup_deadline,
+                unmatched=unmatched,
+            ),
+            idempotency_key=idempotency_key,
+            supersedes=supersedes,
+            created_by=by,
+            created_at=self._clock(),
+        )
+        created = self._store.create(header, (), idempotency_key=idempotency_key)
+        if not created.created:
+            return self._store.read(created.job).header.plan
+        return plan
+
+    # ---------------------------------------------------------------- intents
+
+    def _commit(self, job: JobID, make: Callable[[Any], ev.AnyEvent | None]) -> tuple[bool, Any]:
+        """Fold, build the intent from the job, commit it at that revision; retry on Conflict.
+
+        ``make`` returns None when there is nothing to commit. Returns (committed, job).
+        """
+        for _ in range(_CAS_TRIES):
+            view = self._store.read(job)
+            folded = fold(view, self._clock())
+            event = make(folded)
+            if event is None:
+                return False, folded
+            try:
+                self._store.append(job, [event], expect_revision=view.revision)
+            except Conflict:
+                continue
+            return True, folded
+        msg = f"job {job}: the record kept moving; {_CAS_TRIES} tries lost the race"
+        raise Conflict(msg)
+
+    def cancel(self, job: JobID, *, by: Actor, reason: str = "") -> CancelReceipt:
+        """Commit the cancel (the outcome ``cancelled``), then stop everything live at once."""
+        committed, folded = self._commit(
+            job,
+            lambda j: (
+                None if j.terminal else ev.CancelRequested(at=self._clock(), by=by, reason=reason)
+            ),
+        )
+        already = None if committed else folded.outcome.state
+        report = _stop_all(self._backend, job, f"cancelled by {by}: {reason}".rstrip(": "))
+        return CancelReceipt(
+            job=job,
+            committed=committed,
+            already=already,
+            cleanup_complete=not report.live,
+            live=report.live,
+            cessation_unproven=report.unproven_nodes,
+        )
+
+    def hold(self, job: JobID, *, by: Actor, reason: str = "", until: Any = None) -> None:
+        """Hold the job: nothing new is opened until released (or ``until``)."""
+        if until is not None and until <= self._clock():
+            raise Invalid(f"hold until {until.isoformat()} is not in the future")
+
+        def make(j: Any) -> ev.AnyEvent | None:
+            _live(j, job, "hold")
+            if j.active_hold is not None:
+                return None
+            return ev.HoldRequested(at=self._clock(), by=by, reason=reason, until=until)
+
+        self._commit(job, make)
+
+    def release(self, job: JobID, *, by: Actor, reason: str = "") -> None:
+        """Release the hold in force; a recovery hold released resumes the job."""
+
+        def make(j: Any) -> ev.AnyEvent | None:
+            _live(j, job, "release")
+            if j.active_hold is None:
+                raise Invalid(f"job {job} is not held")
+            return ev.ReleaseRequested(at=self._clock(), by=by, reason=reason)
+
+        self._commit(job, make)
+
+    def resubmit(self, job: JobID, *, by: Actor, reason: str = "") -> None:
+        """Ask for a new submission of the same job (the current one is stopped first)."""
+
+        def make(j: Any) -> ev.AnyEvent:
+            _live(j, job, "resubmit")
+            return ev.ResubmitRequested(at=self._clock(), by=by, reason=reason)
+
+        self._commit(job, make)
+
+    def give_up(self, job: JobID, *, by: Actor, reason: str = "") -> None:
+        """Stop recovering: the job fails with the cause of its last execution."""
+
+        def make(j: Any) -> ev.AnyEvent:
+            _live(j, job, "give up")
+            return ev.GiveUpRequested(at=self._clock(), by=by, reason=reason)
+
+        self._commit(job, make)
+
+    def abandon(
+        self, job: JobID, submission: int, attempt: int, *, by: Actor, reason: str = ""
+    ) -> None:
+        """Close an attempt whose outcome stayed unknown (the manual unmatched policy)."""
+
+        def make(j: Any) -> ev.AnyEvent:
+            sub = j.submission(submission)
+            if sub is None or sub.attempt(attempt) is None:
+                raise NotFound(f"job {job} has no attempt {submission}.{attempt}")
+            return ev.AbandonRequested(
+                at=self._clock(), by=by, submission=submission, attempt=attempt, reason=reason
+            )
+
+        self._commit(job, make)
+
+    def requeue(self, job: JobID, *, by: Actor, reason: str = "") -> None:
+        """Ask the scheduler to rerun the running object in place."""
+        if not isinstance(self._backend, Requeuer):
+            msg = f"adapter {self._backend.name!r} cannot requeue (it is not a Requeuer)"
+            raise Unsupported(msg)
+
+        def make(j: Any) -> ev.AnyEvent:
+            _live(j, job, "requeue")
+            return ev.RequeueRequested(at=self._clock(), by=by, reason=reason)
+
+        self._commit(job, make)
+
+    def supersede(
+        self,
+        job: JobID,
+        *,
+        by: Actor,
+        reason: str = "",
+        spec: JobSpec | None = None,
+        **options: Any,
+    ) -> Plan:
+        """Replace the job by a new one (its spec, or ``spec``): the old is cancelled first, so
+        the two never run together; the new job's record names the one it supersedes."""
+        old = self._store.read(job).header
+        self.cancel(job, by=by, reason=reason or "superseded")
+        options.setdefault("supervised", old.options.supervised)
+        return self.submit(spec or old.spec, by=by, supersedes=job, **options)
+
+
+def _live(folded: Any, job: JobID, what: str) -> None:
+    if folded.terminal:
+        msg = f"cannot {what} job {job}: it is {folded.outcome.state} already"
+        raise Invalid(msg)
+
+
+def _stop_all(backend: Backend, job: JobID, reason: str) -> StopReport:
+    discovery = backend.find(job)
+    stopped, live = [], []
+    for obs in discovery.objects:
+        if obs.state is ObjectState.ENDED:
+            continue
+        backend.stop(obs.ref, reason)
+        stopped.append(obs.ref)
+    after = backend.find(job)
+    for obs in after.objects:
+        if obs.state is not ObjectState.ENDED and obs.ref in stopped:
+            live.append(obs.ref)
+    return StopReport(stopped=tuple(stopped), live=tuple(live))
+
+
+class Stopper:
+    """The emergency stop: stops what the backend shows under the job's name, with no record."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+
+    def emergency_stop(self, job: JobID, *, by: Actor, reason: str = "") -> StopReceipt:
+        """Stop every object of ``job`` now. Not recorded: recovery may still occur."""
+        report = _stop_all(self._backend, job, f"emergency stop by {by}: {reason}".rstrip(": "))
+        return StopReceipt(job=job, report=report)
+
+
+class Cluster:
+    """An adapter's backend composed with the core."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: Records | None,
+        *,
+        read_only: bool,
+        clock: Clock,
+        new_id: Callable[[], JobID],
+    ) -> None:
+        self.backend = backend
+        self.store = store
+        self.read_only = read_only
+        self.observer = Observer(backend, store, clock)
+        self._operator = (
+            Operator(backend, store, clock, new_id) if store is not None and not read_only else None
+        )
+        self._stopper = None if read_only else Stopper(backend)
+
+    @property
+    def operator(self) -> Operator:
+        """The operator; ReadOnly when the cluster is read-only or has no record store."""
+        if self._operator is None:
+            why = "read-only" if self.read_only else "opened without a record store"
+            msg = f"this cluster is {why}: there is no operator"
+            raise ReadOnly(msg)
+        return self._operator
+
+    @property
+    def stopper(self) -> Stopper:
+        """The emergency stop; ReadOnly when the cluster is read-only."""
+        if self._stopper is None:
+            msg = "this cluster is read-only: there is no stopper"
+            raise ReadOnly(msg)
+        return self._stopper
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def compose(
+    backend: Backend,
+    *,
+    store: Records | None = None,
+    read_only: bool = False,
+    clock: Clock = system_clock,
+    new_id: Callable[[], JobID] = random_job_id,
+) -> Cluster:
+    """A cluster over a backend built already (tests, hosts that construct their adapter)."""
+    return Cluster(backend, store, read_only=read_only, clock=clock, new_id=new_id)
+
+
+def adapters() -> list[str]:
+    """The registered adapter names, sorted."""
+    return plugins.default().registry("adapter").names()
+
+
+def new_backend(
+    name: str, config: Mapping[str, Any] | None = None, *, token: Callable[[], str] | None = None
+) -> Backend:
+    """Build the named adapter's backend after validating ``config`` against its schema.
+
+    ``token`` is handed to the adapter as is; adapters call it on every use and never cache it.
+    """
+    entry = plugins.default().registry("adapter").get(name)
+    config = dict(config or {})
+    validate_config(config, entry.schema, subject=f"adapter {name!r} configuration")
+    backend: Backend = entry.factory(config, token)
+    return backend
+
+
+def open(
+    name: str,
+    config: Mapping[str, Any] | None = None,
+    *,
+    store: Records | None = None,
+    read_only: bool = False,
+    token: Callable[[], str] | None = None,
+    clock: Clock = system_clock,
+) -> Cluster:
+    """Build the named adapter and compose the core over it and ``store``."""
+    return compose(
+        new_backend(name, config, token=token), store=store, read_only=read_only, clock=clock
+    )
+
+
+def watch(
+    observer: Observer,
+    job: JobID,
+    every: float = 1.0,
+    *,
+    stop: threading.Event | None = None,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> Iterator[Any]:
+    """Yield each committed transition of the job as it happens, until ``stop`` is set or the
+    job settles. Without a store a job is never terminal, so only ``stop`` ends the watch."""
+    seen = 0
+    while stop is None or not stop.is_set():
+        status = observer.get(job)
+        for transition in status.history[seen:]:
+            yield transition
+        seen = len(status.history)
+        if status.settled:
+            return
+        sleep(every)
+
+
+_ = Sequence  # typing only

@@ -1,0 +1,761 @@
+"""The job level: a record folded into what ``project`` and ``next`` need.
+
+``fold(view, now)`` replays the record's events in order. It performs no I/O and reads no clock;
+every actor that folds the same revision sees the same job. A history the protocol cannot have
+written (a second outcome, a budget overspent, a trigger used twice, an attempt out of order,
+a decision without a token...) is refused with :class:`Invalid` naming the revision, never
+folded silently: a record that says something impossible is evidence of a bug or of tampering,
+and acting on it would be worse than stopping.
+
+The records kept here are mutable while folding and must be treated as read-only afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import attrs
+
+from jobdispatch.errors import Invalid
+from jobdispatch.records import events as ev
+from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
+from jobdispatch.types import (
+    Action,
+    Cause,
+    CauseKind,
+    Enforcer,
+    Hold,
+    HoldKind,
+    Level,
+    ObjectState,
+    Provenance,
+    RuleAssignment,
+    State,
+    Tristate,
+)
+
+__all__ = [
+    "AttemptRec",
+    "CallRec",
+    "EscalationRec",
+    "HoldRec",
+    "Job",
+    "ObjectRec",
+    "Outcome",
+    "SubmissionRec",
+    "Transition",
+    "end_key",
+    "fold",
+]
+
+
+def end_key(ref: ObjectRef, index: int) -> str:
+    """The trigger key of one execution's end: a rule fires at most once per ended execution."""
+    return f"end:{ref.id}:{index}"
+
+
+@attrs.frozen
+class Outcome:
+    """A committed terminal state and its cause."""
+
+    state: State
+    cause: Cause
+    at: datetime
+
+
+@attrs.frozen
+class Transition:
+    """One committed state transition of the job, for its history."""
+
+    from_: State
+    to: State
+    submission: int
+    cause: Cause
+    at: datetime
+    level: Level = Level.JOB
+
+
+@attrs.define
+class AttemptRec:
+    """One Start call of a submission, numbered before the call."""
+
+    n: int
+    k: int
+    started_at: datetime
+    reply: ev.Reply | None = None
+    ref: ObjectRef | None = None
+    detail: str = ""
+    abandoned: bool = False
+
+
+@attrs.define
+class SubmissionRec:
+    """Submission ``n``: why it was authorized, its attempts, its canonical object."""
+
+    n: int
+    trigger: str
+    rule: int | None
+    cause: Cause | None
+    authorized_at: datetime
+    attempts: list[AttemptRec] = attrs.Factory(list)
+    canonical: ObjectRef | None = None
+    canonical_attempt: int = 0
+
+    def attempt(self, k: int) -> AttemptRec | None:
+        return self.attempts[k - 1] if 0 < k <= len(self.attempts) else None
+
+
+@attrs.define
+class ObjectRec:
+    """One backend object the record knows, and what was decided and seen about it."""
+
+    ref: ObjectRef
+    submission: int
+    attempt: int
+    name: str
+    canonical: bool = False
+    retired: bool = False
+    open_decided: bool = False
+    stop_decided: bool = False
+    verified_stopped: bool = False
+    obs: ObjectObs | None = None
+    absent_since: datetime | None = None
+    ever_opened: bool = False
+    ceased: Tristate = Tristate.UNKNOWN
+    ceased_at: datetime | None = None
+
+    @property
+    def state(self) -> ObjectState | None:
+        """The last state observed, or None when never observed."""
+        return self.obs.state if self.obs is not None else None
+
+    @property
+    def done(self) -> bool:
+        """Ended (as observed) or verified stopped: it will never run again."""
+        return self.verified_stopped or self.state is ObjectState.ENDED
+
+    def executions(self) -> tuple[ExecutionObs, ...]:
+        return self.obs.executions if self.obs is not None else ()
+
+
+@attrs.define
+class HoldRec:
+    """One hold instance: an operator's, or a recovery rule's hold for a person."""
+
+    instance: int
+    hold: Hold
+    placed_at: datetime
+    submission: int = 0
+    cause: Cause | None = None
+    rule: int | None = None
+    active: bool = True
+    lifted_at: datetime | None = None
+    lifted_reason: str = ""
+    resume: bool = False
+
+
+@attrs.define
+class CallRec:
+    """A hold-family, requeue or restore call recorded at ``revision`` with its deadline."""
+
+    revision: int
+    op: ev.CallOp
+    ref: ObjectRef
+    instance: int
+    deadline: datetime
+    issued_at: datetime
+    answered: bool = False
+    ok: bool = False
+    detail: str = ""
+
+    def in_flight(self, now: datetime) -> bool:
+        """Unanswered and not past its deadline: its effect may still land."""
+        return not self.answered and now <= self.deadline
+
+
+@attrs.define
+class EscalationRec:
+    """An escalation committed once (its id derives from its cause), and where it was delivered."""
+
+    id: str
+    detail: str
+    at: datetime
+    delivered: set[str] = attrs.Factory(set)
+
+
+@attrs.define
+class Job:
+    """A folded record: everything ``project`` and ``next`` know of the job."""
+
+    header: ev.Header
+    revision: int
+    outcome: Outcome | None = None
+    cancelled_by_request: bool = False
+    settled: bool = False
+    settled_at: datetime | None = None
+    submissions: list[SubmissionRec] = attrs.Factory(list)
+    objects: dict[str, ObjectRec] = attrs.Factory(dict)
+    holds: list[HoldRec] = attrs.Factory(list)
+    calls: list[CallRec] = attrs.Factory(list)
+    rule_use: dict[int, int] = attrs.Factory(dict)
+    firings: dict[int, int] = attrs.Factory(dict)
+    triggers: set[str] = attrs.Factory(set)
+    #: Execution ends already accounted for (a rule fired, an outcome, or a native rerun seen).
+    handled_ends: set[str] = attrs.Factory(set)
+    #: Revisions of person's resubmit requests not yet turned into a submission.
+    resubmits: list[int] = attrs.Factory(list)
+    #: Requeue intents (a person's, or a rule's) waiting for their call, by trigger key.
+    requeues: list[tuple[str, int | None, Cause | None]] = attrs.Factory(list)
+    escalations: dict[str, EscalationRec] = attrs.Factory(dict)
+    #: When an open or a stop of each object was last decided, for retrying the idempotent call.
+    open_at: dict[str, datetime] = attrs.Factory(dict)
+    stop_at: dict[str, datetime] = attrs.Factory(dict)
+    history: list[Transition] = attrs.Factory(list)
+    committed: State = State.PENDING
+    recovery_cause: Cause | None = None
+    last_at: datetime | None = None
+
+    # -------------------------------------------------------------- derived facts
+
+    @property
+    def id(self) -> str:
+        return self.header.job
+
+    @property
+    def terminal(self) -> bool:
+        return self.outcome is not None
+
+    @property
+    def latest(self) -> SubmissionRec | None:
+        return self.submissions[-1] if self.submissions else None
+
+    def submission(self, n: int) -> SubmissionRec | None:
+        return self.submissions[n - 1] if 0 < n <= len(self.submissions) else None
+
+    def object(self, ref: ObjectRef) -> ObjectRec | None:
+        return self.objects.get(ref.id)
+
+    def objects_of(self, n: int) -> Iterator[ObjectRec]:
+        return (o for o in self.objects.values() if o.submission == n)
+
+    @property
+    def active_hold(self) -> HoldRec | None:
+        for hold in reversed(self.holds):
+            if hold.active:
+                return hold
+        return None
+
+    def calls_on(self, ref: ObjectRef, op: ev.CallOp) -> list[CallRec]:
+        return [c for c in self.calls if c.ref == ref and c.op is op]
+
+    def in_flight(self, ref: ObjectRef, op: ev.CallOp, now: datetime) -> CallRec | None:
+        for call in reversed(self.calls_on(ref, op)):
+            if call.in_flight(now):
+                return call
+        return None
+
+    def assignment(self, rule: int) -> RuleAssignment:
+        return self.header.plan.rules[rule]
+
+    def remaining(self, rule: int) -> int:
+        return self.assignment(rule).effective.budget - self.rule_use.get(rule, 0)
+
+    def last_cause(self) -> Cause | None:
+        """The cause of the latest ended execution of the latest canonical object, if any."""
+        latest = self.latest
+        if latest is None or latest.canonical is None:
+            return None
+        obj = self.object(latest.canonical)
+        if obj is None:
+            return None
+        ended = [e for e in obj.executions() if e.state is ObjectState.ENDED]
+        return ended[-1].cause if ended else None
+
+    def unresolved_attempts(self) -> list[AttemptRec]:
+        """Attempts whose reply is missing or unknown, not matched to an object, not abandoned."""
+        out = []
+        matched = {(o.submission, o.attempt) for o in self.objects.values()}
+        for sub in self.submissions:
+            for a in sub.attempts:
+                if a.abandoned or (a.n, a.k) in matched:
+                    continue
+                if a.reply in (None, ev.Reply.UNKNOWN):
+                    out.append(a)
+        return out
+
+
+# ------------------------------------------------------------------------ folding
+
+
+def _bad(revision: int, job: Job, message: str) -> Invalid:
+    return Invalid(f"record {job.id} revision {revision}: {message}")
+
+
+def _matching_rule(job: Job, kind: CauseKind) -> RuleAssignment | None:
+    for assignment in job.header.plan.rules:
+        if kind in assignment.effective.on:
+            return assignment
+    return None
+
+
+class _Folder:
+    """Applies events one by one; each ``_on_*`` method checks what the protocol allows."""
+
+    def __init__(self, view: ev.View, now: datetime) -> None:
+        self.view = view
+        self.now = now
+        self.job = Job(header=view.header, revision=view.revision)
+
+    def fold(self) -> Job:
+        job = self.job
+        last = job.header.created_at
+        for i, event in enumerate(self.view.events, start=1):
+            if event.decision and event.token is None:
+                raise _bad(i, job, f"decision {event.kind} carries no owner token")
+            if not event.decision and event.token is not None:
+                raise _bad(i, job, f"{event.kind} is not a decision but carries a token")
+            if job.settled and not isinstance(
+                event,
+                ev.EscalationDelivered
+                | ev.Observed
+                | ev.Absent
+                | ev.CallAnswered
+                | ev.StopDecided
+                | ev.VerifiedStopped
+                | ev.CessationAnswered,
+            ):
+                raise _bad(i, job, f"{event.kind} after the job settled")
+            handler = getattr(self, "_on_" + event.kind.replace("-", "_"))
+            handler(i, event)
+            last = max(last, event.at)
+        job.last_at = last
+        return job
+
+    # -------------------------------------------------------------- helpers
+
+    def _move(self, to: State, submission: int, cause: Cause, at: datetime) -> None:
+        job = self.job
+        if job.committed is to:
+            return
+        job.history.append(Transition(job.committed, to, submission, cause, at))
+        job.committed = to
+
+    def _base_state(self) -> State:
+        return State.RECOVERING if self.job.recovery_cause is not None else State.PENDING
+
+    def _recovering(self, submission: int, cause: Cause, at: datetime) -> None:
+        self.job.recovery_cause = cause
+        if self.job.active_hold is None:
+            self._move(State.RECOVERING, submission, cause, at)
+
+    def _use_trigger(self, i: int, trigger: str) -> None:
+        if trigger in self.job.triggers:
+            raise _bad(i, self.job, f"trigger {trigger!r} authorized twice")
+        self.job.triggers.add(trigger)
+
+    def _charge(self, i: int, rule: int | None) -> None:
+        job = self.job
+        if rule is None:
+            return
+        if not 0 <= rule < len(job.header.plan.rules):
+            raise _bad(i, job, f"rule {rule} is not in the plan")
+        job.rule_use[rule] = job.rule_use.get(rule, 0) + 1
+        job.firings[rule] = job.firings.get(rule, 0) + 1
+        if job.rule_use[rule] > job.assignment(rule).effective.budget:
+            raise _bad(
+                i,
+                job,
+                f"rule {rule} fired beyond its budget of {job.assignment(rule).effective.budget}",
+            )
+
+    def _not_terminal(self, i: int, what: str) -> None:
+        if self.job.terminal:
+            raise _bad(i, self.job, f"{what} after the outcome was committed")
+
+    def _object(self, i: int, ref: ObjectRef) -> ObjectRec:
+        obj = self.job.object(ref)
+        if obj is None:
+            raise _bad(i, self.job, f"object {ref} is not known to the record")
+        return obj
+
+    def _outcome(self, state: State, cause: Cause, at: datetime) -> None:
+        job = self.job
+        job.outcome = Outcome(state, cause, at)
+        latest = job.latest.n if job.latest else 0
+        self._move(state, latest, cause, at)
+
+    # -------------------------------------------------------------- controls
+
+    def _on_hold_requested(self, i: int, e: ev.HoldRequested) -> None:
+        job = self.job
+        if job.terminal:
+            return  # a late hold of a finished job changes nothing
+        if job.active_hold is not None:
+            return  # one hold at a time; the standing one stays
+        instance = len(job.holds) + 1
+        job.holds.append(
+            HoldRec(
+                instance,
+                Hold(HoldKind.OPERATOR, e.by, e.reason, e.until),
+                e.at,
+                submission=job.latest.n if job.latest else 0,
+            )
+        )
+        self._move(
+            State.HELD,
+            job.latest.n if job.latest else 0,
+            Cause(CauseKind.HELD, Provenance.ACTOR, e.reason, actor=e.by),
+            e.at,
+        )
+
+    def _lift(self, hold: HoldRec, at: datetime, reason: str, resume: bool) -> None:
+        hold.active = False
+        hold.lifted_at = at
+        hold.lifted_reason = reason
+        hold.resume = resume
+        job = self.job
+        if not job.terminal:
+            self._move(
+                self._base_state(),
+                job.latest.n if job.latest else 0,
+                Cause(CauseKind.RELEASED, Provenance.ACTOR, reason),
+                at,
+            )
+
+    def _on_release_requested(self, i: int, e: ev.ReleaseRequested) -> None:
+        job = self.job
+        hold = job.active_hold
+        if hold is None or job.terminal:
+            return
+        self._lift(hold, e.at, e.reason or f"released by {e.by}", resume=True)
+
+    def _on_cancel_requested(self, i: int, e: ev.CancelRequested) -> None:
+        job = self.job
+        if job.terminal:
+            return  # the receipt says which outcome stood already
+        detail = e.reason or (f"superseded by {e.superseded_by}" if e.superseded_by else "")
+        job.cancelled_by_request = True
+        for hold in job.holds:
+            if hold.active:
+                hold.active = False
+                hold.lifted_at = e.at
+                hold.lifted_reason = "cancelled"
+        self._outcome(
+            State.CANCELLED, Cause(CauseKind.CANCELLED, Provenance.ACTOR, detail, actor=e.by), e.at
+        )
+
+    def _on_resubmit_requested(self, i: int, e: ev.ResubmitRequested) -> None:
+        self._not_terminal(i, "a resubmit request")
+        self.job.resubmits.append(i)
+
+    def _on_requeue_requested(self, i: int, e: ev.RequeueRequested) -> None:
+        self._not_terminal(i, "a requeue request")
+        self.job.requeues.append((f"requeue:{i}", None, None))
+
+    def _on_give_up_requested(self, i: int, e: ev.GiveUpRequested) -> None:
+        job = self.job
+        if job.terminal:
+            return
+        last = job.recovery_cause or job.last_cause()
+        detail = f"given up by {e.by}" + (f": {e.reason}" if e.reason else "")
+        if last is not None and last.kind is not CauseKind.NONE:
+            cause = attrs.evolve(last, detail=f"{last.detail}; {detail}" if last.detail else detail)
+        else:
+            cause = Cause(CauseKind.CANCELLED, Provenance.ACTOR, detail, actor=e.by)
+        for hold in job.holds:
+            hold.active = False
+        self._outcome(State.FAILED, cause, e.at)
+
+    def _on_abandon_requested(self, i: int, e: ev.AbandonRequested) -> None:
+        sub = self.job.submission(e.submission)
+        attempt = sub.attempt(e.attempt) if sub else None
+        if attempt is None:
+            raise _bad(
+                i,
+                self.job,
+                f"abandon names attempt {e.submission}.{e.attempt}, which was never started",
+            )
+        attempt.abandoned = True
+
+    # -------------------------------------------------------------- evidence
+
+    def _on_observed(self, i: int, e: ev.Observed) -> None:
+        job = self.job
+        obs = e.obs
+        identity = obs.identity
+        obj = job.object(obs.ref)
+        if obj is None:
+            if identity is None or identity[0] != job.id:
+                raise _bad(i, job, f"observed object {obs.ref} ({obs.name}) is not this job's")
+            _, n, k = identity
+            sub = job.submission(n)
+            if sub is None or sub.attempt(k) is None:
+                raise _bad(
+                    i,
+                    job,
+                    f"observed object {obs.name} of attempt {n}.{k}, which was never started",
+                )
+            obj = ObjectRec(obs.ref, n, k, obs.name)
+            job.objects[obs.ref.id] = obj
+        previous = obj.obs
+        obj.obs = obs
+        obj.absent_since = None
+        if obs.state is not ObjectState.GATED:
+            obj.ever_opened = True
+        self._native_reruns(obj, previous, e.at)
+
+    def _native_reruns(self, obj: ObjectRec, previous: ObjectObs | None, at: datetime) -> None:
+        """Executions that ended while the object lives on were rerun by the backend itself:
+        a firing of the backend-enforced rule that covers the cause, observed, not acted on."""
+        job = self.job
+        if not obj.canonical or obj.obs is None:
+            return
+        executions = obj.obs.executions
+        latest_index = max((x.index for x in executions), default=-1)
+        for x in executions:
+            key = end_key(obj.ref, x.index)
+            if x.state is not ObjectState.ENDED or key in job.handled_ends:
+                continue
+            rerun = x.index < latest_index or obj.obs.state in (
+                ObjectState.PENDING,
+                ObjectState.RUNNING,
+            )
+            if not rerun:
+                continue
+            job.handled_ends.add(key)
+            cause = x.cause or Cause(CauseKind.UNKNOWN)
+            assignment = _matching_rule(job, cause.kind)
+            if (
+                assignment is not None
+                and assignment.enforcer is Enforcer.BACKEND
+                and not job.terminal
+            ):
+                job.firings[assignment.index] = job.firings.get(assignment.index, 0) + 1
+                self._recovering(obj.submission, cause, at)
+
+    def _on_absent(self, i: int, e: ev.Absent) -> None:
+        obj = self._object(i, e.ref)
+        if obj.absent_since is None:
+            obj.absent_since = e.find_at
+
+    def _on_attempt_replied(self, i: int, e: ev.AttemptReplied) -> None:
+        job = self.job
+        sub = job.submission(e.submission)
+        attempt = sub.attempt(e.attempt) if sub else None
+        if attempt is None:
+            raise _bad(i, job, f"reply to attempt {e.submission}.{e.attempt}, never started")
+        if attempt.reply is not None and attempt.reply is not ev.Reply.UNKNOWN:
+            raise _bad(i, job, f"attempt {e.submission}.{e.attempt} answered twice")
+        attempt.reply = e.reply
+        attempt.detail = e.detail
+        if e.reply is ev.Reply.CREATED:
+            if e.ref is None:
+                raise _bad(i, job, "a created reply names no object")
+            attempt.ref = e.ref
+            if job.object(e.ref) is None:
+                job.objects[e.ref.id] = ObjectRec(
+                    e.ref, e.submission, e.attempt, discovery_name(job.id, e.submission, e.attempt)
+                )
+
+    def _on_call_answered(self, i: int, e: ev.CallAnswered) -> None:
+        for call in self.job.calls:
+            if call.revision == e.call:
+                if call.answered:
+                    raise _bad(i, self.job, f"call at revision {e.call} answered twice")
+                call.answered = True
+                call.ok = e.ok
+                call.detail = e.detail
+                return
+        raise _bad(i, self.job, f"answer to revision {e.call}, which issued no call")
+
+    def _on_cessation_answered(self, i: int, e: ev.CessationAnswered) -> None:
+        obj = self._object(i, e.ref)
+        obj.ceased = e.evidence.ceased
+        obj.ceased_at = e.at
+
+    def _on_escalation_delivered(self, i: int, e: ev.EscalationDelivered) -> None:
+        rec = self.job.escalations.get(e.escalation)
+        if rec is None:
+            raise _bad(i, self.job, f"delivery of escalation {e.escalation!r}, never committed")
+        if e.sink in rec.delivered:
+            raise _bad(i, self.job, f"escalation {e.escalation!r} delivered to {e.sink} twice")
+        rec.delivered.add(e.sink)
+
+    # -------------------------------------------------------------- decisions
+
+    def _on_submission_authorized(self, i: int, e: ev.SubmissionAuthorized) -> None:
+        job = self.job
+        self._not_terminal(i, "a submission")
+        expected = len(job.submissions) + 1
+        if e.n != expected:
+            raise _bad(i, job, f"submission {e.n} authorized, expected {expected}")
+        self._use_trigger(i, e.trigger)
+        self._charge(i, e.rule)
+        if e.trigger.startswith("resubmit:"):
+            rev = int(e.trigger.split(":", 1)[1])
+            if rev not in job.resubmits:
+                raise _bad(i, job, f"resubmit trigger {e.trigger!r} names no pending request")
+            job.resubmits.remove(rev)
+        if e.trigger.startswith("end:"):
+            job.handled_ends.add(e.trigger)
+        job.submissions.append(SubmissionRec(e.n, e.trigger, e.rule, e.cause, e.at))
+        if e.n > 1:
+            self._recovering(
+                e.n,
+                e.cause or Cause(CauseKind.NONE, Provenance.ACTOR, "resubmitted by a person"),
+                e.at,
+            )
+
+    def _on_attempt_started(self, i: int, e: ev.AttemptStarted) -> None:
+        job = self.job
+        self._not_terminal(i, "an attempt")
+        sub = job.submission(e.submission)
+        if sub is None or sub is not job.latest:
+            raise _bad(i, job, f"attempt for submission {e.submission}, not the latest")
+        if sub.canonical is not None:
+            raise _bad(i, job, f"attempt for submission {e.submission}, which has its canonical")
+        if e.attempt != len(sub.attempts) + 1:
+            raise _bad(
+                i, job, f"attempt {e.attempt} out of order (expected {len(sub.attempts) + 1})"
+            )
+        sub.attempts.append(AttemptRec(e.submission, e.attempt, e.at))
+
+    def _on_canonical_chosen(self, i: int, e: ev.CanonicalChosen) -> None:
+        job = self.job
+        sub = job.submission(e.submission)
+        if sub is None:
+            raise _bad(i, job, f"canonical for submission {e.submission}, never authorized")
+        if sub.canonical is not None:
+            raise _bad(i, job, f"submission {e.submission} has a canonical object already")
+        obj = self._object(i, e.ref)
+        if obj.submission != e.submission or obj.retired:
+            raise _bad(i, job, f"object {e.ref} cannot be submission {e.submission}'s canonical")
+        sub.canonical = e.ref
+        sub.canonical_attempt = obj.attempt
+        obj.canonical = True
+
+    def _on_open_decided(self, i: int, e: ev.OpenDecided) -> None:
+        job = self.job
+        self._not_terminal(i, "an open")
+        sub = job.submission(e.submission)
+        if sub is None or sub.canonical != e.ref:
+            raise _bad(i, job, f"open of {e.ref}, not submission {e.submission}'s canonical")
+        for older in job.submissions[: e.submission - 1]:
+            for obj in job.objects_of(older.n):
+                if obj.canonical and obj.open_decided and not obj.done:
+                    raise _bad(
+                        i,
+                        job,
+                        f"open of submission {e.submission} while submission "
+                        f"{older.n}'s object {obj.ref} is not verified stopped",
+                    )
+        self._object(i, e.ref).open_decided = True
+        job.open_at[e.ref.id] = e.at
+
+    def _on_retired(self, i: int, e: ev.Retired) -> None:
+        obj = self._object(i, e.ref)
+        if obj.canonical or obj.open_decided:
+            raise _bad(i, self.job, f"retire of {e.ref}, which is canonical or opened")
+        obj.retired = True
+        obj.stop_decided = True
+        self.job.stop_at[e.ref.id] = e.at
+
+    def _on_stop_decided(self, i: int, e: ev.StopDecided) -> None:
+        self._object(i, e.ref).stop_decided = True
+        self.job.stop_at[e.ref.id] = e.at
+
+    def _on_verified_stopped(self, i: int, e: ev.VerifiedStopped) -> None:
+        obj = self._object(i, e.ref)
+        if obj.absent_since is None:
+            raise _bad(i, self.job, f"{e.ref} verified stopped without having been absent")
+        obj.verified_stopped = True
+
+    def _on_recovery_decided(self, i: int, e: ev.RecoveryDecided) -> None:
+        job = self.job
+        self._not_terminal(i, "a recovery")
+        self._use_trigger(i, e.trigger)
+        self._charge(i, e.rule)
+        if e.trigger.startswith("end:"):
+            job.handled_ends.add(e.trigger)
+        action = job.assignment(e.rule).effective.action
+        if action in (Action.REQUEUE, Action.RESTART):
+            if e.ref is None:
+                raise _bad(i, job, "a requeue recovery names no object")
+            job.requeues.append((e.trigger, e.rule, e.cause))
+        self._recovering(e.submission or (job.latest.n if job.latest else 0), e.cause, e.at)
+
+    def _on_hold_placed(self, i: int, e: ev.HoldPlaced) -> None:
+        job = self.job
+        self._not_terminal(i, "a hold")
+        if e.instance != len(job.holds) + 1:
+            raise _bad(i, job, f"hold instance {e.instance} out of order")
+        if job.active_hold is not None:
+            raise _bad(i, job, "a hold placed while another stands")
+        job.holds.append(HoldRec(e.instance, e.hold, e.at, e.submission, e.cause))
+        self._move(State.HELD, e.submission, e.cause or Cause(CauseKind.HELD), e.at)
+
+    def _on_hold_lifted(self, i: int, e: ev.HoldLifted) -> None:
+        job = self.job
+        hold = job.active_hold
+        if hold is None or hold.instance != e.instance:
+            raise _bad(i, job, f"lift of hold instance {e.instance}, which does not stand")
+        self._lift(hold, e.at, e.reason, e.resume)
+
+    def _on_call_issued(self, i: int, e: ev.CallIssued) -> None:
+        job = self.job
+        self._object(i, e.ref)
+        if e.op is ev.CallOp.REQUEUE:
+            self._not_terminal(i, "a requeue call")
+            if not job.requeues:
+                # Reissuing a call whose deadline passed is allowed: the intent was served
+                # by an earlier call whose effect never showed.
+                if not job.calls_on(e.ref, ev.CallOp.REQUEUE):
+                    raise _bad(i, job, "a requeue call with no requeue intent")
+            else:
+                job.requeues.pop(0)
+        job.calls.append(CallRec(i, e.op, e.ref, e.instance, e.deadline, e.at))
+
+    def _on_outcome_decided(self, i: int, e: ev.OutcomeDecided) -> None:
+        job = self.job
+        if job.terminal:
+            raise _bad(i, job, f"a second outcome ({e.state}) after {job.outcome.state}")  # type: ignore[union-attr]
+        if not e.state.terminal:
+            raise _bad(i, job, f"outcome {e.state} is not terminal")
+        latest = job.latest
+        if latest is not None and latest.canonical is not None:
+            obj = job.object(latest.canonical)
+            if obj is not None:
+                for x in obj.executions():
+                    if x.state is ObjectState.ENDED:
+                        job.handled_ends.add(end_key(obj.ref, x.index))
+        self._outcome(e.state, e.cause, e.at)
+
+    def _on_escalated(self, i: int, e: ev.Escalated) -> None:
+        job = self.job
+        if e.id in job.escalations:
+            raise _bad(i, job, f"escalation {e.id!r} committed twice")
+        job.escalations[e.id] = EscalationRec(e.id, e.detail, e.at)
+
+    def _on_settled(self, i: int, e: ev.Settled) -> None:
+        job = self.job
+        if not job.terminal:
+            raise _bad(i, job, "settled before an outcome")
+        job.settled = True
+        job.settled_at = e.at
+
+
+def fold(view: ev.View, now: datetime) -> Job:
+    """Replay ``view`` into the job level. Pure: ``now`` is an argument, nothing is read.
+
+    Raises Invalid, naming the revision, for a history the protocol cannot have written.
+    """
+    return _Folder(view, now).fold()
+
+
+#: How long a known object may be absent from complete Finds before it is judged stopped.
+ABSENCE_GRACE = timedelta(seconds=60)
+#: How far ahead a hold-family, requeue or restore call's deadline is set.
+CALL_DEADLINE = timedelta(seconds=30)
+#: How often a site's cessation signal is asked again while a shared-checkpoint hold stands.
+CESSATION_INTERVAL = timedelta(minutes=1)

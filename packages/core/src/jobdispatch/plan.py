@@ -1,0 +1,184 @@
+"""The plan: Submit's decision, made before anything is created.
+
+Every recovery rule gets an enforcer, in this order (docs/specs/0001-contract.md, "The plan"):
+
+1. the spec is validated, every problem at once;
+2. under a shared checkpoint, every rule becomes a 24-hour hold for a person;
+3. the backend answers, per rule, whether it would enforce it natively and whether it can
+   perform its action when a supervisor asks;
+4. the enforcer is the backend when it enforces natively, else the supervisor when the job is
+   supervised and the backend can perform the action, else nobody;
+5. an unknown answer is refused unless the caller accepted it naming an enforcer
+   (``accept_unverified``); nobody is refused unless the caller accepted it
+   (``accept_unenforced``), and then a matching cause fails the job with an escalation.
+
+The plan also records the causes no rule covers, the checkpoint mode, the unmatched policy, the
+capability answers it rests on and whether the job's execution identity is weakened. It does no
+I/O of its own: everything it knows comes from the backend's answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import timedelta
+
+import attrs
+
+from jobdispatch.errors import Invalid, Rejected, Unsupported
+from jobdispatch.spi import Backend, IdentityWeakener
+from jobdispatch.types import (
+    RECOVERABLE,
+    Action,
+    Capability,
+    CheckpointMode,
+    Enforcer,
+    JobID,
+    JobSpec,
+    Plan,
+    RecoveryPolicy,
+    Rule,
+    RuleAssignment,
+    RuleSupport,
+    Support,
+    Tristate,
+    UnmatchedPolicy,
+)
+from jobdispatch.validate import validate
+
+__all__ = ["SHARED_HOLD_FOR", "make_plan", "required_capabilities"]
+
+#: The hold a rule becomes under a shared checkpoint: a day for a person to look.
+SHARED_HOLD_FOR = timedelta(hours=24)
+
+
+def required_capabilities(spec: JobSpec) -> list[tuple[Capability, str]]:
+    """The capabilities ``spec`` cannot run without, each with the field that needs it."""
+    needs: list[tuple[Capability, str]] = []
+    if spec.image is not None:
+        needs.append((Capability.CONTAINER_IMAGE, "image"))
+    if spec.working_dir is not None:
+        needs.append((Capability.WORKING_DIRECTORY, "working_dir"))
+    if spec.procs_per_node > 1:
+        needs.append((Capability.PROCS_PER_NODE, "procs_per_node"))
+    if spec.output is not None:
+        needs.append((Capability.OUTPUT_PATH, "output"))
+    return needs
+
+
+def _effective(rule: Rule, mode: CheckpointMode) -> Rule:
+    if mode is CheckpointMode.SHARED:
+        return Rule(on=rule.on, action=Action.HOLD, budget=rule.budget, for_=SHARED_HOLD_FOR)
+    return rule
+
+
+def _assign(
+    index: int,
+    support: RuleSupport,
+    supervised: bool,
+    accept_unverified: Mapping[int, Enforcer],
+    accept_unenforced: Collection[int],
+) -> tuple[Enforcer, str]:
+    """The rule's enforcer and what the caller accepted to get it ("" when nothing)."""
+    accepted = accept_unverified.get(index)
+    if support.native.answer is Tristate.YES:
+        return Enforcer.BACKEND, ""
+    if support.native.answer is Tristate.UNKNOWN and accepted is not None:
+        return accepted, f"unverified native support accepted for the {accepted}"
+    if supervised and support.perform.answer is Tristate.YES:
+        return Enforcer.SUPERVISOR, ""
+    if supervised and support.perform.answer is Tristate.UNKNOWN:
+        if accepted is None:
+            msg = (
+                f"the backend cannot say whether it can perform rule {index} "
+                f"({support.perform.detail or 'support unknown'}); "
+                "accept_unverified it naming an enforcer"
+            )
+            raise Rejected(msg)
+        return accepted, f"unverified support accepted for the {accepted}"
+    if index in accept_unenforced:
+        return Enforcer.NOBODY, "accepted unenforced: a matching cause fails the job"
+    if supervised:
+        msg = (
+            f"nobody would enforce rule {index}: the backend cannot perform it "
+            f"({support.perform.detail or 'not supported'}); change the rule or "
+            "accept_unenforced it"
+        )
+    else:
+        msg = f"nobody would enforce rule {index}; supervise the job or accept_unenforced it"
+    raise Rejected(msg)
+
+
+def make_plan(
+    backend: Backend,
+    job: JobID | None,
+    spec: JobSpec,
+    *,
+    supervised: bool = False,
+    accept_unverified: Mapping[int, Enforcer] | None = None,
+    accept_unenforced: Collection[int] = (),
+    unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL,
+) -> Plan:
+    """The plan Submit would record for ``spec`` on ``backend``, without creating anything.
+
+    Raises ValidationError for a bad spec, Unsupported when the cluster answers no to a
+    capability the spec needs, and Rejected when a rule would go unenforced (or unverified)
+    without the caller's acceptance.
+    """
+    validate(spec)
+    accept_unverified = dict(accept_unverified or {})
+    rules = spec.recovery.rules
+    for i in [*accept_unverified, *accept_unenforced]:
+        if not 0 <= i < len(rules):
+            msg = f"accepted rule {i} does not exist (the policy has {len(rules)} rules)"
+            raise Invalid(msg)
+
+    capabilities = dict(backend.capabilities(spec))
+    for capability, field in required_capabilities(spec):
+        answer = capabilities.get(capability, Support.unknown(detail="not answered"))
+        if answer.answer is Tristate.NO:
+            msg = f"{field}: this cluster does not support {capability} ({answer})"
+            raise Unsupported(msg)
+
+    mode = spec.checkpoint
+    effective = RecoveryPolicy(rules=[_effective(r, mode) for r in rules])
+    supports = list(backend.rules(spec, effective)) if rules else []
+    if len(supports) != len(rules):
+        msg = (
+            f"adapter {backend.name!r} answered {len(supports)} rule supports "
+            f"for {len(rules)} rules"
+        )
+        raise Invalid(msg)
+
+    assignments = []
+    for i, (rule, eff, support) in enumerate(zip(rules, effective.rules, supports, strict=True)):
+        enforcer, accepted = _assign(i, support, supervised, accept_unverified, accept_unenforced)
+        assignments.append(
+            RuleAssignment(
+                index=i,
+                rule=rule,
+                effective=eff,
+                enforcer=enforcer,
+                support=support,
+                accepted=accepted,
+            )
+        )
+    covered = {kind for rule in rules for kind in rule.on}
+    uncovered = tuple(kind for kind in RECOVERABLE if kind not in covered)
+    weakened = backend.identity_weakened(spec) if isinstance(backend, IdentityWeakener) else ""
+    return Plan(
+        job=job,
+        rules=tuple(assignments),
+        uncovered=uncovered,
+        checkpoint=mode,
+        unmatched=unmatched,
+        capabilities=capabilities,
+        identity_weakened=weakened,
+        supervised=supervised,
+    )
+
+
+def with_firings(plan: Plan, firings: Mapping[int, int]) -> Plan:
+    """The plan as status shows it: each rule with how often it fired so far."""
+    return attrs.evolve(
+        plan, rules=tuple(attrs.evolve(a, firings=firings.get(a.index, 0)) for a in plan.rules)
+    )

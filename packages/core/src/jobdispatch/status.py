@@ -1,0 +1,207 @@
+"""``project``: the job as status reports it, from its folded record and what the backend shows.
+
+Pure, like ``fold`` and ``next``. The committed state (pending, held, recovering, or the
+outcome) comes from the record; the backend adds only what it shows now: a canonical object
+running makes the job ``running``. History holds committed transitions only, so it reads the
+same whoever asks and whenever.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import attrs
+
+from jobdispatch.job import EscalationRec, Job, Transition
+from jobdispatch.plan import with_firings
+from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef
+from jobdispatch.types import (
+    NO_CAUSE,
+    Cause,
+    CauseKind,
+    CleanupState,
+    Hold,
+    JobID,
+    Level,
+    ObjectState,
+    Plan,
+    Provenance,
+    State,
+)
+
+__all__ = ["Escalation", "Status", "Submission", "project", "project_objects"]
+
+
+@attrs.frozen(kw_only=True)
+class Submission:
+    """Submission ``n`` as status shows it."""
+
+    n: int
+    canonical: ObjectRef | None
+    executions: tuple[ExecutionObs, ...] = ()
+    state: ObjectState | None = None
+    rule: int | None = None
+    cause: Cause | None = None
+    attempts: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class Escalation:
+    """An escalation of the job and the sinks it reached."""
+
+    id: str
+    detail: str
+    at: datetime
+    delivered: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Status:
+    """A job as the core computes it from its record and what the backend shows."""
+
+    job: JobID
+    name: str = ""
+    level: Level = Level.JOB
+    state: State
+    cause: Cause = NO_CAUSE
+    settled: bool = False
+    cleanup: CleanupState = CleanupState.CLEAR
+    hold: Hold | None = None
+    submissions: tuple[Submission, ...] = ()
+    history: tuple[Transition, ...] = ()
+    plan: Plan | None = None
+    supersedes: JobID = ""
+    escalations: tuple[Escalation, ...] = ()
+    revision: int = 0
+    created_at: datetime | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.terminal and self.level is Level.JOB
+
+
+def _escalation(rec: EscalationRec) -> Escalation:
+    return Escalation(
+        id=rec.id, detail=rec.detail, at=rec.at, delivered=tuple(sorted(rec.delivered))
+    )
+
+
+def project(job: Job, discovery: Discovery, now: datetime) -> Status:
+    """The job's status: its record, plus what ``discovery`` shows now. Pure."""
+    del now  # status needs no clock today; it is an argument so that it never will
+    shown: dict[str, ObjectObs] = {o.ref.id: o for o in discovery.objects}
+
+    def current(ref: ObjectRef | None) -> ObjectObs | None:
+        if ref is None:
+            return None
+        rec = job.object(ref)
+        return shown.get(ref.id) or (rec.obs if rec else None)
+
+    submissions = []
+    for sub in job.submissions:
+        obs = current(sub.canonical)
+        submissions.append(
+            Submission(
+                n=sub.n,
+                canonical=sub.canonical,
+                executions=obs.executions if obs else (),
+                state=obs.state if obs else None,
+                rule=sub.rule,
+                cause=sub.cause,
+                attempts=len(sub.attempts),
+            )
+        )
+
+    hold = job.active_hold
+    latest = job.latest
+    running = False
+    if latest is not None and latest.canonical is not None:
+        obs = current(latest.canonical)
+        running = obs is not None and obs.state is ObjectState.RUNNING
+
+    cause = NO_CAUSE
+    if job.outcome is not None:
+        state = job.outcome.state
+        cause = job.outcome.cause
+    elif running:
+        state = State.RUNNING
+    elif hold is not None:
+        state = State.HELD
+        cause = hold.cause or Cause(
+            CauseKind.HELD, Provenance.ACTOR, hold.hold.reason, actor=hold.hold.by
+        )
+    else:
+        state = (
+            job.committed if job.committed in (State.PENDING, State.RECOVERING) else State.PENDING
+        )
+        if state is State.RECOVERING and job.recovery_cause is not None:
+            cause = job.recovery_cause
+
+    cleanup = CleanupState.CLEAR
+    if job.outcome is not None:
+        live = [
+            o
+            for o in job.objects.values()
+            if not o.done
+            and not (shown.get(o.ref.id) and shown[o.ref.id].state is ObjectState.ENDED)
+        ]
+        if live:
+            cleanup = CleanupState.BLOCKED if "cleanup" in job.escalations else CleanupState.PENDING
+
+    return Status(
+        job=job.id,
+        name=job.header.spec.name,
+        level=Level.JOB,
+        state=state,
+        cause=cause,
+        settled=job.settled,
+        cleanup=cleanup,
+        hold=hold.hold if hold else None,
+        submissions=tuple(submissions),
+        history=tuple(job.history),
+        plan=with_firings(job.header.plan, job.firings),
+        supersedes=job.header.supersedes,
+        escalations=tuple(_escalation(e) for e in job.escalations.values()),
+        revision=job.revision,
+        created_at=job.header.created_at,
+    )
+
+
+def project_objects(job: JobID, discovery: Discovery) -> Status:
+    """Status without a record: what the backend shows, object by object.
+
+    Without a record there is no job level, so a job is never reported terminal: an object's end
+    is not the job's (its recovery may be under way elsewhere).
+    """
+    objects = sorted(
+        (o for o in discovery.objects if (o.identity or ("",))[0] == job),
+        key=lambda o: (o.identity or ("", 0, 0))[1:],
+    )
+    by_n: dict[int, list[ObjectObs]] = {}
+    for o in objects:
+        ident = o.identity
+        assert ident is not None
+        by_n.setdefault(ident[1], []).append(o)
+    submissions = tuple(
+        Submission(
+            n=n,
+            canonical=obs[0].ref if len(obs) == 1 else None,
+            executions=obs[0].executions if len(obs) == 1 else (),
+            state=obs[0].state if len(obs) == 1 else None,
+            attempts=len(obs),
+        )
+        for n, obs in sorted(by_n.items())
+    )
+    state = State.UNKNOWN
+    cause = NO_CAUSE
+    if any(o.state is ObjectState.RUNNING for o in objects):
+        state = State.RUNNING
+    elif any(o.state in (ObjectState.PENDING, ObjectState.GATED) for o in objects):
+        state = State.PENDING
+    elif any(o.state is ObjectState.HELD for o in objects):
+        state = State.HELD
+    elif objects and objects[-1].latest is not None and objects[-1].latest.cause is not None:
+        cause = objects[-1].latest.cause
+    return Status(
+        job=job, level=Level.OBJECT_ONLY, state=state, cause=cause, submissions=submissions
+    )

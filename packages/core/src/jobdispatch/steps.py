@@ -1,0 +1,636 @@
+"""``next``: what should happen next for a job, given its folded record and what the backend shows.
+
+Pure: the same job, discovery and ``now`` always give the same steps, so every actor computes
+the same thing and the simulator can replay it. Steps come in priority order and an executor
+performs the first, then reads and recomputes: evidence is recorded before anything is decided
+on it, an outcome before clean-up, and the launch of a submission strictly in its order
+(authorize, start, canonical, retire the others, open). docs/specs/0001-contract.md has the
+table of every situation and the steps it gives.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import attrs
+
+from jobdispatch.job import (
+    ABSENCE_GRACE,
+    CALL_DEADLINE,
+    CESSATION_INTERVAL,
+    HoldRec,
+    Job,
+    ObjectRec,
+    SubmissionRec,
+    end_key,
+)
+from jobdispatch.records.events import CallOp, Reply
+from jobdispatch.spi import Discovery, ObjectObs, ObjectRef
+from jobdispatch.types import (
+    Action,
+    Actor,
+    Capability,
+    Cause,
+    CauseKind,
+    CheckpointMode,
+    Enforcer,
+    Hold,
+    HoldKind,
+    ObjectState,
+    Provenance,
+    State,
+    Tristate,
+    UnmatchedPolicy,
+    _Word,
+)
+
+__all__ = ["OPEN_RETRY", "STOP_RETRY", "Step", "StepKind", "next_steps"]
+
+#: How long after an open or stop call an object may keep its old state before the call is
+#: made again (both calls are idempotent).
+OPEN_RETRY = timedelta(seconds=10)
+STOP_RETRY = timedelta(seconds=30)
+
+
+class StepKind(_Word):
+    """The closed set of things ``next`` can ask for."""
+
+    WAIT = "wait"
+    OBSERVE = "observe"
+    AUTHORIZE = "authorize"
+    START = "start"
+    CANONICAL = "canonical"
+    OPEN = "open"
+    RETIRE = "retire"
+    PLACE_HOLD = "place-hold"
+    RELEASE_HOLD = "release-hold"
+    REQUEUE = "requeue"
+    RESTORE_REQUEUE = "restore-requeue"
+    STOP = "stop"
+    STOP_JOB = "stop-job"
+    VERIFIED_STOPPED = "verified-stopped"
+    OUTCOME = "outcome"
+    ESCALATE = "escalate"
+    SETTLE = "settle"
+    CEASE = "cease"
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """One thing to do. Only the fields its kind uses are set; docs/specs/0004-supervisor.md says
+    what an executor commits and calls for each."""
+
+    kind: StepKind
+    submission: int = 0
+    attempt: int = 0
+    ref: ObjectRef | None = None
+    trigger: str = ""
+    rule: int | None = None
+    obs: ObjectObs | None = None
+    state: State | None = None
+    cause: Cause | None = None
+    escalation: str = ""
+    detail: str = ""
+    hold: Hold | None = None
+    instance: int = 0
+    op: CallOp | None = None
+    deadline: datetime | None = None
+    find_at: datetime | None = None
+    wake: datetime | None = None
+    #: For open, stop, place-hold and requeue: the decision is committed already (or needs none)
+    #: and only the backend call remains.
+    decided: bool = False
+    resume: bool = False
+
+
+def _wait(*times: datetime | None) -> list[Step]:
+    wake = min((t for t in times if t is not None), default=None)
+    return [Step(kind=StepKind.WAIT, wake=wake)]
+
+
+# ------------------------------------------------------------------ evidence first
+
+
+def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
+    steps: list[Step] = []
+    for obs in discovery.objects:
+        identity = obs.identity
+        if identity is None or identity[0] != job.id:
+            continue
+        rec = job.object(obs.ref)
+        if rec is None:
+            sub = job.submission(identity[1])
+            if sub is None or sub.attempt(identity[2]) is None:
+                continue  # not an attempt this record made: not ours to record
+        elif rec.obs == obs and rec.absent_since is None:
+            continue
+        steps.append(Step(kind=StepKind.OBSERVE, ref=obs.ref, obs=obs))
+    if discovery.complete:
+        present = {o.ref.id for o in discovery.objects}
+        for rec in job.objects.values():
+            if rec.ref.id in present or rec.done or rec.absent_since is not None:
+                continue
+            steps.append(Step(kind=StepKind.OBSERVE, ref=rec.ref, find_at=discovery.at or now))
+    return steps
+
+
+def _absence(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
+    """Objects absent long enough are judged stopped; else when to look again."""
+    wake: datetime | None = None
+    for rec in job.objects.values():
+        if rec.done or rec.absent_since is None:
+            continue
+        due = rec.absent_since + ABSENCE_GRACE
+        if now >= due:
+            return [Step(kind=StepKind.VERIFIED_STOPPED, ref=rec.ref, find_at=now)], None
+        wake = due if wake is None else min(wake, due)
+    return [], wake
+
+
+# ------------------------------------------------------------------ endings and rules
+
+
+def _end_of(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
+    """The unhandled end of the submission's canonical object: its trigger key and cause."""
+    if sub.canonical is None:
+        return None
+    obj = job.object(sub.canonical)
+    if obj is None or not obj.done:
+        return None
+    executions = obj.executions()
+    if executions:
+        last = max(executions, key=lambda x: x.index)
+        key = end_key(obj.ref, last.index)
+        if last.state is ObjectState.ENDED:
+            cause = last.cause or Cause(CauseKind.UNKNOWN, detail="the backend gave no cause")
+        else:
+            cause = Cause(CauseKind.UNKNOWN, detail="vanished from the backend while it ran")
+    elif obj.ever_opened or obj.open_decided:
+        key = end_key(obj.ref, -1)
+        cause = Cause(CauseKind.UNKNOWN, detail="ended without a run the backend showed")
+        if not obj.ever_opened:
+            cause = Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, "vanished before it ran")
+    else:
+        key = end_key(obj.ref, -1)
+        cause = Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, "vanished while gated")
+    if key in job.handled_ends:
+        return None
+    return key, cause
+
+
+def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
+    """A submission whose every attempt was refused or abandoned, with no object to show."""
+    if sub.canonical is not None or not sub.attempts:
+        return None
+    if any(o for o in job.objects_of(sub.n) if not o.retired):
+        return None
+    if not all(a.reply is Reply.REFUSED or a.abandoned for a in sub.attempts):
+        return None
+    key = f"launch:{sub.n}"
+    if key in job.triggers or key in job.handled_ends:
+        return None
+    details = "; ".join(a.detail for a in sub.attempts if a.detail)
+    return key, Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, details or "start refused")
+
+
+def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: datetime) -> Step:
+    """What an ended execution (or failed launch) leads to: an outcome, or a rule's action."""
+    if cause.kind is CauseKind.NONE:
+        return Step(kind=StepKind.OUTCOME, state=State.SUCCEEDED, cause=cause, trigger=key)
+    match = next((a for a in job.header.plan.rules if cause.kind in a.effective.on), None)
+    if match is None:
+        return Step(kind=StepKind.OUTCOME, state=State.FAILED, cause=cause, trigger=key)
+    rule = match.effective
+    if match.enforcer is Enforcer.NOBODY:
+        return Step(
+            kind=StepKind.OUTCOME,
+            state=State.FAILED,
+            cause=cause,
+            trigger=key,
+            escalation=f"unenforced:{match.index}:{key}",
+            detail=f"rule {match.index} covers {cause.kind} but nobody enforces it",
+        )
+    if match.enforcer is Enforcer.BACKEND:
+        return Step(
+            kind=StepKind.OUTCOME,
+            state=State.FAILED,
+            cause=cause,
+            trigger=key,
+            escalation=f"native-spent:{match.index}:{key}",
+            detail=f"the backend did not rerun it under rule {match.index}",
+        )
+    if job.remaining(match.index) <= 0:
+        return Step(
+            kind=StepKind.OUTCOME,
+            state=State.FAILED,
+            cause=cause,
+            trigger=key,
+            escalation=f"budget:{match.index}",
+            detail=f"rule {match.index} ({rule.action} on {cause.kind}) has spent "
+            f"its budget of {rule.budget}",
+        )
+    if rule.action is Action.RESUBMIT:
+        return Step(
+            kind=StepKind.AUTHORIZE,
+            submission=sub.n + 1,
+            trigger=key,
+            rule=match.index,
+            cause=cause,
+        )
+    if rule.action in (Action.REQUEUE, Action.RESTART):
+        return Step(
+            kind=StepKind.REQUEUE,
+            submission=sub.n,
+            ref=sub.canonical,
+            trigger=key,
+            rule=match.index,
+            cause=cause,
+            deadline=now + CALL_DEADLINE,
+        )
+    if rule.action is Action.HOLD:
+        until = now + rule.for_ if rule.for_ is not None else None
+        hold = Hold(
+            HoldKind.RECOVERY,
+            Actor.supervisor("policy"),
+            f"rule {match.index}: {cause.kind}; a person decides",
+            until,
+        )
+        return Step(
+            kind=StepKind.PLACE_HOLD,
+            submission=sub.n,
+            trigger=key,
+            rule=match.index,
+            cause=cause,
+            hold=hold,
+            instance=len(job.holds) + 1,
+        )
+    return Step(
+        kind=StepKind.OUTCOME,
+        state=State.FAILED,
+        cause=cause,
+        trigger=key,
+        escalation=f"rule:{match.index}:{key}",
+        detail=f"rule {match.index} escalates {cause.kind}",
+    )
+
+
+# ------------------------------------------------------------------ holds
+
+
+def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], datetime | None]:
+    if hold is None:
+        return [], None
+    if hold.hold.until is not None and now >= hold.hold.until:
+        if hold.hold.kind is HoldKind.OPERATOR:
+            return [
+                Step(
+                    kind=StepKind.RELEASE_HOLD,
+                    instance=hold.instance,
+                    detail="the hold's time ran out",
+                )
+            ], None
+        esc = f"hold-expired:{hold.instance}"
+        if esc not in job.escalations:
+            return [
+                Step(
+                    kind=StepKind.ESCALATE,
+                    escalation=esc,
+                    detail=f"hold {hold.instance} ({hold.hold.reason}) passed its deadline "
+                    "with nobody releasing it; it stays held",
+                )
+            ], None
+    wake = hold.hold.until if hold.hold.until is not None and now < hold.hold.until else None
+    if (
+        hold.hold.kind is HoldKind.RECOVERY
+        and job.header.plan.checkpoint is CheckpointMode.SHARED
+        and hold.submission
+    ):
+        sub = job.submission(hold.submission)
+        obj = job.object(sub.canonical) if sub and sub.canonical else None
+        if obj is not None:
+            if obj.ceased is Tristate.YES:
+                return [
+                    Step(
+                        kind=StepKind.RELEASE_HOLD,
+                        instance=hold.instance,
+                        resume=True,
+                        detail="the site's cessation signal says its processes are gone",
+                    )
+                ], None
+            due = obj.ceased_at + CESSATION_INTERVAL if obj.ceased_at else now
+            if now >= due:
+                return [Step(kind=StepKind.CEASE, ref=obj.ref)], None
+            wake = due if wake is None else min(wake, due)
+    return [], wake
+
+
+def _backend_holds(job: Job, hold: HoldRec | None, now: datetime) -> list[Step]:
+    """Operator holds on an opened, queued object become backend holds by instance; a backend
+    hold whose instance no longer stands is released, by that instance."""
+    latest = job.latest
+    if latest is None or latest.canonical is None:
+        return []
+    obj = job.object(latest.canonical)
+    if obj is None or obj.obs is None or obj.done:
+        return []
+    standing = obj.obs.hold_instance
+    if standing is not None and (hold is None or hold.instance != standing):
+        if job.in_flight(obj.ref, CallOp.RELEASE, now) is None:
+            return [
+                Step(
+                    kind=StepKind.RELEASE_HOLD,
+                    ref=obj.ref,
+                    instance=standing,
+                    deadline=now + CALL_DEADLINE,
+                    decided=True,
+                )
+            ]
+        return []
+    can_hold = job.header.plan.capabilities.get(Capability.HOLD)
+    if (
+        hold is not None
+        and hold.hold.kind is HoldKind.OPERATOR
+        and standing is None
+        and obj.open_decided
+        and obj.obs.state is ObjectState.PENDING
+        and can_hold is not None
+        and can_hold.answer is Tristate.YES
+    ):
+        tried = [c for c in job.calls_on(obj.ref, CallOp.HOLD) if c.instance == hold.instance]
+        if not tried or (not tried[-1].in_flight(now) and not tried[-1].ok):
+            return [
+                Step(
+                    kind=StepKind.PLACE_HOLD,
+                    ref=obj.ref,
+                    instance=hold.instance,
+                    deadline=now + CALL_DEADLINE,
+                    hold=hold.hold,
+                    decided=True,
+                )
+            ]
+    return []
+
+
+# ------------------------------------------------------------------ the launch
+
+
+def _launch(
+    job: Job, sub: SubmissionRec, hold: HoldRec | None, now: datetime
+) -> tuple[list[Step], datetime | None]:
+    opts = job.header.options
+    if sub.canonical is None:
+        known = sorted(
+            (o for o in job.objects_of(sub.n) if not o.retired and not o.done),
+            key=lambda o: o.attempt,
+        )
+        if known:
+            first = known[0]
+            return [
+                Step(
+                    kind=StepKind.CANONICAL, submission=sub.n, ref=first.ref, attempt=first.attempt
+                )
+            ], None
+        if not sub.attempts:
+            return [Step(kind=StepKind.START, submission=sub.n, attempt=1)], None
+        last = sub.attempts[-1]
+        if last.reply is Reply.REFUSED or last.abandoned:
+            return [], None  # a launch failure; _launch_failure handles it
+        unresolved = [
+            a for a in sub.attempts if not a.abandoned and a.reply in (None, Reply.UNKNOWN)
+        ]
+        if len(sub.attempts) < 1 + opts.submit_retries:
+            return [
+                Step(kind=StepKind.START, submission=sub.n, attempt=len(sub.attempts) + 1)
+            ], None
+        first_at = min(a.started_at for a in unresolved)
+        due = first_at + opts.unresolved_age
+        esc = f"unresolved:{sub.n}"
+        if now >= due and esc not in job.escalations:
+            return [
+                Step(
+                    kind=StepKind.ESCALATE,
+                    escalation=esc,
+                    detail=f"submission {sub.n}: {len(unresolved)} attempts stayed "
+                    f"unresolved for {opts.unresolved_age}; find or abandon them",
+                )
+            ], None
+        return [], due if now < due else None
+
+    obj = job.object(sub.canonical)
+    if obj is None or obj.done:
+        return [], None
+    if not obj.open_decided:
+        if hold is not None:
+            return [], None  # held: the gate stays closed until released
+        for older in job.submissions[: sub.n - 1]:
+            for o in job.objects_of(older.n):
+                if o.canonical and o.open_decided and not o.done:
+                    # Submission n opens only once n-1's object is ended or verified stopped.
+                    return _stop_steps(job, o, "a newer submission replaces it", now)
+        return [Step(kind=StepKind.OPEN, submission=sub.n, ref=obj.ref)], None
+    if obj.state is ObjectState.GATED or obj.state is None:
+        # Decided but still gated: the open call was lost or is slow. It is idempotent, so it
+        # is decided and made again once OPEN_RETRY has passed.
+        last = job.open_at.get(obj.ref.id)
+        if last is not None and now < last + OPEN_RETRY:
+            return [], last + OPEN_RETRY
+        return [Step(kind=StepKind.OPEN, submission=sub.n, ref=obj.ref)], None
+    return [], None
+
+
+def _stop_steps(
+    job: Job, obj: ObjectRec, reason: str, now: datetime
+) -> tuple[list[Step], datetime | None]:
+    if not obj.stop_decided:
+        return [Step(kind=StepKind.STOP, ref=obj.ref, detail=reason)], None
+    last = job.stop_at.get(obj.ref.id)
+    if last is None or now >= last + STOP_RETRY:
+        return [Step(kind=StepKind.STOP, ref=obj.ref, detail=reason + " (again)")], None
+    return [], last + STOP_RETRY
+
+
+def _retire(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
+    wake: datetime | None = None
+    for obj in job.objects.values():
+        if obj.retired and not obj.done:
+            steps, due = _stop_steps(job, obj, "a retired duplicate", now)
+            if steps:
+                return steps, None
+            wake = due if wake is None or (due is not None and due < wake) else wake
+        if obj.canonical or obj.retired or obj.open_decided:
+            continue
+        sub = job.submission(obj.submission)
+        latest = job.latest
+        if (sub is not None and sub.canonical is not None) or (
+            latest is not None and obj.submission < latest.n
+        ):
+            return [
+                Step(
+                    kind=StepKind.RETIRE,
+                    ref=obj.ref,
+                    submission=obj.submission,
+                    attempt=obj.attempt,
+                )
+            ], None
+    return [], wake
+
+
+def _restore_bit(job: Job, now: datetime) -> list[Step]:
+    latest = job.latest
+    if latest is None or latest.canonical is None:
+        return []
+    obj = job.object(latest.canonical)
+    if obj is None or obj.obs is None or obj.obs.requeue_bit is not True or obj.done:
+        return []
+    native = any(
+        a.enforcer is Enforcer.BACKEND and a.effective.action is Action.REQUEUE
+        for a in job.header.plan.rules
+    )
+    if native or job.requeues:
+        return []
+    if job.in_flight(obj.ref, CallOp.REQUEUE, now) or job.in_flight(obj.ref, CallOp.RESTORE, now):
+        return []
+    return [Step(kind=StepKind.RESTORE_REQUEUE, ref=obj.ref, deadline=now + CALL_DEADLINE)]
+
+
+def _requeues(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
+    """A requeue intent (a person's, or a rule's already decided) gets its call."""
+    if not job.requeues:
+        return [], None
+    latest = job.latest
+    if latest is None or latest.canonical is None:
+        return [], None
+    obj = job.object(latest.canonical)
+    if obj is None or not obj.open_decided:
+        return [], None
+    flying = job.in_flight(obj.ref, CallOp.REQUEUE, now)
+    if flying is not None:
+        return [], flying.deadline
+    trigger, _, _ = job.requeues[0]
+    return [
+        Step(
+            kind=StepKind.REQUEUE,
+            ref=obj.ref,
+            submission=latest.n,
+            trigger=trigger,
+            deadline=now + CALL_DEADLINE,
+            decided=True,
+        )
+    ], None
+
+
+# ------------------------------------------------------------------ the whole
+
+
+def _cleanup(job: Job, now: datetime) -> list[Step]:
+    """After the outcome: stop everything live, then settle."""
+    pending = [o for o in job.objects.values() if not o.done]
+    wakes: list[datetime | None] = []
+    for obj in pending:
+        steps, wake = _stop_steps(job, obj, "the job has its outcome", now)
+        if steps:
+            return steps
+        wakes.append(wake)
+    absence, wake = _absence(job, now)
+    if absence:
+        return absence
+    wakes.append(wake)
+    assert job.outcome is not None
+    if pending:
+        due = job.outcome.at + job.header.options.cleanup_deadline
+        if now >= due and "cleanup" not in job.escalations:
+            names = ", ".join(o.ref.id for o in pending)
+            return [
+                Step(
+                    kind=StepKind.ESCALATE,
+                    escalation="cleanup",
+                    detail=f"clean-up is still pending after "
+                    f"{job.header.options.cleanup_deadline}: {names} still live",
+                )
+            ]
+        wakes.append(due if now < due else None)
+        return _wait(*wakes)
+    flying = [c.deadline for c in job.calls if c.in_flight(now)]
+    if flying:
+        return _wait(*flying)
+    if job.header.options.unmatched is UnmatchedPolicy.MANUAL and job.unresolved_attempts():
+        return _wait(*wakes)
+    return [Step(kind=StepKind.SETTLE)]
+
+
+def _drive(job: Job, now: datetime) -> list[Step]:
+    latest = job.latest
+    if latest is None:
+        return [Step(kind=StepKind.AUTHORIZE, submission=1, trigger="submit")]
+    hold = job.active_hold
+    wakes: list[datetime | None] = []
+
+    ended = _end_of(job, latest) or _launch_failure(job, latest)
+    if ended is not None:
+        return [_apply_rules(job, latest, ended[0], ended[1], now)]
+
+    steps, wake = _holds(job, hold, now)
+    if steps:
+        return steps
+    wakes.append(wake)
+
+    for h in job.holds:
+        trigger = f"release:{h.instance}"
+        if (
+            not h.active
+            and h.resume
+            and h.hold.kind is HoldKind.RECOVERY
+            and trigger not in job.triggers
+        ):
+            return [
+                Step(
+                    kind=StepKind.AUTHORIZE, submission=latest.n + 1, trigger=trigger, cause=h.cause
+                )
+            ]
+    if job.resubmits:
+        return [
+            Step(
+                kind=StepKind.AUTHORIZE,
+                submission=latest.n + 1,
+                trigger=f"resubmit:{job.resubmits[0]}",
+            )
+        ]
+
+    steps, wake = _requeues(job, now)
+    if steps:
+        return steps
+    wakes.append(wake)
+
+    steps, wake = _retire(job, now)
+    if steps:
+        return steps
+    wakes.append(wake)
+    steps, wake = _launch(job, latest, hold, now)
+    if steps:
+        return steps
+    wakes.append(wake)
+
+    for step_list in (_backend_holds(job, hold, now), _restore_bit(job, now)):
+        if step_list:
+            return step_list
+    steps, wake = _absence(job, now)
+    if steps:
+        return steps
+    wakes.append(wake)
+    return _wait(*wakes)
+
+
+def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
+    """What should happen next, most urgent first. Pure: no I/O, no clock.
+
+    Every step is computed from the revision ``job`` was folded from and the ``discovery`` made
+    after reading it; an executor commits decisions conditionally on that revision.
+    """
+    observe = _observations(job, discovery, now)
+    if observe:
+        return observe
+    if job.settled:
+        return _wait()
+    if job.terminal:
+        return _cleanup(job, now)
+    return _drive(job, now)

@@ -1,0 +1,125 @@
+"""Checking a JobSpec before anything is planned or created.
+
+``validate`` reports every problem at once, each with its field path (``command``,
+``recovery.rules[1].on[0]``), because someone fixing a job file wants the whole list, not one
+error per try. It checks what any scheduler would choke on; an adapter checks what only its own
+scheduler would refuse when it answers ``capabilities``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from jobdispatch.errors import Problem, ValidationError
+from jobdispatch.types import Action, JobSpec, Rule
+
+__all__ = ["problems", "validate"]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Environment names the adapters set for every process; a spec may not override them.
+RESERVED_ENV = frozenset(
+    {
+        "JOBDISPATCH_JOB",
+        "JOBDISPATCH_SUBMISSION",
+        "JOBDISPATCH_EXECUTION",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "NODE_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    }
+)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+#: Past this, a number of nodes or processes is a typo, not a job.
+MAX_NODES = 100_000
+MAX_PROCS_PER_NODE = 1_024
+
+
+def _check_rule(i: int, rule: Rule, seen: dict[object, str], out: list[Problem]) -> None:
+    at = f"recovery.rules[{i}]"
+    if not rule.on:
+        out.append(Problem(f"{at}.on", "a rule must name at least one cause"))
+    for j, kind in enumerate(rule.on):
+        where = f"{at}.on[{j}]"
+        if not kind.recoverable:
+            out.append(Problem(where, f"{kind} is not a recoverable cause"))
+        elif kind in seen:
+            out.append(Problem(where, f"{kind} is already covered by {seen[kind]}"))
+        else:
+            seen[kind] = at
+    if isinstance(rule.budget, bool) or not isinstance(rule.budget, int):
+        out.append(Problem(f"{at}.budget", f"must be a whole number, got {rule.budget!r}"))
+    elif rule.budget < 0:
+        out.append(Problem(f"{at}.budget", f"must not be negative, got {rule.budget}"))
+    if rule.action is Action.HOLD:
+        if rule.for_ is None or rule.for_ <= timedelta(0):
+            out.append(Problem(f"{at}.for", "a hold needs a positive duration"))
+    elif rule.for_ is not None:
+        out.append(Problem(f"{at}.for", f"only a hold takes a duration, not {rule.action}"))
+    if rule.action is Action.ESCALATE and rule.budget:
+        out.append(Problem(f"{at}.budget", "escalate fails the job at once; it takes no budget"))
+
+
+def problems(spec: JobSpec) -> list[Problem]:
+    """Every problem with ``spec``, in field order; empty when it is valid."""
+    out: list[Problem] = []
+    if spec.name and not _NAME.match(spec.name):
+        out.append(
+            Problem(
+                "name",
+                "use 1 to 63 letters, digits, '.', '_' or '-', "
+                f"starting with a letter or digit; got {spec.name!r}",
+            )
+        )
+    if not spec.command:
+        out.append(Problem("command", "must not be empty"))
+    for i, arg in enumerate(spec.command):
+        if not isinstance(arg, str):
+            out.append(Problem(f"command[{i}]", f"must be a string, got {type(arg).__name__}"))
+        elif "\x00" in arg:
+            out.append(Problem(f"command[{i}]", "must not contain a NUL byte"))
+    if spec.command and isinstance(spec.command[0], str) and not spec.command[0].strip():
+        out.append(Problem("command[0]", "the program must not be blank"))
+    for field, value, limit in (
+        ("nodes", spec.nodes, MAX_NODES),
+        ("procs_per_node", spec.procs_per_node, MAX_PROCS_PER_NODE),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int):
+            out.append(Problem(field, f"must be a whole number, got {value!r}"))
+        elif value < 1:
+            out.append(Problem(field, f"must be at least 1, got {value}"))
+        elif value > limit:
+            out.append(Problem(field, f"must be at most {limit}, got {value}"))
+    if spec.image is not None and (not spec.image.strip() or any(c.isspace() for c in spec.image)):
+        out.append(
+            Problem("image", f"must be an image reference without spaces, got {spec.image!r}")
+        )
+    if spec.working_dir is not None and (not spec.working_dir or "\x00" in spec.working_dir):
+        out.append(Problem("working_dir", "must be a non-empty path without NUL bytes"))
+    if spec.output is not None and (not spec.output or "\x00" in spec.output):
+        out.append(Problem("output", "must be a non-empty path without NUL bytes"))
+    for name, value in spec.env.items():
+        where = f"env.{name}"
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            out.append(Problem(where, "is not a valid environment variable name"))
+        elif name in RESERVED_ENV:
+            out.append(Problem(where, "is set by dispatch for every process; choose another name"))
+        if not isinstance(value, str):
+            out.append(Problem(where, f"value must be a string, got {type(value).__name__}"))
+        elif "\x00" in value:
+            out.append(Problem(where, "value must not contain a NUL byte"))
+    if spec.time_limit is not None and spec.time_limit <= timedelta(0):
+        out.append(Problem("time_limit", f"must be positive, got {spec.time_limit}"))
+    seen: dict[object, str] = {}
+    for i, rule in enumerate(spec.recovery.rules):
+        _check_rule(i, rule, seen, out)
+    return out
+
+
+def validate(spec: JobSpec) -> None:
+    """Raise :class:`ValidationError` listing every problem with ``spec``; return if valid."""
+    found = problems(spec)
+    if found:
+        raise ValidationError(found, subject="job spec")
