@@ -1,0 +1,115 @@
+"""The memory adapter's configuration: its JSON Schema and the checked settings built from it.
+
+Every object in the schema refuses additional properties, so a misspelt key is an error that
+names it instead of a setting silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group yet
+
+from jobdispatch.errors import Problem, ValidationError
+from jobdispatch.memory.shape import Shape
+from jobdispatch.types import Capability, Support, Tristate
+
+__all__ = ["CONFIG_SCHEMA", "Settings", "parse_config"]
+
+_DECLARATION: dict[str, Any] = {
+    "oneOf": [
+        {"type": "string", "enum": [str(t) for t in Tristate]},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["answer"],
+            "properties": {
+                "answer": {"type": "string", "enum": [str(t) for t in Tristate]},
+                "detail": {"type": "string"},
+            },
+        },
+    ]
+}
+
+#: The JSON Schema of the memory adapter's configuration.
+CONFIG_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "memory adapter",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "shape": {"type": "string", "enum": [str(s) for s in Shape], "default": "slurm"},
+        "auto_run": {
+            "type": "boolean",
+            "default": False,
+            "description": "an opened object starts running at once, without env.run",
+        },
+        "seed": {"type": "integer", "default": 0},
+        "namespace": {
+            "type": "string",
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "default": "default",
+            "description": "the namespace of object refs in the Kubeflow shape",
+        },
+        "allow_rank_restart": {
+            "type": "boolean",
+            "default": False,
+            "description": "Kubeflow shape: the site lets the backend rerun a rank in place",
+        },
+        "capabilities": {
+            "type": "object",
+            "description": "site declarations overriding the shape's capability answers",
+            "additionalProperties": False,
+            "properties": {str(c): _DECLARATION for c in Capability},
+        },
+    },
+}
+
+
+@attrs.frozen
+class Settings:
+    """A checked configuration, ready for the backend's constructor."""
+
+    shape: Shape = Shape.SLURM
+    auto_run: bool = False
+    seed: int = 0
+    namespace: str = "default"
+    allow_rank_restart: bool = False
+    declared: Mapping[Capability, Support] = attrs.field(factory=dict)
+
+
+def _problems(config: Mapping[str, Any]) -> list[Problem]:
+    validator = jsonschema.Draft202012Validator(CONFIG_SCHEMA)
+    problems = []
+    for error in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path)):
+        path = ".".join(str(p) for p in error.absolute_path)
+        problems.append(Problem(path, error.message))
+    return problems
+
+
+def parse_config(config: Mapping[str, Any]) -> Settings:
+    """Check ``config`` against :data:`CONFIG_SCHEMA` and build :class:`Settings`.
+
+    Raises:
+        ValidationError: every problem at once, each naming its key.
+    """
+    problems = _problems(config)
+    if problems:
+        raise ValidationError(problems, subject="memory adapter configuration")
+    declared: dict[Capability, Support] = {}
+    for key, value in dict(config.get("capabilities", {})).items():
+        if isinstance(value, str):
+            answer, detail = Tristate(value), "site declaration"
+        else:
+            answer, detail = Tristate(value["answer"]), value.get("detail", "site declaration")
+        declared[Capability(key)] = Support(answer, detail=detail)
+    return Settings(
+        shape=Shape(config.get("shape", "slurm")),
+        auto_run=bool(config.get("auto_run", False)),
+        seed=int(config.get("seed", 0)),
+        namespace=str(config.get("namespace", "default")),
+        allow_rank_restart=bool(config.get("allow_rank_restart", False)),
+        declared=declared,
+    )
