@@ -1,0 +1,20 @@
+"""The dispatch supervisor: carries out what ``jobdispatch.next`` says, through conditional
+commits to the job's record and launches that start gated."""
+
+from __future__ import annotations
+
+from jobdispatch_supervise.__about__ import __version__
+from jobdispatch_supervise.executor import Executor, Pass
+from jobdispatch_supervise.sinks import CommandSink, EscalationMessage, LogSink, Sink
+from jobdispatch_supervise.supervisor import Supervisor
+
+__all__ = [
+    "CommandSink",
+    "EscalationMessage",
+    "Executor",
+    "LogSink",
+    "Pass",
+    "Sink",
+    "Supervisor",
+    "__version__",
+]

@@ -1,0 +1,40 @@
+"""The supervisor's built-in escalation sinks, registered through the plugin manager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobdispatch.hookspecs import hookimpl
+from jobdispatch.plugins import Registry
+
+
+def _log(config: dict[str, Any]) -> Any:
+    from jobdispatch_supervise.sinks import LogSink
+
+    return LogSink()
+
+
+def _command(config: dict[str, Any]) -> Any:
+    from jobdispatch_supervise.sinks import CommandSink
+
+    return CommandSink(
+        config["argv"], timeout=config.get("timeout", 30.0), name=config.get("name", "command")
+    )
+
+
+@hookimpl
+def jobdispatch_register_escalation_sinks(registry: Registry) -> None:
+    from jobdispatch_supervise.sinks import COMMAND_SCHEMA
+
+    registry.add(
+        "log",
+        _log,
+        schema={"type": "object", "properties": {}},
+        summary="writes escalations to the jobdispatch.escalations logger",
+    )
+    registry.add(
+        "command",
+        _command,
+        schema=COMMAND_SCHEMA,
+        summary="runs a program with each escalation as JSON on its standard input",
+    )

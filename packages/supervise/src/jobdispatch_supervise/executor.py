@@ -1,0 +1,518 @@
+"""The step executor: one pass of read → find → fold → next → execute, for one job.
+
+It has no loop, no sleep, no thread and no clock of its own: the store, the backend and the
+clock are injected, so the simulator drives exactly this code, single-threaded, under crashes.
+The rules it follows (docs/specs/0004-supervisor.md):
+
+* a decision is committed with ``expect_revision`` (the revision ``next`` was computed from)
+  and the owner's lease, and only then is its backend call made;
+* a call's result is committed as evidence afterwards, at whatever revision the record has
+  reached (evidence is a fact; recording it late is never wrong);
+* on Conflict nothing is called: the pass ends and the next one re-reads and recomputes;
+* a pass that finds its lease gone acts on nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+import attrs
+
+from jobdispatch.clock import Clock
+from jobdispatch.errors import (
+    Conflict,
+    DispatchError,
+    Invalid,
+    NotFound,
+    OutcomeUnknown,
+    Rejected,
+    Unsupported,
+)
+from jobdispatch.job import Job, fold
+from jobdispatch.records import events as ev
+from jobdispatch.records.store import Lease, Records
+from jobdispatch.spi import (
+    Backend,
+    CessationEvidence,
+    CessationSignal,
+    Discovery,
+    Holder,
+    NativeOffer,
+    NativePolicyCompiler,
+    Requeuer,
+    StartRequest,
+)
+from jobdispatch.steps import Step, StepKind, next_steps
+from jobdispatch.types import Actor, CallMeta, Enforcer, HoldMeta, Tristate
+from jobdispatch_supervise.sinks import EscalationMessage, Sink
+
+__all__ = ["Executor", "Pass"]
+
+log = logging.getLogger("jobdispatch.supervise")
+
+#: Environment every process of an execution gets, so checkpoints and logs can be told apart.
+ENV_JOB = "JOBDISPATCH_JOB"
+ENV_SUBMISSION = "JOBDISPATCH_SUBMISSION"
+
+
+@attrs.frozen(kw_only=True)
+class Pass:
+    """What one pass did: the step it executed (or the wait), and whether the job is settled."""
+
+    step: Step | None
+    settled: bool = False
+    lost: bool = False
+    conflict: bool = False
+    wake: datetime | None = None
+    revision: int = 0
+
+
+class Executor:
+    """Executes ``next``'s first step for one job per call of :meth:`run_pass`."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: Records,
+        *,
+        clock: Clock,
+        holder: str,
+        sinks: Sequence[Sink] = (),
+    ) -> None:
+        self.backend = backend
+        self.store = store
+        self.clock = clock
+        self.holder = holder
+        self.actor = Actor.supervisor(holder)
+        self.sinks = list(sinks)
+
+    # ---------------------------------------------------------------- one pass
+
+    def run_pass(self, job: str, lease: Lease, discovery: Discovery | None = None) -> Pass:
+        """Read, find (unless given), fold, compute, and execute the first step."""
+        view = self.store.read(job)
+        if discovery is None:
+            discovery = self.backend.find(job)
+        now = self.clock()
+        folded = fold(view, now)
+        self._deliver(folded, view.revision)
+        steps = next_steps(folded, discovery, now)
+        step = steps[0]
+        if step.kind is StepKind.WAIT:
+            return Pass(step=step, settled=folded.settled, wake=step.wake, revision=view.revision)
+        try:
+            if step.kind is StepKind.OBSERVE:
+                observe = [s for s in steps if s.kind is StepKind.OBSERVE]
+                self._observe(job, observe, view.revision, now)
+            else:
+                self._execute(job, folded, step, view.revision, lease, now)
+        except Conflict as exc:
+            log.debug("job %s: %s; re-reading", job, exc)
+            return Pass(step=step, conflict=True, revision=view.revision)
+        return Pass(step=step, revision=view.revision)
+
+    # ---------------------------------------------------------------- commits
+
+    def _decide(self, job: str, events: Sequence[ev.AnyEvent], revision: int, lease: Lease) -> int:
+        return self.store.append(job, events, expect_revision=revision, owner=lease)
+
+    def _evidence(self, job: str, events: Sequence[ev.AnyEvent], revision: int) -> int:
+        """Commit evidence, moving forward past revisions others committed meanwhile."""
+        for _ in range(10):
+            try:
+                return self.store.append(job, events, expect_revision=revision)
+            except Conflict:
+                revision = self.store.read(job).revision
+        msg = f"job {job}: could not record evidence; the record kept moving"
+        raise Conflict(msg)
+
+    def _observe(self, job: str, steps: Sequence[Step], revision: int, now: datetime) -> None:
+        events: list[ev.AnyEvent] = []
+        for s in steps:
+            if s.obs is not None:
+                events.append(ev.Observed(at=now, by=self.actor, obs=s.obs))
+            elif s.ref is not None and s.find_at is not None:
+                events.append(ev.Absent(at=now, by=self.actor, ref=s.ref, find_at=s.find_at))
+        self.store.append(job, events, expect_revision=revision)
+
+    # ---------------------------------------------------------------- steps
+
+    def _execute(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        kind = step.kind
+        me = self.actor
+        if kind is StepKind.AUTHORIZE:
+            self._decide(
+                job,
+                [
+                    ev.SubmissionAuthorized(
+                        at=now,
+                        by=me,
+                        n=step.submission,
+                        trigger=step.trigger,
+                        rule=step.rule,
+                        cause=step.cause,
+                    )
+                ],
+                revision,
+                lease,
+            )
+        elif kind is StepKind.START:
+            self._start(job, folded, step, revision, lease, now)
+        elif kind is StepKind.CANONICAL:
+            assert step.ref is not None
+            self._decide(
+                job,
+                [
+                    ev.CanonicalChosen(
+                        at=now,
+                        by=me,
+                        submission=step.submission,
+                        ref=step.ref,
+                        attempt=step.attempt,
+                    )
+                ],
+                revision,
+                lease,
+            )
+        elif kind is StepKind.RETIRE:
+            assert step.ref is not None
+            self._decide(
+                job,
+                [
+                    ev.Retired(
+                        at=now,
+                        by=me,
+                        ref=step.ref,
+                        submission=step.submission,
+                        attempt=step.attempt,
+                    )
+                ],
+                revision,
+                lease,
+            )
+            self._call_stop(step, "a duplicate of the canonical object; it never ran")
+        elif kind is StepKind.OPEN:
+            assert step.ref is not None
+            self._decide(
+                job,
+                [ev.OpenDecided(at=now, by=me, submission=step.submission, ref=step.ref)],
+                revision,
+                lease,
+            )
+            self.backend.open(step.ref)
+        elif kind is StepKind.STOP:
+            assert step.ref is not None
+            self._decide(
+                job,
+                [ev.StopDecided(at=now, by=me, ref=step.ref, reason=step.detail)],
+                revision,
+                lease,
+            )
+            self._call_stop(step, step.detail)
+        elif kind is StepKind.VERIFIED_STOPPED:
+            assert step.ref is not None and step.find_at is not None
+            self._decide(
+                job,
+                [ev.VerifiedStopped(at=now, by=me, ref=step.ref, find_at=step.find_at)],
+                revision,
+                lease,
+            )
+        elif kind is StepKind.OUTCOME:
+            assert step.state is not None and step.cause is not None
+            events: list[ev.AnyEvent] = []
+            if step.escalation and step.escalation not in folded.escalations:
+                events.append(ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail))
+            events.append(ev.OutcomeDecided(at=now, by=me, state=step.state, cause=step.cause))
+            self._decide(job, events, revision, lease)
+        elif kind is StepKind.ESCALATE:
+            self._decide(
+                job,
+                [ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail)],
+                revision,
+                lease,
+            )
+        elif kind is StepKind.SETTLE:
+            self._decide(job, [ev.Settled(at=now, by=me)], revision, lease)
+        elif kind is StepKind.PLACE_HOLD:
+            self._place_hold(job, step, revision, lease, now)
+        elif kind is StepKind.RELEASE_HOLD:
+            self._release_hold(job, step, revision, lease, now)
+        elif kind in (StepKind.REQUEUE, StepKind.RESTORE_REQUEUE):
+            self._requeue(job, step, revision, lease, now)
+        elif kind is StepKind.CEASE:
+            assert step.ref is not None
+            if isinstance(self.backend, CessationSignal):
+                evidence = self.backend.ceased(step.ref)
+            else:
+                evidence = CessationEvidence(
+                    ceased=Tristate.UNKNOWN, detail="the adapter has no cessation signal", at=now
+                )
+            self._evidence(
+                job,
+                [ev.CessationAnswered(at=now, by=me, ref=step.ref, evidence=evidence)],
+                revision,
+            )
+        else:  # STOP_JOB is the stopper's, never next's
+            msg = f"step {kind} cannot be executed by the supervisor"
+            raise Invalid(msg)
+
+    def _call_stop(self, step: Step, reason: str) -> None:
+        assert step.ref is not None
+        try:
+            self.backend.stop(step.ref, reason)
+        except NotFound:
+            pass  # already gone is success
+
+    def _start(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        me = self.actor
+        revision = self._decide(
+            job,
+            [ev.AttemptStarted(at=now, by=me, submission=step.submission, attempt=step.attempt)],
+            revision,
+            lease,
+        )
+        spec = folded.header.spec
+        request = StartRequest(
+            job=job,
+            submission=step.submission,
+            attempt=step.attempt,
+            spec=spec,
+            native=self._native_offer(folded),
+            env={ENV_JOB: job, ENV_SUBMISSION: str(step.submission)},
+        )
+        reply: ev.AttemptReplied
+        try:
+            ref = self.backend.start(request)
+        except OutcomeUnknown as exc:
+            reply = ev.AttemptReplied(
+                at=self.clock(),
+                by=me,
+                submission=step.submission,
+                attempt=step.attempt,
+                reply=ev.Reply.UNKNOWN,
+                detail=str(exc),
+            )
+        except (Rejected, Invalid, Unsupported) as exc:
+            reply = ev.AttemptReplied(
+                at=self.clock(),
+                by=me,
+                submission=step.submission,
+                attempt=step.attempt,
+                reply=ev.Reply.REFUSED,
+                detail=str(exc),
+            )
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the object may exist
+            reply = ev.AttemptReplied(
+                at=self.clock(),
+                by=me,
+                submission=step.submission,
+                attempt=step.attempt,
+                reply=ev.Reply.UNKNOWN,
+                detail=f"{type(exc).__name__}: {exc}",
+            )
+        else:
+            reply = ev.AttemptReplied(
+                at=self.clock(),
+                by=me,
+                submission=step.submission,
+                attempt=step.attempt,
+                reply=ev.Reply.CREATED,
+                ref=ref,
+            )
+        self._evidence(job, [reply], revision)
+
+    def _native_offer(self, folded: Job) -> NativeOffer:
+        native = {
+            a.index: a.effective for a in folded.header.plan.rules if a.enforcer is Enforcer.BACKEND
+        }
+        if not native or not isinstance(self.backend, NativePolicyCompiler):
+            return NativeOffer()
+        remaining = {
+            i: max(0, rule.budget - folded.firings.get(i, 0)) for i, rule in native.items()
+        }
+        return self.backend.compile(folded.header.spec, native, remaining)
+
+    def _call(self, job: str, issued: int, fn: object, *args: object) -> None:
+        """Make a recorded call and commit its answer as evidence."""
+        ok, detail = True, ""
+        try:
+            fn(*args)  # type: ignore[operator]
+        except DispatchError as exc:
+            ok, detail = False, str(exc)
+        except Exception as exc:  # noqa: BLE001 - recorded, then the next pass decides
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+        self._evidence(
+            job,
+            [ev.CallAnswered(at=self.clock(), by=self.actor, call=issued, ok=ok, detail=detail)],
+            issued,
+        )
+
+    def _place_hold(self, job: str, step: Step, revision: int, lease: Lease, now: datetime) -> None:
+        me = self.actor
+        if step.ref is None:  # a rule's hold for a person: recorded, no backend call
+            assert step.rule is not None and step.cause is not None and step.hold is not None
+            self._decide(
+                job,
+                [
+                    ev.RecoveryDecided(
+                        at=now,
+                        by=me,
+                        rule=step.rule,
+                        trigger=step.trigger,
+                        cause=step.cause,
+                        submission=step.submission,
+                    ),
+                    ev.HoldPlaced(
+                        at=now,
+                        by=me,
+                        instance=step.instance,
+                        hold=step.hold,
+                        submission=step.submission,
+                        cause=step.cause,
+                    ),
+                ],
+                revision,
+                lease,
+            )
+            return
+        assert step.deadline is not None and isinstance(self.backend, Holder)
+        issued = self._decide(
+            job,
+            [
+                ev.CallIssued(
+                    at=now,
+                    by=me,
+                    op=ev.CallOp.HOLD,
+                    ref=step.ref,
+                    deadline=step.deadline,
+                    instance=step.instance,
+                )
+            ],
+            revision,
+            lease,
+        )
+        hold = step.hold
+        meta = HoldMeta(
+            instance=step.instance,
+            deadline=step.deadline,
+            by=hold.by if hold else me,
+            reason=hold.reason if hold else "",
+            until=hold.until if hold else None,
+        )
+        self._call(job, issued, self.backend.hold, step.ref, meta)
+
+    def _release_hold(
+        self, job: str, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        me = self.actor
+        if step.ref is None:
+            self._decide(
+                job,
+                [
+                    ev.HoldLifted(
+                        at=now,
+                        by=me,
+                        instance=step.instance,
+                        reason=step.detail,
+                        resume=step.resume,
+                    )
+                ],
+                revision,
+                lease,
+            )
+            return
+        assert step.deadline is not None
+        if not isinstance(self.backend, Holder):
+            return
+        issued = self._decide(
+            job,
+            [
+                ev.CallIssued(
+                    at=now,
+                    by=me,
+                    op=ev.CallOp.RELEASE,
+                    ref=step.ref,
+                    deadline=step.deadline,
+                    instance=step.instance,
+                )
+            ],
+            revision,
+            lease,
+        )
+        meta = HoldMeta(instance=step.instance, deadline=step.deadline, by=me)
+        self._call(job, issued, self.backend.release, step.ref, meta)
+
+    def _requeue(self, job: str, step: Step, revision: int, lease: Lease, now: datetime) -> None:
+        me = self.actor
+        assert step.ref is not None and step.deadline is not None
+        op = ev.CallOp.REQUEUE if step.kind is StepKind.REQUEUE else ev.CallOp.RESTORE
+        events: list[ev.AnyEvent] = []
+        if step.kind is StepKind.REQUEUE and not step.decided:
+            assert step.rule is not None and step.cause is not None
+            events.append(
+                ev.RecoveryDecided(
+                    at=now,
+                    by=me,
+                    rule=step.rule,
+                    trigger=step.trigger,
+                    cause=step.cause,
+                    ref=step.ref,
+                    submission=step.submission,
+                )
+            )
+        events.append(ev.CallIssued(at=now, by=me, op=op, ref=step.ref, deadline=step.deadline))
+        issued = self._decide(job, events, revision, lease)
+        meta = CallMeta(deadline=step.deadline, by=me, reason=step.trigger)
+        if not isinstance(self.backend, Requeuer):
+            self._evidence(
+                job,
+                [
+                    ev.CallAnswered(
+                        at=self.clock(),
+                        by=me,
+                        call=issued,
+                        ok=False,
+                        detail="the adapter cannot requeue",
+                    )
+                ],
+                issued,
+            )
+            return
+        fn = self.backend.requeue if op is ev.CallOp.REQUEUE else self.backend.restore_requeue_bit
+        self._call(job, issued, fn, step.ref, meta)
+
+    # ---------------------------------------------------------------- escalations
+
+    def _deliver(self, folded: Job, revision: int) -> None:
+        """Deliver every committed escalation to every sink that has not had it, and record it."""
+        for rec in folded.escalations.values():
+            for sink in self.sinks:
+                if sink.name in rec.delivered:
+                    continue
+                message = EscalationMessage(
+                    job=folded.id,
+                    name=folded.header.spec.name,
+                    id=rec.id,
+                    detail=rec.detail,
+                    at=rec.at,
+                )
+                try:
+                    sink.deliver(message)
+                except Exception as exc:  # noqa: BLE001 - tried again on the next pass
+                    log.warning("escalation %s to sink %s failed: %s", rec.id, sink.name, exc)
+                    continue
+                revision = self._evidence(
+                    folded.id,
+                    [
+                        ev.EscalationDelivered(
+                            at=self.clock(), by=self.actor, escalation=rec.id, sink=sink.name
+                        )
+                    ],
+                    revision,
+                )

@@ -1,0 +1,180 @@
+"""The supervisor's loop: ownership, polling and sleeping around the step executor.
+
+``run(job)`` supervises one job until it settles; ``serve(filter)`` supervises every job of a
+store it can own, with one backend query per poll for all of them. Both stop acting on a job
+the moment its lease is lost, and ``stop()`` ends them cleanly from another thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from jobdispatch.clock import Clock, system_clock
+from jobdispatch.errors import Conflict, NotFound
+from jobdispatch.records.store import Lease, ListFilter, Records
+from jobdispatch.spi import Backend, find_all
+from jobdispatch_supervise.executor import Executor, Pass
+from jobdispatch_supervise.sinks import LogSink, Sink
+
+__all__ = ["Supervisor"]
+
+log = logging.getLogger("jobdispatch.supervise")
+
+
+def _holder_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Supervisor:
+    """Carries out what ``next`` returns for the jobs it owns.
+
+    Args:
+        backend: the adapter's backend.
+        store: the record store the jobs live in.
+        clock: where time comes from (the simulator passes its own).
+        sinks: where escalations go; the log by default.
+        poll: the longest wait between two looks at a job, in seconds.
+        lease_ttl: how long ownership lasts without renewal; renewed at half of it.
+        holder: this supervisor's identity in leases and in the record.
+        sleep: how to wait (an Event's wait by default, so ``stop`` interrupts it).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: Records,
+        *,
+        clock: Clock = system_clock,
+        sinks: Sequence[Sink] | None = None,
+        poll: float = 0.5,
+        lease_ttl: timedelta = timedelta(seconds=30),
+        holder: str | None = None,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        if poll <= 0:
+            msg = f"poll must be positive, got {poll}"
+            raise ValueError(msg)
+        self.backend = backend
+        self.store = store
+        self.clock = clock
+        self.poll = poll
+        self.lease_ttl = lease_ttl
+        self.holder = holder or _holder_id()
+        self.executor = Executor(
+            backend,
+            store,
+            clock=clock,
+            holder=self.holder,
+            sinks=list(sinks) if sinks is not None else [LogSink()],
+        )
+        self._stopping = threading.Event()
+        self._sleep = sleep or self._stopping.wait
+        self._leases: dict[str, Lease] = {}
+
+    # ---------------------------------------------------------------- ownership
+
+    def _own(self, job: str) -> Lease | None:
+        """The current lease on ``job``: renewed past half its life, acquired when missing.
+        None while another holder owns it."""
+        now = self.clock()
+        lease = self._leases.get(job)
+        try:
+            if lease is None:
+                lease = self.store.acquire(job, self.holder, self.lease_ttl)
+            elif lease.expires - now < self.lease_ttl / 2:
+                lease = self.store.renew(lease, self.lease_ttl)
+        except Conflict:
+            self._leases.pop(job, None)
+            return None
+        self._leases[job] = lease
+        return lease
+
+    def _disown(self, job: str) -> None:
+        lease = self._leases.pop(job, None)
+        if lease is not None:
+            try:
+                self.store.release(lease)
+            except Exception as exc:  # noqa: BLE001 - it lapses by itself
+                log.debug("release of %s failed: %s", job, exc)
+
+    # ---------------------------------------------------------------- loops
+
+    def _wait_for(self, wake: datetime | None) -> None:
+        delay = self.poll
+        if wake is not None:
+            delay = max(0.0, min(delay, (wake - self.clock()).total_seconds()))
+        self._sleep(delay)
+
+    def run(self, job: str) -> None:
+        """Supervise ``job`` until it has settled (or :meth:`stop` is called).
+
+        Raises NotFound for a job the store does not know.
+        """
+        self.store.read(job)  # NotFound now, not later
+        try:
+            while not self._stopping.is_set():
+                lease = self._own(job)
+                if lease is None:
+                    self._wait_for(None)  # another supervisor owns it; wait for its lease
+                    continue
+                result = self.executor.run_pass(job, lease)
+                if result.settled:
+                    return
+                if result.conflict:
+                    # Lost a race or the lease: forget the lease so ownership is checked anew.
+                    self._leases.pop(job, None)
+                    continue
+                if result.step is None or result.step.kind == "wait":
+                    self._wait_for(result.wake)
+        finally:
+            self._disown(job)
+
+    def serve(self, filter: ListFilter | None = None) -> None:
+        """Supervise every unsettled job of the store until :meth:`stop`, one backend query
+        per poll for all of them where the adapter can."""
+        wanted = filter or ListFilter(settled=False)
+        while not self._stopping.is_set():
+            jobs = [j for j in self.store.list(wanted)]
+            owned = {j: lease for j in jobs if (lease := self._own(j)) is not None}
+            found = find_all(self.backend, list(owned)) if owned else {}
+            wake: datetime | None = None
+            for job, lease in owned.items():
+                if self._stopping.is_set():
+                    break
+                try:
+                    result = self._drain(job, lease, found.get(job))
+                except NotFound:
+                    continue
+                if result.settled:
+                    self._disown(job)
+                elif result.wake is not None:
+                    wake = result.wake if wake is None else min(wake, result.wake)
+            self._wait_for(wake)
+        for job in list(self._leases):
+            self._disown(job)
+
+    def _drain(self, job: str, lease: Lease, discovery: object) -> Pass:
+        """Execute steps for one job until it has to wait; the first pass may reuse the poll's
+        shared discovery, later ones look again because they changed something."""
+        first = True
+        while True:
+            result = self.executor.run_pass(job, lease, discovery if first else None)  # type: ignore[arg-type]
+            first = False
+            if result.settled or result.conflict or result.step is None:
+                return result
+            if result.step.kind == "wait" or self._stopping.is_set():
+                return result
+            renewed = self._own(job)
+            if renewed is None:
+                return result
+            lease = renewed
+
+    def stop(self) -> None:
+        """Stop after the step under way; leases are released."""
+        self._stopping.set()
