@@ -1,0 +1,99 @@
+"""The publication entry: the one small record that makes a checkpoint visible.
+
+An entry is written once, create-only, after every byte of the save it names is durable in the
+store. It lists each file with its size (and, on S3, its ETag), so resolve can tell a complete,
+untouched checkpoint from one whose data went missing or was rewritten after publication.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from jobdispatch.errors import Invalid
+
+from jobdispatch_publish.identity import Identity
+
+__all__ = ["FORMAT", "Entry", "FileRecord"]
+
+FORMAT = 1
+
+
+@attrs.frozen
+class FileRecord:
+    """One file of a save: its path relative to the save's folder, its size, and its ETag."""
+
+    path: str
+    size: int
+    etag: str | None = None
+
+
+@attrs.frozen
+class Entry:
+    """A published checkpoint of ``job`` at ``step``, written by one execution."""
+
+    job: str
+    submission: int
+    execution: str
+    step: int
+    data: str  # the data folder, relative to the root, ending in "/"
+    files: tuple[FileRecord, ...]
+    published_at: str  # ISO 8601, UTC, for people; ordering is by step
+    host: str = ""
+    pid: int = 0
+
+    @property
+    def identity(self) -> Identity:
+        return Identity(self.job, self.submission, self.execution)
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def describe(self) -> str:
+        return f"step {self.step} (submission {self.submission}, execution {self.execution})"
+
+    def to_json(self) -> bytes:
+        doc = {
+            "format": FORMAT,
+            "job": self.job,
+            "submission": self.submission,
+            "execution": self.execution,
+            "step": self.step,
+            "data": self.data,
+            "files": [
+                {"path": f.path, "size": f.size, **({"etag": f.etag} if f.etag else {})}
+                for f in self.files
+            ],
+            "published_at": self.published_at,
+            "host": self.host,
+            "pid": self.pid,
+        }
+        return json.dumps(doc, indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes, *, key: str) -> Entry:
+        """Parse an entry read from ``key``; anything malformed is :class:`Invalid`, naming it."""
+        try:
+            doc: Mapping[str, Any] = json.loads(raw)
+            if doc.get("format") != FORMAT:
+                msg = f"format {doc.get('format')!r} is not {FORMAT}"
+                raise ValueError(msg)
+            return cls(
+                job=str(doc["job"]),
+                submission=int(doc["submission"]),
+                execution=str(doc["execution"]),
+                step=int(doc["step"]),
+                data=str(doc["data"]),
+                files=tuple(
+                    FileRecord(str(f["path"]), int(f["size"]), f.get("etag")) for f in doc["files"]
+                ),
+                published_at=str(doc["published_at"]),
+                host=str(doc.get("host", "")),
+                pid=int(doc.get("pid", 0)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            msg = f"publication entry {key} cannot be read: {exc}"
+            raise Invalid(msg) from None

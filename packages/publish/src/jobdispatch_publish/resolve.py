@@ -1,0 +1,174 @@
+"""Finding the checkpoint to resume from, and bringing it to where training reads it.
+
+The newest checkpoint is the published entry with the highest step that prune has not withdrawn,
+whichever execution wrote it. Only entries count, and an entry exists only once its data was
+complete, so a half-uploaded save is never resolved.
+
+Fetching takes a *pin* first (``pins/<step>/<holder>``), then checks the step was not withdrawn
+meanwhile; prune writes its withdrawal marker first, then looks for pins. Each writes before it
+reads the other's mark, so at least one of them sees the other: either resolve skips the step, or
+prune leaves its data in place until the pin is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+from jobdispatch.errors import Invalid
+
+from jobdispatch_publish import layout
+from jobdispatch_publish.entry import Entry
+from jobdispatch_publish.errors import Corrupt
+from jobdispatch_publish.store import Progress, Store
+
+__all__ = ["MARKER", "Resolved", "entries", "newest", "resolve"]
+
+log = logging.getLogger(__name__)
+
+#: Written into a fetched checkpoint's folder: which entry it holds.
+MARKER = ".jobdispatch-checkpoint.json"
+
+
+@attrs.frozen
+class Resolved:
+    entry: Entry
+    path: Path  # where training reads it: the fetched copy, or the published folder itself
+
+
+def _entry_keys(store: Store, job: str, first: int = 16) -> Iterator[tuple[int, str]]:
+    """Log keys, newest first: a short first page (the usual answer), then the rest."""
+    seen = 0
+    for key in store.keys(layout.log_prefix(job), limit=first):
+        seen += 1
+        step = layout.parse_entry_key(key)
+        if step is not None:
+            yield step, key
+    if seen < first:
+        return
+    for i, key in enumerate(store.keys(layout.log_prefix(job))):
+        if i < seen:
+            continue
+        step = layout.parse_entry_key(key)
+        if step is not None:
+            yield step, key
+
+
+def _read_entry(store: Store, job: str, step: int, key: str) -> Entry:
+    raw = store.read(key)
+    if raw is None:
+        msg = f"publication entry {store.describe(key)} was listed but cannot be read"
+        raise Corrupt(msg)
+    entry = Entry.from_json(raw, key=store.describe(key))
+    if entry.job != job or entry.step != step:
+        msg = f"publication entry {store.describe(key)} is for job {entry.job} step {entry.step}"
+        raise Corrupt(msg)
+    return entry
+
+
+def entries(store: Store, job: str) -> Iterator[Entry]:
+    """Every published entry of the job, newest first (withdrawn ones included)."""
+    for step, key in _entry_keys(store, job, first=1000):
+        yield _read_entry(store, job, step, key)
+
+
+def newest(store: Store, job: str, *, skip: frozenset[int] = frozenset()) -> Entry | None:
+    """The newest entry that is not withdrawn (and not in ``skip``); ``None`` if there is none."""
+    for step, key in _entry_keys(store, job):
+        if step in skip or store.stat(layout.pruned_key(job, step)) is not None:
+            continue
+        return _read_entry(store, job, step, key)
+    return None
+
+
+def _holder() -> str:
+    host = "".join(c if c.isalnum() or c in "-_." else "-" for c in socket.gethostname())[:64]
+    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _reuse(dest: Path, entry: Entry) -> bool:
+    """``dest`` holds this very checkpoint already (a restarted resolve); else refuse a non-empty
+    folder rather than mix two checkpoints."""
+    if not dest.exists():
+        return False
+    if not dest.is_dir():
+        msg = f"--into {dest} exists and is not a folder"
+        raise Invalid(msg)
+    marker = dest / MARKER
+    if marker.is_file():
+        held = json.loads(marker.read_text())
+        if held.get("data") == entry.data and held.get("step") == entry.step:
+            return True
+    if any(dest.iterdir()):
+        msg = (
+            f"--into {dest} is not empty and does not hold step {entry.step}; give an empty folder"
+        )
+        raise Invalid(msg)
+    dest.rmdir()
+    return False
+
+
+class _Withdrawn(Exception):
+    pass
+
+
+def _fetch(store: Store, entry: Entry, dest: Path, progress: Progress | None) -> None:
+    job, step = entry.job, entry.step
+    pin = layout.pin_key(job, step, _holder())
+    store.write(pin, json.dumps({"pinned_at": time.time()}).encode())
+    try:
+        if store.stat(layout.pruned_key(job, step)) is not None:
+            raise _Withdrawn
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        partial = dest.parent / f".{dest.name}.partial-{secrets.token_hex(4)}"
+        partial.mkdir()
+        try:
+            store.get_files(entry.files, entry.data, partial, progress)
+            (partial / MARKER).write_bytes(entry.to_json())
+            os.rename(partial, dest)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+    finally:
+        store.delete([pin])
+
+
+def resolve(
+    store: Store, job: str, *, into: Path | None = None, progress: Progress | None = None
+) -> Resolved | None:
+    """The newest checkpoint, fetched (or linked) ``into`` a folder when one is given.
+
+    Without ``into`` the published folder itself is answered, which only a POSIX root has; an S3
+    root needs ``into``. ``None`` when the job has no published checkpoint.
+    """
+    skip: set[int] = set()
+    while True:
+        entry = newest(store, job, skip=frozenset(skip))
+        if entry is None:
+            return None
+        if into is None:
+            local = store.local_path(entry.data)
+            if local is None:
+                msg = (
+                    f"the root {store.describe()} is remote: "
+                    f"pass --into DIR to fetch step {entry.step}"
+                )
+                raise Invalid(msg)
+            return Resolved(entry, local)
+        if _reuse(into, entry):
+            return Resolved(entry, into)
+        try:
+            _fetch(store, entry, into, progress)
+        except _Withdrawn:
+            log.info("step %d was withdrawn by prune while resolving; trying the next", entry.step)
+            skip.add(entry.step)
+            continue
+        return Resolved(entry, into)
