@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group yet
 
-from jobdispatch.errors import Problem, ValidationError
+from jobdispatch.config import validate_config
 from jobdispatch.memory.shape import Shape
 from jobdispatch.types import Capability, Support, Tristate
 
@@ -80,24 +79,13 @@ class Settings:
     declared: Mapping[Capability, Support] = attrs.field(factory=dict)
 
 
-def _problems(config: Mapping[str, Any]) -> list[Problem]:
-    validator = jsonschema.Draft202012Validator(CONFIG_SCHEMA)
-    problems = []
-    for error in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path)):
-        path = ".".join(str(p) for p in error.absolute_path)
-        problems.append(Problem(path, error.message))
-    return problems
-
-
 def parse_config(config: Mapping[str, Any]) -> Settings:
     """Check ``config`` against :data:`CONFIG_SCHEMA` and build :class:`Settings`.
 
     Raises:
         ValidationError: every problem at once, each naming its key.
     """
-    problems = _problems(config)
-    if problems:
-        raise ValidationError(problems, subject="memory adapter configuration")
+    validate_config(config, CONFIG_SCHEMA, subject="memory adapter configuration")
     declared: dict[Capability, Support] = {}
     for key, value in dict(config.get("capabilities", {})).items():
         if isinstance(value, str):
