@@ -80,7 +80,9 @@ class MemoryBackend:
         auto_run: bool = False,
         clock: Clock = system_clock,
         seed: int = 0,
-        capabilities: Mapping[Capability | str, Support | Tristate | str] | None = None,
+        capabilities: Mapping[Capability, Support | Tristate]
+        | Mapping[str, Support | Tristate | str]
+        | None = None,
         allow_rank_restart: bool = False,
         namespace: str = "default",
     ) -> None:
