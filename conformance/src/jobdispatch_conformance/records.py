@@ -1,0 +1,981 @@
+"""The record-store conformance suite: what every :class:`~jobdispatch.records.store.Records`
+must show, whatever keeps the records.
+
+A store's tests subclass :class:`RecordStoreSuite` under a name pytest collects and provide its
+fixtures; the fixtures the suite cannot guess raise ``NotImplementedError`` until then::
+
+    class TestMyStore(RecordStoreSuite):
+        @pytest.fixture
+        def make_store(self, tmp_path_factory):
+            built = []
+            def make(clock):
+                built.append(MyStore(tmp_path_factory.mktemp("s"), clock=clock))
+                return built[-1]
+            yield make
+            for store in built:
+                store.close()
+
+        @pytest.fixture
+        def make_concurrent_appenders(self):
+            return thread_launcher          # or: lambda store: process_launcher(opener)
+
+Fixtures:
+
+* ``make_store`` (required): ``make_store(clock)`` builds a new, empty store that judges lease
+  expiry by ``clock`` (a :class:`~jobdispatch.clock.ManualClock`), and closes it at teardown.
+  The property test builds many, so it must be cheap enough to call a few hundred times.
+* ``make_concurrent_appenders`` (required): given the store under test, a :class:`Launcher`
+  that runs a worker ``n`` times at once against the same records: threads for a store that
+  lives in one process (:func:`thread_launcher`), processes for one that several processes
+  share (:func:`process_launcher`). The suite's race tests use it.
+* ``clock`` and ``store``: a ManualClock and ``make_store(clock)``; override rarely.
+* ``reopen`` (optional): ``reopen(store, clock)`` closes the store and opens the same records
+  again. Durable stores provide it; the restart tests skip without it.
+
+Class attributes a subclass may lower for a slow store: :attr:`RecordStoreSuite.model_examples`
+(hypothesis examples of the model test), :attr:`RecordStoreSuite.appenders` and
+:attr:`RecordStoreSuite.race_rounds`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import queue as queue_module
+import threading
+import traceback
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from jobdispatch.clock import ManualClock
+from jobdispatch.errors import Conflict, Invalid, NotFound
+from jobdispatch.records.events import (
+    AnyEvent,
+    AttemptStarted,
+    CallAnswered,
+    Header,
+    HoldRequested,
+    Settled,
+    View,
+)
+from jobdispatch.records.store import Created, Lease, ListFilter, Records
+from jobdispatch.types import Actor, CheckpointMode, JobSpec, Plan, UnmatchedPolicy
+
+__all__ = [
+    "Launcher",
+    "RecordStoreSuite",
+    "control",
+    "decision",
+    "evidence",
+    "make_header",
+    "process_launcher",
+    "settle",
+    "thread_launcher",
+]
+
+T = TypeVar("T")
+
+_HUMAN = Actor.human("conformance")
+_SUPERVISOR = Actor.supervisor("conformance")
+_EPOCH = datetime.fromisoformat("2026-01-01T00:00:00+00:00")
+
+
+# ------------------------------------------------------------------------------ record makers
+
+
+def make_header(job: str, *, at: datetime = _EPOCH, key: str = "", name: str = "") -> Header:
+    """A small, valid header for ``job`` (what the store keeps is opaque to it)."""
+    spec = JobSpec(command=("train.py", "--epochs", "3"), name=name or job, nodes=2)
+    plan = Plan(
+        job=job,
+        rules=(),
+        uncovered=(),
+        checkpoint=CheckpointMode.ISOLATED,
+        unmatched=UnmatchedPolicy.RESIDUAL,
+    )
+    return Header(
+        job=job, spec=spec, plan=plan, idempotency_key=key, created_by=_HUMAN, created_at=at
+    )
+
+
+def evidence(n: int = 0, *, at: datetime = _EPOCH, detail: str = "") -> CallAnswered:
+    """An evidence event, told apart by ``n`` and ``detail``."""
+    return CallAnswered(at=at, by=_SUPERVISOR, call=n, ok=True, detail=detail)
+
+
+def control(*, at: datetime = _EPOCH, reason: str = "") -> HoldRequested:
+    """A control event (a person's hold request)."""
+    return HoldRequested(at=at, by=_HUMAN, reason=reason)
+
+
+def decision(n: int = 1, *, at: datetime = _EPOCH) -> AttemptStarted:
+    """A decision event: it needs the job's lease."""
+    return AttemptStarted(at=at, by=_SUPERVISOR, submission=n, attempt=1)
+
+
+def settle(*, at: datetime = _EPOCH) -> Settled:
+    """The decision that settles a job."""
+    return Settled(at=at, by=_SUPERVISOR)
+
+
+# -------------------------------------------------------------------------------- launchers
+
+
+class Barrier(Protocol):
+    """What a worker needs of a barrier (threading's and multiprocessing's both fit)."""
+
+    def wait(self, timeout: float | None = None) -> Any: ...
+
+
+class Launcher(Protocol):
+    """Runs ``worker(store, barrier, index, *args)`` ``n`` times at once and returns the
+    results in index order; raises if any worker failed. Each worker gets a store on the same
+    records (the same object for threads, a store opened in the worker's process for
+    processes) and one barrier shared by all ``n``."""
+
+    def __call__(self, worker: Callable[..., T], n: int, *args: Any) -> list[T]: ...
+
+
+_WORKER_TIMEOUT = 300.0
+
+
+def thread_launcher(store: Records) -> Launcher:
+    """A launcher whose workers are threads sharing ``store``."""
+
+    def launch(worker: Callable[..., T], n: int, *args: Any) -> list[T]:
+        barrier = threading.Barrier(n)
+        results: dict[int, T] = {}
+        errors: list[str] = []
+
+        def run(i: int) -> None:
+            try:
+                results[i] = worker(store, barrier, i, *args)
+            except BaseException:
+                errors.append(f"worker {i}:\n{traceback.format_exc()}")
+                barrier.abort()
+
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(_WORKER_TIMEOUT)
+        if errors:
+            raise AssertionError("\n".join(errors))
+        if len(results) != n:
+            msg = f"only {len(results)} of {n} workers finished"
+            raise AssertionError(msg)
+        return [results[i] for i in range(n)]
+
+    return launch
+
+
+def _process_main(
+    opener: Callable[[], Records],
+    task: tuple[Callable[..., Any], Barrier, int, tuple[Any, ...]],
+    out: Any,
+) -> None:
+    worker, barrier, index, args = task
+    try:
+        store = opener()
+        try:
+            result = worker(store, barrier, index, *args)
+        finally:
+            store.close()
+        out.put((index, True, result))
+    except BaseException:
+        out.put((index, False, traceback.format_exc()))
+        # The failure is reported above; breaking the barrier only unblocks the peers.
+        with contextlib.suppress(Exception):
+            barrier.abort()  # type: ignore[attr-defined]
+
+
+def process_launcher(opener: Callable[[], Records]) -> Callable[..., list[Any]]:
+    """A launcher whose workers are processes (started with ``spawn``, so nothing open in the
+    test process is inherited), each opening its own store with ``opener`` (which must pickle:
+    a module-level function or a ``functools.partial`` of a class and a path)."""
+
+    def launch(worker: Callable[..., T], n: int, *args: Any) -> list[T]:
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(n)
+        out = ctx.Queue()
+        procs = [
+            ctx.Process(target=_process_main, args=(opener, (worker, barrier, i, args), out))
+            for i in range(n)
+        ]
+        for p in procs:
+            p.start()
+        results: dict[int, T] = {}
+        errors: list[str] = []
+        try:
+            for _ in range(n):
+                try:
+                    index, ok, value = out.get(timeout=_WORKER_TIMEOUT)
+                except queue_module.Empty:
+                    errors.append("a worker process gave no answer in time")
+                    break
+                if ok:
+                    results[index] = value
+                else:
+                    errors.append(f"worker {index}:\n{value}")
+        finally:
+            for p in procs:
+                p.join(10)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+            for p in procs:
+                p.close()
+            out.close()
+            out.join_thread()
+        if errors:
+            raise AssertionError("\n".join(errors))
+        return [results[i] for i in range(n)]
+
+    return launch
+
+
+# --------------------------------------------------------------------------- race workers
+
+
+def race_rounds(store: Records, barrier: Barrier, index: int, job: str, rounds: int) -> list[bool]:
+    """Each round, every worker appends at the same revision at once; report which it won."""
+    won = []
+    for r in range(rounds):
+        barrier.wait(_WORKER_TIMEOUT)
+        try:
+            store.append(job, [evidence(r, detail=f"appender-{index}")], expect_revision=r)
+            won.append(True)
+        except Conflict:
+            won.append(False)
+    return won
+
+
+def append_until(store: Records, barrier: Barrier, index: int, job: str, wins: int) -> list[int]:
+    """Append ``wins`` events, re-reading after every lost race; report the revisions won."""
+    barrier.wait(_WORKER_TIMEOUT)
+    won: list[int] = []
+    while len(won) < wins:
+        revision = store.read(job).revision
+        mark = evidence(len(won), detail=f"appender-{index}")
+        try:
+            won.append(store.append(job, [mark], expect_revision=revision))
+        except Conflict:
+            continue
+    return won
+
+
+def race_acquire(
+    store: Records, barrier: Barrier, index: int, job: str, rounds: int
+) -> list[int | None]:
+    """Each round every worker tries to acquire the job at once; the winner appends a decision
+    with its lease, then releases. Report the token won each round (None when lost)."""
+    tokens: list[int | None] = []
+    for _ in range(rounds):
+        barrier.wait(_WORKER_TIMEOUT)
+        lease: Lease | None
+        try:
+            lease = store.acquire(job, f"holder-{index}", timedelta(minutes=5))
+        except Conflict:
+            lease = None
+        barrier.wait(_WORKER_TIMEOUT)
+        if lease is not None:
+            revision = store.read(job).revision
+            store.append(job, [decision(index)], expect_revision=revision, owner=lease)
+            store.release(lease)
+        tokens.append(lease.token if lease is not None else None)
+        barrier.wait(_WORKER_TIMEOUT)
+    return tokens
+
+
+# ------------------------------------------------------------------------------------ model
+
+
+@attrs.define
+class _ModelJob:
+    kinds: list[tuple[str, int | None]]  # (event kind, token) per revision
+    settled: bool = False
+    lease: Lease | None = None
+    token: int = 0
+
+
+_JOBS = ("job-a", "job-b")
+_KEYS = ("", "key-1", "key-2", "key-3")
+_HOLDERS = ("h1", "h2", "h3")
+_KINDS = ("evidence", "control", "decision", "settle")
+
+_append_op = st.tuples(
+    st.just("append"),
+    st.sampled_from(_JOBS),
+    st.lists(st.sampled_from(_KINDS), min_size=1, max_size=3),
+    st.sampled_from((0, 0, 0, 0, -1, 1)),
+    # "owner": whoever holds the job's lease in the model, so that decisions get through.
+    st.sampled_from((None, "owner", "owner", "owner", *_HOLDERS)),
+)
+_ops = st.one_of(
+    st.tuples(
+        st.just("create"),
+        st.sampled_from(_JOBS),
+        st.sampled_from(_KEYS),
+        st.lists(st.sampled_from(_KINDS), max_size=3),
+    ),
+    _append_op,
+    _append_op,  # twice: appends are what the store is for
+    st.tuples(
+        st.just("acquire"), st.sampled_from(_JOBS), st.sampled_from(_HOLDERS), st.integers(1, 10)
+    ),
+    st.tuples(
+        st.just("renew"), st.sampled_from(_JOBS), st.sampled_from(_HOLDERS), st.integers(1, 10)
+    ),
+    st.tuples(st.just("release"), st.sampled_from(_JOBS), st.sampled_from(_HOLDERS)),
+    st.tuples(st.just("advance"), st.integers(0, 12)),
+)
+
+
+def _event(kind: str, at: datetime) -> AnyEvent:
+    if kind == "evidence":
+        return evidence(at=at)
+    if kind == "control":
+        return control(at=at)
+    if kind == "decision":
+        return decision(at=at)
+    return settle(at=at)
+
+
+class _Model:
+    """The store's promises stated as plain Python, to compare a real store against."""
+
+    def __init__(self, store: Records, clock: ManualClock) -> None:
+        self.store = store
+        self.clock = clock
+        self.jobs: dict[str, _ModelJob] = {}
+        self.keys: dict[str, str] = {}
+        self.held: dict[tuple[str, str], Lease] = {}  # (holder, job) -> the lease it last got
+
+    def expect(self, what: type[Exception] | None, call: Callable[[], T]) -> T | None:
+        if what is None:
+            return call()
+        with pytest.raises(what):
+            call()
+        return None
+
+    def live(self, job: _ModelJob) -> bool:
+        return job.lease is not None and self.clock() < job.lease.expires
+
+    def current(self, job: _ModelJob, lease: Lease | None) -> bool:
+        return (
+            lease is not None
+            and job.lease is not None
+            and self.live(job)
+            and (job.lease.holder, job.lease.token) == (lease.holder, lease.token)
+        )
+
+    def step(self, op: tuple[Any, ...]) -> None:
+        now = self.clock()
+        name = op[0]
+        if name == "create":
+            _, job, key, kinds = op
+            events = [_event(k, now) for k in kinds]
+            call_c = lambda: self.store.create(  # noqa: E731
+                make_header(job, at=now), events, idempotency_key=key
+            )
+            if key and key in self.keys:
+                assert call_c() == Created(job=self.keys[key], created=False)
+            elif job in self.jobs:
+                self.expect(Conflict, call_c)
+            else:
+                assert call_c() == Created(job=job, created=True)
+                tokens = [(k, 0 if k in ("decision", "settle") else None) for k in kinds]
+                self.jobs[job] = _ModelJob(tokens, settled="settle" in kinds)
+                if key:
+                    self.keys[key] = job
+        elif name == "append":
+            _, job, kinds, delta, holder = op
+            model = self.jobs.get(job)
+            if holder == "owner":
+                owner = model.lease if model is not None else None
+                holder = owner.holder if owner is not None else None
+            lease = self.held.get((holder, job)) if holder else None
+            decides = any(k in ("decision", "settle") for k in kinds)
+            events = [_event(k, now) for k in kinds]
+            revision = len(model.kinds) if model else 0
+            expect = max(revision + delta, 0)
+            call = lambda: self.store.append(  # noqa: E731
+                job, events, expect_revision=expect, owner=lease
+            )
+            if decides and lease is None:
+                self.expect(Conflict, call)
+            elif model is None:
+                self.expect(NotFound, call)
+            elif expect != revision or (decides and not self.current(model, lease)):
+                self.expect(Conflict, call)
+            else:
+                assert call() == revision + len(kinds)
+                token = lease.token if lease is not None else None
+                for k in kinds:
+                    model.kinds.append((k, token if k in ("decision", "settle") else None))
+                model.settled = model.settled or "settle" in kinds
+        elif name == "acquire":
+            _, job, holder, ttl = op
+            model = self.jobs.get(job)
+            call_a = lambda: self.store.acquire(job, holder, timedelta(seconds=ttl))  # noqa: E731
+            if model is None:
+                self.expect(NotFound, call_a)
+            elif self.live(model) and model.lease is not None and model.lease.holder != holder:
+                self.expect(Conflict, call_a)
+            else:
+                if self.live(model) and model.lease is not None:
+                    token = model.lease.token
+                else:
+                    model.token += 1
+                    token = model.token
+                model.lease = Lease(job, holder, token, now + timedelta(seconds=ttl))
+                assert call_a() == model.lease
+                self.held[(holder, job)] = model.lease
+        elif name == "renew":
+            _, job, holder, ttl = op
+            lease = self.held.get((holder, job))
+            if lease is None:
+                return
+            model = self.jobs[job]
+            call_r = lambda: self.store.renew(lease, timedelta(seconds=ttl))  # noqa: E731
+            if self.current(model, lease):
+                model.lease = Lease(job, holder, lease.token, now + timedelta(seconds=ttl))
+                assert call_r() == model.lease
+                self.held[(holder, job)] = model.lease
+            else:
+                self.expect(Conflict, call_r)
+        elif name == "release":
+            _, job, holder = op
+            lease = self.held.get((holder, job))
+            if lease is None:
+                return
+            model = self.jobs[job]
+            self.store.release(lease)
+            if model.lease is not None and (model.lease.holder, model.lease.token) == (
+                lease.holder,
+                lease.token,
+            ):
+                model.lease = None
+        elif name == "advance":
+            self.clock.advance(op[1])
+
+    def check(self) -> None:
+        for job, model in self.jobs.items():
+            view = self.store.read(job)
+            assert view.revision == len(model.kinds), job
+            got = [(_kind(e), e.token) for e in view.events]
+            assert got == model.kinds, job
+        order = list(self.jobs)
+        assert list(self.store.list()) == order
+        assert list(self.store.list(ListFilter(settled=True))) == [
+            j for j in order if self.jobs[j].settled
+        ]
+        assert list(self.store.list(ListFilter(settled=False))) == [
+            j for j in order if not self.jobs[j].settled
+        ]
+
+
+def _kind(event: AnyEvent) -> str:
+    return {
+        CallAnswered: "evidence",
+        HoldRequested: "control",
+        AttemptStarted: "decision",
+        Settled: "settle",
+    }[type(event)]
+
+
+# ------------------------------------------------------------------------------------ suite
+
+
+def _ttl(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+class RecordStoreSuite:
+    """Every store's promises (see the module docstring for the fixtures to provide)."""
+
+    #: Hypothesis examples for the model test; each builds a new store.
+    model_examples: ClassVar[int] = 100
+    #: How many workers race in the concurrency tests.
+    appenders: ClassVar[int] = 4
+    #: Rounds of the lock-step race (every worker appends at the same revision at once).
+    race_rounds: ClassVar[int] = 25
+
+    # ------------------------------------------------------------------------------ fixtures
+
+    @pytest.fixture
+    def make_store(self) -> Callable[[ManualClock], Records]:
+        msg = "the store's suite must provide make_store: clock -> a new, empty store"
+        raise NotImplementedError(msg)
+
+    @pytest.fixture
+    def make_concurrent_appenders(self) -> Callable[[Records], Launcher]:
+        msg = (
+            "the store's suite must provide make_concurrent_appenders: store -> a launcher "
+            "(thread_launcher for an in-process store, process_launcher for a shared one)"
+        )
+        raise NotImplementedError(msg)
+
+    @pytest.fixture
+    def clock(self) -> ManualClock:
+        return ManualClock()
+
+    @pytest.fixture
+    def store(self, make_store: Callable[[ManualClock], Records], clock: ManualClock) -> Records:
+        return make_store(clock)
+
+    @pytest.fixture
+    def reopen(self) -> Callable[[Records, ManualClock], Records]:
+        pytest.skip("the store is not durable: it provides no reopen fixture")
+
+    # ------------------------------------------------------------------------------- create
+
+    def test_is_a_record_store(self, store: Records) -> None:
+        assert isinstance(store, Records)
+
+    def test_create_then_read(self, store: Records, clock: ManualClock) -> None:
+        header = make_header("job-1", at=clock())
+        assert store.create(header) == Created(job="job-1", created=True)
+        view = store.read("job-1")
+        assert view == View(header, ())
+        assert view.revision == 0
+
+    def test_create_is_idempotent_on_its_key(self, store: Records) -> None:
+        first = store.create(make_header("job-1"), [evidence(1)], idempotency_key="submit-42")
+        again = store.create(make_header("job-1"), [evidence(2)], idempotency_key="submit-42")
+        other = store.create(make_header("job-2"), idempotency_key="submit-42")
+        assert first == Created(job="job-1", created=True)
+        assert again == other == Created(job="job-1", created=False)
+        assert list(store.list()) == ["job-1"]
+        assert store.read("job-1").events == (evidence(1),)
+        with pytest.raises(NotFound):
+            store.read("job-2")
+
+    def test_create_records_the_key_in_the_header(self, store: Records) -> None:
+        store.create(make_header("job-1"), idempotency_key="k")
+        assert store.read("job-1").header.idempotency_key == "k"
+        store.create(make_header("job-2", key="from-header"))
+        assert store.create(make_header("job-3", key="from-header")) == Created(
+            job="job-2", created=False
+        )
+
+    def test_create_with_two_different_keys_is_invalid(self, store: Records) -> None:
+        with pytest.raises(Invalid):
+            store.create(make_header("job-1", key="a"), idempotency_key="b")
+        assert list(store.list()) == []
+
+    def test_create_existing_job_under_another_key_conflicts(self, store: Records) -> None:
+        store.create(make_header("job-1"), [evidence(1)], idempotency_key="a")
+        with pytest.raises(Conflict):
+            store.create(make_header("job-1"), idempotency_key="b")
+        with pytest.raises(Conflict):
+            store.create(make_header("job-1"))
+        store.create(make_header("job-2"))
+        with pytest.raises(Conflict):
+            store.create(make_header("job-2"))
+        assert store.read("job-1").events == (evidence(1),)
+        assert list(store.list()) == ["job-1", "job-2"]
+
+    def test_create_with_events(self, store: Records) -> None:
+        events = [evidence(1), control(), decision(1), evidence(2, detail="x")]
+        store.create(make_header("job-1"), events)
+        view = store.read("job-1")
+        assert view.revision == 4
+        # Nobody can own a job before it exists: decisions written by create carry token 0.
+        assert [e.token for e in view.events] == [None, None, 0, None]
+        assert view.events == (events[0], events[1], attrs.evolve(events[2], token=0), events[3])
+
+    def test_create_refuses_what_it_cannot_record(self, store: Records) -> None:
+        naive = datetime(2026, 1, 1)
+        with pytest.raises(Invalid):
+            store.create(make_header("job-1"), [evidence(1), evidence(2, at=naive)])
+        with pytest.raises(Invalid):
+            store.create(make_header("job-2", at=naive))
+        with pytest.raises(Invalid):
+            store.create(make_header(""))
+        assert list(store.list()) == []
+
+    # --------------------------------------------------------------------------------- read
+
+    def test_read_unknown_job_is_not_found(self, store: Records) -> None:
+        with pytest.raises(NotFound):
+            store.read("nobody")
+
+    # ------------------------------------------------------------------------------- append
+
+    def test_append_is_conditional_on_the_revision(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        assert store.append("job-1", [evidence(1)], expect_revision=0) == 1
+        assert store.append("job-1", [evidence(2), control()], expect_revision=1) == 3
+        for stale in (0, 1, 2, 4, 100):
+            with pytest.raises(Conflict):
+                store.append("job-1", [evidence(9)], expect_revision=stale)
+        assert store.read("job-1").events == (evidence(1), evidence(2), control())
+
+    def test_append_to_unknown_job_is_not_found(self, store: Records) -> None:
+        with pytest.raises(NotFound):
+            store.append("nobody", [evidence(1)], expect_revision=0)
+
+    def test_append_nothing_checks_the_revision_only(self, store: Records) -> None:
+        store.create(make_header("job-1"), [evidence(1)])
+        assert store.append("job-1", [], expect_revision=1) == 1
+        with pytest.raises(Conflict):
+            store.append("job-1", [], expect_revision=0)
+
+    def test_append_is_all_or_nothing(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("job-1"))
+        naive = datetime(2026, 1, 1)
+        with pytest.raises(Invalid):
+            store.append("job-1", [evidence(1), evidence(2, at=naive)], expect_revision=0)
+        with pytest.raises(Conflict):
+            store.append("job-1", [evidence(1), decision(1)], expect_revision=0)
+        with pytest.raises(Invalid):
+            store.append("job-1", [evidence(1), "not an event"], expect_revision=0)  # type: ignore[list-item]
+        assert store.read("job-1").revision == 0
+        lease = store.acquire("job-1", "sup", _ttl(10))
+        clock.advance(10)
+        with pytest.raises(Conflict):
+            store.append("job-1", [evidence(1), decision(1)], expect_revision=0, owner=lease)
+        assert store.read("job-1").revision == 0
+
+    def test_controls_and_evidence_need_no_lease(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        store.acquire("job-1", "someone-else", _ttl(60))
+        revision = store.append("job-1", [evidence(1), control()], expect_revision=0)
+        # A token handed in on a control or evidence is not stored: only decisions carry one.
+        forged = attrs.evolve(evidence(2), token=99)
+        assert store.append("job-1", [forged], expect_revision=revision) == 3
+        assert [e.token for e in store.read("job-1").events] == [None, None, None]
+
+    def test_evidence_with_a_stale_lease_is_still_recorded(
+        self, store: Records, clock: ManualClock
+    ) -> None:
+        store.create(make_header("job-1"))
+        old = store.acquire("job-1", "a", _ttl(5))
+        clock.advance(6)
+        store.acquire("job-1", "b", _ttl(5))
+        assert store.append("job-1", [evidence(1)], expect_revision=0, owner=old) == 1
+
+    def test_decisions_need_the_lease_and_carry_its_token(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        with pytest.raises(Conflict):
+            store.append("job-1", [decision(1)], expect_revision=0)
+        lease = store.acquire("job-1", "sup", _ttl(30))
+        forged = attrs.evolve(decision(1), token=lease.token + 7)
+        assert store.append("job-1", [forged, evidence(1)], expect_revision=0, owner=lease) == 2
+        assert [e.token for e in store.read("job-1").events] == [lease.token, None]
+
+    def test_fencing_after_the_lease_was_taken(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("job-1"))
+        old = store.acquire("job-1", "a", _ttl(10))
+        store.append("job-1", [decision(1)], expect_revision=0, owner=old)
+        clock.advance(11)
+        new = store.acquire("job-1", "b", _ttl(10))
+        assert new.token > old.token
+        # The revision is right, the lease is not: refused, and nothing is written.
+        with pytest.raises(Conflict):
+            store.append("job-1", [decision(2)], expect_revision=1, owner=old)
+        assert store.append("job-1", [decision(2)], expect_revision=1, owner=new) == 2
+        assert [e.token for e in store.read("job-1").events] == [old.token, new.token]
+
+    def test_fencing_after_expiry_alone(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("job-1"))
+        lease = store.acquire("job-1", "a", _ttl(10))
+        clock.advance(9.999)
+        assert store.append("job-1", [decision(1)], expect_revision=0, owner=lease) == 1
+        clock.advance(0.001)  # exactly at expiry: no longer current
+        with pytest.raises(Conflict):
+            store.append("job-1", [decision(2)], expect_revision=1, owner=lease)
+        assert store.read("job-1").revision == 1
+
+    def test_fencing_after_release(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        lease = store.acquire("job-1", "a", _ttl(10))
+        store.release(lease)
+        with pytest.raises(Conflict):
+            store.append("job-1", [decision(1)], expect_revision=0, owner=lease)
+
+    def test_a_forged_or_foreign_lease_is_refused(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        store.create(make_header("job-2"))
+        lease = store.acquire("job-1", "a", _ttl(10))
+        other = store.acquire("job-2", "a", _ttl(10))
+        for bad in (
+            attrs.evolve(lease, token=lease.token + 1),
+            attrs.evolve(lease, holder="b"),
+            other,
+        ):
+            with pytest.raises(Conflict):
+                store.append("job-1", [decision(1)], expect_revision=0, owner=bad)
+        assert store.read("job-1").revision == 0
+
+    # ------------------------------------------------------------------------------- leases
+
+    def test_acquire_unknown_job_is_not_found(self, store: Records) -> None:
+        with pytest.raises(NotFound):
+            store.acquire("nobody", "a", _ttl(10))
+
+    def test_a_live_lease_excludes_others(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("job-1"))
+        lease = store.acquire("job-1", "a", _ttl(10))
+        assert lease == Lease("job-1", "a", lease.token, clock() + _ttl(10))
+        with pytest.raises(Conflict):
+            store.acquire("job-1", "b", _ttl(10))
+        clock.advance(10)
+        taken = store.acquire("job-1", "b", _ttl(10))
+        assert taken.holder == "b"
+        assert taken.token > lease.token
+
+    def test_reacquire_while_live_renews_under_the_same_token(
+        self, store: Records, clock: ManualClock
+    ) -> None:
+        store.create(make_header("job-1"))
+        first = store.acquire("job-1", "a", _ttl(10))
+        clock.advance(5)
+        again = store.acquire("job-1", "a", _ttl(10))
+        assert again == Lease("job-1", "a", first.token, clock() + _ttl(10))
+        # Both name the same ownership: decisions under either are accepted.
+        store.append("job-1", [decision(1)], expect_revision=0, owner=first)
+
+    def test_reacquire_after_expiry_gets_a_new_token(
+        self, store: Records, clock: ManualClock
+    ) -> None:
+        store.create(make_header("job-1"))
+        first = store.acquire("job-1", "a", _ttl(10))
+        clock.advance(10)
+        again = store.acquire("job-1", "a", _ttl(10))
+        assert again.token > first.token
+        with pytest.raises(Conflict):
+            store.append("job-1", [decision(1)], expect_revision=0, owner=first)
+
+    def test_tokens_only_grow(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("job-1"))
+        store.create(make_header("job-2"))
+        tokens = []
+        for i in range(12):
+            holder = ("a", "b", "a", "c")[i % 4]
+            lease = store.acquire("job-1", holder, _ttl(10))
+            tokens.append(lease.token)
+            if i % 3 == 0:
+                store.release(lease)
+            elif i % 3 == 1:
+                clock.advance(10)
+            else:
+                store.release(lease)
+                store.release(lease)  # twice: the second is ignored
+        assert tokens == sorted(set(tokens)), tokens
+        # Tokens are per job: another job's history does not matter.
+        assert store.acquire("job-2", "a", _ttl(10)).token >= 1
+
+    def test_renew(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("job-1"))
+        lease = store.acquire("job-1", "a", _ttl(10))
+        clock.advance(8)
+        renewed = store.renew(lease, _ttl(10))
+        assert renewed == Lease("job-1", "a", lease.token, clock() + _ttl(10))
+        clock.advance(8)  # past the first expiry, within the renewed one
+        store.append("job-1", [decision(1)], expect_revision=0, owner=renewed)
+        store.append("job-1", [decision(2)], expect_revision=1, owner=lease)  # same ownership
+
+    def test_renew_after_expiry_or_takeover_conflicts(
+        self, store: Records, clock: ManualClock
+    ) -> None:
+        store.create(make_header("job-1"))
+        lease = store.acquire("job-1", "a", _ttl(10))
+        clock.advance(10)
+        with pytest.raises(Conflict):
+            store.renew(lease, _ttl(10))
+        taken = store.acquire("job-1", "b", _ttl(10))
+        with pytest.raises(Conflict):
+            store.renew(lease, _ttl(10))
+        store.release(taken)
+        with pytest.raises(Conflict):
+            store.renew(taken, _ttl(10))
+
+    def test_release_lets_anyone_acquire(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("job-1"))
+        a = store.acquire("job-1", "a", _ttl(60))
+        store.release(a)
+        b = store.acquire("job-1", "b", _ttl(60))
+        assert b.token > a.token
+        store.release(a)  # no longer current: ignored, b keeps the job
+        with pytest.raises(Conflict):
+            store.acquire("job-1", "c", _ttl(60))
+        store.append("job-1", [decision(1)], expect_revision=0, owner=b)
+
+    def test_ttl_must_be_positive(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        for ttl in (timedelta(0), timedelta(seconds=-1)):
+            with pytest.raises(Invalid):
+                store.acquire("job-1", "a", ttl)
+
+    # --------------------------------------------------------------------------------- list
+
+    def test_list_filters_in_creation_order(self, store: Records) -> None:
+        assert list(store.list()) == []
+        names = [f"job-{i:02}" for i in (5, 3, 9, 1, 7)]
+        for i, job in enumerate(names):
+            store.create(make_header(job), [settle()] if i % 2 else [evidence(1)])
+        lease = store.acquire("job-05", "sup", _ttl(60))
+        store.append("job-05", [settle()], expect_revision=1, owner=lease)
+        assert list(store.list()) == names
+        assert list(store.list(ListFilter())) == names
+        assert list(store.list(ListFilter(settled=True))) == ["job-05", "job-03", "job-01"]
+        assert list(store.list(ListFilter(settled=False))) == ["job-09", "job-07"]
+
+    def test_list_never_misses_a_job(self, store: Records) -> None:
+        created = []
+        for i in range(600):
+            job = f"j{(i * 7919) % 1000:04}"
+            store.create(make_header(job), [settle()] if i % 3 == 0 else [])
+            created.append(job)
+        assert list(store.list()) == created
+        settled = list(store.list(ListFilter(settled=True)))
+        unsettled = list(store.list(ListFilter(settled=False)))
+        assert settled == created[::3]
+        assert sorted(settled + unsettled) == sorted(created)
+        # Jobs created while a listing is under way: every one created before it began is
+        # streamed, whatever happens meanwhile.
+        seen = []
+        for i, job in enumerate(store.list()):
+            seen.append(job)
+            if i % 100 == 0:
+                store.create(make_header(f"late-{i}"))
+        assert seen[: len(created)] == created
+
+    # ------------------------------------------------------------------------------- large
+
+    def test_a_large_record_reads_back_intact(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("big"))
+        lease = store.acquire("big", "sup", timedelta(hours=1))
+        events: list[AnyEvent] = []
+        revision = 0
+        for batch in (5000, 1000, 1000, 1000, 1000, 999, 1):
+            chunk: list[AnyEvent] = [
+                decision(revision + i) if i % 10 == 0 else evidence(revision + i, detail="x" * 40)
+                for i in range(batch)
+            ]
+            revision = store.append("big", chunk, expect_revision=revision, owner=lease)
+            events.extend(attrs.evolve(e, token=lease.token) if e.decision else e for e in chunk)
+        assert revision == 10_000
+        view = store.read("big")
+        assert view.revision == 10_000
+        assert view.events == tuple(events)
+
+    # ------------------------------------------------------------------------- concurrency
+
+    def test_racing_appenders_one_wins_each_revision(
+        self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
+    ) -> None:
+        store.create(make_header("race"))
+        launch = make_concurrent_appenders(store)
+        n, rounds = self.appenders, self.race_rounds
+        results = launch(race_rounds, n, "race", rounds)
+        for r in range(rounds):
+            winners = [i for i in range(n) if results[i][r]]
+            assert len(winners) == 1, f"round {r}: winners {winners}"
+        view = store.read("race")
+        assert view.revision == rounds
+        for r, event in enumerate(view.events):
+            winner = next(i for i in range(n) if results[i][r])
+            assert event == evidence(r, detail=f"appender-{winner}")
+
+    def test_appenders_retrying_leave_no_gap_and_no_duplicate(
+        self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
+    ) -> None:
+        store.create(make_header("race"))
+        launch = make_concurrent_appenders(store)
+        n, wins = self.appenders, self.race_rounds
+        results = launch(append_until, n, "race", wins)
+        every = sorted(r for won in results for r in won)
+        assert every == list(range(1, n * wins + 1))
+        view = store.read("race")
+        assert view.revision == n * wins
+        for i, won in enumerate(results):
+            for k, revision in enumerate(won):
+                assert view.events[revision - 1] == evidence(k, detail=f"appender-{i}")
+
+    def test_racing_acquirers_one_owner_at_a_time(
+        self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
+    ) -> None:
+        store.create(make_header("owned"))
+        launch = make_concurrent_appenders(store)
+        n, rounds = self.appenders, max(3, self.race_rounds // 3)
+        results = launch(race_acquire, n, "owned", rounds)
+        tokens = []
+        for r in range(rounds):
+            won = [results[i][r] for i in range(n) if results[i][r] is not None]
+            assert len(won) == 1, f"round {r}: tokens {won}"
+            tokens.extend(won)
+        assert tokens == sorted(set(tokens))
+        view = store.read("owned")
+        assert [e.token for e in view.events] == tokens
+
+    # ------------------------------------------------------------------------------- model
+
+    def test_against_a_model(self, make_store: Callable[[ManualClock], Records]) -> None:
+        """Random sequences of create, append, acquire, renew, release and time passing give
+        the answers a plain model of the promises gives, and the store reads back as the
+        model says after every step."""
+
+        class Machine(RuleBasedStateMachine):
+            def __init__(self) -> None:
+                super().__init__()
+                self.clock = ManualClock()
+                self.store = make_store(self.clock)
+                self.model = _Model(self.store, self.clock)
+
+            @rule(op=_ops)
+            def step(self, op: tuple[Any, ...]) -> None:
+                self.model.step(op)
+
+            @invariant()
+            def reads_as_modelled(self) -> None:
+                self.model.check()
+
+            def teardown(self) -> None:
+                self.store.close()
+
+        run_state_machine_as_test(
+            Machine,
+            settings=settings(
+                max_examples=self.model_examples,
+                stateful_step_count=40,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow],
+            ),
+        )
+
+    # ------------------------------------------------------------------------------ durable
+
+    def test_reopened_store_keeps_records_leases_and_tokens(
+        self,
+        store: Records,
+        clock: ManualClock,
+        reopen: Callable[[Records, ManualClock], Records],
+    ) -> None:
+        store.create(make_header("job-1"), [evidence(1)], idempotency_key="k")
+        store.create(make_header("job-2"), [settle()])
+        lease = store.acquire("job-1", "a", _ttl(60))
+        store.append("job-1", [decision(1)], expect_revision=1, owner=lease)
+        before = store.read("job-1")
+        again = reopen(store, clock)
+        assert again.read("job-1") == before
+        assert list(again.list()) == ["job-1", "job-2"]
+        assert list(again.list(ListFilter(settled=True))) == ["job-2"]
+        assert again.create(make_header("job-3"), idempotency_key="k") == Created(
+            job="job-1", created=False
+        )
+        # The lease is still held, and its token still fences.
+        with pytest.raises(Conflict):
+            again.acquire("job-1", "b", _ttl(60))
+        again.append("job-1", [decision(2)], expect_revision=2, owner=lease)
+        again.release(lease)
+        third = reopen(again, clock)
+        assert third.acquire("job-1", "b", _ttl(60)).token > lease.token
