@@ -219,6 +219,15 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             escalation=f"native-spent:{match.index}:{key}",
             detail=f"the backend did not rerun it under rule {match.index}",
         )
+    if rule.action is Action.ESCALATE:
+        return Step(
+            kind=StepKind.OUTCOME,
+            state=State.FAILED,
+            cause=cause,
+            trigger=key,
+            escalation=f"rule:{match.index}:{key}",
+            detail=f"rule {match.index} escalates {cause.kind}",
+        )
     if job.remaining(match.index) <= 0:
         return Step(
             kind=StepKind.OUTCOME,
@@ -493,6 +502,52 @@ def _restore_bit(job: Job, now: datetime) -> list[Step]:
     return [Step(kind=StepKind.RESTORE_REQUEUE, ref=obj.ref, deadline=now + CALL_DEADLINE)]
 
 
+#: How many times a requeue call is made for one recovery before the job fails with it.
+REQUEUE_TRIES = 3
+
+
+def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
+    """A recovery by requeue whose call failed, or whose effect never showed."""
+    latest = job.latest
+    if latest is None or latest.canonical is None:
+        return [], None
+    obj = job.object(latest.canonical)
+    if obj is None or not obj.done or obj.verified_stopped:
+        return [], None
+    calls = job.calls_on(obj.ref, CallOp.REQUEUE)
+    ended = [x for x in obj.executions() if x.state is ObjectState.ENDED]
+    if not calls or not ended or end_key(obj.ref, ended[-1].index) not in job.handled_ends:
+        return [], None
+    last = calls[-1]
+    if last.in_flight(now):
+        return [], last.deadline
+    cause = job.recovery_cause or ended[-1].cause or Cause(CauseKind.UNKNOWN)
+    settle_by = last.deadline + ABSENCE_GRACE
+    if last.answered and last.ok and now < settle_by:
+        return [], settle_by  # it landed; the rerun takes a moment to show
+    if (last.answered and not last.ok) or len(calls) >= REQUEUE_TRIES:
+        why = last.detail if last.answered else "no effect showed"
+        return [
+            Step(
+                kind=StepKind.OUTCOME,
+                state=State.FAILED,
+                cause=cause,
+                escalation=f"requeue-failed:{last.revision}",
+                detail=f"the requeue of {obj.ref} failed after {len(calls)} calls: {why}",
+            )
+        ], None
+    return [
+        Step(
+            kind=StepKind.REQUEUE,
+            ref=obj.ref,
+            submission=latest.n,
+            trigger=f"retry:{last.revision}",
+            deadline=now + CALL_DEADLINE,
+            decided=True,
+        )
+    ], None
+
+
 def _requeues(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
     """A requeue intent (a person's, or a rule's already decided) gets its call."""
     if not job.requeues:
@@ -564,10 +619,13 @@ def _drive(job: Job, now: datetime) -> list[Step]:
         return [Step(kind=StepKind.AUTHORIZE, submission=1, trigger="submit")]
     hold = job.active_hold
     wakes: list[datetime | None] = []
-
     ended = _end_of(job, latest) or _launch_failure(job, latest)
     if ended is not None:
         return [_apply_rules(job, latest, ended[0], ended[1], now)]
+    steps, wake = _requeue_trouble(job, now)
+    if steps:
+        return steps
+    wakes.append(wake)
 
     steps, wake = _holds(job, hold, now)
     if steps:

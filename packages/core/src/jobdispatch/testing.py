@@ -1,0 +1,225 @@
+"""Helpers for writing records by hand in tests: a job's story, event by event.
+
+The core's own tests, the simulator and adapter authors use them to put a record in a given
+situation and ask ``next`` what follows, without a store, a backend or a supervisor.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+
+from jobdispatch.job import Job, fold
+from jobdispatch.records import events as ev
+from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef, discovery_name
+from jobdispatch.steps import Step, next_steps
+from jobdispatch.types import (
+    Actor,
+    Cause,
+    CauseKind,
+    CheckpointMode,
+    Enforcer,
+    JobSpec,
+    ObjectState,
+    Plan,
+    Provenance,
+    RecoveryPolicy,
+    Rule,
+    RuleAssignment,
+    RuleSupport,
+    Support,
+    UnmatchedPolicy,
+)
+
+__all__ = ["T0", "Story", "execution", "observation", "plan_for"]
+
+#: The time stories start at.
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SUPERVISOR = Actor.supervisor("test")
+PERSON = Actor.human("ops")
+
+
+def plan_for(
+    spec: JobSpec,
+    enforcers: dict[int, Enforcer] | None = None,
+    checkpoint: CheckpointMode = CheckpointMode.ISOLATED,
+    unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL,
+    capabilities: dict[Any, Support] | None = None,
+) -> Plan:
+    """A plan that assigns each rule the enforcer given (the supervisor by default)."""
+    enforcers = enforcers or {}
+    rules = tuple(
+        RuleAssignment(
+            index=i,
+            rule=r,
+            effective=r,
+            enforcer=enforcers.get(i, Enforcer.SUPERVISOR),
+            support=RuleSupport(native=Support.no(), perform=Support.yes()),
+        )
+        for i, r in enumerate(spec.recovery.rules)
+    )
+    return Plan(
+        job="job1",
+        rules=rules,
+        uncovered=(),
+        checkpoint=checkpoint,
+        unmatched=unmatched,
+        capabilities=capabilities or {},
+        supervised=True,
+    )
+
+
+def execution(
+    index: int, state: ObjectState = ObjectState.RUNNING, cause: Cause | None = None
+) -> ExecutionObs:
+    """One execution as a backend would show it."""
+    return ExecutionObs(index=index, state=state, cause=cause, started_at=T0)
+
+
+def observation(
+    job: str, n: int, k: int, ref: str, state: ObjectState, *executions: ExecutionObs, **fields: Any
+) -> ObjectObs:
+    """An object of attempt (n, k) as a backend would show it."""
+    return ObjectObs(
+        ref=ObjectRef(ref),
+        name=discovery_name(job, n, k),
+        state=state,
+        executions=tuple(executions),
+        **fields,
+    )
+
+
+@attrs.define
+class Story:
+    """A record written by hand. Methods append one event each and return the story."""
+
+    spec: JobSpec = attrs.Factory(lambda: JobSpec(command=["train"], name="t"))
+    job_id: str = "job1"
+    plan: Plan | None = None
+    options: ev.Options = attrs.Factory(lambda: ev.Options(supervised=True))
+    now: datetime = T0
+    events: list[ev.AnyEvent] = attrs.Factory(list)
+
+    @classmethod
+    def with_rules(cls, *rules: Rule, **kw: Any) -> Story:
+        spec = JobSpec(command=["train"], name="t", recovery=RecoveryPolicy(rules=rules))
+        plan = plan_for(
+            spec,
+            **{
+                k: kw.pop(k)
+                for k in ("enforcers", "checkpoint", "unmatched", "capabilities")
+                if k in kw
+            },
+        )
+        return cls(spec=spec, plan=plan, **kw)
+
+    # ---------------------------------------------------------------- plumbing
+
+    @property
+    def header(self) -> ev.Header:
+        plan = self.plan or plan_for(self.spec)
+        return ev.Header(
+            job=self.job_id,
+            spec=self.spec,
+            plan=plan,
+            options=self.options,
+            created_by=PERSON,
+            created_at=T0,
+        )
+
+    def view(self) -> ev.View:
+        return ev.View(self.header, tuple(self.events))  # type: ignore[arg-type]
+
+    def fold(self, now: datetime | None = None) -> Job:
+        return fold(self.view(), now or self.now)
+
+    def next(
+        self, *objects: ObjectObs, now: datetime | None = None, complete: bool = True
+    ) -> list[Step]:
+        when = now or self.now
+        return next_steps(
+            self.fold(when),
+            Discovery(job=self.job_id, objects=objects, at=when, complete=complete),
+            when,
+        )
+
+    def later(self, seconds: float) -> Story:
+        self.now += timedelta(seconds=seconds)
+        return self
+
+    def add(self, event_type: type[ev.Event], **fields: Any) -> Story:
+        by = PERSON if event_type.cls is ev.EventClass.CONTROL else SUPERVISOR
+        token = 1 if event_type.cls is ev.EventClass.DECISION else None
+        self.events.append(event_type(at=self.now, by=by, token=token, **fields))  # type: ignore[arg-type]
+        return self
+
+    # ---------------------------------------------------------------- the launch, abridged
+
+    def authorize(
+        self,
+        n: int = 1,
+        trigger: str = "submit",
+        rule: int | None = None,
+        cause: Cause | None = None,
+    ) -> Story:
+        return self.add(ev.SubmissionAuthorized, n=n, trigger=trigger, rule=rule, cause=cause)
+
+    def attempt(self, n: int = 1, k: int = 1) -> Story:
+        return self.add(ev.AttemptStarted, submission=n, attempt=k)
+
+    def reply(
+        self,
+        n: int = 1,
+        k: int = 1,
+        ref: str | None = None,
+        reply: ev.Reply = ev.Reply.CREATED,
+        detail: str = "",
+    ) -> Story:
+        return self.add(
+            ev.AttemptReplied,
+            submission=n,
+            attempt=k,
+            reply=reply,
+            ref=ObjectRef(ref) if ref else None,
+            detail=detail,
+        )
+
+    def observe(self, obs: ObjectObs) -> Story:
+        return self.add(ev.Observed, obs=obs)
+
+    def canonical(self, n: int, ref: str, k: int = 1) -> Story:
+        return self.add(ev.CanonicalChosen, submission=n, ref=ObjectRef(ref), attempt=k)
+
+    def open(self, n: int, ref: str) -> Story:
+        return self.add(ev.OpenDecided, submission=n, ref=ObjectRef(ref))
+
+    def launched(
+        self,
+        n: int = 1,
+        ref: str = "o1",
+        *,
+        trigger: str | None = None,
+        rule: int | None = None,
+        cause: Cause | None = None,
+        running: bool = True,
+    ) -> Story:
+        """Submission n authorized, started, canonical, opened and (by default) seen running."""
+        self.authorize(n, trigger or ("submit" if n == 1 else f"t{n}"), rule, cause)
+        self.attempt(n, 1).reply(n, 1, ref).canonical(n, ref).open(n, ref)
+        if running:
+            self.observe(observation(self.job_id, n, 1, ref, ObjectState.RUNNING, execution(0)))
+        return self
+
+    def ended(self, n: int, ref: str, cause: Cause, index: int = 0) -> ObjectObs:
+        """The observation of attempt (n, 1)'s object ended by ``cause``; also recorded."""
+        obs = observation(
+            self.job_id, n, 1, ref, ObjectState.ENDED, execution(index, ObjectState.ENDED, cause)
+        )
+        self.observe(obs)
+        return obs
+
+
+PREEMPTED = Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER)
+SUCCESS = Cause(CauseKind.NONE, exit_code=0)

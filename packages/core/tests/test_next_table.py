@@ -1,0 +1,482 @@
+"""The transition table of ``next``, row by row (docs/specs/0001-contract.md, "The table").
+
+Each test puts a record in one situation, shows ``next`` what the backend shows, and checks
+the first step: the one an executor performs.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobdispatch import (
+    Action,
+    Capability,
+    Cause,
+    CauseKind,
+    CheckpointMode,
+    Enforcer,
+    ObjectRef,
+    ObjectState,
+    Provenance,
+    Rule,
+    State,
+    StepKind,
+    Support,
+    Tristate,
+    UnmatchedPolicy,
+)
+from jobdispatch.job import ABSENCE_GRACE, CALL_DEADLINE
+from jobdispatch.records import events as ev
+from jobdispatch.spi import CessationEvidence
+from jobdispatch.steps import OPEN_RETRY, STOP_RETRY
+from jobdispatch.testing import PREEMPTED, SUCCESS, Story, execution, observation
+from jobdispatch.types import Hold, HoldKind
+
+RESUBMIT = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)
+OOM = Cause(CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER)
+
+
+def running(n: int = 1, ref: str = "o1", k: int = 1, index: int = 0):
+    return observation("job1", n, k, ref, ObjectState.RUNNING, execution(index))
+
+
+def gated(n: int = 1, ref: str = "o1", k: int = 1):
+    return observation("job1", n, k, ref, ObjectState.GATED)
+
+
+def first(steps):
+    return steps[0]
+
+
+# ------------------------------------------------------------------------------ launch
+
+
+def test_l1_nothing_yet_authorizes_submission_one():
+    step = first(Story().next())
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 1, "submit")
+
+
+def test_l2_authorized_starts_attempt_one():
+    step = first(Story().authorize().next())
+    assert (step.kind, step.submission, step.attempt) == (StepKind.START, 1, 1)
+
+
+def test_l3_unanswered_attempt_with_nothing_found_tries_again():
+    step = first(Story().authorize().attempt().next())
+    assert (step.kind, step.attempt) == (StepKind.START, 2)
+
+
+def test_l4_lost_reply_object_found_by_name_is_recorded_first():
+    story = Story().authorize().attempt().reply(reply=ev.Reply.UNKNOWN)
+    step = first(story.next(gated()))
+    assert step.kind is StepKind.OBSERVE and step.obs == gated()
+    story.observe(gated())
+    step = first(story.next(gated()))
+    assert (step.kind, step.ref, step.attempt) == (StepKind.CANONICAL, ObjectRef("o1"), 1)
+
+
+def test_l5_created_reply_makes_its_object_canonical():
+    story = Story().authorize().attempt().reply(ref="o1").observe(gated())
+    assert first(story.next(gated())).kind is StepKind.CANONICAL
+
+
+def test_l6_first_matched_attempt_is_canonical_and_the_other_is_retired():
+    story = Story().authorize().attempt().reply(reply=ev.Reply.UNKNOWN).attempt(1, 2)
+    story.reply(1, 2, ref="o2").observe(gated(ref="o2", k=2)).observe(gated(ref="o1", k=1))
+    shown = (gated(ref="o1"), gated(ref="o2", k=2))
+    step = first(story.next(*shown))
+    assert (step.kind, step.ref) == (StepKind.CANONICAL, ObjectRef("o1"))
+    story.canonical(1, "o1", 1)
+    step = first(story.next(*shown))
+    assert (step.kind, step.ref) == (StepKind.RETIRE, ObjectRef("o2"))
+
+
+def test_l7_canonical_gated_object_is_opened():
+    story = Story().authorize().attempt().reply(ref="o1").observe(gated()).canonical(1, "o1")
+    step = first(story.next(gated()))
+    assert (step.kind, step.ref, step.submission) == (StepKind.OPEN, ObjectRef("o1"), 1)
+
+
+def test_l8_held_job_keeps_its_gate_closed():
+    story = Story().authorize().attempt().reply(ref="o1").observe(gated()).canonical(1, "o1")
+    story.add(ev.HoldRequested, reason="wait")
+    assert first(story.next(gated())).kind is StepKind.WAIT
+
+
+def test_l9_newer_submission_stops_the_older_object_before_it_opens():
+    story = Story().launched(1, "o1").add(ev.ResubmitRequested, reason="new data")
+    story.authorize(2, "resubmit:7")
+    # The trigger above names revision 7, where the request stands.
+    assert story.events[6].kind == "resubmit-requested"
+    story.attempt(2, 1).reply(2, 1, ref="o2").observe(gated(2, "o2")).canonical(2, "o2")
+    step = first(story.next(running(), gated(2, "o2")))
+    assert (step.kind, step.ref) == (StepKind.STOP, ObjectRef("o1"))
+
+
+def test_l10_open_decided_but_still_gated_is_opened_again_after_a_while():
+    story = Story().authorize().attempt().reply(ref="o1").observe(gated()).canonical(1, "o1")
+    story.open(1, "o1")
+    assert first(story.next(gated())).kind is StepKind.WAIT
+    story.later(OPEN_RETRY.total_seconds())
+    assert first(story.next(gated())).kind is StepKind.OPEN
+
+
+def test_l11_unresolved_attempts_escalate_after_the_unresolved_age():
+    story = Story().authorize()
+    for k in (1, 2, 3):
+        story.attempt(1, k).reply(1, k, reply=ev.Reply.UNKNOWN)
+    step = first(story.next())
+    assert step.kind is StepKind.WAIT and step.wake is not None
+    story.later(timedelta(minutes=10).total_seconds())
+    step = first(story.next())
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "unresolved:1")
+
+
+def test_l12_refused_start_is_a_launch_failure_that_rules_see():
+    story = Story.with_rules(Rule(on=[CauseKind.LAUNCH_FAILED], action=Action.RESUBMIT, budget=1))
+    story.authorize().attempt().reply(reply=ev.Reply.REFUSED, detail="bad partition")
+    step = first(story.next())
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "launch:1")
+    assert step.cause.kind is CauseKind.LAUNCH_FAILED and "bad partition" in step.cause.detail
+
+
+def test_l13_abandoned_attempts_end_the_submission_as_launch_failed():
+    story = Story(options=ev.Options(supervised=True, unmatched=UnmatchedPolicy.MANUAL))
+    story.authorize()
+    for k in (1, 2, 3):
+        story.attempt(1, k).reply(1, k, reply=ev.Reply.UNKNOWN)
+        story.add(ev.AbandonRequested, submission=1, attempt=k)
+    step = first(story.next())
+    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert step.cause.kind is CauseKind.LAUNCH_FAILED
+
+
+# ------------------------------------------------------------------------------ evidence
+
+
+def test_o1_a_changed_observation_is_recorded_before_anything_is_decided():
+    story = Story().launched(1, "o1")
+    done = observation(
+        "job1", 1, 1, "o1", ObjectState.ENDED, execution(0, ObjectState.ENDED, SUCCESS)
+    )
+    step = first(story.next(done))
+    assert (step.kind, step.obs) == (StepKind.OBSERVE, done)
+
+
+def test_o2_missing_from_a_complete_find_is_recorded_absent():
+    step = first(Story().launched(1, "o1").next())
+    assert (step.kind, step.ref, step.obs) == (StepKind.OBSERVE, ObjectRef("o1"), None)
+    assert step.find_at is not None
+
+
+def test_o3_absent_past_the_grace_is_verified_stopped_and_then_ends_the_run():
+    story = Story.with_rules(Rule(on=[CauseKind.UNKNOWN], action=Action.RESUBMIT, budget=1))
+    story.launched(1, "o1").add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
+    assert first(story.next()).kind is StepKind.WAIT
+    story.later(ABSENCE_GRACE.total_seconds())
+    step = first(story.next())
+    assert (step.kind, step.ref) == (StepKind.VERIFIED_STOPPED, ObjectRef("o1"))
+    story.add(ev.VerifiedStopped, ref=ObjectRef("o1"), find_at=story.now)
+    step = first(story.next())
+    assert step.kind is StepKind.AUTHORIZE and step.cause.kind is CauseKind.UNKNOWN
+
+
+def test_o4_an_incomplete_find_proves_no_absence():
+    step = first(Story().launched(1, "o1").next(complete=False))
+    assert step.kind is StepKind.WAIT
+
+
+def test_o5_objects_of_attempts_never_made_are_not_recorded():
+    foreign = observation("job1", 4, 1, "x9", ObjectState.RUNNING, execution(0))
+    other_job = observation("job2", 1, 1, "y1", ObjectState.RUNNING, execution(0))
+    story = Story().launched(1, "o1")
+    assert first(story.next(running(), foreign, other_job)).kind is StepKind.WAIT
+
+
+# ------------------------------------------------------------------------------ endings
+
+
+def test_e1_success_is_the_outcome():
+    story = Story().launched()
+    story.ended(1, "o1", SUCCESS)
+    step = first(story.next(story.events[-1].obs))
+    assert (step.kind, step.state, step.cause) == (StepKind.OUTCOME, State.SUCCEEDED, SUCCESS)
+
+
+def test_e2_an_uncovered_cause_fails_the_job_with_that_cause():
+    story = Story.with_rules(RESUBMIT).launched()
+    obs = story.ended(1, "o1", OOM)
+    step = first(story.next(obs))
+    assert (step.kind, step.state, step.cause) == (StepKind.OUTCOME, State.FAILED, OOM)
+
+
+def test_e3_a_covered_cause_with_budget_resubmits_charged_to_its_rule():
+    story = Story.with_rules(RESUBMIT).launched()
+    obs = story.ended(1, "o1", PREEMPTED)
+    step = first(story.next(obs))
+    assert (step.kind, step.submission, step.rule, step.trigger) == (
+        StepKind.AUTHORIZE,
+        2,
+        0,
+        "end:o1:0",
+    )
+
+
+def test_e4_a_spent_budget_fails_the_job_and_escalates():
+    story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1))
+    story.launched(1, "o1")
+    story.ended(1, "o1", PREEMPTED)
+    story.launched(2, "o2", trigger="end:o1:0", rule=0, cause=PREEMPTED)
+    obs = story.ended(2, "o2", PREEMPTED)
+    step = first(story.next(obs))
+    assert (step.kind, step.state, step.cause.kind) == (
+        StepKind.OUTCOME,
+        State.FAILED,
+        CauseKind.PREEMPTED,
+    )
+    assert step.escalation == "budget:0"
+
+
+def test_e5_requeue_rule_decides_and_calls_with_a_deadline():
+    story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1))
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    step = first(story.next(obs))
+    assert (step.kind, step.decided, step.rule) == (StepKind.REQUEUE, False, 0)
+    assert step.deadline == story.now + CALL_DEADLINE
+
+
+def test_e6_hold_rule_places_a_recovery_hold_for_a_person():
+    story = Story.with_rules(
+        Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=2))
+    )
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    step = first(story.next(obs))
+    assert step.kind is StepKind.PLACE_HOLD and step.ref is None
+    assert step.hold.kind is HoldKind.RECOVERY and step.hold.until == story.now + timedelta(hours=2)
+
+
+def test_e7_escalate_rule_fails_the_job_and_tells_a_person():
+    story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.ESCALATE))
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    step = first(story.next(obs))
+    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert step.escalation.startswith("rule:0:")
+
+
+def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation():
+    story = Story.with_rules(RESUBMIT, enforcers={0: Enforcer.NOBODY})
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    step = first(story.next(obs))
+    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert step.escalation.startswith("unenforced:0:")
+
+
+def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job():
+    rule = Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1)
+    story = Story.with_rules(rule, enforcers={0: Enforcer.BACKEND})
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    step = first(story.next(obs))
+    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert step.escalation.startswith("native-spent:0:")
+
+
+def test_e10_a_native_rerun_is_observed_not_acted_on():
+    rule = Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=2)
+    story = Story.with_rules(rule, enforcers={0: Enforcer.BACKEND}).launched()
+    rerun = observation(
+        "job1",
+        1,
+        1,
+        "o1",
+        ObjectState.RUNNING,
+        execution(0, ObjectState.ENDED, PREEMPTED),
+        execution(1),
+    )
+    story.observe(rerun)
+    job = story.fold()
+    assert job.firings == {0: 1} and job.committed is State.RECOVERING
+    assert first(story.next(rerun)).kind is StepKind.WAIT
+
+
+def test_e11_requeue_call_that_failed_fails_the_job():
+    story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1))
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    story.add(
+        ev.RecoveryDecided,
+        rule=0,
+        trigger="end:o1:0",
+        cause=PREEMPTED,
+        ref=ObjectRef("o1"),
+        submission=1,
+    )
+    story.add(
+        ev.CallIssued, op=ev.CallOp.REQUEUE, ref=ObjectRef("o1"), deadline=story.now + CALL_DEADLINE
+    )
+    assert first(story.next(obs)).kind is StepKind.WAIT  # in flight
+    story.add(ev.CallAnswered, call=len(story.events), ok=False, detail="refused")
+    step = first(story.next(obs))
+    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert step.escalation.startswith("requeue-failed:")
+
+
+# ------------------------------------------------------------------------------ holds
+
+
+def pending(n: int = 1, ref: str = "o1", instance: int | None = None):
+    state = ObjectState.HELD if instance else ObjectState.PENDING
+    return observation("job1", n, 1, ref, state, hold_instance=instance)
+
+
+def test_h1_operator_hold_on_a_queued_object_becomes_a_backend_hold_by_instance():
+    story = Story.with_rules(capabilities={Capability.HOLD: Support.yes()})
+    story.launched(running=False).observe(pending()).add(ev.HoldRequested, reason="maintenance")
+    step = first(story.next(pending()))
+    assert (step.kind, step.instance, step.decided) == (StepKind.PLACE_HOLD, 1, True)
+
+
+def test_h2_a_backend_hold_with_no_standing_hold_is_released_by_its_instance():
+    story = Story.with_rules(capabilities={Capability.HOLD: Support.yes()})
+    story.launched(running=False).observe(pending(instance=1))
+    step = first(story.next(pending(instance=1)))
+    assert (step.kind, step.instance, step.ref) == (StepKind.RELEASE_HOLD, 1, ObjectRef("o1"))
+
+
+def test_h4_an_operator_hold_past_its_until_is_lifted():
+    story = Story().launched().add(ev.HoldRequested, until=Story().now + timedelta(minutes=5))
+    assert first(story.next(running())).kind is StepKind.WAIT
+    story.later(300)
+    step = first(story.next(running()))
+    assert (step.kind, step.ref, step.instance) == (StepKind.RELEASE_HOLD, None, 1)
+
+
+def test_h5_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
+    story = Story.with_rules(
+        Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
+    )
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    hold = Hold(
+        HoldKind.RECOVERY, Story().header.created_by, "rule 0", story.now + timedelta(hours=1)
+    )
+    story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
+    assert story.fold().committed is State.HELD
+    story.later(3600)
+    step = first(story.next(obs))
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "hold-expired:1")
+
+
+def test_h6_a_released_recovery_hold_resubmits():
+    story = Story.with_rules(
+        Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
+    )
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "rule 0", None)
+    story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
+    story.add(ev.ReleaseRequested, reason="checked the checkpoint")
+    step = first(story.next(obs))
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "release:1")
+
+
+def test_h7_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
+    story = Story.with_rules(
+        Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=24)),
+        checkpoint=CheckpointMode.SHARED,
+    )
+    obs = story.launched().ended(1, "o1", PREEMPTED)
+    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "shared", None)
+    story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
+    step = first(story.next(obs))
+    assert (step.kind, step.ref) == (StepKind.CEASE, ObjectRef("o1"))
+    story.add(
+        ev.CessationAnswered, ref=ObjectRef("o1"), evidence=CessationEvidence(ceased=Tristate.YES)
+    )
+    step = first(story.next(obs))
+    assert (step.kind, step.resume) == (StepKind.RELEASE_HOLD, True)
+
+
+# ------------------------------------------------------------------------------ intents
+
+
+def test_i1_a_persons_resubmit_authorizes_the_next_submission():
+    story = Story().launched().add(ev.ResubmitRequested)
+    step = first(story.next(running()))
+    assert (step.kind, step.submission, step.rule) == (StepKind.AUTHORIZE, 2, None)
+    assert step.trigger == f"resubmit:{len(story.events)}"
+
+
+def test_i2_a_persons_requeue_calls_requeue():
+    story = Story().launched().add(ev.RequeueRequested)
+    step = first(story.next(running()))
+    assert (step.kind, step.decided, step.ref) == (StepKind.REQUEUE, True, ObjectRef("o1"))
+
+
+def test_i3_a_requeue_bit_left_set_is_restored():
+    story = Story().launched()
+    obs = observation("job1", 1, 1, "o1", ObjectState.RUNNING, execution(0), requeue_bit=True)
+    story.observe(obs)
+    step = first(story.next(obs))
+    assert (step.kind, step.ref) == (StepKind.RESTORE_REQUEUE, ObjectRef("o1"))
+
+
+# ------------------------------------------------------------------------------ terminal
+
+
+def test_t1_cancel_stops_everything_live():
+    story = Story().launched().add(ev.CancelRequested, reason="wrong data")
+    assert story.fold().outcome.state is State.CANCELLED
+    step = first(story.next(running()))
+    assert (step.kind, step.ref) == (StepKind.STOP, ObjectRef("o1"))
+
+
+def test_t2_a_stop_is_repeated_only_after_its_retry_interval():
+    story = Story().launched().add(ev.CancelRequested).add(ev.StopDecided, ref=ObjectRef("o1"))
+    assert first(story.next(running())).kind is StepKind.WAIT
+    story.later(STOP_RETRY.total_seconds())
+    assert first(story.next(running())).kind is StepKind.STOP
+
+
+def test_t3_everything_done_settles():
+    story = Story().launched()
+    obs = story.ended(1, "o1", SUCCESS)
+    story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS)
+    assert first(story.next(obs)).kind is StepKind.SETTLE
+
+
+def test_t4_cleanup_past_its_deadline_escalates():
+    story = Story().launched().add(ev.CancelRequested).add(ev.StopDecided, ref=ObjectRef("o1"))
+    story.later(timedelta(minutes=30).total_seconds())
+    steps = story.next(running())
+    assert any(s.kind is StepKind.ESCALATE and s.escalation == "cleanup" for s in steps) or (
+        first(steps).kind is StepKind.STOP
+    )
+    story.add(ev.StopDecided, ref=ObjectRef("o1"))
+    step = first(story.next(running()))
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "cleanup")
+
+
+@pytest.mark.parametrize(
+    ("policy", "settles"), [(UnmatchedPolicy.RESIDUAL, True), (UnmatchedPolicy.MANUAL, False)]
+)
+def test_t5_unresolved_attempts_block_settling_only_under_manual(policy, settles):
+    story = Story(options=ev.Options(supervised=True, unmatched=policy)).authorize()
+    story.attempt(1, 1).reply(1, 1, reply=ev.Reply.UNKNOWN)
+    story.attempt(1, 2).reply(1, 2, ref="o2")
+    obs = observation(
+        "job1", 1, 2, "o2", ObjectState.ENDED, execution(0, ObjectState.ENDED, SUCCESS)
+    )
+    story.observe(obs).canonical(1, "o2", 2).add(
+        ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS
+    )
+    assert (first(story.next(obs)).kind is StepKind.SETTLE) is settles
+
+
+def test_t6_a_settled_job_needs_nothing():
+    story = Story().launched()
+    obs = story.ended(1, "o1", SUCCESS)
+    story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS).add(ev.Settled)
+    step = first(story.next(obs))
+    assert step.kind is StepKind.WAIT and step.wake is None
