@@ -38,6 +38,17 @@ poll() {
   done
 }
 
+# poll_daemon PIDFILE SECONDS CMD...: like poll, but give up at once when the daemon whose PID is
+# in PIDFILE has died (a daemon that fails to bind its port exits within a second).
+poll_daemon() {
+  local f=$1 deadline=$(( $(date +%s) + $2 )); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ -s "$f" ] && ! kill -0 "$(cat "$f")" 2>/dev/null; then say "the process in $f has exited"; return 1; fi
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep 0.2
+  done
+}
+
 # show_log FILE: the tail of a daemon's log, for a failure message.
 show_log() { { echo "---- last lines of $1 ----"; tail -n 30 "$1" 2>/dev/null || echo "(no log)"; echo "----"; } >&2; }
 
