@@ -55,7 +55,7 @@ class Store(Protocol):
         ...
 
     def create(self, key: str, data: bytes) -> None:
-        """Write ``key`` only if it does not exist, else raise :class:`Exists`; durable on return."""
+        """Write ``key`` unless it exists (then raise :class:`Exists`); durable on return."""
         ...
 
     def write(self, key: str, data: bytes) -> None:

@@ -39,7 +39,7 @@ def open_store(
 
     s3 = _s3_settings(settings, env, max_bandwidth)
     proxy = ProxyRule.from_config(settings.proxy, env)
-    chain = build_chain(settings.credentials, proxy)
+    chain = build_chain(settings.credentials, proxy, env=env)
     chain.resolve()  # fail early, naming every source tried
     return S3Store(root, make_client(s3, chain, proxy), s3)
 
@@ -55,7 +55,7 @@ def wrong_secret_store(
 
         s3 = _s3_settings(settings, env, None)
         proxy = ProxyRule.from_config(settings.proxy, env)
-        real = build_chain(settings.credentials, proxy).resolve()
+        real = build_chain(settings.credentials, proxy, env=env).resolve()
         wrong = Credentials(
             real.access_key, real.secret_key[::-1] + "x", real.session_token, None, "probe"
         )

@@ -56,8 +56,9 @@ class ContainerSource:
         self.proxy = ProxyRule()
         self.why_none = ""
 
-    def use_proxy(self, rule: ProxyRule) -> None:
-        self.proxy = rule
+    def bind(self, *, proxy: ProxyRule, env: Mapping[str, str]) -> None:
+        self.proxy = proxy
+        self.env = dict(env)
 
     def _url(self) -> str | None:
         if "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI" in self.env:
@@ -102,8 +103,9 @@ class InstanceSource:
         self.proxy = ProxyRule()
         self.why_none = ""
 
-    def use_proxy(self, rule: ProxyRule) -> None:
-        self.proxy = rule
+    def bind(self, *, proxy: ProxyRule, env: Mapping[str, str]) -> None:
+        self.proxy = proxy
+        self.env = dict(env)
 
     def credentials(self) -> Credentials | None:
         if self.env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":

@@ -13,7 +13,7 @@ server through :func:`redact` first.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -76,7 +76,9 @@ class CredentialSource(Protocol):
     def credentials(self) -> Credentials | None: ...
 
 
-class ProxyAware(Protocol):
-    """A source that makes HTTP requests takes the one proxy rule before its first call."""
+class Bindable(Protocol):
+    """A source may take, before its first call, the one proxy rule every HTTP client follows and
+    the environment the helper was given (which tests and embedders pass explicitly, rather than
+    the process's). Sources without ``bind`` read ``os.environ`` and make no HTTP requests."""
 
-    def use_proxy(self, rule: ProxyRule) -> None: ...
+    def bind(self, *, proxy: ProxyRule, env: Mapping[str, str]) -> None: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,6 +78,7 @@ def build_chain(
     *,
     registry: Any = None,
     prefix: str = "credentials",
+    env: Mapping[str, str] | None = None,
 ) -> CredentialChain:
     """Validate every source's section against its schema, then build the sources in order."""
     registry = credential_sources() if registry is None else registry
@@ -102,7 +104,7 @@ def build_chain(
     sources = []
     for name, entry, section in planned:
         source = entry.factory(section)
-        if hasattr(source, "use_proxy"):
-            source.use_proxy(proxy)
+        if hasattr(source, "bind"):
+            source.bind(proxy=proxy, env=os.environ if env is None else env)
         sources.append((name, source))
     return CredentialChain(sources)

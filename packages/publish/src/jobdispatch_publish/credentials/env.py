@@ -9,6 +9,7 @@ from typing import Any
 from jobdispatch.errors import Invalid
 
 from jobdispatch_publish.credentials.base import Credentials
+from jobdispatch_publish.proxy import ProxyRule
 
 __all__ = ["SCHEMA", "EnvSource"]
 
@@ -32,6 +33,9 @@ class EnvSource:
         self.token_var = config.get("session_token_var", "AWS_SESSION_TOKEN")
         self.env = os.environ if env is None else env
         self.why_none = ""
+
+    def bind(self, *, proxy: ProxyRule, env: Mapping[str, str]) -> None:
+        self.env = env
 
     def credentials(self) -> Credentials | None:
         access = self.env.get(self.access_var, "")

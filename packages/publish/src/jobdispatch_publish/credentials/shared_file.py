@@ -15,6 +15,7 @@ from typing import Any
 from jobdispatch.errors import Invalid
 
 from jobdispatch_publish.credentials.base import Credentials
+from jobdispatch_publish.proxy import ProxyRule
 
 __all__ = ["SCHEMA", "SharedFileSource"]
 
@@ -32,7 +33,12 @@ class SharedFileSource:
     """The ``[profile]`` section of the file; a named but missing profile is an error."""
 
     def __init__(self, config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
-        env = os.environ if env is None else env
+        self.config = config
+        self._configure(os.environ if env is None else env)
+        self.why_none = ""
+
+    def _configure(self, env: Mapping[str, str]) -> None:
+        config = self.config
         self.path = Path(
             os.path.expanduser(
                 config.get("path") or env.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials"
@@ -40,7 +46,9 @@ class SharedFileSource:
         )
         self.profile_named = "profile" in config or "AWS_PROFILE" in env
         self.profile = config.get("profile") or env.get("AWS_PROFILE") or "default"
-        self.why_none = ""
+
+    def bind(self, *, proxy: ProxyRule, env: Mapping[str, str]) -> None:
+        self._configure(env)
 
     def credentials(self) -> Credentials | None:
         if not self.path.is_file():

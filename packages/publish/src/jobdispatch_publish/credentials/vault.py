@@ -102,8 +102,9 @@ class VaultSource:
         self.proxy = ProxyRule()
         self.why_none = ""
 
-    def use_proxy(self, rule: ProxyRule) -> None:
-        self.proxy = rule
+    def bind(self, *, proxy: ProxyRule, env: Mapping[str, str]) -> None:
+        self.proxy = proxy
+        self.env = dict(env)
 
     @property
     def where(self) -> str:
