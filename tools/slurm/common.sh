@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # the variables are used by the scripts that source this file
 # Shared by tools/slurm/{up,down,selftest}. Sourced, never run.
 #
 # Every knob is a JOBDISPATCH_SLURM_* variable: Slurm's own clients read SLURM_* and SBATCH_*
