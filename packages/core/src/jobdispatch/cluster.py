@@ -103,7 +103,9 @@ class StopReceipt:
 
     job: JobID
     report: StopReport
-    note: str = "not recorded: a supervisor may still recover the job; cancel it to end it"
+    note: str = (
+        "not recorded: recovery may still occur (a supervisor may start it again); cancel to end it"
+    )
 
 
 class Observer:

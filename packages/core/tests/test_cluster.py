@@ -1,0 +1,125 @@
+"""The cluster's three faces: observer, operator and stopper, and their errors."""
+
+from __future__ import annotations
+
+import threading
+
+import jobdispatch
+import pytest
+from jobdispatch import (
+    Action,
+    Actor,
+    CauseKind,
+    Filter,
+    Invalid,
+    JobSpec,
+    Level,
+    NotFound,
+    ReadOnly,
+    RecoveryPolicy,
+    Rule,
+    State,
+    Unsupported,
+)
+from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.records.memory import MemoryRecords
+
+ME = Actor.human("ops")
+SPEC = JobSpec(
+    command=["train"],
+    name="t",
+    recovery=RecoveryPolicy(
+        rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
+    ),
+)
+
+
+@pytest.fixture
+def cluster():
+    return jobdispatch.compose(
+        MemoryBackend(shape=Shape.SLURM, auto_run=True), store=MemoryRecords()
+    )
+
+
+def test_submit_records_the_plan_and_the_same_key_returns_the_same_job(cluster):
+    plan = cluster.operator.submit(SPEC, by=ME, supervised=True, idempotency_key="k1")
+    again = cluster.operator.submit(SPEC, by=ME, supervised=True, idempotency_key="k1")
+    assert again.job == plan.job
+    assert [s.job for s in cluster.observer.list()] == [plan.job]
+    status = cluster.observer.get(plan.job)
+    assert (status.state, status.level, status.name) == (State.PENDING, Level.JOB, "t")
+
+
+def test_operator_errors(cluster):
+    with pytest.raises(NotFound):
+        cluster.operator.cancel("nosuchjob", by=ME)
+    plan = cluster.operator.submit(SPEC, by=ME, supervised=True)
+    receipt = cluster.operator.cancel(plan.job, by=ME, reason="changed my mind")
+    assert receipt.committed and receipt.cleanup_complete and receipt.already is None
+    again = cluster.operator.cancel(plan.job, by=ME)
+    assert not again.committed and again.already is State.CANCELLED
+    with pytest.raises(Invalid, match="cancelled already"):
+        cluster.operator.resubmit(plan.job, by=ME)
+    with pytest.raises(Invalid):
+        cluster.operator.release(cluster.operator.submit(SPEC, by=ME, supervised=True).job, by=ME)
+    status = cluster.observer.get(plan.job)
+    assert status.state is State.CANCELLED and status.cause.kind is CauseKind.CANCELLED
+    assert status.cause.actor == ME and status.cause.detail == "changed my mind"
+
+
+def test_requeue_without_a_requeuer_is_unsupported():
+    backend = MemoryBackend(shape=Shape.SLURM)
+
+    class NoRequeue:
+        name = "no-requeue"
+
+        def __getattr__(self, attr):
+            if attr in ("requeue", "restore_requeue_bit"):
+                raise AttributeError(attr)
+            return getattr(backend, attr)
+
+    cluster = jobdispatch.compose(NoRequeue(), store=MemoryRecords())  # type: ignore[arg-type]
+    plan = cluster.operator.submit(JobSpec(command=["x"]), by=ME)
+    with pytest.raises(Unsupported, match="requeue"):
+        cluster.operator.requeue(plan.job, by=ME)
+
+
+def test_read_only_and_storeless_clusters_refuse_what_they_cannot_do():
+    backend = MemoryBackend(shape=Shape.SLURM)
+    read_only = jobdispatch.compose(backend, store=MemoryRecords(), read_only=True)
+    with pytest.raises(ReadOnly):
+        _ = read_only.operator
+    with pytest.raises(ReadOnly):
+        _ = read_only.stopper
+    storeless = jobdispatch.compose(backend)
+    with pytest.raises(ReadOnly, match="record store"):
+        _ = storeless.operator
+    assert storeless.stopper is not None
+    status = storeless.observer.get("abc")
+    assert status.level is Level.OBJECT_ONLY and not status.terminal
+
+
+def test_watch_yields_transitions_until_settled(cluster):
+    plan = cluster.operator.submit(SPEC, by=ME, supervised=True)
+    cluster.operator.cancel(plan.job, by=ME)
+    stop = threading.Event()
+    seen = []
+    for t in jobdispatch.watch(cluster.observer, plan.job, every=0.01, stop=stop):
+        seen.append((t.from_, t.to))
+        stop.set()
+    assert seen == [(State.PENDING, State.CANCELLED)]
+
+
+def test_list_filters_by_state(cluster):
+    a = cluster.operator.submit(SPEC, by=ME, supervised=True)
+    b = cluster.operator.submit(SPEC, by=ME, supervised=True)
+    cluster.operator.cancel(b.job, by=ME)
+    assert [s.job for s in cluster.observer.list(Filter(states=[State.CANCELLED]))] == [b.job]
+    assert [s.job for s in cluster.observer.list(Filter(states=[State.PENDING]))] == [a.job]
+
+
+def test_emergency_stop_needs_no_record_and_says_recovery_may_follow():
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    cluster = jobdispatch.compose(backend)
+    receipt = cluster.stopper.emergency_stop("nojob", by=ME, reason="fire")
+    assert receipt.report.stopped == () and "recovery" in receipt.note

@@ -1,0 +1,287 @@
+"""One converter for every type: each value type and each event round-trips through it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import jobdispatch
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jobdispatch import codec
+from jobdispatch.records import events as ev
+from jobdispatch.spi import (
+    CessationEvidence,
+    Discovery,
+    ExecutionObs,
+    NativeOffer,
+    ObjectObs,
+    ObjectRef,
+    StartRequest,
+    StopReport,
+)
+from jobdispatch.types import (
+    Action,
+    Actor,
+    ActorKind,
+    CallMeta,
+    Capability,
+    Cause,
+    CauseKind,
+    Hold,
+    HoldKind,
+    HoldMeta,
+    JobSpec,
+    ObjectState,
+    Plan,
+    Provenance,
+    RecoveryPolicy,
+    Rule,
+    RuleAssignment,
+    RuleSupport,
+    SharedCheckpoint,
+    Source,
+    State,
+    Support,
+    Tristate,
+)
+
+times = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+)
+durations = st.integers(1, 10**7).map(lambda s: timedelta(seconds=s))
+text = st.text(max_size=20)
+names = st.from_regex(r"[a-z][a-z0-9]{0,10}", fullmatch=True)
+actors = st.builds(Actor, kind=st.sampled_from(ActorKind), id=names)
+causes = st.builds(
+    Cause,
+    kind=st.sampled_from(CauseKind),
+    provenance=st.sampled_from(Provenance),
+    detail=text,
+    exit_code=st.none() | st.integers(-255, 255),
+    signal=st.none() | st.integers(1, 64),
+    actor=st.none() | actors,
+)
+rules = st.builds(
+    Rule,
+    on=st.lists(st.sampled_from(jobdispatch.RECOVERABLE), max_size=3),
+    action=st.sampled_from(Action),
+    budget=st.integers(0, 9),
+    for_=st.none() | durations,
+)
+specs = st.builds(
+    JobSpec,
+    command=st.lists(text, min_size=1, max_size=3),
+    name=names,
+    nodes=st.integers(1, 64),
+    procs_per_node=st.integers(1, 8),
+    image=st.none() | names,
+    working_dir=st.none() | text,
+    env=st.dictionaries(names.map(str.upper), text, max_size=3),
+    time_limit=st.none() | durations,
+    output=st.none() | text,
+    extensions=st.lists(st.just(SharedCheckpoint()), max_size=1),
+    recovery=st.builds(RecoveryPolicy, rules=st.lists(rules, max_size=3)),
+)
+supports = st.builds(
+    Support, answer=st.sampled_from(Tristate), source=st.sampled_from(Source), detail=text
+)
+refs = st.builds(ObjectRef, id=names)
+executions = st.builds(
+    ExecutionObs,
+    index=st.integers(0, 5),
+    state=st.sampled_from(ObjectState),
+    cause=st.none() | causes,
+    started_at=st.none() | times,
+    ended_at=st.none() | times,
+    nodes=st.lists(names, max_size=2).map(tuple),
+)
+observations = st.builds(
+    ObjectObs,
+    ref=refs,
+    name=names,
+    state=st.sampled_from(ObjectState),
+    executions=st.lists(executions, max_size=3).map(tuple),
+    hold_instance=st.none() | st.integers(1, 9),
+    requeue_bit=st.none() | st.booleans(),
+    lost_nodes=st.lists(names, max_size=2).map(tuple),
+    detail=text,
+)
+assignments = st.builds(
+    RuleAssignment,
+    index=st.integers(0, 5),
+    rule=rules,
+    effective=rules,
+    enforcer=st.sampled_from(jobdispatch.Enforcer),
+    support=st.builds(RuleSupport, native=supports, perform=supports),
+    firings=st.integers(0, 5),
+    accepted=text,
+)
+plans = st.builds(
+    Plan,
+    job=st.none() | names,
+    rules=st.lists(assignments, max_size=2).map(tuple),
+    uncovered=st.lists(st.sampled_from(jobdispatch.RECOVERABLE)).map(tuple),
+    checkpoint=st.sampled_from(jobdispatch.CheckpointMode),
+    unmatched=st.sampled_from(jobdispatch.UnmatchedPolicy),
+    capabilities=st.dictionaries(st.sampled_from(Capability), supports),
+    identity_weakened=text,
+    supervised=st.booleans(),
+)
+holds = st.builds(
+    Hold, kind=st.sampled_from(HoldKind), by=actors, reason=text, until=st.none() | times
+)
+
+VALUES = {
+    Cause: causes,
+    Actor: actors,
+    Rule: rules,
+    JobSpec: specs,
+    Support: supports,
+    ObjectRef: refs,
+    ExecutionObs: executions,
+    ObjectObs: observations,
+    Plan: plans,
+    Hold: holds,
+    RuleAssignment: assignments,
+    HoldMeta: st.builds(
+        HoldMeta,
+        instance=st.integers(1, 9),
+        deadline=times,
+        by=st.none() | actors,
+        reason=text,
+        until=st.none() | times,
+    ),
+    CallMeta: st.builds(CallMeta, deadline=times, by=st.none() | actors, reason=text),
+    Discovery: st.builds(
+        Discovery,
+        job=names,
+        objects=st.lists(observations, max_size=2).map(tuple),
+        at=st.none() | times,
+        complete=st.booleans(),
+    ),
+    StopReport: st.builds(
+        StopReport,
+        stopped=st.lists(refs, max_size=2).map(tuple),
+        live=st.lists(refs, max_size=2).map(tuple),
+    ),
+    CessationEvidence: st.builds(
+        CessationEvidence, ceased=st.sampled_from(Tristate), detail=text, at=st.none() | times
+    ),
+    NativeOffer: st.builds(
+        NativeOffer,
+        rules=st.lists(st.integers(0, 3)).map(tuple),
+        remaining=st.dictionaries(st.integers(0, 3), st.integers(0, 5)),
+        settings=st.dictionaries(names, text),
+    ),
+    StartRequest: st.builds(
+        StartRequest, job=names, submission=st.integers(1, 9), attempt=st.integers(1, 9), spec=specs
+    ),
+    ev.Options: st.builds(
+        ev.Options,
+        supervised=st.booleans(),
+        submit_retries=st.integers(0, 5),
+        unresolved_age=durations,
+        cleanup_deadline=durations,
+        unmatched=st.sampled_from(jobdispatch.UnmatchedPolicy),
+    ),
+    ev.Header: st.builds(
+        ev.Header,
+        job=names,
+        spec=specs,
+        plan=plans,
+        created_by=actors,
+        created_at=times,
+        idempotency_key=text,
+        supersedes=names,
+    ),
+}
+
+
+@pytest.mark.parametrize("cls", list(VALUES), ids=lambda c: c.__name__)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_value_types_round_trip_through_json(cls, data):
+    value = data.draw(VALUES[cls])
+    raw = json.loads(json.dumps(codec.converter.unstructure(value)))
+    assert codec.converter.structure(raw, cls) == value
+
+
+def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
+    fields = {}
+    for f in attrs.fields(cls):
+        if f.name in ("at",):
+            fields[f.name] = times
+        elif f.name == "by":
+            fields[f.name] = actors
+        elif f.name == "token":
+            fields[f.name] = st.integers(1, 99) if cls.cls is ev.EventClass.DECISION else st.none()
+    overrides = {
+        "find_at": times,
+        "deadline": times,
+        "until": times,
+        "obs": observations,
+        "ref": refs,
+        "cause": causes,
+        "hold": holds,
+        "evidence": VALUES[CessationEvidence],
+        "reply": st.sampled_from(ev.Reply),
+        "op": st.sampled_from(ev.CallOp),
+        "state": st.sampled_from(State),
+    }
+    for f in attrs.fields(cls):
+        if f.name in fields:
+            continue
+        if f.name in overrides:
+            strategy = overrides[f.name]
+            fields[f.name] = st.none() | strategy if "None" in str(f.type) else strategy
+    return st.builds(cls, **fields)
+
+
+@pytest.mark.parametrize("cls", list(ev.EVENT_TYPES.values()), ids=lambda c: c.kind)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_every_event_round_trips_with_its_tag_and_version(cls, data):
+    event = data.draw(_event_strategy(cls))
+    raw = codec.encode_event(event)
+    assert json.loads(raw)["type"] == cls.kind and json.loads(raw)["v"] == ev.SCHEMA_VERSION
+    assert codec.decode_event(raw, revision=1) == event
+
+
+def test_unknown_types_and_newer_versions_are_refused_naming_the_revision():
+    with pytest.raises(jobdispatch.Invalid, match="revision 7: unknown event type 'teleported'"):
+        codec.decode_event(b'{"type":"teleported","v":1}', revision=7, job="j")
+    with pytest.raises(jobdispatch.Invalid, match="revision 3: event schema version 9"):
+        codec.decode_event(
+            b'{"type":"settled","v":9,"at":"2026-01-01T00:00:00+00:00"}', revision=3, job="j"
+        )
+    with pytest.raises(jobdispatch.Invalid, match="revision 0 .*newer version"):
+        codec.decode_header(b'{"schema": 99}', job="j")
+
+
+def test_naive_times_are_refused():
+    with pytest.raises(jobdispatch.Invalid, match="naive datetime"):
+        codec.encode_event(ev.Settled(at=datetime(2026, 1, 1), by=Actor.human("x"), token=1))
+
+
+def test_enums_print_as_their_kebab_case_words():
+    assert str(CauseKind.NODE_LOST) == "node-lost"
+    assert str(CauseKind.OUT_OF_MEMORY) == "out-of-memory"
+    assert str(State.RECOVERING) == "recovering"
+    assert f"{Action.RESUBMIT}" == "resubmit"
+    assert list(jobdispatch.RECOVERABLE) == [
+        CauseKind(w)
+        for w in (
+            "preempted",
+            "node-lost",
+            "out-of-memory",
+            "time-limit",
+            "non-zero-exit",
+            "launch-failed",
+            "no-capacity",
+            "requeued",
+            "unknown",
+        )
+    ]
