@@ -43,6 +43,17 @@ class Submission:
     rule: int | None = None
     cause: Cause | None = None
     attempts: int = 0
+    #: Objects of this submission that were not canonical, each with its cause (``duplicate``:
+    #: they never ran).
+    retired: tuple[tuple[ObjectRef, Cause], ...] = ()
+
+
+#: The cause every retired object carries.
+DUPLICATE = Cause(
+    CauseKind.DUPLICATE,
+    Provenance.ACTOR,
+    "not the canonical object of its submission; it never ran",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +120,7 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
                 rule=sub.rule,
                 cause=sub.cause,
                 attempts=len(sub.attempts),
+                retired=tuple((o.ref, DUPLICATE) for o in job.objects_of(sub.n) if o.retired),
             )
         )
 

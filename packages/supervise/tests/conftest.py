@@ -1,0 +1,118 @@
+"""A deterministic harness for driving the real supervisor through scenarios.
+
+The supervisor runs in the test's own thread with a ManualClock; its ``sleep`` is the
+scenario's ``tick``, which advances the clock and lets the scenario play the cluster's part
+(preempt the running object, complete it...) when the conditions it waits for hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import attrs
+import pytest
+
+import jobdispatch
+from jobdispatch import Actor, JobSpec, ManualClock, ObjectState, Status
+from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch_supervise import Supervisor
+
+ME = Actor.human("ops")
+
+
+@attrs.define
+class Event:
+    """Something the cluster or a person does once ``when`` holds."""
+
+    when: Callable[[Status], bool]
+    do: Callable[[Status], None]
+    done: bool = False
+
+
+@attrs.define
+class Scenario:
+    shape: Shape = Shape.SLURM
+    clock: ManualClock = attrs.Factory(ManualClock)
+    backend: MemoryBackend = attrs.field(init=False)
+    store: MemoryRecords = attrs.field(init=False)
+    cluster: jobdispatch.Cluster = attrs.field(init=False)
+    events: list[Event] = attrs.Factory(list)
+    job: str = ""
+    ticks: int = 0
+    sinks: list = attrs.Factory(list)
+
+    def __attrs_post_init__(self) -> None:
+        self.backend = MemoryBackend(shape=self.shape, auto_run=True, clock=self.clock)
+        self.store = MemoryRecords(clock=self.clock)
+        self.cluster = jobdispatch.compose(self.backend, store=self.store, clock=self.clock)
+
+    def submit(self, spec: JobSpec, **options) -> jobdispatch.Plan:
+        options.setdefault("supervised", True)
+        plan = self.cluster.operator.submit(spec, by=ME, **options)
+        self.job = plan.job
+        return plan
+
+    def on(self, when: Callable[[Status], bool], do: Callable[[Status], None]) -> Scenario:
+        self.events.append(Event(when, do))
+        return self
+
+    def status(self) -> Status:
+        return self.cluster.observer.get(self.job)
+
+    def tick(self, seconds: float) -> None:
+        self.ticks += 1
+        if self.ticks > 5000:
+            raise AssertionError(f"the scenario did not settle: {self.status()}")
+        self.clock.advance(max(seconds, 0.001))
+        for event in self.events:
+            if not event.done:
+                status = self.status()
+                if event.when(status):
+                    event.done = True
+                    event.do(status)
+
+    def supervisor(self, **kw) -> Supervisor:
+        kw.setdefault("sinks", self.sinks)
+        return Supervisor(
+            self.backend, self.store, clock=self.clock, sleep=self.tick, poll=1.0, **kw
+        )
+
+    def run(self) -> Status:
+        self.supervisor().run(self.job)
+        return self.status()
+
+    # ---------------------------------------------------------------- conditions
+
+    def running(self, n: int) -> Callable[[Status], bool]:
+        def check(s: Status) -> bool:
+            return len(s.submissions) >= n and s.submissions[n - 1].state is ObjectState.RUNNING
+
+        return check
+
+    def canonical(self, s: Status, n: int):
+        ref = s.submissions[n - 1].canonical
+        assert ref is not None
+        return ref
+
+    def live_overlaps(self) -> list:
+        return self.backend.env.history.overlapping_live(self.job)
+
+
+@pytest.fixture(params=[Shape.SLURM, Shape.KUBEFLOW], ids=["slurm", "kubeflow"])
+def scenario(request) -> Scenario:
+    return Scenario(shape=request.param)
+
+
+@pytest.fixture
+def slurm() -> Scenario:
+    return Scenario(shape=Shape.SLURM)
+
+
+@pytest.fixture
+def kubeflow() -> Scenario:
+    return Scenario(shape=Shape.KUBEFLOW)
+
+
+HOUR = timedelta(hours=1)
