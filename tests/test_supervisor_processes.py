@@ -1,0 +1,168 @@
+"""Two supervisor *processes* over one LMDB store: the owner is SIGKILLed in the middle of a
+recovery (after committing an attempt, with its Start call made and its reply not yet
+recorded), and the other takes over once the lease expires. The job finishes with no duplicate
+execution and no budget overspent.
+
+The backend is the memory adapter living in this test process and served to the supervisors
+over a multiprocessing manager, so both processes act on one scheduler, as two hosts would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from datetime import timedelta
+from multiprocessing.managers import BaseManager
+
+import pytest
+
+from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
+from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.records import events as ev
+
+lmdb_store = pytest.importorskip("jobdispatch_records_lmdb")
+
+CHILD = textwrap.dedent("""
+    import os, sys, time
+    from datetime import timedelta
+    from multiprocessing.managers import BaseManager
+    from jobdispatch_records_lmdb import LmdbRecords
+    from jobdispatch_supervise import Supervisor
+
+    class M(BaseManager):
+        pass
+
+    M.register("backend")
+    host, port = os.environ["JD_ADDR"].split(":")
+    m = M(address=(host, int(port)), authkey=b"jobdispatch-test")
+    m.connect()
+    proxy = m.backend()
+    slow = int(os.environ.get("JD_SLOW_START_FROM", "0"))
+
+    class Remote:
+        name = "memory"
+        def capabilities(self, spec=None): return proxy.capabilities(spec)
+        def rules(self, spec, policy): return proxy.rules(spec, policy)
+        def start(self, request):
+            ref = proxy.start(request)
+            if slow and request.submission >= slow:
+                print("started", ref, flush=True)
+                time.sleep(600)  # killed here: the object exists, its reply is not recorded
+            return ref
+        def open(self, ref): return proxy.open(ref)
+        def find(self, job): return proxy.find(job)
+        def inspect(self, ref): return proxy.inspect(ref)
+        def stop(self, ref, reason): return proxy.stop(ref, reason)
+        def hold(self, ref, meta): return proxy.hold(ref, meta)
+        def release(self, ref, meta): return proxy.release(ref, meta)
+        def requeue(self, ref, meta): return proxy.requeue(ref, meta)
+        def restore_requeue_bit(self, ref, meta): return proxy.restore_requeue_bit(ref, meta)
+        def close(self): pass
+
+    store = LmdbRecords(sys.argv[1])
+    Supervisor(Remote(), store, poll=0.02, lease_ttl=timedelta(seconds=2),
+               holder=sys.argv[3]).run(sys.argv[2])
+    print("settled", flush=True)
+""")
+
+
+class Manager(BaseManager):
+    pass
+
+
+def wait(predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_path):
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    Manager.register("backend", callable=lambda: backend)
+    manager = Manager(address=("127.0.0.1", 0), authkey=b"jobdispatch-test")
+    server = manager.get_server()
+
+    def serve() -> None:
+        with contextlib.suppress(SystemExit):  # the server exits its thread when stopped
+            server.serve_forever()
+
+    threading.Thread(target=serve, daemon=True).start()
+    addr = f"{server.address[0]}:{server.address[1]}"
+
+    path = tmp_path / "records"
+    store = lmdb_store.LmdbRecords(path)
+    cluster = compose(backend, store=store)
+    spec = JobSpec(
+        command=["train"],
+        nodes=2,
+        recovery=RecoveryPolicy(
+            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
+        ),
+    )
+    job = cluster.operator.submit(spec, by=Actor.human("ops"), supervised=True).job
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+
+    def spawn(holder: str, slow: int) -> subprocess.Popen[str]:
+        env = {**os.environ, "JD_ADDR": addr, "JD_SLOW_START_FROM": str(slow)}
+        return subprocess.Popen(
+            [sys.executable, str(script), str(path), job, holder],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    owner = spawn("owner", slow=2)
+    other = None
+    try:
+        running = wait(lambda: (s := cluster.observer.get(job)).state is State.RUNNING and s)
+        backend.env.preempt(running.submissions[0].canonical)
+        # The owner authorizes submission 2, commits its attempt and makes the Start call...
+        assert owner.stdout is not None
+        assert owner.stdout.readline().startswith("started")
+        view = store.read(job)
+        assert any(isinstance(e, ev.AttemptStarted) and e.submission == 2 for e in view.events)
+        assert not any(isinstance(e, ev.AttemptReplied) and e.submission == 2 for e in view.events)
+        # ...and dies before recording the reply.
+        owner.send_signal(signal.SIGKILL)
+        owner.communicate(timeout=10)
+        other = spawn("other", slow=0)
+        running = wait(
+            lambda: (
+                (s := cluster.observer.get(job)).state is State.RUNNING
+                and len(s.submissions) == 2
+                and s
+            )
+        )
+        backend.env.complete(running.submissions[1].canonical)
+        out, err = other.communicate(timeout=60)
+        assert other.returncode == 0, err
+    finally:
+        for p in (owner, other):
+            if p is not None and p.poll() is None:
+                p.kill()
+            if p is not None:
+                p.communicate()
+
+    status = cluster.observer.get(job)
+    assert status.settled and status.state is State.SUCCEEDED
+    assert len(status.submissions) == 2 and status.plan.rules[0].firings == 1
+    # The object whose reply was lost was found by its name and became canonical: no duplicate.
+    assert status.submissions[1].attempts == 1 and not status.submissions[1].retired
+    assert not backend.env.history.overlapping_live(job)
+    decisions = [e for e in store.read(job).events if e.decision]
+    assert {e.by.id for e in decisions} == {"owner", "other"}
+    assert [e.token for e in decisions] == sorted(e.token for e in decisions)
+    store.close()
+    server.stop_event.set()
