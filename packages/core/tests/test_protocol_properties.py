@@ -14,7 +14,6 @@ import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from jobdispatch import (
     Action,
     Cause,
