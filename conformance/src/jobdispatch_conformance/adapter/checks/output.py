@@ -1,0 +1,87 @@
+"""Checks of output reading, where the cluster says it can."""
+
+from __future__ import annotations
+
+import threading
+from typing import IO
+
+from jobdispatch.errors import Unsupported
+from jobdispatch.spi import OutputReader
+from jobdispatch.types import Capability
+
+from jobdispatch_conformance.adapter.harness import CheckFailed, Harness, expect
+
+__all__ = ["output_follows_until_the_end", "output_is_read"]
+
+LINE = b"jobdispatch conformance: first line\n"
+LATER = b"jobdispatch conformance: a later line\n"
+
+
+def _reader(h: Harness) -> OutputReader | None:
+    return h.backend if isinstance(h.backend, OutputReader) else None
+
+
+def _refuse(h: Harness, follow: bool) -> None:
+    reader = _reader(h)
+    if reader is None:
+        raise Unsupported("not an OutputReader")
+    reader.output(h.start(), follow=follow)
+
+
+def output_is_read(h: Harness) -> None:
+    """What the object wrote is what output() reads."""
+
+    def works() -> None:
+        reader = _reader(h)
+        expect(
+            reader is not None, "output-read is answered yes but the adapter is not an OutputReader"
+        )
+        assert reader is not None
+        h.need("emit_output")
+        ref = h.running()
+        with h.driving():
+            h.driver.emit_output(ref, LINE)
+        h.wait_until(lambda: LINE in reader.output(ref).read(), f"output of {ref} showing a line")
+
+    h.gate(Capability.OUTPUT_READ, works, lambda: _refuse(h, follow=False))
+
+
+def output_follows_until_the_end(h: Harness) -> None:
+    """A followed stream shows what is written later and ends when the object ends."""
+
+    def works() -> None:
+        reader = _reader(h)
+        expect(
+            reader is not None,
+            "output-follow is answered yes but the adapter is not an OutputReader",
+        )
+        assert reader is not None
+        h.need("emit_output", "complete")
+        ref = h.running()
+        with h.driving():
+            h.driver.emit_output(ref, LINE)
+        stream = reader.output(ref, follow=True)
+        got: list[bytes] = []
+
+        def drain(s: IO[bytes]) -> None:
+            got.append(s.read())
+
+        # The read blocks until the object ends; a thread bounds it by the settle timeout, so an
+        # adapter whose stream never ends fails instead of hanging the suite.
+        reading = threading.Thread(target=drain, args=(stream,), daemon=True)
+        reading.start()
+        with h.driving():
+            h.driver.emit_output(ref, LATER)
+            h.driver.complete(ref)
+        reading.join(h.timeouts.settle)
+        if reading.is_alive():
+            raise CheckFailed(
+                f"a followed stream of {ref} did not end within "
+                f"{h.timeouts.settle}s of the object ending"
+            )
+        expect(
+            LINE in got[0] and LATER in got[0],
+            f"a followed stream must show earlier and later output; it read {got[0]!r}",
+        )
+
+    h.gate(Capability.OUTPUT_FOLLOW, works, lambda: _refuse(h, follow=True))
