@@ -17,11 +17,9 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import timedelta
 from multiprocessing.managers import BaseManager
 
 import pytest
-
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
@@ -146,7 +144,7 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
             )
         )
         backend.env.complete(running.submissions[1].canonical)
-        out, err = other.communicate(timeout=60)
+        _, err = other.communicate(timeout=60)
         assert other.returncode == 0, err
     finally:
         for p in (owner, other):

@@ -257,7 +257,7 @@ def test_unknown_types_and_newer_versions_are_refused_naming_the_revision():
         codec.decode_event(
             b'{"type":"settled","v":9,"at":"2026-01-01T00:00:00+00:00"}', revision=3, job="j"
         )
-    with pytest.raises(jobdispatch.Invalid, match="revision 0 .*newer version"):
+    with pytest.raises(jobdispatch.Invalid, match=r"revision 0 .*newer version"):
         codec.decode_header(b'{"schema": 99}', job="j")
 
 

@@ -11,9 +11,8 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import attrs
-import pytest
-
 import jobdispatch
+import pytest
 from jobdispatch import Actor, JobSpec, ManualClock, ObjectState, Status
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords

@@ -40,7 +40,7 @@ def test_two_supervisor_threads_over_one_store_never_both_act():
             statuses = {j: cluster.observer.get(j) for j in jobs}
             if all(s.settled for s in statuses.values()):
                 break
-            for job, s in statuses.items():
+            for s in statuses.values():
                 if s.state is State.RUNNING:
                     ref = s.submissions[-1].canonical
                     if len(s.submissions) < 3 and ref.id not in preempted:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from jobdispatch import (
     Action,
     CauseKind,

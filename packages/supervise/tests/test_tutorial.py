@@ -10,7 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
 from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.memory import Shape
 from jobdispatch.steps import StepKind

@@ -19,12 +19,12 @@ from jobdispatch.cluster import (
     Filter,
     Observer,
     Operator,
-    StopReceipt,
     Stopper,
+    StopReceipt,
     adapters,
     compose,
     new_backend,
-    open,  # noqa: A004 - the public name the contract fixes: jobdispatch.open(name, config)
+    open,
     watch,
 )
 from jobdispatch.errors import (
@@ -69,7 +69,7 @@ from jobdispatch.spi import (
 )
 from jobdispatch.status import Escalation, Status, Submission, project
 from jobdispatch.steps import Step, StepKind
-from jobdispatch.steps import next_steps as next  # noqa: A004 - the contract's name
+from jobdispatch.steps import next_steps as next
 from jobdispatch.types import (
     RECOVERABLE,
     Action,

@@ -486,8 +486,7 @@ def watch(
     seen = 0
     while stop is None or not stop.is_set():
         status = observer.get(job)
-        for transition in status.history[seen:]:
-            yield transition
+        yield from status.history[seen:]
         seen = len(status.history)
         if status.settled:
             return

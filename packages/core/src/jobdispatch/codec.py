@@ -71,8 +71,8 @@ def _make() -> cattrs.Converter:
         body = {k: v for k, v in value.items() if k != "type"}
         return plain_ext_s[cls](body, cls)
 
-    plain_ext = {cls: make_dict_unstructure_fn(cls, c) for cls in tags}
-    plain_ext_s = {
+    plain_ext: dict[type, Any] = {cls: make_dict_unstructure_fn(cls, c) for cls in tags}
+    plain_ext_s: dict[type, Any] = {
         cls: make_dict_structure_fn(cls, c, _cattrs_forbid_extra_keys=True) for cls in tags
     }
     for cls in tags:
@@ -95,7 +95,10 @@ def _make() -> cattrs.Converter:
         tag = value.get("type")
         version = value.get("v")
         if not isinstance(version, int) or version > ev.SCHEMA_VERSION or version < 1:
-            msg = f"event schema version {version!r} is not one this version reads (1 to {ev.SCHEMA_VERSION})"
+            msg = (
+                f"event schema version {version!r} is not one this version reads "
+                f"(1 to {ev.SCHEMA_VERSION})"
+            )
             raise ValueError(msg)
         cls = ev.EVENT_TYPES.get(tag) if isinstance(tag, str) else None
         if cls is None:
@@ -136,7 +139,10 @@ def decode_header(data: bytes, *, job: str = "") -> ev.Header:
             and isinstance(raw.get("schema"), int)
             and raw["schema"] > ev.SCHEMA_VERSION
         ):
-            msg = f"written by a newer version (schema {raw['schema']}, this reads {ev.SCHEMA_VERSION})"
+            msg = (
+                f"written by a newer version (schema {raw['schema']}, "
+                f"this reads {ev.SCHEMA_VERSION})"
+            )
             raise ValueError(msg)
         return converter.structure(raw, ev.Header)
     except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:

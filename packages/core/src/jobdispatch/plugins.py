@@ -86,7 +86,7 @@ class Registry:
         schema: Mapping[str, Any] | None = None,
         summary: str = "",
     ) -> None:
-        """Register ``name``. A name taken already is :class:`AlreadyRegistered`; the first stays."""
+        """Register ``name``; a name taken already is AlreadyRegistered and the first stays."""
         if not name or not isinstance(name, str):
             msg = f"{self.kind} name must be a non-empty string, got {name!r}"
             raise ValueError(msg)

@@ -440,9 +440,9 @@ def _launch(
     if obj.state is ObjectState.GATED or obj.state is None:
         # Decided but still gated: the open call was lost or is slow. It is idempotent, so it
         # is decided and made again once OPEN_RETRY has passed.
-        last = job.open_at.get(obj.ref.id)
-        if last is not None and now < last + OPEN_RETRY:
-            return [], last + OPEN_RETRY
+        opened_at = job.open_at.get(obj.ref.id)
+        if opened_at is not None and now < opened_at + OPEN_RETRY:
+            return [], opened_at + OPEN_RETRY
         return [Step(kind=StepKind.OPEN, submission=sub.n, ref=obj.ref)], None
     return [], None
 

@@ -130,7 +130,7 @@ class Story:
         )
 
     def view(self) -> ev.View:
-        return ev.View(self.header, tuple(self.events))  # type: ignore[arg-type]
+        return ev.View(self.header, tuple(self.events))
 
     def fold(self, now: datetime | None = None) -> Job:
         return fold(self.view(), now or self.now)

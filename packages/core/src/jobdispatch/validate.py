@@ -100,15 +100,15 @@ def problems(spec: JobSpec) -> list[Problem]:
         out.append(Problem("working_dir", "must be a non-empty path without NUL bytes"))
     if spec.output is not None and (not spec.output or "\x00" in spec.output):
         out.append(Problem("output", "must be a non-empty path without NUL bytes"))
-    for name, value in spec.env.items():
+    for name, env_value in spec.env.items():
         where = f"env.{name}"
         if not isinstance(name, str) or not _ENV_NAME.match(name):
             out.append(Problem(where, "is not a valid environment variable name"))
         elif name in RESERVED_ENV:
             out.append(Problem(where, "is set by dispatch for every process; choose another name"))
-        if not isinstance(value, str):
-            out.append(Problem(where, f"value must be a string, got {type(value).__name__}"))
-        elif "\x00" in value:
+        if not isinstance(env_value, str):
+            out.append(Problem(where, f"value must be a string, got {type(env_value).__name__}"))
+        elif "\x00" in env_value:
             out.append(Problem(where, "value must not contain a NUL byte"))
     if spec.time_limit is not None and spec.time_limit <= timedelta(0):
         out.append(Problem("time_limit", f"must be positive, got {spec.time_limit}"))

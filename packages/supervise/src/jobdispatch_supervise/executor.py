@@ -14,12 +14,12 @@ The rules it follows (docs/specs/0004-supervisor.md):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime
 
 import attrs
-
 from jobdispatch.clock import Clock
 from jobdispatch.errors import (
     Conflict,
@@ -46,6 +46,7 @@ from jobdispatch.spi import (
 )
 from jobdispatch.steps import Step, StepKind, next_steps
 from jobdispatch.types import Actor, CallMeta, Enforcer, HoldMeta, Tristate
+
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
 
 __all__ = ["Executor", "Pass"]
@@ -262,10 +263,8 @@ class Executor:
 
     def _call_stop(self, step: Step, reason: str) -> None:
         assert step.ref is not None
-        try:
+        with contextlib.suppress(NotFound):  # already gone is success
             self.backend.stop(step.ref, reason)
-        except NotFound:
-            pass  # already gone is success
 
     def _start(
         self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
@@ -307,7 +306,7 @@ class Executor:
                 reply=ev.Reply.REFUSED,
                 detail=str(exc),
             )
-        except Exception as exc:  # noqa: BLE001 - whatever broke, the object may exist
+        except Exception as exc:
             reply = ev.AttemptReplied(
                 at=self.clock(),
                 by=me,
@@ -345,7 +344,7 @@ class Executor:
             fn(*args)  # type: ignore[operator]
         except DispatchError as exc:
             ok, detail = False, str(exc)
-        except Exception as exc:  # noqa: BLE001 - recorded, then the next pass decides
+        except Exception as exc:
             ok, detail = False, f"{type(exc).__name__}: {exc}"
         self._evidence(
             job,
@@ -504,7 +503,7 @@ class Executor:
                 )
                 try:
                     sink.deliver(message)
-                except Exception as exc:  # noqa: BLE001 - tried again on the next pass
+                except Exception as exc:
                     log.warning("escalation %s to sink %s failed: %s", rec.id, sink.name, exc)
                     continue
                 revision = self._evidence(

@@ -19,6 +19,7 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Conflict, NotFound
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, find_all
+
 from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.sinks import LogSink, Sink
 
@@ -100,7 +101,7 @@ class Supervisor:
         if lease is not None:
             try:
                 self.store.release(lease)
-            except Exception as exc:  # noqa: BLE001 - it lapses by itself
+            except Exception as exc:
                 log.debug("release of %s failed: %s", job, exc)
 
     # ---------------------------------------------------------------- loops
