@@ -141,7 +141,7 @@ def test_l12_refused_start_is_a_launch_failure_that_rules_see():
     assert step.cause.kind is CauseKind.LAUNCH_FAILED and "bad partition" in step.cause.detail
 
 
-def test_l13_abandoned_attempts_end_the_submission_as_launch_failed():
+def test_l12_abandoned_abandoned_attempts_end_the_submission_as_launch_failed():
     story = Story(options=ev.Options(supervised=True, unmatched=UnmatchedPolicy.MANUAL))
     story.authorize()
     for k in (1, 2, 3):
@@ -299,7 +299,7 @@ def test_e10_a_native_rerun_is_observed_not_acted_on():
     assert first(story.next(rerun)).kind is StepKind.WAIT
 
 
-def test_e11_requeue_call_that_failed_fails_the_job():
+def test_e11_e12_requeue_call_that_failed_fails_the_job():
     story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1))
     obs = story.launched().ended(1, "o1", PREEMPTED)
     story.add(
@@ -342,7 +342,7 @@ def test_h2_a_backend_hold_with_no_standing_hold_is_released_by_its_instance():
     assert (step.kind, step.instance, step.ref) == (StepKind.RELEASE_HOLD, 1, ObjectRef("o1"))
 
 
-def test_h4_an_operator_hold_past_its_until_is_lifted():
+def test_h3_an_operator_hold_past_its_until_is_lifted():
     story = Story().launched().add(ev.HoldRequested, until=Story().now + timedelta(minutes=5))
     assert first(story.next(running())).kind is StepKind.WAIT
     story.later(300)
@@ -350,7 +350,7 @@ def test_h4_an_operator_hold_past_its_until_is_lifted():
     assert (step.kind, step.ref, step.instance) == (StepKind.RELEASE_HOLD, None, 1)
 
 
-def test_h5_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
+def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
     story = Story.with_rules(
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     )
@@ -366,7 +366,7 @@ def test_h5_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
     assert (step.kind, step.escalation) == (StepKind.ESCALATE, "hold-expired:1")
 
 
-def test_h6_a_released_recovery_hold_resubmits():
+def test_h5_a_released_recovery_hold_resubmits():
     story = Story.with_rules(
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     )
@@ -379,7 +379,7 @@ def test_h6_a_released_recovery_hold_resubmits():
     assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "release:1")
 
 
-def test_h7_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
+def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
     story = Story.with_rules(
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=24)),
         checkpoint=CheckpointMode.SHARED,
