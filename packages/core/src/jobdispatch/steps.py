@@ -621,7 +621,10 @@ def _drive(job: Job, now: datetime) -> list[Step]:
     wakes: list[datetime | None] = []
     ended = _end_of(job, latest) or _launch_failure(job, latest)
     if ended is not None:
-        return [_apply_rules(job, latest, ended[0], ended[1], now)]
+        step = _apply_rules(job, latest, ended[0], ended[1], now)
+        # One hold at a time: a rule's hold for a person waits until a standing hold is lifted.
+        if step.kind is not StepKind.PLACE_HOLD or hold is None:
+            return [step]
     steps, wake = _requeue_trouble(job, now)
     if steps:
         return steps
