@@ -33,3 +33,22 @@ def test_seed_10_rule_hold_waits_while_an_operator_hold_stands() -> None:
         ev.HoldPlaced, instance=2, hold=steps[0].hold, submission=1, cause=OOM
     )
     assert story.fold().active_hold is not None
+
+
+def test_seed_20_a_refused_attempt_after_an_unresolved_one_does_not_stall_the_launch() -> None:
+    """Seed 20, invariant 7: attempt 1.1 was committed and its process crashed before Start
+    (no object, no reply); attempt 1.2 was refused. ``next`` read the refusal as a launch
+    failure, which the unresolved 1.1 kept from being one: the job waited forever, neither
+    launched nor escalated. Retries left now start another attempt; none left escalate."""
+    story = Story().authorize().attempt(1, 1).attempt(1, 2)
+    story.reply(1, 2, reply=ev.Reply.REFUSED, detail="no capacity")
+    steps = story.next()
+    assert (steps[0].kind, steps[0].attempt) == (StepKind.START, 3)
+
+    story = Story(options=ev.Options(supervised=True, submit_retries=1))
+    story.authorize().attempt(1, 1).attempt(1, 2)
+    story.reply(1, 2, reply=ev.Reply.REFUSED, detail="no capacity")
+    assert story.next()[0].kind is StepKind.WAIT
+    story.later(timedelta(minutes=11).total_seconds())
+    steps = story.next()
+    assert (steps[0].kind, steps[0].escalation) == (StepKind.ESCALATE, "unresolved:1")

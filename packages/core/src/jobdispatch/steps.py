@@ -402,11 +402,11 @@ def _launch(
         if not sub.attempts:
             return [Step(kind=StepKind.START, submission=sub.n, attempt=1)], None
         last = sub.attempts[-1]
-        if last.reply is Reply.REFUSED or last.abandoned:
-            return [], None  # a launch failure; _launch_failure handles it
         unresolved = [
             a for a in sub.attempts if not a.abandoned and a.reply in (None, Reply.UNKNOWN)
         ]
+        if (last.reply is Reply.REFUSED or last.abandoned) and not unresolved:
+            return [], None  # a launch failure; _launch_failure handles it
         if len(sub.attempts) < 1 + opts.submit_retries:
             return [
                 Step(kind=StepKind.START, submission=sub.n, attempt=len(sub.attempts) + 1)
