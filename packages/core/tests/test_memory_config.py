@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import jobdispatch
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 from jobdispatch import (
     Capability,

@@ -199,3 +199,13 @@ def test_watch_yields_the_present_then_every_change() -> None:
     backend.env.run(ref)
     backend.stop(start_other, "not watched")
     assert [o.state for o in watch] == [ObjectState.PENDING, ObjectState.RUNNING]
+
+
+def test_a_held_object_that_was_never_opened_says_so(clock: ManualClock) -> None:
+    backend = MemoryBackend(clock=clock)
+    ref = start(backend)
+    backend.hold(ref, hold_meta(clock, 1))
+    assert backend.inspect(ref).state is ObjectState.HELD
+    assert "gate" in backend.inspect(ref).detail
+    backend.open(ref)
+    assert backend.inspect(ref).detail == ""

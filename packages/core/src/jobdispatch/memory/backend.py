@@ -344,6 +344,7 @@ class MemoryBackend:
 
         def body() -> tuple[list[ObjectObs], int]:
             c = self._cluster
+            c.watched = True
             now = [self._observe(o) for o in c.objects.values() if o.job == job]
             return now, len(c.changes)
 

@@ -88,8 +88,10 @@ class Cluster:
         self.calls: Counter[str] = Counter()
         self.faults = _Faults()
         self.objects: dict[ObjectRef, MemObject] = {}
-        #: Every change of an object, in order, for watchers: (sequence, job, snapshot).
+        #: Every change of an object, in order, for watchers: (sequence, job, snapshot). Kept
+        #: only once someone watches, since a watch starts from the present anyway.
         self.changes: list[tuple[int, JobID | None, ObjectObs]] = []
+        self.watched = False
         self._next_id = FIRST_SLURM_ID
         self._support = {
             cap: Support(answer, Source.DECLARED, f"memory backend, {shape} shape")
@@ -134,7 +136,8 @@ class Cluster:
     def touch(self, obj: MemObject) -> None:
         """Mark a change: watchers see a snapshot, blocked output readers wake up."""
         obj.version += 1
-        self.changes.append((len(self.changes), obj.job, self.observe(obj)))
+        if self.watched:
+            self.changes.append((len(self.changes), obj.job, self.observe(obj)))
         self.changed.notify_all()
 
     # ------------------------------------------------------------------ start and gate

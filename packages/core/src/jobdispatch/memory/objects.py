@@ -105,5 +105,10 @@ class MemObject:
             hold_instance=self.hold,
             requeue_bit=requeue_bit,
             lost_nodes=self.lost_nodes,
-            detail=self.detail,
+            detail=self.detail or self._gate_note(),
         )
+
+    def _gate_note(self) -> str:
+        # HELD says nothing of the gate, so say it: a held object that was never opened must not
+        # be taken for one past its gate.
+        return "held before its gate was lifted" if self.hold is not None and self.gated else ""
