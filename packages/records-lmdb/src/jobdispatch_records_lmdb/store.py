@@ -258,7 +258,9 @@ def _open_env(path: Path, map_size: int) -> _Env:
             with env.begin(write=True) as txn:
                 if not _inspect(txn, env, path):
                     _initialize(txn, env)
-        with env.begin() as txn:
+        # Handles opened in a read transaction do not outlive it (py-lmdb aborts read
+        # transactions), so they are opened in a write transaction that changes nothing.
+        with env.begin(write=True) as txn:
             dbs = {name: env.open_db(name.encode(), txn=txn, create=False) for name in _DATABASES}
     except BaseException:
         env.close()
