@@ -40,6 +40,7 @@ Class attributes a subclass may lower for a slow store: :attr:`RecordStoreSuite.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import queue as queue_module
 import threading
@@ -195,13 +196,24 @@ def _process_main(
             barrier.abort()  # type: ignore[attr-defined]
 
 
+def _preload_for(opener: Callable[[], Records]) -> list[str]:
+    target = getattr(opener, "func", opener)
+    module = getattr(target, "__module__", None)
+    return [module] if isinstance(module, str) and module != "__main__" else []
+
+
 def process_launcher(opener: Callable[[], Records]) -> Callable[..., list[Any]]:
-    """A launcher whose workers are processes (started with ``spawn``, so nothing open in the
-    test process is inherited), each opening its own store with ``opener`` (which must pickle:
-    a module-level function or a ``functools.partial`` of a class and a path)."""
+    """A launcher whose workers are processes, each opening its own store with ``opener``
+    (which must pickle: a module-level function or a ``functools.partial`` of a class and a
+    path). Workers are forked from multiprocessing's fork server, a fresh interpreter that
+    never opened a store, so nothing the test process holds open (LMDB forbids using an
+    environment across ``fork``) reaches them."""
 
     def launch(worker: Callable[..., T], n: int, *args: Any) -> list[T]:
-        ctx = multiprocessing.get_context("spawn")
+        ctx = multiprocessing.get_context("forkserver")
+        # Workers fork from a server process that imported these once: a launch then costs
+        # a fork, not an interpreter start. (Only the first call's list takes effect.)
+        ctx.set_forkserver_preload([__name__, *_preload_for(opener)])
         barrier = ctx.Barrier(n)
         out = ctx.Queue()
         procs = [
@@ -381,8 +393,8 @@ class _Model:
         if name == "create":
             _, job, key, kinds = op
             events = [_event(k, now) for k in kinds]
-            call_c = lambda: self.store.create(  # noqa: E731
-                make_header(job, at=now), events, idempotency_key=key
+            call_c = functools.partial(
+                self.store.create, make_header(job, at=now), events, idempotency_key=key
             )
             if key and key in self.keys:
                 assert call_c() == Created(job=self.keys[key], created=False)
@@ -405,8 +417,8 @@ class _Model:
             events = [_event(k, now) for k in kinds]
             revision = len(model.kinds) if model else 0
             expect = max(revision + delta, 0)
-            call = lambda: self.store.append(  # noqa: E731
-                job, events, expect_revision=expect, owner=lease
+            call = functools.partial(
+                self.store.append, job, events, expect_revision=expect, owner=lease
             )
             if decides and lease is None:
                 self.expect(Conflict, call)
@@ -423,7 +435,7 @@ class _Model:
         elif name == "acquire":
             _, job, holder, ttl = op
             model = self.jobs.get(job)
-            call_a = lambda: self.store.acquire(job, holder, timedelta(seconds=ttl))  # noqa: E731
+            call_a = functools.partial(self.store.acquire, job, holder, timedelta(seconds=ttl))
             if model is None:
                 self.expect(NotFound, call_a)
             elif self.live(model) and model.lease is not None and model.lease.holder != holder:
@@ -443,7 +455,7 @@ class _Model:
             if lease is None:
                 return
             model = self.jobs[job]
-            call_r = lambda: self.store.renew(lease, timedelta(seconds=ttl))  # noqa: E731
+            call_r = functools.partial(self.store.renew, lease, timedelta(seconds=ttl))
             if self.current(model, lease):
                 model.lease = Lease(job, holder, lease.token, now + timedelta(seconds=ttl))
                 assert call_r() == model.lease
@@ -583,7 +595,7 @@ class RecordStoreSuite:
         assert list(store.list()) == ["job-1", "job-2"]
 
     def test_create_with_events(self, store: Records) -> None:
-        events = [evidence(1), control(), decision(1), evidence(2, detail="x")]
+        events: list[AnyEvent] = [evidence(1), control(), decision(1), evidence(2, detail="x")]
         store.create(make_header("job-1"), events)
         view = store.read("job-1")
         assert view.revision == 4
@@ -908,9 +920,9 @@ class RecordStoreSuite:
         launch = make_concurrent_appenders(store)
         n, rounds = self.appenders, max(3, self.race_rounds // 3)
         results = launch(race_acquire, n, "owned", rounds)
-        tokens = []
+        tokens: list[int] = []
         for r in range(rounds):
-            won = [results[i][r] for i in range(n) if results[i][r] is not None]
+            won = [t for i in range(n) if (t := results[i][r]) is not None]
             assert len(won) == 1, f"round {r}: tokens {won}"
             tokens.extend(won)
         assert tokens == sorted(set(tokens))
