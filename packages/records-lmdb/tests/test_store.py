@@ -1,0 +1,320 @@
+"""What is particular to the LMDB store: paths it refuses, versions, growth, sharing, plugins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import jsonschema
+import lmdb
+import pytest
+from jobdispatch import plugins
+from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable
+from jobdispatch.records.store import Records
+from jobdispatch_conformance.records import decision, evidence, make_header
+from jobdispatch_records_lmdb import FORMAT, FORMAT_VERSION, LmdbRecords
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` and its bytes (None for a directory).
+
+    ``lock.mdb`` is there or not, but its bytes are not compared: it is LMDB's table of live
+    readers, which every process that opens an environment rewrites, read-only ones too.
+    """
+    found: dict[str, bytes | None] = {".": None} if root.is_dir() else {".": root.read_bytes()}
+    if root.is_dir():
+        for p in sorted(root.rglob("*")):
+            lock = p.name == "lock.mdb"
+            found[str(p.relative_to(root))] = None if p.is_dir() or lock else p.read_bytes()
+    return found
+
+
+def refused(path: Path, *words: str) -> None:
+    """Opening ``path`` is Invalid naming it (and ``words``), and nothing under it changed."""
+    before = snapshot(path)
+    with pytest.raises(Invalid) as info:
+        LmdbRecords(path)
+    text = str(info.value)
+    assert str(path) in text
+    for word in words:
+        assert word in text
+    assert snapshot(path) == before
+
+
+# ----------------------------------------------------------------------------- what it opens
+
+
+def test_creates_a_missing_directory(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "records"
+    with LmdbRecords(path) as store:
+        store.create(make_header("j"))
+    assert sorted(p.name for p in path.iterdir()) == ["data.mdb", "lock.mdb"]
+    with LmdbRecords(path) as store:
+        assert list(store.list()) == ["j"]
+
+
+def test_an_empty_directory_becomes_a_store(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as store:
+        assert list(store.list()) == []
+
+
+def test_refuses_a_regular_file(tmp_path: Path) -> None:
+    path = tmp_path / "records"
+    path.write_bytes(b"my precious notes\n" * 100)
+    refused(path, "file")
+
+
+def test_refuses_a_directory_with_other_files(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("keep me")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x").write_bytes(b"\0\1")
+    refused(tmp_path, "notes.txt")
+
+
+def test_refuses_a_file_named_like_lmdb_data(tmp_path: Path) -> None:
+    (tmp_path / "data.mdb").write_bytes(b"not an LMDB file at all" * 500)
+    refused(tmp_path, "data.mdb")
+    assert not (tmp_path / "lock.mdb").exists()
+
+
+def test_refuses_a_foreign_lmdb_environment(tmp_path: Path) -> None:
+    env = lmdb.open(str(tmp_path), max_dbs=4)
+    with env.begin(write=True) as txn:
+        txn.put(b"somebody", b"else's data")
+    env.close()
+    refused(tmp_path, "marker")
+    # Named databases, but not ours.
+    other = tmp_path / "other"
+    env = lmdb.open(str(other), max_dbs=4)
+    db = env.open_db(b"meta")
+    with env.begin(write=True, db=db) as txn:
+        txn.put(b"format", b"someone-elses-format")
+    env.close()
+    refused(other, "marker")
+
+
+def test_refuses_a_foreign_environment_without_leaving_a_lock_file(tmp_path: Path) -> None:
+    env = lmdb.open(str(tmp_path), max_dbs=4)
+    with env.begin(write=True) as txn:
+        txn.put(b"k", b"v")
+    env.close()
+    (tmp_path / "lock.mdb").unlink()
+    refused(tmp_path, "marker")
+    assert not (tmp_path / "lock.mdb").exists()
+
+
+def test_refuses_a_store_of_a_newer_layout(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as store:
+        store.create(make_header("j"), [evidence(1)])
+    env = lmdb.open(str(tmp_path), max_dbs=10)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True, db=meta) as txn:
+        assert txn.get(b"format") == FORMAT
+        txn.put(b"version", str(FORMAT_VERSION + 1).encode())
+    env.close()
+    refused(tmp_path, "newer", f"layout {FORMAT_VERSION + 1}")
+
+
+def _rewrite_event(path: Path, revision: int, change: dict[str, object]) -> None:
+    """Edit one stored event's JSON in place (the store must be closed)."""
+    env = lmdb.open(str(path), max_dbs=10)
+    events = env.open_db(b"events")
+    with env.begin(write=True, db=events) as txn:
+        keys = [bytes(k) for k in txn.cursor().iternext(values=False)]
+        key = keys[revision - 1]
+        body = json.loads(txn.get(key))
+        body.update(change)
+        txn.put(key, json.dumps(body).encode())
+    env.close()
+
+
+def test_an_event_of_a_newer_schema_is_refused_naming_its_revision(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as store:
+        store.create(make_header("j"), [evidence(1), evidence(2), evidence(3)])
+    _rewrite_event(tmp_path, 2, {"v": 99})
+    with LmdbRecords(tmp_path) as store:
+        with pytest.raises(Invalid) as info:
+            store.read("j")
+        assert "revision 2" in str(info.value)
+        assert "record j" in str(info.value)
+        # Refusing to read changes nothing: the record is still there, still refused.
+        assert list(store.list()) == ["j"]
+        with pytest.raises(Invalid):
+            store.read("j")
+
+
+def test_an_unknown_event_type_is_refused_naming_its_revision(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as store:
+        store.create(make_header("j"), [evidence(1), evidence(2)])
+    _rewrite_event(tmp_path, 1, {"type": "from-the-future"})
+    with LmdbRecords(tmp_path) as store, pytest.raises(Invalid, match="revision 1"):
+        store.read("j")
+
+
+def test_a_header_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as store:
+        store.create(make_header("j"))
+    env = lmdb.open(str(tmp_path), max_dbs=10)
+    headers = env.open_db(b"headers")
+    with env.begin(write=True, db=headers) as txn:
+        key, value = next(iter(txn.cursor()))
+        body = json.loads(value)
+        body["schema"] = 7
+        txn.put(key, json.dumps(body).encode())
+    env.close()
+    with LmdbRecords(tmp_path) as store, pytest.raises(Invalid, match="revision 0"):
+        store.read("j")
+
+
+def test_refuses_job_ids_and_keys_it_cannot_store(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as store:
+        with pytest.raises(Invalid, match="job id"):
+            store.create(make_header("j" * 600))
+        with pytest.raises(Invalid, match="idempotency key"):
+            store.create(make_header("j"), idempotency_key="k" * 600)
+        with pytest.raises(NotFound):
+            store.read("j")
+
+
+# ------------------------------------------------------------------------------ durability
+
+
+def test_opened_for_synchronous_commits(tmp_path: Path) -> None:
+    """The durability promise rests on these flags; a change to them must fail a test."""
+    with LmdbRecords(tmp_path) as store:
+        assert store._shared is not None
+        flags = store._shared.env.flags()
+    assert flags["sync"] is True
+    assert flags["metasync"] is True
+    assert flags["writemap"] is False
+    assert flags["map_async"] is False
+    assert flags["lock"] is True
+
+
+# -------------------------------------------------------------------------------- the map
+
+
+def test_the_map_grows_instead_of_failing_a_commit(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path, map_size=1 << 16) as store:
+        store.create(make_header("j"))
+        revision = 0
+        for i in range(40):
+            batch = [evidence(i * 100 + k, detail="y" * 2000) for k in range(25)]
+            revision = store.append("j", batch, expect_revision=revision)
+        assert store._shared is not None
+        assert store._shared.env.info()["map_size"] > 1 << 16
+        assert store.read("j").revision == 1000
+
+
+GROWER = """
+import sys
+from jobdispatch_conformance.records import evidence
+from jobdispatch_records_lmdb import LmdbRecords
+store = LmdbRecords(sys.argv[1])
+revision = int(sys.argv[2])
+for i in range(30):
+    batch = [evidence(i, detail="z" * 4000) for _ in range(20)]
+    revision = store.append("j", batch, expect_revision=revision)
+print(revision)
+"""
+
+
+def test_another_process_growing_the_map_is_adopted(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path, map_size=1 << 16) as store:
+        store.create(make_header("j"), [evidence(0)])
+        assert store.read("j").revision == 1
+        out = subprocess.run(
+            [sys.executable, "-c", GROWER, str(tmp_path), "1"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        assert int(out.stdout) == 601
+        # This process's map is still the small one: LMDB says MDB_MAP_RESIZED, the store
+        # adopts the new size and goes on, for reads and for writes.
+        assert store.read("j").revision == 601
+        assert store.append("j", [evidence(1)], expect_revision=601) == 602
+
+
+# -------------------------------------------------------------------- sharing and closing
+
+
+def test_stores_on_one_path_in_one_process_share_the_environment(tmp_path: Path) -> None:
+    first = LmdbRecords(tmp_path)
+    second = LmdbRecords(tmp_path / ".")
+    assert first._shared is second._shared
+    first.create(make_header("j"))
+    lease = second.acquire("j", "a", timedelta(seconds=60))
+    first.close()
+    # The environment stays open for the store still using it.
+    assert second.append("j", [decision(1)], expect_revision=0, owner=lease) == 1
+    second.close()
+    second.close()  # closing twice is harmless
+    with pytest.raises(Unavailable, match="closed"):
+        second.read("j")
+
+
+def test_readers_do_not_block_the_writer(tmp_path: Path) -> None:
+    """Another process holds a read transaction open throughout; commits go on, and its
+    snapshot keeps what it saw."""
+    with LmdbRecords(tmp_path) as store:
+        store.create(make_header("j"))
+        reader = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import lmdb, sys\n"
+                "env = lmdb.open(sys.argv[1], max_dbs=10, readonly=True)\n"
+                "jobs = env.open_db(b'jobs', create=False)\n"
+                "txn = env.begin(db=jobs)\n"
+                "before = txn.get(b'j')\n"
+                "print('reading', flush=True)\n"
+                "sys.stdin.readline()\n"
+                "print(txn.get(b'j') == before, flush=True)\n",
+                str(tmp_path),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert reader.stdout is not None and reader.stdin is not None
+        assert reader.stdout.readline().strip() == "reading"
+        revision = 0
+        for i in range(50):
+            revision = store.append("j", [evidence(i)], expect_revision=revision)
+        assert revision == 50
+        out, _ = reader.communicate("go\n", timeout=60)
+        assert out.strip() == "True"
+
+
+def test_a_conditional_write_is_one_transaction(tmp_path: Path) -> None:
+    """Two stores on one directory (as two processes would be): the second, behind, loses."""
+    with LmdbRecords(tmp_path) as a, LmdbRecords(tmp_path) as b:
+        a.create(make_header("j"))
+        assert a.append("j", [evidence(1)], expect_revision=0) == 1
+        with pytest.raises(Conflict):
+            b.append("j", [evidence(2)], expect_revision=0)
+
+
+# ------------------------------------------------------------------------------- plugins
+
+
+def test_found_through_the_plugin_manager(tmp_path: Path) -> None:
+    entry = plugins.load().registry("record-store").get("lmdb")
+    assert entry.schema is not None
+    config = {"path": str(tmp_path / "records")}
+    jsonschema.validate(config, entry.schema)
+    for bad in ({}, {"path": 3}, {"path": "x", "map_size": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, entry.schema)
+    store = entry.factory(config)
+    try:
+        assert isinstance(store, LmdbRecords)
+        assert isinstance(store, Records)
+        store.create(make_header("j"))
+        assert list(store.list()) == ["j"]
+    finally:
+        store.close()
