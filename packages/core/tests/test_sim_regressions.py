@@ -52,3 +52,16 @@ def test_seed_20_a_refused_attempt_after_an_unresolved_one_does_not_stall_the_la
     story.later(timedelta(minutes=11).total_seconds())
     steps = story.next()
     assert (steps[0].kind, steps[0].escalation) == (StepKind.ESCALATE, "unresolved:1")
+
+
+def test_seed_114_a_requeue_rule_on_a_failed_launch_fails_the_job() -> None:
+    """Seed 114, a crash of the supervisor: a requeue rule covering launch-failed matched a
+    launch that failed (its one attempt abandoned), and ``next`` asked to requeue an object that
+    does not exist (``ref=None``); the executor's assertion stopped every pass. With nothing to
+    run again in place, the job fails with the cause, and a person is told."""
+    story = Story.with_rules(Rule(on=[CauseKind.LAUNCH_FAILED], action=Action.REQUEUE, budget=2))
+    story.authorize().attempt(1, 1).add(ev.AbandonRequested, submission=1, attempt=1)
+    step = story.next()[0]
+    assert step.kind is StepKind.OUTCOME
+    assert step.cause is not None and step.cause.kind is CauseKind.LAUNCH_FAILED
+    assert step.escalation == "rule:0:launch:1"

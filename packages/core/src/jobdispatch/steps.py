@@ -246,6 +246,17 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             rule=match.index,
             cause=cause,
         )
+    if rule.action in (Action.REQUEUE, Action.RESTART) and sub.canonical is None:
+        # A launch that failed left no object to run again in place.
+        return Step(
+            kind=StepKind.OUTCOME,
+            state=State.FAILED,
+            cause=cause,
+            trigger=key,
+            escalation=f"rule:{match.index}:{key}",
+            detail=f"rule {match.index} would {rule.action} on {cause.kind}, but submission "
+            f"{sub.n} has no object to {rule.action}",
+        )
     if rule.action in (Action.REQUEUE, Action.RESTART):
         return Step(
             kind=StepKind.REQUEUE,
