@@ -8,9 +8,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobdispatch import Action, Cause, CauseKind, Provenance, Rule, StepKind
+import pytest
+from jobdispatch import (
+    Action,
+    Cause,
+    CauseKind,
+    Invalid,
+    Provenance,
+    Rule,
+    State,
+    StepKind,
+    compose,
+)
+from jobdispatch.clock import ManualClock
+from jobdispatch.memory import MemoryBackend
 from jobdispatch.records import events as ev
-from jobdispatch.testing import Story
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import PERSON, SUCCESS, T0, Story
 
 OOM = Cause(CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER)
 
@@ -65,3 +79,19 @@ def test_seed_114_a_requeue_rule_on_a_failed_launch_fails_the_job() -> None:
     assert step.kind is StepKind.OUTCOME
     assert step.cause is not None and step.cause.kind is CauseKind.LAUNCH_FAILED
     assert step.escalation == "rule:0:launch:1"
+
+
+def test_seed_123_abandon_refuses_a_settled_job() -> None:
+    """Seed 123, invariant 6: under the residual policy a job settled with an attempt still
+    unresolved; a person then abandoned it, and the operator committed the intent to a settled
+    record, which ``fold`` refuses from then on. The operator refuses instead."""
+    story = Story().authorize().attempt(1, 1).attempt(1, 2).reply(1, 2, "o2")
+    story.canonical(1, "o2", 2).open(1, "o2").ended(1, "o2", SUCCESS)
+    story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS).add(ev.Settled)
+    clock = ManualClock(T0)
+    store = MemoryRecords(clock)
+    store.create(story.header, story.events)
+    operator = compose(MemoryBackend(clock=clock), store=store, clock=clock).operator
+    with pytest.raises(Invalid, match="settled"):
+        operator.abandon("job1", 1, 1, by=PERSON)
+    assert len(store.read("job1").events) == len(story.events)

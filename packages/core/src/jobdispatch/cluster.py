@@ -317,6 +317,9 @@ class Operator:
             sub = j.submission(submission)
             if sub is None or sub.attempt(attempt) is None:
                 raise NotFound(f"job {job} has no attempt {submission}.{attempt}")
+            if j.settled:
+                # A settled record takes evidence only; it needs nothing more from anyone.
+                raise Invalid(f"cannot abandon an attempt of job {job}: it has settled")
             return ev.AbandonRequested(
                 at=self._clock(), by=by, submission=submission, attempt=attempt, reason=reason
             )
