@@ -12,8 +12,9 @@ The records kept here are mutable while folding and must be treated as read-only
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 
@@ -241,10 +242,9 @@ class Job:
 
     @property
     def active_hold(self) -> HoldRec | None:
-        for hold in reversed(self.holds):
-            if hold.active:
-                return hold
-        return None
+        """The hold in force, if one stands (at most one does)."""
+        hold = self.holds[-1] if self.holds else None
+        return hold if hold is not None and hold.active else None
 
     def calls_on(self, ref: ObjectRef, op: ev.CallOp) -> list[CallRec]:
         return [c for c in self.calls if c.ref == ref and c.op is op]
@@ -302,34 +302,41 @@ def _matching_rule(job: Job, kind: CauseKind) -> RuleAssignment | None:
 class _Folder:
     """Applies events one by one; each ``_on_*`` method checks what the protocol allows."""
 
+    #: The events a settled record may still take: evidence, and clean-up of residual objects.
+    AFTER_SETTLED = (
+        ev.EscalationDelivered,
+        ev.Observed,
+        ev.Absent,
+        ev.CallAnswered,
+        ev.StopDecided,
+        ev.VerifiedStopped,
+        ev.CessationAnswered,
+    )
+
     def __init__(self, view: ev.View, now: datetime) -> None:
         self.view = view
         self.now = now
         self.job = Job(header=view.header, revision=view.revision)
+        self.calls: dict[int, CallRec] = {}
 
     def fold(self) -> Job:
         job = self.job
-        last = job.header.created_at
+        handlers = _HANDLERS
+        decision = ev.EventClass.DECISION
         for i, event in enumerate(self.view.events, start=1):
-            if event.decision and event.token is None:
-                raise _bad(i, job, f"decision {event.kind} carries no owner token")
-            if not event.decision and event.token is not None:
-                raise _bad(i, job, f"{event.kind} is not a decision but carries a token")
-            if job.settled and not isinstance(
-                event,
-                ev.EscalationDelivered
-                | ev.Observed
-                | ev.Absent
-                | ev.CallAnswered
-                | ev.StopDecided
-                | ev.VerifiedStopped
-                | ev.CessationAnswered,
-            ):
+            cls = type(event)
+            if (cls.cls is decision) is (event.token is None):
+                what = (
+                    "carries no owner token"
+                    if event.token is None
+                    else ("is not a decision but carries a token")
+                )
+                raise _bad(i, job, f"{event.kind} {what}")
+            if job.settled and not isinstance(event, self.AFTER_SETTLED):
                 raise _bad(i, job, f"{event.kind} after the job settled")
-            handler = getattr(self, "_on_" + event.kind.replace("-", "_"))
-            handler(i, event)
-            last = max(last, event.at)
-        job.last_at = last
+            handlers[cls](self, i, event)
+        events = self.view.events
+        job.last_at = events[-1].at if events else job.header.created_at
         return job
 
     # -------------------------------------------------------------- helpers
@@ -483,9 +490,9 @@ class _Folder:
     def _on_observed(self, i: int, e: ev.Observed) -> None:
         job = self.job
         obs = e.obs
-        identity = obs.identity
-        obj = job.object(obs.ref)
+        obj = job.objects.get(obs.ref.id)
         if obj is None:
+            identity = obs.identity
             if identity is None or identity[0] != job.id:
                 raise _bad(i, job, f"observed object {obs.ref} ({obs.name}) is not this job's")
             _, n, k = identity
@@ -498,24 +505,27 @@ class _Folder:
                 )
             obj = ObjectRec(obs.ref, n, k, obs.name)
             job.objects[obs.ref.id] = obj
-        previous = obj.obs
         obj.obs = obs
         obj.absent_since = None
         if obs.state is not ObjectState.GATED:
             obj.ever_opened = True
-        self._native_reruns(obj, previous, e.at)
+        if obj.canonical and obs.executions:
+            self._native_reruns(obj, e.at)
 
-    def _native_reruns(self, obj: ObjectRec, previous: ObjectObs | None, at: datetime) -> None:
+    def _native_reruns(self, obj: ObjectRec, at: datetime) -> None:
         """Executions that ended while the object lives on were rerun by the backend itself:
         a firing of the backend-enforced rule that covers the cause, observed, not acted on."""
         job = self.job
         if not obj.canonical or obj.obs is None:
             return
         executions = obj.obs.executions
-        latest_index = max((x.index for x in executions), default=-1)
-        for x in executions:
+        ended = [x for x in executions if x.state is ObjectState.ENDED]
+        if not ended:
+            return
+        latest_index = max(x.index for x in executions)
+        for x in ended:
             key = end_key(obj.ref, x.index)
-            if x.state is not ObjectState.ENDED or key in job.handled_ends:
+            if key in job.handled_ends:
                 continue
             rerun = x.index < latest_index or obj.obs.state in (
                 ObjectState.PENDING,
@@ -559,15 +569,14 @@ class _Folder:
                 )
 
     def _on_call_answered(self, i: int, e: ev.CallAnswered) -> None:
-        for call in self.job.calls:
-            if call.revision == e.call:
-                if call.answered:
-                    raise _bad(i, self.job, f"call at revision {e.call} answered twice")
-                call.answered = True
-                call.ok = e.ok
-                call.detail = e.detail
-                return
-        raise _bad(i, self.job, f"answer to revision {e.call}, which issued no call")
+        call = self.calls.get(e.call)
+        if call is None:
+            raise _bad(i, self.job, f"answer to revision {e.call}, which issued no call")
+        if call.answered:
+            raise _bad(i, self.job, f"call at revision {e.call} answered twice")
+        call.answered = True
+        call.ok = e.ok
+        call.detail = e.detail
 
     def _on_cessation_answered(self, i: int, e: ev.CessationAnswered) -> None:
         obj = self._object(i, e.ref)
@@ -714,7 +723,9 @@ class _Folder:
                     raise _bad(i, job, "a requeue call with no requeue intent")
             else:
                 job.requeues.pop(0)
-        job.calls.append(CallRec(i, e.op, e.ref, e.instance, e.deadline, e.at))
+        call = CallRec(i, e.op, e.ref, e.instance, e.deadline, e.at)
+        job.calls.append(call)
+        self.calls[i] = call
 
     def _on_outcome_decided(self, i: int, e: ev.OutcomeDecided) -> None:
         job = self.job
@@ -743,6 +754,11 @@ class _Folder:
             raise _bad(i, job, "settled before an outcome")
         job.settled = True
         job.settled_at = e.at
+
+
+_HANDLERS: dict[type[ev.Event], Callable[[_Folder, int, Any], None]] = {
+    cls: getattr(_Folder, "_on_" + kind.replace("-", "_")) for kind, cls in ev.EVENT_TYPES.items()
+}
 
 
 def fold(view: ev.View, now: datetime) -> Job:
