@@ -1,0 +1,34 @@
+"""The dispatch Slurm adapter: Slurm jobs as dispatch objects, over the local shell or SSH.
+
+``SlurmBackend`` implements the adapter SPI; see docs/specs/0008-slurm-adapter.md. Importing
+this package imports neither fabric nor paramiko: the SSH transport imports them when it
+connects.
+"""
+
+from __future__ import annotations
+
+from jobdispatch_slurm.__about__ import __version__
+from jobdispatch_slurm.backend import SlurmBackend, build_transport
+from jobdispatch_slurm.config import CONFIG_SCHEMA, Settings
+from jobdispatch_slurm.transport import (
+    CountingTransport,
+    Interrupted,
+    LocalTransport,
+    Result,
+    SshTransport,
+    Transport,
+)
+
+__all__ = [
+    "CONFIG_SCHEMA",
+    "CountingTransport",
+    "Interrupted",
+    "LocalTransport",
+    "Result",
+    "Settings",
+    "SlurmBackend",
+    "SshTransport",
+    "Transport",
+    "__version__",
+    "build_transport",
+]

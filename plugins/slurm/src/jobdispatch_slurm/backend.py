@@ -1,0 +1,597 @@
+"""The Slurm backend: the adapter SPI over sbatch, squeue, sacct, scontrol and scancel.
+
+Objects are Slurm jobs (their ref is the job id), created gated under their discovery name;
+executions are the job's runs, one per sacct record (a requeue starts a new one). Everything
+the backend shows is read back from the cluster on every call: the gate, the hold instance and
+whether a hold stands over a gate are all in the begin time (see :mod:`jobdispatch_slurm.holds`),
+so two backends, or a backend restarted after a crash, see the same thing.
+docs/specs/0008-slurm-adapter.md gives the reasons for each decision.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import IO, Any
+
+from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
+from jobdispatch.spi import (
+    Discovery,
+    NativeOffer,
+    ObjectObs,
+    ObjectRef,
+    StartRequest,
+    parse_discovery_name,
+)
+from jobdispatch.types import (
+    Action,
+    CallMeta,
+    Capability,
+    CauseKind,
+    HoldMeta,
+    JobID,
+    JobSpec,
+    ObjectState,
+    RecoveryPolicy,
+    Rule,
+    RuleSupport,
+    Source,
+    Support,
+    Tristate,
+)
+
+from jobdispatch_slurm import holds, probe
+from jobdispatch_slurm.classify import ENDED_STATES, Accounting, Observation, observe
+from jobdispatch_slurm.commands import Slurm
+from jobdispatch_slurm.config import Settings
+from jobdispatch_slurm.parse import SacctRow, SqueueRow
+from jobdispatch_slurm.script import render
+from jobdispatch_slurm.transport import LocalTransport, SshTransport, Transport
+
+__all__ = ["SlurmBackend", "build_transport"]
+
+log = logging.getLogger(__name__)
+
+_JOB_ID = re.compile(r"^[0-9]{1,12}$")
+#: What scontrol prints when the job is past the point an update or a requeue can apply to.
+_NOT_PENDING = "is no longer pending execution"
+_FINISHED = "has already finished"
+_INVALID = "Invalid job id specified"
+
+#: The causes Slurm reruns a ``--requeue`` job for by itself.
+_NODE_REQUEUE = frozenset({CauseKind.NODE_LOST})
+_PREEMPT_REQUEUE = frozenset({CauseKind.PREEMPTED})
+
+#: What a supervisor can have this backend do, per action.
+_PERFORM: Mapping[Action, Support] = {
+    Action.RESUBMIT: Support.yes(Source.CATALOGUE, "a new sbatch"),
+    Action.REQUEUE: Support.yes(Source.CATALOGUE, "scontrol requeue of the running job"),
+    Action.HOLD: Support.yes(Source.CATALOGUE, "a begin-time hold on a pending job"),
+    Action.ESCALATE: Support.yes(Source.CATALOGUE, "needs nothing of the scheduler"),
+    Action.RESTART: Support.no(Source.CATALOGUE, "Slurm never reruns ranks in place"),
+}
+
+
+def build_transport(settings: Settings) -> Transport:
+    """The transport the settings name, with ``SLURM_CONF`` when the site sets one."""
+    env = {"SLURM_CONF": settings.slurm_conf} if settings.slurm_conf else {}
+    if settings.transport == "ssh":
+        ssh = settings.ssh
+        assert ssh is not None  # Settings.from_config refuses ssh without its section
+        return SshTransport(
+            host=ssh.host,
+            user=ssh.user,
+            port=ssh.port,
+            key_filename=ssh.key_file,
+            known_hosts=ssh.known_hosts,
+            accept_unknown_hosts=ssh.accept_unknown_hosts,
+            connect_timeout=ssh.connect_timeout,
+            env=env,
+        )
+    return LocalTransport(env=env)
+
+
+class SlurmBackend:
+    """Slurm through one transport. Implements Backend, Holder, Requeuer,
+    NativePolicyCompiler, MultiFinder, IdentityWeakener and OutputReader.
+
+    Args:
+        settings: the validated configuration.
+        transport: overrides the transport the settings name (tests wrap one to count or to
+            lose replies).
+        clock: now, for deadlines.
+    """
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        transport: Transport | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.transport = transport or build_transport(self.settings)
+        self.slurm = Slurm(
+            self.transport, bin_dir=self.settings.bin_dir, timeout=self.settings.command_timeout
+        )
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._lock = threading.Lock()
+        self._user: str | None = self.settings.user
+        self._output_dir: str | None = self.settings.output_dir
+        self._dir_made = False
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], token: Any = None) -> SlurmBackend:
+        """Build from a configuration (validated here; unknown keys refused). SSH uses key
+        authentication, so ``token`` is not used."""
+        return cls(Settings.from_config(config))
+
+    def __repr__(self) -> str:
+        return f"SlurmBackend({self.transport.where})"
+
+    # ------------------------------------------------------------------ cluster facts
+
+    def facts(self) -> probe.ClusterFacts:
+        """The probed facts of the cluster (cached per cluster)."""
+        return probe.probe(self.slurm, ttl=self.settings.probe_ttl)
+
+    def user(self) -> str:
+        """Whose jobs the queries ask for: the configured user, else the transport's login."""
+        with self._lock:
+            if self._user is None:
+                self._user = self.slurm.whoami()
+            return self._user
+
+    def output_dir(self) -> str:
+        """Where objects' output goes: the configured directory, else ``~/jobdispatch-output``
+        of the login the transport uses (made once, since sbatch fails a job whose output file
+        cannot be opened, 0007 §8)."""
+        with self._lock:
+            if self._output_dir is None:
+                home = self.slurm.home() or "/tmp"  # noqa: S108
+                self._output_dir = f"{home.rstrip('/')}/jobdispatch-output"
+            if not self._dir_made:
+                self.slurm.mkdir(self._output_dir)
+                self._dir_made = True
+            return self._output_dir
+
+    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+        """Every capability for this cluster: probed, catalogue, or declared by the site."""
+        return probe.capabilities(
+            self.facts(),
+            partition=self.settings.partition,
+            output_dir_known=True,
+            declared=self.settings.declared,
+        )
+
+    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+        """Native: requeue on node-lost, and on preempted where the partition's PreemptMode
+        requeues; perform: the catalogue table, with hold as the cluster answers it."""
+        caps = self.capabilities(spec)
+        facts = self.facts()
+        return [self._rule(rule, caps, facts) for rule in policy.rules]
+
+    def _rule(
+        self, rule: Rule, caps: Mapping[Capability, Support], facts: probe.ClusterFacts
+    ) -> RuleSupport:
+        native_cap = caps[Capability.NATIVE_REQUEUE]
+        perform = _PERFORM[rule.action]
+        if rule.action is Action.HOLD:
+            perform = caps[Capability.HOLD]
+        if rule.action is not Action.REQUEUE:
+            return RuleSupport(
+                Support.no(Source.CATALOGUE, f"Slurm does not {rule.action} by itself"), perform
+            )
+        preempt, why = probe.preempt_requeues(facts, self.settings.partition)
+        natively = set(_NODE_REQUEUE) | (set(_PREEMPT_REQUEUE) if preempt else set())
+        others = [str(k) for k in rule.on if k not in natively]
+        if others:
+            detail = f"Slurm does not requeue by itself on {', '.join(others)}"
+            if CauseKind.PREEMPTED in rule.on and not preempt:
+                detail += f" ({why})"
+            return RuleSupport(Support.no(Source.PROBED, detail), perform)
+        if native_cap.answer is not Tristate.YES:
+            return RuleSupport(
+                Support(native_cap.answer, native_cap.source, "native-requeue"), perform
+            )
+        return RuleSupport(
+            Support.yes(Source.PROBED, f"--requeue, budget kept by the job itself; {why}"),
+            perform,
+        )
+
+    def compile(
+        self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
+    ) -> NativeOffer:
+        """Offer the rules Slurm would enforce with budget left: Start then submits with
+        ``--requeue`` and a script that clears the requeue bit once the restart count reaches
+        the smallest remaining budget (Slurm keeps one counter for all requeues)."""
+        caps = self.capabilities(spec)
+        facts = self.facts()
+        chosen = sorted(
+            i
+            for i, rule in rules.items()
+            if self._rule(rule, caps, facts).native.answer is Tristate.YES
+            and remaining.get(i, rule.budget) > 0
+        )
+        if not chosen:
+            return NativeOffer()
+        left = {i: remaining.get(i, rules[i].budget) for i in chosen}
+        return NativeOffer(
+            rules=tuple(chosen),
+            remaining=left,
+            settings={"requeue": "yes", "requeue-budget": str(min(left.values()))},
+        )
+
+    def identity_weakened(self, spec: JobSpec) -> str:
+        """Never: Slurm reruns the whole job, and each run has its own restart count."""
+        return ""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def start(self, request: StartRequest) -> ObjectRef:
+        """sbatch the request's script gated at the far-future begin time. Rejected when sbatch
+        refuses; OutcomeUnknown when its reply was lost (find by the name then)."""
+        spec = request.spec
+        caps = self.capabilities(spec)
+        needs = {
+            Capability.CONTAINER_IMAGE: spec.image is not None,
+            Capability.WORKING_DIRECTORY: spec.working_dir is not None,
+            Capability.OUTPUT_PATH: spec.output is not None,
+            Capability.PROCS_PER_NODE: spec.procs_per_node != 1,
+        }
+        for cap, needed in needs.items():
+            if needed and caps[cap].answer is Tristate.NO:
+                msg = f"cannot start {request.name}: {cap} is not supported ({caps[cap].detail})"
+                raise Unsupported(msg)
+        submission = render(
+            request,
+            output_dir=self.output_dir(),
+            partition=self.settings.partition,
+            account=self.settings.account,
+            qos=self.settings.qos,
+            mem_per_cpu=self.settings.mem_per_cpu,
+            signal=self.settings.signal,
+            container=caps[Capability.CONTAINER_IMAGE].answer is Tristate.YES,
+        )
+        job_id = self.slurm.sbatch(submission.options, submission.script)
+        return ObjectRef(job_id)
+
+    def _id(self, ref: ObjectRef) -> str | None:
+        return ref.id if _JOB_ID.match(ref.id) else None
+
+    def _row(self, ref: ObjectRef) -> SqueueRow | None:
+        job_id = self._id(ref)
+        if job_id is None:
+            return None
+        return next((r for r in self.slurm.squeue(job_id=job_id) if r.job_id == job_id), None)
+
+    def _known(self, ref: ObjectRef) -> bool:
+        """Whether accounting knows ``ref`` (for one slurmctld has forgotten)."""
+        job_id = self._id(ref)
+        return job_id is not None and bool(self.slurm.sacct(job_id=job_id))
+
+    def open(self, ref: ObjectRef) -> None:
+        """Lift the gate (begin time → now). Under one of our holds, the hold stays and only
+        the gate beneath it is lifted. Already open, running or ended: success."""
+        row = self._row(ref)
+        if row is None:
+            if self._known(ref):
+                return
+            raise NotFound(f"no Slurm job {ref}")
+        if row.state != "PENDING":
+            return
+        begin = holds.decode(row.start)
+        if begin.kind is holds.BeginKind.GATE:
+            target = "now"
+        elif begin.kind is holds.BeginKind.HOLD and begin.gated:
+            assert begin.instance is not None
+            target = holds.slurm_time(holds.hold_time(begin.instance, gated=False))
+        else:
+            return
+        self._update(ref, StartTime=target, ok_if_past=True)
+
+    def _update(self, ref: ObjectRef, *, ok_if_past: bool, **settings: str) -> bool:
+        """scontrol update; False when the job was past pending or finished and ``ok_if_past``,
+        NotFound for an unknown id, Rejected for any other refusal."""
+        job_id = self._id(ref)
+        if job_id is None:
+            raise NotFound(f"no Slurm job {ref}")
+        result = self.slurm.update(job_id, **settings)
+        if result.ok:
+            return True
+        err = result.stderr.strip()
+        if _INVALID in err:
+            raise NotFound(f"no Slurm job {ref}: {err}")
+        if ok_if_past and (_NOT_PENDING in err or _FINISHED in err):
+            return False
+        raise Rejected(f"scontrol update {ref} {settings}: {err}")
+
+    def stop(self, ref: ObjectRef, reason: str) -> None:
+        """scancel this one job. An unknown or ended job is success (scancel says nothing
+        either way; the next observation shows the end)."""
+        job_id = self._id(ref)
+        if job_id is None:
+            return
+        self.slurm.cancel(job_id)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    # ------------------------------------------------------------------ observation
+
+    def find(self, job: JobID) -> Discovery:
+        """Every object named for ``job``: one squeue and one sacct (see find_many)."""
+        return self.find_many([job])[job]
+
+    def find_many(
+        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
+    ) -> Mapping[JobID, Discovery]:
+        """Every object of every job in ``jobs``, from one squeue and one sacct whatever their
+        number. Discovery names hold submission and attempt numbers that a finder does not
+        know, and neither squeue nor sacct takes wildcards (0007 §9), so both ask for the
+        user's jobs (squeue: those slurmctld still holds; sacct: those of the last
+        ``history_days``, up to 3000-01-01 so gated jobs are in) and filter by name here."""
+        wanted = set(jobs)
+        user = self.user()
+        facts = self.facts()
+        at = self.now()
+        queued = self.slurm.squeue(user=user)
+        accounting, rows = self._accounting(
+            lambda: self.slurm.sacct(
+                user=user, since=at - timedelta(days=self.settings.history_days)
+            ),
+            facts,
+        )
+        names: dict[str, str] = {}
+        by_id_q: dict[str, SqueueRow] = {}
+        for row in queued:
+            ident = parse_discovery_name(row.name)
+            if ident is not None and ident[0] in wanted:
+                by_id_q[row.job_id] = row
+                names[row.job_id] = ident[0]
+        by_id_a: dict[str, list[SacctRow]] = {}
+        for srow in rows:
+            ident = parse_discovery_name(srow.name) if not srow.is_step else None
+            if srow.is_step:
+                if srow.base_id in by_id_a:
+                    by_id_a[srow.base_id].append(srow)
+                continue
+            if ident is not None and ident[0] in wanted:
+                by_id_a.setdefault(srow.job_id, []).append(srow)
+                names[srow.job_id] = ident[0]
+        found: dict[JobID, list[ObjectObs]] = {job: [] for job in jobs}
+        wanted_states = set(states)
+        for job_id, job in names.items():
+            obs = observe(job_id, by_id_q.get(job_id), by_id_a.get(job_id, []), accounting)
+            if obs is None:
+                continue
+            shown = self._object(obs)
+            if wanted_states and shown.state not in wanted_states:
+                continue
+            found[job].append(shown)
+        complete = accounting is not Accounting.MISSING
+        return {
+            job: Discovery(
+                job=job, objects=tuple(sorted(objs, key=_order)), at=at, complete=complete
+            )
+            for job, objs in found.items()
+        }
+
+    def _accounting(
+        self, query: Callable[[], list[SacctRow]], facts: probe.ClusterFacts
+    ) -> tuple[Accounting, list[SacctRow]]:
+        if not facts.accounting:
+            return Accounting.OFF, []
+        try:
+            return Accounting.ANSWERED, query()
+        except Unreachable as exc:
+            log.warning("sacct did not answer; observations are incomplete: %s", exc)
+            return Accounting.MISSING, []
+
+    def inspect(self, ref: ObjectRef) -> ObjectObs:
+        """One job now, from squeue and its sacct records with their steps (an OOM in a step
+        shows there). NotFound when neither knows it."""
+        job_id = self._id(ref)
+        if job_id is None:
+            raise NotFound(f"no Slurm job {ref}: a Slurm ref is a job id")
+        row = next((r for r in self.slurm.squeue(job_id=job_id) if r.job_id == job_id), None)
+        accounting, rows = self._accounting(
+            lambda: self.slurm.sacct(job_id=job_id, allocations_only=False), self.facts()
+        )
+        obs = observe(job_id, row, [r for r in rows if r.base_id == job_id], accounting)
+        if obs is None:
+            raise NotFound(f"no Slurm job {ref}")
+        return self._object(obs)
+
+    def _object(self, obs: Observation) -> ObjectObs:
+        return ObjectObs(
+            ref=ObjectRef(obs.job_id),
+            name=obs.name,
+            state=obs.state,
+            executions=obs.executions,
+            hold_instance=obs.hold_instance,
+            requeue_bit=obs.requeue_bit,
+            detail=obs.detail,
+        )
+
+    # ------------------------------------------------------------------ holds
+
+    def _check(self, deadline: datetime, what: str) -> None:
+        now = self.now()
+        if now > deadline:
+            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
+            raise Rejected(msg)
+
+    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Hold instance ``meta.instance``: the begin time becomes the hold base plus the
+        instance (over the gate, if the object is still gated). Only a pending job can be held
+        this way: Rejected when it runs or has ended, and past ``meta.deadline``."""
+        self._check(meta.deadline, f"hold {meta.instance} of {ref}")
+        holds.hold_time(meta.instance, gated=False)  # Invalid before anything is done
+        row = self._row(ref)
+        if row is None:
+            if self._known(ref):
+                raise Rejected(f"cannot hold {ref}: it has ended")
+            raise NotFound(f"no Slurm job {ref}")
+        if row.state != "PENDING":
+            raise Rejected(f"cannot hold {ref}: it is {row.state}, and only a pending job can be")
+        begin = holds.decode(row.start)
+        if begin.kind is holds.BeginKind.HOLD and begin.instance == meta.instance:
+            return
+        gated = begin.kind is holds.BeginKind.GATE or (
+            begin.kind is holds.BeginKind.HOLD and begin.gated
+        )
+        at = holds.slurm_time(holds.hold_time(meta.instance, gated=gated))
+        if not self._update(ref, StartTime=at, ok_if_past=True):
+            raise Rejected(f"cannot hold {ref}: it started running")
+
+    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
+        object was still gated under it, else eligible now. Another instance, or none: success
+        with no effect. Rejected past ``meta.deadline``."""
+        self._check(meta.deadline, f"release {meta.instance} of {ref}")
+        row = self._row(ref)
+        if row is None:
+            if self._known(ref):
+                return
+            raise NotFound(f"no Slurm job {ref}")
+        begin = holds.decode(row.start)
+        if row.state != "PENDING" or begin.kind is not holds.BeginKind.HOLD:
+            return
+        if begin.instance != meta.instance:
+            return
+        target = holds.slurm_time(holds.GATE) if begin.gated else "now"
+        self._update(ref, StartTime=target, ok_if_past=True)
+
+    # ------------------------------------------------------------------ requeue
+
+    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """``scontrol requeue`` of the running job: its run ends ``requeued`` and it runs again
+        as the next execution. The requeue bit is set for the call and put back as it was.
+
+        A gated, pending or held job has nothing to requeue: success with no effect. An ended
+        job is refused (Rejected): Slurm would requeue it, but rewrites the ended run's
+        accounting row from FAILED or COMPLETED to REQUEUED (0007 §5), erasing the evidence its
+        outcome rests on. Rejected past ``meta.deadline``.
+        """
+        self._check(meta.deadline, f"requeue of {ref}")
+        row = self._row(ref)
+        if row is None:
+            if self._known(ref):
+                raise Rejected(f"cannot requeue {ref}: it has ended (0008 §5)")
+            raise NotFound(f"no Slurm job {ref}")
+        if row.state in ENDED_STATES:
+            raise Rejected(f"cannot requeue {ref}: it has ended ({row.state}); 0008 §5")
+        if row.state == "COMPLETING":
+            raise Rejected(f"cannot requeue {ref}: its run is ending; observe it again")
+        if row.state not in ("RUNNING", "CONFIGURING", "SUSPENDED"):
+            return
+        job_id = row.job_id
+        was_set = row.requeue is True
+        if not was_set:
+            self._update(ref, ok_if_past=False, Requeue="1")
+        try:
+            result = self.slurm.requeue(job_id)
+            if not result.ok:
+                err = result.stderr.strip()
+                if "pending execution" in err:
+                    return
+                raise Rejected(f"scontrol requeue {ref}: {err}")
+        finally:
+            if not was_set:
+                try:
+                    self._update(ref, ok_if_past=True, Requeue="0")
+                except Exception:
+                    # Left set: the core's restore-requeue step clears it (restore_requeue_bit).
+                    log.warning("could not put the requeue bit of %s back to 0", ref)
+
+    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """``scontrol update JobId=N Requeue=0``: the job no longer reruns by itself. An ended
+        job is success with no effect. Rejected past ``meta.deadline``."""
+        self._check(meta.deadline, f"restore of the requeue bit of {ref}")
+        self._update(ref, ok_if_past=True, Requeue="0")
+
+    # ------------------------------------------------------------------ output
+
+    def output(
+        self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
+    ) -> IO[bytes]:
+        """The job's output file, read through the transport; with ``follow``, a stream that
+        polls for more until the job has ended. Slurm writes every rank of a step into the one
+        file, so only rank 0 is asked for."""
+        if stream not in ("stdout", "stderr"):
+            raise Invalid(f"stream must be stdout or stderr, not {stream!r}")
+        if rank != 0:
+            raise Unsupported(f"Slurm writes all ranks of {ref} into one file; ask for rank 0")
+        path = self._output_path(ref, stream)
+        if not follow:
+            return io.BytesIO(self.slurm.read(path) or b"")
+        return io.BufferedReader(_Follow(self, ref, path))
+
+    def _output_path(self, ref: ObjectRef, stream: str) -> str:
+        job_id = self._id(ref)
+        if job_id is None:
+            raise NotFound(f"no Slurm job {ref}")
+        shown = self.slurm.show("job", job_id)
+        key = "StdOut" if stream == "stdout" else "StdErr"
+        if shown is not None and shown.get(key):
+            return shown[key]
+        rows = self.slurm.sacct(job_id=job_id)
+        if not rows:
+            raise NotFound(f"no Slurm job {ref}")
+        suffix = "out" if stream == "stdout" else "err"
+        return f"{self.output_dir().rstrip('/')}/{rows[0].name}.{suffix}"
+
+    def _ended(self, ref: ObjectRef) -> bool:
+        row = self._row(ref)
+        return row is None or row.state in ENDED_STATES
+
+
+def _order(obs: ObjectObs) -> tuple[int, int, int]:
+    ident = obs.identity
+    n, k = (ident[1], ident[2]) if ident is not None else (0, 0)
+    return (n, k, int(obs.ref.id) if obs.ref.id.isdigit() else 0)
+
+
+class _Follow(io.RawIOBase):
+    """A followed output file: returns bytes as they are written, and EOF once the job has
+    ended and the file holds nothing more."""
+
+    def __init__(self, backend: SlurmBackend, ref: ObjectRef, path: str, poll: float = 0.5):
+        super().__init__()
+        self._backend = backend
+        self._ref = ref
+        self._path = path
+        self._poll = poll
+        self._offset = 0
+        self._buffer = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buffer and not self._done:
+            ended = self._backend._ended(self._ref)
+            data = self._backend.slurm.read(self._path, self._offset) or b""
+            self._offset += len(data)
+            self._buffer = data
+            if not data:
+                if ended:
+                    self._done = True
+                else:
+                    time.sleep(self._poll)
+        n = min(len(b), len(self._buffer))
+        b[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return n

@@ -1,0 +1,194 @@
+"""Capabilities asked of the cluster at hand, never assumed from the adapter's name.
+
+One probe reads ``scontrol show config`` (version, JobRequeue, PreemptType and PreemptMode,
+KillWait, AccountingStorageType, MinJobAge), ``scontrol -o show partition`` (each partition's
+PreemptMode and GraceTime) and asks sacct one empty question (does slurmdbd answer?). Facts are
+cached per cluster, keyed by ClusterName and the controller host, for ``probe_ttl`` seconds, so
+every backend of one process shares one probe per cluster.
+
+Each answer says where it came from: ``probed`` when it rests on what the cluster said,
+``catalogue`` when it is what Slurm itself can or cannot do whatever the configuration, and
+``declared`` when the site's configuration overrides it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+
+import attrs
+from jobdispatch.types import Capability, Source, Support
+
+from jobdispatch_slurm.commands import Slurm
+
+__all__ = ["ClusterFacts", "capabilities", "clear_cache", "probe"]
+
+_CACHE: dict[tuple[str, str], tuple[float, ClusterFacts]] = {}
+_LOCK = threading.Lock()
+
+
+@attrs.frozen
+class ClusterFacts:
+    """What the cluster said about itself."""
+
+    cluster: str
+    controller: str
+    version: str
+    job_requeue: bool
+    preempt_type: str
+    preempt_mode: str
+    kill_wait: str
+    accounting_type: str
+    min_job_age: str
+    sacct_answers: bool
+    sacct_detail: str
+    #: partition name → (PreemptMode, GraceTime); the default partition under "".
+    partitions: Mapping[str, tuple[str, str]] = attrs.field(factory=dict)
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        parts = []
+        for p in self.version.split(".")[:3]:
+            digits = "".join(c for c in p if c.isdigit())
+            parts.append(int(digits) if digits else 0)
+        return tuple(parts)
+
+    @property
+    def accounting(self) -> bool:
+        """Whether the cluster keeps accounting at all."""
+        return not self.accounting_type.endswith("/none") and self.accounting_type != ""
+
+    def partition(self, name: str | None) -> tuple[str, str] | None:
+        return self.partitions.get(name or "")
+
+    @property
+    def json(self) -> Support:
+        """Whether squeue/sacct speak JSON here, and whether the adapter trusts it."""
+        v = self.version_tuple
+        if v < (21, 8):
+            return Support.no(Source.PROBED, f"Slurm {self.version} has no --json")
+        if v < (23, 2):
+            return Support.yes(
+                Source.PROBED,
+                f"Slurm {self.version}: openapi v0.0.38, but sacct --json loses non-zero exit "
+                "statuses and squeue --json ignores its filters (0007), so text is used",
+            )
+        return Support.yes(Source.PROBED, f"Slurm {self.version}: data_parser JSON")
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _CACHE.clear()
+
+
+def probe(slurm: Slurm, *, ttl: float = 600.0) -> ClusterFacts:
+    """The facts of the cluster ``slurm`` reaches, from the cache when fresh. Unreachable when
+    scontrol cannot reach the controller."""
+    config = slurm.show("config") or {}
+    cluster = config.get("ClusterName", "")
+    controller = config.get("SlurmctldHost[0]", config.get("ControlMachine", ""))
+    key = (cluster, controller)
+    now = time.monotonic()
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None and now - hit[0] < ttl:
+            return hit[1]
+    partitions: dict[str, tuple[str, str]] = {}
+    for part in slurm.partitions():
+        entry = (part.get("PreemptMode", ""), part.get("GraceTime", ""))
+        partitions[part.get("PartitionName", "")] = entry
+        if part.get("Default") == "YES":
+            partitions[""] = entry
+    answers, detail = slurm.sacct_answers()
+    facts = ClusterFacts(
+        cluster=cluster,
+        controller=controller,
+        version=config.get("SLURM_VERSION", ""),
+        job_requeue=config.get("JobRequeue", "1") == "1",
+        preempt_type=config.get("PreemptType", ""),
+        preempt_mode=config.get("PreemptMode", ""),
+        kill_wait=config.get("KillWait", ""),
+        accounting_type=config.get("AccountingStorageType", ""),
+        min_job_age=config.get("MinJobAge", ""),
+        sacct_answers=answers,
+        sacct_detail=detail,
+        partitions=partitions,
+    )
+    with _LOCK:
+        _CACHE[key] = (now, facts)
+    return facts
+
+
+def preempt_requeues(facts: ClusterFacts, partition: str | None) -> tuple[bool, str]:
+    """Whether preemption in ``partition`` requeues the victim (rather than cancel, suspend or
+    nothing), and why."""
+    if facts.preempt_type.endswith("/none") or not facts.preempt_type:
+        return False, f"PreemptType={facts.preempt_type or 'none'}: nothing is preempted"
+    part = facts.partition(partition)
+    mode = part[0] if part is not None and part[0] not in ("", "GANG") else facts.preempt_mode
+    if "REQUEUE" in mode.upper():
+        return True, f"PreemptMode={mode} in partition {partition or '(default)'}"
+    return False, f"PreemptMode={mode} in partition {partition or '(default)'} does not requeue"
+
+
+def capabilities(
+    facts: ClusterFacts,
+    *,
+    partition: str | None,
+    output_dir_known: bool,
+    declared: Mapping[Capability, Support],
+) -> dict[Capability, Support]:
+    """Every capability, answered from ``facts``, then overridden by ``declared``."""
+    P, C = Source.PROBED, Source.CATALOGUE
+    _, why = preempt_requeues(facts, partition)
+    answers: dict[Capability, Support] = {
+        Capability.CONTAINER_IMAGE: Support.no(
+            C, "sbatch --container needs an OCI runtime the site must declare (oci.conf)"
+        ),
+        Capability.NATIVE_REQUEUE: Support.yes(
+            P, f"--requeue reruns after a node failure; preemption: {why}"
+        ),
+        Capability.NATIVE_RESTART: Support.no(C, "Slurm reruns whole jobs, never ranks in place"),
+        Capability.HOLD: Support.yes(C, "a begin time encodes the hold instance (0008 §3)"),
+        Capability.PRE_TERMINATION_SIGNAL: Support.yes(
+            C, "sbatch --signal; Slurm may send it up to 60 s early"
+        ),
+        Capability.ACCOUNTING_HISTORY: (
+            Support.yes(P, f"{facts.accounting_type}, sacct answers")
+            if facts.accounting and facts.sacct_answers
+            else Support.no(P, f"{facts.accounting_type or 'no accounting'}")
+            if not facts.accounting
+            else Support.unknown(P, f"sacct did not answer: {facts.sacct_detail}")
+        ),
+        Capability.ATTEMPT_INJECTION: Support.yes(
+            C, "JOBDISPATCH_* and SLURM_RESTART_COUNT are set in the job's environment"
+        ),
+        Capability.READMISSION_GATE: Support.no(
+            C, "a requeued job is eligible again after cred_expire; no gate can close first"
+        ),
+        Capability.WORKING_DIRECTORY: Support.yes(
+            C, "sbatch --chdir (a missing directory is not an error on 22.05, 0007 §8)"
+        ),
+        Capability.PROCS_PER_NODE: Support.yes(C, "--ntasks-per-node, launched with srun"),
+        Capability.OUTPUT_PATH: Support.yes(C, "--output, --error"),
+        Capability.OUTPUT_READ: (
+            Support.yes(C, "the output files, read through the transport")
+            if output_dir_known
+            else Support.unknown(C, "no output directory is known")
+        ),
+        Capability.OUTPUT_FOLLOW: (
+            Support.yes(C, "the output files, polled through the transport until the job ends")
+            if output_dir_known
+            else Support.unknown(C, "no output directory is known")
+        ),
+        Capability.OUTPUT_RETAINED: Support.unknown(
+            C, "files stay as long as the site's filesystem keeps them"
+        ),
+    }
+    if not facts.job_requeue:
+        answers[Capability.NATIVE_REQUEUE] = Support.yes(
+            P, f"JobRequeue=0, but the adapter passes --requeue; preemption: {why}"
+        )
+    answers.update(declared)
+    return answers

@@ -1,0 +1,168 @@
+"""The batch script and the sbatch argument list for one Start.
+
+Nothing the user wrote is ever interpreted by a shell as code: every word of the command and
+every environment value is quoted with :func:`shlex.quote` into a bash script that sbatch reads
+on its standard input, and every sbatch option is one argument of a list (quoted again by the
+SSH transport). So quotes, ``$()``, backticks, newlines, ``;|&`` and any unicode reach the job
+as the exact bytes given; the only things refused are those no process could receive (a NUL
+byte) or no shell could name (an environment variable that is not an identifier).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+
+import attrs
+from jobdispatch.errors import Invalid
+from jobdispatch.spi import StartRequest
+
+from jobdispatch_slurm import holds
+
+__all__ = ["Submission", "render", "requeue_budget"]
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@attrs.frozen
+class Submission:
+    """What Start hands to sbatch: its options and the script for its standard input."""
+
+    options: tuple[str, ...]
+    script: str
+    stdout: str
+    stderr: str
+
+
+def _no_nul(what: str, value: str) -> str:
+    if "\x00" in value:
+        msg = f"{what} contains a NUL byte, which no process can be given"
+        raise Invalid(msg)
+    return value
+
+
+def _minutes(limit: timedelta) -> str:
+    """Slurm keeps time limits in whole minutes; a limit is rounded up, never cut short."""
+    minutes = max(1, math.ceil(limit.total_seconds() / 60))
+    return str(minutes)
+
+
+def requeue_budget(request: StartRequest) -> int | None:
+    """The number of native requeues the offer allows, or None when none is offered.
+
+    Slurm has one restart counter for every way a job is requeued, so several rules enforced
+    natively share it: the smallest remaining budget bounds them all (docs/specs/0008 §5).
+    """
+    offer = request.native
+    if not offer.rules:
+        return None
+    budgets = [offer.remaining.get(i, 0) for i in offer.rules]
+    return max(0, min(budgets))
+
+
+def render(
+    request: StartRequest,
+    *,
+    output_dir: str,
+    partition: str | None = None,
+    account: str | None = None,
+    qos: str | None = None,
+    mem_per_cpu: int | None = None,
+    signal: str | None = None,
+    container: bool = False,
+    extra_env: Mapping[str, str] | None = None,
+) -> Submission:
+    """The sbatch options and script for ``request``, gated at :data:`holds.GATE`."""
+    spec = request.spec
+    name = request.name
+    stdout = spec.output or f"{output_dir.rstrip('/')}/{name}.out"
+    stderr = f"{output_dir.rstrip('/')}/{name}.err"
+    options: list[str] = [
+        "--parsable",
+        f"--job-name={name}",
+        f"--begin={holds.slurm_time(holds.GATE)}",
+        f"--output={_no_nul('spec.output', stdout)}",
+        f"--error={stderr}",
+        "--open-mode=append",
+        f"--nodes={spec.nodes}",
+        f"--ntasks-per-node={spec.procs_per_node}",
+    ]
+    budget = requeue_budget(request)
+    options.append("--requeue" if budget else "--no-requeue")
+    if spec.time_limit is not None:
+        options.append(f"--time={_minutes(spec.time_limit)}")
+    if spec.working_dir:
+        options.append(f"--chdir={_no_nul('spec.working_dir', spec.working_dir)}")
+    if spec.name:
+        options.append(f"--comment={_no_nul('spec.name', spec.name)}")
+    if partition:
+        options.append(f"--partition={partition}")
+    if account:
+        options.append(f"--account={account}")
+    if qos:
+        options.append(f"--qos={qos}")
+    if mem_per_cpu:
+        options.append(f"--mem-per-cpu={mem_per_cpu}")
+    if signal:
+        options.append(f"--signal={signal}")
+    if container and spec.image:
+        options.append(f"--container={_no_nul('spec.image', spec.image)}")
+    return Submission(tuple(options), _script(request, budget, extra_env or {}), stdout, stderr)
+
+
+def _exports(env: Mapping[str, str]) -> list[str]:
+    lines = []
+    for key, value in env.items():
+        if not _IDENT.match(key):
+            msg = f"environment variable name {key!r} is not a shell identifier"
+            raise Invalid(msg)
+        lines.append(f"export {key}={shlex.quote(_no_nul(f'env {key}', value))}")
+    return lines
+
+
+def _script(request: StartRequest, budget: int | None, extra: Mapping[str, str]) -> str:
+    spec = request.spec
+    if not spec.command:
+        msg = "spec.command is empty"
+        raise Invalid(msg)
+    for i, word in enumerate(spec.command):
+        _no_nul(f"spec.command[{i}]", word)
+    lines = [
+        "#!/bin/bash",
+        f"# jobdispatch: {request.name}. Every word below is quoted; the job sees them verbatim.",
+    ]
+    if budget:
+        # Native requeue budget (0008 §5): once this run's restart count reaches the budget,
+        # clear the requeue bit, so the next preemption or node failure ends the job.
+        lines += [
+            f'if [ "${{SLURM_RESTART_COUNT:-0}}" -ge {budget} ]; then',
+            '  scontrol update JobId="$SLURM_JOB_ID" Requeue=0 >/dev/null 2>&1 ||'
+            ' echo "jobdispatch: could not clear the requeue bit" >&2',
+            "fi",
+        ]
+    env: dict[str, str] = {
+        "JOBDISPATCH_JOB": request.job,
+        "JOBDISPATCH_SUBMISSION": str(request.submission),
+        "JOBDISPATCH_ATTEMPT": str(request.attempt),
+        "JOBDISPATCH_OBJECT": request.name,
+    }
+    env.update(extra)
+    env.update(spec.env)
+    env.update(request.env)
+    lines += _exports(env)
+    lines.append('export JOBDISPATCH_EXECUTION="${SLURM_RESTART_COUNT:-0}"')
+    command: Sequence[str] = spec.command
+    if spec.nodes * spec.procs_per_node > 1:
+        command = [
+            "srun",
+            f"--nodes={spec.nodes}",
+            f"--ntasks-per-node={spec.procs_per_node}",
+            "--kill-on-bad-exit=1",
+            "--",
+            *command,
+        ]
+    lines.append("exec -- " + shlex.join(command))
+    return "\n".join(lines) + "\n"
