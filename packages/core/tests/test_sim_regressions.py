@@ -18,6 +18,7 @@ from jobdispatch import (
     Rule,
     State,
     StepKind,
+    UnmatchedPolicy,
     compose,
 )
 from jobdispatch.clock import ManualClock
@@ -95,3 +96,23 @@ def test_seed_123_abandon_refuses_a_settled_job() -> None:
     with pytest.raises(Invalid, match="settled"):
         operator.abandon("job1", 1, 1, by=PERSON)
     assert len(store.read("job1").events) == len(story.events)
+
+
+def test_seed_2_manual_policy_escalates_attempts_that_block_settlement() -> None:
+    """Seed 2, invariant 7: under the manual policy attempt 1.1 was committed and its process
+    crashed before Start; attempt 1.2 ran and succeeded. Settlement waits for a person to
+    abandon 1.1, and nothing ever told one: the job neither settled nor escalated. Past the
+    unresolved age it is escalated now (once)."""
+    story = Story.with_rules(unmatched=UnmatchedPolicy.MANUAL)
+    story.options = ev.Options(supervised=True, unmatched=UnmatchedPolicy.MANUAL)
+    story.authorize().attempt(1, 1).attempt(1, 2).reply(1, 2, "o2")
+    story.canonical(1, "o2", 2).open(1, "o2").ended(1, "o2", SUCCESS)
+    story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS)
+    assert story.next()[0].kind is StepKind.WAIT
+    story.later(timedelta(minutes=10).total_seconds())
+    step = story.next()[0]
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "unresolved:1")
+    story.add(ev.Escalated, id="unresolved:1", detail=step.detail)
+    assert story.next()[0].kind is StepKind.WAIT
+    story.add(ev.AbandonRequested, submission=1, attempt=1)
+    assert story.next()[0].kind is StepKind.SETTLE

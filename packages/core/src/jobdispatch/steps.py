@@ -619,8 +619,22 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
     flying = [c.deadline for c in job.calls if c.in_flight(now)]
     if flying:
         return _wait(*flying)
-    if job.header.options.unmatched is UnmatchedPolicy.MANUAL and job.unresolved_attempts():
-        return _wait(*wakes)
+    unresolved = job.unresolved_attempts()
+    if job.header.options.unmatched is UnmatchedPolicy.MANUAL and unresolved:
+        # Only a person can abandon them: tell one, as the launch does, once they are old.
+        due = min(a.started_at for a in unresolved) + job.header.options.unresolved_age
+        esc = f"unresolved:{unresolved[0].n}"
+        if now >= due and esc not in job.escalations:
+            return [
+                Step(
+                    kind=StepKind.ESCALATE,
+                    escalation=esc,
+                    detail=f"{len(unresolved)} attempts stayed unresolved for "
+                    f"{job.header.options.unresolved_age} and block settlement under the "
+                    "manual policy; find or abandon them",
+                )
+            ]
+        return _wait(*wakes, due if now < due else None)
     return [Step(kind=StepKind.SETTLE)]
 
 
