@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
@@ -119,13 +119,26 @@ class Executor:
     def _decide(self, job: str, events: Sequence[ev.AnyEvent], revision: int, lease: Lease) -> int:
         return self.store.append(job, events, expect_revision=revision, owner=lease)
 
-    def _evidence(self, job: str, events: Sequence[ev.AnyEvent], revision: int) -> int:
-        """Commit evidence, moving forward past revisions others committed meanwhile."""
+    def _evidence(
+        self,
+        job: str,
+        events: Sequence[ev.AnyEvent],
+        revision: int,
+        recorded: Callable[[ev.View], bool] | None = None,
+    ) -> int:
+        """Commit evidence, moving forward past revisions others committed meanwhile.
+
+        ``recorded`` tells whether a newer revision holds the fact already (another supervisor
+        recorded it), in which case it is not recorded twice.
+        """
         for _ in range(10):
             try:
                 return self.store.append(job, events, expect_revision=revision)
             except Conflict:
-                revision = self.store.read(job).revision
+                view = self.store.read(job)
+                revision = view.revision
+                if recorded is not None and recorded(view):
+                    return revision
         msg = f"job {job}: could not record evidence; the record kept moving"
         raise Conflict(msg)
 
@@ -514,4 +527,18 @@ class Executor:
                         )
                     ],
                     revision,
+                    # Two supervisors may both deliver; the record keeps one delivery per sink.
+                    recorded=_has_delivery(rec.id, sink.name),
                 )
+
+
+def _has_delivery(escalation: str, sink: str) -> Callable[[ev.View], bool]:
+    """Whether a record holds the delivery of ``escalation`` to ``sink`` already."""
+
+    def recorded(view: ev.View) -> bool:
+        return any(
+            isinstance(e, ev.EscalationDelivered) and e.escalation == escalation and e.sink == sink
+            for e in view.events
+        )
+
+    return recorded
