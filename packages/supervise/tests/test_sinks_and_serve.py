@@ -1,0 +1,117 @@
+"""Escalation sinks (the command sink runs a program with the escalation as JSON on stdin) and
+serve's one backend query per poll for every job it supervises."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
+from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.plugins import load
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch_supervise import CommandSink, EscalationMessage, Supervisor
+
+from .conftest import Scenario
+
+
+def test_the_command_sink_gives_the_program_the_escalation_as_json(tmp_path):
+    out = tmp_path / "got.json"
+    script = f"import sys, pathlib; pathlib.Path({str(out)!r}).write_text(sys.stdin.read())"
+    sink = CommandSink([sys.executable, "-c", script])
+    message = EscalationMessage(
+        job="j1", name="train", id="budget:0", detail="spent", at=Scenario().clock()
+    )
+    sink.deliver(message)
+    got = json.loads(out.read_text())
+    assert got == {
+        "job": "j1",
+        "name": "train",
+        "id": "budget:0",
+        "detail": "spent",
+        "at": message.at.isoformat(),
+    }
+
+
+def test_a_failing_command_is_a_failed_delivery_tried_again():
+    sink = CommandSink([sys.executable, "-c", "import sys; sys.stderr.write('no'); sys.exit(3)"])
+    with pytest.raises(RuntimeError, match="exited 3: no"):
+        sink.deliver(EscalationMessage(job="j", name="", id="x", detail="", at=Scenario().clock()))
+
+
+def test_the_sinks_are_plugins():
+    registry = load().registry("escalation-sink")
+    assert {"log", "command"} <= set(registry.names())
+    sink = registry.get("command").factory({"argv": ["true"]})
+    assert sink.name == "command"
+
+
+def test_an_escalation_is_delivered_once_per_sink_across_restarts():
+    sc = Scenario(shape=Shape.SLURM)
+    calls: list[tuple[str, str]] = []
+
+    class Flaky:
+        def __init__(self, name: str, fail_first: bool) -> None:
+            self.name = name
+            self.fail = fail_first
+
+        def deliver(self, message):
+            if self.fail:
+                self.fail = False
+                raise OSError("mail server down")
+            calls.append((self.name, message.id))
+
+    sc.sinks.extend([Flaky("mail", fail_first=True), Flaky("pager", fail_first=False)])
+    sc.submit(
+        JobSpec(
+            command=["x"],
+            recovery=RecoveryPolicy(
+                rules=[Rule(on=[CauseKind.TIME_LIMIT], action=Action.ESCALATE)]
+            ),
+        )
+    )
+    sc.on(sc.running(1), lambda s: sc.backend.env.time_out(sc.canonical(s, 1)))
+    status = sc.run()
+    assert status.state is State.FAILED
+    esc = status.escalations[0]
+    assert sorted(calls) == [("mail", esc.id), ("pager", esc.id)]
+    assert esc.delivered == ("mail", "pager")
+    for generation in range(3):  # later supervisors of the same record deliver nothing again
+        sup = sc.supervisor(holder=f"later{generation}")
+        lease = sc.store.acquire(sc.job, f"later{generation}", timedelta(seconds=5))
+        sup.executor.run_pass(sc.job, lease)
+        sc.store.release(lease)
+    assert len(calls) == 2
+
+
+def test_serve_asks_the_backend_once_per_poll_for_all_its_jobs():
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    store = MemoryRecords()
+    cluster = compose(backend, store=store)
+    jobs = [
+        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True).job
+        for _ in range(5)
+    ]
+    sup = Supervisor(backend, store, poll=0.05)
+    thread = threading.Thread(target=sup.serve, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if all(cluster.observer.get(j).state is State.RUNNING for j in jobs):
+                break
+            time.sleep(0.01)
+        before = dict(backend.env.calls)
+        time.sleep(0.5)  # about ten polls with nothing to do
+        after = dict(backend.env.calls)
+    finally:
+        sup.stop()
+        thread.join(timeout=10)
+    polls = after.get("find_many", 0) - before.get("find_many", 0)
+    singles = after.get("find", 0) - before.get("find", 0)
+    assert polls >= 3
+    assert singles == 0, "a quiet poll must not look at jobs one by one"
