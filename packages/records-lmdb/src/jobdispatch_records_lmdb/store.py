@@ -518,6 +518,8 @@ class LmdbRecords:
                 if not txn.put(_event_key(seq, revision_), data, db=dbs["events"], overwrite=False):
                     msg = f"record {job} is damaged: revision {revision_} exists past its revision"
                     raise Invalid(msg)
+            if not encoded:
+                return revision  # nothing to write: no dirty page, so no sync either
             new = revision + len(encoded)
             txn.put(job_key, _JOB.pack(seq, new, settled or settles), db=dbs["jobs"])
             return new
