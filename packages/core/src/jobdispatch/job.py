@@ -51,6 +51,10 @@ __all__ = [
 ]
 
 
+_GATED = ObjectState.GATED
+_ENDED = ObjectState.ENDED
+
+
 def end_key(ref: ObjectRef, index: int) -> str:
     """The trigger key of one execution's end: a rule fires at most once per ended execution."""
     return f"end:{ref.id}:{index}"
@@ -507,9 +511,12 @@ class _Folder:
             job.objects[obs.ref.id] = obj
         obj.obs = obs
         obj.absent_since = None
-        if obs.state is not ObjectState.GATED:
+        if obs.state is not _GATED:
             obj.ever_opened = True
-        if obj.canonical and obs.executions:
+        runs = obs.executions
+        # Only an ended run of the canonical object can be a native rerun; most observations
+        # show one live run and need nothing more.
+        if obj.canonical and runs and (len(runs) > 1 or runs[0].state is _ENDED):
             self._native_reruns(obj, e.at)
 
     def _native_reruns(self, obj: ObjectRec, at: datetime) -> None:
