@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
 # Shared by tools/s3/{up,down}. Sourced, never run.
 #
 # The S3 server for tests is Ceph's radosgw from Debian, in front of a throw-away cluster of one
@@ -11,8 +11,9 @@
 S3_STATE_DIR=${JOBDISPATCH_S3_STATE:-/var/lib/jobdispatch-s3}
 S3_PORT=${JOBDISPATCH_S3_PORT:-7480}
 S3_MON_PORT=${JOBDISPATCH_S3_MON_PORT:-16789}
-# Objects live in RAM: the benchmark writes two 1 GiB files, so leave room for both and more.
-S3_MEMSTORE_BYTES=${JOBDISPATCH_S3_MEMSTORE_BYTES:-6442450944}
+# Objects live in RAM (allocated as written): the benchmark writes and deletes 1 GiB files, and
+# deleted data waits for radosgw's garbage collector, so leave room for several.
+S3_MEMSTORE_BYTES=${JOBDISPATCH_S3_MEMSTORE_BYTES:-8589934592}
 S3_ACCESS_KEY=${JOBDISPATCH_S3_ACCESS_KEY:-JOBDISPATCHTEST}
 S3_SECRET_KEY=${JOBDISPATCH_S3_SECRET_KEY:-jobdispatch-test-secret}
 S3_REGION=${JOBDISPATCH_S3_REGION:-us-east-1}
@@ -48,13 +49,13 @@ poll() {
 
 # stop_pid FILE: TERM the process in FILE, wait up to 10 s, then KILL. Never by name.
 stop_pid() {
-  local f=$1 pid i
+  local f=$1 pid
   [ -s "$f" ] || { rm -f "$f"; return 0; }
   pid=$(cat "$f")
   if kill -0 "$pid" 2>/dev/null; then
     say "stopping ${f##*/} (pid $pid)"
     kill -TERM "$pid" 2>/dev/null
-    for i in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then say "pid $pid did not exit after TERM, sending KILL"; kill -KILL "$pid" 2>/dev/null; fi
   fi
   rm -f "$f"
