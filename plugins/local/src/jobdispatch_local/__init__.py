@@ -1,0 +1,50 @@
+"""jobdispatch-local: jobs as real processes on this machine, the embedded default adapter.
+
+A job of N nodes and P processes per node runs N x P processes here, started and watched by a
+small runner process per object that outlives whoever opened it and records every ending on
+disk. See the package README for the layout of the state directory and the causes it reports.
+
+The names below are imported on first use: the runner process imports this package too, and it
+must start without loading the core (attrs, cattrs, jsonschema).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from jobdispatch_local.__about__ import __version__
+
+if TYPE_CHECKING:
+    from jobdispatch_local.backend import LocalBackend
+    from jobdispatch_local.config import (
+        CONFIG_SCHEMA,
+        Settings,
+        default_state_dir,
+        parse_config,
+    )
+
+__all__ = [
+    "CONFIG_SCHEMA",
+    "LocalBackend",
+    "Settings",
+    "__version__",
+    "default_state_dir",
+    "parse_config",
+]
+
+_LAZY = {
+    "LocalBackend": "jobdispatch_local.backend",
+    "CONFIG_SCHEMA": "jobdispatch_local.config",
+    "Settings": "jobdispatch_local.config",
+    "default_state_dir": "jobdispatch_local.config",
+    "parse_config": "jobdispatch_local.config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'jobdispatch_local' has no attribute {name!r}"
+        raise AttributeError(msg)
+    return getattr(importlib.import_module(module), name)

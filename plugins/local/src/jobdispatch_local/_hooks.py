@@ -1,0 +1,28 @@
+"""Registers the ``local`` adapter. Cheap to import: the backend and its schema are imported
+only when the registry asks, and the backend only when one is built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jobdispatch.hookspecs import hookimpl
+from jobdispatch.plugins import Registry
+
+
+def _local_backend(config: dict[str, Any], token: Callable[[], str] | None = None) -> Any:
+    from jobdispatch_local.backend import LocalBackend
+
+    return LocalBackend.from_config(config)
+
+
+@hookimpl
+def jobdispatch_register_adapters(registry: Registry) -> None:
+    from jobdispatch_local.config import CONFIG_SCHEMA
+
+    registry.add(
+        "local",
+        _local_backend,
+        schema=CONFIG_SCHEMA,
+        summary="real processes on this machine, one runner per object: the embedded default",
+    )

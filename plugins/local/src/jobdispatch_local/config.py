@@ -1,0 +1,119 @@
+"""The local adapter's configuration: its JSON Schema and the checked settings built from it.
+
+A cluster section in the CLI's config file (``[clusters.NAME] adapter = "local"``) holds these
+keys; ``jobdispatch.new_backend`` validates them first, so an unknown or misspelt key is an error
+naming it rather than a setting silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from jobdispatch.config import validate_config
+from jobdispatch.errors import Problem, ValidationError
+
+__all__ = ["CONFIG_SCHEMA", "Settings", "default_state_dir", "parse_config", "parse_size"]
+
+#: The JSON Schema of the local adapter's configuration.
+CONFIG_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "local adapter",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "state_dir": {
+            "type": "string",
+            "minLength": 1,
+            "description": "where objects, their execution records and output live "
+            "(default: $XDG_STATE_HOME/jobdispatch/local)",
+        },
+        "grace": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 3600,
+            "description": "seconds between SIGTERM and SIGKILL when the runner ends ranks "
+            "(preemption, time limit, stop, requeue); default 10",
+        },
+        "memory_limit": {
+            "oneOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?\s*([KkMmGgTt]i?[Bb]?)?$"},
+            ],
+            "description": "memory per node (bytes, or '512M', '2G'), enforced with a cgroup "
+            "where one is writable; a node over it is killed and ends out-of-memory",
+        },
+        "cgroups": {
+            "type": "string",
+            "enum": ["auto", "v2", "v1", "off"],
+            "description": "which cgroup hierarchy enforces memory_limit; auto tries v2 then v1",
+        },
+        "poll": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 5,
+            "description": "how often the runner looks at its ranks and its control file, "
+            "in seconds; default 0.05",
+        },
+    },
+}
+
+_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KkMmGgTt]?)(i?)[Bb]?$")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from an integer or a size such as ``512M`` / ``2GiB`` (binary units, as cgroups)."""
+    if isinstance(value, int):
+        return value
+    m = _SIZE.match(value.strip())
+    if m is None:
+        msg = f"not a size: {value!r} (use bytes, or a number with K, M, G or T)"
+        raise ValueError(msg)
+    return int(float(m[1]) * _UNITS[m[2].lower()])
+
+
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/jobdispatch/local``, or ``~/.local/state/jobdispatch/local``."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "jobdispatch" / "local"
+
+
+@attrs.frozen
+class Settings:
+    """A checked configuration, ready for :class:`~jobdispatch_local.LocalBackend`."""
+
+    state_dir: Path
+    grace: float = 10.0
+    memory_limit: int | None = None
+    cgroups: str = "auto"
+    poll: float = 0.05
+
+
+def parse_config(config: Mapping[str, Any]) -> Settings:
+    """Check ``config`` against :data:`CONFIG_SCHEMA` and build :class:`Settings`.
+
+    Raises:
+        ValidationError: every problem at once, each naming its key.
+    """
+    validate_config(config, CONFIG_SCHEMA, subject="local adapter configuration")
+    memory_limit = None
+    if "memory_limit" in config:
+        try:
+            memory_limit = parse_size(config["memory_limit"])
+        except ValueError as exc:
+            problem = Problem("memory_limit", str(exc))
+            raise ValidationError([problem], subject="local adapter configuration") from None
+    state_dir = config.get("state_dir")
+    return Settings(
+        state_dir=Path(state_dir).expanduser() if state_dir else default_state_dir(),
+        grace=float(config.get("grace", 10.0)),
+        memory_limit=memory_limit,
+        cgroups=str(config.get("cgroups", "auto")),
+        poll=float(config.get("poll", 0.05)),
+    )

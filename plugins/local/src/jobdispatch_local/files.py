@@ -1,0 +1,70 @@
+"""Durable files: atomic JSON writes, directory syncs and the per-object lock.
+
+Everything the local scheduler knows is in files, so that a runner, a supervisor and a CLI in
+separate processes agree, and so that nothing is lost when one of them dies. A file is written
+to a temporary name, flushed and fsynced, renamed over its final name, and its directory fsynced:
+a reader sees the old content or the new, never half of it, and after a crash or power cut the
+rename that returned is there.
+
+This module is imported by the runner, which must start fast: it uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["fsync_dir", "locked", "read_json", "write_json"]
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the directory's entries (a rename, a new file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, data: Any, *, sync_dir: bool = True) -> None:
+    """Write ``data`` as JSON to ``path`` atomically and durably (write, fsync, rename, fsync)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    payload = json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(payload)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; None when the file does not exist."""
+    try:
+        with path.open("rb") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+@contextlib.contextmanager
+def locked(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold the object's lock file: exclusive to change its control state, shared to read a
+    consistent snapshot. ``flock`` locks die with their process, so a crash never leaves one."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
