@@ -345,10 +345,8 @@ class LocalBackend:
         deadline = time.monotonic() + RUNNER_ACK_TIMEOUT
         while time.monotonic() < deadline:
             now = obj.read_runner()
-            if now is not None and now != before and procs.alive(now):
-                return
             if now is not None and now != before:
-                return  # it took the object and is done already
+                return  # a new runner took the object (and may be done with it already)
             time.sleep(0.01)
         # Left gated or pending: a later open, release or requeue tries again.
 

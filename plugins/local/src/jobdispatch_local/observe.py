@@ -26,7 +26,7 @@ from jobdispatch.types import Actor, ActorKind, Cause, CauseKind, ObjectState, P
 
 from jobdispatch_local import procs
 from jobdispatch_local.layout import ObjectDir, now_iso
-from jobdispatch_local.runner import dead_runner_cause
+from jobdispatch_local.runner import dead_runner_cause, serving
 
 __all__ = ["Snapshot", "observe", "reconcile", "snapshot"]
 
@@ -71,7 +71,7 @@ class Snapshot:
             self.control = obj.read_control()
             self.executions = obj.executions()
             self.runner = obj.read_runner()
-        self.runner_alive = procs.alive(self.runner)
+        self.runner_alive = serving(self.runner)
 
     @property
     def orphaned(self) -> bool:
@@ -116,7 +116,7 @@ def reconcile(obj: ObjectDir) -> None:
     """Record the end of an execution whose runner died (node-lost), once, under the lock."""
     with obj.lock():
         runner = obj.read_runner()
-        if procs.alive(runner):
+        if serving(runner):
             return
         for e in obj.executions():
             if e.get("ended_at") is not None:

@@ -38,7 +38,7 @@ from jobdispatch_local import procs, ranks
 from jobdispatch_local.cgroups import MemoryControl, NodeGroup
 from jobdispatch_local.layout import ObjectDir, now_iso
 
-__all__ = ["dead_runner_cause", "main"]
+__all__ = ["dead_runner_cause", "main", "serving"]
 
 OOM_SIGNAL = signal.SIGKILL
 
@@ -74,6 +74,11 @@ def dead_runner_cause(runner: dict[str, Any] | None) -> dict[str, Any]:
     )
 
 
+def serving(runner: dict[str, Any] | None) -> bool:
+    """Whether the recorded runner is alive and has not said it is done with the object."""
+    return runner is not None and not runner.get("done") and procs.alive(runner)
+
+
 def _signal_name(signo: int) -> str:
     try:
         return signal.Signals(signo).name
@@ -106,19 +111,25 @@ class Runner:
         me = procs.identity(os.getpid())
         with self.obj.lock():
             other = self.obj.read_runner()
-            if other and other.get("pid") != os.getpid() and procs.alive(other):
+            if other and other.get("pid") != os.getpid() and serving(other):
                 return 0  # another runner serves this object already
             self.obj.write_runner(me)
+        previous = other
         while True:
             with self.obj.lock():
                 control = self.obj.read_control()
                 executions = self.obj.executions()
                 for e in executions:
                     if e.get("ended_at") is None:
-                        self._adopt(e)
-                if control.get("stop") or self.terminated:
-                    return 0
-                if len(executions) >= int(control.get("runs") or 0):
+                        self._adopt(e, previous)
+                if (
+                    control.get("stop")
+                    or self.terminated
+                    or len(executions) >= int(control.get("runs") or 0)
+                ):
+                    # Say so under the lock: from here on a requeue or release must start a
+                    # new runner, since this one will not look again.
+                    self.obj.write_runner({**me, "done": True})
                     return 0
                 started = None
                 if control.get("hold") is None:
@@ -128,12 +139,12 @@ class Runner:
                 continue
             self._watch(*started)
 
-    def _adopt(self, record: dict[str, Any]) -> None:
+    def _adopt(self, record: dict[str, Any], previous: dict[str, Any] | None) -> None:
         """End an execution a dead runner left open (its ranks died with it)."""
         for r in record.get("ranks", []):
             procs.kill_group(r.get("process") or {}, signal.SIGKILL)
         record["ended_at"] = now_iso()
-        record["cause"] = dead_runner_cause(self.obj.read_runner())
+        record["cause"] = dead_runner_cause(previous)
         self.obj.write_execution(record)
 
     # ---------------------------------------------------------------- starting

@@ -134,7 +134,7 @@ def shut_down(state_dir: Path) -> list[int]:
         backend.stop(obs.ref, "test clean-up")
 
     def alive() -> list[dict[str, object]]:
-        found = []
+        found: list[dict[str, object]] = []
         for obj in scan(state_dir):
             idents = [obj.read_runner()] + [
                 r.get("process") for e in obj.executions() for r in e.get("ranks", [])

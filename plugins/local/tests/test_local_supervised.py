@@ -1,0 +1,142 @@
+"""The local adapter under the supervisor: recovery by resubmit and by requeue, end to end in
+one process, and its registration and configuration."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jobdispatch
+import pytest
+from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch.errors import ValidationError
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.spi import ObjectRef
+from jobdispatch.status import Status
+from jobdispatch.types import Enforcer, Tristate
+from jobdispatch_local import LocalBackend, parse_config
+from jobdispatch_local.testing import Puppets
+from jobdispatch_supervise import Supervisor
+
+ME = Actor.human("ops")
+
+
+def wait_status(
+    cluster: jobdispatch.Cluster, job: str, ok: Callable[[Status], bool], timeout: float = 20
+) -> Status:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = cluster.observer.get(job)
+        if ok(status):
+            return status
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job} stayed {status.state}: {status.submissions}")
+        time.sleep(0.02)
+
+
+def supervise(backend: LocalBackend, store: MemoryRecords, job: str) -> threading.Thread:
+    supervisor = Supervisor(backend, store, poll=0.05)
+    thread = threading.Thread(target=supervisor.run, args=(job,), daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("action", [Action.RESUBMIT, Action.REQUEUE])
+def test_a_preempted_job_is_recovered_and_succeeds(
+    backend: LocalBackend, puppets: Puppets, action: Action
+) -> None:
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(backend, store=store)
+    spec = JobSpec(
+        name="finetune",
+        command=puppets.command(),
+        nodes=2,
+        recovery=RecoveryPolicy(rules=[Rule(on=[CauseKind.PREEMPTED], action=action, budget=2)]),
+    )
+    plan = cluster.operator.submit(spec, by=ME, supervised=True)
+    assert plan.rules[0].enforcer is Enforcer.SUPERVISOR
+    thread = supervise(backend, store, plan.job or "")
+    job = plan.job or ""
+    status = wait_status(cluster, job, lambda s: s.state is State.RUNNING)
+    first = status.submissions[0].canonical
+    assert first is not None
+    backend.preempt(first)
+    if action is Action.RESUBMIT:
+        status = wait_status(
+            cluster, job, lambda s: s.state is State.RUNNING and len(s.submissions) == 2
+        )
+        current = status.submissions[1].canonical
+    else:
+        status = wait_status(
+            cluster,
+            job,
+            lambda s: s.state is State.RUNNING and len(s.submissions[0].executions) == 2,
+        )
+        current = first
+    assert status.plan is not None and status.plan.rules[0].firings == 1
+    assert current is not None
+    puppets.tell(current, "exit 0")
+    thread.join(timeout=20)
+    assert not thread.is_alive()
+    final = cluster.observer.get(job)
+    assert (final.state, final.cause.kind) == (State.SUCCEEDED, CauseKind.NONE)
+    assert final.settled
+
+
+def test_cancel_stops_the_running_object(backend: LocalBackend, puppets: Puppets) -> None:
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(backend, store=store)
+    plan = cluster.operator.submit(JobSpec(command=puppets.command()), by=ME, supervised=True)
+    job = plan.job or ""
+    thread = supervise(backend, store, job)
+    status = wait_status(cluster, job, lambda s: s.state is State.RUNNING)
+    receipt = cluster.operator.cancel(job, by=ME, reason="enough")
+    assert receipt.committed and receipt.cleanup_complete
+    thread.join(timeout=20)
+    obs = backend.inspect(status.submissions[0].canonical or ObjectRef(""))
+    assert obs.executions[0].cause is not None
+    assert obs.executions[0].cause.kind is CauseKind.CANCELLED
+
+
+def test_registered_through_the_plugin_manager(state_dir: Path) -> None:
+    from jobdispatch import plugins
+
+    loaded = plugins.load()
+    entry = loaded.registry("adapter").get("local")
+    assert "real processes" in entry.summary
+    backend = jobdispatch.new_backend("local", {"state_dir": str(state_dir)})
+    assert isinstance(backend, LocalBackend)
+    with pytest.raises(ValidationError, match="gracee"):
+        jobdispatch.new_backend("local", {"state_dir": str(state_dir), "gracee": 1})
+
+
+def test_config_is_checked_and_defaults_to_xdg_state(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    settings = parse_config({})
+    assert settings.state_dir == tmp_path / "jobdispatch" / "local"
+    assert parse_config({"memory_limit": "1.5G"}).memory_limit == 3 << 29
+    assert parse_config({"memory_limit": 4096}).memory_limit == 4096
+    with pytest.raises(ValidationError) as err:
+        parse_config({"memory_limit": "lots", "grace": -1})
+    assert set(err.value.paths) == {"grace", "memory_limit"}
+
+
+def test_capabilities_and_rules(backend: LocalBackend) -> None:
+    caps = backend.capabilities()
+    assert set(caps) == set(jobdispatch.Capability)
+    assert caps[jobdispatch.Capability.CONTAINER_IMAGE].answer is Tristate.NO
+    assert caps[jobdispatch.Capability.HOLD].answer is Tristate.YES
+    policy = RecoveryPolicy(
+        rules=[
+            Rule(on=[CauseKind.OUT_OF_MEMORY], action=Action.RESUBMIT, budget=1),
+            Rule(on=[CauseKind.PREEMPTED], action=Action.RESTART, budget=1),
+        ]
+    )
+    oom, restart = backend.rules(JobSpec(command=("true",)), policy)
+    assert oom.native.answer is Tristate.NO and oom.perform.answer is Tristate.YES
+    assert "out-of-memory is never reported here" in oom.perform.detail
+    assert restart.perform.answer is Tristate.NO
