@@ -26,7 +26,7 @@ from jobdispatch import (
     Tristate,
     UnmatchedPolicy,
 )
-from jobdispatch.job import ABSENCE_GRACE, CALL_DEADLINE
+from jobdispatch.job import ABSENCE_GRACE, ABSENCE_REFRESH, CALL_DEADLINE
 from jobdispatch.records import events as ev
 from jobdispatch.spi import CessationEvidence
 from jobdispatch.steps import OPEN_RETRY, STOP_RETRY
@@ -174,7 +174,9 @@ def test_o3_absent_past_the_grace_is_verified_stopped_and_then_ends_the_run():
     story = Story.with_rules(Rule(on=[CauseKind.UNKNOWN], action=Action.RESUBMIT, budget=1))
     story.launched(1, "o1").add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
     assert first(story.next()).kind is StepKind.WAIT
-    story.later(ABSENCE_GRACE.total_seconds())
+    for _ in range(int(ABSENCE_GRACE / ABSENCE_REFRESH)):  # the absence goes on, recorded
+        story.later(ABSENCE_REFRESH.total_seconds())
+        story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
     step = first(story.next())
     assert (step.kind, step.ref) == (StepKind.VERIFIED_STOPPED, ObjectRef("o1"))
     story.add(ev.VerifiedStopped, ref=ObjectRef("o1"), find_at=story.now)

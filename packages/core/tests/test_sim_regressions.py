@@ -14,6 +14,7 @@ from jobdispatch import (
     Cause,
     CauseKind,
     Invalid,
+    ObjectRef,
     Provenance,
     Rule,
     State,
@@ -22,6 +23,7 @@ from jobdispatch import (
     compose,
 )
 from jobdispatch.clock import ManualClock
+from jobdispatch.job import ABSENCE_REFRESH
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
@@ -116,3 +118,25 @@ def test_seed_2_manual_policy_escalates_attempts_that_block_settlement() -> None
     assert story.next()[0].kind is StepKind.WAIT
     story.add(ev.AbandonRequested, submission=1, attempt=1)
     assert story.next()[0].kind is StepKind.SETTLE
+
+
+def test_seed_1014_misses_far_apart_do_not_prove_an_absence() -> None:
+    """Seed 1014, invariant 5: a lagging listing missed the object once (recorded absent);
+    later a find showed it again, but that process crashed before recording it; minutes later
+    another lagging find missed it, and ``next`` judged it verified stopped from the old
+    absence. It was running: the job failed as "vanished before it ran" while its execution
+    ran on. Misses recorded further apart than ABSENCE_GAP now start the absence over."""
+    story = Story().launched(1, "o1")
+    story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
+    story.later(333)
+    step = story.next()[0]
+    assert step.kind is StepKind.OBSERVE and step.find_at == story.now
+    story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
+    assert story.next()[0].kind is StepKind.WAIT
+    for _ in range(6):  # a continuing absence, recorded every ABSENCE_REFRESH
+        story.later(ABSENCE_REFRESH.total_seconds())
+        steps = story.next()
+        if steps[0].kind is StepKind.OBSERVE:
+            story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
+            steps = story.next()
+    assert steps[0].kind is StepKind.VERIFIED_STOPPED

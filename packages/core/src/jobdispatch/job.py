@@ -126,6 +126,8 @@ class ObjectRec:
     verified_stopped: bool = False
     obs: ObjectObs | None = None
     absent_since: datetime | None = None
+    #: The latest recorded miss of the current absence (see ABSENCE_GAP).
+    absent_last: datetime | None = None
     ever_opened: bool = False
     ceased: Tristate = Tristate.UNKNOWN
     ceased_at: datetime | None = None
@@ -511,6 +513,7 @@ class _Folder:
             job.objects[obs.ref.id] = obj
         obj.obs = obs
         obj.absent_since = None
+        obj.absent_last = None
         if obs.state is not _GATED:
             obj.ever_opened = True
         runs = obs.executions
@@ -553,8 +556,15 @@ class _Folder:
 
     def _on_absent(self, i: int, e: ev.Absent) -> None:
         obj = self._object(i, e.ref)
-        if obj.absent_since is None:
+        # Misses recorded further apart than ABSENCE_GAP may hide a sighting that was never
+        # recorded (its process crashed first): the absence starts over from this miss.
+        if (
+            obj.absent_since is None
+            or obj.absent_last is None
+            or e.find_at - obj.absent_last > ABSENCE_GAP
+        ):
             obj.absent_since = e.find_at
+        obj.absent_last = e.find_at if obj.absent_last is None else max(obj.absent_last, e.find_at)
 
     def _on_attempt_replied(self, i: int, e: ev.AttemptReplied) -> None:
         job = self.job
@@ -778,6 +788,10 @@ def fold(view: ev.View, now: datetime) -> Job:
 
 #: How long a known object may be absent from complete Finds before it is judged stopped.
 ABSENCE_GRACE = timedelta(seconds=60)
+#: How often a continuing absence is recorded again, and the longest gap between recorded
+#: misses that still counts as one absence (longer, and the object may have been seen between).
+ABSENCE_REFRESH = timedelta(seconds=10)
+ABSENCE_GAP = timedelta(seconds=30)
 #: How far ahead a hold-family, requeue or restore call's deadline is set.
 CALL_DEADLINE = timedelta(seconds=30)
 #: How often a site's cessation signal is asked again while a shared-checkpoint hold stands.

@@ -15,7 +15,9 @@ from datetime import datetime, timedelta
 import attrs
 
 from jobdispatch.job import (
+    ABSENCE_GAP,
     ABSENCE_GRACE,
+    ABSENCE_REFRESH,
     CALL_DEADLINE,
     CESSATION_INTERVAL,
     HoldRec,
@@ -127,10 +129,13 @@ def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
         steps.append(Step(kind=StepKind.OBSERVE, ref=obs.ref, obs=obs))
     if discovery.complete:
         present = {o.ref.id for o in discovery.objects}
+        at = discovery.at or now
         for rec in job.objects.values():
-            if rec.ref.id in present or rec.done or rec.absent_since is not None:
+            if rec.ref.id in present or rec.done:
                 continue
-            steps.append(Step(kind=StepKind.OBSERVE, ref=rec.ref, find_at=discovery.at or now))
+            if rec.absent_last is not None and at - rec.absent_last < ABSENCE_REFRESH:
+                continue  # a recent miss is on record already
+            steps.append(Step(kind=StepKind.OBSERVE, ref=rec.ref, find_at=at))
     return steps
 
 
@@ -140,6 +145,8 @@ def _absence(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
     for rec in job.objects.values():
         if rec.done or rec.absent_since is None:
             continue
+        if rec.absent_last is None or now - rec.absent_last > ABSENCE_GAP:
+            continue  # no recent miss on record: only a fresh one continues the absence
         due = rec.absent_since + ABSENCE_GRACE
         if now >= due:
             return [Step(kind=StepKind.VERIFIED_STOPPED, ref=rec.ref, find_at=now)], None
