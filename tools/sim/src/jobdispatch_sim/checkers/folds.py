@@ -1,0 +1,66 @@
+"""Invariant 6: the record always folds, decisions are fenced, and no submitted job is ever
+missing from ``list``.
+
+After every step, each record that changed is folded (and projected) as any reader would; a
+record the protocol could not have written is refused by ``fold`` with Invalid, which is a
+violation here. Fencing is checked on the record too: a decision stored under token t proves
+the writer held the current lease, so no later decision may carry an older token.
+"""
+
+from __future__ import annotations
+
+from jobdispatch.errors import Invalid
+from jobdispatch.job import fold
+from jobdispatch.spi import Discovery
+from jobdispatch.status import project
+
+from jobdispatch_sim.checkers import Checker, Context, Violation
+from jobdispatch_sim.timeline import Commit, Item
+
+
+class Folds(Checker):
+    invariant = 6
+    name = "records fold and list"
+
+    def __init__(self) -> None:
+        self.dirty: dict[str, int] = {}
+        self.token: dict[str, tuple[int, int]] = {}
+        self.broken: set[str] = set()
+
+    def feed(self, item: Item) -> list[Violation]:
+        if not isinstance(item, Commit):
+            return []
+        self.dirty[item.job] = item.seq
+        if item.token is None:
+            return []
+        last = self.token.get(item.job)
+        if last is not None and item.token < last[0]:
+            self.token[item.job] = (max(last[0], item.token), item.seq)
+            return [
+                self.violation(
+                    item.job,
+                    f"decision {item.event.kind} stored under token {item.token} after a "
+                    f"decision under token {last[0]} (#{last[1]}): a fenced-off holder wrote",
+                    item.seq,
+                )
+            ]
+        self.token[item.job] = (item.token, item.seq)
+        return []
+
+    def settle(self, ctx: Context) -> list[Violation]:
+        out = []
+        for job, seq in sorted(self.dirty.items()):
+            if job in self.broken:
+                continue
+            try:
+                folded = fold(ctx.read(job), ctx.now)
+                project(folded, Discovery(job=job), ctx.now)
+            except Invalid as exc:
+                self.broken.add(job)
+                out.append(self.violation(job, f"the record does not fold: {exc}", seq))
+        self.dirty.clear()
+        listed = set(ctx.listed())
+        for job in ctx.submitted():
+            if job not in listed:
+                out.append(self.violation(job, "a submitted job is missing from list", -1))
+        return out

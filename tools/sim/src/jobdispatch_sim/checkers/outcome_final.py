@@ -1,0 +1,88 @@
+"""Invariant 4: a committed outcome never changes; a cancelled job opens nothing after the
+cancel commit; and a cancel commits before it stops anything.
+
+The outcome is fixed by the first commit that makes the job terminal (an outcome decision, a
+cancel, a give-up); any later outcome decision is a change, whatever fold makes of it. After a
+cancel took effect, no gate of the job may be lifted and no ended object requeued back to run.
+And every stop the operator's cancel makes must come after its commit in the timeline: stopping
+first lets a supervisor see the stopped execution end and recover it before the cancel lands.
+"""
+
+from __future__ import annotations
+
+from jobdispatch.memory import history as h
+from jobdispatch.records import events as ev
+from jobdispatch.types import State
+
+from jobdispatch_sim.checkers import Checker, Context, Violation
+from jobdispatch_sim.timeline import Call, Commit, Happened, Item
+
+
+class OutcomeFinal(Checker):
+    invariant = 4
+    name = "outcomes are final"
+
+    def __init__(self) -> None:
+        self.outcome: dict[str, tuple[State, int]] = {}
+        self.cancelled: dict[str, int] = {}
+
+    def feed(self, item: Item) -> list[Violation]:
+        if isinstance(item, Commit):
+            e = item.event
+            job = item.job
+            first = self.outcome.get(job)
+            if isinstance(e, ev.OutcomeDecided):
+                if first is not None:
+                    return [
+                        self.violation(
+                            job,
+                            f"outcome {e.state} ({e.cause.kind}) committed after outcome "
+                            f"{first[0]} at #{first[1]}",
+                            item.seq,
+                        )
+                    ]
+                self.outcome[job] = (e.state, item.seq)
+            elif isinstance(e, ev.CancelRequested) and first is None:
+                self.outcome[job] = (State.CANCELLED, item.seq)
+                self.cancelled[job] = item.seq
+            elif isinstance(e, ev.GiveUpRequested) and first is None:
+                self.outcome[job] = (State.FAILED, item.seq)
+            return []
+        if isinstance(item, Call):
+            if item.actor == "op:cancel" and item.op == "stop" and item.job not in self.outcome:
+                return [
+                    self.violation(
+                        item.job,
+                        f"the cancel stopped {item.target} before its commit made the job terminal",
+                        item.seq,
+                    )
+                ]
+            return []
+        if isinstance(item, Happened):
+            e2 = item.entry
+            job2 = e2.job
+            if job2 is None or job2 not in self.cancelled:
+                return []
+            if (isinstance(e2, h.Opened) and e2.lifted) or (
+                isinstance(e2, h.Requeued) and e2.was.value == "ended"
+            ):
+                return [
+                    self.violation(
+                        job2,
+                        f"{e2.ref} was opened after the cancel commit at #{self.cancelled[job2]}",
+                        item.seq,
+                    )
+                ]
+        return []
+
+    def finish(self, ctx: Context) -> list[Violation]:
+        """The folded record agrees with the first outcome committed."""
+        from jobdispatch.job import fold
+
+        out = []
+        for job, (state, seq) in sorted(self.outcome.items()):
+            folded = fold(ctx.read(job), ctx.now)
+            if folded.outcome is None or folded.outcome.state is not state:
+                got = folded.outcome.state if folded.outcome else "none"
+                out.append(self.violation(job, f"fold shows outcome {got}, committed {state}", seq))
+        return out

@@ -1,0 +1,153 @@
+"""How often each interesting situation occurred: Antithesis-style "sometimes" assertions.
+
+A sweep that never crashed between an attempt's commit and its Start call proves nothing about
+that window, however many seeds passed. So situations are counted (some noted by the world
+where it injects a fault, the rest derived here from the timeline), and a sweep fails when a
+required one never happened: the simulator must show it went where the bugs would be.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from jobdispatch.memory import history as h
+from jobdispatch.records import events as ev
+from jobdispatch.types import HoldKind
+
+from jobdispatch_sim.timeline import Commit, Control, Happened, Item
+
+#: Situations every sweep of enough seeds must reach at least once.
+REQUIRED: tuple[str, ...] = (
+    "crash between attempt commit and Start",
+    "crash between Start and its reply commit",
+    "crash between canonical and open",
+    "crash between open decision and open call",
+    "operator crashed between cancel commit and its stops",
+    "crash after a commit applied",
+    "commit applied, reply lost",
+    "power cut with a commit in flight",
+    "pause inside a step",
+    "lease lapsed while its holder was paused",
+    "lease lost mid-step",
+    "decision lost a race",
+    "duplicate retired",
+    "lost reply resolved by discovery",
+    "a find missed objects",
+    "native requeue observed",
+    "native restart observed",
+    "supervisor requeue",
+    "resubmitted by a rule",
+    "resubmitted by a person",
+    "budget exhausted",
+    "recovery hold placed",
+    "hold released",
+    "resumed after a hold",
+    "start refused",
+    "outcome succeeded",
+    "outcome failed",
+    "outcome cancelled",
+    "given up",
+    "requeue asked by a person",
+    "a supervisor's clock went backward",
+    "settled",
+)
+
+
+class Coverage:
+    """Counts of situations, fed by the world and by the timeline."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._unknown: set[tuple[str, int, int]] = set()
+        self._canonical: set[str] = set()
+
+    def cover(self, name: str, n: int = 1) -> None:
+        self.counts[name] += n
+
+    def merge(self, other: Counter[str]) -> None:
+        self.counts.update(other)
+
+    def observe(self, item: Item) -> None:
+        """Derive situations from one timeline item."""
+        if isinstance(item, Happened):
+            if isinstance(item.entry, h.NativeRerun):
+                self.cover(f"native {item.entry.mode} by the backend")
+            return
+        if isinstance(item, Control):
+            if item.phase == "ok":
+                self.cover(f"operator {item.op}")
+            return
+        if not isinstance(item, Commit):
+            return
+        e = item.event
+        job = item.job
+        match e:
+            case ev.Retired():
+                self.cover("duplicate retired")
+            case ev.AttemptReplied() if e.reply is not ev.Reply.CREATED:
+                if e.reply is ev.Reply.UNKNOWN:
+                    self._unknown.add((job, e.submission, e.attempt))
+                else:
+                    self.cover("start refused")
+            case ev.CanonicalChosen():
+                self._canonical.add(e.ref.id)
+                if (job, e.submission, e.attempt) in self._unknown:
+                    self.cover("lost reply resolved by discovery")
+            case ev.Observed() if e.obs.ref.id in self._canonical and len(e.obs.executions) > 1:
+                mode = "restart" if "/" in e.obs.ref.id else "requeue"
+                self.cover(f"native {mode} observed")
+            case ev.Escalated():
+                self.cover(f"escalated: {e.id.split(':', 1)[0]}")
+                if e.id.startswith("budget:"):
+                    self.cover("budget exhausted")
+            case ev.HoldPlaced() if e.hold.kind is HoldKind.RECOVERY:
+                self.cover("recovery hold placed")
+            case ev.HoldLifted():
+                self.cover("hold lifted by the supervisor")
+            case ev.ReleaseRequested():
+                self.cover("hold released")
+            case ev.RequeueRequested():
+                self.cover("requeue asked by a person")
+            case ev.RecoveryDecided() if e.ref is not None:
+                self.cover("supervisor requeue")
+            case ev.SubmissionAuthorized() if e.n > 1:
+                if e.trigger.startswith(("end:", "launch:")):
+                    self.cover("resubmitted by a rule")
+                elif e.trigger.startswith("resubmit:"):
+                    self.cover("resubmitted by a person")
+                elif e.trigger.startswith("release:"):
+                    self.cover("resumed after a hold")
+            case ev.OutcomeDecided():
+                self.cover(f"outcome {e.state}")
+            case ev.CancelRequested():
+                self.cover("outcome cancelled")
+            case ev.GiveUpRequested():
+                self.cover("given up")
+            case ev.VerifiedStopped():
+                self.cover("verified stopped")
+            case ev.Absent():
+                self.cover("absence recorded")
+            case ev.CessationAnswered():
+                self.cover("cessation asked")
+            case ev.CallIssued():
+                self.cover(f"call issued: {e.op.value}")
+            case ev.Settled():
+                self.cover("settled")
+            case _:
+                pass
+
+    def missing(self, required: Iterable[str] = REQUIRED) -> list[str]:
+        return [name for name in required if not self.counts.get(name)]
+
+    def table(self) -> list[str]:
+        """One line per situation, required ones marked, in a stable order."""
+        names = sorted(set(self.counts) | set(REQUIRED))
+        width = max(len(n) for n in names)
+        lines = []
+        for name in names:
+            mark = "*" if name in REQUIRED else " "
+            count = self.counts.get(name, 0)
+            flag = "  <-- never happened" if mark == "*" and not count else ""
+            lines.append(f"{mark} {name:<{width}} {count:>9}{flag}")
+        return lines

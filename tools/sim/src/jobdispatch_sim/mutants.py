@@ -1,0 +1,287 @@
+"""Mutants: each reverts one protection of the real code, for the duration of one run.
+
+A simulator that passes proves little until it is seen failing for the right reasons. Each
+mutant here undoes exactly one thing the contract relies on, by patching or wrapping the real
+code (never by a flag in production code), and the mutants session shows that a bounded number
+of seeds catches every one of them. The patches live only inside ``active(name)`` and are undone
+on exit, so one process can run the real code and every mutant in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+from jobdispatch import cluster as cluster_mod
+from jobdispatch import job as job_mod
+from jobdispatch import steps as steps_mod
+from jobdispatch.job import Job
+from jobdispatch.records import events as ev
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.records.store import Lease
+from jobdispatch.spi import Discovery
+from jobdispatch.steps import Step, StepKind
+from jobdispatch.types import Actor
+from jobdispatch_supervise import executor as executor_mod
+from jobdispatch_supervise.executor import Executor
+
+
+@contextmanager
+def _patched(*patches: tuple[object, str, object]) -> Iterator[None]:
+    """Set attributes for the duration of the block; put the originals back after."""
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    for obj, name, value in patches:
+        setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        for obj, name, value in reversed(saved):
+            setattr(obj, name, value)
+
+
+# ---------------------------------------------------------------------------- the store
+
+
+def no_revision_check() -> AbstractContextManager[None]:
+    """Appends ignore ``expect_revision``: a decision computed from an old read lands anyway."""
+    original = MemoryRecords.append
+
+    def append(
+        self: MemoryRecords,
+        job: str,
+        events: Sequence[ev.AnyEvent],
+        *,
+        expect_revision: int,
+        owner: Lease | None = None,
+    ) -> int:
+        return original(self, job, events, expect_revision=self.read(job).revision, owner=owner)
+
+    return _patched((MemoryRecords, "append", append))
+
+
+def no_fencing() -> AbstractContextManager[None]:
+    """Decisions are accepted from any holder, current lease or not."""
+
+    def check_owner(self: MemoryRecords, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    return _patched((MemoryRecords, "_check_owner", check_owner))
+
+
+# ---------------------------------------------------------------------------- the executor
+
+
+def open_before_canonical() -> AbstractContextManager[None]:
+    """The chosen object's gate is lifted before it is committed as canonical."""
+    original = Executor._execute
+
+    def execute(
+        self: Executor, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: Any
+    ) -> None:
+        if step.kind is StepKind.CANONICAL and step.ref is not None:
+            self.backend.open(step.ref)
+        original(self, job, folded, step, revision, lease, now)
+
+    return _patched((Executor, "_execute", execute))
+
+
+def _rule_for(folded: Job, kind: object) -> int | None:
+    for a in folded.header.plan.rules:
+        if kind in a.effective.on:
+            return a.index
+    return None
+
+
+def budget_after_start() -> AbstractContextManager[None]:
+    """A rule's submission is authorized without its budget reservation, and the budget is
+    charged only once the first Start has answered (a crash in between loses the charge)."""
+    original_execute = Executor._execute
+    original_start = Executor._start
+
+    def execute(
+        self: Executor, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: Any
+    ) -> None:
+        if step.kind is StepKind.AUTHORIZE and step.rule is not None:
+            step = attrs.evolve(step, rule=None)
+        original_execute(self, job, folded, step, revision, lease, now)
+
+    def start(
+        self: Executor, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: Any
+    ) -> None:
+        original_start(self, job, folded, step, revision, lease, now)
+        sub = folded.submission(step.submission)
+        if step.attempt != 1 or sub is None or sub.cause is None:
+            return
+        if not sub.trigger.startswith(("end:", "launch:")):
+            return
+        rule = _rule_for(folded, sub.cause.kind)
+        if rule is None:
+            return
+        view = self.store.read(job)
+        charge = ev.RecoveryDecided(
+            at=self.clock(),
+            by=self.actor,
+            rule=rule,
+            trigger=f"charge:{step.submission}",
+            cause=sub.cause,
+            submission=step.submission,
+        )
+        self.store.append(job, [charge], expect_revision=view.revision, owner=lease)
+
+    return _patched((Executor, "_execute", execute), (Executor, "_start", start))
+
+
+# ---------------------------------------------------------------------------- fold and next
+
+
+def open_next_before_stopped() -> AbstractContextManager[None]:
+    """Submission n+1 is opened without waiting for submission n's object to be verified
+    stopped."""
+    original = steps_mod._launch
+
+    def launch(job: Job, sub: Any, hold: Any, now: datetime) -> Any:
+        hidden = []
+        for older in job.submissions[: sub.n - 1]:
+            for o in job.objects_of(older.n):
+                if o.canonical and o.open_decided and not o.done:
+                    o.verified_stopped = True
+                    hidden.append(o)
+        try:
+            return original(job, sub, hold, now)
+        finally:
+            for o in hidden:
+                o.verified_stopped = False
+
+    return _patched((steps_mod, "_launch", launch))
+
+
+def trigger_ignored() -> AbstractContextManager[None]:
+    """Fold forgets which triggers were used, so one trigger can authorize again and again."""
+
+    def use_trigger(self: Any, i: int, trigger: str) -> None:
+        return None
+
+    return _patched((job_mod._Folder, "_use_trigger", use_trigger))
+
+
+def outcome_overwritten() -> AbstractContextManager[None]:
+    """A terminal job's outcome can be decided again: an execution that ends after a cancel or
+    a give-up replaces the outcome."""
+    original_next = steps_mod.next_steps
+
+    def on_outcome(self: Any, i: int, e: ev.OutcomeDecided) -> None:
+        self._outcome(e.state, e.cause, e.at)
+
+    def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
+        steps = original_next(job, discovery, now)
+        if job.terminal and not job.settled and steps[0].kind is not StepKind.OBSERVE:
+            saved = job.outcome
+            job.outcome = None
+            try:
+                again = steps_mod._drive(job, now)
+            finally:
+                job.outcome = saved
+            if again and again[0].kind is StepKind.OUTCOME:
+                return again
+        return steps
+
+    return _patched(
+        (job_mod._Folder, "_on_outcome_decided", on_outcome),
+        (executor_mod, "next_steps", next_steps),
+    )
+
+
+def no_absence_grace() -> AbstractContextManager[None]:
+    """An object missing from one complete Find is judged stopped at once."""
+    return _patched((steps_mod, "ABSENCE_GRACE", timedelta(0)))
+
+
+# ---------------------------------------------------------------------------- the operator
+
+
+def cancel_not_first() -> AbstractContextManager[None]:
+    """Cancel stops what is live first and commits the outcome after."""
+
+    def cancel(
+        self: cluster_mod.Operator, job: str, *, by: Actor, reason: str = ""
+    ) -> cluster_mod.CancelReceipt:
+        report = cluster_mod._stop_all(
+            self._backend, job, f"cancelled by {by}: {reason}".rstrip(": ")
+        )
+        committed, folded = self._commit(
+            job,
+            lambda j: (
+                None if j.terminal else ev.CancelRequested(at=self._clock(), by=by, reason=reason)
+            ),
+        )
+        return cluster_mod.CancelReceipt(
+            job=job,
+            committed=committed,
+            already=None if committed else folded.outcome.state,
+            cleanup_complete=not report.live,
+            live=report.live,
+        )
+
+    return _patched((cluster_mod.Operator, "cancel", cancel))
+
+
+@attrs.frozen
+class Mutant:
+    """One reverted protection: its name, what it reverts, and how."""
+
+    name: str
+    reverts: str
+    patch: Callable[[], AbstractContextManager[None]]
+
+
+MUTANTS: dict[str, Mutant] = {
+    m.name: m
+    for m in (
+        Mutant(
+            "no-revision-check", "decisions conditional on the revision read", no_revision_check
+        ),
+        Mutant("no-fencing", "decisions conditional on the owner's lease token", no_fencing),
+        Mutant(
+            "open-before-canonical",
+            "open only after the canonical commit",
+            open_before_canonical,
+        ),
+        Mutant(
+            "open-next-before-stopped",
+            "open n+1 only once n is ended or verified stopped",
+            open_next_before_stopped,
+        ),
+        Mutant(
+            "budget-after-start",
+            "the budget reserved with the authorization, before Start",
+            budget_after_start,
+        ),
+        Mutant("trigger-ignored", "one trigger authorizes at most one recovery", trigger_ignored),
+        Mutant("outcome-overwritten", "a committed outcome is final", outcome_overwritten),
+        Mutant("cancel-not-first", "cancel commits before it stops anything", cancel_not_first),
+        Mutant(
+            "no-absence-grace",
+            "an object is judged stopped only after absence across a grace period",
+            no_absence_grace,
+        ),
+    )
+}
+
+
+@contextmanager
+def active(name: str | None) -> Iterator[None]:
+    """Run the block under mutant ``name`` (the real code when None)."""
+    if name is None:
+        yield
+        return
+    try:
+        mutant = MUTANTS[name]
+    except KeyError:
+        known = ", ".join(MUTANTS)
+        msg = f"no mutant {name!r}; known: {known}"
+        raise ValueError(msg) from None
+    with mutant.patch():
+        yield

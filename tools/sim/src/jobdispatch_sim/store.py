@@ -1,0 +1,117 @@
+"""The crash-model record store: :class:`MemoryRecords` as a durable store on another machine.
+
+The wrapped store *is* the disk: it outlives every supervisor crash, so "a process crash loses
+nothing committed" holds by construction. What the wrapper adds is what can go wrong between a
+process and a durable store, and only that:
+
+* an append refused before it applies (``Unavailable``): nothing changed;
+* an append applied whose reply is lost: the writer sees ``Unavailable`` (and lives on) or
+  crashes, yet the events are committed, exactly as with a synced store whose reply was cut;
+* a power cut while an append is in flight: the append was not synced, so it is lost, and every
+  supervisor process dies;
+* an acquire or renew applied whose reply is lost;
+* a read that fails.
+
+Every commit is noted in the run's timeline with the token it was stored under, for the
+checkers. Nothing else is changed: the conditional append, fencing and leases are the real
+store's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from jobdispatch.errors import Unavailable
+from jobdispatch.records.events import AnyEvent, Header, View
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.records.store import Created, Lease, ListFilter
+from jobdispatch.types import JobID
+
+from jobdispatch_sim.faults import Crash, PowerCut
+
+if TYPE_CHECKING:
+    from jobdispatch_sim.world import World
+
+
+class SimStore:
+    """A :class:`~jobdispatch.records.store.Records` over ``inner`` with the faults above."""
+
+    def __init__(self, inner: MemoryRecords, world: World) -> None:
+        self.inner = inner
+        self.world = world
+
+    def _faulty(self) -> bool:
+        return self.world.faults_on and self.world.current.proc is not None
+
+    def create(
+        self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
+    ) -> Created:
+        created = self.inner.create(header, events, idempotency_key=idempotency_key)
+        if created.created:
+            self.world.note_created(header)
+        return created
+
+    def read(self, job: JobID) -> View:
+        if self._faulty() and self.world.chance(self.world.opts.p_store_unavailable):
+            self.world.cover("store read failed")
+            msg = f"record store unavailable (read of {job})"
+            raise Unavailable(msg)
+        return self.inner.read(job)
+
+    def append(
+        self,
+        job: JobID,
+        events: Sequence[AnyEvent],
+        *,
+        expect_revision: int,
+        owner: Lease | None = None,
+    ) -> int:
+        world = self.world
+        world.point("store.before", job, events)
+        if self._faulty():
+            opts = world.opts
+            if world.chance(opts.p_power_cut):
+                world.cover("power cut with a commit in flight")
+                raise PowerCut(f"power cut during a commit to {job}")
+            if world.chance(opts.p_store_unavailable):
+                world.cover("store append refused")
+                msg = f"record store unavailable (append to {job})"
+                raise Unavailable(msg)
+        revision = self.inner.append(job, events, expect_revision=expect_revision, owner=owner)
+        world.note_commit(job, revision - len(events) + 1, events, owner)
+        if self._faulty():
+            opts = world.opts
+            if world.chance(opts.p_store_crash_after):
+                world.cover("crash after a commit applied")
+                raise Crash(f"crash after committing to {job} r{revision}")
+            if world.chance(opts.p_store_reply_lost):
+                world.cover("commit applied, reply lost")
+                msg = f"record store: the reply to an append to {job} was lost"
+                raise Unavailable(msg)
+        return revision
+
+    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+        return self.inner.list(filter)
+
+    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
+        lease = self.inner.acquire(job, holder, ttl)
+        if self._faulty() and self.world.chance(self.world.opts.p_store_reply_lost):
+            self.world.cover("lease granted, reply lost")
+            msg = f"record store: the reply to acquiring {job} was lost"
+            raise Unavailable(msg)
+        return lease
+
+    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+        renewed = self.inner.renew(lease, ttl)
+        if self._faulty() and self.world.chance(self.world.opts.p_store_reply_lost):
+            msg = f"record store: the reply to renewing {lease.job} was lost"
+            raise Unavailable(msg)
+        return renewed
+
+    def release(self, lease: Lease) -> None:
+        self.inner.release(lease)
+
+    def close(self) -> None:
+        self.inner.close()

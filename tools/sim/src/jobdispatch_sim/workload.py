@@ -1,0 +1,110 @@
+"""Jobs and recovery policies drawn from the run's generator.
+
+Policies cover every action the shape can carry out or have carried out: native requeue and
+restart (backend-enforced), supervisor requeue, resubmit, hold for a person, escalate, and rules
+nobody enforces (accepted explicitly); budgets from 0 up; sometimes a shared checkpoint, which
+turns every rule into a hold; sometimes the manual unmatched policy.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import attrs
+from jobdispatch.memory import Shape
+from jobdispatch.types import (
+    RECOVERABLE,
+    Action,
+    CauseKind,
+    JobSpec,
+    RecoveryPolicy,
+    Rule,
+    SharedCheckpoint,
+    UnmatchedPolicy,
+)
+
+from jobdispatch_sim.options import SimOptions
+
+_ACTIONS = {
+    Shape.SLURM: (Action.RESUBMIT, Action.RESUBMIT, Action.REQUEUE, Action.HOLD, Action.ESCALATE),
+    Shape.KUBEFLOW: (
+        Action.RESUBMIT,
+        Action.RESUBMIT,
+        Action.RESTART,
+        Action.HOLD,
+        Action.ESCALATE,
+    ),
+}
+
+#: Causes the workload's rules name most; the rest appear too, less often.
+_COMMON = (
+    CauseKind.PREEMPTED,
+    CauseKind.NODE_LOST,
+    CauseKind.OUT_OF_MEMORY,
+    CauseKind.NON_ZERO_EXIT,
+    CauseKind.LAUNCH_FAILED,
+    CauseKind.TIME_LIMIT,
+)
+
+
+@attrs.frozen(kw_only=True)
+class JobPlan:
+    """What the simulated person submits: a spec and Submit's options."""
+
+    shape: Shape
+    spec: JobSpec
+    unmatched: UnmatchedPolicy
+    submit_retries: int
+    supervised: bool
+
+
+def _rules(rng: random.Random, shape: Shape, opts: SimOptions) -> list[Rule]:
+    free = list(_COMMON) + [k for k in RECOVERABLE if k not in _COMMON]
+    rules: list[Rule] = []
+    for _ in range(rng.choice((0, 1, 1, 2, 2, 3))):
+        if not free:
+            break
+        n = min(len(free), rng.choice((1, 1, 2, 3)))
+        picked = sorted(rng.sample(free[: max(n, 6)], n), key=RECOVERABLE.index)
+        for kind in picked:
+            free.remove(kind)
+        action = rng.choice(_ACTIONS[shape])
+        if action is Action.ESCALATE:
+            rules.append(Rule(on=picked, action=action))
+        elif action is Action.HOLD:
+            minutes = rng.choice((5, 20, 90))
+            rules.append(
+                Rule(
+                    on=picked,
+                    action=action,
+                    budget=rng.randint(0, opts.max_budget),
+                    for_=timedelta(minutes=minutes),
+                )
+            )
+        else:
+            rules.append(Rule(on=picked, action=action, budget=rng.randint(0, opts.max_budget)))
+    return rules
+
+
+def draw(rng: random.Random, opts: SimOptions, index: int) -> JobPlan:
+    """One job's spec and Submit options."""
+    shape = Shape.KUBEFLOW if rng.random() < opts.kubeflow_share else Shape.SLURM
+    extensions = (SharedCheckpoint(),) if rng.random() < opts.p_shared_checkpoint else ()
+    spec = JobSpec(
+        command=("python", "train.py"),
+        name=f"sim-{index}",
+        nodes=rng.randint(1, 3),
+        image="registry/train:1" if shape is Shape.KUBEFLOW else None,
+        time_limit=timedelta(hours=rng.choice((1, 4))) if rng.random() < 0.3 else None,
+        extensions=extensions,
+        recovery=RecoveryPolicy(rules=_rules(rng, shape, opts)),
+    )
+    manual = rng.random() < opts.p_manual_unmatched
+    return JobPlan(
+        shape=shape,
+        spec=spec,
+        unmatched=UnmatchedPolicy.MANUAL if manual else UnmatchedPolicy.RESIDUAL,
+        submit_retries=rng.choice((0, 1, 2, 2)),
+        supervised=rng.random() < 0.95,
+    )
