@@ -8,6 +8,7 @@ run costs what the checks cost and nothing more. ``./dev nox -l`` lists them all
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import nox
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "none"
 nox.options.error_on_external_run = False
-nox.options.sessions = ["lint", "typecheck", "tests", "integration"]
+nox.options.sessions = ["lint", "typecheck", "tests", "integration", "docs"]
 
 
 def _members() -> dict[str, Path]:
@@ -63,6 +64,20 @@ def typecheck(session: nox.Session) -> None:
         packages = [p.name for p in (path / "src").iterdir() if (p / "__init__.py").exists()]
         session.log(f"mypy: {name}")
         session.run("mypy", *(arg for p in packages for arg in ("-p", p)))
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into site/ with mkdocs in strict mode: any warning fails.
+
+    The docs tools are a dependency group of their own (not in every environment), so they are
+    added here without removing anything (``--inexact``); a later bootstrap drops them again.
+    """
+    uv = os.environ.get("UV") or shutil.which("uv") or str(ROOT / ".bootstrap" / "bin" / "uv")
+    session.run(uv, "sync", "--quiet", "--frozen", "--inexact", "--all-packages", "--group", "docs")
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", "site", env={"NO_MKDOCS_2_WARNING": "1"}
+    )
 
 
 @nox.session
