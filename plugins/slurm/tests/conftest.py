@@ -1,7 +1,13 @@
-"""Shared fixtures of the Slurm adapter's tests: the saved outputs of a real 22.05.8 cluster."""
+"""Shared fixtures of the Slurm adapter's tests: the saved outputs of a real 22.05.8 cluster, and
+the gate for tests that need the real cluster (or the loopback sshd).
+
+Real-cluster tests skip with the reason when the service is not up, except under
+``JOBDISPATCH_REQUIRE_SERVICES=1`` (CI starts the services first), where they fail instead.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,3 +19,26 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def fixture_text():
     """Read one saved output by file name."""
     return lambda name: (FIXTURES / name).read_text()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[None]:
+    """The real cluster is up; afterwards, nodes a test set DOWN are resumed and helper jobs
+    cancelled, whatever the tests did."""
+    from jobdispatch_slurm import testing
+
+    testing.require(testing.cluster_problem())
+    try:
+        yield
+    finally:
+        testing.cancel_helpers()
+        testing.resume_nodes()
+
+
+@pytest.fixture(scope="session")
+def ssh_server(slurm_cluster: None):
+    """The loopback sshd is up; its settings."""
+    from jobdispatch_slurm import testing
+
+    testing.require(testing.ssh_problem())
+    return testing.ssh_settings()

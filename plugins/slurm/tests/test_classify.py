@@ -256,3 +256,23 @@ def test_instances_beyond_the_range_are_refused():
     assert holds.hold_time(holds.MAX_INSTANCE - 1, gated=True) < holds.GATE
     assert holds.hold_time(holds.MAX_INSTANCE - 1, gated=False) < holds.HOLD_GATED_BASE
     assert holds.GATE - timedelta(days=1) > holds.HOLD_GATED_BASE
+
+
+def test_running_again_before_sacct_closed_the_previous_run():
+    """sacct still shows run 0 running while squeue runs run 1: stay with accounting."""
+    now = datetime.now(UTC)
+    sq = SqueueRow("28", "n", "RUNNING", "None", start=now, nodes=("node1",), restarts=1)
+    first = SacctRow("28", "n", "RUNNING", start=now, nodes=("node1",))
+    obs = observe("28", sq, [first], Accounting.ANSWERED)
+    assert [(e.index, e.state) for e in obs.executions] == [(0, ObjectState.RUNNING)]
+    assert "lags" in obs.detail
+
+
+def test_completing_after_a_requeue_shows_no_new_run():
+    """While a requeued job is COMPLETING its restart count is already raised (0007 §4)."""
+    now = datetime.now(UTC)
+    sq = SqueueRow("28", "n", "COMPLETING", "None", start=now, nodes=("node1",), restarts=1)
+    first = SacctRow("28", "n", "PREEMPTED", start=now, end=now, nodes=("node1",))
+    obs = observe("28", sq, [first], Accounting.ANSWERED)
+    assert obs.state is ObjectState.RUNNING
+    assert [(e.index, e.state) for e in obs.executions] == [(0, ObjectState.ENDED)]

@@ -126,6 +126,7 @@ class SlurmBackend:
         self._user: str | None = self.settings.user
         self._output_dir: str | None = self.settings.output_dir
         self._dir_made = False
+        self._facts: tuple[float, probe.ClusterFacts] | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], token: Any = None) -> SlurmBackend:
@@ -139,8 +140,17 @@ class SlurmBackend:
     # ------------------------------------------------------------------ cluster facts
 
     def facts(self) -> probe.ClusterFacts:
-        """The probed facts of the cluster (cached per cluster)."""
-        return probe.probe(self.slurm, ttl=self.settings.probe_ttl)
+        """The probed facts of the cluster: probed once per ``probe_ttl`` by this backend (and
+        shared with other backends of the same cluster), so a poll costs no probe."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._facts
+            if cached is not None and now - cached[0] < self.settings.probe_ttl:
+                return cached[1]
+        facts = probe.probe(self.slurm, ttl=self.settings.probe_ttl)
+        with self._lock:
+            self._facts = (now, facts)
+        return facts
 
     def user(self) -> str:
         """Whose jobs the queries ask for: the configured user, else the transport's login."""
@@ -345,10 +355,15 @@ class SlurmBackend:
         user = self.user()
         facts = self.facts()
         at = self.now()
-        queued = self.slurm.squeue(user=user)
+
+        def ours(name: str) -> bool:
+            ident = parse_discovery_name(name)
+            return ident is not None and ident[0] in wanted
+
+        queued = self.slurm.squeue(user=user, keep=ours)
         accounting, rows = self._accounting(
             lambda: self.slurm.sacct(
-                user=user, since=at - timedelta(days=self.settings.history_days)
+                user=user, since=at - timedelta(days=self.settings.history_days), keep=ours
             ),
             facts,
         )

@@ -379,7 +379,18 @@ def observe(
         if sq != "RUNNING":
             notes.append(sq)
         latest = next((e for e in executions if e.index == current), None)
-        if latest is None or (latest.state is ObjectState.ENDED and sq == "RUNNING"):
+        if sq == "COMPLETING":
+            # The run that is ending is the last one accounting shows. A requeue has already
+            # raised the restart count here (0007 §4), so ``current`` names a run that has not
+            # started: nothing is made up for it, and the object stays live until squeue
+            # moves on (processes may still be in their epilog).
+            pass
+        elif any(e.index < current and e.state is not ObjectState.ENDED for e in executions):
+            # squeue runs the next execution while sacct has not closed the previous one yet:
+            # its cause is not known, so the observation stays where accounting is (a poll
+            # later, both show) rather than show an ended run without its cause.
+            notes.append("accounting lags behind a requeue")
+        elif latest is None or (latest.state is ObjectState.ENDED and sq == "RUNNING"):
             executions = [e for e in executions if e.index != current]
             executions.append(
                 ExecutionObs(
@@ -389,10 +400,6 @@ def observe(
                     nodes=squeue.nodes,
                 )
             )
-        elif latest.state is ObjectState.ENDED:
-            # COMPLETING after a run that accounting has closed: processes may still be in
-            # their epilog; the object stays live until squeue moves on.
-            notes.append("ending")
     elif sq in HELD_STATES or squeue.reason in HELD_REASONS:
         # Someone else's hold (an operator, requeuehold, a launch failure). Our own gate or hold
         # may stand beneath it: a gate keeps the object gated, since nobody opened it.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from jobdispatch.errors import OutcomeUnknown, Rejected, Unauthorized, Unreachable
@@ -137,7 +137,13 @@ class Slurm:
 
     # ------------------------------------------------------------------ queries
 
-    def squeue(self, *, user: str | None = None, job_id: str | None = None) -> list[SqueueRow]:
+    def squeue(
+        self,
+        *,
+        user: str | None = None,
+        job_id: str | None = None,
+        keep: Callable[[str], bool] | None = None,
+    ) -> list[SqueueRow]:
         """Jobs slurmctld still knows (live, and ended within MinJobAge), of ``user`` or the one
         ``job_id``. An unknown single id is an empty list, not an error."""
         fmt = ",".join(f"{f}:|" for f in SQUEUE_FIELDS)
@@ -151,7 +157,7 @@ class Slurm:
             if "Invalid job id" in result.stderr:
                 return []
             raise Unreachable(f"squeue on {self.transport.where}: {result.stderr.strip()}")
-        return parse_squeue(result.stdout)
+        return parse_squeue(result.stdout, keep=keep)
 
     def sacct(
         self,
@@ -160,6 +166,7 @@ class Slurm:
         since: datetime | None = None,
         job_id: str | None = None,
         allocations_only: bool = True,
+        keep: Callable[[str], bool] | None = None,
     ) -> list[SacctRow]:
         """Accounting records, every requeued run included (``-D``). By ``user`` over
         ``since``..3000-01-01, or of one ``job_id`` (any time). Unreachable when sacct fails."""
@@ -179,7 +186,7 @@ class Slurm:
         result = self.run(argv, mutating=False)
         if not result.ok:
             raise Unreachable(f"sacct on {self.transport.where}: {result.stderr.strip()}")
-        return parse_sacct(result.stdout)
+        return parse_sacct(result.stdout, keep=keep)
 
     def show(self, what: str, name: str | None = None) -> dict[str, str] | None:
         """``scontrol show config`` / ``-o show partition NAME`` / ``-o show job N`` as a dict;

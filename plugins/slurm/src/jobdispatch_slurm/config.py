@@ -39,6 +39,7 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
                 "connect_timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
             },
             "required": ["host", "user"],
+            "additionalProperties": False,
         },
         "bin_dir": _PATH,
         "slurm_conf": _PATH,
@@ -59,8 +60,10 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
         "capabilities": {
             "type": "object",
             "properties": {c.value: {"enum": ["yes", "no", "unknown"]} for c in Capability},
+            "additionalProperties": False,
         },
     },
+    "additionalProperties": False,
 }
 
 

@@ -9,7 +9,7 @@ output is never parsed: sacct cuts ``CANCELLED by 0`` to ``CANCELLED+`` there (0
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import attrs
@@ -68,8 +68,10 @@ def parse_time(text: str) -> datetime | None:
     text = text.strip()
     if text.lower() in _NO_TIME:
         return None
+    if len(text) != 19 or text[10] != "T":
+        return None
     try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
     except ValueError:
         return None
 
@@ -150,9 +152,14 @@ class SqueueRow:
     submit: datetime | None = None
 
 
-def parse_squeue(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[SqueueRow]:
+def parse_squeue(
+    text: str,
+    fields: Sequence[str] = SQUEUE_FIELDS,
+    keep: Callable[[str], bool] | None = None,
+) -> list[SqueueRow]:
     """Rows of ``squeue -h -O 'F1:|,F2:|,...'`` (or ``-o '%i|%j|...'`` with matching
-    ``fields``). A trailing ``|`` (what ``-O`` prints after the last field) is dropped."""
+    ``fields``). A trailing ``|`` (what ``-O`` prints after the last field) is dropped. With
+    ``keep``, only rows whose job name it accepts are converted (a user's queue may be long)."""
     rows = []
     for raw in text.splitlines():
         line = raw.rstrip("\n")
@@ -161,7 +168,7 @@ def parse_squeue(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[Squeu
         if line.endswith("|") and len(line.split("|")) == len(fields) + 1:
             line = line[:-1]
         cols = _split(line, fields, "Name")
-        if cols is None:
+        if cols is None or (keep is not None and not keep(cols["Name"])):
             continue
         requeue = cols.get("Requeue", "").strip()
         restarts = cols.get("RestartCnt", "").strip()
@@ -217,10 +224,16 @@ class SacctRow:
         return self.state.split(" ", 1)[0] if self.state else ""
 
 
-def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[SacctRow]:
+def parse_sacct(
+    text: str,
+    fields: Sequence[str] = SACCT_FIELDS,
+    keep: Callable[[str], bool] | None = None,
+) -> list[SacctRow]:
     """Rows of ``sacct -P`` in the order printed. A header line (``JobID|...``, when ``-n`` was
-    not given) names the columns and overrides ``fields``."""
+    not given) names the columns and overrides ``fields``. With ``keep``, only job rows whose
+    name it accepts (and their steps) are converted."""
     rows = []
+    kept: set[str] = set()
     for raw in text.splitlines():
         line = raw.rstrip("\n")
         if not line.strip():
@@ -231,6 +244,12 @@ def parse_sacct(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[SacctRo
         cols = _split(line, fields, "JobName")
         if cols is None:
             continue
+        if keep is not None:
+            base = cols["JobID"].strip().split(".", 1)[0]
+            if "." not in cols["JobID"] and keep(cols["JobName"]):
+                kept.add(base)
+            if base not in kept:
+                continue
         rows.append(
             SacctRow(
                 job_id=cols["JobID"].strip(),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import subprocess
 import threading
@@ -216,6 +217,9 @@ class SshTransport:
                 msg = f"{self.where} presented a host key that differs from known_hosts: {exc}"
                 raise Unauthorized(msg) from exc
             except paramiko.SSHException as exc:
+                if re.search(r"private key|expected OPENSSH key|not a valid", str(exc)):
+                    msg = f"{self.where}: the key {self.key_filename} cannot be used: {exc}"
+                    raise Unauthorized(msg) from exc
                 if "not found in known_hosts" in str(exc):
                     msg = (
                         f"{self.where} is not in known_hosts {self.known_hosts or '(system)'}; "

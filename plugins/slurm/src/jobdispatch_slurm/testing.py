@@ -1,0 +1,366 @@
+"""Helpers for tests against a real Slurm cluster: is it up, a transport that loses replies,
+and the conformance suite's environment driver, which makes the cluster do real things
+(preempt through the ``high`` partition, set a node DOWN and back, shorten a time limit).
+
+Importing this module imports ``jobdispatch_conformance`` (a development dependency); nothing
+in the adapter itself imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from jobdispatch.errors import DispatchError
+from jobdispatch.spi import Backend, ObjectRef
+from jobdispatch.types import JobSpec
+from jobdispatch_conformance.adapter.driver import CannotDrive, Driver
+
+from jobdispatch_slurm.backend import SlurmBackend
+from jobdispatch_slurm.config import Settings, SshSettings
+from jobdispatch_slurm.transport import Interrupted, Result, Transport
+
+__all__ = [
+    "CONTROL_DIR",
+    "LossyTransport",
+    "SlurmDriver",
+    "cluster_problem",
+    "require",
+    "resume_nodes",
+    "ssh_problem",
+    "ssh_settings",
+]
+
+#: Where the driver leaves commands for the jobs it controls (all nodes share this host's /tmp).
+CONTROL_DIR = Path(os.environ.get("JOBDISPATCH_SLURM_CONTROL", "/tmp/jobdispatch-slurm-control"))  # noqa: S108
+#: The reason a downed node carries, so cleanup resumes only the nodes tests took down.
+DOWN_REASON = "jobdispatch-test"
+PREEMPTOR = "jdt-preemptor"
+_ENV = {**os.environ, "TZ": "UTC"}
+
+
+def _run(argv: Sequence[str], timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=timeout, env=_ENV, check=False
+    )
+
+
+def cluster_problem() -> str | None:
+    """Why the real cluster cannot be used, or None when it is up (both nodes answer and sacct
+    answers)."""
+    if shutil.which("sinfo") is None:
+        return "Slurm's commands are not installed (tools/slurm/up installs them)"
+    try:
+        nodes = _run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=10)
+        acct = _run(["sacct", "-n", "-X", "-S", "now", "-E", "now"], timeout=10)
+    except subprocess.TimeoutExpired:
+        return "the Slurm cluster does not answer within 10 s"
+    if nodes.returncode != 0:
+        return f"sinfo failed: {nodes.stderr.strip()} (start it with tools/slurm/up)"
+    if acct.returncode != 0:
+        return f"sacct failed: {acct.stderr.strip()}"
+    states = dict(line.split() for line in nodes.stdout.splitlines() if line.strip())
+    if len(states) < 2:
+        return f"the test cluster needs 2 nodes; sinfo shows {states}"
+    return None
+
+
+def ssh_settings() -> SshSettings | None:
+    """The loopback sshd's settings from ``tools/ssh/up``'s exports, or None."""
+    host = os.environ.get("JOBDISPATCH_SSH_HOST")
+    if not host:
+        key = Path("/var/lib/jobdispatch-ssh/client_ed25519")
+        if not key.exists():
+            return None
+        return SshSettings(
+            host="127.0.0.1",
+            port=2222,
+            user="root",
+            key_file=str(key),
+            known_hosts=str(key.parent / "known_hosts"),
+        )
+    return SshSettings(
+        host=host,
+        port=int(os.environ.get("JOBDISPATCH_SSH_PORT", "22")),
+        user=os.environ.get("JOBDISPATCH_SSH_USER", "root"),
+        key_file=os.environ.get("JOBDISPATCH_SSH_KEY"),
+        known_hosts=os.environ.get("JOBDISPATCH_SSH_KNOWN_HOSTS"),
+    )
+
+
+def ssh_problem() -> str | None:
+    """Why the loopback sshd cannot be used, or None."""
+    settings = ssh_settings()
+    if settings is None:
+        return "no sshd settings (run tools/ssh/up and export its lines)"
+    import socket
+
+    try:
+        with socket.create_connection((settings.host, settings.port), timeout=3):
+            return None
+    except OSError as exc:
+        return f"sshd at {settings.host}:{settings.port} does not answer: {exc}"
+
+
+def require(problem: str | None) -> None:
+    """Skip with ``problem``; but fail when ``JOBDISPATCH_REQUIRE_SERVICES=1`` (CI, after
+    starting the services), where a missing service is an error, not a reason to skip."""
+    import pytest
+
+    if problem is None:
+        return
+    if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {problem}")
+    pytest.skip(problem)
+
+
+def resume_nodes() -> list[str]:
+    """Resume every node a test set DOWN (by its reason); the nodes resumed."""
+    out = _run(["sinfo", "-h", "-N", "-R", "-o", "%N|%E"])
+    resumed = []
+    for line in out.stdout.splitlines():
+        node, _, reason = line.partition("|")
+        if reason.strip() == DOWN_REASON:
+            _run(["scontrol", "update", f"NodeName={node.strip()}", "State=RESUME"])
+            resumed.append(node.strip())
+    return resumed
+
+
+def cancel_helpers() -> None:
+    """Cancel the preemptor jobs the driver submitted."""
+    _run(["scancel", "-n", PREEMPTOR])
+
+
+class LossyTransport:
+    """A transport that, when armed, runs the next sbatch and then loses its reply."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.where = inner.where
+        self.armed = 0
+        self._lock = threading.Lock()
+
+    def arm(self) -> None:
+        with self._lock:
+            self.armed += 1
+
+    def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None) -> Result:
+        result = self.inner.run(argv, timeout=timeout, stdin=stdin)
+        if os.path.basename(argv[0]) == "sbatch":
+            with self._lock:
+                if self.armed:
+                    self.armed -= 1
+                    msg = "sbatch ran, and the test dropped its reply"
+                    raise Interrupted(msg)
+        return result
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+#: The job every conformance check runs: it waits for the driver's commands (exit with a code,
+#: run out of memory, print something) and otherwise sleeps.
+CONTROL_SCRIPT = r"""
+c="$1/$SLURM_JOB_ID"
+while :; do
+  if [ -e "$c.emit" ]; then cat -- "$c.emit"; rm -f -- "$c.emit"; fi
+  if [ -e "$c.cmd" ]; then
+    read -r what arg < "$c.cmd"; rm -f -- "$c.cmd"
+    case "$what" in
+      exit) exit "$arg" ;;
+      oom) exec python3 -c 'b = []
+while True: b.append(bytearray(64 << 20))' ;;
+    esac
+  fi
+  sleep 0.2
+done
+"""
+
+
+class SlurmDriver(Driver):
+    """Makes the real cluster end executions the way it would by itself."""
+
+    def __init__(self, backend: Backend, *, settle: float = 120.0) -> None:
+        if not isinstance(backend, SlurmBackend):
+            raise CannotDrive("anything", f"{backend!r} is not a Slurm backend")
+        self.backend = backend
+        self.settle = settle
+        self.downed: list[str] = []
+        CONTROL_DIR.mkdir(parents=True, exist_ok=True)
+        CONTROL_DIR.chmod(0o777)
+
+    def base_spec(self) -> JobSpec:
+        from datetime import timedelta
+
+        return JobSpec(
+            command=("bash", "-c", CONTROL_SCRIPT, "control", str(CONTROL_DIR)),
+            nodes=1,
+            time_limit=timedelta(minutes=10),
+        )
+
+    def unknown_ref(self) -> ObjectRef:
+        return ObjectRef("999999999")
+
+    # ------------------------------------------------------------------ helpers
+
+    def _nodes(self, ref: ObjectRef) -> tuple[str, ...]:
+        obs = self.backend.inspect(ref)
+        latest = obs.latest
+        if latest is None or not latest.nodes:
+            raise CannotDrive("this", f"{ref} is not running on a node ({obs.state})")
+        return latest.nodes
+
+    def _command(self, ref: ObjectRef, line: str) -> None:
+        path = CONTROL_DIR / f"{ref.id}.cmd"
+        tmp = CONTROL_DIR / f".{ref.id}.cmd.tmp"
+        tmp.write_text(line + "\n")
+        tmp.replace(path)
+
+    def _state(self, ref: ObjectRef) -> tuple[str, str]:
+        out = _run(["squeue", "-h", "-t", "all", "-j", ref.id, "-o", "%T|%N"])
+        state, _, nodes = out.stdout.strip().partition("|")
+        return state, nodes
+
+    # ------------------------------------------------------------------ endings
+
+    def preempt(self, ref: ObjectRef) -> None:
+        """A job in the ``high`` partition that needs the victim's whole node."""
+        node = self._nodes(ref)[0]
+        out = _run(
+            [
+                "sbatch",
+                "--parsable",
+                "-p",
+                "high",
+                "-w",
+                node,
+                "--exclusive",
+                "-J",
+                PREEMPTOR,
+                "-o",
+                "/dev/null",
+                "-t",
+                "2",
+                "--wrap",
+                "sleep 2",
+            ]
+        )
+        if out.returncode != 0:
+            raise CannotDrive("preempt", out.stderr.strip())
+
+    def lose_node(self, ref: ObjectRef) -> None:
+        """Set the victim's node DOWN, wait until the job has left it, and resume it."""
+        node = self._nodes(ref)[0]
+        _run(["scontrol", "update", f"NodeName={node}", "State=DOWN", f"Reason={DOWN_REASON}"])
+        self.downed.append(node)
+        deadline = time.monotonic() + self.settle
+        try:
+            while time.monotonic() < deadline:
+                state, nodes = self._state(ref)
+                if state != "RUNNING" or node not in nodes:
+                    break
+                time.sleep(0.3)
+        finally:
+            self.restore()
+
+    def restore(self) -> None:
+        for node in self.downed:
+            _run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+        self.downed.clear()
+
+    def time_out(self, ref: ObjectRef) -> None:
+        """Shorten the limit to one minute: Slurm ends the job within its ~30 s check cycle
+        after that (0007 §7), so this takes 60 to 100 s."""
+        out = _run(["scontrol", "update", f"JobId={ref.id}", "TimeLimit=1"])
+        if out.returncode != 0:
+            raise CannotDrive("time_out", out.stderr.strip())
+
+    def oom(self, ref: ObjectRef) -> None:
+        self._command(ref, "oom")
+
+    def fail(self, ref: ObjectRef, code: int) -> None:
+        self._command(ref, f"exit {code}")
+
+    def complete(self, ref: ObjectRef) -> None:
+        self._command(ref, "exit 0")
+
+    # ------------------------------------------------------------------ faults and settings
+
+    def lose_next_start_reply(self) -> None:
+        transport = self.backend.transport
+        if not isinstance(transport, LossyTransport):
+            raise CannotDrive("lose_next_start_reply", "the backend has no LossyTransport")
+        transport.arm()
+
+    def set_requeue_bit(self, ref: ObjectRef) -> None:
+        out = _run(["scontrol", "update", f"JobId={ref.id}", "Requeue=1"])
+        if out.returncode != 0:
+            raise CannotDrive("set_requeue_bit", out.stderr.strip())
+
+    def emit_output(
+        self, ref: ObjectRef, data: bytes, stream: str = "stdout", rank: int = 0
+    ) -> None:
+        """Hand ``data`` to the job, which copies it to its standard output; wait until it
+        has."""
+        if stream != "stdout" or rank != 0:
+            raise CannotDrive("emit_output", "the control job writes rank 0's stdout only")
+        path = CONTROL_DIR / f"{ref.id}.emit"
+        tmp = CONTROL_DIR / f".{ref.id}.emit.tmp"
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        deadline = time.monotonic() + self.settle
+        while path.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def unreachable_backend(self) -> Backend:
+        """SSH to a port nothing listens on."""
+        return SlurmBackend(
+            Settings(
+                transport="ssh",
+                ssh=SshSettings(host="127.0.0.1", port=1, user="nobody", connect_timeout=3),
+            )
+        )
+
+    def unauthorized_backend(self) -> Backend:
+        """The loopback sshd with a key it has never seen."""
+        settings = ssh_settings()
+        if settings is None or ssh_problem() is not None:
+            raise CannotDrive("unauthorized_backend", ssh_problem() or "no sshd")
+        import paramiko
+
+        key_dir = tempfile.mkdtemp(prefix="jd-wrong-key-")
+        key_file = os.path.join(key_dir, "id_ed25519")
+        made = _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key_file])
+        if made.returncode != 0:
+            key_file = os.path.join(key_dir, "id_rsa")
+            paramiko.RSAKey.generate(2048).write_private_key_file(key_file)
+        return SlurmBackend(
+            Settings(
+                transport="ssh",
+                ssh=SshSettings(
+                    host=settings.host,
+                    port=settings.port,
+                    user=settings.user,
+                    key_file=key_file,
+                    known_hosts=settings.known_hosts,
+                ),
+            )
+        )
+
+    def cleanup(self) -> None:
+        self.restore()
+        cancel_helpers()
+
+
+def stop_quietly(backend: SlurmBackend, refs: Sequence[ObjectRef]) -> None:
+    """Cancel ``refs``, ignoring errors: for test teardown."""
+    for ref in refs:
+        with contextlib.suppress(DispatchError):
+            backend.stop(ref, "test teardown")
