@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from jobdispatch.errors import Unavailable
+from jobdispatch.errors import Conflict, Unavailable
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import Created, Lease, ListFilter
@@ -79,7 +79,13 @@ class SimStore:
                 world.cover("store append refused")
                 msg = f"record store unavailable (append to {job})"
                 raise Unavailable(msg)
-        revision = self.inner.append(job, events, expect_revision=expect_revision, owner=owner)
+        try:
+            revision = self.inner.append(job, events, expect_revision=expect_revision, owner=owner)
+        except Conflict as exc:
+            if owner is not None and "lease" in str(exc):
+                world.cover("lease lost mid-step")
+                world.note("fenced", f"{owner.holder} (token {owner.token}): {exc}")
+            raise
         world.note_commit(job, revision - len(events) + 1, events, owner)
         if self._faulty():
             opts = world.opts
