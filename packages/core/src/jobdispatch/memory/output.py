@@ -44,6 +44,8 @@ class _Follow(io.RawIOBase):
                     return len(chunk)
                 if self._obj.ended:
                     return 0
+                # sim: allowed (following output waits for the cluster's other thread by design;
+                # neither the executor nor the simulator ever follows output)
                 self._cluster.changed.wait()
 
 
