@@ -1,0 +1,120 @@
+"""Acting on jobs: ``cancel``, ``hold``, ``release``, ``resubmit``, ``give-up`` and
+``supersede``. Every action is recorded with its actor (``--as``, default the OS user)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.text import Text
+
+from jobdispatch_cli.commands import json_option, pass_app, print_json
+from jobdispatch_cli.commands.running import _duration, accept_option
+from jobdispatch_cli.context import App
+from jobdispatch_cli.jobfile import load_job_file
+
+__all__ = ["register"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reason_option(f: F) -> F:
+    return click.option("--reason", default="", help="Why, for the record.")(f)
+
+
+def _done(app: App, what: str, job: str) -> None:
+    line = Text(f"{what} ", style="green")
+    line.append(job, style="bold")
+    line.append(f" (as {app.actor})", style="dim")
+    app.console.print(line)
+
+
+def register(group: click.Group) -> None:
+    @group.command()
+    @click.argument("job")
+    @reason_option
+    @json_option
+    @pass_app
+    def cancel(app: App, job: str, reason: str, as_json: bool) -> None:
+        """Cancel JOB: commit the outcome, then stop whatever of it is live."""
+        receipt = app.cluster().operator.cancel(job, by=app.actor, reason=reason)
+        if as_json:
+            print_json(app, receipt)
+            return
+        if not receipt.committed:
+            app.console.print(f"job {job} is {receipt.already} already: nothing to cancel")
+            return
+        _done(app, "cancelled", job)
+        if receipt.cleanup_complete:
+            app.console.print("clean-up complete: nothing of it is live", style="dim")
+        else:
+            live = ", ".join(r.id for r in receipt.live)
+            app.console.print(f"clean-up pending: still live: {live}", style="yellow")
+        if receipt.cessation_unproven:
+            nodes = ", ".join(receipt.cessation_unproven)
+            app.console.print(f"processes may live on: {nodes}", style="yellow")
+
+    @group.command()
+    @click.argument("job")
+    @reason_option
+    @click.option("--for", "for_", callback=_duration, help="Release by itself after this long.")
+    @pass_app
+    def hold(app: App, job: str, reason: str, for_: timedelta | None) -> None:
+        """Hold JOB: nothing new of it starts until it is released."""
+        until = datetime.now(UTC) + for_ if for_ is not None else None
+        app.cluster().operator.hold(job, by=app.actor, reason=reason, until=until)
+        _done(app, "held", job)
+
+    @group.command()
+    @click.argument("job")
+    @reason_option
+    @pass_app
+    def release(app: App, job: str, reason: str) -> None:
+        """Release JOB's hold."""
+        app.cluster().operator.release(job, by=app.actor, reason=reason)
+        _done(app, "released", job)
+
+    @group.command()
+    @click.argument("job")
+    @reason_option
+    @pass_app
+    def resubmit(app: App, job: str, reason: str) -> None:
+        """Start JOB again as a new submission (the current one is stopped first)."""
+        app.cluster().operator.resubmit(job, by=app.actor, reason=reason)
+        _done(app, "resubmission asked for", job)
+
+    @group.command(name="give-up")
+    @click.argument("job")
+    @reason_option
+    @pass_app
+    def give_up(app: App, job: str, reason: str) -> None:
+        """Stop recovering JOB: it fails with the cause of its last execution."""
+        app.cluster().operator.give_up(job, by=app.actor, reason=reason)
+        _done(app, "gave up on", job)
+
+    @group.command()
+    @click.argument("job")
+    @click.argument("file", required=False, type=click.Path(path_type=Path, dir_okay=False))
+    @reason_option
+    @accept_option
+    @json_option
+    @pass_app
+    def supersede(
+        app: App, job: str, file: Path | None, reason: str, accept: tuple[int, ...], as_json: bool
+    ) -> None:
+        """Replace JOB by a new job (from FILE, or JOB's own spec); JOB is cancelled first."""
+        spec = load_job_file(file).spec if file is not None else None
+        plan = app.cluster().operator.supersede(
+            job, by=app.actor, reason=reason, spec=spec, accept_unenforced=accept
+        )
+        if as_json:
+            print_json(app, {"job": plan.job, "supersedes": job})
+            return
+        line = Text("superseded ", style="green")
+        line.append(job, style="bold")
+        line.append(" by ")
+        line.append(str(plan.job), style="bold")
+        app.console.print(line)

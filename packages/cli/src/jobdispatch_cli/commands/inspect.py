@@ -1,0 +1,218 @@
+"""Reading jobs: ``status``, ``list``, ``watch``, ``logs``, ``plugins``, ``capabilities`` and
+``clusters``. Each takes ``--json``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+import jobdispatch
+from jobdispatch.errors import Invalid, NotFound, Unsupported
+from jobdispatch.spi import ObjectRef, OutputReader
+from jobdispatch.status import Status
+from jobdispatch.types import State
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from jobdispatch_cli.commands import json_option, pass_app, print_json
+from jobdispatch_cli.commands.running import extra_answers
+from jobdispatch_cli.context import App
+from jobdispatch_cli.jobfile import load_job_file
+from jobdispatch_cli.render import (
+    capabilities_table,
+    jobs_table,
+    plugins_data,
+    plugins_view,
+    status_view,
+    to_data,
+)
+from jobdispatch_cli.timeline import build, render_svg, render_text
+
+__all__ = ["object_of", "register"]
+
+
+def object_of(status: Status, submission: int | None) -> tuple[int, ObjectRef]:
+    """The canonical object of ``submission`` (default: the latest that has one)."""
+    subs = [s for s in status.submissions if s.canonical is not None]
+    if submission is not None:
+        subs = [s for s in subs if s.n == submission]
+        if not subs:
+            raise NotFound(f"job {status.job} has no object for submission {submission}")
+    if not subs:
+        raise NotFound(f"job {status.job} has no object yet: it is {status.state}")
+    chosen = subs[-1]
+    assert chosen.canonical is not None
+    return chosen.n, chosen.canonical
+
+
+def register(group: click.Group) -> None:
+    @group.command()
+    @click.argument("job")
+    @click.option("--timeline", is_flag=True, help="Draw the job on a time axis.")
+    @click.option(
+        "--svg",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Write the timeline as an SVG file.",
+    )
+    @json_option
+    @pass_app
+    def status(app: App, job: str, timeline: bool, svg: Path | None, as_json: bool) -> None:
+        """Show JOB: its state and cause, each submission's executions, its history."""
+        got = app.cluster().observer.get(job)
+        if svg is not None:
+            svg.write_text(render_svg(build(got)))
+            app.err.print(f"wrote {svg}", style="dim")
+        if as_json:
+            print_json(app, got)
+        elif timeline:
+            app.console.print(render_text(build(got), width=min(app.console.width, 120)))
+        elif svg is None:
+            app.console.print(status_view(got))
+
+    @group.command(name="list")
+    @click.option(
+        "--state",
+        "states",
+        multiple=True,
+        type=click.Choice([str(s) for s in State]),
+        help="Only jobs in this state (repeat for several).",
+    )
+    @click.option("--active", is_flag=True, help="Only jobs that have not settled.")
+    @json_option
+    @pass_app
+    def list_(app: App, states: tuple[str, ...], active: bool, as_json: bool) -> None:
+        """List the store's jobs, oldest first."""
+        wanted = jobdispatch.Filter(states=[State(s) for s in states], settled=not active)
+        found = app.cluster().observer.list(wanted)
+        if as_json:
+            print_json(app, found)
+        elif not found:
+            app.err.print("no jobs", style="dim")
+        else:
+            app.console.print(jobs_table(found))
+
+    @group.command()
+    @click.argument("job")
+    @click.option("--every", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
+    @pass_app
+    def watch(app: App, job: str, every: float) -> None:
+        """Show JOB live until it settles (Ctrl-C stops watching, not the job)."""
+        observer = app.cluster().observer
+
+        def view(s: Status) -> Group:
+            return Group(status_view(s), render_text(build(s), width=min(app.console.width, 110)))
+
+        got = observer.get(job)
+        with Live(view(got), console=app.console, refresh_per_second=4) as live:
+            while not got.settled:
+                time.sleep(every)
+                got = observer.get(job)
+                live.update(view(got))
+
+    @group.command()
+    @click.argument("job")
+    @click.option("-f", "--follow", is_flag=True, help="Keep printing until the object ends.")
+    @click.option("--rank", type=click.IntRange(min=0), default=0, show_default=True)
+    @click.option("--stderr", is_flag=True, help="Standard error instead of standard output.")
+    @click.option("--submission", type=click.IntRange(min=1), help="Default: the latest.")
+    @json_option
+    @pass_app
+    def logs(
+        app: App,
+        job: str,
+        follow: bool,
+        rank: int,
+        stderr: bool,
+        submission: int | None,
+        as_json: bool,
+    ) -> None:
+        """Print a rank's output of JOB's latest (or given) submission."""
+        if follow and as_json:
+            raise Invalid("--follow and --json do not go together: JSON needs the whole output")
+        cluster = app.cluster()
+        n, ref = object_of(cluster.observer.get(job), submission)
+        backend = cluster.backend
+        if not isinstance(backend, OutputReader):
+            raise Unsupported(f"adapter {backend.name!r} cannot read output")
+        stream = "stderr" if stderr else "stdout"
+        reader = backend.output(ref, stream=stream, follow=follow, rank=rank)
+        if as_json:
+            data = reader.read()
+            print_json(
+                app,
+                {
+                    "job": job,
+                    "submission": n,
+                    "object": ref.id,
+                    "rank": rank,
+                    "stream": stream,
+                    "bytes": len(data),
+                    "text": data.decode(errors="replace"),
+                },
+            )
+            return
+        out = sys.stdout.buffer
+        while chunk := reader.read1(65536) if hasattr(reader, "read1") else reader.read(65536):
+            out.write(chunk)
+            out.flush()
+
+    @group.command()
+    @json_option
+    @pass_app
+    def plugins(app: App, as_json: bool) -> None:
+        """What loaded (adapters, record stores, sinks...), from where, and what failed and why."""
+        loaded = jobdispatch.plugins.load()
+        if as_json:
+            print_json(app, plugins_data(loaded))
+        else:
+            app.console.print(plugins_view(loaded))
+
+    @group.command()
+    @click.argument("file", required=False, type=click.Path(path_type=Path, dir_okay=False))
+    @json_option
+    @pass_app
+    def capabilities(app: App, file: Path | None, as_json: bool) -> None:
+        """What the cluster supports (for the job in FILE when given); unknown is shown."""
+        backend = app.backend()
+        spec = load_job_file(file).spec if file else None
+        answers = backend.capabilities(spec)
+        extra = extra_answers(backend)
+        if as_json:
+            print_json(app, {"capabilities": to_data(dict(answers)), "extra": to_data(extra)})
+        else:
+            app.console.print(capabilities_table(answers, extra=extra))
+
+    @group.command()
+    @json_option
+    @pass_app
+    def clusters(app: App, as_json: bool) -> None:
+        """The clusters of the config file (and the built-in local one)."""
+        config = app.config
+        rows = [
+            {
+                "name": c.name,
+                "adapter": c.adapter,
+                "default": c.name == config.default_cluster,
+                "source": c.source,
+                "store": str(config.records_root / c.name),
+            }
+            for c in config.clusters.values()
+        ]
+        if as_json:
+            print_json(app, {"config": str(config.path), "clusters": rows})
+            return
+        table = Table(show_edge=False)
+        for column in ("name", "adapter", "source", "store"):
+            table.add_column(column)
+        for row in rows:
+            name = Text(str(row["name"]), style="bold")
+            if row["default"]:
+                name.append(" (default)", style="dim")
+            table.add_row(name, str(row["adapter"]), str(row["source"]), str(row["store"]))
+        app.console.print(table)
+        if not config.exists:
+            app.err.print(f"{config.path} does not exist: only the built-ins", style="dim")

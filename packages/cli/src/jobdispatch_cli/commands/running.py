@@ -1,0 +1,303 @@
+"""Getting jobs to run: ``submit``, ``plan``, ``run`` and ``supervise``."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+import jobdispatch
+from jobdispatch.records.store import ListFilter
+from jobdispatch.types import Plan, State, Support
+from jobdispatch_supervise import Supervisor
+from rich.text import Text
+
+from jobdispatch_cli import exitcodes
+from jobdispatch_cli.commands import json_option, pass_app, print_json
+from jobdispatch_cli.context import App
+from jobdispatch_cli.durations import parse_duration
+from jobdispatch_cli.jobfile import load_job_file
+from jobdispatch_cli.render import cause_text, plan_view, state_text, to_data
+from jobdispatch_cli.report import Reporter
+from jobdispatch_cli.timeline import build, render_text
+
+__all__ = ["register"]
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> timedelta | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def supervisor_options(f: Any) -> Any:
+    f = click.option(
+        "--poll",
+        type=click.FloatRange(min=0.01),
+        default=0.5,
+        show_default=True,
+        help="Longest wait, in seconds, between two looks at a job.",
+    )(f)
+    return click.option(
+        "--lease-ttl",
+        callback=_duration,
+        default="30s",
+        show_default=True,
+        help="How long this supervisor's ownership of a job lasts without renewal; another "
+        "supervisor takes over this long after it dies.",
+    )(f)
+
+
+def accept_option(f: Any) -> Any:
+    return click.option(
+        "--accept-unenforced",
+        "accept",
+        type=int,
+        multiple=True,
+        metavar="RULE",
+        help="Accept that nobody enforces this rule (by index): a matching cause fails the job.",
+    )(f)
+
+
+def extra_answers(backend: Any) -> dict[str, Support]:
+    """Answers an adapter gives beside the contract's capabilities (the local adapter's
+    out-of-memory detection)."""
+    memory = getattr(backend, "memory_support", None)
+    return {"out-of-memory detection": memory()} if callable(memory) else {}
+
+
+def _plan_summary(plan: Plan) -> Text:
+    text = Text()
+    for a in plan.rules:
+        text.append(f"rule {a.index}: ", style="bold")
+        text.append(f"{a.effective.action} on {', '.join(str(k) for k in a.effective.on)}")
+        text.append(f", budget {a.effective.budget}, enforced by the {a.enforcer}\n", style="dim")
+    text.append("uncovered: ", style="bold")
+    text.append(" ".join(str(k) for k in plan.uncovered) or "nothing", style="dark_orange")
+    return text
+
+
+@contextmanager
+def _stop_on_signals(stop: Any) -> Iterator[threading.Event]:
+    """Turn SIGINT and SIGTERM into ``stop()`` (and a set event) for the block's duration."""
+    stopped = threading.Event()
+    previous = {}
+
+    def handler(signo: int, _frame: FrameType | None) -> None:
+        stopped.set()
+        stop()
+
+    for signo in (signal.SIGINT, signal.SIGTERM):
+        previous[signo] = signal.signal(signo, handler)
+    try:
+        yield stopped
+    finally:
+        for signo, old in previous.items():
+            signal.signal(signo, old)
+
+
+def _logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(show_path=False, console=None)],
+    )
+
+
+def register(group: click.Group) -> None:
+    @group.command()
+    @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+    @accept_option
+    @click.option(
+        "--idempotency-key", default="", help="Submitting again with it returns the same job."
+    )
+    @json_option
+    @pass_app
+    def submit(
+        app: App, file: Path, accept: tuple[int, ...], idempotency_key: str, as_json: bool
+    ) -> None:
+        """Record the job in FILE; a `jobdispatch supervise` process launches it."""
+        job_file = load_job_file(file)
+        cluster = app.cluster()
+        plan = cluster.operator.submit(
+            job_file.spec,
+            by=app.actor,
+            supervised=True,
+            idempotency_key=idempotency_key,
+            accept_unenforced=accept,
+        )
+        if as_json:
+            print_json(
+                app,
+                {
+                    "job": plan.job,
+                    "cluster": app.cluster_config.name,
+                    "store": str(app.store_dir),
+                    "plan": to_data(plan),
+                },
+            )
+            return
+        head = Text("submitted ", style="green")
+        head.append(f"{plan.job}", style="bold")
+        head.append(f" ({job_file.spec.name or file.name}) on cluster {app.cluster_config.name}")
+        app.console.print(head)
+        app.console.print(_plan_summary(plan))
+        app.console.print(
+            "it starts when a supervisor serves this store: `jobdispatch supervise` "
+            "(or submit and supervise at once with `jobdispatch run`)",
+            style="dim",
+        )
+
+    @group.command()
+    @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+    @accept_option
+    @json_option
+    @pass_app
+    def plan(app: App, file: Path, accept: tuple[int, ...], as_json: bool) -> None:
+        """Show who would enforce each rule of FILE, and what nobody covers. Submits nothing."""
+        job_file = load_job_file(file)
+        backend = app.backend()
+        made = jobdispatch.make_plan(
+            backend, None, job_file.spec, supervised=True, accept_unenforced=accept
+        )
+        extra = extra_answers(backend)
+        if as_json:
+            data = to_data(made)
+            data["extra"] = to_data(extra)
+            data["cluster"] = app.cluster_config.name
+            print_json(app, data)
+            return
+        app.console.print(plan_view(made, cluster=app.cluster_config.name, extra=extra))
+
+    @group.command()
+    @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+    @accept_option
+    @supervisor_options
+    @click.option("--timeline/--no-timeline", default=True, help="Draw the timeline at the end.")
+    @pass_app
+    def run(
+        app: App,
+        file: Path,
+        accept: tuple[int, ...],
+        poll: float,
+        lease_ttl: timedelta,
+        timeline: bool,
+    ) -> int:
+        """Submit FILE and supervise it here until it settles, showing what happens.
+
+        Exits 0 when the job succeeds, 1 when it fails or is cancelled, 130 when interrupted
+        (the job goes on: `jobdispatch supervise` picks it up).
+        """
+        job_file = load_job_file(file)
+        cluster = app.cluster()
+        plan = cluster.operator.submit(
+            job_file.spec, by=app.actor, supervised=True, accept_unenforced=accept
+        )
+        job = plan.job or ""
+        head = Text("job ", style="dim")
+        head.append(job, style="bold")
+        head.append(f"  {job_file.spec.name or file.name} on cluster {app.cluster_config.name}")
+        app.console.print(head)
+        app.console.print(_plan_summary(plan))
+        supervisor = Supervisor(cluster.backend, app.store(), poll=poll, lease_ttl=lease_ttl)
+        failure: list[BaseException] = []
+
+        def supervise() -> None:
+            try:
+                supervisor.run(job)
+            except BaseException as exc:
+                failure.append(exc)
+
+        thread = threading.Thread(target=supervise, name="supervisor", daemon=True)
+        reporter = Reporter()
+        with _stop_on_signals(supervisor.stop) as interrupted:
+            thread.start()
+            while True:
+                alive = thread.is_alive()
+                status = cluster.observer.get(job)
+                for line in reporter.news(status):
+                    app.console.print(line)
+                if not alive:
+                    break
+                time.sleep(min(0.2, poll))
+        thread.join()
+        if failure:
+            raise failure[0]
+        status = cluster.observer.get(job)
+        if timeline and status.submissions:
+            app.console.print(render_text(build(status), width=min(app.console.width, 110)))
+        if interrupted.is_set() and not status.settled:
+            note = Text("stopped supervising; job ", style="yellow")
+            note.append(job, style="bold")
+            note.append(
+                f" is {status.state} and goes on: `jobdispatch supervise` resumes it, "
+                f"`jobdispatch cancel {job}` ends it"
+            )
+            app.err.print(note)
+            return exitcodes.INTERRUPTED
+        line = Text("outcome: ")
+        line.append_text(state_text(status.state))
+        line.append("  ")
+        line.append_text(cause_text(status.cause))
+        app.console.print(line)
+        return exitcodes.OK if status.state is State.SUCCEEDED else exitcodes.JOB_FAILED
+
+    @group.command()
+    @supervisor_options
+    @click.option("-v", "--verbose", is_flag=True, help="Log every step the supervisor takes.")
+    @pass_app
+    def supervise(app: App, poll: float, lease_ttl: timedelta, verbose: bool) -> None:
+        """Serve every unsettled job of the store until stopped (SIGTERM or Ctrl-C).
+
+        Several supervisors may serve one store: each job is owned by one at a time, and
+        another takes over when its owner's lease lapses.
+        """
+        _logging(verbose)
+        cluster = app.cluster()
+        store = app.store()
+        supervisor = Supervisor(cluster.backend, store, poll=poll, lease_ttl=lease_ttl)
+        app.err.print(
+            f"supervising {app.store_dir} on cluster {app.cluster_config.name} "
+            f"as {supervisor.holder}; Ctrl-C or SIGTERM stops",
+            style="dim",
+        )
+        reporters: dict[str, Reporter] = {}
+        done = threading.Event()
+
+        def report() -> None:
+            # Jobs are followed from when they show up unsettled until their settling is told.
+            while not done.wait(max(poll, 0.2)):
+                try:
+                    for job in store.list(ListFilter(settled=False)):
+                        reporters.setdefault(job, Reporter())
+                    for job, reporter in list(reporters.items()):
+                        status = cluster.observer.get(job)
+                        for line in reporter.news(status):
+                            app.console.print(Text(f"{job}  ", style="bold") + line)
+                        if status.settled:
+                            del reporters[job]
+                except Exception as exc:
+                    logging.getLogger("jobdispatch.cli").debug("report failed: %s", exc)
+
+        reporter_thread = threading.Thread(target=report, name="reporter", daemon=True)
+        reporter_thread.start()
+        try:
+            with _stop_on_signals(supervisor.stop):
+                supervisor.serve()
+        finally:
+            done.set()
+            reporter_thread.join(timeout=5)
+        app.err.print("stopped; every lease was released", style="dim")

@@ -1,0 +1,166 @@
+"""Named clusters and defaults, from ``$XDG_CONFIG_HOME/jobdispatch/config.toml``.
+
+::
+
+    default_cluster = "local"          # what --cluster falls back to
+    store = "~/jd-records"             # default: $XDG_STATE_HOME/jobdispatch/records
+
+    [clusters.local]                   # "local" exists even when not written here
+    adapter = "local"
+    grace = 5
+
+    [clusters.bigbox]
+    adapter = "local"
+    state_dir = "/scratch/jobdispatch"
+    memory_limit = "64G"
+
+Everything is checked when the file is read: unknown keys, an adapter nobody registered, and
+each cluster's settings against its adapter's schema, every error naming the key and its line.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from jobdispatch.config import validate_config
+from jobdispatch.errors import NotFound, ValidationError
+from jobdispatch.plugins import Plugins
+
+from jobdispatch_cli.jobfile import FileError, FileProblem
+from jobdispatch_cli.locate import line_of, toml_lines
+
+__all__ = ["DEFAULT_CLUSTER", "Cluster", "Config", "config_path", "load_config", "state_home"]
+
+DEFAULT_CLUSTER = "local"
+_TOP_KEYS = ("default_cluster", "store", "clusters")
+
+
+def config_home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+
+
+def state_home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$JOBDISPATCH_CONFIG``, else ``$XDG_CONFIG_HOME/jobdispatch/config.toml``."""
+    env = os.environ if env is None else env
+    if env.get("JOBDISPATCH_CONFIG"):
+        return Path(env["JOBDISPATCH_CONFIG"])
+    return config_home(env) / "jobdispatch" / "config.toml"
+
+
+@attrs.frozen
+class Cluster:
+    """One named cluster: its adapter and the adapter's settings."""
+
+    name: str
+    adapter: str
+    settings: Mapping[str, Any]
+    source: str
+
+
+@attrs.frozen
+class Config:
+    """The whole configuration, checked."""
+
+    path: Path
+    exists: bool
+    clusters: Mapping[str, Cluster]
+    default_cluster: str
+    records_root: Path
+
+    def cluster(self, name: str | None) -> Cluster:
+        name = name or self.default_cluster
+        try:
+            return self.clusters[name]
+        except KeyError:
+            known = ", ".join(sorted(self.clusters))
+            where = str(self.path) if self.exists else f"{self.path} (not written yet)"
+            msg = f"no cluster named {name!r} (clusters: {known}; configured in {where})"
+            raise NotFound(msg) from None
+
+
+def load_config(
+    plugins: Plugins, path: Path | None = None, env: Mapping[str, str] | None = None
+) -> Config:
+    """Read and check the configuration; a missing file gives the defaults."""
+    env = os.environ if env is None else env
+    path = path or config_path(env)
+    file = str(path)
+    try:
+        text = path.read_text()
+        exists = True
+    except FileNotFoundError:
+        text, exists = "", False
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FileError([FileProblem(file, None, "", f"not valid TOML: {exc}")]) from None
+    lines = toml_lines(text)
+    problems: list[FileProblem] = []
+
+    def problem(field: str, message: str) -> None:
+        problems.append(FileProblem(file, line_of(lines, field), field, message))
+
+    for key in data:
+        if key not in _TOP_KEYS:
+            problem(key, f"unknown key (known keys: {', '.join(_TOP_KEYS)})")
+    clusters: dict[str, Cluster] = {
+        DEFAULT_CLUSTER: Cluster(DEFAULT_CLUSTER, "local", {}, "built-in")
+    }
+    raw_clusters = data.get("clusters", {})
+    if not isinstance(raw_clusters, dict):
+        problem("clusters", "must be a table of clusters ([clusters.NAME])")
+        raw_clusters = {}
+    adapters = plugins.registry("adapter")
+    for name, raw in raw_clusters.items():
+        at = f"clusters.{name}"
+        if not isinstance(raw, dict):
+            problem(at, "must be a table with an adapter and its settings")
+            continue
+        adapter = raw.get("adapter")
+        if not isinstance(adapter, str):
+            problem(f"{at}.adapter", f"is required: one of {', '.join(adapters.names())}")
+            continue
+        settings = {k: v for k, v in raw.items() if k != "adapter"}
+        try:
+            entry = adapters.get(adapter)
+        except NotFound as exc:
+            problem(f"{at}.adapter", exc.message)
+            continue
+        try:
+            validate_config(settings, entry.schema, subject=f"cluster {name!r}")
+        except ValidationError as exc:
+            for p in exc.problems:
+                field = f"{at}.{p.path}" if p.path and p.path != "(top level)" else at
+                problem(field, p.message)
+            continue
+        clusters[name] = Cluster(name, adapter, settings, f"{file}, [clusters.{name}]")
+    default = data.get("default_cluster", DEFAULT_CLUSTER)
+    if not isinstance(default, str):
+        problem("default_cluster", f"must be a cluster's name, got {default!r}")
+        default = DEFAULT_CLUSTER
+    elif default not in clusters and not problems:
+        problem("default_cluster", f"names no cluster (clusters: {', '.join(sorted(clusters))})")
+    store = data.get("store")
+    if store is not None and not (isinstance(store, str) and store):
+        problem("store", f"must be a directory, got {store!r}")
+        store = None
+    if problems:
+        raise FileError(problems)
+    root = Path(store).expanduser() if store else state_home(env) / "jobdispatch" / "records"
+    return Config(
+        path=path,
+        exists=exists,
+        clusters=clusters,
+        default_cluster=default,
+        records_root=root,
+    )

@@ -1,0 +1,101 @@
+"""What every command works with: the configuration, the cluster, the store and the actor,
+built once from the global options and only when a command needs them."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+from typing import Any
+
+import jobdispatch
+from jobdispatch import plugins
+from jobdispatch.records.store import Records
+from jobdispatch.types import Actor
+from rich.console import Console
+
+from jobdispatch_cli.config import Cluster, Config, load_config
+
+__all__ = ["App", "default_actor"]
+
+
+def default_actor() -> str:
+    """The OS user, which is who acts unless ``--as`` says otherwise."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid-{os.getuid()}"
+
+
+class App:
+    """The command's state, shared by every subcommand through click's context."""
+
+    def __init__(
+        self,
+        *,
+        config_path: Path | None,
+        cluster: str | None,
+        store: Path | None,
+        actor: str,
+        console: Console | None = None,
+        err: Console | None = None,
+    ) -> None:
+        self.config_path = config_path
+        self.cluster_name = cluster
+        self.store_path = store
+        self.actor_name = actor
+        self.console = console or Console()
+        self.err = err or Console(stderr=True)
+        self._config: Config | None = None
+        self._store: Records | None = None
+        self._cluster: jobdispatch.Cluster | None = None
+
+    @property
+    def plugins(self) -> plugins.Plugins:
+        return plugins.default()
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.plugins, self.config_path)
+        return self._config
+
+    @property
+    def cluster_config(self) -> Cluster:
+        return self.config.cluster(self.cluster_name)
+
+    @property
+    def actor(self) -> Actor:
+        return Actor.human(self.actor_name)
+
+    @property
+    def store_dir(self) -> Path:
+        """``--store``, else one store per cluster under the records root, so a job id always
+        belongs to one cluster's objects."""
+        if self.store_path is not None:
+            return self.store_path
+        return self.config.records_root / self.cluster_config.name
+
+    def store(self) -> Records:
+        if self._store is None:
+            from jobdispatch_records_lmdb import LmdbRecords
+
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+            self._store = LmdbRecords(str(self.store_dir))
+        return self._store
+
+    def cluster(self) -> jobdispatch.Cluster:
+        if self._cluster is None:
+            chosen = self.cluster_config
+            backend = jobdispatch.new_backend(chosen.adapter, dict(chosen.settings))
+            self._cluster = jobdispatch.compose(backend, store=self.store())
+        return self._cluster
+
+    def backend(self) -> Any:
+        return self.cluster().backend
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+        if self._store is not None:
+            self._store.close()

@@ -1,0 +1,376 @@
+"""Job files: a JobSpec written as TOML or YAML, read with every error naming file, line, field.
+
+The keys mirror :class:`jobdispatch.JobSpec`::
+
+    name = "train"
+    command = ["python", "train.py"]       # or one string, split like a shell would
+    nodes = 2
+    procs_per_node = 1
+    time_limit = "1h30m"                   # or 90s, 10m, 2d, or a number of seconds
+    working_dir = "."                      # relative paths are relative to the job file
+    output = "logs"                        # a directory for the rank files
+    image = "..."                          # only where the cluster runs containers
+    checkpoint = "isolated"                # or "shared"
+    [env]
+    CHECKPOINT_DIR = "/tmp/ckpt"
+    [[recovery.rules]]
+    on = ["preempted"]
+    action = "resubmit"
+    budget = 3
+
+Unknown keys are errors (a typo must not silently become a default), and every problem is
+reported at once, as ``FILE:LINE: FIELD: what is wrong``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from jobdispatch.errors import Invalid
+from jobdispatch.types import (
+    RECOVERABLE,
+    Action,
+    CauseKind,
+    JobSpec,
+    RecoveryPolicy,
+    Rule,
+    SharedCheckpoint,
+)
+from jobdispatch.validate import problems as spec_problems
+
+from jobdispatch_cli.durations import parse_duration
+from jobdispatch_cli.locate import line_of, toml_lines, yaml_lines
+
+__all__ = ["FileError", "FileProblem", "JobFile", "load_job_file", "parse_job_text"]
+
+TOP_KEYS = (
+    "name",
+    "command",
+    "nodes",
+    "procs_per_node",
+    "time_limit",
+    "env",
+    "working_dir",
+    "output",
+    "image",
+    "checkpoint",
+    "recovery",
+)
+RECOVERY_KEYS = ("rules",)
+RULE_KEYS = ("on", "action", "budget", "for")
+
+
+@attrs.frozen
+class FileProblem:
+    """One thing wrong in a file: where (line and field path) and what."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
+
+
+class FileError(Invalid):
+    """Every problem found in a job or configuration file, each naming its line and field."""
+
+    def __init__(self, problems: list[FileProblem]) -> None:
+        self.problems = tuple(problems)
+        head = "1 problem" if len(problems) == 1 else f"{len(problems)} problems"
+        super().__init__(f"{head}\n" + "\n".join(f"  {p}" for p in problems))
+
+
+@attrs.frozen
+class JobFile:
+    """A parsed job file: the spec, and where each key was."""
+
+    path: Path
+    spec: JobSpec
+    lines: Mapping[str, int]
+
+
+class _Reader:
+    """Builds the spec from the parsed data, collecting problems instead of stopping."""
+
+    def __init__(self, file: str, lines: Mapping[str, int], base: Path) -> None:
+        self.file = file
+        self.lines = lines
+        self.base = base
+        self.problems: list[FileProblem] = []
+
+    def problem(self, field: str, message: str) -> None:
+        self.problems.append(FileProblem(self.file, line_of(self.lines, field), field, message))
+
+    def keys(self, data: Mapping[str, Any], known: tuple[str, ...], prefix: str) -> None:
+        for key in data:
+            if key not in known:
+                field = f"{prefix}.{key}" if prefix else str(key)
+                self.problem(field, f"unknown key (known keys: {', '.join(known)})")
+
+    def typed(
+        self, data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], field: str
+    ) -> Any:
+        value = data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) and kind is not bool:
+            self.problem(field, f"must be {_name(kind)}, got {value!r}")
+            return None
+        if not isinstance(value, kind):
+            self.problem(field, f"must be {_name(kind)}, got {type(value).__name__} {value!r}")
+            return None
+        return value
+
+    def path(self, value: str | None) -> str | None:
+        if value is None or not value:
+            return value
+        p = Path(value).expanduser()
+        return str(p if p.is_absolute() else (self.base / p).resolve())
+
+    def duration(self, value: Any, field: str) -> Any:
+        if value is None:
+            return None
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.problem(field, str(exc))
+            return None
+
+    def command(self, value: Any) -> tuple[str, ...]:
+        if value is None:
+            self.problem("command", "is required: the program and its arguments")
+            return ()
+        if isinstance(value, str):
+            try:
+                return tuple(shlex.split(value))
+            except ValueError as exc:
+                self.problem("command", f"cannot be split like a shell command: {exc}")
+                return ()
+        if not isinstance(value, list):
+            self.problem("command", f"must be a list of strings or a string, got {value!r}")
+            return ()
+        out = []
+        for i, arg in enumerate(value):
+            if isinstance(arg, bool) or not isinstance(arg, str | int | float):
+                self.problem(f"command[{i}]", f"must be a string, got {arg!r}")
+            else:
+                out.append(str(arg))
+        return tuple(out)
+
+    def env(self, value: Any) -> dict[str, str]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.problem("env", f"must be a table of names to strings, got {value!r}")
+            return {}
+        out = {}
+        for name, v in value.items():
+            if isinstance(v, bool) or not isinstance(v, str | int | float):
+                self.problem(f"env.{name}", f"must be a string, got {v!r}")
+            else:
+                out[str(name)] = str(v)
+        return out
+
+    def rules(self, value: Any) -> list[Rule]:
+        if value is None:
+            return []
+        if not isinstance(value, dict):
+            self.problem("recovery", f"must be a table with rules, got {value!r}")
+            return []
+        self.keys(value, RECOVERY_KEYS, "recovery")
+        rules = value.get("rules")
+        if rules is None:
+            return []
+        if not isinstance(rules, list):
+            self.problem("recovery.rules", f"must be a list of rules, got {rules!r}")
+            return []
+        out = []
+        for i, raw in enumerate(rules):
+            at = f"recovery.rules[{i}]"
+            if not isinstance(raw, dict):
+                self.problem(at, f"must be a table (on, action, budget, for), got {raw!r}")
+                continue
+            self.keys(raw, RULE_KEYS, at)
+            rule = self.rule(raw, at)
+            if rule is not None:
+                out.append(rule)
+        return out
+
+    def rule(self, raw: Mapping[str, Any], at: str) -> Rule | None:
+        ok = True
+        on = raw.get("on")
+        kinds: list[CauseKind] = []
+        if on is None:
+            self.problem(f"{at}.on", "is required: the causes the rule covers")
+            ok = False
+        for j, word in enumerate([on] if isinstance(on, str) else (on or [])):
+            try:
+                kinds.append(CauseKind(word))
+            except ValueError:
+                known = ", ".join(str(k) for k in RECOVERABLE)
+                self.problem(f"{at}.on[{j}]", f"unknown cause {word!r} (rules cover: {known})")
+                ok = False
+        action = raw.get("action")
+        try:
+            act = Action(str(action))
+        except ValueError:
+            known = ", ".join(str(a) for a in Action)
+            what = "is required" if action is None else f"unknown action {action!r}"
+            self.problem(f"{at}.action", f"{what} (actions: {known})")
+            ok = False
+        budget = raw.get("budget", 0)
+        if isinstance(budget, bool) or not isinstance(budget, int):
+            self.problem(f"{at}.budget", f"must be a whole number, got {budget!r}")
+            ok = False
+        duration = self.duration(raw.get("for"), f"{at}.for")
+        if not ok or (raw.get("for") is not None and duration is None):
+            return None
+        return Rule(on=kinds, action=act, budget=budget, for_=duration)
+
+    def spec(self, data: Mapping[str, Any]) -> JobSpec | None:
+        self.keys(data, TOP_KEYS, "")
+        name = self.typed(data, "name", str, "name") or ""
+        nodes = self.typed(data, "nodes", int, "nodes")
+        per_node = self.typed(data, "procs_per_node", int, "procs_per_node")
+        extensions = []
+        checkpoint = data.get("checkpoint")
+        if checkpoint == "shared":
+            extensions.append(SharedCheckpoint())
+        elif checkpoint not in (None, "isolated"):
+            self.problem("checkpoint", f"must be isolated or shared, got {checkpoint!r}")
+        fields: dict[str, Any] = {
+            "name": name,
+            "command": self.command(data.get("command")),
+            "nodes": 1 if nodes is None else nodes,
+            "procs_per_node": 1 if per_node is None else per_node,
+            "image": self.typed(data, "image", str, "image"),
+            "working_dir": self.path(self.typed(data, "working_dir", str, "working_dir")),
+            "output": self.path(self.typed(data, "output", str, "output")),
+            "env": self.env(data.get("env")),
+            "time_limit": self.duration(data.get("time_limit"), "time_limit"),
+            "extensions": extensions,
+            "recovery": RecoveryPolicy(rules=self.rules(data.get("recovery"))),
+        }
+        # Check what could be read as the core would, so one run reports every problem; a
+        # field that could not be read is left out of that (it has its problem already).
+        broken = {p.field for p in self.problems}
+        if any(f.startswith("recovery") for f in broken):
+            fields["recovery"] = RecoveryPolicy()
+        spec = JobSpec(**fields)
+        for p in spec_problems(spec):
+            if not any(p.path == f or p.path.startswith((f"{f}.", f"{f}[")) for f in broken):
+                self.problem(p.path, p.message)
+        if self.problems:
+            self.problems.sort(key=lambda p: (p.line or 0, p.field))
+            return None
+        return spec
+
+
+def _name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    words = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
+    return " or ".join(words.get(k, k.__name__) for k in kinds)
+
+
+def _parse_toml(text: str, file: str) -> tuple[Any, dict[str, int]]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FileError(
+            [FileProblem(file, _toml_error_line(exc), "", f"not valid TOML: {exc}")]
+        ) from None
+    return data, toml_lines(text)
+
+
+def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
+    import re
+
+    m = re.search(r"line (\d+)", str(exc))
+    return int(m[1]) if m else None
+
+
+def _parse_yaml(text: str, file: str) -> tuple[Any, dict[str, int]]:
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise FileError([FileProblem(file, line, "", f"not valid YAML: {exc}")]) from None
+    if node is None:
+        return {}, {}
+    problems: list[FileProblem] = []
+    data = _yaml_value(node, "", file, problems)
+    if problems:
+        raise FileError(problems)
+    return data, yaml_lines(node)
+
+
+def _yaml_value(node: Any, path: str, file: str, problems: list[FileProblem]) -> Any:
+    """Build plain data from composed nodes. Keys are taken as written, so ``on:`` stays
+    "on" (PyYAML would read it as true), and a key given twice is an error, not an overwrite."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key, value in node.value:
+            name = str(key.value)
+            sub = f"{path}.{name}" if path else name
+            if name in out:
+                problems.append(FileProblem(file, key.start_mark.line + 1, sub, "is given twice"))
+                continue
+            out[name] = _yaml_value(value, sub, file, problems)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_yaml_value(v, f"{path}[{i}]", file, problems) for i, v in enumerate(node.value)]
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+PARSERS: Mapping[str, Callable[[str, str], tuple[Any, dict[str, int]]]] = {
+    ".toml": _parse_toml,
+    ".yaml": _parse_yaml,
+    ".yml": _parse_yaml,
+}
+
+
+def parse_job_text(text: str, *, file: str, suffix: str, base: Path) -> JobFile:
+    """Parse a job file's text (``suffix`` picks the format; ``base`` anchors relative paths)."""
+    parser = PARSERS.get(suffix.lower())
+    if parser is None:
+        kind = suffix or "(no suffix)"
+        msg = f"unknown kind of job file {kind!r}: use .toml, .yaml or .yml"
+        raise FileError([FileProblem(file, None, "", msg)])
+    data, lines = parser(text, file)
+    if not isinstance(data, dict):
+        raise FileError([FileProblem(file, 1, "", "must be a table of keys (name, command, ...)")])
+    reader = _Reader(file, lines, base)
+    spec = reader.spec(data)
+    if spec is None:
+        raise FileError(reader.problems)
+    return JobFile(path=Path(file), spec=spec, lines=lines)
+
+
+def load_job_file(path: Path) -> JobFile:
+    """Read and parse the job file at ``path``."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise FileError([FileProblem(str(path), None, "", "no such file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FileError([FileProblem(str(path), None, "", f"cannot be read: {exc}")]) from None
+    return parse_job_text(text, file=str(path), suffix=path.suffix, base=path.parent.absolute())

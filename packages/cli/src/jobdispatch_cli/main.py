@@ -1,0 +1,107 @@
+"""The ``jobdispatch`` command: the group, its global options, and the error-to-exit-code
+boundary. Subcommands live in the modules under ``jobdispatch_cli.commands``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from jobdispatch.errors import DispatchError
+from rich.console import Console
+
+from jobdispatch_cli import exitcodes
+from jobdispatch_cli.__about__ import __version__
+from jobdispatch_cli.context import App, default_actor
+
+__all__ = ["cli", "main"]
+
+EPILOG = """\b
+Exit codes: 0 ok; 1 the job failed or was cancelled (run); 2 bad usage or input;
+3 not found; 4 unsupported or rejected; 5 unreachable or unavailable; 6 unauthorized;
+7 conflict (try again); 130 interrupted.
+"""
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EPILOG,
+)
+@click.option(
+    "--cluster",
+    envvar="JOBDISPATCH_CLUSTER",
+    metavar="NAME",
+    help="A cluster named in the config file (default: its default_cluster, else local).",
+)
+@click.option(
+    "--store",
+    envvar="JOBDISPATCH_STORE",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The records' LMDB directory (default: $XDG_STATE_HOME/jobdispatch/records/CLUSTER).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    envvar="JOBDISPATCH_CONFIG",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The config file (default: $XDG_CONFIG_HOME/jobdispatch/config.toml).",
+)
+@click.option(
+    "--as",
+    "actor",
+    default=default_actor,
+    show_default="the OS user",
+    metavar="NAME",
+    help="Who acts: recorded with every action.",
+)
+@click.version_option(__version__, "--version", prog_name="jobdispatch")
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    cluster: str | None,
+    store: Path | None,
+    config_path: Path | None,
+    actor: str,
+) -> None:
+    """Submit and supervise multi-node training jobs; see why every execution ended.
+
+    A job file (TOML or YAML) says what to run and how to recover it. `jobdispatch run FILE`
+    submits it and supervises it here until it has an outcome; `submit` records it for a
+    `supervise` process to launch.
+    """
+    app = App(config_path=config_path, cluster=cluster, store=store, actor=actor)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+def _register() -> None:
+    from jobdispatch_cli.commands import control, inspect, local, running
+
+    for module in (running, inspect, control, local):
+        module.register(cli)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the command and exit with a code that says how it went (see ``exitcodes``)."""
+    err = Console(stderr=True)
+    try:
+        result = cli.main(args=argv, prog_name="jobdispatch", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exitcodes.USAGE if exc.exit_code == 2 else exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        err.print("interrupted")
+        sys.exit(exitcodes.INTERRUPTED)
+    except DispatchError as exc:
+        err.print(str(exc), style="red", markup=False, highlight=False)
+        sys.exit(exitcodes.code_for(exc))
+    sys.exit(result if isinstance(result, int) else exitcodes.OK)
+
+
+if __name__ == "__main__":
+    main()

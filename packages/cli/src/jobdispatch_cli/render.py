@@ -1,0 +1,328 @@
+"""How jobs, plans and plugins look in a terminal (rich), and as JSON.
+
+A state is always shown with its cause, never alone: "failed" without "why" is the complaint
+dispatch exists to answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from jobdispatch import codec
+from jobdispatch.job import Transition
+from jobdispatch.plugins import Plugins
+from jobdispatch.spi import ExecutionObs
+from jobdispatch.status import Status
+from jobdispatch.types import Capability, Cause, CauseKind, Plan, State, Support, Tristate
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from jobdispatch_cli.durations import format_duration
+
+__all__ = [
+    "STATE_STYLE",
+    "capabilities_table",
+    "cause_text",
+    "dumps",
+    "jobs_table",
+    "plan_view",
+    "plugins_view",
+    "state_text",
+    "status_view",
+    "to_data",
+    "transition_text",
+]
+
+STATE_STYLE: Mapping[State, str] = {
+    State.PENDING: "dim",
+    State.HELD: "cyan",
+    State.RUNNING: "bold blue",
+    State.RECOVERING: "bold magenta",
+    State.SUCCEEDED: "bold green",
+    State.FAILED: "bold red",
+    State.CANCELLED: "yellow",
+    State.UNKNOWN: "bold white on red",
+}
+
+CAUSE_STYLE: Mapping[CauseKind, str] = {
+    CauseKind.NONE: "green",
+    CauseKind.PREEMPTED: "dark_orange",
+    CauseKind.NODE_LOST: "red",
+    CauseKind.OUT_OF_MEMORY: "red",
+    CauseKind.TIME_LIMIT: "dark_orange",
+    CauseKind.NON_ZERO_EXIT: "red",
+    CauseKind.LAUNCH_FAILED: "red",
+    CauseKind.CANCELLED: "yellow",
+    CauseKind.REQUEUED: "magenta",
+    CauseKind.DUPLICATE: "dim",
+    CauseKind.UNKNOWN: "bold red",
+}
+
+_ANSWER_STYLE = {Tristate.YES: "green", Tristate.NO: "red", Tristate.UNKNOWN: "yellow"}
+
+
+# ------------------------------------------------------------------------ JSON
+
+
+def to_data(value: Any) -> Any:
+    """Plain data for JSON: attrs values through the core's converter, so names and words
+    are the record's."""
+    return codec.converter.unstructure(value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(to_data(value), indent=2, default=str, sort_keys=False)
+
+
+# ------------------------------------------------------------------------ pieces
+
+
+def state_text(state: State) -> Text:
+    return Text(str(state), style=STATE_STYLE.get(state, ""))
+
+
+def cause_text(cause: Cause | None) -> Text:
+    if cause is None:
+        return Text("—", style="dim")
+    text = Text(str(cause.kind), style=CAUSE_STYLE.get(cause.kind, ""))
+    extra = []
+    if cause.provenance.value != "none":
+        extra.append(str(cause.provenance))
+    if cause.exit_code is not None:
+        extra.append(f"exit {cause.exit_code}")
+    if cause.signal is not None:
+        extra.append(f"signal {cause.signal}")
+    if cause.actor is not None:
+        extra.append(f"by {cause.actor}")
+    if extra:
+        text.append(f" ({', '.join(extra)})", style="dim")
+    if cause.detail:
+        text.append(f": {cause.detail}")
+    return text
+
+
+def when(at: datetime | None) -> str:
+    if at is None:
+        return "—"
+    return at.astimezone().strftime("%H:%M:%S")
+
+
+def age(at: datetime | None, now: datetime | None = None) -> str:
+    if at is None:
+        return "—"
+    now = now or datetime.now(UTC)
+    return format_duration(max(0.0, (now - at).total_seconds())) + " ago"
+
+
+def transition_text(t: Transition) -> Text:
+    text = Text(f"{when(t.at)}  ")
+    text.append_text(state_text(t.from_))
+    text.append(" → ")
+    text.append_text(state_text(t.to))
+    text.append(f"  (submission {t.submission})  ", style="dim")
+    if t.cause.kind is not CauseKind.NONE or t.to is State.SUCCEEDED:
+        text.append_text(cause_text(t.cause))
+    return text
+
+
+def _execution_text(e: ExecutionObs) -> Text:
+    text = Text(f"#{e.index} ")
+    if e.ended_at is None:
+        text.append("running", style="bold blue")
+        if e.started_at is not None:
+            text.append(f" since {when(e.started_at)}", style="dim")
+        return text
+    text.append_text(cause_text(e.cause))
+    if e.started_at is not None and e.ended_at is not None:
+        span = format_duration((e.ended_at - e.started_at).total_seconds())
+        text.append(f"  [{when(e.started_at)}, {span}]", style="dim")
+    return text
+
+
+# ------------------------------------------------------------------------ views
+
+
+def status_view(status: Status) -> RenderableType:
+    """One job: state and cause, submissions with their executions, history, plan."""
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    title = Text(status.job, style="bold")
+    if status.name:
+        title.append(f"  {status.name}", style="dim")
+    head.add_row("job", title)
+    state = state_text(status.state)
+    if status.settled:
+        state.append("  (settled)", style="dim")
+    head.add_row("state", state)
+    head.add_row("cause", cause_text(status.cause))
+    if status.hold is not None:
+        until = f" until {status.hold.until.isoformat()}" if status.hold.until else ""
+        head.add_row("hold", f"{status.hold.kind} by {status.hold.by}{until}: {status.hold.reason}")
+    if status.cleanup.value != "clear":
+        head.add_row("clean-up", Text(str(status.cleanup), style="yellow"))
+    if status.supersedes:
+        head.add_row("supersedes", status.supersedes)
+    head.add_row("created", f"{when(status.created_at)} ({age(status.created_at)})")
+
+    subs = Table(title="submissions", title_justify="left", expand=False, show_edge=False)
+    subs.add_column("n", justify="right")
+    subs.add_column("object")
+    subs.add_column("state")
+    subs.add_column("by")
+    subs.add_column("executions")
+    for sub in status.submissions:
+        by = "submit" if sub.rule is None else f"rule {sub.rule}"
+        if sub.n > 1 and sub.rule is None:
+            by = "a person"
+        executions = Text("\n").join(_execution_text(e) for e in sub.executions) or Text(
+            "—", style="dim"
+        )
+        subs.add_row(
+            str(sub.n),
+            str(sub.canonical)
+            if sub.canonical
+            else Text(f"{sub.attempts} attempt(s)", style="dim"),
+            str(sub.state) if sub.state else "—",
+            by,
+            executions,
+        )
+    parts: list[RenderableType] = [head]
+    if status.submissions:
+        parts.append(subs)
+    if status.history:
+        parts.append(Text("history", style="italic"))
+        parts.extend(transition_text(t) for t in status.history)
+    if status.plan is not None and status.plan.rules:
+        parts.append(_rules_table(status.plan, title="recovery"))
+    for esc in status.escalations:
+        delivered = ", ".join(esc.delivered) or "not yet delivered"
+        parts.append(Text(f"escalated {when(esc.at)}: {esc.detail} ({delivered})", style="red"))
+    return Panel(Group(*parts), border_style=STATE_STYLE.get(status.state, ""), expand=False)
+
+
+def jobs_table(statuses: Sequence[Status]) -> Table:
+    table = Table(show_edge=False)
+    table.add_column("job", style="bold")
+    table.add_column("name")
+    table.add_column("state")
+    table.add_column("cause")
+    table.add_column("subs", justify="right")
+    table.add_column("created")
+    for s in statuses:
+        state = state_text(s.state)
+        if s.settled:
+            state.append(" ✓", style="dim")
+        table.add_row(
+            s.job,
+            s.name,
+            state,
+            cause_text(s.cause) if s.cause.kind is not CauseKind.NONE else Text(""),
+            str(len(s.submissions)),
+            age(s.created_at),
+        )
+    return table
+
+
+def _support(s: Support) -> Text:
+    text = Text(str(s.answer), style=_ANSWER_STYLE[s.answer])
+    text.append(f" [{s.source}]", style="dim")
+    return text
+
+
+def _rules_table(plan: Plan, title: str) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False)
+    table.add_column("#", justify="right")
+    table.add_column("on")
+    table.add_column("action")
+    table.add_column("budget", justify="right")
+    table.add_column("enforcer")
+    table.add_column("fired", justify="right")
+    table.add_column("why")
+    for a in plan.rules:
+        rule = a.effective
+        action = str(rule.action)
+        if rule.for_ is not None:
+            action += f" for {format_duration(rule.for_)}"
+        if a.effective != a.rule:
+            action += f" (asked: {a.rule.action})"
+        enforcer = Text(str(a.enforcer), style="red" if a.enforcer.value == "nobody" else "")
+        why = a.accepted or a.support.perform.detail or a.support.native.detail
+        table.add_row(
+            str(a.index),
+            ", ".join(str(k) for k in rule.on),
+            action,
+            str(rule.budget),
+            enforcer,
+            str(a.firings),
+            Text(why, style="dim"),
+        )
+    return table
+
+
+def plan_view(
+    plan: Plan, *, cluster: str, extra: Mapping[str, Support] | None = None
+) -> RenderableType:
+    """A plan: who enforces each rule, what nobody covers, what it rests on."""
+    parts: list[RenderableType] = []
+    if plan.rules:
+        parts.append(_rules_table(plan, title=f"recovery on cluster {cluster}"))
+    else:
+        parts.append(Text("no recovery rules: any ending other than success fails the job"))
+    uncovered = Text("uncovered: ", style="bold")
+    uncovered.append(" ".join(str(k) for k in plan.uncovered) or "nothing", style="dark_orange")
+    parts.append(uncovered)
+    parts.append(Text(f"checkpoints: {plan.checkpoint}    unmatched attempts: {plan.unmatched}"))
+    if plan.identity_weakened:
+        parts.append(Text(f"execution identity weakened: {plan.identity_weakened}", style="yellow"))
+    parts.append(capabilities_table(plan.capabilities, extra=extra))
+    return Group(*parts)
+
+
+def capabilities_table(
+    capabilities: Mapping[Capability, Support], *, extra: Mapping[str, Support] | None = None
+) -> Table:
+    table = Table(title="capabilities", title_justify="left", show_edge=False)
+    table.add_column("capability")
+    table.add_column("answer")
+    table.add_column("detail", style="dim")
+    rows: Iterable[tuple[str, Support]] = [(str(c), s) for c, s in capabilities.items()]
+    for name, support in [*rows, *(extra or {}).items()]:
+        table.add_row(name, _support(support), support.detail)
+    return table
+
+
+def plugins_view(loaded: Plugins) -> RenderableType:
+    table = Table(show_edge=False)
+    table.add_column("kind")
+    table.add_column("name", style="bold")
+    table.add_column("from")
+    table.add_column("what", style="dim")
+    for kind, registry in loaded.registries.items():
+        for entry in registry:
+            table.add_row(kind, entry.name, entry.provider, entry.summary)
+    parts: list[RenderableType] = [table]
+    for failure in loaded.failures:
+        parts.append(
+            Text(f"failed: {failure.plugin} ({failure.distribution}): {failure.error}", style="red")
+        )
+    return Group(*parts)
+
+
+def plugins_data(loaded: Plugins) -> dict[str, Any]:
+    return {
+        "registries": {
+            kind: [{"name": e.name, "provider": e.provider, "summary": e.summary} for e in registry]
+            for kind, registry in loaded.registries.items()
+        },
+        "loaded": [{"plugin": p, "distribution": d} for p, d in loaded.loaded],
+        "failures": [
+            {"plugin": f.plugin, "distribution": f.distribution, "error": f.error}
+            for f in loaded.failures
+        ],
+    }

@@ -1,0 +1,412 @@
+"""A job on a time axis: its states, each submission's executions and why each one ended.
+
+One picture answers what a table makes you reconstruct: how long the job ran, where it was
+preempted, how long recovery took, and which submission finally finished. The same model is
+drawn in the terminal (rich text, one row per submission) and as a standalone SVG written by
+hand (no plotting library), for a report or an issue.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+from xml.sax.saxutils import escape
+
+import attrs
+from jobdispatch.status import Status
+from jobdispatch.types import Cause, CauseKind, State
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from jobdispatch_cli.durations import format_duration
+
+__all__ = ["Timeline", "build", "render_svg", "render_text"]
+
+
+@attrs.frozen
+class Segment:
+    """A stretch of the job's committed state."""
+
+    state: State
+    start: float
+    end: float
+
+
+@attrs.frozen
+class Bar:
+    """One execution: when it ran and why it ended (``cause`` None while it runs)."""
+
+    submission: int
+    index: int
+    start: float
+    end: float
+    cause: Cause | None
+
+
+@attrs.frozen
+class Timeline:
+    """Times are seconds since the job was created."""
+
+    job: str
+    name: str
+    state: State
+    cause: Cause
+    origin: datetime
+    span: float
+    segments: tuple[Segment, ...]
+    rows: tuple[tuple[int, tuple[Bar, ...]], ...]
+    marks: tuple[tuple[float, str], ...]
+
+
+def _seconds(at: datetime | None, origin: datetime, default: float) -> float:
+    return default if at is None else max(0.0, (at - origin).total_seconds())
+
+
+def build(status: Status, now: datetime | None = None) -> Timeline:
+    """The timeline of ``status`` as of ``now``."""
+    now = now or datetime.now(UTC)
+    origin = status.created_at or now
+    times = [_seconds(t.at, origin, 0.0) for t in status.history]
+    for sub in status.submissions:
+        for e in sub.executions:
+            times.append(_seconds(e.started_at, origin, 0.0))
+            if e.ended_at is not None:
+                times.append(_seconds(e.ended_at, origin, 0.0))
+    open_ended = not status.state.terminal
+    end = max([*times, _seconds(now, origin, 0.0) if open_ended else 0.0, 0.001])
+
+    # The committed states, from the history...
+    committed = []
+    state, since = State.PENDING, 0.0
+    marks = []
+    for t in status.history:
+        at = _seconds(t.at, origin, 0.0)
+        committed.append(Segment(state, since, at))
+        state, since = t.to, at
+        label = str(t.to)
+        if t.cause.kind is not CauseKind.NONE:
+            label += f": {t.cause.kind}"
+        marks.append((at, label))
+    committed.append(Segment(state, since, end))
+    # ...shown as running wherever an execution ran (running is never committed: it is what
+    # the backend shows), so the row reads pending, running, recovering, running, succeeded.
+    runs = sorted(
+        (
+            _seconds(e.started_at, origin, 0.0),
+            _seconds(e.ended_at, origin, end) if e.ended_at is not None else end,
+        )
+        for sub in status.submissions
+        for e in sub.executions
+    )
+    cuts = sorted(
+        {
+            0.0,
+            end,
+            *(t for seg in committed for t in (seg.start, seg.end)),
+            *(t for run in runs for t in run),
+        }
+    )
+    segments: list[Segment] = []
+    for a, b in itertools.pairwise(cuts):
+        if b <= a:
+            continue
+        mid = (a + b) / 2
+        seg_state = next((seg.state for seg in committed if seg.start <= mid < seg.end), state)
+        if not seg_state.terminal and any(r0 <= mid < r1 for r0, r1 in runs):
+            seg_state = State.RUNNING
+        if segments and segments[-1].state is seg_state:
+            segments[-1] = Segment(seg_state, segments[-1].start, b)
+        else:
+            segments.append(Segment(seg_state, a, b))
+    if state.terminal:
+        segments.append(Segment(state, end, end))
+
+    rows = []
+    for sub in status.submissions:
+        bars = tuple(
+            Bar(
+                submission=sub.n,
+                index=e.index,
+                start=_seconds(e.started_at, origin, 0.0),
+                end=_seconds(e.ended_at, origin, end),
+                cause=e.cause if e.ended_at is not None else None,
+            )
+            for e in sub.executions
+        )
+        rows.append((sub.n, bars))
+    return Timeline(
+        job=status.job,
+        name=status.name,
+        state=status.state,
+        cause=status.cause,
+        origin=origin,
+        span=end,
+        segments=tuple(segments),
+        rows=tuple(rows),
+        marks=tuple(marks),
+    )
+
+
+# ------------------------------------------------------------------------ colours
+
+STATE_COLOUR = {
+    State.PENDING: "#9aa0a6",
+    State.HELD: "#12b5cb",
+    State.RUNNING: "#1a73e8",
+    State.RECOVERING: "#a142f4",
+    State.SUCCEEDED: "#1e8e3e",
+    State.FAILED: "#d93025",
+    State.CANCELLED: "#f9ab00",
+    State.UNKNOWN: "#5f6368",
+}
+RUNNING = "#1a73e8"
+CAUSE_COLOUR = {
+    CauseKind.NONE: "#1e8e3e",
+    CauseKind.PREEMPTED: "#e8710a",
+    CauseKind.TIME_LIMIT: "#f29900",
+    CauseKind.NODE_LOST: "#b31412",
+    CauseKind.OUT_OF_MEMORY: "#c5221f",
+    CauseKind.NON_ZERO_EXIT: "#d93025",
+    CauseKind.LAUNCH_FAILED: "#a50e0e",
+    CauseKind.CANCELLED: "#f9ab00",
+    CauseKind.REQUEUED: "#a142f4",
+    CauseKind.DUPLICATE: "#9aa0a6",
+}
+
+
+def bar_colour(bar: Bar) -> str:
+    if bar.cause is None:
+        return RUNNING
+    return CAUSE_COLOUR.get(bar.cause.kind, "#5f6368")
+
+
+def bar_label(bar: Bar) -> str:
+    if bar.cause is None:
+        return "running"
+    label = str(bar.cause.kind)
+    if bar.cause.kind is CauseKind.NONE:
+        label = "succeeded"
+    if bar.cause.exit_code is not None and bar.cause.kind is not CauseKind.NONE:
+        label += f" (exit {bar.cause.exit_code})"
+    return label
+
+
+def _ticks(span: float, most: int = 8) -> list[float]:
+    steps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400]
+    step = next((s for s in steps if span / s <= most), span / most)
+    if span < most:
+        step = max(span / most, 0.1)
+    out, t = [], 0.0
+    while t <= span + 1e-9:
+        out.append(t)
+        t += step
+    return out
+
+
+# ------------------------------------------------------------------------ terminal
+
+
+def render_text(tl: Timeline, width: int = 100) -> RenderableType:
+    """Rows of block characters scaled to ``width`` columns."""
+    label_w = 10
+    tail_w = 22
+    cols = max(20, width - label_w - tail_w - 2)
+
+    def col(t: float) -> int:
+        return min(cols - 1, int(t / tl.span * cols)) if tl.span > 0 else 0
+
+    lines: list[Text] = []
+    head = Text(f"{tl.job}", style="bold")
+    if tl.name:
+        head.append(f"  {tl.name}", style="dim")
+    head.append(f"  {tl.state}", style=STATE_COLOUR.get(tl.state, ""))
+    if tl.cause.kind is not CauseKind.NONE:
+        head.append(f" ({tl.cause.kind})")
+    head.append(f"  over {format_duration(tl.span)}", style="dim")
+    lines.append(head)
+
+    row = Text("job".ljust(label_w))
+    cells = [" "] * cols
+    styles = [""] * cols
+    for seg in tl.segments:
+        for c in range(col(seg.start), max(col(seg.start) + 1, col(seg.end))):
+            cells[c], styles[c] = "▬", STATE_COLOUR.get(seg.state, "")
+    for c in range(cols):
+        row.append(cells[c], style=styles[c])
+    lines.append(row)
+
+    for n, bars in tl.rows:
+        row = Text(f"sub {n}".ljust(label_w))
+        cells = [" "] * cols
+        styles = [""] * cols
+        for bar in bars:
+            first = col(bar.start)
+            last = max(first + 1, col(bar.end) + (1 if bar.cause is None else 0))
+            for c in range(first, min(cols, last)):
+                cells[c], styles[c] = "█", bar_colour(bar)
+            if bar.cause is not None and last - 1 < cols:
+                cells[last - 1] = "▌" if last - first > 1 else "█"
+        for c in range(cols):
+            row.append(cells[c], style=styles[c])
+        if bars:
+            row.append("  ")
+            row.append(" / ".join(bar_label(b) for b in bars), style=bar_colour(bars[-1]))
+        else:
+            row.append("  not started", style="dim")
+        lines.append(row)
+
+    axis = [" "] * cols
+    labels = [" "] * (cols + 8)
+    for t in _ticks(tl.span, most=max(2, cols // 12)):
+        c = col(t)
+        axis[c] = "┬"
+        for i, ch in enumerate(format_duration(t)):
+            if c + i < len(labels):
+                labels[c + i] = ch
+    lines.append(Text(" " * label_w + "".join(axis), style="dim"))
+    lines.append(Text(" " * label_w + "".join(labels).rstrip(), style="dim"))
+
+    legend = Text(" " * label_w)
+    for state in dict.fromkeys(s.state for s in tl.segments):
+        legend.append("▬ ", style=STATE_COLOUR.get(state, ""))
+        legend.append(f"{state}  ", style="dim")
+    lines.append(legend)
+    return Group(*lines)
+
+
+# ------------------------------------------------------------------------ SVG
+
+_FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
+
+
+def render_svg(tl: Timeline, width: int = 960) -> str:
+    """A standalone SVG document of the timeline."""
+    left, right, top, row_h, bar_h = 130, 240, 74, 34, 18
+    plot_w = width - left - right
+    rows = 1 + len(tl.rows)
+    legend_y = top + rows * row_h + 46
+    height = legend_y + 34
+
+    def x(t: float) -> float:
+        return left + (t / tl.span * plot_w if tl.span > 0 else 0.0)
+
+    out: list[str] = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' {_FONT} font-size='13'>",
+        f"<rect width='{width}' height='{height}' fill='#ffffff'/>",
+    ]
+    title = f"job {tl.job}" + (f" · {tl.name}" if tl.name else "")
+    outcome = str(tl.state) + (f" ({tl.cause.kind})" if tl.cause.kind is not CauseKind.NONE else "")
+    out.append(f"<text x='20' y='28' font-size='17' font-weight='bold'>{escape(title)}</text>")
+    out.append(
+        f"<text x='20' y='50' fill='{STATE_COLOUR.get(tl.state, '#000')}' font-weight='bold'>"
+        f"{escape(outcome)}</text>"
+    )
+    out.append(
+        f"<text x='{width - 20}' y='50' text-anchor='end' fill='#5f6368'>"
+        f"{escape(tl.origin.astimezone().strftime('%Y-%m-%d %H:%M:%S'))}, "
+        f"{escape(format_duration(tl.span))}</text>"
+    )
+
+    axis_y = top + rows * row_h + 6
+    for t in _ticks(tl.span):
+        xt = x(t)
+        out.append(
+            f"<line x1='{xt:.1f}' y1='{top - 4}' x2='{xt:.1f}' y2='{axis_y}' "
+            "stroke='#e8eaed' stroke-width='1'/>"
+        )
+        out.append(
+            f"<text x='{xt:.1f}' y='{axis_y + 16}' text-anchor='middle' fill='#5f6368' "
+            f"font-size='11'>{escape(format_duration(t))}</text>"
+        )
+    out.append(
+        f"<line x1='{left}' y1='{axis_y}' x2='{left + plot_w}' y2='{axis_y}' stroke='#9aa0a6'/>"
+    )
+
+    # The job's committed states.
+    y = top
+    out.append(_label(y, row_h, "job", bold=True))
+    for seg in tl.segments:
+        colour = STATE_COLOUR.get(seg.state, "#5f6368")
+        if seg.end <= seg.start:  # the terminal state: a dot where the job ended
+            out.append(
+                f"<circle cx='{x(seg.start):.1f}' cy='{y + row_h / 2:.1f}' r='6' "
+                f"fill='{colour}'><title>{escape(str(seg.state))}</title></circle>"
+            )
+            continue
+        x0, x1 = x(seg.start), max(x(seg.end), x(seg.start) + 2)
+        out.append(
+            f"<rect x='{x0:.1f}' y='{y + (row_h - 10) / 2:.1f}' width='{x1 - x0:.1f}' height='10' "
+            f"rx='3' fill='{colour}' opacity='0.85'><title>{escape(str(seg.state))}</title></rect>"
+        )
+        if x1 - x0 > 8 * len(str(seg.state)):
+            out.append(
+                f"<text x='{(x0 + x1) / 2:.1f}' y='{y + row_h / 2 - 8:.1f}' text-anchor='middle' "
+                f"fill='{colour}' font-size='11'>{escape(str(seg.state))}</text>"
+            )
+    for at, label in tl.marks:
+        xm = x(at)
+        out.append(
+            f"<line x1='{xm:.1f}' y1='{top}' x2='{xm:.1f}' y2='{axis_y}' stroke='#5f6368' "
+            f"stroke-dasharray='3,3' stroke-width='1'><title>{escape(label)}</title></line>"
+        )
+
+    # One row per submission, one bar per execution.
+    for n, bars in tl.rows:
+        y += row_h
+        out.append(_label(y, row_h, f"submission {n}"))
+        if not bars:
+            out.append(
+                f"<text x='{left + 4}' y='{y + row_h / 2 + 4:.1f}' fill='#9aa0a6'>"
+                "not started</text>"
+            )
+        for bar in bars:
+            x0, x1 = x(bar.start), max(x(bar.end), x(bar.start) + 3)
+            colour = bar_colour(bar)
+            tip = f"execution {bar.index}: {bar_label(bar)}"
+            if bar.cause is not None and bar.cause.detail:
+                tip += f" ({bar.cause.detail})"
+            out.append(
+                f"<rect x='{x0:.1f}' y='{y + (row_h - bar_h) / 2:.1f}' width='{x1 - x0:.1f}' "
+                f"height='{bar_h}' rx='4' fill='{colour}'><title>{escape(tip)}</title></rect>"
+            )
+            if bar.cause is not None and bar.cause.kind is not CauseKind.NONE:
+                out.append(
+                    f"<text x='{x1 - 4:.1f}' y='{y + row_h / 2 + 5:.1f}' text-anchor='end' "
+                    f"fill='#ffffff' font-weight='bold'>✕</text>"
+                )
+        if bars:
+            last = bars[-1]
+            out.append(
+                f"<text x='{left + plot_w + 12}' y='{y + row_h / 2 + 4:.1f}' "
+                f"fill='{bar_colour(last)}'>"
+                f"{escape(' → '.join(bar_label(b) for b in bars))}</text>"
+            )
+
+    # Legend: the states and causes this picture uses.
+    items: list[tuple[str, str]] = [
+        (STATE_COLOUR.get(s.state, "#5f6368"), f"job {s.state}")
+        for s in {seg.state: seg for seg in tl.segments if seg.end > seg.start}.values()
+    ]
+    seen = set()
+    for _, bars in tl.rows:
+        for bar in bars:
+            label = "running" if bar.cause is None else bar_label(bar).split(" (")[0]
+            if label not in seen:
+                seen.add(label)
+                items.append((bar_colour(bar), label))
+    lx = 20.0
+    for colour, label in items:
+        out.append(
+            f"<rect x='{lx:.1f}' y='{legend_y - 10}' width='12' height='12' rx='2' "
+            f"fill='{colour}'/>"
+        )
+        out.append(f"<text x='{lx + 17:.1f}' y='{legend_y}' fill='#3c4043'>{escape(label)}</text>")
+        lx += 30 + 7.2 * len(label)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _label(y: float, row_h: float, text: str, *, bold: bool = False) -> str:
+    weight = " font-weight='bold'" if bold else ""
+    return f"<text x='20' y='{y + row_h / 2 + 4:.1f}' fill='#3c4043'{weight}>{escape(text)}</text>"
