@@ -27,7 +27,8 @@ from jobdispatch_publish.resolve import resolve
 from jobdispatch_publish.root import root_from
 from jobdispatch_publish.s3 import S3Store
 from jobdispatch_publish.store import Exists
-from jobdispatch_publish.stores import wrong_secret_store
+from jobdispatch_publish.stores import open_store, wrong_secret_store
+from publish_fakes import RecordingProxy
 
 pytestmark = pytest.mark.s3
 
@@ -62,8 +63,6 @@ def test_create_only_entries_refuse_a_second_write(make_s3_store: Callable[..., 
 def test_a_wrong_secret_is_refused_and_never_shown(s3_env: dict[str, str]) -> None:
     secret = "a-wrong-secret-value-123"
     env = {**s3_env, "AWS_SECRET_ACCESS_KEY": secret}
-    from jobdispatch_publish.stores import open_store
-
     store = open_store(root_from(env), Settings(), env)
     with pytest.raises(Unauthorized, match="SignatureDoesNotMatch") as caught:
         store.create("x", b"x")
@@ -263,3 +262,24 @@ def test_the_helper_end_to_end(s3_env: dict[str, str], tmp_path: Path) -> None:
     assert (doc["step"], doc["path"]) == (200, str(tmp_path / "resume"))
     out = subprocess.run([*helper, "probe"], env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_s3_client_follows_the_proxy_rule(s3_env: dict[str, str], tmp_path: Path) -> None:
+    proxy = RecordingProxy().start()
+    try:
+        env = {**s3_env, "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
+        settings = Settings(proxy={"url": proxy.url})
+        store = open_store(root_from(env), settings, env)
+        publish(store, ident(), make_save(tmp_path / "a", {"m": 10}), 1)
+        endpoint = s3_env["AWS_ENDPOINT_URL_S3"].removeprefix("http://")
+        assert proxy.hosts
+        assert set(proxy.hosts) == {endpoint}
+        # Bypassed by no_proxy: nothing more goes through the proxy.
+        seen = len(proxy.hosts)
+        direct = open_store(
+            root_from(env), Settings(proxy={"url": proxy.url, "no_proxy": ["127.0.0.1"]}), env
+        )
+        assert resolve(direct, JOB, into=tmp_path / "resume") is not None
+        assert len(proxy.hosts) == seen
+    finally:
+        proxy.stop()
