@@ -254,10 +254,10 @@ class Bench:
         widths = [max(len(r[i]) for r in [head, *self.rows]) for i in range(4)]
         line = "  ".join("-" * w for w in widths)
         print(line)
-        print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+        print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
         print(line)
         for row in self.rows:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         print(line)
 
 
