@@ -17,8 +17,8 @@ world it injects. This checks, over the AST, the modules the simulator drives:
   A set is recognised by its expression (``set(...)``, a literal, a comprehension, set
   operators) or by a name or attribute annotated ``set[...]`` in the same module.
 
-A finding on a line carrying ``# sim: ordered (why)`` or ``# sim: allowed (why)`` (or on the
-line after such a comment) is exempt: the reason is the review.
+A finding on a line carrying ``# sim: ordered (why)`` or ``# sim: allowed (why)``, or right
+under a comment block holding one, is exempt: the reason is the review.
 
     python -m jobdispatch_sim.lint [paths...]
 """
@@ -147,9 +147,16 @@ class _Checker(ast.NodeVisitor):
     # ---------------------------------------------------------------- helpers
 
     def _exempt(self, line: int) -> bool:
+        """A marker on the line itself, or in the comment block just above it."""
         here = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        before = self.lines[line - 2] if 1 < line <= len(self.lines) + 1 else ""
-        return any(m in here for m in EXEMPT) or before.strip().startswith(EXEMPT)
+        if any(m in here for m in EXEMPT):
+            return True
+        i = line - 2
+        while i >= 0 and self.lines[i].strip().startswith("#"):
+            if self.lines[i].strip().startswith(EXEMPT):
+                return True
+            i -= 1
+        return False
 
     def _flag(self, node: ast.AST, rule: str, message: str) -> None:
         line = getattr(node, "lineno", 0)
