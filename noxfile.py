@@ -81,6 +81,23 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session
+def sim(session: nox.Session) -> None:
+    """The deterministic simulator (spec 0005): its lint of the simulated path, then 2,000 seeds.
+
+    ``-- --seeds 100000`` runs long; ``-- --seed N [--mutant M]`` replays one seed and prints
+    its whole trace.
+    """
+    session.run("python", "-m", "jobdispatch_sim.lint")
+    session.run("python", "-m", "jobdispatch_sim", *(session.posargs or ["--seeds", "2000"]))
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Every simulator mutant (one protection reverted each) is caught within 500 seeds."""
+    session.run("python", "-m", "jobdispatch_sim", "mutants", *session.posargs)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks: each prints a table of measurements beside a baseline taken in the same run."""
     scripts = sorted(ROOT.glob("*/*/bench/bench_*.py")) + sorted(ROOT.glob("tools/bench/bench_*.py"))
