@@ -87,14 +87,14 @@ def sim(session: nox.Session) -> None:
     ``-- --seeds 100000`` runs long; ``-- --seed N [--mutant M]`` replays one seed and prints
     its whole trace.
     """
-    session.run("python", "-m", "jobdispatch_sim.lint")
-    session.run("python", "-m", "jobdispatch_sim", *(session.posargs or ["--seeds", "2000"]))
+    session.run(sys.executable, "-m", "jobdispatch_sim.lint")
+    session.run(sys.executable, "-m", "jobdispatch_sim", *(session.posargs or ["--seeds", "2000"]))
 
 
 @nox.session
 def mutants(session: nox.Session) -> None:
     """Every simulator mutant (one protection reverted each) is caught within 500 seeds."""
-    session.run("python", "-m", "jobdispatch_sim", "mutants", *session.posargs)
+    session.run(sys.executable, "-m", "jobdispatch_sim", "mutants", *session.posargs)
 
 
 @nox.session
