@@ -457,6 +457,12 @@ class LocalBackend:
             ceased=Tristate.YES, detail="no recorded process is alive", at=self.clock()
         )
 
+    # ------------------------------------------------------------------ IdentityWeakener
+
+    def identity_weakened(self, spec: JobSpec) -> str:
+        """Never: the runner never reruns a rank in place; a rerun is a new execution."""
+        return ""
+
     # ------------------------------------------------------------------ OutputReader
 
     def output(
