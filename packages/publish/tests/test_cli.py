@@ -185,3 +185,35 @@ def test_a_wrong_secret_exits_4_and_is_not_printed(
     captured = capsys.readouterr()
     assert "SignatureDoesNotMatch" in captured.err
     assert secret not in captured.err + captured.out
+
+
+def test_file_system_errors_are_named_with_an_exit_code(
+    clean_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import errno
+    import os
+
+    root = tmp_path / "root"
+    root.mkdir()
+    env = {
+        **clean_env,
+        "JOBDISPATCH_CHECKPOINT_ROOT": str(root),
+        "JOBDISPATCH_JOB": "j",
+        "JOBDISPATCH_SUBMISSION": "1",
+        "JOBDISPATCH_EXECUTION": "0",
+    }
+    save = make_save(tmp_path / "s", {"m": 1})
+    for code, exit_code, text in (
+        (errno.EACCES, 4, "Permission denied"),
+        (errno.ENOSPC, 8, "No space left"),
+    ):
+
+        def refuse(src: object, dst: object, code: int = code) -> None:
+            raise OSError(code, os.strerror(code), str(dst))
+
+        monkeypatch.setattr(os, "link", refuse)
+        assert main(["publish", str(save), "--step", "1"], env=env) == exit_code
+        assert f"file system error: {text}" in capsys.readouterr().err

@@ -8,6 +8,7 @@ module imports the standard library only; each command imports what it needs whe
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -34,9 +35,10 @@ environment:
 
 exit codes:
   0 ok   1 internal error   2 usage   3 invalid input (variable, root, flag, configuration)
-  4 credentials missing or refused   5 nothing published (resolve --require)
+  4 credentials (or file permissions) missing or refused   5 nothing published (resolve --require)
   6 step already published by another execution   7 store refused by probe
-  8 store unreachable or unavailable   9 published data missing or changed   130 interrupted
+  8 store unreachable or unavailable (or a full, read-only file system)
+  9 published data missing or changed   130 interrupted
 """
 
 
@@ -380,6 +382,15 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # A POSIX root's own failures: a permission, a full or read-only file system.
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{PROG}: file system error: {exc.strerror or exc}{where}", file=sys.stderr)
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return 4
+        if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT, errno.ESTALE):
+            return 8
+        return 1
     except Exception as exc:
         from jobdispatch.errors import DispatchError
 

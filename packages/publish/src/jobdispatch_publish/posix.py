@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from jobdispatch.errors import Invalid, Unavailable
+from jobdispatch.errors import Invalid
 
 from jobdispatch_publish.entry import FileRecord
 from jobdispatch_publish.errors import Corrupt
@@ -299,10 +299,3 @@ class PosixStore:
                     p.unlink(missing_ok=True)
                     removed += 1
         return removed
-
-    def check_writable(self) -> None:
-        """Raise :class:`Unavailable` when the root cannot be written (a read-only mount)."""
-        self._check_root()
-        if not os.access(self.root, os.W_OK):
-            msg = f"checkpoint root {self.root} is not writable"
-            raise Unavailable(msg)

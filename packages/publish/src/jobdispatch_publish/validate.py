@@ -46,7 +46,7 @@ def _describe(err: Any) -> list[tuple[list[Any], str]]:
 
 def problems(instance: Any, schema: Mapping[str, Any], *, prefix: str = "") -> list[Problem]:
     """Every problem of ``instance`` against ``schema``, paths starting with ``prefix``."""
-    import jsonschema  # type: ignore[import-untyped]
+    import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema)
     found: list[Problem] = []
