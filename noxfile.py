@@ -17,7 +17,7 @@ import nox
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "none"
 nox.options.error_on_external_run = False
-nox.options.sessions = ["lint", "typecheck", "tests", "integration", "docs"]
+nox.options.sessions = ["lint", "typecheck", "tests", "integration", "docs", "sim", "mutants"]
 
 
 def _members() -> dict[str, Path]:
