@@ -1,0 +1,120 @@
+"""How fast the simulator runs: simulated job lifecycles per second on one core.
+
+Three rows, measured in the same run on the same seeds:
+
+* ``sim, faults on``: the safety and liveness phases as ``nox -s sim`` runs them, checkers and
+  coverage included;
+* ``sim, faults off``: the same seeds with every fault switched off (no crashes, pauses, store
+  or backend faults, no people acting): what the workload costs by itself;
+* ``fold+next alone``: every record those runs wrote, replayed as the supervisor reads it (each
+  revision folded and ``next`` asked), with no store, backend, executor or checker: the floor
+  set by the core's pure functions.
+
+A lifecycle is one job, from its submission to its settlement (or escalation). Run standalone
+(``python tools/sim/bench/bench_sim.py [--quick]``) or through ``nox -s bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import attrs
+from jobdispatch.job import fold
+from jobdispatch.records.events import View
+from jobdispatch.spi import Discovery
+from jobdispatch.steps import next_steps
+from jobdispatch_sim.options import SimOptions, derive
+from jobdispatch_sim.runner import quiet_logs
+from jobdispatch_sim.world import World
+from jobdispatch_supervise.executor import Executor
+
+
+def _calm(opts: SimOptions) -> SimOptions:
+    zero = {
+        f.name: 0.0
+        for f in attrs.fields(SimOptions)
+        if f.name.startswith("p_") and f.name != "p_poll_all"
+    }
+    return attrs.evolve(opts, w_fault=0.0, w_crash=0.0, w_operator=0.0, **zero)
+
+
+def _run(
+    seeds: range, shape: Callable[[SimOptions], SimOptions]
+) -> tuple[float, int, int, list[View]]:
+    passes = 0
+    original = Executor.run_pass
+
+    def counting(self: Executor, *args: object, **kwargs: object) -> object:
+        nonlocal passes
+        passes += 1
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    Executor.run_pass = counting  # type: ignore[assignment,method-assign]
+    views: list[View] = []
+    jobs = 0
+    try:
+        began = time.perf_counter()
+        for seed in seeds:
+            world = World(shape(derive(seed)))
+            violations = world.run()
+            if violations:
+                raise SystemExit(f"seed {seed} failed: {violations[0]}")
+            jobs += len(world.jobs)
+            views.extend(world.read(j) for j in world.jobs)
+        elapsed = time.perf_counter() - began
+    finally:
+        Executor.run_pass = original  # type: ignore[method-assign]
+    return elapsed, jobs, passes, views
+
+
+def _fold_next(views: list[View]) -> tuple[float, int]:
+    """Each revision of each record folded and asked ``next``, as a supervisor would."""
+    began = time.perf_counter()
+    calls = 0
+    for view in views:
+        now = view.header.created_at
+        for revision in range(1, len(view.events) + 1):
+            prefix = View(view.header, view.events[:revision])
+            at = max(now, prefix.events[-1].at)
+            next_steps(fold(prefix, at), Discovery(job=view.job, at=at), at)
+            calls += 1
+    return time.perf_counter() - began, calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer seeds, a rough number")
+    parser.add_argument("--seeds", type=int, default=0)
+    args = parser.parse_args()
+    quiet_logs()
+    n = args.seeds or (40 if args.quick else 300)
+    seeds = range(n)
+    rows = []
+    faulty = _run(seeds, lambda o: o)
+    calm = _run(seeds, _calm)
+    for label, (elapsed, jobs, passes, _views) in (
+        ("sim, faults on", faulty),
+        ("sim, faults off", calm),
+    ):
+        rows.append((label, jobs, elapsed, jobs / elapsed, f"{passes / elapsed:,.0f} passes/s"))
+    elapsed, calls = _fold_next(faulty[3])
+    rows.append(
+        (
+            "fold+next alone",
+            faulty[1],
+            elapsed,
+            faulty[1] / elapsed,
+            f"{calls / elapsed:,.0f} folds/s",
+        )
+    )
+    print(f"bench_sim: {n} seeds, one core, one process")
+    print(f"{'scenario':<18} {'lifecycles':>10} {'seconds':>9} {'lifecycles/s':>13}  detail")
+    for label, jobs, secs, rate, detail in rows:
+        print(f"{label:<18} {jobs:>10} {secs:>9.2f} {rate:>13.1f}  {detail}")
+    print(f"seeds/s with faults: {n / faulty[0]:.1f} per core")
+
+
+if __name__ == "__main__":
+    main()
