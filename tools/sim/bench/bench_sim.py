@@ -20,7 +20,6 @@ import argparse
 import time
 from collections.abc import Callable
 
-import attrs
 from jobdispatch.job import fold
 from jobdispatch.records.events import View
 from jobdispatch.spi import Discovery
@@ -32,12 +31,7 @@ from jobdispatch_supervise.executor import Executor
 
 
 def _calm(opts: SimOptions) -> SimOptions:
-    zero = {
-        f.name: 0.0
-        for f in attrs.fields(SimOptions)
-        if f.name.startswith("p_") and f.name != "p_poll_all"
-    }
-    return attrs.evolve(opts, w_fault=0.0, w_crash=0.0, w_operator=0.0, **zero)
+    return opts.without_faults()
 
 
 def _run(

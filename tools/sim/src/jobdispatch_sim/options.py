@@ -84,6 +84,17 @@ class SimOptions:
     #: Escalation sinks that fail now and then.
     p_sink_fails: float
 
+    def without_faults(self) -> SimOptions:
+        """The same world with every fault, crash, pause and person switched off: the cost of
+        the workload itself, for the benchmark's baseline."""
+        changes: dict[str, object] = {
+            f.name: 0.0
+            for f in attrs.fields(SimOptions)
+            if f.name.startswith("p_") and f.name != "p_poll_all"
+        }
+        changes.update(w_fault=0.0, w_crash=0.0, w_operator=0.0, max_blind=timedelta(0))
+        return attrs.evolve(self, **changes)  # type: ignore[arg-type]
+
     def describe(self) -> list[str]:
         """Every option as ``name=value``, in declaration order, for the report's header."""
         out = []
