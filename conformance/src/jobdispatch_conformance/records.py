@@ -32,9 +32,10 @@ Fixtures:
 * ``reopen`` (optional): ``reopen(store, clock)`` closes the store and opens the same records
   again. Durable stores provide it; the restart tests skip without it.
 
-Class attributes a subclass may lower for a slow store: :attr:`RecordStoreSuite.model_examples`
-(hypothesis examples of the model test), :attr:`RecordStoreSuite.appenders` and
-:attr:`RecordStoreSuite.race_rounds`.
+Class attributes a subclass may tune: :attr:`RecordStoreSuite.model_examples` (hypothesis
+examples of the model test; lower it for a slow store), :attr:`RecordStoreSuite.model_shrink`
+(shrink a failure to a minimal sequence), :attr:`RecordStoreSuite.appenders` and
+:attr:`RecordStoreSuite.race_rounds` (how hard the races are).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from jobdispatch.clock import ManualClock
@@ -514,6 +515,8 @@ class RecordStoreSuite:
 
     #: Hypothesis examples for the model test; each builds a new store.
     model_examples: ClassVar[int] = 100
+    #: Shrink a failing sequence to a minimal one (clearer, but can take a minute or more).
+    model_shrink: ClassVar[bool] = True
     #: How many workers race in the concurrency tests.
     appenders: ClassVar[int] = 4
     #: Rounds of the lock-step race (every worker appends at the same revision at once).
@@ -959,6 +962,12 @@ class RecordStoreSuite:
             settings=settings(
                 max_examples=self.model_examples,
                 stateful_step_count=40,
+                # One failure, shrunk: a broken store fails many ways, and shrinking each
+                # separately takes minutes.
+                report_multiple_bugs=False,
+                # Without the "explain" phase, whose line tracing slows the shrinker tenfold.
+                phases=[Phase.explicit, Phase.reuse, Phase.generate]
+                + ([Phase.shrink] if self.model_shrink else []),
                 deadline=None,
                 suppress_health_check=[HealthCheck.too_slow],
             ),

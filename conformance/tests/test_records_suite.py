@@ -1,0 +1,96 @@
+"""The record-store suite fails stores that break its promises (mutants of MemoryRecords).
+
+A suite that passes everything proves nothing; each mutant here breaks one promise, and the
+suite's targeted test and its model test must both catch it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from jobdispatch.clock import ManualClock
+from jobdispatch.errors import Conflict, DispatchError
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.records.store import Lease
+from jobdispatch_conformance.records import RecordStoreSuite
+
+
+class ForgetsTokens(MemoryRecords):
+    """Release forgets the job's token counter: the next owner reuses an old token."""
+
+    def release(self, lease: Lease) -> None:
+        super().release(lease)
+        with self._lock:
+            self._records[lease.job].token = 0
+
+
+class FencesByHolderOnly(MemoryRecords):
+    """Accepts a decision from the right holder whatever its token or expiry."""
+
+    def _check_owner(self, job: str, record: Any, owner: Lease, *, now: Any = None) -> None:
+        if record.lease is None or record.lease.holder != owner.holder:
+            msg = "not the holder"
+            raise Conflict(msg)
+
+
+class IgnoresKeys(MemoryRecords):
+    """Creates a second job for a key it has seen."""
+
+    def create(self, header: Any, events: Any = (), *, idempotency_key: str = "") -> Any:
+        with self._lock:
+            self._keys.clear()
+        return super().create(header, events, idempotency_key=idempotency_key)
+
+
+class NoCompare(MemoryRecords):
+    """Appends whatever revision the caller expected."""
+
+    def append(self, job: str, events: Any, *, expect_revision: int, owner: Any = None) -> int:
+        with self._lock:
+            current = len(self._records[job].events) if job in self._records else 0
+        return super().append(job, events, expect_revision=current, owner=owner)
+
+
+#: What "the suite caught it" looks like: a failed assertion, or an error the real store
+#: would not have raised.
+CAUGHT = (AssertionError, pytest.fail.Exception, DispatchError)
+
+
+def run_test(name: str, store_type: Callable[[ManualClock], Any]) -> None:
+    """Run one of the suite's tests on a fresh store, with the fixtures it asks for."""
+    clock = ManualClock()
+    test = getattr(RecordStoreSuite(), name)
+    given = {"store": store_type(clock), "clock": clock}
+    wanted = inspect.signature(test).parameters
+    test(**{k: v for k, v in given.items() if k in wanted})
+
+
+@pytest.mark.parametrize(
+    ("mutant", "test"),
+    [
+        (ForgetsTokens, "test_tokens_only_grow"),
+        (FencesByHolderOnly, "test_reacquire_after_expiry_gets_a_new_token"),
+        (FencesByHolderOnly, "test_fencing_after_expiry_alone"),
+        (IgnoresKeys, "test_create_is_idempotent_on_its_key"),
+        (NoCompare, "test_append_is_conditional_on_the_revision"),
+    ],
+)
+def test_a_targeted_test_catches_the_mutant(mutant: type[MemoryRecords], test: str) -> None:
+    run_test(test, MemoryRecords)  # the real store passes it
+    with pytest.raises(CAUGHT):
+        run_test(test, mutant)
+
+
+class Unshrunk(RecordStoreSuite):
+    """Only whether the model fails matters here, not the minimal sequence."""
+
+    model_shrink = False
+
+
+@pytest.mark.parametrize("mutant", [ForgetsTokens, FencesByHolderOnly, IgnoresKeys, NoCompare])
+def test_the_model_catches_the_mutant(mutant: type[MemoryRecords]) -> None:
+    with pytest.raises(CAUGHT):
+        Unshrunk().test_against_a_model(mutant)
