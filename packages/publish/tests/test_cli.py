@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_save
 from jobdispatch_publish.cli import main
+from publish_helpers import make_save
 
 HELPER = [sys.executable, "-m", "jobdispatch_publish"]
 

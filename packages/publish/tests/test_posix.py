@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_save, race
 from jobdispatch.errors import Invalid
 from jobdispatch_publish import layout
 from jobdispatch_publish.errors import AlreadyPublished, Corrupt
@@ -21,6 +20,7 @@ from jobdispatch_publish.prune import prune
 from jobdispatch_publish.publish import publish
 from jobdispatch_publish.resolve import MARKER, newest, resolve
 from jobdispatch_publish.store import Exists
+from publish_helpers import make_save, race
 
 JOB = "job-7"
 

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_save
 from hypothesis import given
 from hypothesis import strategies as st
 from jobdispatch.errors import Invalid
@@ -17,6 +16,7 @@ from jobdispatch_publish.posix import PosixStore
 from jobdispatch_publish.prune import prune, select
 from jobdispatch_publish.publish import publish
 from jobdispatch_publish.resolve import newest, resolve
+from publish_helpers import make_save
 
 steps_st = st.sets(st.integers(min_value=0, max_value=10_000), max_size=60)
 keep_last_st = st.integers(min_value=1, max_value=10)

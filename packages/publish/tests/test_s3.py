@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_save, race
 from jobdispatch.errors import Unauthorized
 from jobdispatch_publish import layout
 from jobdispatch_publish.config import Settings
@@ -29,6 +28,7 @@ from jobdispatch_publish.s3 import S3Store
 from jobdispatch_publish.store import Exists
 from jobdispatch_publish.stores import open_store, wrong_secret_store
 from publish_fakes import RecordingProxy
+from publish_helpers import make_save, race
 
 pytestmark = pytest.mark.s3
 
