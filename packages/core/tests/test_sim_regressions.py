@@ -15,6 +15,7 @@ from jobdispatch import (
     CauseKind,
     Invalid,
     ObjectRef,
+    ObjectState,
     Provenance,
     Rule,
     State,
@@ -27,7 +28,7 @@ from jobdispatch.job import ABSENCE_REFRESH
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
-from jobdispatch.testing import PERSON, SUCCESS, T0, Story
+from jobdispatch.testing import PERSON, SUCCESS, T0, Story, observation
 
 OOM = Cause(CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER)
 
@@ -140,3 +141,18 @@ def test_seed_1014_misses_far_apart_do_not_prove_an_absence() -> None:
             story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
             steps = story.next()
     assert steps[0].kind is StepKind.VERIFIED_STOPPED
+
+
+def test_seed_3265_a_start_reply_recorded_after_settlement_folds() -> None:
+    """Seed 3265, invariant 6: supervisor A committed attempt 1.1 and paused past its lease
+    between Start and recording the reply; meanwhile the job was cancelled, cleaned up and
+    settled. A's reply (evidence, which needs no lease) then landed after ``settled``, and
+    ``fold`` refused the record from then on. A late reply is a fact like a late observation."""
+    story = Story().authorize().attempt(1, 1).attempt(1, 2).reply(1, 2, "o2")
+    story.add(ev.CancelRequested, reason="stop")
+    story.observe(observation("job1", 1, 2, "o2", ObjectState.ENDED))
+    story.add(ev.Settled)
+    story.reply(1, 1, "o1")
+    job = story.fold()
+    assert job.settled and job.outcome is not None and job.outcome.state is State.CANCELLED
+    assert job.submission(1).attempt(1).ref == ObjectRef("o1")  # type: ignore[union-attr]

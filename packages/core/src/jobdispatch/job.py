@@ -313,6 +313,7 @@ class _Folder:
         ev.EscalationDelivered,
         ev.Observed,
         ev.Absent,
+        ev.AttemptReplied,  # a Start whose caller paused may answer after clean-up settled
         ev.CallAnswered,
         ev.StopDecided,
         ev.VerifiedStopped,
