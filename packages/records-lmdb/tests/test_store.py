@@ -318,3 +318,35 @@ def test_found_through_the_plugin_manager(tmp_path: Path) -> None:
         assert list(store.list()) == ["j"]
     finally:
         store.close()
+
+
+# ------------------------------------------------------------------------- decoded cache
+
+
+def test_rereads_see_what_others_appended(tmp_path: Path) -> None:
+    """A store's decoded cache never hides what another store (or process) committed."""
+    with (
+        LmdbRecords(tmp_path) as reader,
+        LmdbRecords(tmp_path, cache_events=0) as uncached,
+        LmdbRecords(tmp_path) as writer,
+    ):
+        writer.create(make_header("j"), [evidence(0)])
+        revision = 1
+        for step in range(1, 30):
+            view = reader.read("j")
+            assert view == uncached.read("j")
+            assert view.revision == revision
+            batch = [evidence(step * 10 + k) for k in range(step % 4)]
+            revision = writer.append("j", batch, expect_revision=revision)
+        assert reader.read("j").events == tuple(
+            evidence(n) for n in [0] + [s * 10 + k for s in range(1, 30) for k in range(s % 4)]
+        )
+
+
+def test_the_cache_is_bounded(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path, cache_events=25) as store:
+        for name, size in (("a", 10), ("b", 10), ("c", 30), ("d", 10)):
+            store.create(make_header(name), [evidence(i) for i in range(size)])
+            assert store.read(name).revision == size
+        assert store._decoded._size <= 25
+        assert [store.read(n).revision for n in "abcd"] == [10, 10, 30, 10]

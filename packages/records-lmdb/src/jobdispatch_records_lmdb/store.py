@@ -30,6 +30,7 @@ import json
 import os
 import struct
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -56,6 +57,8 @@ FORMAT = b"jobdispatch-records"
 FORMAT_VERSION = 1
 #: The first map size; it doubles whenever a commit finds it full.
 DEFAULT_MAP_SIZE = 1 << 26
+#: Decoded events kept per store for re-reads (a few tens of megabytes at most).
+DEFAULT_CACHE_EVENTS = 50_000
 #: The files LMDB keeps in an environment directory. Anything else there is someone else's.
 _LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
 #: LMDB's meta page magic (``MDB_MAGIC``), after the 16-byte page header, little-endian on the
@@ -363,6 +366,49 @@ class _LeaseRow:
         return self.holder is not None and self.expires is not None and now < self.expires
 
 
+@attrs.frozen
+class _Fetched:
+    """What a read transaction brings out: raw rows after the cached prefix, if any."""
+
+    seq: int
+    revision: int
+    head: bytes | None
+    cached: tuple[Header, tuple[AnyEvent, ...]] | None
+    start: int
+    rows: _Rows
+
+
+class _DecodedCache:
+    """Decoded records by creation sequence (never reused), least recently read out first,
+    bounded by their total number of events."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._items: OrderedDict[int, tuple[Header, tuple[AnyEvent, ...]]] = OrderedDict()
+        self._size = 0
+
+    def get(self, seq: int) -> tuple[Header, tuple[AnyEvent, ...]] | None:
+        with self._lock:
+            item = self._items.get(seq)
+            if item is not None:
+                self._items.move_to_end(seq)
+            return item
+
+    def put(self, seq: int, header: Header, events: tuple[AnyEvent, ...]) -> None:
+        with self._lock:
+            old = self._items.pop(seq, None)
+            if old is not None:
+                self._size -= len(old[1]) + 1
+            if len(events) + 1 > self.limit:
+                return
+            self._items[seq] = (header, events)
+            self._size += len(events) + 1
+            while self._size > self.limit:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._size -= len(dropped) + 1
+
+
 # ---------------------------------------------------------------------------------- the store
 
 
@@ -377,6 +423,10 @@ class LmdbRecords:
         clock: judges lease expiry in this process (each process uses its own).
         map_size: the initial map size in bytes; it grows on demand, so this is a starting
             reservation of address space, not of disk.
+        cache_events: how many decoded events this store keeps (least recently read records
+            go first; 0 turns the cache off). Records only grow and events never change, so a
+            record read again is fetched and decoded from where the cached part ends: a
+            supervisor re-reading a long record every poll decodes only what is new.
     """
 
     def __init__(
@@ -385,9 +435,11 @@ class LmdbRecords:
         clock: Clock = system_clock,
         *,
         map_size: int = DEFAULT_MAP_SIZE,
+        cache_events: int = DEFAULT_CACHE_EVENTS,
     ) -> None:
         self.path = Path(path).absolute()
         self._clock = clock
+        self._decoded = _DecodedCache(cache_events)
         self._shared: _Env | None = _acquire_env(self.path, map_size)
         self._max_key = self._shared.env.max_key_size()
 
@@ -452,38 +504,46 @@ class LmdbRecords:
     def read(self, job: JobID) -> View:
         job_key = self._job_key(job)
 
-        def txn_read(
-            txn: lmdb.Transaction, dbs: dict[str, Any]
-        ) -> tuple[bytes, int, list[tuple[bytes, bytes]]]:
+        def txn_read(txn: lmdb.Transaction, dbs: dict[str, Any]) -> _Fetched:
             seq, revision, _ = self._job(txn, dbs, job, job_key)
-            head = _get(txn, _u64(seq), db=dbs["headers"])
-            if head is None:
-                msg = f"record {job} is damaged: its header is missing"
-                raise Invalid(msg)
+            cached = self._decoded.get(seq)
+            # Records only grow, so a decoded prefix stays true: fetch what follows it.
+            if cached is not None and len(cached[1]) <= revision:
+                head, start = None, len(cached[1]) + 1
+            else:
+                cached, start = None, 1
+                head = _get(txn, _u64(seq), db=dbs["headers"])
+                if head is None:
+                    msg = f"record {job} is damaged: its header is missing"
+                    raise Invalid(msg)
             prefix = _u64(seq)
             rows = []
             cursor = txn.cursor(db=dbs["events"])
-            if cursor.set_range(prefix):
+            if cursor.set_range(_event_key(seq, start)):
                 for key, value in cursor.iternext():
                     if key[:8] != prefix:
                         break
                     rows.append((bytes(key), bytes(value)))
-            return head, revision, rows
+            return _Fetched(seq, revision, head, cached, start, rows)
 
         # Decoding happens after the read transaction closed: it is the slow part.
-        head, revision, rows = self._transact(txn_read, write=False)
-        header = codec.decode_header(head, job=job)
-        events = []
-        for expected, (key, value) in enumerate(rows, start=1):
-            got = _U64.unpack(key[8:])[0]
-            if got != expected:
+        got = self._transact(txn_read, write=False)
+        if got.cached is not None:
+            header, events = got.cached[0], list(got.cached[1])
+        else:
+            assert got.head is not None
+            header, events = codec.decode_header(got.head, job=job), []
+        for expected, (key, value) in enumerate(got.rows, start=got.start):
+            if _U64.unpack(key[8:])[0] != expected:
                 msg = f"record {job} is damaged: revision {expected} is missing"
                 raise Invalid(msg)
             events.append(codec.decode_event(value, revision=expected, job=job))
-        if len(events) != revision:
-            msg = f"record {job} is damaged: {len(events)} events stored, revision {revision}"
+        if len(events) != got.revision:
+            msg = f"record {job} is damaged: {len(events)} events stored, revision {got.revision}"
             raise Invalid(msg)
-        return View(header, tuple(events))
+        decoded = tuple(events)
+        self._decoded.put(got.seq, header, decoded)
+        return View(header, decoded)
 
     def append(
         self,
