@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> None:
         err.print("interrupted")
         sys.exit(exitcodes.INTERRUPTED)
     except DispatchError as exc:
-        err.print(str(exc), style="red", markup=False, highlight=False)
+        # Never wrapped: an error names a file and line that people copy and grep.
+        err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exitcodes.code_for(exc))
     sys.exit(result if isinstance(result, int) else exitcodes.OK)
 

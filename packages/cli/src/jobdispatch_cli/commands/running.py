@@ -229,7 +229,7 @@ def register(group: click.Group) -> None:
                 alive = thread.is_alive()
                 status = cluster.observer.get(job)
                 for line in reporter.news(status):
-                    app.console.print(line)
+                    app.console.print(line, soft_wrap=True)
                 if not alive:
                     break
                 time.sleep(min(0.2, poll))
@@ -286,7 +286,7 @@ def register(group: click.Group) -> None:
                     for job, reporter in list(reporters.items()):
                         status = cluster.observer.get(job)
                         for line in reporter.news(status):
-                            app.console.print(Text(f"{job}  ", style="bold") + line)
+                            app.console.print(Text(f"{job}  ", style="bold") + line, soft_wrap=True)
                         if status.settled:
                             del reporters[job]
                 except Exception as exc:

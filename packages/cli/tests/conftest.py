@@ -1,0 +1,89 @@
+"""Fixtures for the command's tests: a private XDG config and state directory with a local
+cluster tuned for tests (short grace and poll), the command run in this process with its exit
+code, and a clean-up that leaves no runner or rank behind."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from click.testing import CliRunner
+from jobdispatch_cli.main import main
+from jobdispatch_local.testing import shut_down
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cgroups: needs a writable cgroup memory controller")
+
+
+@attrs.frozen
+class Ran:
+    """What one run of the command printed, and its exit code."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+Invoke = Callable[..., Ran]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    config = tmp_path / "config"
+    state = tmp_path / "state"
+    (config / "jobdispatch").mkdir(parents=True)
+    (config / "jobdispatch" / "config.toml").write_text(
+        f'[clusters.local]\nadapter = "local"\nstate_dir = "{state}/local"\ngrace = 0.3\n'
+        "poll = 0.02\n"
+    )
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    for name in ("JOBDISPATCH_CLUSTER", "JOBDISPATCH_STORE", "JOBDISPATCH_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    yield tmp_path
+    leftovers = shut_down(state / "local")
+    assert not leftovers, f"processes outlived the test: {leftovers}"
+
+
+@pytest.fixture
+def invoke(home: Path) -> Invoke:
+    """Run ``jobdispatch ARGS...`` in this process; returns its exit code and output."""
+    runner = CliRunner()
+
+    def run(*args: str) -> Ran:
+        with runner.isolation() as (out, err, _):
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = int(exc.code or 0)
+        return Ran(code, out.getvalue().decode(), err.getvalue().decode())
+
+    return run
+
+
+@pytest.fixture
+def job_file(tmp_path: Path) -> Callable[..., Path]:
+    """Write a job file (TOML) running ``command`` and return its path."""
+
+    def write(command: list[str], name: str = "job", **keys: Any) -> Path:
+        lines = [f'name = "{name}"', f"command = {json.dumps(command)}"]
+        rules = keys.pop("rules", [])
+        for key, value in keys.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+        for rule in rules:
+            lines.append("[[recovery.rules]]")
+            lines.extend(f"{k} = {json.dumps(v)}" for k, v in rule.items())
+        path = tmp_path / f"{name}.toml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    return write

@@ -1,0 +1,159 @@
+"""The command in this process, on the local adapter: what each command prints, its JSON, and
+its exit codes."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
+JobFile = Callable[..., Path]
+
+
+def test_plugins_lists_the_embedded_default(invoke: Invoke) -> None:
+    ran = invoke("plugins", "--json")
+    assert ran.code == 0, ran.err
+    data = ran.json()
+    assert {"local", "memory"} <= {e["name"] for e in data["registries"]["adapter"]}
+    assert "lmdb" in {e["name"] for e in data["registries"]["record-store"]}
+    assert isinstance(data["failures"], list)
+    table = invoke("plugins")
+    assert table.code == 0 and "local" in table.out and "lmdb" in table.out
+
+
+def test_plan_names_the_enforcer_and_submits_nothing(invoke: Invoke, job_file: JobFile) -> None:
+    path = job_file(["true"], rules=[{"on": ["preempted"], "action": "resubmit", "budget": 3}])
+    ran = invoke("plan", str(path), "--json")
+    assert ran.code == 0, ran.err
+    plan = ran.json()
+    assert plan["rules"][0]["enforcer"] == "supervisor"
+    assert plan["uncovered"][0] == "node-lost"
+    assert plan["extra"]["out-of-memory detection"]["answer"] == "no"
+    assert invoke("list", "--json").json() == []
+    text = invoke("plan", str(path))
+    assert "supervisor" in text.out and "uncovered" in text.out
+
+
+def test_run_succeeds_and_shows_what_happened(invoke: Invoke, job_file: JobFile) -> None:
+    path = job_file(["sh", "-c", "echo hello from $RANK"], nodes=2)
+    ran = invoke("run", str(path), "--poll", "0.05")
+    assert ran.code == 0, ran.out + ran.err
+    assert "submission 1 execution 0 running" in ran.out
+    assert "outcome: succeeded" in ran.out
+    job = ran.out.split()[1]
+    logs = invoke("logs", job, "--rank", "1")
+    assert logs.code == 0 and logs.out == "hello from 1\n"
+    meta = invoke("logs", job, "--json").json()
+    assert (meta["object"], meta["text"]) == (f"jd-{job}-1-1", "hello from 0\n")
+
+
+def test_run_exits_1_when_the_job_fails(invoke: Invoke, job_file: JobFile) -> None:
+    ran = invoke("run", str(job_file(["sh", "-c", "exit 3"])), "--poll", "0.05")
+    assert ran.code == 1
+    assert "non-zero-exit" in ran.out and "exit 3" in ran.out
+    [status] = invoke("list", "--json").json()
+    assert (status["state"], status["cause"]["exit_code"]) == ("failed", 3)
+
+
+def test_submitted_jobs_wait_for_a_supervisor_and_take_controls(
+    invoke: Invoke, job_file: JobFile
+) -> None:
+    sub = invoke("--as", "alice", "submit", str(job_file(["sleep", "30"])), "--json")
+    assert sub.code == 0, sub.err
+    job = sub.json()["job"]
+    status = invoke("status", job, "--json").json()
+    assert (status["state"], status["submissions"]) == ("pending", [])
+    assert invoke("--as", "alice", "hold", job, "--reason", "wait").code == 0
+    held = invoke("status", job, "--json").json()
+    assert held["state"] == "held" and held["hold"]["by"] == {"kind": "human", "id": "alice"}
+    assert invoke("release", job).code == 0
+    cancelled = invoke("--as", "bob", "cancel", job, "--reason", "changed my mind", "--json")
+    assert cancelled.code == 0 and cancelled.json()["committed"] is True
+    final = invoke("status", job, "--json").json()
+    assert final["state"] == "cancelled"
+    assert final["cause"]["actor"] == {"kind": "human", "id": "bob"}
+    again = invoke("cancel", job)
+    assert again.code == 0 and "cancelled already" in again.out
+    listed = invoke("list")
+    assert job in listed.out and "cancelled" in listed.out
+    assert invoke("hold", job).code == 2  # a terminal job cannot be held
+
+
+def test_supersede_replaces_a_job(invoke: Invoke, job_file: JobFile) -> None:
+    job = invoke("submit", str(job_file(["sleep", "30"])), "--json").json()["job"]
+    ran = invoke("supersede", job, str(job_file(["true"], name="better")), "--json")
+    assert ran.code == 0, ran.err
+    new = ran.json()["job"]
+    assert invoke("status", job, "--json").json()["state"] == "cancelled"
+    assert invoke("status", new, "--json").json()["name"] == "better"
+
+
+def test_exit_codes(invoke: Invoke, job_file: JobFile, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('command = ["x"]\nnodes = 0\n')
+    ran = invoke("submit", str(bad))
+    assert ran.code == 2
+    assert f"{bad}:2: nodes: must be at least 1, got 0" in ran.err
+    assert invoke("status", "nosuchjob").code == 3
+    image = job_file(["true"], image="busybox:1.36")
+    refused = invoke("plan", str(image))
+    assert refused.code == 4 and "container-image" in refused.err
+    assert invoke("--cluster", "nowhere", "list").code == 3
+    assert invoke("status").code == 2  # a missing argument is a usage error
+
+
+def test_status_draws_a_timeline_and_an_svg(
+    invoke: Invoke, job_file: JobFile, tmp_path: Path
+) -> None:
+    path = job_file(["sh", "-c", "exit 4"], rules=[])
+    job = invoke("run", str(path), "--poll", "0.05").out.split()[1]
+    text = invoke("status", job, "--timeline")
+    assert text.code == 0 and "sub 1" in text.out and "non-zero-exit" in text.out
+    svg = tmp_path / "t.svg"
+    assert invoke("status", job, "--svg", str(svg)).code == 0
+    root = ET.fromstring(svg.read_text())
+    assert root.tag.endswith("svg")
+    texts = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "submission 1" in texts
+    assert any("non-zero-exit" in t for t in texts)
+
+
+def test_config_errors_name_the_key_and_line(invoke: Invoke, home: Path) -> None:
+    config = home / "config" / "jobdispatch" / "config.toml"
+    config.write_text(
+        'default_cluster = "fast"\n[clusters.fast]\nadapter = "local"\ngracee = 2\n'
+        '[clusters.odd]\nadapter = "slrum"\n'
+    )
+    ran = invoke("list")
+    assert ran.code == 2
+    assert f"{config}:4: clusters.fast.gracee: unknown key" in ran.err
+    assert f"{config}:6: clusters.odd.adapter: no adapter named 'slrum'" in ran.err
+
+
+def test_clusters_and_the_local_group_on_another_adapter(invoke: Invoke, home: Path) -> None:
+    config = home / "config" / "jobdispatch" / "config.toml"
+    config.write_text(config.read_text() + '[clusters.mem]\nadapter = "memory"\n')
+    data = invoke("clusters", "--json").json()
+    assert {c["name"]: c["adapter"] for c in data["clusters"]} == {
+        "local": "local",
+        "mem": "memory",
+    }
+    ran = invoke("--cluster", "mem", "local", "preempt", "jd-abc-1-1")
+    assert ran.code == 4 and "local cluster only" in ran.err
+    assert invoke("local", "preempt", "nosuchjob").code == 3
+
+
+def test_capabilities_show_unknown_and_the_oom_answer(invoke: Invoke) -> None:
+    data = invoke("capabilities", "--json").json()
+    assert data["capabilities"]["hold"]["answer"] == "yes"
+    assert data["extra"]["out-of-memory detection"]["answer"] == "no"
+
+
+@pytest.mark.parametrize("command", ["status", "list", "plan", "plugins", "logs", "capabilities"])
+def test_every_read_command_takes_json(invoke: Invoke, command: str) -> None:
+    ran = invoke(command, "--help")
+    assert ran.code == 0 and "--json" in ran.out

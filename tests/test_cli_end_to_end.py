@@ -1,0 +1,316 @@
+"""The ``jobdispatch`` command end to end, through real subprocesses: the installed console
+script, the LMDB store, the local adapter's runners, and a supervisor killed with SIGKILL in the
+middle of a recovery.
+
+What a crash must never do is checked against the runner's own records (the execution files in
+the local state directory), not against what the supervisor says about itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobdispatch.types import ObjectState
+from jobdispatch_local.layout import scan
+from jobdispatch_local.testing import make_backend, shut_down
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = ROOT / "examples" / "train.py"
+TIMEOUT = 90.0
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).parent / "jobdispatch"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
+
+
+class Home:
+    """A private configuration and state for the command, and ways to run it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.state = root / "state"
+        self.local = self.state / "local"
+        config = root / "config" / "jobdispatch"
+        config.mkdir(parents=True)
+        (config / "config.toml").write_text(
+            "[clusters.local]\n"
+            'adapter = "local"\n'
+            f'state_dir = "{self.local}"\n'
+            "grace = 0.5\n"
+            "poll = 0.02\n"
+        )
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
+        }
+        self.env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(self.state))
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def run(self, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*_command(), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def json(self, *args: str) -> Any:
+        done = self.run(*args, "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
+        with (self.root / log).open("ab") as out:
+            proc = subprocess.Popen(
+                [*_command(), *args], env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+        self.procs.append(proc)
+        return proc
+
+    def job_file(self, name: str, text: str) -> Path:
+        path = self.root / name
+        path.write_text(text)
+        return path
+
+    def executions(self, job: str) -> list[dict[str, Any]]:
+        """Every execution the runners recorded for the job, each tagged with its object."""
+        out = []
+        for obj in scan(self.local, f"jd-{job}-"):
+            for e in obj.executions():
+                out.append({**e, "object": obj.name})
+        return out
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+        leftovers = shut_down(self.local)
+        assert not leftovers, f"processes outlived the test: {leftovers}"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Home]:
+    h = Home(tmp_path)
+    yield h
+    h.close()
+
+
+def wait(what: str, ok: Callable[[], Any], timeout: float = TIMEOUT, every: float = 0.01) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = ok()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)
+
+
+def train_job(home: Home, steps: int, step_seconds: float, budget: int = 3) -> Path:
+    return home.job_file(
+        "train.toml",
+        f"""\
+name = "train"
+command = ["{sys.executable}", "{TRAIN}", "--steps", "{steps}", "--step-seconds", "{step_seconds}"]
+nodes = 2
+working_dir = "{home.root}"
+
+[env]
+CHECKPOINT_DIR = "{home.root / "checkpoints"}"
+
+[[recovery.rules]]
+on = ["preempted"]
+action = "resubmit"
+budget = {budget}
+""",
+    )
+
+
+def assert_one_execution_at_a_time(executions: list[dict[str, Any]]) -> None:
+    """No two executions of the job overlap in time, by the runners' own clocks."""
+    spans = sorted(
+        (
+            datetime.fromisoformat(e["started_at"]),
+            datetime.fromisoformat(e["ended_at"]),
+            e["object"],
+        )
+        for e in executions
+    )
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        assert start >= end, f"{second} started at {start} while {first} ran until {end}"
+
+
+# ------------------------------------------------------------------------------------ tests
+
+
+def test_plugins_lists_memory_local_and_lmdb(home: Home) -> None:
+    data = home.json("plugins")
+    adapters = {e["name"] for e in data["registries"]["adapter"]}
+    stores = {e["name"] for e in data["registries"]["record-store"]}
+    assert {"memory", "local"} <= adapters
+    assert "lmdb" in stores
+    table = home.run("plugins")
+    assert table.returncode == 0
+    for name in ("memory", "local", "lmdb"):
+        assert name in table.stdout
+
+
+def test_bad_job_files_name_the_line_and_the_field(home: Home) -> None:
+    toml = home.job_file(
+        "bad.toml",
+        'name = "x"\ncommand = ["true"]\n\n[[recovery.rules]]\non = ["preemptd"]\n'
+        'action = "resubmit"\nbudget = 2\n',
+    )
+    done = home.run("submit", str(toml))
+    assert done.returncode == 2
+    assert f"{toml}:5: recovery.rules[0].on[0]: unknown cause 'preemptd'" in done.stderr
+    yaml = home.job_file("bad.yaml", "name: x\ncommand: [true]\nnodes: -2\nprocs_per_nod: 2\n")
+    done = home.run("plan", str(yaml))
+    assert done.returncode == 2
+    assert f"{yaml}:3: nodes: must be at least 1, got -2" in done.stderr
+    assert f"{yaml}:4: procs_per_nod: unknown key" in done.stderr
+    assert home.json("list") == [], "nothing was submitted"
+
+
+def recovery_steps_by(home: Home, job: str, pid: int) -> list[str]:
+    """The recovery decisions (for submission 2) the supervisor with this pid committed."""
+    from jobdispatch.records import events as ev
+    from jobdispatch_records_lmdb import LmdbRecords
+
+    store = LmdbRecords(home.state / "jobdispatch" / "records" / "local")
+    try:
+        view = store.read(job)
+    finally:
+        store.close()
+    mine = []
+    for e in view.events:
+        if f":{pid}:" not in str(e.by) or getattr(e, "submission", getattr(e, "n", 0)) != 2:
+            continue
+        if isinstance(
+            e,
+            ev.SubmissionAuthorized
+            | ev.AttemptStarted
+            | ev.AttemptReplied
+            | ev.CanonicalChosen
+            | ev.OpenDecided,
+        ):
+            mine.append(e.kind)
+    return mine
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.1, 0.3])
+def test_a_supervisor_killed_mid_recovery_loses_nothing_and_runs_nothing_twice(
+    home: Home, delay: float
+) -> None:
+    """Submit; supervise; freeze the supervisor and preempt the job; let the supervisor go and
+    SIGKILL it ``delay`` seconds into its recovery; start another; the job still finishes, from
+    its checkpoint, with exactly one execution running at any time."""
+    job = home.json("submit", str(train_job(home, steps=24, step_seconds=0.1)))["job"]
+    supervise = ("supervise", "--poll", "0.05", "--lease-ttl", "2s")
+    first = home.start(*supervise, log="supervisor-1.log")
+    backend = make_backend(home.local)
+
+    def running_and_checkpointed() -> bool:
+        ckpts = list((home.root / "checkpoints" / job).glob("*/step-*.json"))
+        running = [o for o in backend.find(job).objects if o.state is ObjectState.RUNNING]
+        return bool(running) and len(ckpts) >= 3
+
+    wait("the first execution to run and checkpoint", running_and_checkpointed)
+    first.send_signal(signal.SIGSTOP)
+    preempted = home.run("local", "preempt", job)  # waits until the execution has ended
+    assert preempted.returncode == 0, preempted.stderr
+    first.send_signal(signal.SIGCONT)
+    time.sleep(delay)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    done_by_first = recovery_steps_by(home, job, first.pid)
+    print(f"killed {delay}s into the recovery, after: {done_by_first or 'nothing'}")
+
+    second = home.start(*supervise, log="supervisor-2.log")
+    wait(
+        "the second submission to run to its end",
+        lambda: any(
+            o.identity and o.identity[1] == 2 and o.state is ObjectState.ENDED
+            for o in backend.find(job).objects
+        ),
+        every=0.05,
+    )
+    status = wait(
+        "the job to settle under the second supervisor",
+        lambda: (s := home.json("status", job))["settled"] and s,
+        every=0.5,
+    )
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(timeout=30) == 0, (home.root / "supervisor-2.log").read_text()
+    assert "stopped" in (home.root / "supervisor-2.log").read_text()
+
+    assert status["state"] == "succeeded", status
+    assert [s["n"] for s in status["submissions"]] == [1, 2], status
+    assert status["submissions"][0]["executions"][0]["cause"]["kind"] == "preempted"
+    assert status["plan"]["rules"][0]["firings"] == 1
+
+    executions = home.executions(job)
+    assert_one_execution_at_a_time(executions)
+    # Exactly the canonical object of each submission ran (a crash between an attempt's
+    # decision and its Start may make the second supervisor use attempt 2: still one object).
+    ran = sorted({e["object"] for e in executions})
+    canonical = sorted(s["canonical"]["id"] for s in status["submissions"])
+    assert ran == canonical, f"objects that ran: {ran}; canonical: {canonical}"
+    others = [o for o in backend.find(job).objects if o.name not in canonical]
+    assert all(not o.executions and o.state is ObjectState.ENDED for o in others), others
+    logs = home.run("logs", job, "--rank", "0")
+    assert logs.returncode == 0
+    assert "resuming from step" in logs.stdout, logs.stdout
+    assert "done: w" in logs.stdout
+
+
+def test_run_recovers_the_training_example_from_its_checkpoint(home: Home) -> None:
+    """The README's command on a fast variant of the example: preempted from a second
+    terminal, it resumes from its newest checkpoint and succeeds; run exits 0."""
+    path = train_job(home, steps=50, step_seconds=0.1)
+    runner = home.start("run", str(path), "--poll", "0.05", log="run.log")
+    log = home.root / "run.log"
+    job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
+
+    def checkpointed() -> bool:
+        return len(list((home.root / "checkpoints" / job).glob("*/step-*.json"))) >= 3
+
+    wait("a few checkpoints", checkpointed, every=0.05)
+    assert home.run("local", "preempt", job).returncode == 0
+    assert runner.wait(timeout=TIMEOUT) == 0, log.read_text()
+    text = log.read_text()
+    assert "ended: preempted" in text
+    assert "recovering → succeeded" in text or "recovering -> succeeded" in text
+    assert "outcome: succeeded" in text
+    second = home.run("logs", job, "--submission", "2")
+    assert "resuming from step" in second.stdout
+    assert_one_execution_at_a_time(home.executions(job))
+
+
+def test_the_example_job_file_plans(home: Home) -> None:
+    plan = home.json("plan", str(ROOT / "examples" / "train.toml"))
+    assert plan["rules"][0]["enforcer"] == "supervisor"
+    assert plan["rules"][0]["rule"]["budget"] == 3
+
+
+def _job_from(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith("job "):
+            return line.split()[1]
+    return None
