@@ -156,3 +156,27 @@ def test_seed_3265_a_start_reply_recorded_after_settlement_folds() -> None:
     job = story.fold()
     assert job.settled and job.outcome is not None and job.outcome.state is State.CANCELLED
     assert job.submission(1).attempt(1).ref == ObjectRef("o1")  # type: ignore[union-attr]
+
+
+def test_seed_6217_cancel_stops_what_the_record_knows_even_when_find_lags() -> None:
+    """Seed 6217, invariant 4: a supervisor committed the open of submission 1's canonical
+    object and paused before its open call; a person cancelled meanwhile, but a lagging Find
+    did not show the gated object, so the cancel stopped nothing, and the open then lifted the
+    gate of a cancelled job. The cancel now stops every object the record knows is not done."""
+    from jobdispatch.spi import StartRequest
+
+    clock = ManualClock(T0)
+    backend = MemoryBackend(clock=clock)
+    story = Story()
+    ref = backend.start(StartRequest(job="job1", submission=1, attempt=1, spec=story.spec))
+    story.authorize().attempt().reply(1, 1, ref.id).canonical(1, ref.id).open(1, ref.id)
+    store = MemoryRecords(clock)
+    store.create(story.header, story.events)
+    backend.env.drop_next_observation("job1")
+
+    receipt = compose(backend, store=store, clock=clock).operator.cancel("job1", by=PERSON)
+
+    assert receipt.committed
+    assert backend.env.state(ref) is ObjectState.ENDED
+    backend.open(ref)  # the paused supervisor's call lands late: it lifts nothing
+    assert backend.env.state(ref) is ObjectState.ENDED

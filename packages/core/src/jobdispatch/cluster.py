@@ -256,7 +256,10 @@ class Operator:
             ),
         )
         already = None if committed else folded.outcome.state
-        report = _stop_all(self._backend, job, f"cancelled by {by}: {reason}".rstrip(": "))
+        known = [o.ref for o in folded.objects.values() if not o.done]
+        report = _stop_all(
+            self._backend, job, f"cancelled by {by}: {reason}".rstrip(": "), known=known
+        )
         return CancelReceipt(
             job=job,
             committed=committed,
@@ -361,7 +364,9 @@ def _live(folded: Any, job: JobID, what: str) -> None:
         raise Invalid(msg)
 
 
-def _stop_all(backend: Backend, job: JobID, reason: str) -> StopReport:
+def _stop_all(
+    backend: Backend, job: JobID, reason: str, known: Sequence[ObjectRef] = ()
+) -> StopReport:
     discovery = backend.find(job)
     stopped, live = [], []
     for obs in discovery.objects:
@@ -369,6 +374,13 @@ def _stop_all(backend: Backend, job: JobID, reason: str) -> StopReport:
             continue
         backend.stop(obs.ref, reason)
         stopped.append(obs.ref)
+    # What the record knows is stopped too, even when a lagging Find does not show it: an open
+    # decided before the cancel may still be on its way to the backend.
+    shown = {obs.ref for obs in discovery.objects}
+    for ref in known:
+        if ref not in shown:
+            backend.stop(ref, reason)
+            stopped.append(ref)
     after = backend.find(job)
     for obs in after.objects:
         if obs.state is not ObjectState.ENDED and obs.ref in stopped:
