@@ -9,8 +9,19 @@ import threading
 import time
 from datetime import timedelta
 
+import attrs
 import pytest
-from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
+from jobdispatch import (
+    Action,
+    Actor,
+    CauseKind,
+    JobSpec,
+    OutcomeUnknown,
+    RecoveryPolicy,
+    Rule,
+    State,
+    compose,
+)
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.plugins import load
 from jobdispatch.records.memory import MemoryRecords
@@ -115,3 +126,57 @@ def test_serve_asks_the_backend_once_per_poll_for_all_its_jobs():
     singles = after.get("find", 0) - before.get("find", 0)
     assert polls >= 3
     assert singles == 0, "a quiet poll must not look at jobs one by one"
+
+
+class Hiding(MemoryBackend):
+    """The memory adapter with objects that stay out of Find until shown: a scheduler whose
+    listing lags far behind its submissions."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.hidden: set[str] = set()
+
+    def find(self, job):
+        d = super().find(job)
+        return attrs.evolve(d, objects=tuple(o for o in d.objects if o.ref.id not in self.hidden))
+
+    def find_many(self, jobs, states=()):
+        return {j: self.find(j) for j in jobs}
+
+    def start(self, request):
+        ref = super().start(request)
+        self.hidden.add(ref.id)
+        raise OutcomeUnknown("the reply was lost")
+
+
+def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy():
+    backend = Hiding(shape=Shape.SLURM, auto_run=True)
+    store = MemoryRecords()
+    cluster = compose(backend, store=store)
+    job = cluster.operator.submit(
+        JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True, submit_retries=0
+    ).job
+    sup = Supervisor(backend, store, poll=0.02, sweep_every=timedelta(0))
+    thread = threading.Thread(target=sup.serve, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not backend.hidden:
+            time.sleep(0.01)
+        # One attempt, its reply lost and its object not listed: the person cancels; the job
+        # settles with the attempt unresolved (the residual policy does not wait for it).
+        cluster.operator.cancel(job, by=Actor.human("ops"))
+        while time.monotonic() < deadline and not cluster.observer.get(job).settled:
+            time.sleep(0.01)
+        assert cluster.observer.get(job).settled
+        late = backend.env.objects_of(job)[0]
+        backend.hidden.clear()  # the late object shows up: the sweep stops it, never opening it
+        while time.monotonic() < deadline and backend.env.state(late).value != "ended":
+            time.sleep(0.01)
+    finally:
+        sup.stop()
+        thread.join(timeout=10)
+    assert backend.env.state(late).value == "ended"
+    from jobdispatch.memory.history import Opened
+
+    assert not [e for e in backend.env.history.select(Opened, job=job) if e.lifted]

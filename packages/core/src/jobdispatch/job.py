@@ -278,6 +278,11 @@ class Job:
         ended = [e for e in obj.executions() if e.state is ObjectState.ENDED]
         return ended[-1].cause if ended else None
 
+    def residuals(self) -> list[AttemptRec]:
+        """Under the residual policy, the unresolved attempts a settled job leaves behind: the
+        host keeps sweeping for their objects."""
+        return self.unresolved_attempts() if self.settled else []
+
     def unresolved_attempts(self) -> list[AttemptRec]:
         """Attempts whose reply is missing or unknown, not matched to an object, not abandoned."""
         out = []

@@ -645,6 +645,17 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
     return [Step(kind=StepKind.SETTLE)]
 
 
+def _sweep(job: Job, now: datetime) -> list[Step]:
+    """A settled job under the residual policy: an object of an attempt whose outcome stayed
+    unknown may still show up; it is recorded (above), stopped and judged, never opened."""
+    for obj in job.objects.values():
+        if not obj.done:
+            steps, wake = _stop_steps(job, obj, "a residual object of a settled job", now)
+            return steps or _wait(wake)
+    steps, wake = _absence(job, now)
+    return steps or _wait(wake)
+
+
 def _drive(job: Job, now: datetime) -> list[Step]:
     latest = job.latest
     if latest is None:
@@ -723,7 +734,7 @@ def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
     if observe:
         return observe
     if job.settled:
-        return _wait()
+        return _sweep(job, now)
     if job.terminal:
         return _cleanup(job, now)
     return _drive(job, now)

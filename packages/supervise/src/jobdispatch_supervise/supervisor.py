@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, NotFound
+from jobdispatch.errors import Conflict, Invalid, NotFound
+from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, find_all
 
@@ -44,6 +45,8 @@ class Supervisor:
         lease_ttl: how long ownership lasts without renewal; renewed at half of it.
         holder: this supervisor's identity in leases and in the record.
         sleep: how to wait (an Event's wait by default, so ``stop`` interrupts it).
+        sweep_every: how often ``serve`` looks for residual objects of settled jobs.
+        residual_horizon: how long after an unresolved attempt its object is still looked for.
     """
 
     def __init__(
@@ -57,6 +60,8 @@ class Supervisor:
         lease_ttl: timedelta = timedelta(seconds=30),
         holder: str | None = None,
         sleep: Callable[[float], object] | None = None,
+        sweep_every: timedelta = timedelta(minutes=5),
+        residual_horizon: timedelta = timedelta(hours=24),
     ) -> None:
         if poll <= 0:
             msg = f"poll must be positive, got {poll}"
@@ -74,6 +79,8 @@ class Supervisor:
             holder=self.holder,
             sinks=list(sinks) if sinks is not None else [LogSink()],
         )
+        self.sweep_every = sweep_every
+        self.residual_horizon = residual_horizon
         self._stopping = threading.Event()
         self._sleep = sleep or self._stopping.wait
         self._leases: dict[str, Lease] = {}
@@ -136,12 +143,36 @@ class Supervisor:
         finally:
             self._disown(job)
 
+    def residual_jobs(self) -> list[str]:
+        """Settled jobs that may still have an object to sweep: an attempt whose outcome stayed
+        unknown less than ``residual_horizon`` ago, or a recorded object not yet done.
+
+        It folds every settled record, so it runs once per ``sweep_every``, not every poll.
+        """
+        now = self.clock()
+        out = []
+        for job in self.store.list(ListFilter(settled=True)):
+            try:
+                folded = fold(self.store.read(job), now)
+            except (NotFound, Invalid) as exc:
+                log.warning("residual sweep skips job %s: %s", job, exc)
+                continue
+            recent = any(now - a.started_at < self.residual_horizon for a in folded.residuals())
+            if recent or any(not o.done for o in folded.objects.values()):
+                out.append(job)
+        return out
+
     def serve(self, filter: ListFilter | None = None) -> None:
         """Supervise every unsettled job of the store until :meth:`stop`, one backend query
-        per poll for all of them where the adapter can."""
+        per poll for all of them where the adapter can; every ``sweep_every``, settled jobs
+        with residual attempts join a poll, so late objects of lost Start replies are stopped."""
         wanted = filter or ListFilter(settled=False)
+        swept: datetime | None = None
         while not self._stopping.is_set():
-            jobs = [j for j in self.store.list(wanted)]
+            jobs = list(self.store.list(wanted))
+            if swept is None or self.clock() - swept >= self.sweep_every:
+                swept = self.clock()
+                jobs += [j for j in self.residual_jobs() if j not in jobs]
             owned = {j: lease for j in jobs if (lease := self._own(j)) is not None}
             found = find_all(self.backend, list(owned)) if owned else {}
             wake: datetime | None = None
