@@ -38,6 +38,8 @@ from jobdispatch.types import Actor, CheckpointMode, JobSpec, ObjectState, Plan,
 from jobdispatch_records_lmdb import LmdbRecords
 
 T = TypeVar("T")
+#: Before/after baselines further apart than this mark a row's ratio as unreliable.
+UNSTEADY = 1.5
 BY = Actor.supervisor("bench")
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -162,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     read_seconds = 0.2 if args.quick else 1.0
     sizes = (10, 100, 1000, 10_000)
     rows: list[tuple[str, float, float, str]] = []  # label, rate, baseline beside it, note
+    drift: dict[float, float] = {}  # baseline -> how far its before and after measures differed
 
     with tempfile.TemporaryDirectory(prefix="bench-records-", dir=args.dir) as tmp:
         directory = Path(tmp)
@@ -173,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             before = sync_rate(directory, sync_seconds, os.fdatasync)
             result = measure()
             after = sync_rate(directory, sync_seconds, os.fdatasync)
+            drift[(before + after) / 2] = max(before, after) / max(min(before, after), 1e-9)
             return result, (before + after) / 2
 
         def sync(fn: Callable[[int], None], *, grow: bool = False) -> Callable[[], float]:
@@ -213,9 +217,14 @@ def main(argv: list[str] | None = None) -> int:
         per_op = f"{1e3 / rate:.3f} ms" if rate else "-"
         print(
             f"{label:<{width}}  {rate:>10,.0f}  {per_op:>11}  {note:>16}  {baseline:>11,.0f}  "
-            f"{rate / baseline:.2f}"
+            f"{rate / baseline:.2f}{' *' if drift.get(baseline, 1.0) > UNSTEADY else ''}"
         )
     print()
+    if any(d > UNSTEADY for d in drift.values()):
+        print(
+            f"*: the baseline before and after that row differed more than {UNSTEADY}x (a shared "
+            "or busy disk); its ratio says little."
+        )
     print(
         "fdatasync/s: the baseline measured just before and after that row, on the same file "
         "system; ratio: per second / that baseline. A commit makes two syncs: its ceiling is 0.50."
