@@ -4,12 +4,13 @@
 What the guarantees rest on (docs/specs/0002-record.md says it at length):
 
 * **Durability.** The environment is opened with ``sync=True`` and ``metasync=True`` and without
-  ``writemap``/``map_async``: every commit writes its pages, ``fdatasync``\\s the data file,
-  writes the new meta page and ``fdatasync``\\s again before ``commit`` returns. A commit that
-  returned survives ``kill -9`` and a power cut exactly as far as the file system and the disk
-  honour ``fdatasync`` (a disk that lies about its write cache, or a file system mounted with
-  barriers off, loses the promise; nothing in a process can make up for that). A crash at any
-  point leaves either the previous meta page or the new one, never half an event.
+  ``writemap``/``map_async``: every commit writes its pages, calls ``fdatasync`` on the data
+  file, then writes the new meta page through a descriptor opened with ``O_DSYNC``, before
+  ``commit`` returns. A commit that returned survives ``kill -9`` and a power cut exactly as far
+  as the file system and the disk honour ``fdatasync`` and ``O_DSYNC`` (a disk that lies about
+  its write cache, or a file system mounted with barriers off, loses the promise; nothing in a
+  process can make up for that). A crash at any point leaves either the previous meta page or
+  the new one, never half an event.
 * **Concurrency.** Every conditional write (the revision check, the lease check and the write)
   happens inside one LMDB write transaction. LMDB allows one writer at a time across every
   process on the host (a robust process-shared mutex in ``lock.mdb``, recovered when its holder
