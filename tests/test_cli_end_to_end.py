@@ -314,3 +314,29 @@ def _job_from(text: str) -> str | None:
         if line.startswith("job "):
             return line.split()[1]
     return None
+
+
+def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
+    """Ctrl-C stops supervising, not the job: run exits 130, the ranks go on, and a
+    supervisor started later sees the job to its end."""
+    path = home.job_file("sleep.toml", 'name = "nap"\ncommand = ["sleep", "3"]\n')
+    runner = home.start("run", str(path), "--poll", "0.05", log="run.log")
+    log = home.root / "run.log"
+    job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
+    backend = make_backend(home.local)
+    wait(
+        "the job to run",
+        lambda: any(o.state is ObjectState.RUNNING for o in backend.find(job).objects),
+    )
+    runner.send_signal(signal.SIGINT)
+    assert runner.wait(timeout=30) == 130, log.read_text()
+    assert "goes on" in log.read_text()
+    assert any(o.state is ObjectState.RUNNING for o in backend.find(job).objects)
+    supervisor = home.start("supervise", "--poll", "0.05", log="supervisor.log")
+    status = wait(
+        "the job to settle", lambda: (s := home.json("status", job))["settled"] and s, every=0.5
+    )
+    supervisor.send_signal(signal.SIGINT)
+    assert supervisor.wait(timeout=30) == 0
+    assert status["state"] == "succeeded"
+    assert len(status["submissions"]) == 1

@@ -157,3 +157,39 @@ def test_capabilities_show_unknown_and_the_oom_answer(invoke: Invoke) -> None:
 def test_every_read_command_takes_json(invoke: Invoke, command: str) -> None:
     ran = invoke(command, "--help")
     assert ran.code == 0 and "--json" in ran.out
+
+
+def test_watch_returns_once_the_job_has_settled(invoke: Invoke, job_file: JobFile) -> None:
+    job = invoke("run", str(job_file(["true"])), "--poll", "0.05").out.split()[1]
+    ran = invoke("watch", job, "--every", "0.05")
+    assert ran.code == 0 and "succeeded" in ran.out
+
+
+def test_logs_follow_until_the_end_and_stderr(invoke: Invoke, job_file: JobFile) -> None:
+    path = job_file(["sh", "-c", "echo out; echo err >&2"])
+    job = invoke("run", str(path), "--poll", "0.05").out.split()[1]
+    assert invoke("logs", job, "-f").out == "out\n"
+    assert invoke("logs", job, "--stderr").out == "err\n"
+    assert invoke("logs", job, "--rank", "5").code == 3
+    assert invoke("logs", job, "-f", "--json").code == 2
+
+
+def test_controls_that_make_no_sense_are_refused(invoke: Invoke, job_file: JobFile) -> None:
+    job = invoke("submit", str(job_file(["sleep", "30"])), "--json").json()["job"]
+    not_held = invoke("release", job)
+    assert not_held.code == 2 and "is not held" in not_held.err
+    assert invoke("hold", job, "--for", "soon").code == 2
+    assert invoke("hold", job, "--for", "1h").code == 0
+    until = invoke("status", job, "--json").json()["hold"]["until"]
+    assert until is not None
+    assert invoke("resubmit", job).code == 0
+    assert invoke("give-up", job, "--reason", "not needed").code == 0
+    assert invoke("cancel", job).code == 0
+    assert invoke("status", "--help").code == 0
+
+
+def test_a_timeline_of_a_job_that_has_not_started(invoke: Invoke, job_file: JobFile) -> None:
+    job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
+    ran = invoke("status", job, "--timeline")
+    assert ran.code == 0 and "pending" in ran.out
+    assert invoke("cancel", job).code == 0
