@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, Invalid, NotFound
+from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, find_all
@@ -131,7 +131,13 @@ class Supervisor:
                 if lease is None:
                     self._wait_for(None)  # another supervisor owns it; wait for its lease
                     continue
-                result = self.executor.run_pass(job, lease)
+                try:
+                    result = self.executor.run_pass(job, lease)
+                except (Unreachable, Unavailable) as exc:
+                    # Transient by definition: nothing was decided on an answer never given.
+                    log.warning("job %s: %s; trying again", job, exc)
+                    self._wait_for(None)
+                    continue
                 if result.settled:
                     return
                 if result.conflict:
@@ -174,7 +180,12 @@ class Supervisor:
                 swept = self.clock()
                 jobs += [j for j in self.residual_jobs() if j not in jobs]
             owned = {j: lease for j in jobs if (lease := self._own(j)) is not None}
-            found = find_all(self.backend, list(owned)) if owned else {}
+            try:
+                found = find_all(self.backend, list(owned)) if owned else {}
+            except (Unreachable, Unavailable) as exc:
+                log.warning("the backend did not answer: %s; trying again", exc)
+                self._wait_for(None)
+                continue
             wake: datetime | None = None
             for job, lease in owned.items():
                 if self._stopping.is_set():
@@ -182,6 +193,9 @@ class Supervisor:
                 try:
                     result = self._drain(job, lease, found.get(job))
                 except NotFound:
+                    continue
+                except (Unreachable, Unavailable) as exc:
+                    log.warning("job %s: %s; trying again", job, exc)
                     continue
                 if result.settled:
                     self._disown(job)

@@ -1,0 +1,53 @@
+"""A backend that stops answering for a while must not end supervision: Unreachable and
+Unavailable are transient by definition, so the supervisor tries again on its next poll."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from jobdispatch import Actor, JobSpec, State, compose
+from jobdispatch.memory import MemoryBackend
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch_supervise import Supervisor
+
+
+def _wait(ok, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("mode", ["run", "serve"])
+def test_supervision_survives_an_unreachable_backend(mode, caplog):
+    backend = MemoryBackend(auto_run=True)
+    store = MemoryRecords()
+    cluster = compose(backend, store=store)
+    plan = cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
+    supervisor = Supervisor(backend, store, poll=0.01)
+    errors = []
+
+    def go():
+        try:
+            supervisor.run(plan.job) if mode == "run" else supervisor.serve()
+        except Exception as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    _wait(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
+    backend.env.set_reachable(False)
+    time.sleep(0.1)
+    assert thread.is_alive() and not errors, errors
+    backend.env.set_reachable(True)
+    ref = cluster.observer.get(plan.job).submissions[0].canonical
+    backend.env.complete(ref)
+    _wait(lambda: cluster.observer.get(plan.job).settled, "settled")
+    supervisor.stop()
+    thread.join(timeout=10)
+    assert not errors, errors
+    assert cluster.observer.get(plan.job).state is State.SUCCEEDED
+    assert "cannot be reached" in caplog.text
