@@ -123,3 +123,22 @@ def test_emergency_stop_needs_no_record_and_says_recovery_may_follow():
     cluster = jobdispatch.compose(backend)
     receipt = cluster.stopper.emergency_stop("nojob", by=ME, reason="fire")
     assert receipt.report.stopped == () and "recovery" in receipt.note
+
+
+def test_supersede_plans_first_so_a_refused_spec_changes_nothing(cluster):
+    old = cluster.operator.submit(SPEC, by=ME, supervised=True)
+    bad = JobSpec(
+        command=["x"],
+        recovery=RecoveryPolicy(
+            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
+        ),
+    )
+    with pytest.raises(jobdispatch.Rejected):
+        cluster.operator.supersede(old.job, by=ME, spec=bad, supervised=False)
+    assert cluster.observer.get(old.job).state is State.PENDING
+    new = cluster.operator.supersede(old.job, by=ME, reason="new data")
+    old_status = cluster.observer.get(old.job)
+    assert old_status.state is State.CANCELLED and "new data" in old_status.cause.detail
+    assert cluster.observer.get(new.job).supersedes == old.job
+    cancel = next(e for e in cluster.store.read(old.job).events if e.kind == "cancel-requested")
+    assert cancel.superseded_by == new.job

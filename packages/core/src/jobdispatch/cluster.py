@@ -187,6 +187,43 @@ class Operator:
         With an ``idempotency_key`` seen before, the existing job's plan is returned and nothing
         new is created, so a client may retry a submit whose reply it lost.
         """
+        header = self._header(
+            spec,
+            by=by,
+            supervised=supervised,
+            idempotency_key=idempotency_key,
+            accept_unenforced=accept_unenforced,
+            accept_unverified=accept_unverified,
+            unmatched=unmatched,
+            submit_retries=submit_retries,
+            unresolved_age=unresolved_age,
+            cleanup_deadline=cleanup_deadline,
+            supersedes=supersedes,
+        )
+        return self._create(header)
+
+    def _create(self, header: ev.Header) -> Plan:
+        created = self._store.create(header, (), idempotency_key=header.idempotency_key)
+        if not created.created:
+            return self._store.read(created.job).header.plan
+        return header.plan
+
+    def _header(
+        self,
+        spec: JobSpec,
+        *,
+        by: Actor,
+        supervised: bool = False,
+        idempotency_key: str = "",
+        accept_unenforced: Collection[int] = (),
+        accept_unverified: Mapping[int, Enforcer] | None = None,
+        unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL,
+        submit_retries: int = 2,
+        unresolved_age: timedelta = timedelta(minutes=10),
+        cleanup_deadline: timedelta = timedelta(minutes=30),
+        supersedes: JobID = "",
+    ) -> ev.Header:
+        """Everything a new record starts with, validated and planned; nothing is written."""
         if submit_retries < 0:
             raise Invalid(f"submit_retries must not be negative, got {submit_retries}")
         for name, value in (
@@ -205,7 +242,7 @@ class Operator:
             accept_unenforced=accept_unenforced,
             unmatched=unmatched,
         )
-        header = ev.Header(
+        return ev.Header(
             job=job,
             spec=spec,
             plan=plan,
@@ -221,10 +258,6 @@ class Operator:
             created_by=by,
             created_at=self._clock(),
         )
-        created = self._store.create(header, (), idempotency_key=idempotency_key)
-        if not created.created:
-            return self._store.read(created.job).header.plan
-        return plan
 
     # ---------------------------------------------------------------- intents
 
@@ -249,10 +282,19 @@ class Operator:
 
     def cancel(self, job: JobID, *, by: Actor, reason: str = "") -> CancelReceipt:
         """Commit the cancel (the outcome ``cancelled``), then stop everything live at once."""
+        return self._cancel(job, by=by, reason=reason)
+
+    def _cancel(
+        self, job: JobID, *, by: Actor, reason: str, superseded_by: JobID = ""
+    ) -> CancelReceipt:
         committed, folded = self._commit(
             job,
             lambda j: (
-                None if j.terminal else ev.CancelRequested(at=self._clock(), by=by, reason=reason)
+                None
+                if j.terminal
+                else ev.CancelRequested(
+                    at=self._clock(), by=by, reason=reason, superseded_by=superseded_by
+                )
             ),
         )
         already = None if committed else folded.outcome.state
@@ -350,12 +392,19 @@ class Operator:
         spec: JobSpec | None = None,
         **options: Any,
     ) -> Plan:
-        """Replace the job by a new one (its spec, or ``spec``): the old is cancelled first, so
-        the two never run together; the new job's record names the one it supersedes."""
+        """Replace the job by a new one (its spec, or ``spec``).
+
+        The new job is validated and planned first, so a spec the cluster refuses changes
+        nothing; then the old job is cancelled (naming its successor), so the two never run
+        together; then the new record is created, naming the job it supersedes.
+        """
         old = self._store.read(job).header
-        self.cancel(job, by=by, reason=reason or "superseded")
         options.setdefault("supervised", old.options.supervised)
-        return self.submit(spec or old.spec, by=by, supersedes=job, **options)
+        header = self._header(spec or old.spec, by=by, supersedes=job, **options)
+        self._cancel(
+            job, by=by, reason=reason or f"superseded by {header.job}", superseded_by=header.job
+        )
+        return self._create(header)
 
 
 def _live(folded: Any, job: JobID, what: str) -> None:
