@@ -283,7 +283,7 @@ def test_a_supervisor_killed_mid_recovery_loses_nothing_and_runs_nothing_twice(
 def test_run_recovers_the_training_example_from_its_checkpoint(home: Home) -> None:
     """The README's command on a fast variant of the example: preempted from a second
     terminal, it resumes from its newest checkpoint and succeeds; run exits 0."""
-    path = train_job(home, steps=50, step_seconds=0.1)
+    path = train_job(home, steps=100, step_seconds=0.08)
     runner = home.start("run", str(path), "--poll", "0.05", log="run.log")
     log = home.root / "run.log"
     job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
@@ -319,7 +319,7 @@ def _job_from(text: str) -> str | None:
 def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
     """Ctrl-C stops supervising, not the job: run exits 130, the ranks go on, and a
     supervisor started later sees the job to its end."""
-    path = home.job_file("sleep.toml", 'name = "nap"\ncommand = ["sleep", "3"]\n')
+    path = home.job_file("sleep.toml", 'name = "nap"\ncommand = ["sleep", "6"]\n')
     runner = home.start("run", str(path), "--poll", "0.05", log="run.log")
     log = home.root / "run.log"
     job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
