@@ -13,7 +13,8 @@ import pytest
 from jobdispatch.spi import Backend
 from jobdispatch_conformance.adapter import AdapterSuite, Driver, Timeouts
 from jobdispatch_local import cgroups
-from jobdispatch_local.testing import LocalDriver, Puppets, make_backend, shut_down
+from jobdispatch_local.driver import LocalDriver
+from jobdispatch_local.testing import Puppets, make_backend, shut_down
 
 #: Real processes: a settle long enough for a loaded two-core CI machine, a short quiet spell.
 LOCAL = Timeouts(settle=30.0, poll=0.02, quiet=0.4)
