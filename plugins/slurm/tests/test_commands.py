@@ -1,0 +1,125 @@
+"""What each command failure means, through a transport that answers as told: lost replies,
+timeouts, refusals and an unreachable controller."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from jobdispatch.errors import OutcomeUnknown, Rejected, Unauthorized, Unreachable
+from jobdispatch_slurm.commands import SACCT_END, Slurm
+from jobdispatch_slurm.transport import CountingTransport, Interrupted, LocalTransport, Result
+
+
+class Scripted:
+    """Answers every command with the next scripted reply (a Result, or an exception)."""
+
+    where = "scripted"
+
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.seen: list[tuple[str, ...]] = []
+
+    def run(self, argv, *, timeout, stdin=None):
+        self.seen.append(tuple(argv))
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def close(self):
+        pass
+
+
+def res(code=0, out=b"", err=b""):
+    return Result(("x",), code, out, err)
+
+
+def test_sbatch_reads_the_job_id():
+    assert Slurm(Scripted(res(out=b"42\n"))).sbatch(["--parsable"], "#!/bin/bash\n") == "42"
+    assert Slurm(Scripted(res(out=b"43;cluster\n"))).sbatch([], "") == "43"
+
+
+def test_a_lost_sbatch_reply_is_outcome_unknown():
+    with pytest.raises(OutcomeUnknown):
+        Slurm(Scripted(Interrupted("timed out"))).sbatch([], "")
+    with pytest.raises(OutcomeUnknown):
+        Slurm(
+            Scripted(res(1, err=b"sbatch: error: Socket timed out on send/recv operation"))
+        ).sbatch([], "")
+    with pytest.raises(OutcomeUnknown):
+        Slurm(Scripted(res(0, out=b"garbage"))).sbatch([], "")
+
+
+def test_sbatch_refusals_and_an_unreachable_controller():
+    with pytest.raises(Rejected, match="Invalid partition"):
+        Slurm(Scripted(res(1, err=b"sbatch: error: Invalid partition name specified"))).sbatch(
+            [], ""
+        )
+    err = (
+        b"sbatch: error: Batch job submission failed: "
+        b"Unable to contact slurm controller (connect failure)"
+    )
+    with pytest.raises(Unreachable):
+        Slurm(Scripted(res(1, err=err))).sbatch([], "")
+    with pytest.raises(Unauthorized):
+        Slurm(Scripted(res(1, err=b"Access/permission denied"))).sbatch([], "")
+
+
+def test_a_query_that_times_out_is_unreachable_not_unknown():
+    with pytest.raises(Unreachable):
+        Slurm(Scripted(Interrupted("timed out"))).squeue(user="u")
+
+
+def test_squeue_of_an_unknown_id_is_empty():
+    err = b"slurm_load_jobs error: Invalid job id specified"
+    assert Slurm(Scripted(res(1, err=err))).squeue(job_id="99999") == []
+
+
+def test_queries_carry_user_window_and_far_end():
+    t = Scripted(res(out=b""), res(out=b""))
+    s = Slurm(t)
+    s.squeue(user="alice")
+    from datetime import UTC, datetime
+
+    s.sacct(user="alice", since=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+    squeue, sacct = t.seen
+    assert squeue[:4] == ("squeue", "-h", "-t", "all") and squeue[-2:] == ("-u", "alice")
+    assert "-X" in sacct and "-D" in sacct and "-P" in sacct
+    assert sacct[sacct.index("-u") + 1] == "alice"
+    assert sacct[sacct.index("-S") + 1] == "2026-01-02T03:04:05"
+    assert sacct[sacct.index("-E") + 1] == SACCT_END
+
+
+def test_local_transport_sets_tz_and_never_uses_a_shell():
+    t = LocalTransport()
+    out = t.run(
+        [sys.executable, "-c", "import os,sys; print(os.environ['TZ'], sys.argv[1])", "$(x);`y`"],
+        timeout=10,
+    )
+    assert out.stdout == "UTC $(x);`y`\n"
+
+
+def test_local_transport_timeout_and_missing_program():
+    with pytest.raises(Interrupted):
+        LocalTransport().run(["sleep", "5"], timeout=0.2)
+    with pytest.raises(Unreachable):
+        LocalTransport().run(["/nonexistent/sbatch"], timeout=5)
+
+
+def test_counting_transport_counts_by_program():
+    t = CountingTransport(Scripted(res(), res(), res()))
+    for argv in (["/usr/bin/squeue"], ["sacct"], ["squeue"]):
+        t.run(argv, timeout=1)
+    assert t.counts == {"squeue": 2, "sacct": 1}
+    assert t.total == 3
+
+
+def test_hooks_module_is_cheap_to_import():
+    code = (
+        "import sys, jobdispatch_slurm._hooks; "
+        "print('fabric' in sys.modules, 'paramiko' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"

@@ -1,0 +1,233 @@
+"""The adapter against the real cluster, beyond the conformance suite: exact bytes through
+sbatch (locally and over SSH), requeue of an ended job refused, host keys, probing and the cost
+of one poll."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from jobdispatch.errors import Rejected, Unauthorized
+from jobdispatch.spi import ObjectRef, StartRequest, find_all
+from jobdispatch.types import Actor, CallMeta, CauseKind, JobSpec, ObjectState, Source
+from jobdispatch_slurm import (
+    CountingTransport,
+    LocalTransport,
+    Settings,
+    SlurmBackend,
+    SshTransport,
+)
+from jobdispatch_slurm.testing import stop_quietly
+
+pytestmark = pytest.mark.slurm
+T = TypeVar("T")
+
+NASTY = [
+    "it's",
+    'say "hi"',
+    "$(touch /tmp/jobdispatch-pwned)",
+    "`id`",
+    "a;b|c&d > /tmp/x",
+    "line1\nline2",
+    "ünïcødé ✓ 日本 🙂",
+    "$HOME ${PATH} %j %N",
+    "\\back\\slash\\",
+    "-n",
+    "'; exit 1; '",
+    " spaced ",
+    "",
+]
+DUMP = (
+    "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], "
+    "'env': {k: v for k, v in os.environ.items() if k.startswith('FUZZ_')}}))"
+)
+
+
+def wait_until(what: str, ok: Callable[[], T | None], timeout: float = 90.0) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = ok()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout}s")
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def local(slurm_cluster: None) -> Iterator[SlurmBackend]:
+    backend = SlurmBackend(Settings())
+    backend.started: list[ObjectRef] = []  # type: ignore[misc]
+    yield backend
+    stop_quietly(backend, backend.started)  # type: ignore[attr-defined]
+    backend.close()
+
+
+@pytest.fixture
+def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
+    transport = SshTransport(
+        host=ssh_server.host,
+        port=ssh_server.port,
+        user=ssh_server.user,
+        key_filename=ssh_server.key_file,
+        known_hosts=ssh_server.known_hosts,
+    )
+    backend = SlurmBackend(Settings(), transport=transport)
+    backend.started = []  # type: ignore[attr-defined]
+    yield backend
+    stop_quietly(backend, backend.started)  # type: ignore[attr-defined]
+    backend.close()
+
+
+def run_to_end(backend: SlurmBackend, spec: JobSpec) -> tuple[ObjectRef, Any]:
+    job = "rc" + uuid.uuid4().hex[:10]
+    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
+    backend.started.append(ref)  # type: ignore[attr-defined]
+    backend.open(ref)
+    obs = wait_until(
+        f"{ref} ended",
+        lambda: (o := backend.inspect(ref)).state is ObjectState.ENDED and o,
+    )
+    return ref, obs
+
+
+def exact_bytes(backend: SlurmBackend, args: list[str], env: dict[str, str], name: str) -> None:
+    spec = JobSpec(command=("python3", "-c", DUMP, *args), env=env, name=name)
+    ref, obs = run_to_end(backend, spec)
+    assert obs.latest.cause.kind is CauseKind.NONE, obs
+    out = backend.output(ref).read()
+    assert json.loads(out) == {"argv": args, "env": env}
+    comment = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", ref.id, "-O", "Comment:|"],
+        capture_output=True,
+        text=True,
+        env={"TZ": "UTC", "PATH": "/usr/bin:/bin"},
+        check=True,
+    ).stdout
+    # an empty name sets no --comment, which squeue prints as (null)
+    assert comment == (name if name else "(null)") + "|\n"
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_shell_metacharacters_reach_the_job_as_given(request, where):
+    backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
+    env = {f"FUZZ_{i}": v for i, v in enumerate(NASTY)}
+    exact_bytes(backend, NASTY, env, "name with 'quotes' $(and) `ticks`;|& ✓")
+
+
+TEXT = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\x00"), max_size=12
+)
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: every example is a real job
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(args=st.lists(TEXT, max_size=4), values=st.lists(TEXT, max_size=3), name=TEXT)
+def test_fuzzed_commands_and_env_reach_the_job(local, args, values, name):
+    exact_bytes(local, args, {f"FUZZ_{i}": v for i, v in enumerate(values)}, name)
+
+
+def test_requeue_of_an_ended_job_is_refused_and_its_history_kept(local):
+    """0007 §5: Slurm would requeue it and rewrite FAILED to REQUEUED. The adapter refuses."""
+    ref, obs = run_to_end(local, JobSpec(command=("bash", "-c", "exit 3")))
+    assert (obs.latest.cause.kind, obs.latest.cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
+    meta = CallMeta(deadline=local.now().replace(year=2100), by=Actor.supervisor("t"))
+    with pytest.raises(Rejected, match="ended"):
+        local.requeue(ref, meta)
+    again = local.inspect(ref)
+    assert again.state is ObjectState.ENDED
+    assert [(e.index, e.cause) for e in again.executions] == [(0, obs.latest.cause)]
+
+
+def test_capabilities_are_probed_once_per_cluster(local):
+    caps = local.capabilities()
+    assert caps[next(iter(caps))].source in (Source.PROBED, Source.CATALOGUE, Source.DECLARED)
+    from jobdispatch.types import Capability
+
+    assert caps[Capability.NATIVE_REQUEUE].source is Source.PROBED
+    assert caps[Capability.ACCOUNTING_HISTORY].source is Source.PROBED
+    counter = CountingTransport(LocalTransport())
+    other = SlurmBackend(Settings(), transport=counter)
+    other.capabilities()
+    other.capabilities()
+    # one show config to learn which cluster it is; the rest comes from the shared cache
+    assert counter.counts == {"scontrol": 1}
+    declared = SlurmBackend(Settings.from_config({"capabilities": {"native-requeue": "no"}}))
+    assert declared.capabilities()[Capability.NATIVE_REQUEUE].source is Source.DECLARED
+
+
+def test_one_poll_of_many_jobs_is_two_commands(local):
+    counter = CountingTransport(LocalTransport())
+    backend = SlurmBackend(Settings(), transport=counter)
+    jobs = ["rq" + uuid.uuid4().hex[:10] for _ in range(12)]
+    for job in jobs:
+        ref = backend.start(
+            StartRequest(job=job, submission=1, attempt=1, spec=JobSpec(command=("true",)))
+        )
+        local.started.append(ref)  # type: ignore[attr-defined]
+    backend.user()  # who the queries are for: asked once per backend, not per poll
+    counter.reset()
+    found = find_all(backend, jobs)
+    assert counter.counts == {"squeue": 1, "sacct": 1}
+    assert all(
+        len(d.objects) == 1 and d.objects[0].state is ObjectState.GATED for d in found.values()
+    )
+
+
+@pytest.mark.ssh
+def test_an_unknown_host_is_refused_unless_the_site_accepts_it(ssh_server, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    strict = SshTransport(
+        host=ssh_server.host,
+        port=ssh_server.port,
+        user=ssh_server.user,
+        key_filename=ssh_server.key_file,
+        known_hosts=str(empty),
+    )
+    with pytest.raises(Unauthorized, match="known_hosts"):
+        strict.run(["true"], timeout=10)
+    lenient = SshTransport(
+        host=ssh_server.host,
+        port=ssh_server.port,
+        user=ssh_server.user,
+        key_filename=ssh_server.key_file,
+        known_hosts=str(empty),
+        accept_unknown_hosts=True,
+    )
+    try:
+        assert lenient.run(["true"], timeout=10).ok
+    finally:
+        lenient.close()
+    assert empty.read_text() == "", "an accepted host key must never be saved"
+
+
+@pytest.mark.ssh
+def test_output_is_followed_over_ssh(over_ssh):
+    spec = JobSpec(command=("bash", "-c", "echo first; sleep 3; echo second"))
+    job = "rf" + uuid.uuid4().hex[:10]
+    ref = over_ssh.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
+    over_ssh.started.append(ref)  # type: ignore[attr-defined]
+    over_ssh.open(ref)
+    wait_until("running", lambda: over_ssh.inspect(ref).state is not ObjectState.GATED)
+    assert over_ssh.output(ref, follow=True).read() == b"first\nsecond\n"
+
+
+def test_the_local_transport_never_uses_a_shell(local):
+    out = LocalTransport().run(
+        [sys.executable, "-c", "import sys; print(sys.argv[1])", "$(id)"], timeout=5
+    )
+    assert out.stdout == "$(id)\n"
