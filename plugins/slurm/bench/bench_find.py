@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -44,8 +45,10 @@ def _summary(found: dict[str, Any]) -> dict[str, list[tuple[str, str, int]]]:
     }
 
 
-def run(n: int, backend: SlurmBackend, counter: CountingTransport, where: str) -> bool:
-    jobs = [f"b{i:05d}" for i in range(n)]
+def run(
+    n: int, backend: SlurmBackend, counter: CountingTransport, where: str, prefix: str = "b"
+) -> bool:
+    jobs = [f"{prefix}{i:05d}" for i in range(n)]
     backend.facts()  # the capability probe is cached per cluster: not part of a poll
     backend.user()
     many = _measure(counter, lambda: find_all(backend, jobs))
@@ -98,14 +101,17 @@ def real(n: int) -> bool:
         return True
     counter = CountingTransport(LocalTransport())
     backend = SlurmBackend(Settings(), transport=counter)
+    prefix = "b" + uuid.uuid4().hex[:8]  # this run's jobs only, not an earlier run's
     refs = []
     try:
         for i in range(n):
             spec = JobSpec(command=("true",))
             refs.append(
-                backend.start(StartRequest(job=f"b{i:05d}", submission=1, attempt=1, spec=spec))
+                backend.start(
+                    StartRequest(job=f"{prefix}{i:05d}", submission=1, attempt=1, spec=spec)
+                )
             )
-        return run(n, backend, counter, "the real cluster (tools/slurm/up), gated jobs")
+        return run(n, backend, counter, "the real cluster (tools/slurm/up), gated jobs", prefix)
     finally:
         for ref in refs:
             backend.stop(ref, "benchmark done")
