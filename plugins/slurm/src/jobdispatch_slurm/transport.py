@@ -155,8 +155,9 @@ class SshTransport:
         self.host = host
         self.user = user
         self.port = port
-        self.key_filename = key_filename
-        self.known_hosts = known_hosts
+        # Local paths: ``~`` is this machine's home, as a site's configuration means it.
+        self.key_filename = os.path.expanduser(key_filename) if key_filename else None
+        self.known_hosts = os.path.expanduser(known_hosts) if known_hosts else None
         self.accept_unknown_hosts = accept_unknown_hosts
         self.connect_timeout = connect_timeout
         self.where = f"ssh {user}@{host}:{port}"
