@@ -39,7 +39,7 @@ ENDINGS: list[
     ("preempt", lambda env, r: env.preempt(r), CauseKind.PREEMPTED, Provenance.SCHEDULER, None),
     ("lose_node", lambda env, r: env.lose_node(r), CauseKind.NODE_LOST, Provenance.SCHEDULER, None),
     ("time_out", lambda env, r: env.time_out(r), CauseKind.TIME_LIMIT, Provenance.SCHEDULER, None),
-    ("oom", lambda env, r: env.oom(r), CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER, 137),
+    ("oom", lambda env, r: env.oom(r), CauseKind.OUT_OF_MEMORY, Provenance.APPLICATION, 137),
     ("fail", lambda env, r: env.fail(r, 3), CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, 3),
     (
         "signal",

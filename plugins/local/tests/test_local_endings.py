@@ -157,7 +157,7 @@ def test_out_of_memory_under_a_cgroup_limit(
     started(backend, ref)
     puppets.tell(ref, "oom", rank=1)
     _, cause = ended(backend, ref)
-    assert (cause.kind, cause.provenance) == (CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER)
+    assert (cause.kind, cause.provenance) == (CauseKind.OUT_OF_MEMORY, Provenance.APPLICATION)
     assert cause.signal == signal.SIGKILL
     assert "rank 1" in cause.detail
 

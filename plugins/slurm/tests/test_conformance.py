@@ -13,18 +13,14 @@ from typing import Any
 
 import pytest
 from jobdispatch.spi import Backend
-from jobdispatch.types import CauseKind, ObjectState, Provenance
 from jobdispatch_conformance.adapter import (
     AdapterSuite,
     DeclarationTests,
     DiscoveryTests,
     Driver,
-    Harness,
     LifecycleTests,
     Timeouts,
-    checks,
 )
-from jobdispatch_conformance.adapter.harness import expect
 from jobdispatch_slurm import LocalTransport, Settings, SlurmBackend, SshTransport
 from jobdispatch_slurm.testing import LossyTransport, SlurmDriver
 
@@ -66,28 +62,6 @@ class TestSlurmLocal(_SlurmFixtures, AdapterSuite):
     @pytest.fixture
     def adapter_config(self) -> Mapping[str, Any] | None:
         return {"transport": "local", "command_timeout": 30, "capabilities": {"hold": "yes"}}
-
-    @pytest.mark.parametrize("operation", list(checks.ENDINGS))
-    def test_ending_gives_its_cause(self, harness: Harness, operation: str) -> None:
-        if operation != "oom":
-            checks.ending(harness, operation)
-            return
-        # The suite expects OOM with provenance scheduler (as the memory adapter reports it);
-        # this adapter follows classification.md §4.1, which files it under application (the
-        # job used the memory; the limit only enforced it). Same check, that provenance.
-        harness.need("oom")
-        ref = harness.running()
-        with harness.driving():
-            harness.driver.oom(ref)
-        obs = harness.ended_execution(ref, 0)
-        first = next(e for e in obs.executions if e.index == 0)
-        assert first.cause is not None
-        expect(
-            (first.cause.kind, first.cause.provenance)
-            == (CauseKind.OUT_OF_MEMORY, Provenance.APPLICATION),
-            f"oom must end with out-of-memory/application; got {first.cause}",
-        )
-        harness.wait(ref, lambda o: o.state is ObjectState.ENDED, "ended", nudge=False)
 
 
 @pytest.mark.ssh

@@ -346,7 +346,7 @@ class Runner:
             limit = self.memory_limit or 0
             return cause(
                 "out-of-memory",
-                "scheduler",
+                "application",
                 f"{who} killed by the kernel's OOM killer "
                 f"(memory limit {limit // (1 << 20)} MiB per node)",
                 exit_code=128 + OOM_SIGNAL,

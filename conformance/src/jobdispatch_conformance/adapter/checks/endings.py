@@ -54,7 +54,11 @@ ENDINGS: dict[str, Ending] = {
             frozenset({Provenance.SCHEDULER}),
         ),
         Ending(
-            "oom", lambda d, r: d.oom(r), CauseKind.OUT_OF_MEMORY, frozenset({Provenance.SCHEDULER})
+            # The job's own memory use ended it; the limit only enforced it (spec 0003).
+            "oom",
+            lambda d, r: d.oom(r),
+            CauseKind.OUT_OF_MEMORY,
+            frozenset({Provenance.APPLICATION}),
         ),
         Ending(
             "fail",

@@ -99,7 +99,7 @@ class MemoryEnv:
             ref,
             Cause(
                 CauseKind.OUT_OF_MEMORY,
-                Provenance.SCHEDULER,
+                Provenance.APPLICATION,
                 "killed by the kernel's OOM killer",
                 exit_code=128 + OOM_SIGNAL,
                 signal=OOM_SIGNAL,
