@@ -100,7 +100,8 @@ def mutants(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks: each prints a table of measurements beside a baseline taken in the same run."""
-    scripts = sorted(ROOT.glob("*/*/bench/bench_*.py")) + sorted(ROOT.glob("tools/bench/bench_*.py"))
+    scripts = sorted(ROOT.glob("*/*/bench/bench_*.py"))
+    scripts += sorted(ROOT.glob("tools/bench/bench_*.py"))
     if not scripts:
         session.skip("no benchmarks yet")
     for script in scripts:
