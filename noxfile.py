@@ -23,8 +23,12 @@ nox.options.sessions = ["lint", "typecheck", "tests", "integration", "docs", "si
 def _members() -> dict[str, Path]:
     """Map each workspace member's short name (its folder) to its folder."""
     found: dict[str, Path] = {}
-    for pattern in ("packages/*/pyproject.toml", "plugins/*/pyproject.toml",
-                    "conformance/pyproject.toml", "tools/sim/pyproject.toml"):
+    for pattern in (
+        "packages/*/pyproject.toml",
+        "plugins/*/pyproject.toml",
+        "conformance/pyproject.toml",
+        "tools/sim/pyproject.toml",
+    ):
         for pyproject in sorted(ROOT.glob(pattern)):
             found[pyproject.parent.name] = pyproject.parent
     return found
