@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from jobdispatch._fast import maker
 from jobdispatch.errors import Invalid
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
@@ -298,6 +299,22 @@ class Job:
 
 # ------------------------------------------------------------------------ folding
 
+# The frozen values fold builds for every transition and hold it replays, made without the
+# attrs-generated __init__ (see jobdispatch._fast: the same instances, built for less).
+_transition = maker(Transition)
+_cause = maker(Cause)
+_hold = maker(Hold)
+
+_JOB_LEVEL = Level.JOB
+_HELD = State.HELD
+_PENDING = State.PENDING
+_RECOVERING = State.RECOVERING
+_CAUSE_HELD = CauseKind.HELD
+_CAUSE_RELEASED = CauseKind.RELEASED
+_BY_ACTOR = Provenance.ACTOR
+_OPERATOR_HOLD = HoldKind.OPERATOR
+_DECISION = ev.EventClass.DECISION
+
 
 def _bad(revision: int, job: Job, message: str) -> Invalid:
     return Invalid(f"record {job.id} revision {revision}: {message}")
@@ -334,8 +351,9 @@ class _Folder:
     def fold(self) -> Job:
         job = self.job
         handlers = _HANDLERS
-        decision = ev.EventClass.DECISION
-        for i, event in enumerate(self.view.events, start=1):
+        decision = _DECISION
+        events = self.view.events
+        for i, event in enumerate(events, start=1):
             cls = type(event)
             if (cls.cls is decision) is (event.token is None):
                 what = (
@@ -347,7 +365,6 @@ class _Folder:
             if job.settled and not isinstance(event, self.AFTER_SETTLED):
                 raise _bad(i, job, f"{event.kind} after the job settled")
             handlers[cls](self, i, event)
-        events = self.view.events
         job.last_at = events[-1].at if events else job.header.created_at
         return job
 
@@ -357,11 +374,11 @@ class _Folder:
         job = self.job
         if job.committed is to:
             return
-        job.history.append(Transition(job.committed, to, submission, cause, at))
+        job.history.append(_transition(job.committed, to, submission, cause, at, _JOB_LEVEL))
         job.committed = to
 
     def _base_state(self) -> State:
-        return State.RECOVERING if self.job.recovery_cause is not None else State.PENDING
+        return _RECOVERING if self.job.recovery_cause is not None else _PENDING
 
     def _recovering(self, submission: int, cause: Cause, at: datetime) -> None:
         self.job.recovery_cause = cause
@@ -408,25 +425,19 @@ class _Folder:
 
     def _on_hold_requested(self, i: int, e: ev.HoldRequested) -> None:
         job = self.job
-        if job.terminal:
+        if job.outcome is not None:
             return  # a late hold of a finished job changes nothing
-        if job.active_hold is not None:
+        holds = job.holds
+        if holds and holds[-1].active:
             return  # one hold at a time; the standing one stays
-        instance = len(job.holds) + 1
-        job.holds.append(
-            HoldRec(
-                instance,
-                Hold(HoldKind.OPERATOR, e.by, e.reason, e.until),
-                e.at,
-                submission=job.latest.n if job.latest else 0,
-            )
-        )
-        self._move(
-            State.HELD,
-            job.latest.n if job.latest else 0,
-            Cause(CauseKind.HELD, Provenance.ACTOR, e.reason, actor=e.by),
-            e.at,
-        )
+        submissions = job.submissions
+        n = submissions[-1].n if submissions else 0
+        by = e.by
+        reason = e.reason
+        at = e.at
+        holds.append(HoldRec(len(holds) + 1, _hold(_OPERATOR_HOLD, by, reason, e.until), at, n))
+        if job.committed is not _HELD:
+            self._move(_HELD, n, _cause(_CAUSE_HELD, _BY_ACTOR, reason, None, None, by), at)
 
     def _lift(self, hold: HoldRec, at: datetime, reason: str, resume: bool) -> None:
         hold.active = False
@@ -434,13 +445,16 @@ class _Folder:
         hold.lifted_reason = reason
         hold.resume = resume
         job = self.job
-        if not job.terminal:
-            self._move(
-                self._base_state(),
-                job.latest.n if job.latest else 0,
-                Cause(CauseKind.RELEASED, Provenance.ACTOR, reason),
-                at,
-            )
+        if job.outcome is None:
+            to = self._base_state()
+            if job.committed is not to:
+                submissions = job.submissions
+                self._move(
+                    to,
+                    submissions[-1].n if submissions else 0,
+                    _cause(_CAUSE_RELEASED, _BY_ACTOR, reason, None, None, None),
+                    at,
+                )
 
     def _on_release_requested(self, i: int, e: ev.ReleaseRequested) -> None:
         job = self.job

@@ -178,7 +178,18 @@ def make_plan(
 
 
 def with_firings(plan: Plan, firings: Mapping[int, int]) -> Plan:
-    """The plan as status shows it: each rule with how often it fired so far."""
-    return attrs.evolve(
-        plan, rules=tuple(attrs.evolve(a, firings=firings.get(a.index, 0)) for a in plan.rules)
+    """The plan as status shows it: each rule with how often it fired so far.
+
+    Plans are frozen, so an assignment whose count is already right is shared rather than
+    copied, and when every count is right the plan itself is the answer (status is read on
+    every poll, and most jobs never fire a rule).
+    """
+    rules = plan.rules
+    counts = [firings.get(a.index, 0) for a in rules]
+    if all(a.firings == n for a, n in zip(rules, counts, strict=True)):
+        return plan
+    shown = tuple(
+        a if a.firings == n else attrs.evolve(a, firings=n)
+        for a, n in zip(rules, counts, strict=True)
     )
+    return attrs.evolve(plan, rules=shown)

@@ -108,6 +108,12 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         rec = job.object(ref)
         return shown.get(ref.id) or (rec.obs if rec else None)
 
+    # Retired objects by submission, in the record's order (one walk, not one per submission).
+    retired: dict[int, list[tuple[ObjectRef, Cause]]] = {}
+    for o in job.objects.values():
+        if o.retired:
+            retired.setdefault(o.submission, []).append((o.ref, DUPLICATE))
+
     submissions = []
     for sub in job.submissions:
         obs = current(sub.canonical)
@@ -120,7 +126,7 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
                 rule=sub.rule,
                 cause=sub.cause,
                 attempts=len(sub.attempts),
-                retired=tuple((o.ref, DUPLICATE) for o in job.objects_of(sub.n) if o.retired),
+                retired=tuple(retired.get(sub.n, ())),
             )
         )
 
