@@ -8,6 +8,7 @@ adapter implements exactly what its cluster can do and a host can ask before rel
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -65,8 +66,13 @@ def discovery_name(job: JobID, submission: int, attempt: int) -> str:
     return f"jd-{job}-{submission}-{attempt}"
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_discovery_name(name: str) -> tuple[JobID, int, int] | None:
-    """(job, submission, attempt) of a discovery name, or ``None`` for a foreign name."""
+    """(job, submission, attempt) of a discovery name, or ``None`` for a foreign name.
+
+    Memoized (a pure function of the string, answered with an immutable tuple): every Find
+    asks it of every object it shows, and the memory adapter of every object it keeps.
+    """
     m = _NAME.match(name)
     if m is None:
         return None

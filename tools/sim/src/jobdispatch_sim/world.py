@@ -62,6 +62,8 @@ from jobdispatch_sim.timeline import (
 LEASE_TTL = timedelta(seconds=30)
 START = datetime(2026, 1, 1, tzinfo=UTC)
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
+#: What the fold checker asks ``list`` for after every step: every record, settled or not.
+_EVERY_RECORD = ListFilter()
 
 
 class Stop(BaseException):
@@ -187,6 +189,8 @@ class World:
                 backend, store=self.store, clock=self.clock, new_id=self._new_id
             )
         self._cursor = dict.fromkeys(self.backends, 0)
+        # Each backend keeps one history for its whole life (sync_history runs at every note).
+        self._histories = [(shape, b.inner.env.history) for shape, b in self.backends.items()]
         self.jobs: list[str] = []
         self.shape_of: dict[str, str] = {}
         self.settled: set[str] = set()
@@ -209,6 +213,17 @@ class World:
             [0] + [self.rng.randint(0, opts.safety_steps // 2) for _ in range(opts.jobs - 1)]
         )
         self.steps_done = 0
+        # What random_action draws from: the options are frozen, so the weights (and their
+        # total, summed in the same order as a per-step sum would) are fixed for the run.
+        self._action_weights = (
+            (opts.w_pass, "pass"),
+            (opts.w_env, "env"),
+            (opts.w_operator, "operator"),
+            (opts.w_time, "time"),
+            (opts.w_fault, "fault"),
+            (opts.w_crash, "crash"),
+        )
+        self._action_total = sum(w for w, _ in self._action_weights)
 
     # ------------------------------------------------------------------ small helpers
 
@@ -241,9 +256,9 @@ class World:
 
     def sync_history(self) -> None:
         """Merge what the backends did since the last look into the timeline, in order."""
-        for shape, backend in self.backends.items():
-            history = backend.inner.env.history
-            start = self._cursor[shape]
+        cursor = self._cursor
+        for shape, history in self._histories:
+            start = cursor[shape]
             end = len(history)
             if start == end:
                 continue
@@ -336,18 +351,21 @@ class World:
         actor = self.current
         proc = actor.proc
         opts = self.opts
-        op = what if isinstance(what, str) else "+".join(e.kind for e in what)
+
+        def op() -> str:  # what is being done, for the messages (built only when one is)
+            return what if isinstance(what, str) else "+".join(e.kind for e in what)
+
         if proc is not None:
             if where == "call.before" and self.chance(opts.p_crash_before_call):
-                self._crash_here(proc, job, f"before its {op} call")
+                self._crash_here(proc, job, f"before its {op()} call")
             elif where == "call.after" and self.chance(opts.p_crash_after_call):
-                self._crash_here(proc, job, f"after its {op} call")
+                self._crash_here(proc, job, f"after its {op()} call")
             elif where == "store.before" and self.chance(opts.p_crash_before_call / 2):
-                self._crash_here(proc, job, f"before committing {op}")
+                self._crash_here(proc, job, f"before committing {op()}")
         elif (
             actor.name == "op:cancel"
             and where == "call.before"
-            and op == "stop"
+            and op() == "stop"
             and self.chance(opts.p_crash_before_call * 2)
         ):
             self.cover("operator crashed between cancel commit and its stops")
@@ -763,16 +781,8 @@ class World:
     def random_action(self, exclude: Proc | None = None) -> None:
         """One thing happens, drawn with the seed's weights."""
         opts = self.opts
-        weights = [
-            (opts.w_pass, "pass"),
-            (opts.w_env, "env"),
-            (opts.w_operator, "operator"),
-            (opts.w_time, "time"),
-            (opts.w_fault, "fault"),
-            (opts.w_crash, "crash"),
-        ]
-        total = sum(w for w, _ in weights)
-        pick = self.rng.uniform(0, total)
+        weights = self._action_weights
+        pick = self.rng.uniform(0, self._action_total)
         kind = "pass"
         for weight, name in weights:
             pick -= weight
@@ -812,7 +822,7 @@ class World:
         return self.store.inner.read(job)
 
     def listed(self) -> list[str]:
-        return list(self.store.inner.list(ListFilter()))
+        return list(self.store.inner.list(_EVERY_RECORD))
 
     def submitted(self) -> Sequence[str]:
         return self.jobs
@@ -822,14 +832,19 @@ class World:
         self.sync_history()
         items = self.timeline.items
         found: list[Violation] = []
+        checkers = self.checkers
+        observe = self.coverage.observe
         for i in range(self._checked, len(items)):
             item = items[i]
-            self.coverage.observe(item)
-            for checker in self.checkers:
-                found.extend(checker.feed(item))
+            observe(item)
+            for checker in checkers:
+                proved = checker.feed(item)
+                if proved:
+                    found.extend(proved)
         self._checked = len(items)
-        for checker in self.checkers:
-            found.extend(checker.settle(self))
+        for checker in checkers:
+            if type(checker).settle is not Checker.settle:  # the base settles nothing
+                found.extend(checker.settle(self))
         if found:
             raise Stop(sorted(found, key=lambda v: v.seq if v.seq >= 0 else 1 << 60))
 
