@@ -45,6 +45,7 @@ __all__ = [
     "Job",
     "ObjectRec",
     "Outcome",
+    "Replay",
     "SubmissionRec",
     "Transition",
     "end_key",
@@ -344,16 +345,23 @@ class _Folder:
 
     def __init__(self, view: ev.View, now: datetime) -> None:
         self.view = view
+        # No handler reads ``now`` today: a folded Job is a function of the record alone, which
+        # is what lets a reader that owns one reuse it for the same record (the executor does).
+        # A handler that starts to depend on it must make those readers key on it too.
         self.now = now
         self.job = Job(header=view.header, revision=view.revision)
         self.calls: dict[int, CallRec] = {}
 
     def fold(self) -> Job:
+        return self.apply(self.view.events, 0)
+
+    def apply(self, events: tuple[ev.AnyEvent, ...], start: int) -> Job:
+        """Replay ``events[start:]`` (revisions ``start + 1`` on) onto the job folded so far, which
+        must be ``events[:start]``; the job is then at revision ``len(events)``."""
         job = self.job
         handlers = _HANDLERS
         decision = _DECISION
-        events = self.view.events
-        for i, event in enumerate(events, start=1):
+        for i, event in enumerate(events[start:] if start else events, start=start + 1):
             cls = type(event)
             if (cls.cls is decision) is (event.token is None):
                 what = (
@@ -365,6 +373,7 @@ class _Folder:
             if job.settled and not isinstance(event, self.AFTER_SETTLED):
                 raise _bad(i, job, f"{event.kind} after the job settled")
             handlers[cls](self, i, event)
+        job.revision = len(events)
         job.last_at = events[-1].at if events else job.header.created_at
         return job
 
@@ -804,6 +813,42 @@ def fold(view: ev.View, now: datetime) -> Job:
     Raises Invalid, naming the revision, for a history the protocol cannot have written.
     """
     return _Folder(view, now).fold()
+
+
+class Replay:
+    """One record folded as it grows: each :meth:`extend` replays only the events added since
+    the last, where :func:`fold` replays the whole record every time.
+
+    For a reader that follows a record through every revision it reaches (the simulator's fold
+    checker folds each record after every step). Same answers as ``fold``, from the same code:
+    ``extend(view, now)`` raises the Invalid ``fold(view, now)`` would, and otherwise returns
+    the job ``fold`` would. A view that is not the previous one plus new events (another
+    header, fewer events, an event replaced) is folded from its start. The Job returned is this
+    replay's own and changes on the next ``extend``: read it, never keep it.
+    """
+
+    def __init__(self) -> None:
+        self._folder: _Folder | None = None
+        self._events: tuple[ev.AnyEvent, ...] = ()
+
+    def extend(self, view: ev.View, now: datetime) -> Job:
+        folder = self._folder
+        seen = self._events
+        events = view.events
+        start = len(seen)
+        if (
+            folder is None
+            or (folder.job.header is not view.header and folder.job.header != view.header)
+            or len(events) < start
+            or events[:start] != seen
+        ):
+            folder = _Folder(view, now)
+            start = 0
+        self._folder = None  # a replay that raises starts over next time, as fold would
+        job = folder.apply(events, start)
+        self._folder = folder
+        self._events = events
+        return job
 
 
 #: How long a known object may be absent from complete Finds before it is judged stopped.

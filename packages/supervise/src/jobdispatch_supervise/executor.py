@@ -53,6 +53,9 @@ __all__ = ["Executor", "Pass"]
 
 log = logging.getLogger("jobdispatch.supervise")
 
+#: How many jobs' latest folds an executor keeps for reuse (see Executor._fold).
+FOLDS_KEPT = 256
+
 #: Environment every process of an execution gets, so checkpoints and logs can be told apart.
 ENV_JOB = "JOBDISPATCH_JOB"
 ENV_SUBMISSION = "JOBDISPATCH_SUBMISSION"
@@ -88,6 +91,9 @@ class Executor:
         self.holder = holder
         self.actor = Actor.supervisor(holder)
         self.sinks = list(sinks)
+        #: Job -> (header, events, fold of them): the latest fold of each job, reused while
+        #: the store hands out the very same events again (see _fold).
+        self._folds: dict[str, tuple[ev.Header, tuple[ev.AnyEvent, ...], Job]] = {}
 
     # ---------------------------------------------------------------- one pass
 
@@ -97,7 +103,7 @@ class Executor:
         if discovery is None:
             discovery = self.backend.find(job)
         now = self.clock()
-        folded = fold(view, now)
+        folded = self._fold(view, now)
         self._deliver(folded, view.revision)
         steps = next_steps(folded, discovery, now)
         step = steps[0]
@@ -113,6 +119,29 @@ class Executor:
             log.debug("job %s: %s; re-reading", job, exc)
             return Pass(step=step, conflict=True, revision=view.revision)
         return Pass(step=step, revision=view.revision)
+
+    def _fold(self, view: ev.View, now: datetime) -> Job:
+        """``fold(view, now)``, or this executor's previous fold of the very same record.
+
+        A pass that only waits is followed by one that reads the same revision again; a store
+        that hands out the same (immutable) events for an unchanged record, as the memory store
+        does, lets that pass skip the fold. Reuse is keyed by the identity of the header and of
+        the events tuple, so it can only return what folding them would: ``fold`` is a pure
+        function of the record (its result does not depend on ``now``), and a folded Job is
+        never changed by anyone once it is made. A store that decodes a fresh record on every
+        read simply never hits.
+        """
+        folds = self._folds
+        job = view.header.job
+        kept = folds.get(job)
+        if kept is not None and kept[0] is view.header and kept[1] is view.events:
+            return kept[2]
+        folded = fold(view, now)
+        folds.pop(job, None)
+        if len(folds) >= FOLDS_KEPT:
+            del folds[next(iter(folds))]  # the job folded longest ago
+        folds[job] = (view.header, view.events, folded)
+        return folded
 
     # ---------------------------------------------------------------- commits
 

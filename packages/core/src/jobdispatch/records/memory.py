@@ -93,6 +93,9 @@ class _Record:
     lease: Lease | None = None
     #: The last token handed out for this job; survives release so tokens only ever grow.
     token: int = 0
+    #: The View last read, handed out again until the next append: it is immutable, so every
+    #: reader of one revision may share it (and a reader may tell an unchanged record by it).
+    view: View | None = None
 
 
 class MemoryRecords:
@@ -140,7 +143,10 @@ class MemoryRecords:
     def read(self, job: JobID) -> View:
         with self._lock:
             record = self._get(job)
-            return View(record.header, tuple(record.events))
+            view = record.view
+            if view is None:
+                view = record.view = View(record.header, tuple(record.events))
+            return view
 
     def append(
         self,
@@ -169,6 +175,7 @@ class MemoryRecords:
                 assert owner is not None
                 self._check_owner(job, record, owner)
             record.events.extend(stamped)
+            record.view = None
             if not record.settled and any(isinstance(e, Settled) for e in stamped):
                 record.settled = True
             return len(record.events)

@@ -1,0 +1,141 @@
+"""The simulator's economies change what it costs, never what it computes.
+
+The fold checker follows each record with a ``Replay`` instead of folding it whole after every
+step, the executor reuses its fold of a record it reads again unchanged, the memory store hands
+out one View per revision, and a few frozen values are built without attrs' ``__init__``. Each
+is checked here against the plain computation it replaces, on records the simulator wrote.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import attrs
+import pytest
+from jobdispatch._fast import maker
+from jobdispatch.errors import Invalid
+from jobdispatch.job import HoldRec, Job, Replay, Transition, fold
+from jobdispatch.records.events import View
+from jobdispatch.types import Actor, Cause, CauseKind, Hold, HoldKind, Level, Provenance, State
+from jobdispatch_sim.options import derive
+from jobdispatch_sim.runner import quiet_logs
+from jobdispatch_sim.world import World
+
+NOW = datetime(2026, 1, 2, tzinfo=UTC)
+
+
+def _records(seeds: range) -> list[View]:
+    quiet_logs()
+    views = []
+    for seed in seeds:
+        world = World(derive(seed))
+        assert not world.run()
+        views.extend(world.read(job) for job in world.jobs)
+    return views
+
+
+def _folded(view: View) -> Job | str:
+    try:
+        return fold(view, NOW)
+    except Invalid as exc:
+        return str(exc)
+
+
+def _replayed(replay: Replay, view: View) -> object:
+    try:
+        return replay.extend(view, NOW)
+    except Invalid as exc:
+        return str(exc)
+
+
+def test_a_replay_answers_as_fold_on_every_revision_of_every_record() -> None:
+    for view in _records(range(12)):
+        replay = Replay()
+        for revision in range(len(view.events) + 1):
+            prefix = View(view.header, view.events[:revision])
+            assert _replayed(replay, prefix) == _folded(prefix)
+
+
+def test_a_replay_refolds_a_record_that_is_not_an_extension() -> None:
+    views = [v for v in _records(range(6)) if len(v.events) >= 4]
+    first, other = views[0], views[1]
+    replay = Replay()
+    replay.extend(first, NOW)
+    shorter = View(first.header, first.events[:2])
+    assert replay.extend(shorter, NOW) == fold(shorter, NOW)
+    swapped = View(first.header, (first.events[1], *first.events[1:]))
+    assert _replayed(replay, swapped) == _folded(swapped)
+    assert replay.extend(other, NOW) == fold(other, NOW)
+    assert replay.extend(first, NOW) == fold(first, NOW)
+
+
+def test_a_replay_that_raised_raises_again_as_fold_does() -> None:
+    view = next(v for v in _records(range(6)) if len(v.events) >= 3)
+    broken = View(view.header, (*view.events, view.events[0]))  # authorized twice
+    replay = Replay()
+    replay.extend(View(view.header, view.events), NOW)
+    with pytest.raises(Invalid) as first:
+        replay.extend(broken, NOW)
+    with pytest.raises(Invalid) as again:
+        replay.extend(broken, NOW)
+    with pytest.raises(Invalid) as plain:
+        fold(broken, NOW)
+    assert str(first.value) == str(again.value) == str(plain.value)
+
+
+def test_the_memory_store_hands_out_one_view_per_revision() -> None:
+    world = World(derive(3))
+    assert not world.run()
+    job = world.jobs[0]
+    store = world.store.inner
+    assert store.read(job) is store.read(job)
+
+
+def test_the_executor_reuses_a_fold_only_for_the_same_record() -> None:
+    world = World(derive(3))
+    assert not world.run()
+    job = world.jobs[0]
+    executor = next(iter(world.procs[0].executors.values()))
+    view = world.read(job)
+    once = executor._fold(view, NOW)
+    assert executor._fold(view, NOW) is once
+    assert once == fold(view, NOW)
+    copy = View(view.header, tuple(list(view.events)))  # equal, but not the same tuple
+    assert copy.events is not view.events
+    assert executor._fold(copy, NOW) is not once
+    shorter = View(view.header, view.events[:-1])
+    assert executor._fold(shorter, NOW) == fold(shorter, NOW)
+
+
+@pytest.mark.parametrize(
+    ("cls", "fields"),
+    [
+        (
+            Cause,
+            (CauseKind.HELD, Provenance.ACTOR, "why", None, 9, Actor.human("a")),
+        ),
+        (Hold, (HoldKind.OPERATOR, Actor.human("a"), "why", NOW)),
+        (Transition, (State.PENDING, State.HELD, 2, Cause(), NOW, Level.JOB)),
+    ],
+)
+def test_a_maker_builds_what_the_class_builds(cls: type, fields: tuple[object, ...]) -> None:
+    made = maker(cls)(*fields)
+    plain = cls(*fields)
+    assert type(made) is cls
+    assert made == plain
+    assert hash(made) == hash(plain)
+    assert repr(made) == repr(plain)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.detail = "changed"
+
+
+def test_a_maker_refuses_what_it_cannot_build_alike() -> None:
+    with pytest.raises(TypeError):
+        maker(HoldRec)  # mutable: its own __init__ is as cheap
+
+    @attrs.frozen
+    class Converted:
+        value: int = attrs.field(converter=int)
+
+    with pytest.raises(TypeError):
+        maker(Converted)
