@@ -37,6 +37,33 @@ from jobdispatch.types import (
     Tristate,
 )
 
+# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
+# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
+_ACTION_REQUEUE = Action.REQUEUE
+_ACTION_RESTART = Action.RESTART
+_CALL_REQUEUE = ev.CallOp.REQUEUE
+_CAUSE_CANCELLED = CauseKind.CANCELLED
+_CAUSE_HELD = CauseKind.HELD
+_CAUSE_NONE = CauseKind.NONE
+_CAUSE_RELEASED = CauseKind.RELEASED
+_CAUSE_UNKNOWN = CauseKind.UNKNOWN
+_ENFORCER_BACKEND = Enforcer.BACKEND
+_EVENTS_DECISION = ev.EventClass.DECISION
+_HOLD_OPERATOR = HoldKind.OPERATOR
+_LEVEL_JOB = Level.JOB
+_OBJ_ENDED = ObjectState.ENDED
+_OBJ_GATED = ObjectState.GATED
+_OBJ_PENDING = ObjectState.PENDING
+_OBJ_RUNNING = ObjectState.RUNNING
+_PROV_ACTOR = Provenance.ACTOR
+_REPLY_CREATED = ev.Reply.CREATED
+_REPLY_UNKNOWN = ev.Reply.UNKNOWN
+_STATE_CANCELLED = State.CANCELLED
+_STATE_FAILED = State.FAILED
+_STATE_HELD = State.HELD
+_STATE_PENDING = State.PENDING
+_STATE_RECOVERING = State.RECOVERING
+
 __all__ = [
     "AttemptRec",
     "CallRec",
@@ -51,10 +78,6 @@ __all__ = [
     "end_key",
     "fold",
 ]
-
-
-_GATED = ObjectState.GATED
-_ENDED = ObjectState.ENDED
 
 
 def end_key(ref: ObjectRef, index: int) -> str:
@@ -142,7 +165,7 @@ class ObjectRec:
     @property
     def done(self) -> bool:
         """Ended (as observed) or verified stopped: it will never run again."""
-        return self.verified_stopped or self.state is ObjectState.ENDED
+        return self.verified_stopped or self.state is _OBJ_ENDED
 
     def executions(self) -> tuple[ExecutionObs, ...]:
         return self.obs.executions if self.obs is not None else ()
@@ -277,7 +300,7 @@ class Job:
         obj = self.object(latest.canonical)
         if obj is None:
             return None
-        ended = [e for e in obj.executions() if e.state is ObjectState.ENDED]
+        ended = [e for e in obj.executions() if e.state is _OBJ_ENDED]
         return ended[-1].cause if ended else None
 
     def residuals(self) -> list[AttemptRec]:
@@ -293,7 +316,7 @@ class Job:
             for a in sub.attempts:
                 if a.abandoned or (a.n, a.k) in matched:
                     continue
-                if a.reply in (None, ev.Reply.UNKNOWN):
+                if a.reply in (None, _REPLY_UNKNOWN):
                     out.append(a)
         return out
 
@@ -305,16 +328,6 @@ class Job:
 _transition = maker(Transition)
 _cause = maker(Cause)
 _hold = maker(Hold)
-
-_JOB_LEVEL = Level.JOB
-_HELD = State.HELD
-_PENDING = State.PENDING
-_RECOVERING = State.RECOVERING
-_CAUSE_HELD = CauseKind.HELD
-_CAUSE_RELEASED = CauseKind.RELEASED
-_BY_ACTOR = Provenance.ACTOR
-_OPERATOR_HOLD = HoldKind.OPERATOR
-_DECISION = ev.EventClass.DECISION
 
 
 def _bad(revision: int, job: Job, message: str) -> Invalid:
@@ -351,6 +364,9 @@ class _Folder:
         self.now = now
         self.job = Job(header=view.header, revision=view.revision)
         self.calls: dict[int, CallRec] = {}
+        #: The cause of each release reason met so far: releases by one person with one reason
+        #: commit equal causes, and a frozen cause can be shared.
+        self.released: dict[str, Cause] = {}
 
     def fold(self) -> Job:
         return self.apply(self.view.events, 0)
@@ -360,7 +376,7 @@ class _Folder:
         must be ``events[:start]``; the job is then at revision ``len(events)``."""
         job = self.job
         handlers = _HANDLERS
-        decision = _DECISION
+        decision = _EVENTS_DECISION
         for i, event in enumerate(events[start:] if start else events, start=start + 1):
             cls = type(event)
             if (cls.cls is decision) is (event.token is None):
@@ -383,16 +399,16 @@ class _Folder:
         job = self.job
         if job.committed is to:
             return
-        job.history.append(_transition(job.committed, to, submission, cause, at, _JOB_LEVEL))
+        job.history.append(_transition(job.committed, to, submission, cause, at, _LEVEL_JOB))
         job.committed = to
 
     def _base_state(self) -> State:
-        return _RECOVERING if self.job.recovery_cause is not None else _PENDING
+        return _STATE_RECOVERING if self.job.recovery_cause is not None else _STATE_PENDING
 
     def _recovering(self, submission: int, cause: Cause, at: datetime) -> None:
         self.job.recovery_cause = cause
         if self.job.active_hold is None:
-            self._move(State.RECOVERING, submission, cause, at)
+            self._move(_STATE_RECOVERING, submission, cause, at)
 
     def _use_trigger(self, i: int, trigger: str) -> None:
         if trigger in self.job.triggers:
@@ -444,9 +460,9 @@ class _Folder:
         by = e.by
         reason = e.reason
         at = e.at
-        holds.append(HoldRec(len(holds) + 1, _hold(_OPERATOR_HOLD, by, reason, e.until), at, n))
-        if job.committed is not _HELD:
-            self._move(_HELD, n, _cause(_CAUSE_HELD, _BY_ACTOR, reason, None, None, by), at)
+        holds.append(HoldRec(len(holds) + 1, _hold(_HOLD_OPERATOR, by, reason, e.until), at, n))
+        if job.committed is not _STATE_HELD:
+            self._move(_STATE_HELD, n, _cause(_CAUSE_HELD, _PROV_ACTOR, reason, None, None, by), at)
 
     def _lift(self, hold: HoldRec, at: datetime, reason: str, resume: bool) -> None:
         hold.active = False
@@ -457,13 +473,12 @@ class _Folder:
         if job.outcome is None:
             to = self._base_state()
             if job.committed is not to:
+                cause = self.released.get(reason)
+                if cause is None:
+                    cause = _cause(_CAUSE_RELEASED, _PROV_ACTOR, reason, None, None, None)
+                    self.released[reason] = cause
                 submissions = job.submissions
-                self._move(
-                    to,
-                    submissions[-1].n if submissions else 0,
-                    _cause(_CAUSE_RELEASED, _BY_ACTOR, reason, None, None, None),
-                    at,
-                )
+                self._move(to, submissions[-1].n if submissions else 0, cause, at)
 
     def _on_release_requested(self, i: int, e: ev.ReleaseRequested) -> None:
         job = self.job
@@ -484,7 +499,7 @@ class _Folder:
                 hold.lifted_at = e.at
                 hold.lifted_reason = "cancelled"
         self._outcome(
-            State.CANCELLED, Cause(CauseKind.CANCELLED, Provenance.ACTOR, detail, actor=e.by), e.at
+            _STATE_CANCELLED, Cause(_CAUSE_CANCELLED, _PROV_ACTOR, detail, actor=e.by), e.at
         )
 
     def _on_resubmit_requested(self, i: int, e: ev.ResubmitRequested) -> None:
@@ -501,13 +516,13 @@ class _Folder:
             return
         last = job.recovery_cause or job.last_cause()
         detail = f"given up by {e.by}" + (f": {e.reason}" if e.reason else "")
-        if last is not None and last.kind is not CauseKind.NONE:
+        if last is not None and last.kind is not _CAUSE_NONE:
             cause = attrs.evolve(last, detail=f"{last.detail}; {detail}" if last.detail else detail)
         else:
-            cause = Cause(CauseKind.CANCELLED, Provenance.ACTOR, detail, actor=e.by)
+            cause = Cause(_CAUSE_CANCELLED, _PROV_ACTOR, detail, actor=e.by)
         for hold in job.holds:
             hold.active = False
-        self._outcome(State.FAILED, cause, e.at)
+        self._outcome(_STATE_FAILED, cause, e.at)
 
     def _on_abandon_requested(self, i: int, e: ev.AbandonRequested) -> None:
         sub = self.job.submission(e.submission)
@@ -543,12 +558,12 @@ class _Folder:
         obj.obs = obs
         obj.absent_since = None
         obj.absent_last = None
-        if obs.state is not _GATED:
+        if obs.state is not _OBJ_GATED:
             obj.ever_opened = True
         runs = obs.executions
         # Only an ended run of the canonical object can be a native rerun; most observations
         # show one live run and need nothing more.
-        if obj.canonical and runs and (len(runs) > 1 or runs[0].state is _ENDED):
+        if obj.canonical and runs and (len(runs) > 1 or runs[0].state is _OBJ_ENDED):
             self._native_reruns(obj, e.at)
 
     def _native_reruns(self, obj: ObjectRec, at: datetime) -> None:
@@ -558,7 +573,7 @@ class _Folder:
         if not obj.canonical or obj.obs is None:
             return
         executions = obj.obs.executions
-        ended = [x for x in executions if x.state is ObjectState.ENDED]
+        ended = [x for x in executions if x.state is _OBJ_ENDED]
         if not ended:
             return
         latest_index = max(x.index for x in executions)
@@ -567,17 +582,17 @@ class _Folder:
             if key in job.handled_ends:
                 continue
             rerun = x.index < latest_index or obj.obs.state in (
-                ObjectState.PENDING,
-                ObjectState.RUNNING,
+                _OBJ_PENDING,
+                _OBJ_RUNNING,
             )
             if not rerun:
                 continue
             job.handled_ends.add(key)
-            cause = x.cause or Cause(CauseKind.UNKNOWN)
+            cause = x.cause or Cause(_CAUSE_UNKNOWN)
             assignment = _matching_rule(job, cause.kind)
             if (
                 assignment is not None
-                and assignment.enforcer is Enforcer.BACKEND
+                and assignment.enforcer is _ENFORCER_BACKEND
                 and not job.terminal
             ):
                 job.firings[assignment.index] = job.firings.get(assignment.index, 0) + 1
@@ -601,11 +616,11 @@ class _Folder:
         attempt = sub.attempt(e.attempt) if sub else None
         if attempt is None:
             raise _bad(i, job, f"reply to attempt {e.submission}.{e.attempt}, never started")
-        if attempt.reply is not None and attempt.reply is not ev.Reply.UNKNOWN:
+        if attempt.reply is not None and attempt.reply is not _REPLY_UNKNOWN:
             raise _bad(i, job, f"attempt {e.submission}.{e.attempt} answered twice")
         attempt.reply = e.reply
         attempt.detail = e.detail
-        if e.reply is ev.Reply.CREATED:
+        if e.reply is _REPLY_CREATED:
             if e.ref is None:
                 raise _bad(i, job, "a created reply names no object")
             attempt.ref = e.ref
@@ -658,7 +673,7 @@ class _Folder:
         if e.n > 1:
             self._recovering(
                 e.n,
-                e.cause or Cause(CauseKind.NONE, Provenance.ACTOR, "resubmitted by a person"),
+                e.cause or Cause(_CAUSE_NONE, _PROV_ACTOR, "resubmitted by a person"),
                 e.at,
             )
 
@@ -734,7 +749,7 @@ class _Folder:
         if e.trigger.startswith("end:"):
             job.handled_ends.add(e.trigger)
         action = job.assignment(e.rule).effective.action
-        if action in (Action.REQUEUE, Action.RESTART):
+        if action in (_ACTION_REQUEUE, _ACTION_RESTART):
             if e.ref is None:
                 raise _bad(i, job, "a requeue recovery names no object")
             job.requeues.append((e.trigger, e.rule, e.cause))
@@ -748,7 +763,7 @@ class _Folder:
         if job.active_hold is not None:
             raise _bad(i, job, "a hold placed while another stands")
         job.holds.append(HoldRec(e.instance, e.hold, e.at, e.submission, e.cause))
-        self._move(State.HELD, e.submission, e.cause or Cause(CauseKind.HELD), e.at)
+        self._move(_STATE_HELD, e.submission, e.cause or Cause(_CAUSE_HELD), e.at)
 
     def _on_hold_lifted(self, i: int, e: ev.HoldLifted) -> None:
         job = self.job
@@ -760,12 +775,12 @@ class _Folder:
     def _on_call_issued(self, i: int, e: ev.CallIssued) -> None:
         job = self.job
         self._object(i, e.ref)
-        if e.op is ev.CallOp.REQUEUE:
+        if e.op is _CALL_REQUEUE:
             self._not_terminal(i, "a requeue call")
             if not job.requeues:
                 # Reissuing a call whose deadline passed is allowed: the intent was served
                 # by an earlier call whose effect never showed.
-                if not job.calls_on(e.ref, ev.CallOp.REQUEUE):
+                if not job.calls_on(e.ref, _CALL_REQUEUE):
                     raise _bad(i, job, "a requeue call with no requeue intent")
             else:
                 job.requeues.pop(0)
@@ -784,7 +799,7 @@ class _Folder:
             obj = job.object(latest.canonical)
             if obj is not None:
                 for x in obj.executions():
-                    if x.state is ObjectState.ENDED:
+                    if x.state is _OBJ_ENDED:
                         job.handled_ends.add(end_key(obj.ref, x.index))
         self._outcome(e.state, e.cause, e.at)
 

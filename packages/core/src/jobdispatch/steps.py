@@ -77,6 +77,55 @@ class StepKind(_Word):
     CEASE = "cease"
 
 
+# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
+# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
+_ACTION_ESCALATE = Action.ESCALATE
+_ACTION_HOLD = Action.HOLD
+_ACTION_REQUEUE = Action.REQUEUE
+_ACTION_RESTART = Action.RESTART
+_ACTION_RESUBMIT = Action.RESUBMIT
+_CALL_HOLD = CallOp.HOLD
+_CALL_RELEASE = CallOp.RELEASE
+_CALL_REQUEUE = CallOp.REQUEUE
+_CALL_RESTORE = CallOp.RESTORE
+_CAP_HOLD = Capability.HOLD
+_CAUSE_LAUNCH_FAILED = CauseKind.LAUNCH_FAILED
+_CAUSE_NONE = CauseKind.NONE
+_CAUSE_UNKNOWN = CauseKind.UNKNOWN
+_CHECKPOINT_SHARED = CheckpointMode.SHARED
+_ENFORCER_BACKEND = Enforcer.BACKEND
+_ENFORCER_NOBODY = Enforcer.NOBODY
+_HOLD_OPERATOR = HoldKind.OPERATOR
+_HOLD_RECOVERY = HoldKind.RECOVERY
+_OBJ_ENDED = ObjectState.ENDED
+_OBJ_GATED = ObjectState.GATED
+_OBJ_PENDING = ObjectState.PENDING
+_PROV_SCHEDULER = Provenance.SCHEDULER
+_REPLY_REFUSED = Reply.REFUSED
+_REPLY_UNKNOWN = Reply.UNKNOWN
+_STATE_FAILED = State.FAILED
+_STATE_SUCCEEDED = State.SUCCEEDED
+_STEP_AUTHORIZE = StepKind.AUTHORIZE
+_STEP_CANONICAL = StepKind.CANONICAL
+_STEP_CEASE = StepKind.CEASE
+_STEP_ESCALATE = StepKind.ESCALATE
+_STEP_OBSERVE = StepKind.OBSERVE
+_STEP_OPEN = StepKind.OPEN
+_STEP_OUTCOME = StepKind.OUTCOME
+_STEP_PLACE_HOLD = StepKind.PLACE_HOLD
+_STEP_RELEASE_HOLD = StepKind.RELEASE_HOLD
+_STEP_REQUEUE = StepKind.REQUEUE
+_STEP_RESTORE_REQUEUE = StepKind.RESTORE_REQUEUE
+_STEP_RETIRE = StepKind.RETIRE
+_STEP_SETTLE = StepKind.SETTLE
+_STEP_START = StepKind.START
+_STEP_STOP = StepKind.STOP
+_STEP_VERIFIED_STOPPED = StepKind.VERIFIED_STOPPED
+_STEP_WAIT = StepKind.WAIT
+_TRI_YES = Tristate.YES
+_UNMATCHED_MANUAL = UnmatchedPolicy.MANUAL
+
+
 @attrs.frozen(kw_only=True)
 class Step:
     """One thing to do. Only the fields its kind uses are set; docs/specs/0004-supervisor.md says
@@ -107,7 +156,7 @@ class Step:
 
 def _wait(*times: datetime | None) -> list[Step]:
     wake = min((t for t in times if t is not None), default=None)
-    return [Step(kind=StepKind.WAIT, wake=wake)]
+    return [Step(kind=_STEP_WAIT, wake=wake)]
 
 
 # ------------------------------------------------------------------ evidence first
@@ -126,7 +175,7 @@ def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
                 continue  # not an attempt this record made: not ours to record
         elif rec.obs == obs and rec.absent_since is None:
             continue
-        steps.append(Step(kind=StepKind.OBSERVE, ref=obs.ref, obs=obs))
+        steps.append(Step(kind=_STEP_OBSERVE, ref=obs.ref, obs=obs))
     if discovery.complete:
         present = {o.ref.id for o in discovery.objects}
         at = discovery.at or now
@@ -135,7 +184,7 @@ def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
                 continue
             if rec.absent_last is not None and at - rec.absent_last < ABSENCE_REFRESH:
                 continue  # a recent miss is on record already
-            steps.append(Step(kind=StepKind.OBSERVE, ref=rec.ref, find_at=at))
+            steps.append(Step(kind=_STEP_OBSERVE, ref=rec.ref, find_at=at))
     return steps
 
 
@@ -149,7 +198,7 @@ def _absence(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
             continue  # no recent miss on record: only a fresh one continues the absence
         due = rec.absent_since + ABSENCE_GRACE
         if now >= due:
-            return [Step(kind=StepKind.VERIFIED_STOPPED, ref=rec.ref, find_at=now)], None
+            return [Step(kind=_STEP_VERIFIED_STOPPED, ref=rec.ref, find_at=now)], None
         wake = due if wake is None else min(wake, due)
     return [], wake
 
@@ -168,18 +217,18 @@ def _end_of(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
     if executions:
         last = max(executions, key=lambda x: x.index)
         key = end_key(obj.ref, last.index)
-        if last.state is ObjectState.ENDED:
-            cause = last.cause or Cause(CauseKind.UNKNOWN, detail="the backend gave no cause")
+        if last.state is _OBJ_ENDED:
+            cause = last.cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
         else:
-            cause = Cause(CauseKind.UNKNOWN, detail="vanished from the backend while it ran")
+            cause = Cause(_CAUSE_UNKNOWN, detail="vanished from the backend while it ran")
     elif obj.ever_opened or obj.open_decided:
         key = end_key(obj.ref, -1)
-        cause = Cause(CauseKind.UNKNOWN, detail="ended without a run the backend showed")
+        cause = Cause(_CAUSE_UNKNOWN, detail="ended without a run the backend showed")
         if not obj.ever_opened:
-            cause = Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, "vanished before it ran")
+            cause = Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, "vanished before it ran")
     else:
         key = end_key(obj.ref, -1)
-        cause = Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, "vanished while gated")
+        cause = Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, "vanished while gated")
     if key in job.handled_ends:
         return None
     return key, cause
@@ -191,45 +240,45 @@ def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
         return None
     if any(o for o in job.objects_of(sub.n) if not o.retired):
         return None
-    if not all(a.reply is Reply.REFUSED or a.abandoned for a in sub.attempts):
+    if not all(a.reply is _REPLY_REFUSED or a.abandoned for a in sub.attempts):
         return None
     key = f"launch:{sub.n}"
     if key in job.triggers or key in job.handled_ends:
         return None
     details = "; ".join(a.detail for a in sub.attempts if a.detail)
-    return key, Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, details or "start refused")
+    return key, Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, details or "start refused")
 
 
 def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: datetime) -> Step:
     """What an ended execution (or failed launch) leads to: an outcome, or a rule's action."""
-    if cause.kind is CauseKind.NONE:
-        return Step(kind=StepKind.OUTCOME, state=State.SUCCEEDED, cause=cause, trigger=key)
+    if cause.kind is _CAUSE_NONE:
+        return Step(kind=_STEP_OUTCOME, state=_STATE_SUCCEEDED, cause=cause, trigger=key)
     match = next((a for a in job.header.plan.rules if cause.kind in a.effective.on), None)
     if match is None:
-        return Step(kind=StepKind.OUTCOME, state=State.FAILED, cause=cause, trigger=key)
+        return Step(kind=_STEP_OUTCOME, state=_STATE_FAILED, cause=cause, trigger=key)
     rule = match.effective
-    if match.enforcer is Enforcer.NOBODY:
+    if match.enforcer is _ENFORCER_NOBODY:
         return Step(
-            kind=StepKind.OUTCOME,
-            state=State.FAILED,
+            kind=_STEP_OUTCOME,
+            state=_STATE_FAILED,
             cause=cause,
             trigger=key,
             escalation=f"unenforced:{match.index}:{key}",
             detail=f"rule {match.index} covers {cause.kind} but nobody enforces it",
         )
-    if match.enforcer is Enforcer.BACKEND:
+    if match.enforcer is _ENFORCER_BACKEND:
         return Step(
-            kind=StepKind.OUTCOME,
-            state=State.FAILED,
+            kind=_STEP_OUTCOME,
+            state=_STATE_FAILED,
             cause=cause,
             trigger=key,
             escalation=f"native-spent:{match.index}:{key}",
             detail=f"the backend did not rerun it under rule {match.index}",
         )
-    if rule.action is Action.ESCALATE:
+    if rule.action is _ACTION_ESCALATE:
         return Step(
-            kind=StepKind.OUTCOME,
-            state=State.FAILED,
+            kind=_STEP_OUTCOME,
+            state=_STATE_FAILED,
             cause=cause,
             trigger=key,
             escalation=f"rule:{match.index}:{key}",
@@ -237,36 +286,36 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
         )
     if job.remaining(match.index) <= 0:
         return Step(
-            kind=StepKind.OUTCOME,
-            state=State.FAILED,
+            kind=_STEP_OUTCOME,
+            state=_STATE_FAILED,
             cause=cause,
             trigger=key,
             escalation=f"budget:{match.index}",
             detail=f"rule {match.index} ({rule.action} on {cause.kind}) has spent "
             f"its budget of {rule.budget}",
         )
-    if rule.action is Action.RESUBMIT:
+    if rule.action is _ACTION_RESUBMIT:
         return Step(
-            kind=StepKind.AUTHORIZE,
+            kind=_STEP_AUTHORIZE,
             submission=sub.n + 1,
             trigger=key,
             rule=match.index,
             cause=cause,
         )
-    if rule.action in (Action.REQUEUE, Action.RESTART) and sub.canonical is None:
+    if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART) and sub.canonical is None:
         # A launch that failed left no object to run again in place.
         return Step(
-            kind=StepKind.OUTCOME,
-            state=State.FAILED,
+            kind=_STEP_OUTCOME,
+            state=_STATE_FAILED,
             cause=cause,
             trigger=key,
             escalation=f"rule:{match.index}:{key}",
             detail=f"rule {match.index} would {rule.action} on {cause.kind}, but submission "
             f"{sub.n} has no object to {rule.action}",
         )
-    if rule.action in (Action.REQUEUE, Action.RESTART):
+    if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART):
         return Step(
-            kind=StepKind.REQUEUE,
+            kind=_STEP_REQUEUE,
             submission=sub.n,
             ref=sub.canonical,
             trigger=key,
@@ -274,16 +323,16 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             cause=cause,
             deadline=now + CALL_DEADLINE,
         )
-    if rule.action is Action.HOLD:
+    if rule.action is _ACTION_HOLD:
         until = now + rule.for_ if rule.for_ is not None else None
         hold = Hold(
-            HoldKind.RECOVERY,
+            _HOLD_RECOVERY,
             Actor.supervisor("policy"),
             f"rule {match.index}: {cause.kind}; a person decides",
             until,
         )
         return Step(
-            kind=StepKind.PLACE_HOLD,
+            kind=_STEP_PLACE_HOLD,
             submission=sub.n,
             trigger=key,
             rule=match.index,
@@ -292,8 +341,8 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             instance=len(job.holds) + 1,
         )
     return Step(
-        kind=StepKind.OUTCOME,
-        state=State.FAILED,
+        kind=_STEP_OUTCOME,
+        state=_STATE_FAILED,
         cause=cause,
         trigger=key,
         escalation=f"rule:{match.index}:{key}",
@@ -308,10 +357,10 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
     if hold is None:
         return [], None
     if hold.hold.until is not None and now >= hold.hold.until:
-        if hold.hold.kind is HoldKind.OPERATOR:
+        if hold.hold.kind is _HOLD_OPERATOR:
             return [
                 Step(
-                    kind=StepKind.RELEASE_HOLD,
+                    kind=_STEP_RELEASE_HOLD,
                     instance=hold.instance,
                     detail="the hold's time ran out",
                 )
@@ -320,7 +369,7 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
         if esc not in job.escalations:
             return [
                 Step(
-                    kind=StepKind.ESCALATE,
+                    kind=_STEP_ESCALATE,
                     escalation=esc,
                     detail=f"hold {hold.instance} ({hold.hold.reason}) passed its deadline "
                     "with nobody releasing it; it stays held",
@@ -328,17 +377,17 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
             ], None
     wake = hold.hold.until if hold.hold.until is not None and now < hold.hold.until else None
     if (
-        hold.hold.kind is HoldKind.RECOVERY
-        and job.header.plan.checkpoint is CheckpointMode.SHARED
+        hold.hold.kind is _HOLD_RECOVERY
+        and job.header.plan.checkpoint is _CHECKPOINT_SHARED
         and hold.submission
     ):
         sub = job.submission(hold.submission)
         obj = job.object(sub.canonical) if sub and sub.canonical else None
         if obj is not None:
-            if obj.ceased is Tristate.YES:
+            if obj.ceased is _TRI_YES:
                 return [
                     Step(
-                        kind=StepKind.RELEASE_HOLD,
+                        kind=_STEP_RELEASE_HOLD,
                         instance=hold.instance,
                         resume=True,
                         detail="the site's cessation signal says its processes are gone",
@@ -346,7 +395,7 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
                 ], None
             due = obj.ceased_at + CESSATION_INTERVAL if obj.ceased_at else now
             if now >= due:
-                return [Step(kind=StepKind.CEASE, ref=obj.ref)], None
+                return [Step(kind=_STEP_CEASE, ref=obj.ref)], None
             wake = due if wake is None else min(wake, due)
     return [], wake
 
@@ -362,10 +411,10 @@ def _backend_holds(job: Job, hold: HoldRec | None, now: datetime) -> list[Step]:
         return []
     standing = obj.obs.hold_instance
     if standing is not None and (hold is None or hold.instance != standing):
-        if job.in_flight(obj.ref, CallOp.RELEASE, now) is None:
+        if job.in_flight(obj.ref, _CALL_RELEASE, now) is None:
             return [
                 Step(
-                    kind=StepKind.RELEASE_HOLD,
+                    kind=_STEP_RELEASE_HOLD,
                     ref=obj.ref,
                     instance=standing,
                     deadline=now + CALL_DEADLINE,
@@ -373,21 +422,21 @@ def _backend_holds(job: Job, hold: HoldRec | None, now: datetime) -> list[Step]:
                 )
             ]
         return []
-    can_hold = job.header.plan.capabilities.get(Capability.HOLD)
+    can_hold = job.header.plan.capabilities.get(_CAP_HOLD)
     if (
         hold is not None
-        and hold.hold.kind is HoldKind.OPERATOR
+        and hold.hold.kind is _HOLD_OPERATOR
         and standing is None
         and obj.open_decided
-        and obj.obs.state is ObjectState.PENDING
+        and obj.obs.state is _OBJ_PENDING
         and can_hold is not None
-        and can_hold.answer is Tristate.YES
+        and can_hold.answer is _TRI_YES
     ):
-        tried = [c for c in job.calls_on(obj.ref, CallOp.HOLD) if c.instance == hold.instance]
+        tried = [c for c in job.calls_on(obj.ref, _CALL_HOLD) if c.instance == hold.instance]
         if not tried or (not tried[-1].in_flight(now) and not tried[-1].ok):
             return [
                 Step(
-                    kind=StepKind.PLACE_HOLD,
+                    kind=_STEP_PLACE_HOLD,
                     ref=obj.ref,
                     instance=hold.instance,
                     deadline=now + CALL_DEADLINE,
@@ -413,29 +462,25 @@ def _launch(
         if known:
             first = known[0]
             return [
-                Step(
-                    kind=StepKind.CANONICAL, submission=sub.n, ref=first.ref, attempt=first.attempt
-                )
+                Step(kind=_STEP_CANONICAL, submission=sub.n, ref=first.ref, attempt=first.attempt)
             ], None
         if not sub.attempts:
-            return [Step(kind=StepKind.START, submission=sub.n, attempt=1)], None
+            return [Step(kind=_STEP_START, submission=sub.n, attempt=1)], None
         last = sub.attempts[-1]
         unresolved = [
-            a for a in sub.attempts if not a.abandoned and a.reply in (None, Reply.UNKNOWN)
+            a for a in sub.attempts if not a.abandoned and a.reply in (None, _REPLY_UNKNOWN)
         ]
-        if (last.reply is Reply.REFUSED or last.abandoned) and not unresolved:
+        if (last.reply is _REPLY_REFUSED or last.abandoned) and not unresolved:
             return [], None  # a launch failure; _launch_failure handles it
         if len(sub.attempts) < 1 + opts.submit_retries:
-            return [
-                Step(kind=StepKind.START, submission=sub.n, attempt=len(sub.attempts) + 1)
-            ], None
+            return [Step(kind=_STEP_START, submission=sub.n, attempt=len(sub.attempts) + 1)], None
         first_at = min(a.started_at for a in unresolved)
         due = first_at + opts.unresolved_age
         esc = f"unresolved:{sub.n}"
         if now >= due and esc not in job.escalations:
             return [
                 Step(
-                    kind=StepKind.ESCALATE,
+                    kind=_STEP_ESCALATE,
                     escalation=esc,
                     detail=f"submission {sub.n}: {len(unresolved)} attempts stayed "
                     f"unresolved for {opts.unresolved_age}; find or abandon them",
@@ -454,14 +499,14 @@ def _launch(
                 if o.canonical and o.open_decided and not o.done:
                     # Submission n opens only once n-1's object is ended or verified stopped.
                     return _stop_steps(job, o, "a newer submission replaces it", now)
-        return [Step(kind=StepKind.OPEN, submission=sub.n, ref=obj.ref)], None
-    if obj.state is ObjectState.GATED or obj.state is None:
+        return [Step(kind=_STEP_OPEN, submission=sub.n, ref=obj.ref)], None
+    if obj.state is _OBJ_GATED or obj.state is None:
         # Decided but still gated: the open call was lost or is slow. It is idempotent, so it
         # is decided and made again once OPEN_RETRY has passed.
         opened_at = job.open_at.get(obj.ref.id)
         if opened_at is not None and now < opened_at + OPEN_RETRY:
             return [], opened_at + OPEN_RETRY
-        return [Step(kind=StepKind.OPEN, submission=sub.n, ref=obj.ref)], None
+        return [Step(kind=_STEP_OPEN, submission=sub.n, ref=obj.ref)], None
     return [], None
 
 
@@ -469,10 +514,10 @@ def _stop_steps(
     job: Job, obj: ObjectRec, reason: str, now: datetime
 ) -> tuple[list[Step], datetime | None]:
     if not obj.stop_decided:
-        return [Step(kind=StepKind.STOP, ref=obj.ref, detail=reason)], None
+        return [Step(kind=_STEP_STOP, ref=obj.ref, detail=reason)], None
     last = job.stop_at.get(obj.ref.id)
     if last is None or now >= last + STOP_RETRY:
-        return [Step(kind=StepKind.STOP, ref=obj.ref, detail=reason + " (again)")], None
+        return [Step(kind=_STEP_STOP, ref=obj.ref, detail=reason + " (again)")], None
     return [], last + STOP_RETRY
 
 
@@ -493,7 +538,7 @@ def _retire(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
         ):
             return [
                 Step(
-                    kind=StepKind.RETIRE,
+                    kind=_STEP_RETIRE,
                     ref=obj.ref,
                     submission=obj.submission,
                     attempt=obj.attempt,
@@ -510,14 +555,14 @@ def _restore_bit(job: Job, now: datetime) -> list[Step]:
     if obj is None or obj.obs is None or obj.obs.requeue_bit is not True or obj.done:
         return []
     native = any(
-        a.enforcer is Enforcer.BACKEND and a.effective.action is Action.REQUEUE
+        a.enforcer is _ENFORCER_BACKEND and a.effective.action is _ACTION_REQUEUE
         for a in job.header.plan.rules
     )
     if native or job.requeues:
         return []
-    if job.in_flight(obj.ref, CallOp.REQUEUE, now) or job.in_flight(obj.ref, CallOp.RESTORE, now):
+    if job.in_flight(obj.ref, _CALL_REQUEUE, now) or job.in_flight(obj.ref, _CALL_RESTORE, now):
         return []
-    return [Step(kind=StepKind.RESTORE_REQUEUE, ref=obj.ref, deadline=now + CALL_DEADLINE)]
+    return [Step(kind=_STEP_RESTORE_REQUEUE, ref=obj.ref, deadline=now + CALL_DEADLINE)]
 
 
 #: How many times a requeue call is made for one recovery before the job fails with it.
@@ -532,14 +577,14 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
     obj = job.object(latest.canonical)
     if obj is None or not obj.done or obj.verified_stopped:
         return [], None
-    calls = job.calls_on(obj.ref, CallOp.REQUEUE)
-    ended = [x for x in obj.executions() if x.state is ObjectState.ENDED]
+    calls = job.calls_on(obj.ref, _CALL_REQUEUE)
+    ended = [x for x in obj.executions() if x.state is _OBJ_ENDED]
     if not calls or not ended or end_key(obj.ref, ended[-1].index) not in job.handled_ends:
         return [], None
     last = calls[-1]
     if last.in_flight(now):
         return [], last.deadline
-    cause = job.recovery_cause or ended[-1].cause or Cause(CauseKind.UNKNOWN)
+    cause = job.recovery_cause or ended[-1].cause or Cause(_CAUSE_UNKNOWN)
     settle_by = last.deadline + ABSENCE_GRACE
     if last.answered and last.ok and now < settle_by:
         return [], settle_by  # it landed; the rerun takes a moment to show
@@ -547,8 +592,8 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
         why = last.detail if last.answered else "no effect showed"
         return [
             Step(
-                kind=StepKind.OUTCOME,
-                state=State.FAILED,
+                kind=_STEP_OUTCOME,
+                state=_STATE_FAILED,
                 cause=cause,
                 escalation=f"requeue-failed:{last.revision}",
                 detail=f"the requeue of {obj.ref} failed after {len(calls)} calls: {why}",
@@ -556,7 +601,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
         ], None
     return [
         Step(
-            kind=StepKind.REQUEUE,
+            kind=_STEP_REQUEUE,
             ref=obj.ref,
             submission=latest.n,
             trigger=f"retry:{last.revision}",
@@ -576,13 +621,13 @@ def _requeues(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
     obj = job.object(latest.canonical)
     if obj is None or not obj.open_decided:
         return [], None
-    flying = job.in_flight(obj.ref, CallOp.REQUEUE, now)
+    flying = job.in_flight(obj.ref, _CALL_REQUEUE, now)
     if flying is not None:
         return [], flying.deadline
     trigger, _, _ = job.requeues[0]
     return [
         Step(
-            kind=StepKind.REQUEUE,
+            kind=_STEP_REQUEUE,
             ref=obj.ref,
             submission=latest.n,
             trigger=trigger,
@@ -615,7 +660,7 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
             names = ", ".join(o.ref.id for o in pending)
             return [
                 Step(
-                    kind=StepKind.ESCALATE,
+                    kind=_STEP_ESCALATE,
                     escalation="cleanup",
                     detail=f"clean-up is still pending after "
                     f"{job.header.options.cleanup_deadline}: {names} still live",
@@ -627,14 +672,14 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
     if flying:
         return _wait(*flying)
     unresolved = job.unresolved_attempts()
-    if job.header.options.unmatched is UnmatchedPolicy.MANUAL and unresolved:
+    if job.header.options.unmatched is _UNMATCHED_MANUAL and unresolved:
         # Only a person can abandon them: tell one, as the launch does, once they are old.
         due = min(a.started_at for a in unresolved) + job.header.options.unresolved_age
         esc = f"unresolved:{unresolved[0].n}"
         if now >= due and esc not in job.escalations:
             return [
                 Step(
-                    kind=StepKind.ESCALATE,
+                    kind=_STEP_ESCALATE,
                     escalation=esc,
                     detail=f"{len(unresolved)} attempts stayed unresolved for "
                     f"{job.header.options.unresolved_age} and block settlement under the "
@@ -642,7 +687,7 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
                 )
             ]
         return _wait(*wakes, due if now < due else None)
-    return [Step(kind=StepKind.SETTLE)]
+    return [Step(kind=_STEP_SETTLE)]
 
 
 def _sweep(job: Job, now: datetime) -> list[Step]:
@@ -659,14 +704,14 @@ def _sweep(job: Job, now: datetime) -> list[Step]:
 def _drive(job: Job, now: datetime) -> list[Step]:
     latest = job.latest
     if latest is None:
-        return [Step(kind=StepKind.AUTHORIZE, submission=1, trigger="submit")]
+        return [Step(kind=_STEP_AUTHORIZE, submission=1, trigger="submit")]
     hold = job.active_hold
     wakes: list[datetime | None] = []
     ended = _end_of(job, latest) or _launch_failure(job, latest)
     if ended is not None:
         step = _apply_rules(job, latest, ended[0], ended[1], now)
         # One hold at a time: a rule's hold for a person waits until a standing hold is lifted.
-        if step.kind is not StepKind.PLACE_HOLD or hold is None:
+        if step.kind is not _STEP_PLACE_HOLD or hold is None:
             return [step]
     steps, wake = _requeue_trouble(job, now)
     if steps:
@@ -683,18 +728,16 @@ def _drive(job: Job, now: datetime) -> list[Step]:
         if (
             not h.active
             and h.resume
-            and h.hold.kind is HoldKind.RECOVERY
+            and h.hold.kind is _HOLD_RECOVERY
             and trigger not in job.triggers
         ):
             return [
-                Step(
-                    kind=StepKind.AUTHORIZE, submission=latest.n + 1, trigger=trigger, cause=h.cause
-                )
+                Step(kind=_STEP_AUTHORIZE, submission=latest.n + 1, trigger=trigger, cause=h.cause)
             ]
     if job.resubmits:
         return [
             Step(
-                kind=StepKind.AUTHORIZE,
+                kind=_STEP_AUTHORIZE,
                 submission=latest.n + 1,
                 trigger=f"resubmit:{job.resubmits[0]}",
             )

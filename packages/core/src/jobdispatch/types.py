@@ -131,7 +131,7 @@ class Actor:
         return cls(ActorKind.ADAPTER, id)
 
     def __str__(self) -> str:
-        return f"{self.kind}:{self.id}"
+        return f"{self.kind._value_}:{self.id}"  # the kind's word, without a call to its __str__
 
 
 @attrs.frozen

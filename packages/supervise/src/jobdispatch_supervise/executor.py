@@ -49,6 +49,35 @@ from jobdispatch.types import Actor, CallMeta, Enforcer, HoldMeta, Tristate
 
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
 
+# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
+# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
+_CALL_HOLD = ev.CallOp.HOLD
+_CALL_RELEASE = ev.CallOp.RELEASE
+_CALL_REQUEUE = ev.CallOp.REQUEUE
+_CALL_RESTORE = ev.CallOp.RESTORE
+_ENFORCER_BACKEND = Enforcer.BACKEND
+_REPLY_CREATED = ev.Reply.CREATED
+_REPLY_REFUSED = ev.Reply.REFUSED
+_REPLY_UNKNOWN = ev.Reply.UNKNOWN
+_STEP_AUTHORIZE = StepKind.AUTHORIZE
+_STEP_CANONICAL = StepKind.CANONICAL
+_STEP_CEASE = StepKind.CEASE
+_STEP_ESCALATE = StepKind.ESCALATE
+_STEP_OBSERVE = StepKind.OBSERVE
+_STEP_OPEN = StepKind.OPEN
+_STEP_OUTCOME = StepKind.OUTCOME
+_STEP_PLACE_HOLD = StepKind.PLACE_HOLD
+_STEP_RELEASE_HOLD = StepKind.RELEASE_HOLD
+_STEP_REQUEUE = StepKind.REQUEUE
+_STEP_RESTORE_REQUEUE = StepKind.RESTORE_REQUEUE
+_STEP_RETIRE = StepKind.RETIRE
+_STEP_SETTLE = StepKind.SETTLE
+_STEP_START = StepKind.START
+_STEP_STOP = StepKind.STOP
+_STEP_VERIFIED_STOPPED = StepKind.VERIFIED_STOPPED
+_STEP_WAIT = StepKind.WAIT
+_TRI_UNKNOWN = Tristate.UNKNOWN
+
 __all__ = ["Executor", "Pass"]
 
 log = logging.getLogger("jobdispatch.supervise")
@@ -107,11 +136,11 @@ class Executor:
         self._deliver(folded, view.revision)
         steps = next_steps(folded, discovery, now)
         step = steps[0]
-        if step.kind is StepKind.WAIT:
+        if step.kind is _STEP_WAIT:
             return Pass(step=step, settled=folded.settled, wake=step.wake, revision=view.revision)
         try:
-            if step.kind is StepKind.OBSERVE:
-                observe = [s for s in steps if s.kind is StepKind.OBSERVE]
+            if step.kind is _STEP_OBSERVE:
+                observe = [s for s in steps if s.kind is _STEP_OBSERVE]
                 self._observe(job, observe, view.revision, now)
             else:
                 self._execute(job, folded, step, view.revision, lease, now)
@@ -187,7 +216,7 @@ class Executor:
     ) -> None:
         kind = step.kind
         me = self.actor
-        if kind is StepKind.AUTHORIZE:
+        if kind is _STEP_AUTHORIZE:
             self._decide(
                 job,
                 [
@@ -203,9 +232,9 @@ class Executor:
                 revision,
                 lease,
             )
-        elif kind is StepKind.START:
+        elif kind is _STEP_START:
             self._start(job, folded, step, revision, lease, now)
-        elif kind is StepKind.CANONICAL:
+        elif kind is _STEP_CANONICAL:
             assert step.ref is not None
             self._decide(
                 job,
@@ -221,7 +250,7 @@ class Executor:
                 revision,
                 lease,
             )
-        elif kind is StepKind.RETIRE:
+        elif kind is _STEP_RETIRE:
             assert step.ref is not None
             self._decide(
                 job,
@@ -238,7 +267,7 @@ class Executor:
                 lease,
             )
             self._call_stop(step, "a duplicate of the canonical object; it never ran")
-        elif kind is StepKind.OPEN:
+        elif kind is _STEP_OPEN:
             assert step.ref is not None
             self._decide(
                 job,
@@ -247,7 +276,7 @@ class Executor:
                 lease,
             )
             self.backend.open(step.ref)
-        elif kind is StepKind.STOP:
+        elif kind is _STEP_STOP:
             assert step.ref is not None
             self._decide(
                 job,
@@ -256,7 +285,7 @@ class Executor:
                 lease,
             )
             self._call_stop(step, step.detail)
-        elif kind is StepKind.VERIFIED_STOPPED:
+        elif kind is _STEP_VERIFIED_STOPPED:
             assert step.ref is not None and step.find_at is not None
             self._decide(
                 job,
@@ -264,35 +293,35 @@ class Executor:
                 revision,
                 lease,
             )
-        elif kind is StepKind.OUTCOME:
+        elif kind is _STEP_OUTCOME:
             assert step.state is not None and step.cause is not None
             events: list[ev.AnyEvent] = []
             if step.escalation and step.escalation not in folded.escalations:
                 events.append(ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail))
             events.append(ev.OutcomeDecided(at=now, by=me, state=step.state, cause=step.cause))
             self._decide(job, events, revision, lease)
-        elif kind is StepKind.ESCALATE:
+        elif kind is _STEP_ESCALATE:
             self._decide(
                 job,
                 [ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail)],
                 revision,
                 lease,
             )
-        elif kind is StepKind.SETTLE:
+        elif kind is _STEP_SETTLE:
             self._decide(job, [ev.Settled(at=now, by=me)], revision, lease)
-        elif kind is StepKind.PLACE_HOLD:
+        elif kind is _STEP_PLACE_HOLD:
             self._place_hold(job, step, revision, lease, now)
-        elif kind is StepKind.RELEASE_HOLD:
+        elif kind is _STEP_RELEASE_HOLD:
             self._release_hold(job, step, revision, lease, now)
-        elif kind in (StepKind.REQUEUE, StepKind.RESTORE_REQUEUE):
+        elif kind in (_STEP_REQUEUE, _STEP_RESTORE_REQUEUE):
             self._requeue(job, step, revision, lease, now)
-        elif kind is StepKind.CEASE:
+        elif kind is _STEP_CEASE:
             assert step.ref is not None
             if isinstance(self.backend, CessationSignal):
                 evidence = self.backend.ceased(step.ref)
             else:
                 evidence = CessationEvidence(
-                    ceased=Tristate.UNKNOWN, detail="the adapter has no cessation signal", at=now
+                    ceased=_TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
                 )
             self._evidence(
                 job,
@@ -336,7 +365,7 @@ class Executor:
                 by=me,
                 submission=step.submission,
                 attempt=step.attempt,
-                reply=ev.Reply.UNKNOWN,
+                reply=_REPLY_UNKNOWN,
                 detail=str(exc),
             )
         except (Rejected, Invalid, Unsupported) as exc:
@@ -345,7 +374,7 @@ class Executor:
                 by=me,
                 submission=step.submission,
                 attempt=step.attempt,
-                reply=ev.Reply.REFUSED,
+                reply=_REPLY_REFUSED,
                 detail=str(exc),
             )
         except Exception as exc:
@@ -354,7 +383,7 @@ class Executor:
                 by=me,
                 submission=step.submission,
                 attempt=step.attempt,
-                reply=ev.Reply.UNKNOWN,
+                reply=_REPLY_UNKNOWN,
                 detail=f"{type(exc).__name__}: {exc}",
             )
         else:
@@ -363,14 +392,16 @@ class Executor:
                 by=me,
                 submission=step.submission,
                 attempt=step.attempt,
-                reply=ev.Reply.CREATED,
+                reply=_REPLY_CREATED,
                 ref=ref,
             )
         self._evidence(job, [reply], revision)
 
     def _native_offer(self, folded: Job) -> NativeOffer:
         native = {
-            a.index: a.effective for a in folded.header.plan.rules if a.enforcer is Enforcer.BACKEND
+            a.index: a.effective
+            for a in folded.header.plan.rules
+            if a.enforcer is _ENFORCER_BACKEND
         }
         if not native or not isinstance(self.backend, NativePolicyCompiler):
             return NativeOffer()
@@ -429,7 +460,7 @@ class Executor:
                 ev.CallIssued(
                     at=now,
                     by=me,
-                    op=ev.CallOp.HOLD,
+                    op=_CALL_HOLD,
                     ref=step.ref,
                     deadline=step.deadline,
                     instance=step.instance,
@@ -477,7 +508,7 @@ class Executor:
                 ev.CallIssued(
                     at=now,
                     by=me,
-                    op=ev.CallOp.RELEASE,
+                    op=_CALL_RELEASE,
                     ref=step.ref,
                     deadline=step.deadline,
                     instance=step.instance,
@@ -492,9 +523,9 @@ class Executor:
     def _requeue(self, job: str, step: Step, revision: int, lease: Lease, now: datetime) -> None:
         me = self.actor
         assert step.ref is not None and step.deadline is not None
-        op = ev.CallOp.REQUEUE if step.kind is StepKind.REQUEUE else ev.CallOp.RESTORE
+        op = _CALL_REQUEUE if step.kind is _STEP_REQUEUE else _CALL_RESTORE
         events: list[ev.AnyEvent] = []
-        if step.kind is StepKind.REQUEUE and not step.decided:
+        if step.kind is _STEP_REQUEUE and not step.decided:
             assert step.rule is not None and step.cause is not None
             events.append(
                 ev.RecoveryDecided(
@@ -525,7 +556,7 @@ class Executor:
                 issued,
             )
             return
-        fn = self.backend.requeue if op is ev.CallOp.REQUEUE else self.backend.restore_requeue_bit
+        fn = self.backend.requeue if op is _CALL_REQUEUE else self.backend.restore_requeue_bit
         self._call(job, issued, fn, step.ref, meta)
 
     # ---------------------------------------------------------------- escalations

@@ -58,6 +58,17 @@ from jobdispatch_sim.timeline import (
     job_of_name,
 )
 
+# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
+# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
+_HOLD_OPERATOR = HoldKind.OPERATOR
+_OBJ_GATED = ObjectState.GATED
+_OBJ_HELD = ObjectState.HELD
+_OBJ_PENDING = ObjectState.PENDING
+_OBJ_RUNNING = ObjectState.RUNNING
+_SHAPE_KUBEFLOW = Shape.KUBEFLOW
+_SHAPE_SLURM = Shape.SLURM
+_TRI_YES = Tristate.YES
+
 #: How long a supervisor's lease lasts without renewal (the Supervisor's default).
 LEASE_TTL = timedelta(seconds=30)
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -179,8 +190,8 @@ class World:
         self.backends: dict[str, SimBackend] = {}
         self.clusters: dict[str, Cluster] = {}
         for shape, auto in (
-            (Shape.SLURM, opts.auto_run_slurm),
-            (Shape.KUBEFLOW, opts.auto_run_kubeflow),
+            (_SHAPE_SLURM, opts.auto_run_slurm),
+            (_SHAPE_KUBEFLOW, opts.auto_run_kubeflow),
         ):
             inner = MemoryBackend(shape=shape, auto_run=auto, clock=self.clock, seed=opts.seed)
             backend = SimBackend(inner, self)
@@ -509,12 +520,12 @@ class World:
         rng = self.rng
         with self.acting(ActorCtx("cluster", None, "env")):
             try:
-                if state is ObjectState.PENDING:
+                if state is _OBJ_PENDING:
                     if rng.random() < (0.95 if calm else 0.85):
                         env.run(ref)
                     else:
                         env.launch_fail(ref)
-                elif state is ObjectState.RUNNING:
+                elif state is _OBJ_RUNNING:
                     endings: list[tuple[float, Callable[[ObjectRef], object]]] = [
                         (8.0 if calm else 3.5, env.complete),
                         (1.2, env.fail),
@@ -532,8 +543,8 @@ class World:
                         if pick <= 0:
                             fn(ref)
                             break
-                elif state in (ObjectState.GATED, ObjectState.HELD) and rng.random() < 0.2:
-                    env.set_ceased(ref, Tristate.YES)
+                elif state in (_OBJ_GATED, _OBJ_HELD) and rng.random() < 0.2:
+                    env.set_ceased(ref, _TRI_YES)
             except Invalid:
                 pass
         self.sync_history()
@@ -747,7 +758,7 @@ class World:
                 seconds=rng.choice((5, 30, 120))
             )
         elif kind == "requeue-bit":
-            if shape != str(Shape.SLURM) or not jobs:
+            if shape != str(_SHAPE_SLURM) or not jobs:
                 return
             refs = env.objects_of(rng.choice(jobs))
             if not refs:
@@ -955,7 +966,7 @@ class World:
             operator = self.clusters[self.shape_of[job]].operator
             folded = fold(self.read(job), self.clock())
             hold = folded.active_hold
-            if not folded.terminal and hold is not None and hold.hold.kind is HoldKind.OPERATOR:
+            if not folded.terminal and hold is not None and hold.hold.kind is _HOLD_OPERATOR:
                 self.person("release", job, functools.partial(operator.release, job, by=person))
             unresolved = folded.unresolved_attempts()
             if unresolved and any(e.startswith("unresolved:") for e in folded.escalations):

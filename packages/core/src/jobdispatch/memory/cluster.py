@@ -45,6 +45,20 @@ from jobdispatch.types import (
     Tristate,
 )
 
+# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
+# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
+_CAUSE_CANCELLED = CauseKind.CANCELLED
+_CAUSE_REQUEUED = CauseKind.REQUEUED
+_OBJ_ENDED = ObjectState.ENDED
+_OBJ_GATED = ObjectState.GATED
+_OBJ_HELD = ObjectState.HELD
+_OBJ_PENDING = ObjectState.PENDING
+_OBJ_RUNNING = ObjectState.RUNNING
+_PROV_ACTOR = Provenance.ACTOR
+_SHAPE_SLURM = Shape.SLURM
+_SOURCE_DECLARED = Source.DECLARED
+_TRI_NO = Tristate.NO
+
 __all__ = ["Cluster"]
 
 #: Where the numeric ids of the Slurm shape start, as on a fresh cluster.
@@ -94,7 +108,7 @@ class Cluster:
         self.watched = False
         self._next_id = FIRST_SLURM_ID
         self._support = {
-            cap: Support(answer, Source.DECLARED, f"memory backend, {shape} shape")
+            cap: Support(answer, _SOURCE_DECLARED, f"memory backend, {shape} shape")
             for cap, answer in answers(shape).items()
         }
         self._support.update(declared)
@@ -109,13 +123,13 @@ class Cluster:
 
     def refuse_unless(self, cap: Capability, what: str) -> None:
         """Unsupported when the cluster answers "no" for ``cap``; unknown is let through."""
-        if self._support[cap].answer is Tristate.NO:
+        if self._support[cap].answer is _TRI_NO:
             msg = f"{what}: this cluster answers no for {cap}"
             raise Unsupported(msg)
 
     def requeue_bit(self, obj: MemObject) -> bool | None:
         """Slurm shape: whether the object would requeue itself. Kubeflow has no such bit."""
-        if self.shape is not Shape.SLURM:
+        if self.shape is not _SHAPE_SLURM:
             return None
         if obj.forced_bit is not None:
             return obj.forced_bit
@@ -143,7 +157,7 @@ class Cluster:
     # ------------------------------------------------------------------ start and gate
 
     def _new_ref(self, name: str) -> ObjectRef:
-        if self.shape is Shape.SLURM:
+        if self.shape is _SHAPE_SLURM:
             ref = ObjectRef(str(self._next_id))
             self._next_id += 1
             return ref
@@ -195,7 +209,7 @@ class Cluster:
         falling back to the spec's rule; causes the shape cannot act on are dropped.
         """
         _action, cap, possible = NATIVE[self.shape]
-        if self._support[cap].answer is Tristate.NO:
+        if self._support[cap].answer is _TRI_NO:
             return []
         rules = []
         spec_rules = req.spec.recovery.rules
@@ -224,12 +238,12 @@ class Cluster:
     # ------------------------------------------------------------------ executions
 
     def maybe_run(self, obj: MemObject) -> None:
-        if self.auto_run and obj.state is ObjectState.PENDING:
+        if self.auto_run and obj.state is _OBJ_PENDING:
             self.begin(obj)
 
     def begin(self, obj: MemObject) -> MemExecution:
         """Start the object's next execution; it must be pending."""
-        if obj.state is not ObjectState.PENDING:
+        if obj.state is not _OBJ_PENDING:
             msg = f"object {obj.ref} is {obj.state}, not pending: it cannot start running"
             raise Invalid(msg)
         nodes = tuple(f"node{i}" for i in range(1, obj.spec.nodes + 1))
@@ -286,14 +300,14 @@ class Cluster:
 
     def _native_rerun(self, obj: MemObject, kind: CauseKind) -> bool:
         action, cap, possible = NATIVE[self.shape]
-        if kind not in possible or self._support[cap].answer is Tristate.NO:
+        if kind not in possible or self._support[cap].answer is _TRI_NO:
             return False
         bit = self.requeue_bit(obj)
         if bit is False:
             # Slurm shape with its bit cleared: the scheduler will not requeue it.
             return False
         rule = next((r for r in obj.native if kind in r.causes and r.remaining > 0), None)
-        if rule is None and not (self.shape is Shape.SLURM and obj.forced_bit is True):
+        if rule is None and not (self.shape is _SHAPE_SLURM and obj.forced_bit is True):
             return False
         if rule is not None:
             rule.remaining -= 1
@@ -325,11 +339,11 @@ class Cluster:
         self.history.append(
             h.Stopped(at=self.clock(), ref=obj.ref, name=obj.name, was=was, reason=reason)
         )
-        if was is ObjectState.ENDED:
+        if was is _OBJ_ENDED:
             return
         execution = obj.running
         if execution is not None:
-            cause = Cause(CauseKind.CANCELLED, Provenance.ACTOR, detail=reason)
+            cause = Cause(_CAUSE_CANCELLED, _PROV_ACTOR, detail=reason)
             self.finish(obj, execution, cause)
         else:
             obj.detail = f"stopped before it ran: {reason}" if reason else "stopped before it ran"
@@ -342,7 +356,7 @@ class Cluster:
             raise Rejected(msg)
 
     def place_hold(self, obj: MemObject, instance: int, by: Actor | None) -> None:
-        if obj.state not in (ObjectState.GATED, ObjectState.PENDING, ObjectState.HELD):
+        if obj.state not in (_OBJ_GATED, _OBJ_PENDING, _OBJ_HELD):
             msg = f"cannot hold object {obj.ref}: it is {obj.state}"
             raise Rejected(msg)
         replaced = obj.hold
@@ -376,7 +390,7 @@ class Cluster:
 
     def requeue(self, obj: MemObject, by: Actor | None, reason: str) -> None:
         was = obj.state
-        if was not in (ObjectState.RUNNING, ObjectState.ENDED):
+        if was not in (_OBJ_RUNNING, _OBJ_ENDED):
             # Nothing runs, so nothing to requeue: a repeated call after a lost reply lands here.
             self.history.append(
                 h.Requeued(at=self.clock(), ref=obj.ref, name=obj.name, was=was, by=by)
@@ -384,7 +398,7 @@ class Cluster:
             return
         execution = obj.running
         if execution is not None:
-            cause = Cause(CauseKind.REQUEUED, Provenance.ACTOR, detail=reason, actor=by)
+            cause = Cause(_CAUSE_REQUEUED, _PROV_ACTOR, detail=reason, actor=by)
             self.finish(obj, execution, cause)
         obj.ended = False
         obj.detail = ""

@@ -13,6 +13,14 @@ import attrs
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, parse_discovery_name
 from jobdispatch.types import Cause, CauseKind, JobID, JobSpec, ObjectState, Tristate
 
+# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
+# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
+_OBJ_ENDED = ObjectState.ENDED
+_OBJ_GATED = ObjectState.GATED
+_OBJ_HELD = ObjectState.HELD
+_OBJ_PENDING = ObjectState.PENDING
+_OBJ_RUNNING = ObjectState.RUNNING
+
 __all__ = ["MemExecution", "MemObject", "NativeRule"]
 
 
@@ -29,7 +37,7 @@ class MemExecution:
     def observe(self) -> ExecutionObs:
         return ExecutionObs(
             index=self.index,
-            state=ObjectState.RUNNING if self.ended_at is None else ObjectState.ENDED,
+            state=_OBJ_RUNNING if self.ended_at is None else _OBJ_ENDED,
             cause=self.cause,
             started_at=self.started_at,
             ended_at=self.ended_at,
@@ -83,14 +91,14 @@ class MemObject:
     @property
     def state(self) -> ObjectState:
         if self.ended:
-            return ObjectState.ENDED
+            return _OBJ_ENDED
         if self.running is not None:
-            return ObjectState.RUNNING
+            return _OBJ_RUNNING
         if self.hold is not None:
-            return ObjectState.HELD
+            return _OBJ_HELD
         if self.gated:
-            return ObjectState.GATED
-        return ObjectState.PENDING
+            return _OBJ_GATED
+        return _OBJ_PENDING
 
     def budget_left(self) -> bool:
         """Whether any offered native rule still has budget."""
