@@ -481,3 +481,32 @@ def test_t6_a_settled_job_needs_nothing():
     story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS).add(ev.Settled)
     step = first(story.next(obs))
     assert step.kind is StepKind.WAIT and step.wake is None
+
+
+def test_e10_an_object_shown_running_whose_only_run_ended_is_not_a_rerun():
+    """A backend between two answers (Slurm's COMPLETING while accounting already closed the
+    run) shows the object running with its only execution ended. That is no rerun: when the
+    object then ends, its end is acted on (here: the resubmit rule fires)."""
+    story = Story.with_rules(RESUBMIT).launched()
+    between = observation(
+        "job1", 1, 1, "o1", ObjectState.RUNNING, execution(0, ObjectState.ENDED, PREEMPTED)
+    )
+    story.observe(between)
+    assert story.fold().reruns_seen == set()
+    assert first(story.next(between)).kind is StepKind.WAIT
+    obs = story.ended(1, "o1", PREEMPTED)
+    step = first(story.next(obs))
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "end:o1:0")
+
+
+def test_e10_a_rerun_that_never_shows_still_ends_the_job():
+    rule = Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=2)
+    story = Story.with_rules(rule, enforcers={0: Enforcer.BACKEND}).launched()
+    queued = observation(
+        "job1", 1, 1, "o1", ObjectState.PENDING, execution(0, ObjectState.ENDED, PREEMPTED)
+    )
+    story.observe(queued)
+    assert story.fold().firings == {0: 1}
+    obs = story.ended(1, "o1", PREEMPTED)  # cancelled while queued: no second run
+    step = first(story.next(obs))
+    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)

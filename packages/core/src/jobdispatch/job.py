@@ -235,6 +235,8 @@ class Job:
     triggers: set[str] = attrs.Factory(set)
     #: Execution ends already accounted for (a rule fired, an outcome, or a native rerun seen).
     handled_ends: set[str] = attrs.Factory(set)
+    #: Execution ends the backend was seen to rerun by itself (each counted as a firing once).
+    reruns_seen: set[str] = attrs.Factory(set)
     #: Revisions of person's resubmit requests not yet turned into a submission.
     resubmits: list[int] = attrs.Factory(list)
     #: Requeue intents (a person's, or a rule's) waiting for their call, by trigger key.
@@ -579,15 +581,17 @@ class _Folder:
         latest_index = max(x.index for x in executions)
         for x in ended:
             key = end_key(obj.ref, x.index)
-            if key in job.handled_ends:
+            if key in job.handled_ends or key in job.reruns_seen:
                 continue
-            rerun = x.index < latest_index or obj.obs.state in (
-                _OBJ_PENDING,
-                _OBJ_RUNNING,
-            )
+            # A rerun shows as a newer execution, or as the object queued again after its run
+            # ended. An object shown running whose only run has ended is a backend between two
+            # answers (Slurm's COMPLETING, a lagging accounting row), not a rerun.
+            rerun = x.index < latest_index or obj.obs.state is _OBJ_PENDING
             if not rerun:
                 continue
-            job.handled_ends.add(key)
+            # Counted once; the end stays undecided, so if the object ends without the rerun
+            # ever showing, the end is still acted on (next: the rules, or the outcome).
+            job.reruns_seen.add(key)
             cause = x.cause or Cause(_CAUSE_UNKNOWN)
             assignment = _matching_rule(job, cause.kind)
             if (
