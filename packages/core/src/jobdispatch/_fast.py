@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-__all__ = ["maker"]
+__all__ = ["blank", "maker"]
 
 T = TypeVar("T")
 
@@ -63,4 +63,62 @@ def maker(cls: type[T]) -> Callable[..., T]:
     exec(compile(source, f"<maker of {cls.__qualname__}>", "exec"), namespace)  # noqa: S102
     make: Callable[..., T] = namespace["make"]
     make.__doc__ = f"Build a {cls.__qualname__} from every field, positionally."
+    return make
+
+
+_LITERALS: dict[Any, str] = {list: "[]", dict: "{}", set: "set()"}
+
+
+def blank(cls: type[T]) -> Callable[..., T]:
+    """A constructor of the mutable attrs class ``cls`` taking its fields that have no default,
+    positionally; every other field gets its default (a ``Factory(list)``, ``dict`` or ``set``
+    as a fresh literal). ``blank(Job)(header, revision)`` equals ``Job(header=header,
+    revision=revision)``, without the keyword parsing and factory calls of attrs' ``__init__``.
+    Refused, as by :func:`maker`, for any class whose ``__init__`` does more than assign."""
+    if not attrs.has(cls) or "__slots__" not in cls.__dict__:
+        msg = f"{cls.__name__} is not a slotted attrs class"
+        raise TypeError(msg)
+    if cls.__setattr__ is not object.__setattr__:
+        msg = f"{cls.__name__} is frozen or hooks __setattr__; use maker"
+        raise TypeError(msg)
+    for hook in ("__attrs_pre_init__", "__attrs_post_init__", "__attrs_init_subclass__"):
+        if hasattr(cls, hook):
+            msg = f"{cls.__name__} has {hook}; build it with its own __init__"
+            raise TypeError(msg)
+    params: list[str] = []
+    body: list[str] = []
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    for i, field in enumerate(attrs.fields(cls)):
+        if (
+            field.converter is not None
+            or field.validator is not None
+            or field.on_setattr not in (None, attrs.setters.NO_OP)
+            or not field.init
+            or field.alias != field.name
+        ):
+            msg = f"{cls.__name__}.{field.name} is not a plain field"
+            raise TypeError(msg)
+        default = field.default
+        if default is attrs.NOTHING:  # attrs puts these first (or makes them keyword-only)
+            params.append(field.name)
+            value = field.name
+        elif isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            if default.takes_self:
+                msg = f"{cls.__name__}.{field.name}'s factory takes self"
+                raise TypeError(msg)
+            if default.factory in _LITERALS:
+                value = _LITERALS[default.factory]
+            else:
+                namespace[f"_factory{i}"] = default.factory
+                value = f"_factory{i}()"
+        else:
+            namespace[f"_default{i}"] = default
+            value = f"_default{i}"
+        body.append(f"    obj.{field.name} = {value}\n")
+    source = (
+        f"def make({', '.join(params)}):\n    obj = _new(_cls)\n{''.join(body)}    return obj\n"
+    )
+    exec(compile(source, f"<blank {cls.__qualname__}>", "exec"), namespace)  # noqa: S102
+    make: Callable[..., T] = namespace["make"]
+    make.__doc__ = f"Build a {cls.__qualname__} with every defaulted field at its default."
     return make

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from jobdispatch._fast import maker
+from jobdispatch._fast import blank, maker
 from jobdispatch.errors import Invalid
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
@@ -330,6 +330,9 @@ class Job:
 _transition = maker(Transition)
 _cause = maker(Cause)
 _hold = maker(Hold)
+#: An empty Job for a record (fold makes one per call): attrs' keyword __init__ and its eleven
+#: factory calls cost more than folding a few events.
+_new_job = blank(Job)
 
 
 def _bad(revision: int, job: Job, message: str) -> Invalid:
@@ -364,7 +367,7 @@ class _Folder:
         # is what lets a reader that owns one reuse it for the same record (the executor does).
         # A handler that starts to depend on it must make those readers key on it too.
         self.now = now
-        self.job = Job(header=view.header, revision=view.revision)
+        self.job = _new_job(view.header, view.revision)
         self.calls: dict[int, CallRec] = {}
         #: The cause of each release reason met so far: releases by one person with one reason
         #: commit equal causes, and a frozen cause can be shared.
@@ -377,11 +380,13 @@ class _Folder:
         """Replay ``events[start:]`` (revisions ``start + 1`` on) onto the job folded so far, which
         must be ``events[:start]``; the job is then at revision ``len(events)``."""
         job = self.job
-        handlers = _HANDLERS
-        decision = _EVENTS_DECISION
+        dispatch = _DISPATCH
         for i, event in enumerate(events[start:] if start else events, start=start + 1):
-            cls = type(event)
-            if (cls.cls is decision) is (event.token is None):
+            try:
+                handler, decides = dispatch[type(event)]
+            except KeyError:  # not an event type: checked as before, then refused by KeyError
+                handler, decides = _unknown_event, type(event).cls is _EVENTS_DECISION
+            if decides is (event.token is None):
                 what = (
                     "carries no owner token"
                     if event.token is None
@@ -390,7 +395,7 @@ class _Folder:
                 raise _bad(i, job, f"{event.kind} {what}")
             if job.settled and not isinstance(event, self.AFTER_SETTLED):
                 raise _bad(i, job, f"{event.kind} after the job settled")
-            handlers[cls](self, i, event)
+            handler(self, i, event)
         job.revision = len(events)
         job.last_at = events[-1].at if events else job.header.created_at
         return job
@@ -823,6 +828,16 @@ class _Folder:
 
 _HANDLERS: dict[type[ev.Event], Callable[[_Folder, int, Any], None]] = {
     cls: getattr(_Folder, "_on_" + kind.replace("-", "_")) for kind, cls in ev.EVENT_TYPES.items()
+}
+
+
+def _unknown_event(folder: _Folder, i: int, event: Any) -> None:
+    _HANDLERS[type(event)]  # raises KeyError, as dispatching an unknown type always did
+
+
+#: Each event type's handler and whether it is a decision, in one lookup per event.
+_DISPATCH: dict[type[ev.Event], tuple[Callable[[_Folder, int, Any], None], bool]] = {
+    cls: (handler, cls.cls is ev.EventClass.DECISION) for cls, handler in _HANDLERS.items()
 }
 
 
