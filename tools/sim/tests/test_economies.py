@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import attrs
 import pytest
-from jobdispatch._fast import maker
+from jobdispatch._fast import blank, maker
 from jobdispatch.errors import Invalid
 from jobdispatch.job import HoldRec, Job, Replay, Transition, fold
 from jobdispatch.records.events import View
@@ -139,3 +139,15 @@ def test_a_maker_refuses_what_it_cannot_build_alike() -> None:
 
     with pytest.raises(TypeError):
         maker(Converted)
+
+
+def test_a_blank_job_is_the_job_attrs_would_build() -> None:
+    header = _records(range(1))[0].header
+    made = blank(Job)(header, 7)
+    assert made == Job(header=header, revision=7)
+    again = blank(Job)(header, 7)
+    assert made.submissions is not again.submissions  # fresh containers, as attrs' factories
+    assert made.objects is not again.objects
+    assert made.triggers is not again.triggers
+    with pytest.raises(TypeError):
+        blank(Cause)  # frozen: maker builds those

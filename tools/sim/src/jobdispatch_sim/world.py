@@ -19,8 +19,7 @@ from __future__ import annotations
 import functools
 import random
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import attrs
@@ -93,6 +92,23 @@ class ActorCtx:
     name: str
     proc: Proc | None = None
     kind: str = "sim"
+
+
+class _Acting:
+    """The context of World.acting: pushes the actor on entry, pops it on any exit. (A class,
+    not a generator context manager: every pass and every person's action enters one.)"""
+
+    __slots__ = ("actor", "stack")
+
+    def __init__(self, stack: list[ActorCtx], actor: ActorCtx) -> None:
+        self.stack = stack
+        self.actor = actor
+
+    def __enter__(self) -> None:
+        self.stack.append(self.actor)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.pop()
 
 
 class SimSink:
@@ -248,13 +264,9 @@ class World:
     def current(self) -> ActorCtx:
         return self.stack[-1]
 
-    @contextmanager
-    def acting(self, actor: ActorCtx) -> Iterator[None]:
-        self.stack.append(actor)
-        try:
-            yield
-        finally:
-            self.stack.pop()
+    def acting(self, actor: ActorCtx) -> _Acting:
+        """``with world.acting(actor):`` makes ``actor`` the current one for the block."""
+        return _Acting(self.stack, actor)
 
     def _new_id(self) -> str:
         raw = self.rng.getrandbits(60)
@@ -784,6 +796,8 @@ class World:
             if not proc.alive and proc.down_until <= now:
                 proc.restart()
                 self.note("restart", f"{proc.holder} started")
+        if not self.unreachable_until:
+            return
         for shape, until in list(self.unreachable_until.items()):
             if until <= now or not self.faults_on:
                 self.backends[shape].inner.env.set_reachable(True)
