@@ -216,8 +216,11 @@ class World:
                 backend, store=self.store, clock=self.clock, new_id=self._new_id
             )
         self._cursor = dict.fromkeys(self.backends, 0)
-        # Each backend keeps one history for its whole life (sync_history runs at every note).
-        self._histories = [(shape, b.inner.env.history) for shape, b in self.backends.items()]
+        # Each backend keeps one history for its whole life, appending to one list in place;
+        # sync_history (run at every note) reads that list, whose len() costs no Python call.
+        self._histories = [
+            (shape, b.inner.env.history._entries) for shape, b in self.backends.items()
+        ]
         self.jobs: list[str] = []
         self.shape_of: dict[str, str] = {}
         self.settled: set[str] = set()

@@ -184,7 +184,10 @@ class MemoryRecords:
         want = filter.settled if filter is not None else None
         with self._lock:
             # A snapshot: every job created before this call is in it, in creation order.
-            jobs = [job for job, r in self._records.items() if want is None or r.settled is want]
+            if want is None:
+                jobs = list(self._records)
+            else:
+                jobs = [job for job, r in self._records.items() if r.settled is want]
         return iter(jobs)
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:

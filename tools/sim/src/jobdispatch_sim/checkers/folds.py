@@ -55,7 +55,7 @@ class Folds(Checker):
 
     def settle(self, ctx: Context) -> list[Violation]:
         out = []
-        for job, seq in sorted(self.dirty.items()):
+        for job, seq in sorted(self.dirty.items()) if self.dirty else ():
             if job in self.broken:
                 continue
             try:
