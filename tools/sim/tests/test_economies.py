@@ -151,3 +151,18 @@ def test_a_blank_job_is_the_job_attrs_would_build() -> None:
     assert made.triggers is not again.triggers
     with pytest.raises(TypeError):
         blank(Cause)  # frozen: maker builds those
+
+
+def test_the_executor_keeps_the_latest_folds_of_a_bounded_number_of_jobs() -> None:
+    from jobdispatch_supervise import executor as executor_mod
+
+    view = _records(range(1))[0]
+    world = World(derive(3))
+    executor = next(iter(world.procs[0].executors.values()))
+    kept = executor_mod.FOLDS_KEPT
+    for k in range(kept + 3):
+        header = attrs.evolve(view.header, job=f"job{k}")
+        executor._fold(View(header, view.events), NOW)
+    assert len(executor._folds) == kept
+    assert "job0" not in executor._folds
+    assert f"job{kept + 2}" in executor._folds

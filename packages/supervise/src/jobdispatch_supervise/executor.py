@@ -168,7 +168,11 @@ class Executor:
         folded = fold(view, now)
         folds.pop(job, None)
         if len(folds) >= FOLDS_KEPT:
-            del folds[next(iter(folds))]  # the job folded longest ago
+            # Forget the job folded longest ago. (Should two threads ever share an executor, the
+            # other may have just changed the table: a fold forgotten twice or not at all only
+            # costs a fold later.)
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del folds[next(iter(folds))]
         folds[job] = (view.header, view.events, folded)
         return folded
 
