@@ -1,9 +1,10 @@
 """The simulator's economies change what it costs, never what it computes.
 
 The fold checker follows each record with a ``Replay`` instead of folding it whole after every
-step, the executor reuses its fold of a record it reads again unchanged, the memory store hands
-out one View per revision, and a few frozen values are built without attrs' ``__init__``. Each
-is checked here against the plain computation it replaces, on records the simulator wrote.
+step, the executor extends its previous fold of a record by the events added since, the memory
+store hands out one View per revision, and a few frozen values are built without attrs'
+``__init__``. Each is checked here against the plain computation it replaces, on records the
+simulator wrote.
 """
 
 from __future__ import annotations
@@ -91,20 +92,20 @@ def test_the_memory_store_hands_out_one_view_per_revision() -> None:
     assert store.read(job) is store.read(job)
 
 
-def test_the_executor_reuses_a_fold_only_for_the_same_record() -> None:
+def test_the_executor_folds_each_pass_as_fold_would() -> None:
     world = World(derive(3))
     assert not world.run()
-    job = world.jobs[0]
     executor = next(iter(world.procs[0].executors.values()))
-    view = world.read(job)
-    once = executor._fold(view, NOW)
-    assert executor._fold(view, NOW) is once
-    assert once == fold(view, NOW)
-    copy = View(view.header, tuple(list(view.events)))  # equal, but not the same tuple
-    assert copy.events is not view.events
-    assert executor._fold(copy, NOW) is not once
-    shorter = View(view.header, view.events[:-1])
-    assert executor._fold(shorter, NOW) == fold(shorter, NOW)
+    for job in world.jobs:
+        view = world.read(job)
+        for revision in range(len(view.events) + 1):
+            prefix = View(view.header, view.events[:revision])
+            assert executor._fold(prefix, NOW) == fold(prefix, NOW)
+        copy = View(view.header, tuple(list(view.events)))  # equal, not the same tuple
+        assert executor._fold(copy, NOW) == fold(view, NOW)
+        shorter = View(view.header, view.events[:-1])  # not an extension: folded anew
+        assert executor._fold(shorter, NOW) == fold(shorter, NOW)
+        assert executor._fold(view, NOW) == fold(view, NOW)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +154,7 @@ def test_a_blank_job_is_the_job_attrs_would_build() -> None:
         blank(Cause)  # frozen: maker builds those
 
 
-def test_the_executor_keeps_the_latest_folds_of_a_bounded_number_of_jobs() -> None:
+def test_the_executor_keeps_the_folds_of_a_bounded_number_of_jobs() -> None:
     from jobdispatch_supervise import executor as executor_mod
 
     view = _records(range(1))[0]
@@ -163,6 +164,6 @@ def test_the_executor_keeps_the_latest_folds_of_a_bounded_number_of_jobs() -> No
     for k in range(kept + 3):
         header = attrs.evolve(view.header, job=f"job{k}")
         executor._fold(View(header, view.events), NOW)
-    assert len(executor._folds) == kept
-    assert "job0" not in executor._folds
-    assert f"job{kept + 2}" in executor._folds
+    assert len(executor._replays) == kept
+    assert "job0" not in executor._replays
+    assert f"job{kept + 2}" in executor._replays

@@ -30,7 +30,7 @@ from jobdispatch.errors import (
     Rejected,
     Unsupported,
 )
-from jobdispatch.job import Job, fold
+from jobdispatch.job import Job, Replay
 from jobdispatch.records import events as ev
 from jobdispatch.records.store import Lease, Records
 from jobdispatch.spi import (
@@ -82,7 +82,7 @@ __all__ = ["Executor", "Pass"]
 
 log = logging.getLogger("jobdispatch.supervise")
 
-#: How many jobs' latest folds an executor keeps for reuse (see Executor._fold).
+#: How many jobs' folds an executor keeps to extend (see Executor._fold).
 FOLDS_KEPT = 256
 
 #: Environment every process of an execution gets, so checkpoints and logs can be told apart.
@@ -120,9 +120,8 @@ class Executor:
         self.holder = holder
         self.actor = Actor.supervisor(holder)
         self.sinks = list(sinks)
-        #: Job -> (header, events, fold of them): the latest fold of each job, reused while
-        #: the store hands out the very same events again (see _fold).
-        self._folds: dict[str, tuple[ev.Header, tuple[ev.AnyEvent, ...], Job]] = {}
+        #: Job -> its record folded so far, extended by each pass (see _fold).
+        self._replays: dict[str, Replay] = {}
 
     # ---------------------------------------------------------------- one pass
 
@@ -150,31 +149,28 @@ class Executor:
         return Pass(step=step, revision=view.revision)
 
     def _fold(self, view: ev.View, now: datetime) -> Job:
-        """``fold(view, now)``, or this executor's previous fold of the very same record.
+        """``fold(view, now)``, computed from this executor's previous fold of the job.
 
-        A pass that only waits is followed by one that reads the same revision again; a store
-        that hands out the same (immutable) events for an unchanged record, as the memory store
-        does, lets that pass skip the fold. Reuse is keyed by the identity of the header and of
-        the events tuple, so it can only return what folding them would: ``fold`` is a pure
-        function of the record (its result does not depend on ``now``), and a folded Job is
-        never changed by anyone once it is made. A store that decodes a fresh record on every
-        read simply never hits.
+        Most passes read the record their own previous pass left, plus what that pass
+        committed; refolding the whole record each time would make a job's life quadratic in
+        its length. Each job keeps a :class:`~jobdispatch.job.Replay`, which runs fold's own
+        code over only the events added since, and over the whole record whenever the view is
+        not the previous one plus new events (another writer rewrote nothing, but a different
+        store or header would), so the answer is always ``fold``'s. The Job it returns changes
+        on the job's next pass: a pass uses it and lets it go. Invalid propagates as from
+        ``fold``, and the next pass starts over.
         """
-        folds = self._folds
+        replays = self._replays
         job = view.header.job
-        kept = folds.get(job)
-        if kept is not None and kept[0] is view.header and kept[1] is view.events:
-            return kept[2]
-        folded = fold(view, now)
-        folds.pop(job, None)
-        if len(folds) >= FOLDS_KEPT:
-            # Forget the job folded longest ago. (Should two threads ever share an executor, the
-            # other may have just changed the table: a fold forgotten twice or not at all only
-            # costs a fold later.)
-            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-                del folds[next(iter(folds))]
-        folds[job] = (view.header, view.events, folded)
-        return folded
+        replay = replays.pop(job, None)
+        if replay is None:
+            replay = Replay()
+            if len(replays) >= FOLDS_KEPT:
+                # Forget the job folded longest ago (the table keeps insertion order and a
+                # job is moved to its end on every pass).
+                del replays[next(iter(replays))]
+        replays[job] = replay
+        return replay.extend(view, now)
 
     # ---------------------------------------------------------------- commits
 
