@@ -102,6 +102,9 @@ class Cluster:
         self.calls: Counter[str] = Counter()
         self.faults = _Faults()
         self.objects: dict[ObjectRef, MemObject] = {}
+        #: The same objects by the job their discovery name names, in creation order: a find
+        #: looks up its job, as a scheduler's query by name does, instead of scanning them all.
+        self.by_job: dict[JobID | None, list[MemObject]] = {}
         #: Every change of an object, in order, for watchers: (sequence, job, snapshot). Kept
         #: only once someone watches, since a watch starts from the present anyway.
         self.changes: list[tuple[int, JobID | None, ObjectObs]] = []
@@ -186,6 +189,7 @@ class Cluster:
             self.faults.delay_object -= 1
             obj.hidden_finds = 1
         self.objects[ref] = obj
+        self.by_job.setdefault(obj.job, []).append(obj)
         self.history.append(
             h.Created(
                 at=now,
@@ -434,9 +438,7 @@ class Cluster:
         """The objects a find of ``job`` shows now, in creation order; an object armed to show
         up late is left out once."""
         shown = []
-        for obj in self.objects.values():
-            if obj.job != job:
-                continue
+        for obj in self.by_job.get(job, ()):
             if obj.hidden_finds:
                 obj.hidden_finds -= 1
                 continue

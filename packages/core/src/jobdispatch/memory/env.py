@@ -51,7 +51,7 @@ class MemoryEnv:
     def objects_of(self, job: JobID) -> list[ObjectRef]:
         """The objects created under ``job``'s discovery names, found or not."""
         with self._cluster.lock:
-            return [o.ref for o in self._cluster.objects.values() if o.job == job]
+            return [o.ref for o in self._cluster.by_job.get(job, ())]
 
     def state(self, ref: ObjectRef) -> ObjectState:
         """The object's state, without counting as an SPI call or consuming a fault."""
