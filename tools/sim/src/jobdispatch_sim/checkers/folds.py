@@ -32,8 +32,13 @@ class Folds(Checker):
         self.token: dict[str, tuple[int, int]] = {}
         self.broken: set[str] = set()
         self.replays: dict[str, Replay] = {}
+        #: Whether anything happened since the last settle. The store and the submitted jobs
+        #: change only by steps that put items on the timeline (a creation, a commit), so a
+        #: step that added none cannot have changed what ``list`` answers.
+        self.fed = True
 
     def feed(self, item: Item) -> list[Violation]:
+        self.fed = True
         if not isinstance(item, Commit):
             return []
         self.dirty[item.job] = item.seq
@@ -54,6 +59,9 @@ class Folds(Checker):
         return []
 
     def settle(self, ctx: Context) -> list[Violation]:
+        if not self.fed:
+            return []
+        self.fed = False
         out = []
         for job, seq in sorted(self.dirty.items()) if self.dirty else ():
             if job in self.broken:
