@@ -880,15 +880,25 @@ class World:
 
     def safety(self) -> None:
         arrivals = list(self.arrivals)
-        for step in range(self.opts.safety_steps):
+        step = 0
+        while step < self.opts.safety_steps:
             self.steps_done = step
             self.housekeeping()
             while arrivals and arrivals[0] <= step:
                 if not self.submit(len(self.jobs)):
                     break
                 arrivals.pop(0)
+            if not (arrivals and arrivals[0] <= step) and self.settled.issuperset(self.jobs):
+                # Every job that has arrived is settled: until the next arrives, a step could
+                # only act on settled records, which no later step reads for a decision.
+                # Skip to the next arrival, or end the phase when none is left.
+                if not arrivals:
+                    break
+                step = arrivals[0]
+                continue
             self.random_action()
             self.check()
+            step += 1
 
     def liveness(self) -> None:
         """Faults off; the jobs must settle or be escalated within the budget of time."""
