@@ -41,6 +41,7 @@ from jobdispatch.spi import (
     Holder,
     NativeOffer,
     NativePolicyCompiler,
+    ObjectRef,
     Requeuer,
     StartRequest,
 )
@@ -59,22 +60,8 @@ _ENFORCER_BACKEND = Enforcer.BACKEND
 _REPLY_CREATED = ev.Reply.CREATED
 _REPLY_REFUSED = ev.Reply.REFUSED
 _REPLY_UNKNOWN = ev.Reply.UNKNOWN
-_STEP_AUTHORIZE = StepKind.AUTHORIZE
-_STEP_CANONICAL = StepKind.CANONICAL
-_STEP_CEASE = StepKind.CEASE
-_STEP_ESCALATE = StepKind.ESCALATE
 _STEP_OBSERVE = StepKind.OBSERVE
-_STEP_OPEN = StepKind.OPEN
-_STEP_OUTCOME = StepKind.OUTCOME
-_STEP_PLACE_HOLD = StepKind.PLACE_HOLD
-_STEP_RELEASE_HOLD = StepKind.RELEASE_HOLD
 _STEP_REQUEUE = StepKind.REQUEUE
-_STEP_RESTORE_REQUEUE = StepKind.RESTORE_REQUEUE
-_STEP_RETIRE = StepKind.RETIRE
-_STEP_SETTLE = StepKind.SETTLE
-_STEP_START = StepKind.START
-_STEP_STOP = StepKind.STOP
-_STEP_VERIFIED_STOPPED = StepKind.VERIFIED_STOPPED
 _STEP_WAIT = StepKind.WAIT
 _TRI_UNKNOWN = Tristate.UNKNOWN
 
@@ -214,132 +201,34 @@ class Executor:
     def _execute(
         self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
     ) -> None:
-        kind = step.kind
-        me = self.actor
-        if kind is _STEP_AUTHORIZE:
-            self._decide(
-                job,
-                [
-                    ev.SubmissionAuthorized(
-                        at=now,
-                        by=me,
-                        n=step.submission,
-                        trigger=step.trigger,
-                        rule=step.rule,
-                        cause=step.cause,
-                    )
-                ],
-                revision,
-                lease,
-            )
-        elif kind is _STEP_START:
-            self._start(job, folded, step, revision, lease, now)
-        elif kind is _STEP_CANONICAL:
-            assert step.ref is not None
-            self._decide(
-                job,
-                [
-                    ev.CanonicalChosen(
-                        at=now,
-                        by=me,
-                        submission=step.submission,
-                        ref=step.ref,
-                        attempt=step.attempt,
-                    )
-                ],
-                revision,
-                lease,
-            )
-        elif kind is _STEP_RETIRE:
-            assert step.ref is not None
-            self._decide(
-                job,
-                [
-                    ev.Retired(
-                        at=now,
-                        by=me,
-                        ref=step.ref,
-                        submission=step.submission,
-                        attempt=step.attempt,
-                    )
-                ],
-                revision,
-                lease,
-            )
-            self._call_stop(step, "a duplicate of the canonical object; it never ran")
-        elif kind is _STEP_OPEN:
-            assert step.ref is not None
-            self._decide(
-                job,
-                [ev.OpenDecided(at=now, by=me, submission=step.submission, ref=step.ref)],
-                revision,
-                lease,
-            )
-            self.backend.open(step.ref)
-        elif kind is _STEP_STOP:
-            assert step.ref is not None
-            self._decide(
-                job,
-                [ev.StopDecided(at=now, by=me, ref=step.ref, reason=step.detail)],
-                revision,
-                lease,
-            )
-            self._call_stop(step, step.detail)
-        elif kind is _STEP_VERIFIED_STOPPED:
-            assert step.ref is not None and step.find_at is not None
-            self._decide(
-                job,
-                [ev.VerifiedStopped(at=now, by=me, ref=step.ref, find_at=step.find_at)],
-                revision,
-                lease,
-            )
-        elif kind is _STEP_OUTCOME:
-            assert step.state is not None and step.cause is not None
-            events: list[ev.AnyEvent] = []
-            if step.escalation and step.escalation not in folded.escalations:
-                events.append(ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail))
-            events.append(ev.OutcomeDecided(at=now, by=me, state=step.state, cause=step.cause))
-            self._decide(job, events, revision, lease)
-        elif kind is _STEP_ESCALATE:
-            self._decide(
-                job,
-                [ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail)],
-                revision,
-                lease,
-            )
-        elif kind is _STEP_SETTLE:
-            self._decide(job, [ev.Settled(at=now, by=me)], revision, lease)
-        elif kind is _STEP_PLACE_HOLD:
-            self._place_hold(job, step, revision, lease, now)
-        elif kind is _STEP_RELEASE_HOLD:
-            self._release_hold(job, step, revision, lease, now)
-        elif kind in (_STEP_REQUEUE, _STEP_RESTORE_REQUEUE):
-            self._requeue(job, step, revision, lease, now)
-        elif kind is _STEP_CEASE:
-            assert step.ref is not None
-            if isinstance(self.backend, CessationSignal):
-                evidence = self.backend.ceased(step.ref)
-            else:
-                evidence = CessationEvidence(
-                    ceased=_TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
-                )
-            self._evidence(
-                job,
-                [ev.CessationAnswered(at=now, by=me, ref=step.ref, evidence=evidence)],
-                revision,
-            )
-        else:  # STOP_JOB is the stopper's, never next's
-            msg = f"step {kind} cannot be executed by the supervisor"
-            raise Invalid(msg)
+        """Commit ``step``'s decision at ``revision`` under ``lease``, then make its call.
 
-    def _call_stop(self, step: Step, reason: str) -> None:
-        assert step.ref is not None
-        with contextlib.suppress(NotFound):  # already gone is success
-            self.backend.stop(step.ref, reason)
+        Each kind has one method, named in ``_EXECUTE``; they are looked up on the instance, so
+        a subclass (or the simulator's mutants) can replace one."""
+        name = _EXECUTE.get(step.kind)
+        if name is None:  # STOP_JOB is the stopper's, never next's
+            msg = f"step {step.kind} cannot be executed by the supervisor"
+            raise Invalid(msg)
+        getattr(self, name)(job, folded, step, revision, lease, now)
+
+    def _authorize(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        event = ev.SubmissionAuthorized(
+            at=now,
+            by=self.actor,
+            n=step.submission,
+            trigger=step.trigger,
+            rule=step.rule,
+            cause=step.cause,
+        )
+        self._decide(job, [event], revision, lease)
 
     def _start(
         self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
     ) -> None:
+        """Number the attempt, call Start, and record whatever the reply was (unknown included:
+        ``next`` then searches for the object by its discovery name)."""
         me = self.actor
         revision = self._decide(
             job,
@@ -347,55 +236,119 @@ class Executor:
             revision,
             lease,
         )
-        spec = folded.header.spec
         request = StartRequest(
             job=job,
             submission=step.submission,
             attempt=step.attempt,
-            spec=spec,
+            spec=folded.header.spec,
             native=self._native_offer(folded),
             env={ENV_JOB: job, ENV_SUBMISSION: str(step.submission)},
         )
-        reply: ev.AttemptReplied
+        ref: ObjectRef | None = None
+        detail = ""
         try:
             ref = self.backend.start(request)
+            reply = _REPLY_CREATED
         except OutcomeUnknown as exc:
-            reply = ev.AttemptReplied(
-                at=self.clock(),
-                by=me,
-                submission=step.submission,
-                attempt=step.attempt,
-                reply=_REPLY_UNKNOWN,
-                detail=str(exc),
-            )
+            reply, detail = _REPLY_UNKNOWN, str(exc)
         except (Rejected, Invalid, Unsupported) as exc:
-            reply = ev.AttemptReplied(
-                at=self.clock(),
-                by=me,
-                submission=step.submission,
-                attempt=step.attempt,
-                reply=_REPLY_REFUSED,
-                detail=str(exc),
-            )
-        except Exception as exc:
-            reply = ev.AttemptReplied(
-                at=self.clock(),
-                by=me,
-                submission=step.submission,
-                attempt=step.attempt,
-                reply=_REPLY_UNKNOWN,
-                detail=f"{type(exc).__name__}: {exc}",
-            )
+            reply, detail = _REPLY_REFUSED, str(exc)
+        except Exception as exc:  # an adapter's own failure: the object may exist or not
+            reply, detail = _REPLY_UNKNOWN, f"{type(exc).__name__}: {exc}"
+        answer = ev.AttemptReplied(
+            at=self.clock(),
+            by=me,
+            submission=step.submission,
+            attempt=step.attempt,
+            reply=reply,
+            ref=ref,
+            detail=detail,
+        )
+        self._evidence(job, [answer], revision)
+
+    def _canonical(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        assert step.ref is not None
+        event = ev.CanonicalChosen(
+            at=now, by=self.actor, submission=step.submission, ref=step.ref, attempt=step.attempt
+        )
+        self._decide(job, [event], revision, lease)
+
+    def _retire(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        assert step.ref is not None
+        event = ev.Retired(
+            at=now, by=self.actor, ref=step.ref, submission=step.submission, attempt=step.attempt
+        )
+        self._decide(job, [event], revision, lease)
+        self._call_stop(step, "a duplicate of the canonical object; it never ran")
+
+    def _open(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        assert step.ref is not None
+        event = ev.OpenDecided(at=now, by=self.actor, submission=step.submission, ref=step.ref)
+        self._decide(job, [event], revision, lease)
+        self.backend.open(step.ref)
+
+    def _stop(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        assert step.ref is not None
+        event = ev.StopDecided(at=now, by=self.actor, ref=step.ref, reason=step.detail)
+        self._decide(job, [event], revision, lease)
+        self._call_stop(step, step.detail)
+
+    def _call_stop(self, step: Step, reason: str) -> None:
+        assert step.ref is not None
+        with contextlib.suppress(NotFound):  # already gone is success
+            self.backend.stop(step.ref, reason)
+
+    def _verified_stopped(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        assert step.ref is not None and step.find_at is not None
+        event = ev.VerifiedStopped(at=now, by=self.actor, ref=step.ref, find_at=step.find_at)
+        self._decide(job, [event], revision, lease)
+
+    def _outcome(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        """The outcome, and in the same commit the escalation it carries (once per id)."""
+        assert step.state is not None and step.cause is not None
+        me = self.actor
+        events: list[ev.AnyEvent] = []
+        if step.escalation and step.escalation not in folded.escalations:
+            events.append(ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail))
+        events.append(ev.OutcomeDecided(at=now, by=me, state=step.state, cause=step.cause))
+        self._decide(job, events, revision, lease)
+
+    def _escalate(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        event = ev.Escalated(at=now, by=self.actor, id=step.escalation, detail=step.detail)
+        self._decide(job, [event], revision, lease)
+
+    def _settle(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        self._decide(job, [ev.Settled(at=now, by=self.actor)], revision, lease)
+
+    def _cease(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        """Ask the site's cessation signal, and record its answer as evidence."""
+        assert step.ref is not None
+        if isinstance(self.backend, CessationSignal):
+            evidence = self.backend.ceased(step.ref)
         else:
-            reply = ev.AttemptReplied(
-                at=self.clock(),
-                by=me,
-                submission=step.submission,
-                attempt=step.attempt,
-                reply=_REPLY_CREATED,
-                ref=ref,
+            evidence = CessationEvidence(
+                ceased=_TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
             )
-        self._evidence(job, [reply], revision)
+        answer = ev.CessationAnswered(at=now, by=self.actor, ref=step.ref, evidence=evidence)
+        self._evidence(job, [answer], revision)
 
     def _native_offer(self, folded: Job) -> NativeOffer:
         native = {
@@ -410,22 +363,49 @@ class Executor:
         }
         return self.backend.compile(folded.header.spec, native, remaining)
 
-    def _call(self, job: str, issued: int, fn: object, *args: object) -> None:
+    # ---------------------------------------------------------------- recorded calls
+
+    def _issue(
+        self,
+        job: str,
+        step: Step,
+        op: ev.CallOp,
+        revision: int,
+        lease: Lease,
+        now: datetime,
+        decided: Sequence[ev.AnyEvent] = (),
+    ) -> int:
+        """Commit ``decided`` and the call's CallIssued (with its deadline) as one decision; the
+        revision of the CallIssued is the call's id, which its answer names."""
+        assert step.ref is not None and step.deadline is not None
+        issued = ev.CallIssued(
+            at=now,
+            by=self.actor,
+            op=op,
+            ref=step.ref,
+            deadline=step.deadline,
+            instance=step.instance,
+        )
+        return self._decide(job, [*decided, issued], revision, lease)
+
+    def _call(self, job: str, issued: int, fn: Callable[..., object], *args: object) -> None:
         """Make a recorded call and commit its answer as evidence."""
         ok, detail = True, ""
         try:
-            fn(*args)  # type: ignore[operator]
+            fn(*args)
         except DispatchError as exc:
             ok, detail = False, str(exc)
         except Exception as exc:
             ok, detail = False, f"{type(exc).__name__}: {exc}"
-        self._evidence(
-            job,
-            [ev.CallAnswered(at=self.clock(), by=self.actor, call=issued, ok=ok, detail=detail)],
-            issued,
-        )
+        self._answer(job, issued, ok, detail)
 
-    def _place_hold(self, job: str, step: Step, revision: int, lease: Lease, now: datetime) -> None:
+    def _answer(self, job: str, issued: int, ok: bool, detail: str) -> None:
+        answer = ev.CallAnswered(at=self.clock(), by=self.actor, call=issued, ok=ok, detail=detail)
+        self._evidence(job, [answer], issued)
+
+    def _place_hold(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
         me = self.actor
         if step.ref is None:  # a rule's hold for a person: recorded, no backend call
             assert step.rule is not None and step.cause is not None and step.hold is not None
@@ -454,21 +434,7 @@ class Executor:
             )
             return
         assert step.deadline is not None and isinstance(self.backend, Holder)
-        issued = self._decide(
-            job,
-            [
-                ev.CallIssued(
-                    at=now,
-                    by=me,
-                    op=_CALL_HOLD,
-                    ref=step.ref,
-                    deadline=step.deadline,
-                    instance=step.instance,
-                )
-            ],
-            revision,
-            lease,
-        )
+        issued = self._issue(job, step, _CALL_HOLD, revision, lease, now)
         hold = step.hold
         meta = HoldMeta(
             instance=step.instance,
@@ -480,57 +446,39 @@ class Executor:
         self._call(job, issued, self.backend.hold, step.ref, meta)
 
     def _release_hold(
-        self, job: str, step: Step, revision: int, lease: Lease, now: datetime
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
     ) -> None:
-        me = self.actor
-        if step.ref is None:
-            self._decide(
-                job,
-                [
-                    ev.HoldLifted(
-                        at=now,
-                        by=me,
-                        instance=step.instance,
-                        reason=step.detail,
-                        resume=step.resume,
-                    )
-                ],
-                revision,
-                lease,
+        if step.ref is None:  # a rule's hold for a person lifts in the record alone
+            event = ev.HoldLifted(
+                at=now,
+                by=self.actor,
+                instance=step.instance,
+                reason=step.detail,
+                resume=step.resume,
             )
+            self._decide(job, [event], revision, lease)
             return
         assert step.deadline is not None
         if not isinstance(self.backend, Holder):
             return
-        issued = self._decide(
-            job,
-            [
-                ev.CallIssued(
-                    at=now,
-                    by=me,
-                    op=_CALL_RELEASE,
-                    ref=step.ref,
-                    deadline=step.deadline,
-                    instance=step.instance,
-                )
-            ],
-            revision,
-            lease,
-        )
-        meta = HoldMeta(instance=step.instance, deadline=step.deadline, by=me)
+        issued = self._issue(job, step, _CALL_RELEASE, revision, lease, now)
+        meta = HoldMeta(instance=step.instance, deadline=step.deadline, by=self.actor)
         self._call(job, issued, self.backend.release, step.ref, meta)
 
-    def _requeue(self, job: str, step: Step, revision: int, lease: Lease, now: datetime) -> None:
-        me = self.actor
+    def _requeue(
+        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
+    ) -> None:
+        """A requeue (the rule's decision committed with its call, unless decided before) or
+        the restoring of a requeue bit left set."""
         assert step.ref is not None and step.deadline is not None
-        op = _CALL_REQUEUE if step.kind is _STEP_REQUEUE else _CALL_RESTORE
-        events: list[ev.AnyEvent] = []
-        if step.kind is _STEP_REQUEUE and not step.decided:
+        requeue = step.kind is _STEP_REQUEUE
+        decided: list[ev.AnyEvent] = []
+        if requeue and not step.decided:
             assert step.rule is not None and step.cause is not None
-            events.append(
+            decided.append(
                 ev.RecoveryDecided(
                     at=now,
-                    by=me,
+                    by=self.actor,
                     rule=step.rule,
                     trigger=step.trigger,
                     cause=step.cause,
@@ -538,25 +486,13 @@ class Executor:
                     submission=step.submission,
                 )
             )
-        events.append(ev.CallIssued(at=now, by=me, op=op, ref=step.ref, deadline=step.deadline))
-        issued = self._decide(job, events, revision, lease)
-        meta = CallMeta(deadline=step.deadline, by=me, reason=step.trigger)
+        op = _CALL_REQUEUE if requeue else _CALL_RESTORE
+        issued = self._issue(job, step, op, revision, lease, now, decided)
         if not isinstance(self.backend, Requeuer):
-            self._evidence(
-                job,
-                [
-                    ev.CallAnswered(
-                        at=self.clock(),
-                        by=me,
-                        call=issued,
-                        ok=False,
-                        detail="the adapter cannot requeue",
-                    )
-                ],
-                issued,
-            )
+            self._answer(job, issued, False, "the adapter cannot requeue")
             return
-        fn = self.backend.requeue if op is _CALL_REQUEUE else self.backend.restore_requeue_bit
+        meta = CallMeta(deadline=step.deadline, by=self.actor, reason=step.trigger)
+        fn = self.backend.requeue if requeue else self.backend.restore_requeue_bit
         self._call(job, issued, fn, step.ref, meta)
 
     # ---------------------------------------------------------------- escalations
@@ -590,6 +526,26 @@ class Executor:
                     # Two supervisors may both deliver; the record keeps one delivery per sink.
                     recorded=_has_delivery(rec.id, sink.name),
                 )
+
+
+#: The method that executes each kind of step (``Executor._execute``).
+_EXECUTE: dict[StepKind, str] = {
+    StepKind.AUTHORIZE: "_authorize",
+    StepKind.START: "_start",
+    StepKind.CANONICAL: "_canonical",
+    StepKind.RETIRE: "_retire",
+    StepKind.OPEN: "_open",
+    StepKind.STOP: "_stop",
+    StepKind.VERIFIED_STOPPED: "_verified_stopped",
+    StepKind.OUTCOME: "_outcome",
+    StepKind.ESCALATE: "_escalate",
+    StepKind.SETTLE: "_settle",
+    StepKind.PLACE_HOLD: "_place_hold",
+    StepKind.RELEASE_HOLD: "_release_hold",
+    StepKind.REQUEUE: "_requeue",
+    StepKind.RESTORE_REQUEUE: "_requeue",
+    StepKind.CEASE: "_cease",
+}
 
 
 def _has_delivery(escalation: str, sink: str) -> Callable[[ev.View], bool]:
