@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch import Actor
+from jobdispatch.records import events as ev
+from jobdispatch_records_lmdb import LmdbRecords
 
 Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
 JobFile = Callable[..., Path]
@@ -192,4 +196,61 @@ def test_a_timeline_of_a_job_that_has_not_started(invoke: Invoke, job_file: JobF
     job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
     ran = invoke("status", job, "--timeline")
     assert ran.code == 0 and "pending" in ran.out
+    assert invoke("cancel", job).code == 0
+
+
+def _records(home: Path) -> LmdbRecords:
+    return LmdbRecords(str(home / "state" / "jobdispatch" / "records" / "local"))
+
+
+def test_requeue_is_recorded_as_the_person_asked(
+    invoke: Invoke, job_file: JobFile, home: Path
+) -> None:
+    job = invoke("submit", str(job_file(["sleep", "30"])), "--json").json()["job"]
+    ran = invoke("--as", "alice", "requeue", job, "--reason", "pick up the new node")
+    assert ran.code == 0 and "requeue asked for" in ran.out
+    store = _records(home)
+    try:
+        last = store.read(job).events[-1]
+    finally:
+        store.close()
+    assert isinstance(last, ev.RequeueRequested)
+    assert last.by == Actor.human("alice") and last.reason == "pick up the new node"
+    assert invoke("cancel", job).code == 0
+    assert invoke("requeue", job).code == 2  # terminal: nothing to requeue
+
+
+def test_abandon_closes_an_attempt_that_was_made_and_only_that(
+    invoke: Invoke, job_file: JobFile, home: Path
+) -> None:
+    job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
+    # A supervisor's launch that never heard back from Start: authorized and attempted, no reply.
+    store = _records(home)
+    try:
+        lease = store.acquire(job, "sup", timedelta(seconds=30))
+        me = Actor.supervisor("sup")
+        now = datetime.now(UTC)
+        store.append(
+            job,
+            [
+                ev.SubmissionAuthorized(at=now, by=me, n=1, trigger="submit"),
+                ev.AttemptStarted(at=now, by=me, submission=1, attempt=1),
+            ],
+            expect_revision=store.read(job).revision,
+            owner=lease,
+        )
+        store.release(lease)
+    finally:
+        store.close()
+    assert invoke("abandon", job, "1", "2").code == 3  # never made
+    assert invoke("abandon", job, "0", "1").code == 2  # not a submission number
+    ran = invoke("--as", "bob", "abandon", job, "1", "1", "--reason", "checked: no such job")
+    assert ran.code == 0 and "abandoned attempt 1.1" in ran.out
+    store = _records(home)
+    try:
+        last = store.read(job).events[-1]
+    finally:
+        store.close()
+    assert isinstance(last, ev.AbandonRequested)
+    assert (last.submission, last.attempt, last.by) == (1, 1, Actor.human("bob"))
     assert invoke("cancel", job).code == 0

@@ -1,5 +1,6 @@
-"""Acting on jobs: ``cancel``, ``hold``, ``release``, ``resubmit``, ``give-up`` and
-``supersede``. Every action is recorded with its actor (``--as``, default the OS user)."""
+"""Acting on jobs: ``cancel``, ``hold``, ``release``, ``resubmit``, ``give-up``, ``requeue``,
+``abandon`` and ``supersede``. Every action is recorded with its actor (``--as``, default the OS
+user)."""
 
 from __future__ import annotations
 
@@ -94,6 +95,28 @@ def register(group: click.Group) -> None:
         """Stop recovering JOB: it fails with the cause of its last execution."""
         app.cluster().operator.give_up(job, by=app.actor, reason=reason)
         _done(app, "gave up on", job)
+
+    @group.command()
+    @click.argument("job")
+    @reason_option
+    @pass_app
+    def requeue(app: App, job: str, reason: str) -> None:
+        """Rerun JOB's running object in place, where the cluster can (Slurm, local)."""
+        app.cluster().operator.requeue(job, by=app.actor, reason=reason)
+        _done(app, "requeue asked for", job)
+
+    @group.command()
+    @click.argument("job")
+    @click.argument("submission", type=click.IntRange(min=1))
+    @click.argument("attempt", type=click.IntRange(min=1))
+    @reason_option
+    @pass_app
+    def abandon(app: App, job: str, submission: int, attempt: int, reason: str) -> None:
+        """Close Start attempt SUBMISSION.ATTEMPT of JOB, whose outcome stayed unknown, once
+        you have checked that no object named jd-JOB-SUBMISSION-ATTEMPT exists (the
+        escalation unresolved:SUBMISSION asks for this)."""
+        app.cluster().operator.abandon(job, submission, attempt, by=app.actor, reason=reason)
+        _done(app, f"abandoned attempt {submission}.{attempt} of", job)
 
     @group.command()
     @click.argument("job")
