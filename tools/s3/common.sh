@@ -31,6 +31,25 @@ DAEMON_PIDS=("$RUN_DIR/mon.a.pid" "$RUN_DIR/osd.0.pid" "$RUN_DIR/client.rgw.a.pi
 _tag=${0##*/}
 say() { printf '[s3-%s %s] %s\n' "$_tag" "$(date +%T)" "$*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
+# A command that fails under `set -e` ends the script; say which one, so that a failed start is
+# never silent (stdout is eval'ed by the caller and carries nothing then).
+set -E
+trap 'say "ERROR: line $LINENO: \`$BASH_COMMAND\` failed (exit $?)"' ERR
+
+# ceph_admin ARGS...: a `ceph ARGS...` cluster command, retried for up to 30 s: a monitor that
+# has just started answers `ceph -s` before it takes every command. Its output on success; on
+# failure the last error, and non-zero.
+ceph_admin() {
+  local out deadline=$(( $(date +%s) + 30 ))
+  until out=$(ceph "$@" 2>&1); do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      say "ceph $*: $out"
+      return 1
+    fi
+    sleep 0.5
+  done
+  printf '%s\n' "$out"
+}
 
 # pid_alive FILE: the PID written in FILE is a live process.
 pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
