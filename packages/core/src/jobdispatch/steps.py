@@ -256,69 +256,58 @@ def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
     return key, Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, details or "start refused")
 
 
+def _failed(cause: Cause, key: str, escalation: str = "", detail: str = "") -> Step:
+    """The job's outcome: failed with the execution's own cause. ``escalation`` (committed with
+    the outcome, once per id) tells a person why no rule recovered it, where one covered it."""
+    return Step(
+        kind=_STEP_OUTCOME,
+        state=_STATE_FAILED,
+        cause=cause,
+        trigger=key,
+        escalation=escalation,
+        detail=detail,
+    )
+
+
 def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: datetime) -> Step:
     """What an ended execution (or failed launch) leads to: an outcome, or a rule's action."""
     if cause.kind is _CAUSE_NONE:
         return Step(kind=_STEP_OUTCOME, state=_STATE_SUCCEEDED, cause=cause, trigger=key)
     match = next((a for a in job.header.plan.rules if cause.kind in a.effective.on), None)
     if match is None:
-        return Step(kind=_STEP_OUTCOME, state=_STATE_FAILED, cause=cause, trigger=key)
+        return _failed(cause, key)
     rule = match.effective
+    n = match.index
     if match.enforcer is _ENFORCER_NOBODY:
-        return Step(
-            kind=_STEP_OUTCOME,
-            state=_STATE_FAILED,
-            cause=cause,
-            trigger=key,
-            escalation=f"unenforced:{match.index}:{key}",
-            detail=f"rule {match.index} covers {cause.kind} but nobody enforces it",
+        return _failed(
+            cause,
+            key,
+            f"unenforced:{n}:{key}",
+            f"rule {n} covers {cause.kind} but nobody enforces it",
         )
     if match.enforcer is _ENFORCER_BACKEND:
-        return Step(
-            kind=_STEP_OUTCOME,
-            state=_STATE_FAILED,
-            cause=cause,
-            trigger=key,
-            escalation=f"native-spent:{match.index}:{key}",
-            detail=f"the backend did not rerun it under rule {match.index}",
+        return _failed(
+            cause, key, f"native-spent:{n}:{key}", f"the backend did not rerun it under rule {n}"
         )
     if rule.action is _ACTION_ESCALATE:
-        return Step(
-            kind=_STEP_OUTCOME,
-            state=_STATE_FAILED,
-            cause=cause,
-            trigger=key,
-            escalation=f"rule:{match.index}:{key}",
-            detail=f"rule {match.index} escalates {cause.kind}",
-        )
-    if job.remaining(match.index) <= 0:
-        return Step(
-            kind=_STEP_OUTCOME,
-            state=_STATE_FAILED,
-            cause=cause,
-            trigger=key,
-            escalation=f"budget:{match.index}",
-            detail=f"rule {match.index} ({rule.action} on {cause.kind}) has spent "
-            f"its budget of {rule.budget}",
+        return _failed(cause, key, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
+    if job.remaining(n) <= 0:
+        return _failed(
+            cause,
+            key,
+            f"budget:{n}",
+            f"rule {n} ({rule.action} on {cause.kind}) has spent its budget of {rule.budget}",
         )
     if rule.action is _ACTION_RESUBMIT:
-        return Step(
-            kind=_STEP_AUTHORIZE,
-            submission=sub.n + 1,
-            trigger=key,
-            rule=match.index,
-            cause=cause,
-        )
+        return Step(kind=_STEP_AUTHORIZE, submission=sub.n + 1, trigger=key, rule=n, cause=cause)
     if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART) and sub.canonical is None:
         # A launch that failed left no object to run again in place.
-        return Step(
-            kind=_STEP_OUTCOME,
-            state=_STATE_FAILED,
-            cause=cause,
-            trigger=key,
-            escalation=f"rule:{match.index}:{key}",
-            detail=f"rule {match.index} would {rule.action} on {cause.kind}, but submission "
-            f"{sub.n} has no object to {rule.action}",
+        return _failed(
+            cause,
+            key,
+            f"rule:{n}:{key}",
+            f"rule {n} would {rule.action} on {cause.kind}, but submission {sub.n} has no "
+            f"object to {rule.action}",
         )
     if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART):
         return Step(
@@ -335,7 +324,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
         hold = Hold(
             _HOLD_RECOVERY,
             Actor.supervisor("policy"),
-            f"rule {match.index}: {cause.kind}; a person decides",
+            f"rule {n}: {cause.kind}; a person decides",
             until,
         )
         return Step(
@@ -347,14 +336,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             hold=hold,
             instance=len(job.holds) + 1,
         )
-    return Step(
-        kind=_STEP_OUTCOME,
-        state=_STATE_FAILED,
-        cause=cause,
-        trigger=key,
-        escalation=f"rule:{match.index}:{key}",
-        detail=f"rule {match.index} escalates {cause.kind}",
-    )
+    return _failed(cause, key, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
 
 
 # ------------------------------------------------------------------ holds
