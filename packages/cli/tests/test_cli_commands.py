@@ -3,6 +3,8 @@ its exit codes."""
 
 from __future__ import annotations
 
+import json
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -254,3 +256,44 @@ def test_abandon_closes_an_attempt_that_was_made_and_only_that(
     assert isinstance(last, ev.AbandonRequested)
     assert (last.submission, last.attempt, last.by) == (1, 1, Actor.human("bob"))
     assert invoke("cancel", job).code == 0
+
+
+def test_escalations_reach_the_configured_sinks(
+    invoke: Invoke, job_file: JobFile, home: Path
+) -> None:
+    got = home / "escalations.jsonl"
+    script = f"import sys; open({str(got)!r}, 'a').write(sys.stdin.read() + '\\n')"
+    config = home / "config" / "jobdispatch" / "config.toml"
+    argv = json.dumps([sys.executable, "-c", script])
+    config.write_text(
+        config.read_text() + f'[escalations.pager]\nsink = "command"\nargv = {argv}\n'
+    )
+    path = job_file(["false"], rules=[{"on": ["non-zero-exit"], "action": "escalate"}])
+    ran = invoke("run", str(path), "--poll", "0.05")
+    assert ran.code == 1, ran.err
+    [message] = [json.loads(line) for line in got.read_text().splitlines()]
+    job = message["job"]
+    assert message["id"].startswith("rule:0:") and "escalates non-zero-exit" in message["detail"]
+    escalations = invoke("status", job, "--json").json()["escalations"]
+    assert [sorted(e["delivered"]) for e in escalations] == [["log", "pager"]]
+
+
+def test_escalation_sink_errors_name_the_key_and_line(invoke: Invoke, home: Path) -> None:
+    config = home / "config" / "jobdispatch" / "config.toml"
+    base = config.read_text()
+    n = base.count("\n")  # the fixture's own lines come first
+    config.write_text(
+        base
+        + '[escalations.pager]\nsink = "command"\ntimeout = 0\n'
+        + '[escalations.log]\nsink = "command"\nargv = ["x"]\n'
+        + '[escalations.chat]\nsink = "slack"\n'
+        + '[escalations.named]\nsink = "command"\nargv = ["x"]\nname = "other"\n'
+    )
+    ran = invoke("list")
+    assert ran.code == 2
+    err = ran.err
+    assert f"{config}:{n + 1}: escalations.pager: 'argv' is a required property" in err
+    assert f"{config}:{n + 3}: escalations.pager.timeout: 0 is less than" in err
+    assert f"{config}:{n + 4}: escalations.log: the log sink always runs" in err
+    assert f"{config}:{n + 8}: escalations.chat.sink: no escalation-sink named 'slack'" in err
+    assert f"{config}:{n + 12}: escalations.named.name: the sink's name is its table's" in err

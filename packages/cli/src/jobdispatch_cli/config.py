@@ -14,15 +14,20 @@
     state_dir = "/scratch/jobdispatch"
     memory_limit = "64G"
 
-Everything is checked when the file is read: unknown keys, an adapter nobody registered, and
-each cluster's settings against its adapter's schema, every error naming the key and its line.
+    [escalations.pager]                # besides the log, where `run` and `supervise` send them
+    sink = "command"
+    argv = ["/usr/local/bin/page-oncall", "--team", "training"]
+
+Everything is checked when the file is read: unknown keys, an adapter or sink nobody
+registered, and each cluster's and sink's settings against its plugin's schema, every error
+naming the key and its line.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +39,20 @@ from jobdispatch.plugins import Plugins
 from jobdispatch_cli.jobfile import FileError, FileProblem
 from jobdispatch_cli.locate import line_of, toml_lines
 
-__all__ = ["DEFAULT_CLUSTER", "Cluster", "Config", "config_path", "load_config", "state_home"]
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "Cluster",
+    "Config",
+    "EscalationSink",
+    "config_path",
+    "load_config",
+    "state_home",
+]
 
 DEFAULT_CLUSTER = "local"
-_TOP_KEYS = ("default_cluster", "store", "clusters")
+_TOP_KEYS = ("default_cluster", "store", "clusters", "escalations")
+#: The sink every supervisor of the command delivers to, configured or not.
+LOG_SINK = "log"
 
 
 def config_home(env: Mapping[str, str]) -> Path:
@@ -68,6 +83,17 @@ class Cluster:
 
 
 @attrs.frozen
+class EscalationSink:
+    """One configured escalation sink: the table's name (deliveries are recorded under it),
+    the registered sink it builds, and that sink's settings."""
+
+    name: str
+    sink: str
+    settings: Mapping[str, Any]
+    source: str
+
+
+@attrs.frozen
 class Config:
     """The whole configuration, checked."""
 
@@ -76,6 +102,7 @@ class Config:
     clusters: Mapping[str, Cluster]
     default_cluster: str
     records_root: Path
+    escalations: tuple[EscalationSink, ...] = ()
 
     def cluster(self, name: str | None) -> Cluster:
         name = name or self.default_cluster
@@ -144,6 +171,7 @@ def load_config(
                 problem(field, p.message)
             continue
         clusters[name] = Cluster(name, adapter, settings, f"{file}, [clusters.{name}]")
+    escalations = _escalations(plugins, data.get("escalations", {}), file, problem)
     default = data.get("default_cluster", DEFAULT_CLUSTER)
     if not isinstance(default, str):
         problem("default_cluster", f"must be a cluster's name, got {default!r}")
@@ -163,4 +191,46 @@ def load_config(
         clusters=clusters,
         default_cluster=default,
         records_root=root,
+        escalations=escalations,
     )
+
+
+def _escalations(
+    plugins: Plugins, raw: Any, file: str, problem: Callable[[str, str], None]
+) -> tuple[EscalationSink, ...]:
+    """The ``[escalations.NAME]`` tables, each checked against its sink's schema."""
+    if not isinstance(raw, dict):
+        problem("escalations", "must be a table of sinks ([escalations.NAME])")
+        return ()
+    registry = plugins.registry("escalation-sink")
+    out = []
+    for name, table in raw.items():
+        at = f"escalations.{name}"
+        if name == LOG_SINK:
+            problem(at, "the log sink always runs; give this sink another name")
+            continue
+        if not isinstance(table, dict):
+            problem(at, "must be a table with a sink and its settings")
+            continue
+        sink = table.get("sink")
+        if not isinstance(sink, str):
+            problem(f"{at}.sink", f"is required: one of {', '.join(registry.names())}")
+            continue
+        if "name" in table:
+            problem(f"{at}.name", f"the sink's name is its table's: {name!r}")
+            continue
+        settings = {k: v for k, v in table.items() if k != "sink"}
+        try:
+            entry = registry.get(sink)
+        except NotFound as exc:
+            problem(f"{at}.sink", exc.message)
+            continue
+        try:
+            validate_config(settings, entry.schema, subject=f"escalation sink {name!r}")
+        except ValidationError as exc:
+            for p in exc.problems:
+                field = f"{at}.{p.path}" if p.path and p.path != "(top level)" else at
+                problem(field, p.message)
+            continue
+        out.append(EscalationSink(name, sink, settings, f"{file}, [escalations.{name}]"))
+    return tuple(out)

@@ -15,6 +15,7 @@ from jobdispatch.types import Actor
 from rich.console import Console
 
 from jobdispatch_cli.config import Cluster, Config, load_config
+from jobdispatch_cli.jobfile import FileError, FileProblem
 
 __all__ = ["App", "default_actor"]
 
@@ -93,6 +94,30 @@ class App:
 
     def backend(self) -> Any:
         return self.cluster().backend
+
+    def sinks(self) -> list[Any]:
+        """Where a supervisor of this command delivers escalations: the log, then every
+        ``[escalations.NAME]`` of the configuration, each delivering under its table's name."""
+        from jobdispatch_supervise.sinks import LogSink
+
+        registry = self.plugins.registry("escalation-sink")
+        built: list[Any] = [LogSink()]
+        for configured in self.config.escalations:
+            entry = registry.get(configured.sink)
+            settings = dict(configured.settings)
+            if "name" in (entry.schema or {}).get("properties", {}):
+                settings["name"] = configured.name
+            sink = entry.factory(settings)
+            if sink.name in {s.name for s in built}:
+                problem = FileProblem(
+                    str(self.config.path),
+                    None,
+                    f"escalations.{configured.name}",
+                    f"sink {configured.sink!r} delivers as {sink.name!r}, as another sink does",
+                )
+                raise FileError([problem])
+            built.append(sink)
+        return built
 
     def close(self) -> None:
         if self._cluster is not None:

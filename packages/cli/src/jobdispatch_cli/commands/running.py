@@ -212,7 +212,9 @@ def register(group: click.Group) -> None:
         head.append(f"  {job_file.spec.name or file.name} on cluster {app.cluster_config.name}")
         app.console.print(head)
         app.console.print(_plan_summary(plan))
-        supervisor = Supervisor(cluster.backend, app.store(), poll=poll, lease_ttl=lease_ttl)
+        supervisor = Supervisor(
+            cluster.backend, app.store(), sinks=app.sinks(), poll=poll, lease_ttl=lease_ttl
+        )
         failure: list[BaseException] = []
 
         def supervise() -> None:
@@ -268,10 +270,12 @@ def register(group: click.Group) -> None:
         _logging(verbose)
         cluster = app.cluster()
         store = app.store()
-        supervisor = Supervisor(cluster.backend, store, poll=poll, lease_ttl=lease_ttl)
+        sinks = app.sinks()
+        supervisor = Supervisor(cluster.backend, store, sinks=sinks, poll=poll, lease_ttl=lease_ttl)
         app.err.print(
             f"supervising {app.store_dir} on cluster {app.cluster_config.name} "
-            f"as {supervisor.holder}; Ctrl-C or SIGTERM stops",
+            f"as {supervisor.holder}; escalations to {', '.join(s.name for s in sinks)}; "
+            "Ctrl-C or SIGTERM stops",
             style="dim",
         )
         reporters: dict[str, Reporter] = {}
