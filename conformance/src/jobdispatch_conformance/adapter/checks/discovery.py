@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from jobdispatch.errors import NotFound
 from jobdispatch.spi import Discovery, MultiFinder, Watcher
 from jobdispatch.types import ObjectState
@@ -24,6 +26,15 @@ def _summary(d: Discovery) -> set[tuple[str, str, ObjectState]]:
 
 def _objects(d: Discovery) -> set[tuple[str, str]]:
     return {(o.ref.id, o.name) for o in d.objects}
+
+
+def _agreeing(finder: MultiFinder, h: Harness, job: str) -> Callable[[], bool]:
+    """Whether find_many and find, asked now, show the job's objects in the same states."""
+
+    def agree() -> bool:
+        return _summary(finder.find_many([job])[job]) == _summary(h.backend.find(job))
+
+    return agree
 
 
 def find_returns_every_object_of_the_job(h: Harness) -> None:
@@ -103,7 +114,7 @@ def find_many_agrees_with_find(h: Harness) -> None:
         # The two reads are moments apart on a live scheduler, where the opened object may
         # move (pending to running) in between: their states must agree once it holds still.
         h.wait_until(
-            lambda job=job: _summary(finder.find_many([job])[job]) == _summary(h.backend.find(job)),
+            _agreeing(finder, h, job),
             f"find_many and find agreeing on the states of {job}'s objects",
         )
     gated = finder.find_many([a, b], [ObjectState.GATED])
