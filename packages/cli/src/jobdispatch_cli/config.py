@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 from jobdispatch.config import validate_config
 from jobdispatch.errors import NotFound, ValidationError
-from jobdispatch.plugins import Plugins
+from jobdispatch.plugins import Plugins, Registry
 
 from jobdispatch_cli.jobfile import FileError, FileProblem
 from jobdispatch_cli.locate import line_of, toml_lines
@@ -149,28 +149,12 @@ def load_config(
         raw_clusters = {}
     adapters = plugins.registry("adapter")
     for name, raw in raw_clusters.items():
-        at = f"clusters.{name}"
-        if not isinstance(raw, dict):
-            problem(at, "must be a table with an adapter and its settings")
-            continue
-        adapter = raw.get("adapter")
-        if not isinstance(adapter, str):
-            problem(f"{at}.adapter", f"is required: one of {', '.join(adapters.names())}")
-            continue
-        settings = {k: v for k, v in raw.items() if k != "adapter"}
-        try:
-            entry = adapters.get(adapter)
-        except NotFound as exc:
-            problem(f"{at}.adapter", exc.message)
-            continue
-        try:
-            validate_config(settings, entry.schema, subject=f"cluster {name!r}")
-        except ValidationError as exc:
-            for p in exc.problems:
-                field = f"{at}.{p.path}" if p.path and p.path != "(top level)" else at
-                problem(field, p.message)
-            continue
-        clusters[name] = Cluster(name, adapter, settings, f"{file}, [clusters.{name}]")
+        checked = _plugin_table(
+            adapters, raw, f"clusters.{name}", "adapter", f"cluster {name!r}", problem
+        )
+        if checked is not None:
+            adapter, settings = checked
+            clusters[name] = Cluster(name, adapter, settings, f"{file}, [clusters.{name}]")
     escalations = _escalations(plugins, data.get("escalations", {}), file, problem)
     default = data.get("default_cluster", DEFAULT_CLUSTER)
     if not isinstance(default, str):
@@ -209,28 +193,45 @@ def _escalations(
         if name == LOG_SINK:
             problem(at, "the log sink always runs; give this sink another name")
             continue
-        if not isinstance(table, dict):
-            problem(at, "must be a table with a sink and its settings")
-            continue
-        sink = table.get("sink")
-        if not isinstance(sink, str):
-            problem(f"{at}.sink", f"is required: one of {', '.join(registry.names())}")
-            continue
-        if "name" in table:
+        if isinstance(table, dict) and "name" in table:
             problem(f"{at}.name", f"the sink's name is its table's: {name!r}")
             continue
-        settings = {k: v for k, v in table.items() if k != "sink"}
-        try:
-            entry = registry.get(sink)
-        except NotFound as exc:
-            problem(f"{at}.sink", exc.message)
-            continue
-        try:
-            validate_config(settings, entry.schema, subject=f"escalation sink {name!r}")
-        except ValidationError as exc:
-            for p in exc.problems:
-                field = f"{at}.{p.path}" if p.path and p.path != "(top level)" else at
-                problem(field, p.message)
-            continue
-        out.append(EscalationSink(name, sink, settings, f"{file}, [escalations.{name}]"))
+        checked = _plugin_table(registry, table, at, "sink", f"escalation sink {name!r}", problem)
+        if checked is not None:
+            sink, settings = checked
+            out.append(EscalationSink(name, sink, settings, f"{file}, [escalations.{name}]"))
     return tuple(out)
+
+
+def _plugin_table(
+    registry: Registry,
+    table: Any,
+    at: str,
+    key: str,
+    subject: str,
+    problem: Callable[[str, str], None],
+) -> tuple[str, dict[str, Any]] | None:
+    """A ``[section.NAME]`` table (at ``at``) that names a registered plugin under ``key``,
+    the rest being that plugin's settings, checked against its schema. The plugin's name and
+    its settings; None, with every problem told, when the table is not right."""
+    if not isinstance(table, dict):
+        problem(at, f"must be a table with {key} = NAME and its settings")
+        return None
+    chosen = table.get(key)
+    if not isinstance(chosen, str):
+        problem(f"{at}.{key}", f"is required: one of {', '.join(registry.names())}")
+        return None
+    settings = {k: v for k, v in table.items() if k != key}
+    try:
+        entry = registry.get(chosen)
+    except NotFound as exc:
+        problem(f"{at}.{key}", exc.message)
+        return None
+    try:
+        validate_config(settings, entry.schema, subject=subject)
+    except ValidationError as exc:
+        for p in exc.problems:
+            field = f"{at}.{p.path}" if p.path and p.path != "(top level)" else at
+            problem(field, p.message)
+        return None
+    return chosen, settings
