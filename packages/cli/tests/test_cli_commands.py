@@ -205,17 +205,22 @@ def _records(home: Path) -> LmdbRecords:
     return LmdbRecords(str(home / "state" / "jobdispatch" / "records" / "local"))
 
 
+def _last_event(home: Path, job: str) -> ev.AnyEvent:
+    """The newest event of ``job``'s record, read from the store the commands wrote."""
+    store = _records(home)
+    try:
+        return store.read(job).events[-1]
+    finally:
+        store.close()
+
+
 def test_requeue_is_recorded_as_the_person_asked(
     invoke: Invoke, job_file: JobFile, home: Path
 ) -> None:
     job = invoke("submit", str(job_file(["sleep", "30"])), "--json").json()["job"]
     ran = invoke("--as", "alice", "requeue", job, "--reason", "pick up the new node")
     assert ran.code == 0 and "requeue asked for" in ran.out
-    store = _records(home)
-    try:
-        last = store.read(job).events[-1]
-    finally:
-        store.close()
+    last = _last_event(home, job)
     assert isinstance(last, ev.RequeueRequested)
     assert last.by == Actor.human("alice") and last.reason == "pick up the new node"
     assert invoke("cancel", job).code == 0
@@ -248,11 +253,7 @@ def test_abandon_closes_an_attempt_that_was_made_and_only_that(
     assert invoke("abandon", job, "0", "1").code == 2  # not a submission number
     ran = invoke("--as", "bob", "abandon", job, "1", "1", "--reason", "checked: no such job")
     assert ran.code == 0 and "abandoned attempt 1.1" in ran.out
-    store = _records(home)
-    try:
-        last = store.read(job).events[-1]
-    finally:
-        store.close()
+    last = _last_event(home, job)
     assert isinstance(last, ev.AbandonRequested)
     assert (last.submission, last.attempt, last.by) == (1, 1, Actor.human("bob"))
     assert invoke("cancel", job).code == 0
