@@ -138,14 +138,13 @@ class Executor:
     def _fold(self, view: ev.View, now: datetime) -> Job:
         """``fold(view, now)``, computed from this executor's previous fold of the job.
 
-        Most passes read the record their own previous pass left, plus what that pass
-        committed; refolding the whole record each time would make a job's life quadratic in
-        its length. Each job keeps a :class:`~jobdispatch.job.Replay`, which runs fold's own
-        code over only the events added since, and over the whole record whenever the view is
-        not the previous one plus new events (another writer rewrote nothing, but a different
-        store or header would), so the answer is always ``fold``'s. The Job it returns changes
-        on the job's next pass: a pass uses it and lets it go. Invalid propagates as from
-        ``fold``, and the next pass starts over.
+        Most passes read the record their own previous pass left, plus what that pass (or
+        another writer) committed since; refolding the whole record each time would make a
+        job's life quadratic in its length. Each job keeps a :class:`~jobdispatch.job.Replay`,
+        which runs fold's own code over only the events added since, and over the whole record
+        whenever the view is not the previous one plus new events, so the answer is always
+        ``fold``'s. The Job it returns changes on the job's next pass: a pass uses it and lets
+        it go. Invalid propagates as from ``fold``, and the next pass starts over.
         """
         replays = self._replays
         job = view.header.job
