@@ -25,23 +25,19 @@ __all__ = ["blank", "maker"]
 T = TypeVar("T")
 
 
-def maker(cls: type[T]) -> Callable[..., T]:
-    """A constructor of ``cls`` taking every field positionally, in declaration order, with no
-    defaults: ``maker(Cause)(kind, provenance, detail, exit_code, signal, actor)`` equals
-    ``Cause(kind, provenance, detail, exit_code, signal, actor)``."""
+def _plain_fields(cls: type) -> tuple[Any, ...]:
+    """The fields of the slotted attrs class ``cls``, refusing (TypeError) a class whose
+    ``__init__`` does more than assign its arguments: hooks, converters, validators,
+    ``on_setattr``, fields left out of ``__init__`` or renamed in it."""
     if not attrs.has(cls) or "__slots__" not in cls.__dict__:
         msg = f"{cls.__name__} is not a slotted attrs class"
-        raise TypeError(msg)
-    if cls.__setattr__ is object.__setattr__:
-        msg = f"{cls.__name__} is not frozen; its own __init__ is as cheap"
         raise TypeError(msg)
     for hook in ("__attrs_pre_init__", "__attrs_post_init__", "__attrs_init_subclass__"):
         if hasattr(cls, hook):
             msg = f"{cls.__name__} has {hook}; build it with its own __init__"
             raise TypeError(msg)
-    names = []
-    setters: dict[str, Any] = {}
-    for i, field in enumerate(attrs.fields(cls)):
+    fields = attrs.fields(cls)
+    for field in fields:
         if (
             field.converter is not None
             or field.validator is not None
@@ -51,6 +47,20 @@ def maker(cls: type[T]) -> Callable[..., T]:
         ):
             msg = f"{cls.__name__}.{field.name} is not a plain field"
             raise TypeError(msg)
+    return tuple(fields)
+
+
+def maker(cls: type[T]) -> Callable[..., T]:
+    """A constructor of ``cls`` taking every field positionally, in declaration order, with no
+    defaults: ``maker(Cause)(kind, provenance, detail, exit_code, signal, actor)`` equals
+    ``Cause(kind, provenance, detail, exit_code, signal, actor)``."""
+    fields = _plain_fields(cls)
+    if cls.__setattr__ is object.__setattr__:
+        msg = f"{cls.__name__} is not frozen; its own __init__ is as cheap"
+        raise TypeError(msg)
+    names = []
+    setters: dict[str, Any] = {}
+    for i, field in enumerate(fields):
         descriptor = inspect.getattr_static(cls, field.name)
         if type(descriptor).__name__ != "member_descriptor":
             msg = f"{cls.__name__}.{field.name} is not a slot"
@@ -75,29 +85,14 @@ def blank(cls: type[T]) -> Callable[..., T]:
     as a fresh literal). ``blank(Job)(header, revision)`` equals ``Job(header=header,
     revision=revision)``, without the keyword parsing and factory calls of attrs' ``__init__``.
     Refused, as by :func:`maker`, for any class whose ``__init__`` does more than assign."""
-    if not attrs.has(cls) or "__slots__" not in cls.__dict__:
-        msg = f"{cls.__name__} is not a slotted attrs class"
-        raise TypeError(msg)
+    fields = _plain_fields(cls)
     if cls.__setattr__ is not object.__setattr__:
         msg = f"{cls.__name__} is frozen or hooks __setattr__; use maker"
         raise TypeError(msg)
-    for hook in ("__attrs_pre_init__", "__attrs_post_init__", "__attrs_init_subclass__"):
-        if hasattr(cls, hook):
-            msg = f"{cls.__name__} has {hook}; build it with its own __init__"
-            raise TypeError(msg)
     params: list[str] = []
     body: list[str] = []
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    for i, field in enumerate(attrs.fields(cls)):
-        if (
-            field.converter is not None
-            or field.validator is not None
-            or field.on_setattr not in (None, attrs.setters.NO_OP)
-            or not field.init
-            or field.alias != field.name
-        ):
-            msg = f"{cls.__name__}.{field.name} is not a plain field"
-            raise TypeError(msg)
+    for i, field in enumerate(fields):
         default = field.default
         if default is attrs.NOTHING:  # attrs puts these first (or makes them keyword-only)
             params.append(field.name)
