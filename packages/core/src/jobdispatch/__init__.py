@@ -45,6 +45,7 @@ from jobdispatch.errors import (
 )
 from jobdispatch.hookspecs import hookimpl
 from jobdispatch.job import Job, Outcome, Transition, fold
+from jobdispatch.launch import DryRun, preview
 from jobdispatch.plan import SHARED_HOLD_FOR, make_plan
 from jobdispatch.spi import (
     Backend,
@@ -132,6 +133,7 @@ __all__ = [
     "Conflict",
     "Discovery",
     "DispatchError",
+    "DryRun",
     "Enforcer",
     "Escalation",
     "ExecutionObs",
@@ -207,6 +209,7 @@ __all__ = [
     "new_backend",
     "next",
     "open",
+    "preview",
     "problems",
     "project",
     "system_clock",
