@@ -131,7 +131,11 @@ def describe(name: str, spec: JobSpec, native: list[NativeRule]) -> str:
         "name": name,
         "spec": converter.unstructure(spec),
         "native": [
-            {"rule": r.index, "on": sorted(str(c) for c in r.causes), "remaining": r.remaining}
+            {
+                "rule": r.index,
+                "on": [str(c) for c in CauseKind if c in r.causes],
+                "remaining": r.remaining,
+            }
             for r in native
         ],
     }
