@@ -35,8 +35,9 @@ class TestLocalContract(AdapterSuite):
     @pytest.fixture
     def backend_factory(self, state: Path) -> Callable[[], Backend]:
         # A memory limit where a controller is writable, so the OOM ending can be driven.
-        extra = {"memory_limit": "48M"} if _MEMORY is not None else {}
-        return lambda: make_backend(state, **extra)
+        extra: dict[str, Any] = {"memory_limit": "48M"} if _MEMORY is not None else {}
+        # Declared GPU indices, so the dry-run check can hand each node two of them.
+        return lambda: make_backend(state, gpus=[0, 1, 2, 3], **extra)
 
     @pytest.fixture
     def driver_factory(self, tmp_path: Path) -> Callable[[Backend], Driver]:

@@ -22,6 +22,7 @@ from jobdispatch_conformance.adapter.suite import (
     LifecycleTests,
     OutputTests,
     RerunTests,
+    SubmissionTests,
 )
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "LifecycleTests",
     "OutputTests",
     "RerunTests",
+    "SubmissionTests",
     "Timeouts",
     "checks",
 ]

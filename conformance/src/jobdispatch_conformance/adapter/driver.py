@@ -107,6 +107,17 @@ class Driver:
         """Have the running object's rank ``rank`` write ``data`` to ``stream``."""
         raise CannotDrive("emit_output")
 
+    def created(self, ref: ObjectRef) -> str:
+        """What the scheduler holds of the object ``start`` created, read back from the
+        scheduler itself (Slurm's stored batch script, the local runner's command lines), in
+        the form the adapter's ``preview`` prints: the dry run is checked against it."""
+        raise CannotDrive("created")
+
+    def resource_spec(self) -> JobSpec:
+        """A spec asking for resources this cluster has (GPUs, memory, a queue where it has
+        them), for the dry-run check; by default the base spec."""
+        return self.base_spec()
+
     def unreachable_backend(self) -> Backend:
         """A backend of this adapter that cannot reach its cluster."""
         raise CannotDrive("unreachable_backend")
@@ -132,6 +143,7 @@ OPERATIONS: tuple[str, ...] = (
     "lose_next_start_reply",
     "set_requeue_bit",
     "emit_output",
+    "created",
     "unreachable_backend",
     "unauthorized_backend",
 )

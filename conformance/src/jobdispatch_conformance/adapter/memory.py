@@ -11,11 +11,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+import attrs
 import pytest
 from jobdispatch.clock import ManualClock
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import ObjectState
+from jobdispatch.types import JobSpec, ObjectState, Resources
 
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver, Timeouts
 from jobdispatch_conformance.adapter.suite import AdapterFixtures
@@ -69,6 +70,15 @@ class MemoryDriver(Driver):
 
     def lose_next_start_reply(self) -> None:
         self.env.lose_next_start_reply()
+
+    def created(self, ref: ObjectRef) -> str:
+        return self.env.describe(ref)
+
+    def resource_spec(self) -> JobSpec:
+        return attrs.evolve(
+            self.base_spec(),
+            resources=Resources(gpus_per_node=2, memory_per_node_mib=1024, queue="batch"),
+        )
 
     def set_requeue_bit(self, ref: ObjectRef) -> None:
         if self.backend.shape is not Shape.SLURM:

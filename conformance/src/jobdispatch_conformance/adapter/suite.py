@@ -42,6 +42,7 @@ __all__ = [
     "LifecycleTests",
     "OutputTests",
     "RerunTests",
+    "SubmissionTests",
 ]
 
 
@@ -235,6 +236,13 @@ class ConfigurationTests(AdapterFixtures):
         checks.config_refuses_unknown_keys(adapter_name, adapter_config)
 
 
+class SubmissionTests(AdapterFixtures):
+    """The dry run shows what start creates."""
+
+    def test_preview_is_what_start_creates(self, harness: Harness) -> None:
+        checks.preview_is_what_start_creates(harness)
+
+
 class AdapterSuite(
     LifecycleTests,
     DiscoveryTests,
@@ -244,6 +252,7 @@ class AdapterSuite(
     OutputTests,
     DeclarationTests,
     ConfigurationTests,
+    SubmissionTests,
 ):
     """Every area of the adapter contract. Subclass it and override ``backend_factory`` (and
     ``driver_factory``, ``timeouts``, ``adapter_name``, ``adapter_config`` as the adapter can)."""

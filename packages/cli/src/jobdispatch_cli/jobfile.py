@@ -11,6 +11,18 @@ The keys mirror :class:`jobdispatch.JobSpec`::
     output = "logs"                        # a directory for the rank files
     image = "..."                          # only where the cluster runs containers
     checkpoint = "isolated"                # or "shared"
+    [resources]                            # what each node needs; all optional
+    gpus_per_node = 8
+    gpu_type = "a100"
+    cpus_per_proc = 12
+    memory_per_node = "480G"               # K, M, G, T (binary); a bare number is MiB
+    queue = "gpu"                          # a Slurm partition, a Kueue LocalQueue
+    account = "ml"
+    qos = "high"
+    constraints = ["ib"]                   # node features or labels, all required
+    exclusive = true
+    [resources.slurm]                      # one adapter's own, allow-listed settings
+    reservation = "maint"
     [env]
     CHECKPOINT_DIR = "/tmp/ckpt"
     [[recovery.rules]]
@@ -24,6 +36,8 @@ reported at once, as ``FILE:LINE: FIELD: what is wrong``.
 
 from __future__ import annotations
 
+import math
+import re
 import shlex
 import tomllib
 from collections.abc import Callable, Mapping
@@ -38,6 +52,7 @@ from jobdispatch.types import (
     CauseKind,
     JobSpec,
     RecoveryPolicy,
+    Resources,
     Rule,
     SharedCheckpoint,
 )
@@ -46,7 +61,14 @@ from jobdispatch.validate import problems as spec_problems
 from jobdispatch_cli.durations import parse_duration
 from jobdispatch_cli.locate import line_of, toml_lines, yaml_lines
 
-__all__ = ["FileError", "FileProblem", "JobFile", "load_job_file", "parse_job_text"]
+__all__ = [
+    "FileError",
+    "FileProblem",
+    "JobFile",
+    "load_job_file",
+    "parse_job_text",
+    "parse_mib",
+]
 
 TOP_KEYS = (
     "name",
@@ -59,7 +81,19 @@ TOP_KEYS = (
     "output",
     "image",
     "checkpoint",
+    "resources",
     "recovery",
+)
+RESOURCE_KEYS = (
+    "gpus_per_node",
+    "gpu_type",
+    "cpus_per_proc",
+    "memory_per_node",
+    "queue",
+    "account",
+    "qos",
+    "constraints",
+    "exclusive",
 )
 RECOVERY_KEYS = ("rules",)
 RULE_KEYS = ("on", "action", "budget", "for")
@@ -181,6 +215,74 @@ class _Reader:
                 out[str(name)] = str(v)
         return out
 
+    def resources(self, value: Any) -> Resources:
+        """The ``[resources]`` table; a key holding a table is an adapter's own table
+        (``[resources.slurm]``), checked by that adapter when it plans the job."""
+        if value is None:
+            return Resources()
+        if not isinstance(value, dict):
+            self.problem("resources", f"must be a table, got {value!r}")
+            return Resources()
+        at = "resources"
+        fields: dict[str, Any] = {}
+        tables: dict[str, dict[str, Any]] = {}
+        for key, raw in value.items():
+            if isinstance(raw, dict):
+                tables[str(key)] = self.adapter_table(raw, f"{at}.{key}")
+            elif key not in RESOURCE_KEYS:
+                known = ", ".join(RESOURCE_KEYS)
+                self.problem(
+                    f"{at}.{key}",
+                    f"unknown key (known keys: {known}; an adapter's settings go in "
+                    f"[resources.ADAPTER])",
+                )
+        for key in ("gpus_per_node", "cpus_per_proc"):
+            fields[key] = self.typed(value, key, int, f"{at}.{key}")
+        for key in ("gpu_type", "queue", "account", "qos"):
+            fields[key] = self.typed(value, key, str, f"{at}.{key}")
+        fields["exclusive"] = self.typed(value, "exclusive", bool, f"{at}.exclusive")
+        constraints = value.get("constraints")
+        if isinstance(constraints, str):
+            constraints = [constraints]
+        if constraints is not None and not (
+            isinstance(constraints, list) and all(isinstance(c, str) for c in constraints)
+        ):
+            self.problem(f"{at}.constraints", f"must be a list of strings, got {constraints!r}")
+            constraints = None
+        memory = value.get("memory_per_node")
+        mib = None
+        if memory is not None:
+            try:
+                mib = parse_mib(memory)
+            except ValueError as exc:
+                self.problem(f"{at}.memory_per_node", str(exc))
+        return Resources(
+            gpus_per_node=fields["gpus_per_node"] or 0,
+            gpu_type=fields["gpu_type"],
+            cpus_per_proc=fields["cpus_per_proc"],
+            memory_per_node_mib=mib,
+            queue=fields["queue"],
+            account=fields["account"],
+            qos=fields["qos"],
+            constraints=tuple(constraints or ()),
+            exclusive=bool(fields["exclusive"]),
+            adapter=tables,
+        )
+
+    def adapter_table(self, raw: Mapping[str, Any], at: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, v in raw.items():
+            scalar = isinstance(v, str | int | bool) and not isinstance(v, float)
+            strings = isinstance(v, list) and all(isinstance(x, str) for x in v)
+            if scalar or strings:
+                out[str(key)] = v
+            else:
+                self.problem(
+                    f"{at}.{key}",
+                    f"must be a string, whole number, true/false or list of strings, got {v!r}",
+                )
+        return out
+
     def rules(self, value: Any) -> list[Rule]:
         if value is None:
             return []
@@ -259,6 +361,7 @@ class _Reader:
             "env": self.env(data.get("env")),
             "time_limit": self.duration(data.get("time_limit"), "time_limit"),
             "extensions": extensions,
+            "resources": self.resources(data.get("resources")),
             "recovery": RecoveryPolicy(rules=self.rules(data.get("recovery"))),
         }
         # Check what could be read as the core would, so one run reports every problem; a
@@ -274,6 +377,25 @@ class _Reader:
             self.problems.sort(key=lambda p: (p.line or 0, p.field))
             return None
         return spec
+
+
+_MIB = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KkMmGgTt]?)(?:i?[Bb])?$")
+_TO_MIB = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def parse_mib(value: Any) -> int:
+    """MiB from ``512M``, ``64G``, ``1.5T`` or ``2GiB`` (binary units, as Slurm reads them), or
+    from a whole number, which is MiB; rounded up, never down."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        msg = f"must be a size such as 512M or 64G, or a whole number of MiB; got {value!r}"
+        raise ValueError(msg)
+    if isinstance(value, int):
+        return value
+    m = _MIB.match(value.strip())
+    if m is None:
+        msg = f"not a size: {value!r} (use a number with K, M, G or T, e.g. 64G)"
+        raise ValueError(msg)
+    return math.ceil(float(m[1]) * _TO_MIB[m[2].lower()])
 
 
 def _name(kind: type | tuple[type, ...]) -> str:
@@ -293,8 +415,6 @@ def _parse_toml(text: str, file: str) -> tuple[Any, dict[str, int]]:
 
 
 def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
-    import re
-
     m = re.search(r"line (\d+)", str(exc))
     return int(m[1]) if m else None
 

@@ -14,11 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from jobdispatch.errors import Invalid
 from jobdispatch.records import events as ev
-from jobdispatch.types import EXTENSIONS
+from jobdispatch.types import EXTENSIONS, AdapterValue, JobSpec, Resources
 
 T = TypeVar("T")
 
@@ -50,6 +50,15 @@ def _structure_timedelta(value: Any, _: type) -> timedelta:
     return timedelta(seconds=value)
 
 
+def _structure_adapter_value(value: Any, _: Any) -> AdapterValue:
+    if isinstance(value, str | int | bool):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    msg = f"expected a string, number, true/false or list of strings, got {value!r}"
+    raise ValueError(msg)
+
+
 def _make() -> cattrs.Converter:
     c = cattrs.Converter(forbid_extra_keys=True)
     c.register_unstructure_hook(datetime, _unstructure_datetime)
@@ -78,6 +87,16 @@ def _make() -> cattrs.Converter:
     for cls in tags:
         c.register_unstructure_hook(cls, unstructure_extension)
         c.register_structure_hook(cls, structure_extension)
+
+    # A spec that asks for no resources is written as it was before resources existed, and a
+    # resources table holds only what was asked: records stay small and old ones read the same.
+    c.register_unstructure_hook(
+        Resources, make_dict_unstructure_fn(Resources, c, _cattrs_omit_if_default=True)
+    )
+    c.register_unstructure_hook(
+        JobSpec, make_dict_unstructure_fn(JobSpec, c, resources=override(omit_if_default=True))
+    )
+    c.register_structure_hook_func(lambda t: t == AdapterValue, _structure_adapter_value)
 
     plain = {cls: make_dict_unstructure_fn(cls, c) for cls in ev.EVENT_TYPES.values()}
     plain_s = {

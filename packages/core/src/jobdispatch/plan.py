@@ -24,8 +24,10 @@ from datetime import timedelta
 
 import attrs
 
+from jobdispatch.config import validate_config
 from jobdispatch.errors import Invalid, Rejected, Unsupported
-from jobdispatch.spi import Backend, IdentityWeakener
+from jobdispatch.fit import fit
+from jobdispatch.spi import Backend, IdentityWeakener, InventoryReporter, ResourceTable
 from jobdispatch.types import (
     RECOVERABLE,
     Action,
@@ -45,7 +47,7 @@ from jobdispatch.types import (
 )
 from jobdispatch.validate import validate
 
-__all__ = ["SHARED_HOLD_FOR", "make_plan", "required_capabilities"]
+__all__ = ["SHARED_HOLD_FOR", "check_resources", "make_plan", "required_capabilities"]
 
 #: The hold a rule becomes under a shared checkpoint: a day for a person to look.
 SHARED_HOLD_FOR = timedelta(hours=24)
@@ -62,7 +64,44 @@ def required_capabilities(spec: JobSpec) -> list[tuple[Capability, str]]:
         needs.append((Capability.PROCS_PER_NODE, "procs_per_node"))
     if spec.output is not None:
         needs.append((Capability.OUTPUT_PATH, "output"))
+    res = spec.resources
+    for capability, field, asked in (
+        (Capability.GPUS, "resources.gpus_per_node", res.gpus_per_node > 0),
+        (Capability.CPUS_PER_PROC, "resources.cpus_per_proc", res.cpus_per_proc is not None),
+        (
+            Capability.MEMORY_LIMIT,
+            "resources.memory_per_node",
+            res.memory_per_node_mib is not None,
+        ),
+        (Capability.QUEUES, "resources.queue", res.queue is not None),
+        (Capability.ACCOUNTS, "resources.account", res.account is not None),
+        (Capability.ACCOUNTS, "resources.qos", res.qos is not None),
+        (Capability.NODE_CONSTRAINTS, "resources.constraints", bool(res.constraints)),
+        (Capability.EXCLUSIVE_NODES, "resources.exclusive", res.exclusive),
+    ):
+        if asked:
+            needs.append((capability, field))
     return needs
+
+
+def check_resources(backend: Backend, spec: JobSpec) -> None:
+    """Refuse ``spec`` when the cluster could never place it, or when the adapter's own resource
+    table breaks its allow-list; return when it fits or the cluster does not say enough.
+
+    Raises ValidationError for a bad adapter table (every problem at once, as validate does) and
+    Unsupported naming each field the cluster cannot satisfy and what it has instead.
+    """
+    if isinstance(backend, ResourceTable):
+        name = backend.resource_table
+        table = spec.resources.adapter.get(name, {})
+        plain = {k: list(v) if isinstance(v, tuple) else v for k, v in table.items()}
+        validate_config(plain, backend.resource_schema, subject=f"resources.{name}")
+    if isinstance(backend, InventoryReporter):
+        found = fit(spec, backend.inventory())
+        if found:
+            lines = "; ".join(str(p) for p in found)
+            msg = f"this cluster cannot place the job: {lines}"
+            raise Unsupported(msg)
 
 
 def _effective(rule: Rule, mode: CheckpointMode) -> Rule:
@@ -138,6 +177,7 @@ def make_plan(
         if answer.answer is Tristate.NO:
             msg = f"{field}: this cluster does not support {capability} ({answer})"
             raise Unsupported(msg)
+    check_resources(backend, spec)
 
     mode = spec.checkpoint
     effective = RecoveryPolicy(rules=[_effective(r, mode) for r in rules])

@@ -21,6 +21,7 @@ from jobdispatch.types import (
     Capability,
     Cause,
     HoldMeta,
+    Inventory,
     JobID,
     JobSpec,
     ObjectState,
@@ -39,6 +40,7 @@ __all__ = [
     "ExecutionObs",
     "Holder",
     "IdentityWeakener",
+    "InventoryReporter",
     "MultiFinder",
     "NativeOffer",
     "NativePolicyCompiler",
@@ -46,8 +48,10 @@ __all__ = [
     "ObjectRef",
     "OutputReader",
     "Requeuer",
+    "ResourceTable",
     "StartRequest",
     "StopReport",
+    "SubmissionPreview",
     "Watcher",
     "discovery_name",
     "parse_discovery_name",
@@ -312,6 +316,42 @@ class OutputReader(Protocol):
         """The stream's bytes; with ``follow``, a stream that waits for more until the object
         ends."""
         ...
+
+
+@runtime_checkable
+class InventoryReporter(Protocol):
+    """Says what the cluster has to place jobs on (queues, nodes, their GPUs and memory), so the
+    plan can refuse a spec no node could satisfy before anything is created."""
+
+    def inventory(self) -> Inventory: ...
+
+
+@runtime_checkable
+class ResourceTable(Protocol):
+    """Reads an adapter-specific resource table (``[resources.slurm]``).
+
+    ``resource_table`` names the table and ``resource_schema`` is its JSON Schema, an allow-list
+    with ``additionalProperties: false``, so a site setting is a typed field, never a free-form
+    scheduler flag. The plan checks the table against the schema before anything is created.
+    """
+
+    @property
+    def resource_table(self) -> str: ...
+
+    @property
+    def resource_schema(self) -> Mapping[str, object]: ...
+
+
+@runtime_checkable
+class SubmissionPreview(Protocol):
+    """Shows exactly what ``start`` would create for a request, without creating anything:
+    the batch script with its directives, the runner's command lines, the manifest.
+
+    The conformance suite holds it to that: what it returns for a request equals what the
+    adapter's driver reads back of the object ``start`` created for the same request.
+    """
+
+    def preview(self, request: StartRequest) -> str: ...
 
 
 def find_all(

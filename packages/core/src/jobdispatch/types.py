@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -278,6 +278,13 @@ class Capability(_Word):
     OUTPUT_READ = "output-read"
     OUTPUT_FOLLOW = "output-follow"
     OUTPUT_RETAINED = "output-retained"
+    GPUS = "gpus"
+    MEMORY_LIMIT = "memory-limit"
+    CPUS_PER_PROC = "cpus-per-proc"
+    QUEUES = "queues"
+    ACCOUNTS = "accounts"
+    NODE_CONSTRAINTS = "node-constraints"
+    EXCLUSIVE_NODES = "exclusive-nodes"
 
 
 class ObjectState(_Word):
@@ -380,6 +387,91 @@ def _extensions(value: Iterable[Extension]) -> tuple[Extension, ...]:
     return tuple(value)
 
 
+#: A value an adapter's own resource table may hold (``[resources.slurm]``): scalars and lists of
+#: strings only, so a table is data the adapter checks against its allow-list, never a flag.
+AdapterValue: TypeAlias = str | int | bool | tuple[str, ...]
+
+
+def _adapter_tables(
+    value: Mapping[str, Mapping[str, Any]] | None,
+) -> dict[str, dict[str, AdapterValue]]:
+    out: dict[str, dict[str, AdapterValue]] = {}
+    for name, table in (value or {}).items():
+        out[name] = {
+            k: tuple(v) if isinstance(v, list | tuple) else v for k, v in dict(table).items()
+        }
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class Resources:
+    """What each node of a job needs, and where the job may be placed.
+
+    Portable fields mean the same on every adapter that answers their capability ``yes``; an
+    adapter that cannot honour one answers ``no`` and the plan refuses the spec, because a GPU
+    job silently run without GPUs is worse than no job. ``adapter`` holds each adapter's own
+    table (``[resources.slurm]``), checked by that adapter against its allow-list when it plans
+    the job; the tables of other adapters travel with the spec unread, so one job file can name
+    settings for every cluster it may run on.
+    """
+
+    #: Accelerators per node; 0 asks for none.
+    gpus_per_node: int = 0
+    #: The accelerator model (``a100``), or None for any.
+    gpu_type: str | None = None
+    #: CPUs for each process (rank); None leaves it to the scheduler.
+    cpus_per_proc: int | None = None
+    #: Memory per node in MiB; None leaves it to the scheduler.
+    memory_per_node_mib: int | None = None
+    #: Where the job waits: a Slurm partition, a Kueue LocalQueue.
+    queue: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    #: Node features (Slurm) or labels (Kubernetes, ``key=value``) every node must have.
+    constraints: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    #: The job's nodes run nothing else.
+    exclusive: bool = False
+    adapter: dict[str, dict[str, AdapterValue]] = attrs.field(
+        factory=dict, converter=_adapter_tables, hash=False
+    )
+
+    @property
+    def empty(self) -> bool:
+        """Nothing asked: the scheduler's defaults apply."""
+        return self == NO_RESOURCES
+
+
+#: The resources of a spec that asks for none.
+NO_RESOURCES = Resources()
+
+
+@attrs.frozen
+class NodeGroup:
+    """Nodes of one kind, as a cluster reports or a site declares them; None is "not said"."""
+
+    count: int
+    cpus: int | None = None
+    memory_mib: int | None = None
+    gpus: int = 0
+    gpu_type: str | None = None
+    features: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    queues: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+
+
+@attrs.frozen
+class Inventory:
+    """What a cluster has to place jobs on, for the plan to check a spec against.
+
+    ``None`` means the cluster did not say, and nothing is refused on its account.
+    """
+
+    source: Source = Source.DECLARED
+    groups: tuple[NodeGroup, ...] | None = None
+    queues: tuple[str, ...] | None = None
+    default_queue: str | None = None
+    detail: str = ""
+
+
 @attrs.frozen(kw_only=True)
 class JobSpec:
     """What to run and how to recover it. ``jobdispatch.validate`` checks it before use."""
@@ -393,6 +485,7 @@ class JobSpec:
     env: dict[str, str] = attrs.field(factory=dict, converter=_env, hash=False)
     time_limit: timedelta | None = None
     output: str | None = None
+    resources: Resources = NO_RESOURCES
     extensions: tuple[Extension, ...] = attrs.field(default=(), converter=_extensions)
     recovery: RecoveryPolicy = attrs.field(factory=RecoveryPolicy)
 

@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 
 from jobdispatch.errors import Problem, ValidationError
-from jobdispatch.types import Action, JobSpec, Rule
+from jobdispatch.types import Action, JobSpec, Resources, Rule
 
 __all__ = ["problems", "validate"]
 
@@ -35,6 +35,67 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 #: Past this, a number of nodes or processes is a typo, not a job.
 MAX_NODES = 100_000
 MAX_PROCS_PER_NODE = 1_024
+MAX_GPUS_PER_NODE = 1_024
+MAX_CPUS_PER_PROC = 65_536
+#: 1 PiB per node, in MiB: past this it is a unit mistake.
+MAX_MEMORY_PER_NODE_MIB = 1 << 30
+#: A queue, account, QoS, GPU type or adapter name: a scheduler word, never an option.
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
+#: A node feature (Slurm) or label (Kubernetes ``key=value``, ``key`` with a DNS prefix).
+_CONSTRAINT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+/=:-]{0,252}$")
+
+
+def _count(out: list[Problem], field: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        out.append(Problem(field, f"must be a whole number, got {value!r}"))
+    elif value < low:
+        out.append(Problem(field, f"must be at least {low}, got {value}"))
+    elif value > high:
+        out.append(Problem(field, f"must be at most {high}, got {value}"))
+
+
+def _check_resources(res: Resources, out: list[Problem]) -> None:
+    at = "resources"
+    _count(out, f"{at}.gpus_per_node", res.gpus_per_node, 0, MAX_GPUS_PER_NODE)
+    if res.cpus_per_proc is not None:
+        _count(out, f"{at}.cpus_per_proc", res.cpus_per_proc, 1, MAX_CPUS_PER_PROC)
+    if res.memory_per_node_mib is not None:
+        _count(out, f"{at}.memory_per_node", res.memory_per_node_mib, 1, MAX_MEMORY_PER_NODE_MIB)
+    for field in ("gpu_type", "queue", "account", "qos"):
+        value = getattr(res, field)
+        if value is not None and (not isinstance(value, str) or not _WORD.match(value)):
+            out.append(
+                Problem(
+                    f"{at}.{field}",
+                    "use 1 to 128 letters, digits, '_', '.', '+' or '-', starting with a letter "
+                    f"or digit; got {value!r}",
+                )
+            )
+    if res.gpu_type is not None and not res.gpus_per_node:
+        out.append(Problem(f"{at}.gpu_type", "names a GPU type but gpus_per_node is 0"))
+    for i, item in enumerate(res.constraints):
+        if not isinstance(item, str) or not _CONSTRAINT.match(item):
+            out.append(
+                Problem(f"{at}.constraints[{i}]", f"is not a node feature or label: {item!r}")
+            )
+    if not isinstance(res.exclusive, bool):
+        out.append(Problem(f"{at}.exclusive", f"must be true or false, got {res.exclusive!r}"))
+    for name, table in res.adapter.items():
+        if not _WORD.match(name):
+            out.append(Problem(f"{at}.{name}", "is not an adapter name"))
+        for key, value in table.items():
+            where = f"{at}.{name}.{key}"
+            if isinstance(value, tuple):
+                if not all(isinstance(v, str) for v in value):
+                    out.append(Problem(where, "a list may hold strings only"))
+            elif not isinstance(value, str | int | bool):
+                out.append(
+                    Problem(
+                        where,
+                        f"must be a string, number, true/false or list of strings, "
+                        f"got {type(value).__name__}",
+                    )
+                )
 
 
 def _check_rule(i: int, rule: Rule, seen: dict[object, str], out: list[Problem]) -> None:
@@ -82,16 +143,8 @@ def problems(spec: JobSpec) -> list[Problem]:
             out.append(Problem(f"command[{i}]", "must not contain a NUL byte"))
     if spec.command and isinstance(spec.command[0], str) and not spec.command[0].strip():
         out.append(Problem("command[0]", "the program must not be blank"))
-    for field, value, limit in (
-        ("nodes", spec.nodes, MAX_NODES),
-        ("procs_per_node", spec.procs_per_node, MAX_PROCS_PER_NODE),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int):
-            out.append(Problem(field, f"must be a whole number, got {value!r}"))
-        elif value < 1:
-            out.append(Problem(field, f"must be at least 1, got {value}"))
-        elif value > limit:
-            out.append(Problem(field, f"must be at most {limit}, got {value}"))
+    _count(out, "nodes", spec.nodes, 1, MAX_NODES)
+    _count(out, "procs_per_node", spec.procs_per_node, 1, MAX_PROCS_PER_NODE)
     if spec.image is not None and (not spec.image.strip() or any(c.isspace() for c in spec.image)):
         out.append(
             Problem("image", f"must be an image reference without spaces, got {spec.image!r}")
@@ -110,6 +163,7 @@ def problems(spec: JobSpec) -> list[Problem]:
             out.append(Problem(where, f"value must be a string, got {type(env_value).__name__}"))
         elif "\x00" in env_value:
             out.append(Problem(where, "value must not contain a NUL byte"))
+    _check_resources(spec.resources, out)
     if spec.time_limit is not None and spec.time_limit <= timedelta(0):
         out.append(Problem("time_limit", f"must be positive, got {spec.time_limit}"))
     seen: dict[object, str] = {}

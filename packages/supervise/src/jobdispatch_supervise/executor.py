@@ -31,6 +31,7 @@ from jobdispatch.errors import (
     Unsupported,
 )
 from jobdispatch.job import Job, Replay
+from jobdispatch.launch import start_request
 from jobdispatch.records import events as ev
 from jobdispatch.records.store import Lease, Records
 from jobdispatch.spi import (
@@ -39,11 +40,8 @@ from jobdispatch.spi import (
     CessationSignal,
     Discovery,
     Holder,
-    NativeOffer,
-    NativePolicyCompiler,
     ObjectRef,
     Requeuer,
-    StartRequest,
 )
 from jobdispatch.steps import Step, StepKind, next_steps
 from jobdispatch.types import Actor, CallMeta, Enforcer, HoldMeta, Tristate
@@ -73,8 +71,6 @@ log = logging.getLogger("jobdispatch.supervise")
 FOLDS_KEPT = 256
 
 #: Environment every process of an execution gets, so checkpoints and logs can be told apart.
-ENV_JOB = "JOBDISPATCH_JOB"
-ENV_SUBMISSION = "JOBDISPATCH_SUBMISSION"
 
 
 @attrs.frozen(kw_only=True)
@@ -235,13 +231,15 @@ class Executor:
             revision,
             lease,
         )
-        request = StartRequest(
-            job=job,
+        header = folded.header
+        request = start_request(
+            self.backend,
+            job,
+            header.spec,
+            header.plan,
             submission=step.submission,
             attempt=step.attempt,
-            spec=folded.header.spec,
-            native=self._native_offer(folded),
-            env={ENV_JOB: job, ENV_SUBMISSION: str(step.submission)},
+            firings=folded.firings,
         )
         ref: ObjectRef | None = None
         detail = ""
@@ -348,19 +346,6 @@ class Executor:
             )
         answer = ev.CessationAnswered(at=now, by=self.actor, ref=step.ref, evidence=evidence)
         self._evidence(job, [answer], revision)
-
-    def _native_offer(self, folded: Job) -> NativeOffer:
-        native = {
-            a.index: a.effective
-            for a in folded.header.plan.rules
-            if a.enforcer is _ENFORCER_BACKEND
-        }
-        if not native or not isinstance(self.backend, NativePolicyCompiler):
-            return NativeOffer()
-        remaining = {
-            i: max(0, rule.budget - folded.firings.get(i, 0)) for i, rule in native.items()
-        }
-        return self.backend.compile(folded.header.spec, native, remaining)
 
     # ---------------------------------------------------------------- recorded calls
 

@@ -31,6 +31,7 @@ from jobdispatch.errors import (
     Unavailable,
     Unsupported,
 )
+from jobdispatch.plan import required_capabilities
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
@@ -58,7 +59,15 @@ from jobdispatch.types import (
 
 from jobdispatch_local import cgroups, files, output, procs
 from jobdispatch_local.config import CONFIG_SCHEMA, Settings, parse_config
-from jobdispatch_local.layout import FORMAT, VERSION, ObjectDir, empty_control, now_iso, scan
+from jobdispatch_local.layout import (
+    FORMAT,
+    VERSION,
+    ObjectDir,
+    describe_launch,
+    empty_control,
+    now_iso,
+    scan,
+)
 from jobdispatch_local.observe import Snapshot, observe, reconcile, snapshot
 
 __all__ = ["CONFIG_SCHEMA", "LocalBackend"]
@@ -86,6 +95,11 @@ _CAPABILITIES: Mapping[Capability, tuple[Tristate, str]] = {
     Capability.OUTPUT_READ: (_Y, "rank-<r>.out and rank-<r>.err files"),
     Capability.OUTPUT_FOLLOW: (_Y, "the files are followed until the object ends"),
     Capability.OUTPUT_RETAINED: (_Y, "kept until the state directory is cleaned"),
+    Capability.CPUS_PER_PROC: (_N, "ranks are not pinned to CPUs; they share this machine's"),
+    Capability.QUEUES: (_N, "there is one machine and no queue"),
+    Capability.ACCOUNTS: (_N, "nothing is charged to an account"),
+    Capability.NODE_CONSTRAINTS: (_N, "every node is this machine"),
+    Capability.EXCLUSIVE_NODES: (_N, "every job shares this machine"),
 }
 
 _PERFORM: Mapping[Action, tuple[Tristate, str]] = {
@@ -113,10 +127,21 @@ class LocalBackend:
         self.state_dir = settings.state_dir
         self.root = self.state_dir / "objects"
         self._memory: cgroups.MemoryControl | None = None
+        self._probed = False
         self._lose_reply = False
         self.memory_detail = "no memory_limit is configured"
         if settings.memory_limit is not None:
-            self._memory, self.memory_detail = cgroups.probe(settings.cgroups)
+            self._memory_control()
+
+    def _memory_control(self) -> cgroups.MemoryControl | None:
+        """The cgroup that enforces memory limits, probed once, when a limit is first needed
+        (the site's, or a spec's ``resources.memory_per_node``)."""
+        if not self._probed:
+            self._memory, detail = cgroups.probe(self.settings.cgroups)
+            self._probed = True
+            if self.settings.memory_limit is not None or self._memory is None:
+                self.memory_detail = detail
+        return self._memory
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, clock: Clock = system_clock) -> LocalBackend:
@@ -144,11 +169,45 @@ class LocalBackend:
         return Support.yes(Source.PROBED, f"{mib} MiB per node through {self.memory_detail}")
 
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
-        """The same answers for every spec: what a process on this machine can be given."""
-        return {
+        """What a process on this machine can be given; GPUs as many as the site declared,
+        split between the spec's nodes, and memory limits where a cgroup can enforce them."""
+        answers = {
             cap: Support(answer, Source.DECLARED, f"{_WHY}: {why}")
             for cap, (answer, why) in _CAPABILITIES.items()
         }
+        answers[Capability.GPUS] = self._gpu_support(spec)
+        control = self._memory_control()
+        answers[Capability.MEMORY_LIMIT] = (
+            Support.yes(Source.PROBED, f"{_WHY}: per node through {control.version}")
+            if control is not None
+            else Support.no(
+                Source.PROBED, f"{_WHY}: no cgroup can enforce it ({self.memory_detail})"
+            )
+        )
+        return answers
+
+    def _gpu_support(self, spec: JobSpec | None) -> Support:
+        declared = self.settings.gpus
+        listed = ", ".join(str(g) for g in declared)
+        if not declared:
+            return Support.no(Source.DECLARED, f"{_WHY}: the site declared no GPUs (gpus = [...])")
+        if spec is not None and spec.resources.gpus_per_node:
+            res = spec.resources
+            wanted = spec.nodes * res.gpus_per_node
+            if wanted > len(declared):
+                return Support.no(
+                    Source.DECLARED,
+                    f"{_WHY}: {spec.nodes} nodes x {res.gpus_per_node} GPUs is {wanted}, but the "
+                    f"site declared {len(declared)} ({listed})",
+                )
+            if res.gpu_type is not None and res.gpu_type != self.settings.gpu_type:
+                return Support.no(
+                    Source.DECLARED,
+                    f"{_WHY}: the declared GPUs are of type {self.settings.gpu_type or 'unnamed'}, "
+                    f"not {res.gpu_type}",
+                )
+        kind = f" of type {self.settings.gpu_type}" if self.settings.gpu_type else ""
+        return Support.yes(Source.DECLARED, f"{_WHY}: devices {listed}{kind}, split between nodes")
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
         """Nothing is enforced natively; the supervisor can have resubmit, requeue, hold and
@@ -191,29 +250,34 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ Backend
 
-    def start(self, request: StartRequest) -> ObjectRef:
-        """Create the object's directory, gate closed, durably; nothing runs until open.
+    def _record(self, request: StartRequest) -> dict[str, Any]:
+        """The object's record as start writes it: the spec, and the launch the runner reads.
 
         Raises:
-            Unsupported: the spec asks for a container image.
-            Rejected: an object of this name exists already.
-            Unavailable: the state directory cannot be written.
+            Unsupported: the spec needs a capability this machine answers no for (the plan's
+                own list: an image, GPUs beyond those declared, a queue...).
         """
         spec = request.spec
-        if spec.image is not None:
-            msg = f"cannot start {request.name}: image: the local adapter runs no containers"
-            raise Unsupported(msg)
-        name = request.name
-        final = self.root / name
-        if final.exists():
-            msg = f"an object named {name} exists already in {self.root}"
-            raise Rejected(msg)
-        working_dir = self._resolve(spec.working_dir)
+        caps = self.capabilities(spec)
+        for cap, field in required_capabilities(spec):
+            if caps[cap].answer is Tristate.NO:
+                msg = f"cannot start {request.name}: {field}: {caps[cap].detail}"
+                raise Unsupported(msg)
+        res = spec.resources
+        gpus = None
+        if res.gpus_per_node:
+            per = res.gpus_per_node
+            devices = self.settings.gpus
+            gpus = [list(devices[n * per : (n + 1) * per]) for n in range(spec.nodes)]
+        memory_limit = self.settings.memory_limit
+        if res.memory_per_node_mib is not None:
+            memory_limit = res.memory_per_node_mib << 20
+        control = self._memory_control() if memory_limit is not None else None
         out_base = self._resolve(spec.output)
-        record = {
+        return {
             "format": FORMAT,
             "version": VERSION,
-            "name": name,
+            "name": request.name,
             "job": request.job,
             "submission": request.submission,
             "attempt": request.attempt,
@@ -225,19 +289,40 @@ class LocalBackend:
                 "procs_per_node": spec.procs_per_node,
                 "env": dict(spec.env),
                 "request_env": dict(request.env),
-                "working_dir": working_dir,
+                "working_dir": self._resolve(spec.working_dir),
                 "time_limit": spec.time_limit.total_seconds() if spec.time_limit else None,
+                **({"gpus": gpus} if gpus else {}),
             },
-            "output_dir": str(Path(out_base) / name) if out_base else None,
+            "output_dir": str(Path(out_base) / request.name) if out_base else None,
             "grace": self.settings.grace,
             "poll": self.settings.poll,
-            "memory_limit": self.settings.memory_limit,
+            "memory_limit": memory_limit,
             "cgroup": (
-                {"version": self._memory.version, "parent": self._memory.parent}
-                if self._memory is not None
+                {"version": control.version, "parent": control.parent}
+                if control is not None
                 else None
             ),
         }
+
+    def preview(self, request: StartRequest) -> str:
+        """What ``start`` would create, without creating it: the runner's command line and
+        each rank's, with the environment dispatch gives it (``SubmissionPreview``)."""
+        return describe_launch(self._record(request), self.root / request.name)
+
+    def start(self, request: StartRequest) -> ObjectRef:
+        """Create the object's directory, gate closed, durably; nothing runs until open.
+
+        Raises:
+            Unsupported: the spec asks for a container image.
+            Rejected: an object of this name exists already.
+            Unavailable: the state directory cannot be written.
+        """
+        name = request.name
+        record = self._record(request)
+        final = self.root / name
+        if final.exists():
+            msg = f"an object named {name} exists already in {self.root}"
+            raise Rejected(msg)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = self.root / f".new-{name}-{os.getpid()}-{secrets.token_hex(3)}"

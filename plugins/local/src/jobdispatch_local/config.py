@@ -52,6 +52,18 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "enum": ["auto", "v2", "v1", "off"],
             "description": "which cgroup hierarchy enforces memory_limit; auto tries v2 then v1",
         },
+        "gpus": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0},
+            "uniqueItems": True,
+            "description": "the GPU device indices jobs may be given (CUDA_VISIBLE_DEVICES); "
+            "none by default, and a job asking for GPUs is refused",
+        },
+        "gpu_type": {
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$",
+            "description": "the model of the declared GPUs, for jobs that name a gpu_type",
+        },
         "poll": {
             "type": "number",
             "exclusiveMinimum": 0,
@@ -93,6 +105,8 @@ class Settings:
     memory_limit: int | None = None
     cgroups: str = "auto"
     poll: float = 0.05
+    gpus: tuple[int, ...] = ()
+    gpu_type: str | None = None
 
 
 def parse_config(config: Mapping[str, Any]) -> Settings:
@@ -116,4 +130,6 @@ def parse_config(config: Mapping[str, Any]) -> Settings:
         memory_limit=memory_limit,
         cgroups=str(config.get("cgroups", "auto")),
         poll=float(config.get("poll", 0.05)),
+        gpus=tuple(int(g) for g in config.get("gpus", ())),
+        gpu_type=config.get("gpu_type"),
     )

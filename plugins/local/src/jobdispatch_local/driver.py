@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 
+import attrs
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec
+from jobdispatch.types import Capability, JobSpec, Resources, Tristate
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver
 
 from jobdispatch_local.backend import LocalBackend
+from jobdispatch_local.layout import ObjectDir, describe_launch
 from jobdispatch_local.testing import Puppets
 
 __all__ = ["LocalDriver"]
@@ -35,6 +37,24 @@ class LocalDriver(Driver):
 
     def unknown_ref(self) -> ObjectRef:
         return ObjectRef("jd-conformance-1-1")
+
+    def created(self, ref: ObjectRef) -> str:
+        """The launch the runner will read, from the object's record on disk."""
+        obj = ObjectDir(self.backend.root / ref.id)
+        return describe_launch(obj.read_object(), obj.path)
+
+    def resource_spec(self) -> JobSpec:
+        """Two nodes with GPUs where the site declared enough of them, and memory where a
+        cgroup enforces it."""
+        caps = self.backend.capabilities()
+        gpus = len(self.backend.settings.gpus) // 2
+        memory = caps[Capability.MEMORY_LIMIT].answer is Tristate.YES
+        return attrs.evolve(
+            self.base_spec(),
+            nodes=2,
+            procs_per_node=2,
+            resources=Resources(gpus_per_node=gpus, memory_per_node_mib=64 if memory else None),
+        )
 
     def preempt(self, ref: ObjectRef) -> None:
         self.backend.preempt(ref, wait=False)

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+import shlex
+import sys
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from jobdispatch_local import files
+from jobdispatch_local import files, ranks
 
 __all__ = ["FORMAT", "ObjectDir", "now_iso", "objects_root"]
 
@@ -150,3 +152,47 @@ def scan(state_dir: Path, prefix: str = "jd-") -> Iterator[ObjectDir]:
         d = ObjectDir(root / name)
         if d.exists():
             yield d
+
+
+def describe_launch(record: Mapping[str, Any], path: Path) -> str:
+    """What an object's record makes the runner do, as the dry run prints it.
+
+    One line for the runner, one for its limits, then one per rank: the environment dispatch and
+    the spec give it (the rest is the runner's own environment) and its command line. The
+    rendezvous port and the execution number are chosen when an execution starts, so they are
+    shown by name.
+    """
+    launch = record["launch"]
+    limit = record.get("memory_limit")
+    cgroup = record.get("cgroup")
+    memory = "not limited"
+    if limit:
+        memory = f"{limit >> 20} MiB per node"
+        memory += f" (cgroup {cgroup['version']})" if cgroup else " (not enforced: no cgroup)"
+    time_limit = launch.get("time_limit")
+    lines = [
+        f"runner: {shlex.join([sys.executable, '-m', 'jobdispatch_local.runner', str(path)])}",
+        f"memory: {memory}",
+        f"time limit: {f'{time_limit:g} s' if time_limit else 'none'}",
+        f"working directory: {launch.get('working_dir') or '(the runner’s)'}",
+    ]
+    nodes, per_node = int(launch["nodes"]), int(launch["procs_per_node"])
+    for node in range(nodes):
+        for local in range(per_node):
+            env = ranks.rank_env(
+                {},
+                launch,
+                object_name=str(record["name"]),
+                execution=0,
+                node=node,
+                local=local,
+                port=0,
+            )
+            env["MASTER_PORT"] = "$MASTER_PORT"
+            env["JOBDISPATCH_EXECUTION"] = "$JOBDISPATCH_EXECUTION"
+            words = [f"{k}={v}" for k, v in sorted(env.items())]
+            lines.append(
+                f"rank {node * per_node + local} on {ranks.node_name(node)}: "
+                + shlex.join(["env", *words, "--", *launch["command"]])
+            )
+    return "\n".join(lines) + "\n"

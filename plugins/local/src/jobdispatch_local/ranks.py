@@ -68,6 +68,10 @@ def rank_env(
             "JOBDISPATCH_NODE": node_name(node),
         }
     )
+    gpus = launch.get("gpus")
+    if gpus:
+        # The devices the site declared, split between the job's nodes in order.
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus[node])
     env.update(launch.get("request_env") or {})
     return env
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
+from jobdispatch.plan import required_capabilities
 from jobdispatch.spi import (
     Discovery,
     NativeOffer,
@@ -34,6 +35,7 @@ from jobdispatch.types import (
     Capability,
     CauseKind,
     HoldMeta,
+    Inventory,
     JobID,
     JobSpec,
     ObjectState,
@@ -50,7 +52,7 @@ from jobdispatch_slurm.classify import ENDED_STATES, Accounting, Observation, ob
 from jobdispatch_slurm.commands import Slurm
 from jobdispatch_slurm.config import Settings
 from jobdispatch_slurm.parse import SacctRow, SqueueRow
-from jobdispatch_slurm.script import render
+from jobdispatch_slurm.script import RESOURCE_SCHEMA, Submission, render, render_preview
 from jobdispatch_slurm.transport import LocalTransport, SshTransport, Transport
 
 __all__ = ["SlurmBackend", "build_transport"]
@@ -159,18 +161,24 @@ class SlurmBackend:
                 self._user = self.slurm.whoami()
             return self._user
 
-    def output_dir(self) -> str:
-        """Where objects' output goes: the configured directory, else ``~/jobdispatch-output``
-        of the login the transport uses (made once, since sbatch fails a job whose output file
-        cannot be opened, 0007 §8)."""
+    def _output_root(self) -> str:
+        """The output directory's path, without making it."""
         with self._lock:
             if self._output_dir is None:
                 home = self.slurm.home() or "/tmp"  # noqa: S108
                 self._output_dir = f"{home.rstrip('/')}/jobdispatch-output"
-            if not self._dir_made:
-                self.slurm.mkdir(self._output_dir)
-                self._dir_made = True
             return self._output_dir
+
+    def output_dir(self) -> str:
+        """Where objects' output goes: the configured directory, else ``~/jobdispatch-output``
+        of the login the transport uses (made once, since sbatch fails a job whose output file
+        cannot be opened, 0007 §8)."""
+        path = self._output_root()
+        with self._lock:
+            if not self._dir_made:
+                self.slurm.mkdir(path)
+                self._dir_made = True
+            return path
 
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
         """Every capability for this cluster: probed, catalogue, or declared by the site."""
@@ -251,21 +259,25 @@ class SlurmBackend:
     def start(self, request: StartRequest) -> ObjectRef:
         """sbatch the request's script gated at the far-future begin time. Rejected when sbatch
         refuses; OutcomeUnknown when its reply was lost (find by the name then)."""
+        submission = self._submission(request, self.output_dir())
+        job_id = self.slurm.sbatch(submission.options, submission.script)
+        return ObjectRef(job_id)
+
+    def _submission(self, request: StartRequest, output_dir: str) -> Submission:
+        """The sbatch options and script for ``request``, refused with Unsupported when the
+        spec needs a capability this cluster answers no for (the plan's own list)."""
         spec = request.spec
         caps = self.capabilities(spec)
-        needs = {
-            Capability.CONTAINER_IMAGE: spec.image is not None,
-            Capability.WORKING_DIRECTORY: spec.working_dir is not None,
-            Capability.OUTPUT_PATH: spec.output is not None,
-            Capability.PROCS_PER_NODE: spec.procs_per_node != 1,
-        }
-        for cap, needed in needs.items():
-            if needed and caps[cap].answer is Tristate.NO:
-                msg = f"cannot start {request.name}: {cap} is not supported ({caps[cap].detail})"
+        for cap, field in required_capabilities(spec):
+            if caps[cap].answer is Tristate.NO:
+                msg = (
+                    f"cannot start {request.name}: {field} needs {cap}, "
+                    f"which this cluster does not support ({caps[cap].detail})"
+                )
                 raise Unsupported(msg)
-        submission = render(
+        return render(
             request,
-            output_dir=self.output_dir(),
+            output_dir=output_dir,
             partition=self.settings.partition,
             account=self.settings.account,
             qos=self.settings.qos,
@@ -273,8 +285,24 @@ class SlurmBackend:
             signal=self.settings.signal,
             container=caps[Capability.CONTAINER_IMAGE].answer is Tristate.YES,
         )
-        job_id = self.slurm.sbatch(submission.options, submission.script)
-        return ObjectRef(job_id)
+
+    def preview(self, request: StartRequest) -> str:
+        """Exactly what ``start`` would send, without sending it or making the output
+        directory: the sbatch command line, then the script it reads on standard input."""
+        submission = self._submission(request, self._output_root())
+        return render_preview(submission)
+
+    def inventory(self) -> Inventory:
+        """The partitions and nodes, from the probe (cached for ``probe_ttl``)."""
+        return probe.inventory(self.facts())
+
+    @property
+    def resource_table(self) -> str:
+        return "slurm"
+
+    @property
+    def resource_schema(self) -> Mapping[str, object]:
+        return RESOURCE_SCHEMA
 
     def _id(self, ref: ObjectRef) -> str | None:
         return ref.id if _JOB_ID.match(ref.id) else None

@@ -209,6 +209,21 @@ class Slurm:
             raise Unreachable(f"scontrol show partition: {result.stderr.strip()}")
         return [parse_key_values(line) for line in result.stdout.splitlines() if line.strip()]
 
+    def nodes(self) -> list[dict[str, str]]:
+        """Every node, one dict each (``scontrol -o show node``): CPUs, memory, Gres, features,
+        partitions, for the cluster's inventory."""
+        result = self.run([self._exe("scontrol"), "-o", "show", "node"], mutating=False)
+        if not result.ok:
+            raise Unreachable(f"scontrol show node: {result.stderr.strip()}")
+        return [parse_key_values(line) for line in result.stdout.splitlines() if line.strip()]
+
+    def batch_script(self, job_id: str) -> str | None:
+        """The batch script slurmctld stored for a job (``scontrol write batch_script N -``);
+        None once the job is gone from slurmctld."""
+        argv = [self._exe("scontrol"), "write", "batch_script", job_id, "-"]
+        result = self.run(argv, mutating=False)
+        return result.stdout if result.ok else None
+
     def sacct_answers(self) -> tuple[bool, str]:
         """Whether sacct answers at all (slurmdbd up), and what it said when it did not."""
         argv = [self._exe("sacct"), "-n", "-P", "-X", "-S", "now", "-E", "now", "-o", "JobID"]

@@ -18,11 +18,11 @@ import time
 from collections.abc import Mapping
 
 import attrs
-from jobdispatch.types import Capability, Source, Support
+from jobdispatch.types import Capability, Inventory, NodeGroup, Source, Support
 
 from jobdispatch_slurm.commands import Slurm
 
-__all__ = ["ClusterFacts", "capabilities", "clear_cache", "probe"]
+__all__ = ["ClusterFacts", "capabilities", "clear_cache", "inventory", "node_group", "probe"]
 
 _CACHE: dict[tuple[str, str], tuple[float, ClusterFacts]] = {}
 _LOCK = threading.Lock()
@@ -45,6 +45,11 @@ class ClusterFacts:
     sacct_detail: str
     #: partition name → (PreemptMode, GraceTime); the default partition under "".
     partitions: Mapping[str, tuple[str, str]] = attrs.field(factory=dict)
+    #: The default partition's name, when one is marked Default=YES.
+    default_partition: str | None = None
+    #: The nodes, grouped by what they have (``scontrol -o show node``).
+    nodes: tuple[NodeGroup, ...] = ()
+    select_params: str = ""
 
     @property
     def version_tuple(self) -> tuple[int, ...]:
@@ -95,11 +100,17 @@ def probe(slurm: Slurm, *, ttl: float = 600.0) -> ClusterFacts:
         if hit is not None and now - hit[0] < ttl:
             return hit[1]
     partitions: dict[str, tuple[str, str]] = {}
-    for part in slurm.partitions():
+    parts = slurm.partitions()
+    for part in parts:
         entry = (part.get("PreemptMode", ""), part.get("GraceTime", ""))
         partitions[part.get("PartitionName", "")] = entry
         if part.get("Default") == "YES":
             partitions[""] = entry
+    default = next((p.get("PartitionName") for p in parts if p.get("Default") == "YES"), None)
+    groups: dict[NodeGroup, int] = {}
+    for node in slurm.nodes():
+        group = node_group(node)
+        groups[group] = groups.get(group, 0) + 1
     answers, detail = slurm.sacct_answers()
     facts = ClusterFacts(
         cluster=cluster,
@@ -114,10 +125,64 @@ def probe(slurm: Slurm, *, ttl: float = 600.0) -> ClusterFacts:
         sacct_answers=answers,
         sacct_detail=detail,
         partitions=partitions,
+        default_partition=default,
+        nodes=tuple(attrs.evolve(g, count=n) for g, n in groups.items()),
+        select_params=config.get("SelectTypeParameters", ""),
     )
     with _LOCK:
         _CACHE[key] = (now, facts)
     return facts
+
+
+def _number(text: str) -> int | None:
+    digits = text.strip()
+    return int(digits) if digits.isdigit() else None
+
+
+def _gpus(gres: str) -> tuple[int, str | None]:
+    """GPUs in a node's ``Gres`` (``gpu:tesla:2(S:0-1),gpu:1``): the count, and the type of the
+    most numerous kind (a node with several kinds is placed by its largest)."""
+    kinds: dict[str | None, int] = {}
+    for item in gres.split(","):
+        parts = item.split("(", 1)[0].split(":")
+        if parts[0] != "gpu" or len(parts) < 2:
+            continue
+        count = _number(parts[-1])
+        if count is None:
+            continue
+        kind = parts[1] if len(parts) == 3 else None
+        kinds[kind] = kinds.get(kind, 0) + count
+    if not kinds:
+        return 0, None
+    kind = max(kinds, key=lambda k: kinds[k])
+    return sum(kinds.values()), kind
+
+
+def node_group(node: Mapping[str, str]) -> NodeGroup:
+    """One node of ``scontrol -o show node`` as a group of one."""
+    gpus, kind = _gpus(node.get("Gres", ""))
+    features = node.get("AvailableFeatures", "")
+    partitions = node.get("Partitions", "")
+    return NodeGroup(
+        count=1,
+        cpus=_number(node.get("CPUTot", "")),
+        memory_mib=_number(node.get("RealMemory", "")),
+        gpus=gpus,
+        gpu_type=kind,
+        features=tuple(f for f in features.split(",") if f and f != "(null)"),
+        queues=tuple(p for p in partitions.split(",") if p),
+    )
+
+
+def inventory(facts: ClusterFacts) -> Inventory:
+    """Partitions and nodes as the plan's resource check reads them."""
+    return Inventory(
+        source=Source.PROBED,
+        groups=facts.nodes,
+        queues=tuple(name for name in facts.partitions if name),
+        default_queue=facts.default_partition,
+        detail=f"scontrol show node and partition on {facts.cluster or 'the cluster'}",
+    )
 
 
 def preempt_requeues(facts: ClusterFacts, partition: str | None) -> tuple[bool, str]:
@@ -130,6 +195,10 @@ def preempt_requeues(facts: ClusterFacts, partition: str | None) -> tuple[bool, 
     if "REQUEUE" in mode.upper():
         return True, f"PreemptMode={mode} in partition {partition or '(default)'}"
     return False, f"PreemptMode={mode} in partition {partition or '(default)'} does not requeue"
+
+
+def _kinds(facts: ClusterFacts) -> str:
+    return ", ".join(sorted({g.gpu_type for g in facts.nodes if g.gpus and g.gpu_type})) or "none"
 
 
 def capabilities(
@@ -185,6 +254,25 @@ def capabilities(
         Capability.OUTPUT_RETAINED: Support.unknown(
             C, "files stay as long as the site's filesystem keeps them"
         ),
+        Capability.GPUS: (
+            Support.yes(P, f"--gpus-per-node; GPU types: {_kinds(facts)}")
+            if any(g.gpus for g in facts.nodes)
+            else Support.no(P, "no node has gpu Gres")
+        ),
+        Capability.MEMORY_LIMIT: (
+            Support.yes(P, f"--mem, a consumable resource ({facts.select_params})")
+            if "MEMORY" in facts.select_params.upper()
+            else Support.no(
+                P, f"SelectTypeParameters={facts.select_params or 'none'}: memory is not scheduled"
+            )
+        ),
+        Capability.CPUS_PER_PROC: Support.yes(C, "--cpus-per-task"),
+        Capability.QUEUES: Support.yes(
+            P, "partitions: " + ", ".join(n for n in facts.partitions if n)
+        ),
+        Capability.ACCOUNTS: Support.yes(C, "--account and --qos, checked by Slurm at sbatch"),
+        Capability.NODE_CONSTRAINTS: Support.yes(C, "--constraint, the features ANDed"),
+        Capability.EXCLUSIVE_NODES: Support.yes(C, "--exclusive"),
     }
     if not facts.job_requeue:
         answers[Capability.NATIVE_REQUEUE] = Support.yes(

@@ -22,7 +22,44 @@ from jobdispatch.spi import StartRequest
 
 from jobdispatch_slurm import holds
 
-__all__ = ["Submission", "render", "requeue_budget"]
+__all__ = [
+    "RESOURCE_SCHEMA",
+    "Submission",
+    "directives",
+    "render",
+    "render_preview",
+    "requeue_budget",
+]
+
+_WORD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$"
+
+#: The ``[resources.slurm]`` table: an allow-list of sbatch settings with no portable field,
+#: each typed and checked, so a job file can never smuggle a free-form option into sbatch.
+RESOURCE_SCHEMA: Mapping[str, object] = {
+    "type": "object",
+    "properties": {
+        "reservation": {
+            "type": "string",
+            "pattern": _WORD_PATTERN,
+            "description": "sbatch --reservation",
+        },
+        "licenses": {
+            "type": "array",
+            "items": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]{1,64}(:[0-9]{1,6})?$"},
+            "description": "sbatch --licenses, each NAME or NAME:COUNT",
+        },
+        "hint": {
+            "enum": ["compute_bound", "memory_bound", "multithread", "nomultithread"],
+            "description": "sbatch --hint",
+        },
+        "nice": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 2147483645,
+            "description": "sbatch --nice: lower this job's priority",
+        },
+    },
+}
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -63,6 +100,57 @@ def requeue_budget(request: StartRequest) -> int | None:
     return max(0, min(budgets))
 
 
+def directives(
+    request: StartRequest,
+    *,
+    partition: str | None = None,
+    account: str | None = None,
+    qos: str | None = None,
+    mem_per_cpu: int | None = None,
+) -> list[str]:
+    """The ``#SBATCH`` lines for the spec's resources, the site's defaults filling what the spec
+    leaves out. Every value is a validated word or number, so a line cannot carry a second
+    option; they sit in the script, where ``scontrol write batch_script`` shows them."""
+    res = request.spec.resources
+    table = res.adapter.get("slurm", {})
+    options: list[str] = []
+    queue = res.queue or partition
+    if queue:
+        options.append(f"--partition={queue}")
+    if res.account or account:
+        options.append(f"--account={res.account or account}")
+    if res.qos or qos:
+        options.append(f"--qos={res.qos or qos}")
+    if res.gpus_per_node:
+        kind = f"{res.gpu_type}:" if res.gpu_type else ""
+        options.append(f"--gpus-per-node={kind}{res.gpus_per_node}")
+    if res.cpus_per_proc is not None:
+        options.append(f"--cpus-per-task={res.cpus_per_proc}")
+    if res.memory_per_node_mib is not None:
+        # --mem and --mem-per-cpu exclude each other: the spec's own figure wins.
+        options.append(f"--mem={res.memory_per_node_mib}M")
+    elif mem_per_cpu:
+        options.append(f"--mem-per-cpu={mem_per_cpu}")
+    if res.constraints:
+        options.append("--constraint=" + "&".join(res.constraints))
+    if res.exclusive:
+        options.append("--exclusive")
+    if "reservation" in table:
+        options.append(f"--reservation={table['reservation']}")
+    licenses = table.get("licenses")
+    if isinstance(licenses, tuple) and licenses:
+        options.append("--licenses=" + ",".join(licenses))
+    if "hint" in table:
+        options.append(f"--hint={table['hint']}")
+    if "nice" in table:
+        options.append(f"--nice={table['nice']}")
+    for option in options:
+        if any(c.isspace() for c in option):
+            msg = f"sbatch option {option!r} contains white space"
+            raise Invalid(msg)
+    return [f"#SBATCH {option}" for option in options]
+
+
 def render(
     request: StartRequest,
     *,
@@ -75,7 +163,11 @@ def render(
     container: bool = False,
     extra_env: Mapping[str, str] | None = None,
 ) -> Submission:
-    """The sbatch options and script for ``request``, gated at :data:`holds.GATE`."""
+    """The sbatch options and script for ``request``, gated at :data:`holds.GATE`.
+
+    The options on sbatch's command line are the adapter's own mechanics (the gate, the output
+    files, the shape); the resources the spec asks for are ``#SBATCH`` lines of the script.
+    """
     spec = request.spec
     name = request.name
     stdout = spec.output or f"{output_dir.rstrip('/')}/{name}.out"
@@ -98,19 +190,20 @@ def render(
         options.append(f"--chdir={_no_nul('spec.working_dir', spec.working_dir)}")
     if spec.name:
         options.append(f"--comment={_no_nul('spec.name', spec.name)}")
-    if partition:
-        options.append(f"--partition={partition}")
-    if account:
-        options.append(f"--account={account}")
-    if qos:
-        options.append(f"--qos={qos}")
-    if mem_per_cpu:
-        options.append(f"--mem-per-cpu={mem_per_cpu}")
     if signal:
         options.append(f"--signal={signal}")
     if container and spec.image:
         options.append(f"--container={_no_nul('spec.image', spec.image)}")
-    return Submission(tuple(options), _script(request, budget, extra_env or {}), stdout, stderr)
+    lines = directives(
+        request, partition=partition, account=account, qos=qos, mem_per_cpu=mem_per_cpu
+    )
+    script = _script(request, budget, extra_env or {}, lines)
+    return Submission(tuple(options), script, stdout, stderr)
+
+
+def render_preview(submission: Submission) -> str:
+    """A submission as the dry run prints it: the sbatch command line, then the script."""
+    return "$ " + shlex.join(["sbatch", *submission.options]) + "\n" + submission.script
 
 
 def _exports(env: Mapping[str, str]) -> list[str]:
@@ -123,7 +216,9 @@ def _exports(env: Mapping[str, str]) -> list[str]:
     return lines
 
 
-def _script(request: StartRequest, budget: int | None, extra: Mapping[str, str]) -> str:
+def _script(
+    request: StartRequest, budget: int | None, extra: Mapping[str, str], sbatch: Sequence[str]
+) -> str:
     spec = request.spec
     if not spec.command:
         msg = "spec.command is empty"
@@ -132,6 +227,7 @@ def _script(request: StartRequest, budget: int | None, extra: Mapping[str, str])
         _no_nul(f"spec.command[{i}]", word)
     lines = [
         "#!/bin/bash",
+        *sbatch,
         f"# jobdispatch: {request.name}. Every word below is quoted; the job sees them verbatim.",
     ]
     if budget:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -18,9 +19,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 from jobdispatch.errors import DispatchError
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec
+from jobdispatch.types import JobSpec, Resources
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver
 
 from jobdispatch_slurm.backend import SlurmBackend
@@ -139,13 +141,17 @@ def cancel_helpers() -> None:
 
 
 class LossyTransport:
-    """A transport that, when armed, runs the next sbatch and then loses its reply."""
+    """A transport that, when armed, runs the next sbatch and then loses its reply; and that
+    remembers each sbatch it ran (its arguments and the script on its standard input), for the
+    dry-run check."""
 
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
         self.where = inner.where
         self.armed = 0
         self._lock = threading.Lock()
+        #: job id → (the sbatch arguments after the program, the script sent on stdin)
+        self.submitted: dict[str, tuple[tuple[str, ...], str]] = {}
 
     def arm(self) -> None:
         with self._lock:
@@ -154,7 +160,10 @@ class LossyTransport:
     def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None) -> Result:
         result = self.inner.run(argv, timeout=timeout, stdin=stdin)
         if os.path.basename(argv[0]) == "sbatch":
+            job_id = result.stdout.strip().split(";")[0] if result.ok else ""
             with self._lock:
+                if job_id:
+                    self.submitted[job_id] = (tuple(argv[1:]), (stdin or b"").decode())
                 if self.armed:
                     self.armed -= 1
                     msg = "sbatch ran, and the test dropped its reply"
@@ -298,6 +307,32 @@ class SlurmDriver(Driver):
         if not isinstance(transport, LossyTransport):
             raise CannotDrive("lose_next_start_reply", "the backend has no LossyTransport")
         transport.arm()
+
+    def created(self, ref: ObjectRef) -> str:
+        """The sbatch command line that Start ran, then the batch script slurmctld stored."""
+        transport = self.backend.transport
+        if not isinstance(transport, LossyTransport) or ref.id not in transport.submitted:
+            raise CannotDrive("created", "the backend's transport did not record this sbatch")
+        options, _sent = transport.submitted[ref.id]
+        stored = self.backend.slurm.batch_script(ref.id)
+        if stored is None:
+            raise CannotDrive("created", f"slurmctld no longer has the script of {ref}")
+        return "$ " + shlex.join(["sbatch", *options]) + "\n" + stored
+
+    def resource_spec(self) -> JobSpec:
+        """Both GPUs of a node, some memory, the nvme feature and the debug partition: what
+        tools/slurm/up gives node1."""
+        return attrs.evolve(
+            self.base_spec(),
+            resources=Resources(
+                gpus_per_node=2,
+                gpu_type="tesla",
+                memory_per_node_mib=256,
+                queue="debug",
+                constraints=("nvme",),
+                adapter={"slurm": {"nice": 10}},
+            ),
+        )
 
     def set_requeue_bit(self, ref: ObjectRef) -> None:
         out = _run(["scontrol", "update", f"JobId={ref.id}", "Requeue=1"])

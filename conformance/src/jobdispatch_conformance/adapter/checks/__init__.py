@@ -53,6 +53,7 @@ from jobdispatch_conformance.adapter.checks.reruns import (
     requeue_refuses_past_deadline,
     requeue_reruns_as_a_new_execution,
 )
+from jobdispatch_conformance.adapter.checks.submission import preview_is_what_start_creates
 
 __all__ = [
     "ENDINGS",
@@ -74,6 +75,7 @@ __all__ = [
     "open_lifts_the_gate_and_is_idempotent",
     "output_follows_until_the_end",
     "output_is_read",
+    "preview_is_what_start_creates",
     "requeue_bit_is_restored",
     "requeue_refuses_past_deadline",
     "requeue_reruns_as_a_new_execution",

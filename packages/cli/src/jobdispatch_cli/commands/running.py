@@ -165,22 +165,44 @@ def register(group: click.Group) -> None:
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
     @json_option
+    @click.option(
+        "--show-submission",
+        is_flag=True,
+        help="Also print exactly what the adapter would create (batch script, command lines).",
+    )
     @pass_app
-    def plan(app: App, file: Path, accept: tuple[int, ...], as_json: bool) -> None:
-        """Show who would enforce each rule of FILE, and what nobody covers. Submits nothing."""
+    def plan(
+        app: App, file: Path, accept: tuple[int, ...], as_json: bool, show_submission: bool
+    ) -> None:
+        """Show who would enforce each rule of FILE, and what nobody covers. Submits nothing.
+
+        With --show-submission, also what the first submission would create on the cluster,
+        exactly as Start would send it (names carry the placeholder job id "dryrun")."""
         job_file = load_job_file(file)
         backend = app.backend()
-        made = jobdispatch.make_plan(
-            backend, None, job_file.spec, supervised=True, accept_unenforced=accept
-        )
+        if show_submission:
+            dry = jobdispatch.preview(
+                backend, job_file.spec, supervised=True, accept_unenforced=accept
+            )
+            made, submission = dry.plan, dry.submission
+        else:
+            made = jobdispatch.make_plan(
+                backend, None, job_file.spec, supervised=True, accept_unenforced=accept
+            )
+            submission = None
         extra = extra_answers(backend)
         if as_json:
             data = to_data(made)
             data["extra"] = to_data(extra)
             data["cluster"] = app.cluster_config.name
+            if submission is not None:
+                data["submission"] = submission
             print_json(app, data)
             return
         app.console.print(plan_view(made, cluster=app.cluster_config.name, extra=extra))
+        if submission is not None:
+            app.console.print("\n[bold]What the first submission creates[/bold]")
+            app.console.print(submission, markup=False, highlight=False, soft_wrap=True)
 
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))

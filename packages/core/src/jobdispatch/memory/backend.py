@@ -32,6 +32,7 @@ from jobdispatch.types import (
     CallMeta,
     Capability,
     HoldMeta,
+    Inventory,
     JobID,
     JobSpec,
     ObjectState,
@@ -69,6 +70,8 @@ class MemoryBackend:
         allow_rank_restart: Kubeflow shape: the site lets ranks restart in place, which weakens
             execution identity (see ``identity_weakened``).
         namespace: the namespace of Kubeflow-shape refs (``<namespace>/<name>``).
+        inventory: the nodes and queues the site declares, for the plan's resource check;
+            by default nothing is declared and no spec is refused on resources.
     """
 
     name = "memory"
@@ -85,6 +88,7 @@ class MemoryBackend:
         | None = None,
         allow_rank_restart: bool = False,
         namespace: str = "default",
+        inventory: Inventory | None = None,
     ) -> None:
         declared = {
             Capability(cap): s if isinstance(s, Support) else Support(Tristate(s), Source.DECLARED)
@@ -92,6 +96,7 @@ class MemoryBackend:
         }
         self.shape = Shape(shape)
         self.allow_rank_restart = allow_rank_restart
+        self._inventory = inventory or Inventory(detail="the site declared no nodes")
         self._cluster = Cluster(
             shape=self.shape,
             auto_run=auto_run,
@@ -121,6 +126,7 @@ class MemoryBackend:
             capabilities=s.declared,
             allow_rank_restart=s.allow_rank_restart,
             namespace=s.namespace,
+            inventory=s.inventory,
         )
 
     def __repr__(self) -> str:
@@ -153,6 +159,14 @@ class MemoryBackend:
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
         """The shape's answers with the site's declarations applied; the same for every spec."""
         return self._call("capabilities", self._cluster.supports)
+
+    def inventory(self) -> Inventory:
+        """The nodes and queues the site declared (``InventoryReporter``)."""
+        return self._call("inventory", lambda: self._inventory)
+
+    def preview(self, request: StartRequest) -> str:
+        """What ``start`` would create for ``request``, creating nothing (``SubmissionPreview``)."""
+        return self._call("preview", lambda: self._cluster.preview(request))
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
         """Native: yes for the shape's own action (Slurm requeue, Kubeflow restart) when every

@@ -29,8 +29,9 @@ from jobdispatch.errors import (
     Unsupported,
 )
 from jobdispatch.memory import history as h
-from jobdispatch.memory.objects import MemExecution, MemObject, NativeRule
-from jobdispatch.memory.shape import NATIVE, SPEC_NEEDS, Shape, answers
+from jobdispatch.memory.objects import MemExecution, MemObject, NativeRule, describe
+from jobdispatch.memory.shape import NATIVE, Shape, answers
+from jobdispatch.plan import required_capabilities
 from jobdispatch.spi import ObjectObs, ObjectRef, StartRequest
 from jobdispatch.types import (
     Actor,
@@ -173,9 +174,10 @@ class Cluster:
     def create(self, req: StartRequest) -> ObjectRef:
         """Start: one object, gated, under the request's discovery name."""
         now = self.clock()
-        for cap, needs in SPEC_NEEDS.items():
-            if needs(req.spec):
-                self.refuse_unless(cap, f"cannot start {req.name}")
+        # The same fields the plan checks: Start refuses what the plan would have refused, for a
+        # caller that starts without planning (the conformance suite does).
+        for cap, field in required_capabilities(req.spec):
+            self.refuse_unless(cap, f"cannot start {req.name}: {field}")
         if self.faults.refuse_start:
             reason = self.faults.refuse_start.pop(0)
             self.history.append(
@@ -205,6 +207,13 @@ class Cluster:
             msg = f"start of {req.name}: the reply was lost"
             raise OutcomeUnknown(msg)
         return ref
+
+    def preview(self, req: StartRequest) -> str:
+        """What :meth:`create` would hold for ``req``, checked as create checks it, without
+        creating anything."""
+        for cap, field in required_capabilities(req.spec):
+            self.refuse_unless(cap, f"cannot start {req.name}: {field}")
+        return describe(req.name, req.spec, self._native(req))
 
     def _native(self, req: StartRequest) -> list[NativeRule]:
         """The offered rules this shape can enforce, with the causes they cover.

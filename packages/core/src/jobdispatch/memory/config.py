@@ -13,7 +13,7 @@ import attrs
 
 from jobdispatch.config import validate_config
 from jobdispatch.memory.shape import Shape
-from jobdispatch.types import Capability, Support, Tristate
+from jobdispatch.types import Capability, Inventory, NodeGroup, Support, Tristate
 
 __all__ = ["CONFIG_SCHEMA", "Settings", "parse_config"]
 
@@ -30,6 +30,36 @@ _DECLARATION: dict[str, Any] = {
             },
         },
     ]
+}
+
+_COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
+_NAMES: dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}}
+
+#: Nodes and queues a site declares, for the plan's resource check (``inventory``).
+INVENTORY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "queues": _NAMES,
+        "default_queue": {"type": "string", "minLength": 1},
+        "groups": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["count"],
+                "properties": {
+                    "count": {"type": "integer", "minimum": 1},
+                    "cpus": _COUNT,
+                    "memory_mib": _COUNT,
+                    "gpus": _COUNT,
+                    "gpu_type": {"type": "string", "minLength": 1},
+                    "features": _NAMES,
+                    "queues": _NAMES,
+                },
+            },
+        },
+    },
 }
 
 #: The JSON Schema of the memory adapter's configuration.
@@ -57,6 +87,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "default": False,
             "description": "Kubeflow shape: the site lets the backend rerun a rank in place",
         },
+        "inventory": INVENTORY_SCHEMA,
         "capabilities": {
             "type": "object",
             "description": "site declarations overriding the shape's capability answers",
@@ -77,6 +108,7 @@ class Settings:
     namespace: str = "default"
     allow_rank_restart: bool = False
     declared: Mapping[Capability, Support] = attrs.field(factory=dict)
+    inventory: Inventory | None = None
 
 
 def parse_config(config: Mapping[str, Any]) -> Settings:
@@ -100,4 +132,17 @@ def parse_config(config: Mapping[str, Any]) -> Settings:
         namespace=str(config.get("namespace", "default")),
         allow_rank_restart=bool(config.get("allow_rank_restart", False)),
         declared=declared,
+        inventory=_inventory(config.get("inventory")),
+    )
+
+
+def _inventory(data: Mapping[str, Any] | None) -> Inventory | None:
+    if data is None:
+        return None
+    groups = data.get("groups")
+    return Inventory(
+        groups=None if groups is None else tuple(NodeGroup(**g) for g in groups),
+        queues=None if "queues" not in data else tuple(data["queues"]),
+        default_queue=data.get("default_queue"),
+        detail="declared in the memory adapter's configuration",
     )

@@ -17,6 +17,7 @@ from collections import Counter
 from jobdispatch.errors import Invalid
 from jobdispatch.memory.cluster import Cluster
 from jobdispatch.memory.history import History
+from jobdispatch.memory.objects import describe
 from jobdispatch.spi import ObjectRef
 from jobdispatch.types import Cause, CauseKind, JobID, ObjectState, Provenance, Tristate
 
@@ -52,6 +53,12 @@ class MemoryEnv:
         """The objects created under ``job``'s discovery names, found or not."""
         with self._cluster.lock:
             return [o.ref for o in self._cluster.by_job.get(job, ())]
+
+    def describe(self, ref: ObjectRef) -> str:
+        """What the scheduler holds of the object, in the form ``preview`` prints it."""
+        with self._cluster.lock:
+            obj = self._cluster.get(ref)
+            return describe(obj.name, obj.spec, obj.native)
 
     def state(self, ref: ObjectRef) -> ObjectState:
         """The object's state, without counting as an SPI call or consuming a fault."""

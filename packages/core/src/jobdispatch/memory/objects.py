@@ -6,10 +6,12 @@ built under the cluster's lock by :meth:`MemObject.observe`, never these.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import attrs
 
+from jobdispatch.codec import converter
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, parse_discovery_name
 from jobdispatch.types import Cause, CauseKind, JobID, JobSpec, ObjectState, Tristate
 
@@ -120,3 +122,21 @@ class MemObject:
         # HELD says nothing of the gate, so say it: a held object that was never opened must not
         # be taken for one past its gate.
         return "held before its gate was lifted" if self.hold is not None and self.gated else ""
+
+
+def describe(name: str, spec: JobSpec, native: list[NativeRule]) -> str:
+    """What the memory scheduler holds of an object, as its dry run prints it: the name, the
+    spec as recorded (resources included) and the rules it enforces itself with their budgets."""
+    body = {
+        "name": name,
+        "spec": converter.unstructure(spec),
+        "native": [
+            {
+                "rule": r.index,
+                "on": [str(c) for c in CauseKind if c in r.causes],
+                "remaining": r.remaining,
+            }
+            for r in native
+        ],
+    }
+    return json.dumps(body, indent=2, sort_keys=True) + "\n"

@@ -9,11 +9,11 @@ cluster's probed or declared answers would.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from jobdispatch.types import Action, Capability, CauseKind, JobSpec, Tristate
+from jobdispatch.types import Action, Capability, CauseKind, Tristate
 
-__all__ = ["NATIVE", "PERFORM", "SPEC_NEEDS", "Shape", "answers"]
+__all__ = ["NATIVE", "PERFORM", "Shape", "answers"]
 
 
 class Shape(enum.StrEnum):
@@ -45,6 +45,13 @@ _ANSWERS: Mapping[Shape, Mapping[Capability, Tristate]] = {
         C.OUTPUT_READ: _Y,
         C.OUTPUT_FOLLOW: _Y,
         C.OUTPUT_RETAINED: _Y,
+        C.GPUS: _Y,
+        C.MEMORY_LIMIT: _Y,
+        C.CPUS_PER_PROC: _Y,
+        C.QUEUES: _Y,  # partitions
+        C.ACCOUNTS: _Y,
+        C.NODE_CONSTRAINTS: _Y,  # node features
+        C.EXCLUSIVE_NODES: _Y,
     },
     Shape.KUBEFLOW: {
         C.CONTAINER_IMAGE: _Y,
@@ -61,6 +68,13 @@ _ANSWERS: Mapping[Shape, Mapping[Capability, Tristate]] = {
         C.OUTPUT_READ: _Y,
         C.OUTPUT_FOLLOW: _Y,
         C.OUTPUT_RETAINED: _U,  # depends on the cluster's log retention
+        C.GPUS: _Y,  # extended resources such as nvidia.com/gpu
+        C.MEMORY_LIMIT: _Y,
+        C.CPUS_PER_PROC: _Y,
+        C.QUEUES: _U,  # Kueue LocalQueues, where Kueue is installed
+        C.ACCOUNTS: _N,
+        C.NODE_CONSTRAINTS: _Y,  # node selectors
+        C.EXCLUSIVE_NODES: _U,  # JobSet's exclusive placement, where the site allows it
     },
 }
 
@@ -110,13 +124,4 @@ PERFORM: Mapping[Shape, Mapping[Action, Tristate]] = {
         Action.REQUEUE: _N,
         Action.RESTART: _N,
     },
-}
-
-#: The spec fields that need a capability: Start refuses a spec using one the cluster answers
-#: "no" for, because silently ignoring an image or a working directory would run the wrong thing.
-SPEC_NEEDS: Mapping[Capability, Callable[[JobSpec], bool]] = {
-    C.CONTAINER_IMAGE: lambda s: s.image is not None,
-    C.WORKING_DIRECTORY: lambda s: s.working_dir is not None,
-    C.OUTPUT_PATH: lambda s: s.output is not None,
-    C.PROCS_PER_NODE: lambda s: s.procs_per_node != 1,
 }
