@@ -418,7 +418,8 @@ class LocalBackend:
     def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
         """Rerun the object as its next execution: a running execution ends ``requeued``
         (provenance actor) first; an ended object goes back to pending. A gated, pending or
-        held object has nothing to requeue: success with no effect."""
+        held object, or one stopped before it was opened, has nothing to requeue: success with
+        no effect."""
         self._check_deadline(meta.deadline, f"requeue of {ref}")
         obj = self._dir(ref)
         with _changing(obj, f"requeue of {ref}"):
@@ -433,7 +434,9 @@ class LocalBackend:
                     "reason": meta.reason,
                 }
                 control["runs"] = index + 2
-            elif snap.state is ObjectState.ENDED and not snap.orphaned:
+            elif snap.state is ObjectState.ENDED and not snap.orphaned and control.get("opened"):
+                # (An object stopped before it was ever opened has nothing to rerun: a rerun
+                # here would start it without its gate ever being lifted.)
                 control["runs"] = len(snap.executions) + 1
                 control["stop"] = None
             else:
