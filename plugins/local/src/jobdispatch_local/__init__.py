@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jobdispatch_local.__about__ import __version__
 
 if TYPE_CHECKING:
-    from jobdispatch_local.backend import LocalBackend
+    from jobdispatch_local.backend import LocalBackend, Survey
     from jobdispatch_local.config import (
         CONFIG_SCHEMA,
         Settings,
@@ -28,6 +28,7 @@ __all__ = [
     "CONFIG_SCHEMA",
     "LocalBackend",
     "Settings",
+    "Survey",
     "__version__",
     "default_state_dir",
     "parse_config",
@@ -35,6 +36,7 @@ __all__ = [
 
 _LAZY = {
     "LocalBackend": "jobdispatch_local.backend",
+    "Survey": "jobdispatch_local.backend",
     "CONFIG_SCHEMA": "jobdispatch_local.config",
     "Settings": "jobdispatch_local.config",
     "default_state_dir": "jobdispatch_local.config",

@@ -6,10 +6,17 @@ and spawns the object's runner (:mod:`jobdispatch_local.runner`), which starts t
 records every ending on disk whether or not anybody is watching. Every other call reads or
 changes the object's files under its lock; nothing lives in this process, so any number of
 supervisors and CLIs on the machine see the same scheduler.
+
+No call holds an object's lock across anything that can take long: the runner is spawned, and
+waited for, after the lock is let go. Nor does any call wait long on a lock another process
+holds (that process may be paused: SIGSTOP, a GC pause, a frozen VM): an observation reports
+such an object as unobservable (an incomplete Discovery, ``Unavailable`` from inspect), never
+as absent, and a change raises ``Unavailable`` without having changed anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -17,10 +24,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import attrs
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import (
@@ -68,14 +76,22 @@ from jobdispatch_local.layout import (
     now_iso,
     scan,
 )
-from jobdispatch_local.observe import Snapshot, observe, reconcile, snapshot
+from jobdispatch_local.observe import LockBusy, Snapshot, observe, reconcile, snapshot
 
-__all__ = ["CONFIG_SCHEMA", "LocalBackend"]
+__all__ = ["CONFIG_SCHEMA", "LocalBackend", "Survey"]
 
 #: How long open, release and requeue wait for a spawned runner to take the object.
 RUNNER_ACK_TIMEOUT = 10.0
 #: How long stop waits, past the grace period, for the runner to record the end.
 STOP_SLACK = 5.0
+#: How long one scan (find, find_many, ps) waits in all for objects whose lock another process
+#: holds, before it reports them unobservable. Every holder's critical section is a few small
+#: file operations (milliseconds); this only smooths over a busy machine.
+SCAN_PATIENCE = 0.25
+#: The same for inspect, ceased and the other calls about one object.
+INSPECT_PATIENCE = 1.0
+#: How long a change (open, stop, hold, ...) waits for the lock before raising Unavailable.
+CHANGE_PATIENCE = 2.0
 
 _Y, _N = Tristate.YES, Tristate.NO
 _WHY = "local adapter"
@@ -109,6 +125,15 @@ _PERFORM: Mapping[Action, tuple[Tristate, str]] = {
     Action.REQUEUE: (_Y, "the runner reruns the object as its next execution"),
     Action.RESTART: (_N, "there is no restart in place; resubmit or requeue instead"),
 }
+
+
+@attrs.frozen
+class Survey:
+    """What one scan of the state directory saw: the objects it could read, and by name the
+    ones it could not read now because another process held their lock (paused or stuck)."""
+
+    objects: tuple[ObjectObs, ...] = ()
+    unobservable: tuple[str, ...] = ()
 
 
 class LocalBackend:
@@ -356,7 +381,7 @@ class LocalBackend:
         """Lift the gate: record it, then have a runner take the object. Idempotent; an object
         that ended (or was stopped) stays as it is."""
         obj = self._dir(ref)
-        with obj.lock():
+        with _changing(obj, f"open {ref}"):
             snap = Snapshot(obj, held=True)
             if snap.state is ObjectState.ENDED:
                 return
@@ -366,18 +391,22 @@ class LocalBackend:
                 control["opened_at"] = now_iso()
                 control["runs"] = max(int(control.get("runs") or 0), 1)
                 obj.write_control(control)
-        self._ensure_runner(obj)
+            need = _runner_needed(obj)
+        self._ensure_runner(obj, need)
 
     def find(self, job: JobID) -> Discovery:
-        """Every object of the job, by discovery name, from one scan of the state directory."""
-        objects = tuple(
-            self._observe(obj) for obj in scan(self.state_dir, f"jd-{job}-") if _owner(obj) == job
+        """Every object of the job, by discovery name, from one scan of the state directory;
+        incomplete when one of them could not be read now (its lock held by another process)."""
+        seen = _survey(o for o in scan(self.state_dir, f"jd-{job}-") if _owner(o) == job)
+        return Discovery(
+            job=job, objects=seen.objects, at=self.clock(), complete=not seen.unobservable
         )
-        return Discovery(job=job, objects=objects, at=self.clock())
 
     def inspect(self, ref: ObjectRef) -> ObjectObs:
-        """One object now. NotFound for a ref this machine never made."""
-        return self._observe(self._dir(ref))
+        """One object now. NotFound for a ref this machine never made; Unavailable when it
+        cannot be read now (another process has held its lock all along)."""
+        obj = self._dir(ref)
+        return observe(_read(obj, f"inspect {ref}"))
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """Stop this object only. A running execution's ranks get SIGTERM, then SIGKILL after
@@ -388,7 +417,7 @@ class LocalBackend:
             obj = self._dir(ref)
         except NotFound:
             return
-        with obj.lock():
+        with _changing(obj, f"stop {ref}"):
             snap = Snapshot(obj, held=True)
             if snap.state is ObjectState.ENDED:
                 return
@@ -403,30 +432,30 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ runners
 
-    def _observe(self, obj: ObjectDir) -> ObjectObs:
-        return observe(snapshot(obj))
-
     def _wait_ended(self, obj: ObjectDir, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
-            snap = snapshot(obj)
-            if snap.state is not ObjectState.RUNNING:
+            if _ended_or_idle(obj):
                 return True
             if time.monotonic() > deadline:
                 return False
             time.sleep(min(0.05, self.settings.poll))
 
-    def _ensure_runner(self, obj: ObjectDir) -> None:
-        """Have a live runner serve the object when it has runs left to make; spawn one when
-        none is alive, and wait until it has taken the object."""
-        with obj.lock():
-            snap = Snapshot(obj, held=True)
-            if snap.runner_alive or snap.control.get("stop"):
-                return
-            if len(snap.executions) >= int(snap.control.get("runs") or 0):
-                return
-            before = snap.runner
-            _spawn(obj)
+    def _ensure_runner(self, obj: ObjectDir, need: tuple[bool, dict[str, Any] | None]) -> None:
+        """Spawn a runner when ``need`` (decided under the lock by :func:`_runner_needed`) says
+        one is wanted, and wait until it has taken the object.
+
+        Called with the lock let go: spawning and waiting can take long (a loaded machine, a
+        paused caller), and nobody else may wait on that. Nothing the lock ordered depends on
+        it: the runner itself registers under the lock and leaves when a live runner serves
+        the object already (at most one runner), and it starts an execution only under the
+        lock, only while runs are wanted, no stop is recorded and no hold stands (so a runner
+        spawned late, after a stop, an end, or beside another caller's runner, starts
+        nothing: it does only what the object's control state wants when it looks)."""
+        wanted, before = need
+        if not wanted:
+            return
+        _spawn(obj)
         deadline = time.monotonic() + RUNNER_ACK_TIMEOUT
         while time.monotonic() < deadline:
             now = obj.read_runner()
@@ -442,7 +471,7 @@ class LocalBackend:
         instance standing). Rejected when it runs or has ended, or past ``meta.deadline``."""
         self._check_deadline(meta.deadline, f"hold {meta.instance} of {ref}")
         obj = self._dir(ref)
-        with obj.lock():
+        with _changing(obj, f"hold {meta.instance} of {ref}"):
             snap = Snapshot(obj, held=True)
             if snap.state not in (ObjectState.GATED, ObjectState.PENDING, ObjectState.HELD):
                 msg = f"cannot hold object {ref}: it is {snap.state}"
@@ -459,26 +488,26 @@ class LocalBackend:
         success with no effect. Rejected past ``meta.deadline``."""
         self._check_deadline(meta.deadline, f"release {meta.instance} of {ref}")
         obj = self._dir(ref)
-        with obj.lock():
+        with _changing(obj, f"release {meta.instance} of {ref}"):
             control = obj.read_control()
             if control.get("hold") != meta.instance:
                 return
             control["hold"] = None
             control["hold_by"] = None
             obj.write_control(control)
-            opened = bool(control.get("opened"))
-        if opened:
-            self._ensure_runner(obj)
+            need = _runner_needed(obj) if control.get("opened") else (False, None)
+        self._ensure_runner(obj, need)
 
     # ------------------------------------------------------------------ Requeuer
 
     def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
         """Rerun the object as its next execution: a running execution ends ``requeued``
         (provenance actor) first; an ended object goes back to pending. A gated, pending or
-        held object has nothing to requeue: success with no effect."""
+        held object, or one stopped before it was opened, has nothing to requeue: success with
+        no effect."""
         self._check_deadline(meta.deadline, f"requeue of {ref}")
         obj = self._dir(ref)
-        with obj.lock():
+        with _changing(obj, f"requeue of {ref}"):
             snap = Snapshot(obj, held=True)
             control = snap.control
             running = snap.running
@@ -490,13 +519,16 @@ class LocalBackend:
                     "reason": meta.reason,
                 }
                 control["runs"] = index + 2
-            elif snap.state is ObjectState.ENDED and not snap.orphaned:
+            elif snap.state is ObjectState.ENDED and not snap.orphaned and control.get("opened"):
+                # (An object stopped before it was ever opened has nothing to rerun: a rerun
+                # here would start it without its gate ever being lifted.)
                 control["runs"] = len(snap.executions) + 1
                 control["stop"] = None
             else:
                 return
             obj.write_control(control)
-        self._ensure_runner(obj)
+            need = _runner_needed(obj)
+        self._ensure_runner(obj, need)
 
     def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
         """The local scheduler has no requeue bit (it never requeues by itself): nothing to
@@ -509,26 +541,31 @@ class LocalBackend:
     def find_many(
         self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
     ) -> Mapping[JobID, Discovery]:
-        """One scan of the state directory for many jobs; with ``states``, only those."""
+        """One scan of the state directory for many jobs; with ``states``, only those. A job
+        with an object that could not be read now gets an incomplete Discovery."""
         wanted = set(jobs)
         keep = set(states)
         found: dict[JobID, list[ObjectObs]] = {job: [] for job in jobs}
-        for obj in scan(self.state_dir):
-            job = _owner(obj)
-            if job not in wanted:
-                continue
-            obs = self._observe(obj)
+        seen = _survey(obj for obj in scan(self.state_dir) if _owner(obj) in wanted)
+        for obs in seen.objects:
             if keep and obs.state not in keep:
                 continue
-            found[job].append(obs)
+            job = obs.identity[0] if obs.identity else None
+            if job in found:
+                found[job].append(obs)
+        blind = {ident[0] for name in seen.unobservable if (ident := parse_discovery_name(name))}
         at = self.clock()
-        return {job: Discovery(job=job, objects=tuple(objs), at=at) for job, objs in found.items()}
+        return {
+            job: Discovery(job=job, objects=tuple(objs), at=at, complete=job not in blind)
+            for job, objs in found.items()
+        }
 
     # ------------------------------------------------------------------ CessationSignal
 
     def ceased(self, ref: ObjectRef) -> CessationEvidence:
-        """Yes when neither the runner nor any rank the records name is alive."""
-        snap = snapshot(self._dir(ref))
+        """Yes when neither the runner nor any rank the records name is alive; Unavailable
+        when the object cannot be read now."""
+        snap = _read(self._dir(ref), f"ceased {ref}")
         alive = [
             r["rank"]
             for e in snap.executions
@@ -568,7 +605,7 @@ class LocalBackend:
         path = obj.output_file(rank, stream, record)
         if not follow:
             return output.snapshot(path)
-        return output.follow(path, lambda: snapshot(obj).state is ObjectState.ENDED)
+        return output.follow(path, lambda: _ended(obj))
 
     # ------------------------------------------------------------------ the environment
 
@@ -581,7 +618,7 @@ class LocalBackend:
             Invalid: it is not running.
         """
         obj = self._dir(ref)
-        with obj.lock():
+        with _changing(obj, f"preempt {ref}"):
             snap = Snapshot(obj, held=True)
             running = snap.running
             if running is None:
@@ -604,7 +641,7 @@ class LocalBackend:
             msg = f"a time limit must be positive, got {seconds}"
             raise Invalid(msg)
         obj = self._dir(ref)
-        with obj.lock():
+        with _changing(obj, f"time limit of {ref}"):
             control = obj.read_control()
             control["time_limit"] = float(seconds)
             obj.write_control(control)
@@ -614,9 +651,14 @@ class LocalBackend:
         reply lost on the way would (for tests of what callers do then)."""
         self._lose_reply = True
 
+    def survey(self) -> Survey:
+        """Every object on this machine, of every job (for ``jobdispatch local ps``), and the
+        names of those that could not be read now."""
+        return _survey(scan(self.state_dir))
+
     def objects(self) -> list[ObjectObs]:
-        """Every object on this machine, of every job (for ``jobdispatch local ps``)."""
-        return [self._observe(obj) for obj in scan(self.state_dir)]
+        """Every object on this machine that could be read now (see :meth:`survey`)."""
+        return list(self.survey().objects)
 
     def object_dir(self, ref: ObjectRef) -> Path:
         """Where the object's records and output live."""
@@ -632,8 +674,13 @@ class LocalBackend:
         return True
 
     def reconcile(self, ref: ObjectRef) -> None:
-        """Record any end a dead runner left unrecorded."""
-        reconcile(self._dir(ref))
+        """Record any end a dead runner left unrecorded (Unavailable when the object's lock
+        stays held by another process)."""
+        obj = self._dir(ref)
+        try:
+            reconcile(obj, wait=CHANGE_PATIENCE)
+        except LockBusy:
+            raise _busy(obj, f"reconcile {ref}", CHANGE_PATIENCE) from None
 
 
 def _owner(obj: ObjectDir) -> JobID | None:
@@ -641,8 +688,95 @@ def _owner(obj: ObjectDir) -> JobID | None:
     return identity[0] if identity else None
 
 
+def _busy(obj: ObjectDir, what: str, waited: float) -> Unavailable:
+    return Unavailable(
+        f"{what}: another process has held the lock of {obj.name} for more than {waited:g}s "
+        "(paused or stuck); nothing was changed, try again"
+    )
+
+
+@contextlib.contextmanager
+def _changing(obj: ObjectDir, what: str) -> Iterator[None]:
+    """The object's exclusive lock for a change, or Unavailable (nothing changed) when another
+    process keeps it past :data:`CHANGE_PATIENCE`."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(obj.lock(wait=CHANGE_PATIENCE))
+        except LockBusy:
+            raise _busy(obj, what, CHANGE_PATIENCE) from None
+        yield
+
+
+def _read(obj: ObjectDir, what: str) -> Snapshot:
+    """A snapshot of one object, or Unavailable when it cannot be read now."""
+    try:
+        return snapshot(obj, wait=INSPECT_PATIENCE)
+    except LockBusy:
+        raise Unavailable(
+            f"{what}: {obj.name} cannot be read now: another process has held its lock for "
+            f"more than {INSPECT_PATIENCE:g}s (paused or stuck); try again"
+        ) from None
+
+
+def _ended(obj: ObjectDir) -> bool:
+    """Whether the object has ended, as far as can be read now (unreadable: not yet)."""
+    try:
+        return snapshot(obj).state is ObjectState.ENDED
+    except LockBusy:
+        return False
+
+
+def _ended_or_idle(obj: ObjectDir) -> bool:
+    """Whether the object is not running, as far as can be read now (unreadable: running)."""
+    try:
+        return snapshot(obj).state is not ObjectState.RUNNING
+    except LockBusy:
+        return False
+
+
+def _survey(objs: Iterable[ObjectDir]) -> Survey:
+    """Observe every object, trying again those whose lock another process holds until
+    :data:`SCAN_PATIENCE` (one budget for the whole scan) has passed; those still locked then
+    are unobservable for this scan. Nobody waits on one paused process for longer."""
+    deadline = time.monotonic() + SCAN_PATIENCE
+    todo = list(objs)
+    order = [obj.name for obj in todo]
+    seen: dict[str, ObjectObs] = {}
+    while True:
+        busy = []
+        for obj in todo:
+            try:
+                seen[obj.name] = observe(snapshot(obj))
+            except LockBusy:
+                busy.append(obj)
+        if not busy or time.monotonic() >= deadline:
+            break
+        time.sleep(0.005)
+        todo = busy
+    return Survey(
+        objects=tuple(seen[name] for name in order if name in seen),
+        unobservable=tuple(obj.name for obj in busy),
+    )
+
+
+def _runner_needed(obj: ObjectDir) -> tuple[bool, dict[str, Any] | None]:
+    """Called under the object's lock: whether a runner must be spawned (none is alive, no stop
+    is recorded and runs are wanted), and the runner record seen (to tell a new one by)."""
+    snap = Snapshot(obj, held=True)
+    wanted = (
+        not snap.runner_alive
+        and not snap.control.get("stop")
+        and len(snap.executions) < int(snap.control.get("runs") or 0)
+    )
+    return wanted, snap.runner
+
+
 def _spawn(obj: ObjectDir) -> None:
-    """Start a runner for ``obj`` in a new session; it detaches at once (see the runner)."""
+    """Start a runner for ``obj`` in a new session; it detaches at once (see the runner).
+
+    Never called under the object's lock (see :meth:`LocalBackend._ensure_runner`). The
+    cross-process tests replace this function in a supervisor they start, to stop that
+    supervisor exactly here; nothing in this package looks for such a replacement."""
     with obj.log_file.open("ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "jobdispatch_local.runner", str(obj.path)],

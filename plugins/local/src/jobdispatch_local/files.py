@@ -15,11 +15,12 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fsync_dir", "locked", "read_json", "write_json"]
+__all__ = ["LockBusy", "fsync_dir", "locked", "read_json", "write_json"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -58,13 +59,44 @@ def read_json(path: Path) -> Any:
         return None
 
 
+class LockBusy(Exception):
+    """Another process holds the object's lock and did not let it go in the time allowed.
+
+    Every holder's critical section is a few small reads and writes; one that keeps the lock
+    longer has been paused (SIGSTOP, a frozen VM) or is stuck, and nobody may wait on it.
+    """
+
+
+#: How often a bounded lock attempt tries again while another process holds the lock.
+_RETRY = 0.005
+
+
 @contextlib.contextmanager
-def locked(path: Path, *, shared: bool = False) -> Iterator[None]:
+def locked(path: Path, *, shared: bool = False, wait: float | None = None) -> Iterator[None]:
     """Hold the object's lock file: exclusive to change its control state, shared to read a
-    consistent snapshot. ``flock`` locks die with their process, so a crash never leaves one."""
+    consistent snapshot. ``flock`` locks die with their process, so a crash never leaves one.
+
+    With ``wait`` (seconds, 0 for a single try), give up with :class:`LockBusy` once it has
+    passed instead of waiting as long as the holder likes: a paused holder then delays its
+    own object only. Without it, wait for the lock (the runner, which serves just this object).
+    """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        if wait is None:
+            fcntl.flock(fd, mode)
+        else:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        msg = f"{path} is held by another process"
+                        raise LockBusy(msg) from None
+                    time.sleep(min(_RETRY, left))
         yield
     finally:
         os.close(fd)  # closing releases the lock

@@ -80,8 +80,12 @@ class ObjectDir:
     def log_file(self) -> Path:
         return self.path / "runner.log"
 
-    def lock(self, *, shared: bool = False) -> contextlib.AbstractContextManager[None]:
-        return files.locked(self.lock_file, shared=shared)
+    def lock(
+        self, *, shared: bool = False, wait: float | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """The object's lock (see :func:`jobdispatch_local.files.locked`); with ``wait``,
+        :class:`~jobdispatch_local.files.LockBusy` once that many seconds have passed."""
+        return files.locked(self.lock_file, shared=shared, wait=wait)
 
     def exists(self) -> bool:
         return (self.path / "object.json").is_file()

@@ -13,6 +13,12 @@ pending    opened, waiting for its runner to start the next execution
 
 An execution whose runner died before recording its end is recorded here as ended with cause
 ``node-lost`` (under the object's lock, once), so that every reader sees the same, stable end.
+
+A reader never waits on another process's lock for longer than it was given: every holder's
+critical section is a few small file operations, so a lock held longer belongs to a process that
+was paused (SIGSTOP, a GC pause, a frozen VM) or is stuck. Such an object is *unobservable* now
+(:class:`~jobdispatch_local.files.LockBusy`), which callers report as such (an incomplete
+Discovery, ``Unavailable``), never as absent: one paused process must not freeze every reader.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef
 from jobdispatch.types import Actor, ActorKind, Cause, CauseKind, ObjectState, Provenance
 
 from jobdispatch_local import procs
+from jobdispatch_local.files import LockBusy
 from jobdispatch_local.layout import ObjectDir, now_iso
 from jobdispatch_local.runner import dead_runner_cause, serving
 
-__all__ = ["Snapshot", "observe", "reconcile", "snapshot"]
+__all__ = ["LockBusy", "Snapshot", "observe", "reconcile", "snapshot"]
 
 
 def _time(value: str | None) -> datetime | None:
@@ -62,11 +69,15 @@ def to_cause(data: dict[str, Any] | None) -> Cause | None:
 class Snapshot:
     """One consistent read of an object's records (taken under its shared lock)."""
 
-    def __init__(self, obj: ObjectDir, *, held: bool = False) -> None:
+    def __init__(self, obj: ObjectDir, *, held: bool = False, wait: float = 0.0) -> None:
         """Read under the shared lock, or under the caller's exclusive one when ``held``
-        (flock locks belong to open files: taking a second one would wait on ourselves)."""
+        (flock locks belong to open files: taking a second one would wait on ourselves).
+
+        Raises:
+            LockBusy: another process held the lock exclusively for all of ``wait`` seconds.
+        """
         self.obj = obj
-        with contextlib.nullcontext() if held else obj.lock(shared=True):
+        with contextlib.nullcontext() if held else obj.lock(shared=True, wait=wait):
             self.record = obj.read_object()
             self.control = obj.read_control()
             self.executions = obj.executions()
@@ -112,9 +123,10 @@ class Snapshot:
         return ""
 
 
-def reconcile(obj: ObjectDir) -> None:
-    """Record the end of an execution whose runner died (node-lost), once, under the lock."""
-    with obj.lock():
+def reconcile(obj: ObjectDir, *, wait: float | None = None) -> None:
+    """Record the end of an execution whose runner died (node-lost), once, under the lock
+    (LockBusy past ``wait`` seconds, when given)."""
+    with obj.lock(wait=wait):
         runner = obj.read_runner()
         if serving(runner):
             return
@@ -128,12 +140,16 @@ def reconcile(obj: ObjectDir) -> None:
             obj.write_execution(e)
 
 
-def snapshot(obj: ObjectDir) -> Snapshot:
-    """A consistent snapshot, after recording any end a dead runner left unrecorded."""
-    snap = Snapshot(obj)
+def snapshot(obj: ObjectDir, *, wait: float = 0.0) -> Snapshot:
+    """A consistent snapshot, after recording any end a dead runner left unrecorded.
+
+    Raises:
+        LockBusy: the object could not be read within ``wait`` seconds (see the module).
+    """
+    snap = Snapshot(obj, wait=wait)
     if snap.orphaned:
-        reconcile(obj)
-        snap = Snapshot(obj)
+        reconcile(obj, wait=wait)
+        snap = Snapshot(obj, wait=wait)
     return snap
 
 

@@ -66,7 +66,14 @@ def register(group: click.Group) -> None:
     def ps(app: App, everything: bool, as_json: bool) -> None:
         """The objects on this machine, of every job (ended ones with --all)."""
         backend = _local(app)
-        objects = [o for o in backend.objects() if everything or o.state is not ObjectState.ENDED]
+        seen = backend.survey()
+        objects = [o for o in seen.objects if everything or o.state is not ObjectState.ENDED]
+        for name in seen.unobservable:
+            # Not absent: it exists, and another process (paused or stuck) holds its lock.
+            app.err.print(
+                f"{name}: unobservable now (another process holds its lock); not listed",
+                style="yellow",
+            )
         if as_json:
             print_json(app, objects)
             return
