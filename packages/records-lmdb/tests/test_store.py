@@ -12,7 +12,7 @@ import jsonschema
 import lmdb
 import pytest
 from jobdispatch import plugins
-from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable
+from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable, Unreadable
 from jobdispatch.records.store import Records
 from jobdispatch_conformance.records import decision, evidence, make_header
 from jobdispatch_records_lmdb import FORMAT, FORMAT_VERSION, LmdbRecords
@@ -125,9 +125,9 @@ def _rewrite_event(path: Path, revision: int, change: dict[str, object]) -> None
     with env.begin(write=True, db=events) as txn:
         keys = [bytes(k) for k in txn.cursor().iternext(values=False)]
         key = keys[revision - 1]
-        body = json.loads(txn.get(key))
+        body = json.loads(bytes(txn.get(key))[5:])  # the JSON after the value's frame
         body.update(change)
-        txn.put(key, json.dumps(body).encode())
+        txn.put(key, json.dumps(body).encode())  # bare JSON: as a version before frames wrote
     env.close()
 
 
@@ -136,8 +136,9 @@ def test_an_event_of_a_newer_schema_is_refused_naming_its_revision(tmp_path: Pat
         store.create(make_header("j"), [evidence(1), evidence(2), evidence(3)])
     _rewrite_event(tmp_path, 2, {"v": 99})
     with LmdbRecords(tmp_path) as store:
-        with pytest.raises(Invalid) as info:
+        with pytest.raises(Unreadable) as info:
             store.read("j")
+        assert (info.value.job, info.value.revision) == ("j", 2)
         assert "revision 2" in str(info.value)
         assert "record j" in str(info.value)
         # Refusing to read changes nothing: the record is still there, still refused.
@@ -150,7 +151,7 @@ def test_an_unknown_event_type_is_refused_naming_its_revision(tmp_path: Path) ->
     with LmdbRecords(tmp_path) as store:
         store.create(make_header("j"), [evidence(1), evidence(2)])
     _rewrite_event(tmp_path, 1, {"type": "from-the-future"})
-    with LmdbRecords(tmp_path) as store, pytest.raises(Invalid, match="revision 1"):
+    with LmdbRecords(tmp_path) as store, pytest.raises(Unreadable, match="revision 1"):
         store.read("j")
 
 
@@ -161,11 +162,11 @@ def test_a_header_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
     headers = env.open_db(b"headers")
     with env.begin(write=True, db=headers) as txn:
         key, value = next(iter(txn.cursor()))
-        body = json.loads(value)
+        body = json.loads(bytes(value)[5:])
         body["schema"] = 7
         txn.put(key, json.dumps(body).encode())
     env.close()
-    with LmdbRecords(tmp_path) as store, pytest.raises(Invalid, match="revision 0"):
+    with LmdbRecords(tmp_path) as store, pytest.raises(Unreadable, match="revision 0"):
         store.read("j")
 
 

@@ -40,6 +40,7 @@ from jobdispatch.errors import (
     Unauthorized,
     Unavailable,
     Unreachable,
+    Unreadable,
     Unsupported,
     ValidationError,
 )
@@ -181,6 +182,7 @@ __all__ = [
     "Unavailable",
     "UnmatchedPolicy",
     "Unreachable",
+    "Unreadable",
     "Unsupported",
     "ValidationError",
     "Watcher",

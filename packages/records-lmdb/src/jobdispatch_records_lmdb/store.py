@@ -42,7 +42,7 @@ import attrs
 import lmdb
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable
+from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable, Unreadable
 from jobdispatch.records.events import EVENT_TYPES, SCHEMA_VERSION, AnyEvent, Header, Settled, View
 from jobdispatch.records.store import Created, Lease, ListFilter
 from jobdispatch.types import JobID
@@ -65,6 +65,15 @@ _LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
 #: LMDB's meta page magic (``MDB_MAGIC``), after the 16-byte page header, little-endian on the
 #: hosts LMDB runs on.
 _LMDB_MAGIC = struct.pack("<I", 0xBEEFC0DE)
+#: Where LMDB 0.9's meta page (``MDB_meta`` after the 16-byte page header, 64-bit hosts) keeps
+#: the page size (the free database's ``md_pad``), then the last page used and the
+#: transaction id, which together say how long the file must be.
+_META_PSIZE = 40
+_META_LAST_PAGE = 136
+_META_END = 152
+_META_TAIL = struct.Struct("<QQ")
+_U32 = struct.Struct("<I")
+_MIN_PAGE = 512
 _DATABASES = ("meta", "jobs", "headers", "events", "keys", "order", "leases")
 #: Creator's token on decisions committed by ``create`` (leases hand out tokens from 1).
 CREATOR_TOKEN = 0
@@ -180,10 +189,55 @@ def _check_directory(path: Path) -> None:
             raise _refuse(path, f"{name} is not a regular file")
     data = path / "data.mdb"
     if "data.mdb" in names and data.stat().st_size:
+        _check_data_file(path, data)
+
+
+def _check_data_file(path: Path, data: Path) -> None:
+    """Refuse a ``data.mdb`` that is not LMDB's, or that is shorter than its newest meta page
+    says it is.
+
+    LMDB maps the file and trusts it: a page past the end of a truncated file (an incomplete
+    copy or restore, a file system that ran out of space) is a SIGBUS in whatever process
+    touches it, with no message and no way to catch it. So the two meta pages are read with
+    plain reads first, and the file must reach the last page the newer one refers to.
+    """
+    try:
         with data.open("rb") as f:
-            head = f.read(20)
-        if len(head) < 20 or head[16:20] != _LMDB_MAGIC:
-            raise _refuse(path, "data.mdb is not an LMDB file")
+            first = f.read(_META_END)
+            if len(first) < 20 or first[16:20] != _LMDB_MAGIC:
+                raise _refuse(path, "data.mdb is not an LMDB file")
+            if len(first) < _META_END:
+                raise _truncated(data, len(first), 2 * _MIN_PAGE)
+            (page_size,) = _U32.unpack_from(first, _META_PSIZE)
+            if page_size < _MIN_PAGE or page_size & (page_size - 1):
+                msg = f"{data} is damaged: its first meta page gives page size {page_size}"
+                raise Unreadable(msg, path=str(data))
+            f.seek(page_size)
+            second = f.read(_META_END)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as exc:
+        raise Unavailable(f"{data}: cannot read the store's data file: {exc}") from exc
+    if len(second) < _META_END:
+        raise _truncated(data, size, 2 * page_size)
+    metas = []
+    for number, meta in enumerate((first, second)):
+        if meta[16:20] != _LMDB_MAGIC:
+            msg = f"{data} is damaged: meta page {number} has no LMDB magic number"
+            raise Unreadable(msg, path=str(data))
+        metas.append(_META_TAIL.unpack_from(meta, _META_LAST_PAGE))
+    last_page, _ = max(metas, key=lambda m: m[1])  # the newer transaction is the one LMDB reads
+    need = (last_page + 1) * page_size
+    if size < need:
+        raise _truncated(data, size, need)
+
+
+def _truncated(data: Path, size: int, need: int) -> Unreadable:
+    msg = (
+        f"{data} is damaged: the file is {size} bytes long, but its last commit needs "
+        f"{need} bytes; it was truncated (an incomplete copy or restore, or a full disk?). "
+        "Restore the store from a whole copy; nothing was changed"
+    )
+    return Unreadable(msg, path=str(data))
 
 
 def _inspect(txn: lmdb.Transaction, env: lmdb.Environment, path: Path) -> bool:
@@ -516,7 +570,7 @@ class LmdbRecords:
                 head = _get(txn, _u64(seq), db=dbs["headers"])
                 if head is None:
                     msg = f"record {job} is damaged: its header is missing"
-                    raise Invalid(msg)
+                    raise Unreadable(msg, job=job, revision=0)
             prefix = _u64(seq)
             rows = []
             cursor = txn.cursor(db=dbs["events"])
@@ -534,14 +588,18 @@ class LmdbRecords:
         else:
             assert got.head is not None
             header, events = codec.decode_header(got.head, job=job), []
+            if header.job != job:
+                # The index row points at another record's header: the row is damaged.
+                msg = f"record {job} is damaged: its index row leads to the header of {header.job}"
+                raise Unreadable(msg, job=job, revision=0)
         for expected, (key, value) in enumerate(got.rows, start=got.start):
             if _U64.unpack(key[8:])[0] != expected:
                 msg = f"record {job} is damaged: revision {expected} is missing"
-                raise Invalid(msg)
+                raise Unreadable(msg, job=job, revision=expected)
             events.append(codec.decode_event(value, revision=expected, job=job))
         if len(events) != got.revision:
             msg = f"record {job} is damaged: {len(events)} events stored, revision {got.revision}"
-            raise Invalid(msg)
+            raise Unreadable(msg, job=job)
         decoded = tuple(events)
         self._decoded.put(got.seq, header, decoded)
         return View(header, decoded)
