@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import extra_answers
 from jobdispatch_cli.context import App
@@ -84,16 +85,22 @@ def register(group: click.Group) -> None:
     @click.option("--active", is_flag=True, help="Only jobs that have not settled.")
     @json_option
     @pass_app
-    def list_(app: App, states: tuple[str, ...], active: bool, as_json: bool) -> None:
-        """List the store's jobs, oldest first."""
+    def list_(app: App, states: tuple[str, ...], active: bool, as_json: bool) -> int:
+        """List the store's jobs, oldest first.
+
+        A job whose record cannot be read is named on standard error, after the others are
+        listed, and the exit status is then 8."""
         wanted = jobdispatch.Filter(states=[State(s) for s in states], settled=not active)
         found = app.cluster().observer.list(wanted)
         if as_json:
-            print_json(app, found)
-        elif not found:
+            print_json(app, list(found))
+        elif not found and not found.unreadable:
             app.err.print("no jobs", style="dim")
-        else:
+        elif found:
             app.console.print(jobs_table(found))
+        for bad in found.unreadable:
+            app.err.print(str(bad), style="red", markup=False, highlight=False, soft_wrap=True)
+        return exitcodes.UNREADABLE if found.unreadable else exitcodes.OK
 
     @group.command()
     @click.argument("job")
