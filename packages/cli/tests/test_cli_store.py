@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,14 @@ def test_list_shows_every_readable_job_and_names_the_damaged_one(
     assert invoke("--store", str(store), "status", first).code == 0
 
 
+def _fat_job(path: Path, size: int = 20_000) -> Path:
+    """A job file whose header takes ``size`` bytes or so (environment variables)."""
+    lines = ['name = "fat"', 'command = ["true"]', "[env]"]
+    lines += [f'V{i} = "{"x" * 1000}"' for i in range(size // 1000)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def _jobdispatch(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "jobdispatch_cli.main", *args],
@@ -78,9 +86,7 @@ def test_a_truncated_store_is_named_not_a_bus_error(
 ) -> None:
     # In processes of their own: before the fix, each died of SIGBUS (exit 135, no message).
     store = tmp_path / "store"
-    fat = tmp_path / "fat.toml"
-    lines = ['name = "fat"', 'command = ["true"]', "[env]"]
-    fat.write_text("\n".join(lines + [f'V{i} = "{"x" * 1000}"' for i in range(20)]) + "\n")
+    fat = _fat_job(tmp_path / "fat.toml")
     for _ in range(10):
         assert invoke("--store", str(store), "submit", str(fat)).code == 0
     data = store / "data.mdb"
@@ -88,3 +94,71 @@ def test_a_truncated_store_is_named_not_a_bus_error(
     ran = _jobdispatch("--store", str(store), *command)
     assert ran.returncode == 8, (ran.returncode, ran.stderr)
     assert f"{data} is damaged" in ran.stderr and "truncated" in ran.stderr
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """``mount(*options, source=...)`` mounts a file system at a new folder under tmp_path
+    (root only: the test skips otherwise) and unmounts it at teardown."""
+    mounted: list[Path] = []
+
+    def do(*args: str, name: str) -> Path:
+        if os.geteuid() != 0:
+            pytest.skip("mounting a file system needs root")
+        point = tmp_path / name
+        point.mkdir()
+        ran = subprocess.run(["mount", *args, str(point)], capture_output=True, check=False)
+        if ran.returncode:
+            pytest.skip(f"cannot mount here: {ran.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    yield do
+    for point in reversed(mounted):
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def test_a_store_on_a_read_only_mount_can_be_inspected(
+    invoke: Invoke, job_file: JobFile, tmp_path: Path, mount: Callable[..., Path]
+) -> None:
+    store = tmp_path / "store"
+    (job,) = _submit(invoke, store, job_file, 1)
+    before = {p.name: p.read_bytes() for p in store.iterdir() if p.name != "lock.mdb"}
+    ro = mount("--bind", str(store), name="ro")
+    subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+    listed = invoke("--store", str(ro), "list", "--json")
+    assert listed.code == 0, listed.err
+    assert [s["job"] for s in listed.json()] == [job]
+    status = invoke("--store", str(ro), "status", job, "--json")
+    assert status.code == 0, status.err
+    assert status.json()["state"] == "pending"
+    # logs reads the record too: the job has no object yet, which is what it says.
+    logs = invoke("--store", str(ro), "logs", job)
+    assert logs.code == 3 and "no object yet" in logs.err
+    # A command that writes says why it cannot, with the read-only code.
+    for args in (("submit", str(job_file(["true"]))), ("cancel", job)):
+        ran = invoke("--store", str(ro), *args)
+        assert ran.code == 4, (args, ran.err)
+        assert f"{ro}: cannot open the store for writing: it is on a read-only file system" in (
+            ran.err
+        )
+    assert {p.name: p.read_bytes() for p in store.iterdir() if p.name != "lock.mdb"} == before
+
+
+@pytest.mark.parametrize("left_kib", [0, 12], ids=["nothing-left", "a-little-left"])
+def test_a_full_disk_is_named_by_submit_and_cancel(
+    invoke: Invoke, job_file: JobFile, mount: Callable[..., Path], left_kib: int
+) -> None:
+    # With nothing left LMDB says ENOSPC; with a little left the write is cut short and LMDB
+    # says "Input/output error". Both are a full disk, and both say so, naming the store.
+    disk = mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", name="small")
+    store = disk / "store"
+    (job,) = _submit(invoke, store, job_file, 1)
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    (disk / "filler").write_bytes(b"\0" * max(free - left_kib * 1024, 0))
+    fat = _fat_job(disk.parent / "fat.toml", 200_000)
+    for args in (("submit", str(fat)), ("cancel", job, "--reason", "y" * 200_000)):
+        ran = invoke("--store", str(store), *args)
+        assert ran.code == 5, (args, ran.err)
+        assert f"{store}: cannot commit: the disk holding the store is full" in ran.err
+        assert "Traceback" not in ran.err

@@ -12,7 +12,7 @@ import jsonschema
 import lmdb
 import pytest
 from jobdispatch import plugins
-from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable, Unreadable
+from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unavailable, Unreadable
 from jobdispatch.records.store import Records
 from jobdispatch_conformance.records import decision, evidence, make_header
 from jobdispatch_records_lmdb import FORMAT, FORMAT_VERSION, LmdbRecords
@@ -351,3 +351,44 @@ def test_the_cache_is_bounded(tmp_path: Path) -> None:
             assert store.read(name).revision == size
         assert store._decoded._size <= 25
         assert [store.read(n).revision for n in "abcd"] == [10, 10, 30, 10]
+
+
+# ------------------------------------------------------------------------------- read-only
+
+
+def test_read_only_reads_and_refuses_every_write(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as store:
+        store.create(make_header("j"), [evidence(1)])
+        written = store.read("j")
+    data = (tmp_path / "data.mdb").read_bytes()
+    with LmdbRecords(tmp_path, readonly=True) as store:
+        assert store.read("j") == written
+        assert list(store.list()) == ["j"]
+        for write in (
+            lambda: store.create(make_header("k")),
+            lambda: store.append("j", [evidence(2)], expect_revision=1),
+            lambda: store.acquire("j", "h", timedelta(seconds=5)),
+        ):
+            with pytest.raises(ReadOnly, match="opened read-only"):
+                write()
+    assert (tmp_path / "data.mdb").read_bytes() == data
+
+
+def test_read_only_creates_nothing_where_there_is_no_store(tmp_path: Path) -> None:
+    with pytest.raises(NotFound, match="no record store"):
+        LmdbRecords(tmp_path / "missing", readonly=True)
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(NotFound, match="no record store"):
+        LmdbRecords(tmp_path, readonly=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_only_beside_a_writable_store_in_one_process(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as writer:
+        writer.create(make_header("j"))
+        # A reader shares the writable environment already open ...
+        with LmdbRecords(tmp_path, readonly=True) as reader:
+            assert list(reader.list()) == ["j"]
+    # ... but a writer cannot be opened beside a read-only environment.
+    with LmdbRecords(tmp_path, readonly=True), pytest.raises(ReadOnly, match="read-only"):
+        LmdbRecords(tmp_path)

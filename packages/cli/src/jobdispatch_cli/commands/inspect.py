@@ -63,6 +63,7 @@ def register(group: click.Group) -> None:
     @pass_app
     def status(app: App, job: str, timeline: bool, svg: Path | None, as_json: bool) -> None:
         """Show JOB: its state and cause, each submission's executions, its history."""
+        app.reads_only = True
         got = app.cluster().observer.get(job)
         if svg is not None:
             svg.write_text(render_svg(build(got)))
@@ -90,6 +91,7 @@ def register(group: click.Group) -> None:
 
         A job whose record cannot be read is named on standard error, after the others are
         listed, and the exit status is then 8."""
+        app.reads_only = True
         wanted = jobdispatch.Filter(states=[State(s) for s in states], settled=not active)
         found = app.cluster().observer.list(wanted)
         if as_json:
@@ -108,6 +110,7 @@ def register(group: click.Group) -> None:
     @pass_app
     def watch(app: App, job: str, every: float) -> None:
         """Show JOB live until it settles (Ctrl-C stops watching, not the job)."""
+        app.reads_only = True
         observer = app.cluster().observer
 
         def view(s: Status) -> Group:
@@ -138,6 +141,7 @@ def register(group: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Print a rank's output of JOB's latest (or given) submission."""
+        app.reads_only = True
         if follow and as_json:
             raise Invalid("--follow and --json do not go together: JSON needs the whole output")
         cluster = app.cluster()
