@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -392,3 +395,50 @@ def test_read_only_beside_a_writable_store_in_one_process(tmp_path: Path) -> Non
     # ... but a writer cannot be opened beside a read-only environment.
     with LmdbRecords(tmp_path, readonly=True), pytest.raises(ReadOnly, match="read-only"):
         LmdbRecords(tmp_path)
+
+
+_READ_WITHOUT_WRITE_ACCESS = """
+import sys
+from jobdispatch.errors import ReadOnly
+from jobdispatch_records_lmdb import LmdbRecords
+try:
+    LmdbRecords(sys.argv[1])
+except ReadOnly as exc:
+    print(exc)
+with LmdbRecords(sys.argv[1], readonly=True) as store:
+    print(list(store.list()), store.read("j").revision)
+"""
+
+
+def test_a_store_this_user_may_not_write_opens_read_only() -> None:
+    # Another user's store (root: the test drops to nobody; root itself may write anything),
+    # in a folder every user may enter (pytest's own are private to their user).
+    with tempfile.TemporaryDirectory() as name:
+        _open_without_write_access(Path(name))
+
+
+def _open_without_write_access(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path / "st") as store:
+        store.create(make_header("j"), [evidence(1)])
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("dropping root to another user needs setpriv")
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    for p in (tmp_path, tmp_path / "st"):
+        p.chmod(0o755)
+    for f in (tmp_path / "st").iterdir():
+        f.chmod(0o644)
+    ran = subprocess.run(
+        [*prefix, sys.executable, "-c", _READ_WITHOUT_WRITE_ACCESS, str(tmp_path / "st")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if ran.returncode and "Permission denied" in ran.stderr and prefix:
+        pytest.skip(f"nobody cannot run this interpreter: {ran.stderr.strip()[-200:]}")
+    assert ran.returncode == 0, ran.stderr
+    first, second = ran.stdout.strip().splitlines()
+    assert "cannot open the store for writing: this user may not write" in first
+    assert second == "['j'] 1"

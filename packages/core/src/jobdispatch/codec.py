@@ -3,8 +3,8 @@
 Datetimes are ISO 8601 with their UTC offset (naive datetimes are refused: a record outlives the
 machine's timezone), durations are seconds, enums their words. Events and spec extensions carry
 a ``type`` tag; every event also carries the schema version ``v`` it was written with, and a
-record holding an unknown tag or a newer version is refused with :class:`Invalid` naming the
-revision, never skipped.
+record holding an unknown tag or a newer version is refused with :class:`Unreadable` (an
+:class:`Invalid`) naming the revision, never skipped.
 
 A stored value is the JSON behind a 5-byte frame: a frame version byte (``0x01``) and the
 CRC-32 of the JSON, big-endian. Decoding checks the CRC first, so a stored value that changed
@@ -148,7 +148,7 @@ def _describe(exc: BaseException) -> str:
 
 
 #: The first byte of a framed value: frame version 1, a CRC-32 of the JSON that follows.
-FRAME_CRC32 = 0x01
+_FRAME_CRC32 = 0x01
 _CRC = struct.Struct(">I")
 _FRAME_LEN = 1 + _CRC.size
 #: How a value written before frames existed starts: it is bare JSON, and always an object.
@@ -156,7 +156,7 @@ _LEGACY_START = ord("{")
 
 
 def _seal(body: bytes) -> bytes:
-    return bytes((FRAME_CRC32,)) + _CRC.pack(zlib.crc32(body)) + body
+    return bytes((_FRAME_CRC32,)) + _CRC.pack(zlib.crc32(body)) + body
 
 
 def _unseal(data: bytes, where: str, *, job: str, revision: int) -> bytes:
@@ -168,7 +168,7 @@ def _unseal(data: bytes, where: str, *, job: str, revision: int) -> bytes:
     first = data[0]
     if first == _LEGACY_START:
         return data
-    if first != FRAME_CRC32:
+    if first != _FRAME_CRC32:
         msg = (
             f"{where}: the stored value starts with byte 0x{first:02x}, which no version of "
             "this store writes: it is damaged, or a newer version wrote it"

@@ -345,8 +345,10 @@ def _open_readonly(path: Path, map_size: int) -> _Env:
         env = lmdb.open(str(path), lock=True, **options)
     except lmdb.Error:
         try:
-            # A lock file this user may not write: read without one. Nothing can be written
-            # through this store, and a writer elsewhere would need write access here.
+            # A lock file this user may not write: read without one. Such a reader is
+            # invisible to writers, so a writer working meanwhile may reuse pages it reads:
+            # this is for a store nobody writes now (a snapshot, another user's idle store),
+            # and a value read half-rewritten fails its checksum rather than decoding.
             env = lmdb.open(str(path), lock=False, **options)
         except lmdb.Error as exc:
             raise _store_error(path, exc, what="cannot open the store read-only") from exc
