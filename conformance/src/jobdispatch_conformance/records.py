@@ -31,6 +31,10 @@ Fixtures:
 * ``clock`` and ``store``: a ManualClock and ``make_store(clock)``; override rarely.
 * ``reopen`` (optional): ``reopen(store, clock)`` closes the store and opens the same records
   again. Durable stores provide it; the restart tests skip without it.
+* ``damage`` (optional): ``damage(store, clock, job, revision)`` makes one stored value of
+  ``job`` unreadable (0: the header) as a damaged disk would, and returns the store to use
+  from then on (the same one, or the records reopened). The unreadable-record test skips
+  without it.
 
 Class attributes a subclass may tune: :attr:`RecordStoreSuite.model_examples` (hypothesis
 examples of the model test; lower it for a slow store), :attr:`RecordStoreSuite.model_shrink`
@@ -56,7 +60,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from jobdispatch.clock import ManualClock
-from jobdispatch.errors import Conflict, Invalid, NotFound
+from jobdispatch.errors import Conflict, Invalid, NotFound, Unreadable
 from jobdispatch.records.events import (
     AnyEvent,
     AttemptStarted,
@@ -549,6 +553,10 @@ class RecordStoreSuite:
     def reopen(self) -> Callable[[Records, ManualClock], Records]:
         pytest.skip("the store is not durable: it provides no reopen fixture")
 
+    @pytest.fixture
+    def damage(self) -> Callable[[Records, ManualClock, str, int], Records]:
+        pytest.skip("the store provides no damage fixture: it cannot show an unreadable record")
+
     # ------------------------------------------------------------------------------- create
 
     def test_is_a_record_store(self, store: Records) -> None:
@@ -931,6 +939,38 @@ class RecordStoreSuite:
         assert tokens == sorted(set(tokens))
         view = store.read("owned")
         assert [e.token for e in view.events] == tokens
+
+    # ---------------------------------------------------------------------- unreadable records
+
+    @pytest.mark.parametrize("revision", [0, 2], ids=["header", "event"])
+    def test_an_unreadable_record_hides_no_other(
+        self,
+        store: Records,
+        clock: ManualClock,
+        damage: Callable[[Records, ManualClock, str, int], Records],
+        revision: int,
+    ) -> None:
+        for job in ("job-1", "job-2", "job-3"):
+            store.create(make_header(job), [evidence(1), evidence(2, detail=job)])
+        store.append(
+            "job-3", [settle()], expect_revision=2, owner=store.acquire("job-3", "h", _ttl(60))
+        )
+        good = {job: store.read(job) for job in ("job-1", "job-3")}
+        store = damage(store, clock, "job-2", revision)
+        # Reading the damaged record is the typed error, naming the job and the value ...
+        with pytest.raises(Unreadable) as info:
+            store.read("job-2")
+        assert (info.value.job, info.value.revision) == ("job-2", revision)
+        assert "job-2" in str(info.value)
+        # ... every other record reads as before, and list still streams every job: it never
+        # decodes a record, so one it cannot read hides nothing.
+        assert {job: store.read(job) for job in good} == good
+        assert list(store.list()) == ["job-1", "job-2", "job-3"]
+        assert list(store.list(ListFilter(settled=False))) == ["job-1", "job-2"]
+        assert list(store.list(ListFilter(settled=True))) == ["job-3"]
+        # Refusing to read changed nothing: it is still refused.
+        with pytest.raises(Unreadable):
+            store.read("job-2")
 
     # ------------------------------------------------------------------------------- model
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 
 import jobdispatch
 import pytest
@@ -22,6 +23,7 @@ from jobdispatch import (
     Unsupported,
 )
 from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
 
 ME = Actor.human("ops")
@@ -116,6 +118,42 @@ def test_list_filters_by_state(cluster):
     cluster.operator.cancel(b.job, by=ME)
     assert [s.job for s in cluster.observer.list(Filter(states=[State.CANCELLED]))] == [b.job]
     assert [s.job for s in cluster.observer.list(Filter(states=[State.PENDING]))] == [a.job]
+
+
+def test_an_unreadable_record_is_listed_apart_and_hides_no_other_job():
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(MemoryBackend(shape=Shape.SLURM), store=store)
+    a, b, c = (cluster.operator.submit(SPEC, by=ME, supervised=True) for _ in range(3))
+    store.damage(b.job, 0, "written by a newer version (schema 2, this reads 1)")
+    for states in ((), (State.PENDING,), (State.CANCELLED,)):
+        found = cluster.observer.list(Filter(states=states))
+        # The filter chooses among the readable jobs; an unreadable one is always reported,
+        # since its state is what cannot be known.
+        expected = [a.job, c.job] if State.CANCELLED not in states else []
+        assert [s.job for s in found] == expected
+        assert len(found) == len(expected)
+        assert [(u.job, u.revision) for u in found.unreadable] == [(b.job, 0)]
+        assert "newer version" in str(found.unreadable[0])
+    with pytest.raises(jobdispatch.Unreadable, match=f"record {b.job} revision 0"):
+        cluster.observer.get(b.job)
+    assert cluster.observer.get(a.job).state is State.PENDING
+
+
+def test_a_record_that_does_not_fold_is_listed_apart_too():
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(MemoryBackend(shape=Shape.SLURM), store=store)
+    a, b = (cluster.operator.submit(SPEC, by=ME, supervised=True) for _ in range(2))
+    lease = store.acquire(b.job, "h", timedelta(minutes=1))
+    # A history the protocol cannot write: something after settled.
+    now = datetime.now(UTC)
+    store.append(
+        b.job, [ev.Settled(at=now, by=Actor.supervisor("s"))], expect_revision=0, owner=lease
+    )
+    store.append(b.job, [ev.HoldRequested(at=now, by=ME)], expect_revision=1, owner=lease)
+    found = cluster.observer.list(Filter(settled=True))
+    assert [s.job for s in found] == [a.job]
+    assert [u.job for u in found.unreadable] == [b.job]
+    assert "does not fold" in str(found.unreadable[0])
 
 
 def test_emergency_stop_needs_no_record_and_says_recovery_may_follow():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -246,7 +247,8 @@ def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
 def test_every_event_round_trips_with_its_tag_and_version(cls, data):
     event = data.draw(_event_strategy(cls))
     raw = codec.encode_event(event)
-    assert json.loads(raw)["type"] == cls.kind and json.loads(raw)["v"] == ev.SCHEMA_VERSION
+    body = json.loads(raw[5:])  # after the frame: a version byte and the CRC-32
+    assert body["type"] == cls.kind and body["v"] == ev.SCHEMA_VERSION
     assert codec.decode_event(raw, revision=1) == event
 
 
@@ -285,3 +287,139 @@ def test_enums_print_as_their_kebab_case_words():
             "unknown",
         )
     ]
+
+
+# ------------------------------------------------------------- stored values: frame and damage
+
+_stored = st.one_of(
+    VALUES[ev.Header].map(lambda h: (codec.encode_header(h), h)),
+    st.sampled_from(list(ev.EVENT_TYPES.values()))
+    .flatmap(_event_strategy)
+    .map(lambda e: (codec.encode_event(e), e)),
+)
+
+
+def _decode(raw: bytes, like: object) -> object:
+    if isinstance(like, ev.Header):
+        return codec.decode_header(raw, job="j")
+    return codec.decode_event(raw, revision=4, job="j")
+
+
+@settings(max_examples=15, deadline=None)
+@given(stored=_stored)
+def test_no_single_bit_flip_of_a_stored_value_decodes_into_a_changed_record(stored):
+    # Every bit of the value, frame included: each flip is reported (the CRC-32 catches every
+    # single-bit error) or, were it ever harmless, decodes to the very value written.
+    raw, value = stored
+    reported = 0
+    for bit in range(len(raw) * 8):
+        flipped = bytearray(raw)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        try:
+            decoded = _decode(bytes(flipped), value)
+        except jobdispatch.Unreadable as exc:
+            where = (exc.job, exc.revision)
+        else:
+            assert decoded == value, f"bit {bit} changed the record"
+            continue
+        assert where == ("j", 0 if isinstance(value, ev.Header) else 4)
+        reported += 1
+    assert reported == len(raw) * 8
+
+
+def test_a_damaged_value_is_reported_naming_the_record_and_revision():
+    event = ev.Settled(at=datetime(2026, 1, 1, tzinfo=UTC), by=Actor.human("x"), token=1)
+    raw = bytearray(codec.encode_event(event))
+    raw[-3] ^= 0x04
+    with pytest.raises(jobdispatch.Unreadable, match=r"record j revision 7: .* damaged") as got:
+        codec.decode_event(bytes(raw), revision=7, job="j")
+    assert isinstance(got.value, jobdispatch.Invalid)  # an Invalid, so old callers still cope
+    with pytest.raises(jobdispatch.Unreadable, match="starts with byte 0x02"):
+        codec.decode_event(b"\x02" + bytes(raw[1:]), revision=7, job="j")
+    with pytest.raises(jobdispatch.Unreadable, match="cut short"):
+        codec.decode_event(bytes(raw[:3]), revision=7, job="j")
+    with pytest.raises(jobdispatch.Unreadable, match="empty"):
+        codec.decode_header(b"", job="j")
+
+
+@settings(max_examples=20, deadline=None)
+@given(stored=_stored)
+def test_values_written_before_frames_are_still_read(stored):
+    # Stores written before checksums hold bare JSON: it decodes as it always did.
+    raw, value = stored
+    legacy = raw[5:]
+    assert legacy.startswith(b"{")
+    assert _decode(legacy, value) == value
+
+
+# ------------------------------------------------------------------------ fuzzing the decoder
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=12,
+)
+
+
+def _only_typed_errors(raw: bytes) -> None:
+    """Decoding ``raw`` as a header and as an event either works or raises Unreadable."""
+    for decode in (
+        lambda: codec.decode_header(raw, job="j"),
+        lambda: codec.decode_event(raw, revision=2, job="j"),
+    ):
+        with contextlib.suppress(jobdispatch.Unreadable):  # anything else fails the test
+            decode()
+
+
+def _framed(body: bytes) -> bytes:
+    """``body`` behind a frame whose CRC matches, so the decoder gets past the check."""
+    import zlib
+
+    return b"\x01" + zlib.crc32(body).to_bytes(4, "big") + body
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=200))
+def test_arbitrary_bytes_raise_only_the_typed_error(raw):
+    _only_typed_errors(raw)
+    _only_typed_errors(_framed(raw))
+    _only_typed_errors(b"{" + raw)
+
+
+@settings(max_examples=200, deadline=None)
+@given(stored=_stored, data=st.data())
+def test_mutated_encodings_raise_only_the_typed_error(stored, data):
+    raw, _ = stored
+    body = bytearray(raw[5:])
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(body)))
+        how = data.draw(st.sampled_from(("replace", "insert", "delete")))
+        byte = data.draw(st.integers(0, 255))
+        if how == "replace" and at < len(body):
+            body[at] = byte
+        elif how == "insert":
+            body.insert(at, byte)
+        elif at < len(body):
+            del body[at]
+    # As a legacy value (no frame, so nothing stops it before the JSON) and behind a good frame.
+    _only_typed_errors(bytes(body))
+    _only_typed_errors(_framed(bytes(body)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(stored=_stored, data=st.data())
+def test_structurally_changed_encodings_raise_only_the_typed_error(stored, data):
+    # Well-formed JSON with one field's value (or a new field) replaced by any JSON value.
+    raw, _ = stored
+    body = json.loads(raw[5:])
+    key = data.draw(st.sampled_from([*sorted(body), "extra"]))
+    body[key] = data.draw(_json)
+    _only_typed_errors(_framed(json.dumps(body).encode()))
+
+
+def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error():
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(jobdispatch.Unreadable, match="revision 0"):
+        codec.decode_header(_framed(deep), job="j")
+    with pytest.raises(jobdispatch.Unreadable, match="revision 3"):
+        codec.decode_event(b'{"a":' + deep + b"}", revision=3, job="j")

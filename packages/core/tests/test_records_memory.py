@@ -27,6 +27,15 @@ class TestMemoryRecords(RecordStoreSuite):
     def make_concurrent_appenders(self) -> Callable[[Records], Launcher]:
         return thread_launcher
 
+    @pytest.fixture
+    def damage(self) -> Callable[[Records, ManualClock, str, int], Records]:
+        def damage(store: Records, clock: ManualClock, job: str, revision: int) -> Records:
+            assert isinstance(store, MemoryRecords)
+            store.damage(job, revision)
+            return store
+
+        return damage
+
 
 def test_registered_as_the_memory_record_store() -> None:
     from jobdispatch import plugins

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import lmdb
 import pytest
 from jobdispatch.clock import ManualClock
 from jobdispatch.records.store import Records
@@ -45,6 +46,33 @@ class TestLmdbRecords(RecordStoreSuite):
             return opened[-1]
 
         yield reopen  # type: ignore[misc]
+        for store in opened:
+            store.close()
+
+    @pytest.fixture
+    def damage(self) -> Iterator[Callable[[Records, ManualClock, str, int], Records]]:
+        opened: list[LmdbRecords] = []
+
+        def damage(store: Records, clock: ManualClock, job: str, revision: int) -> Records:
+            # One bit of the stored value flipped in place, the store closed meanwhile.
+            assert isinstance(store, LmdbRecords)
+            store.close()
+            env = lmdb.open(str(store.path), max_dbs=10)
+            with env.begin(write=True) as txn:
+                jobs, values = (
+                    env.open_db(b"jobs", txn=txn),
+                    env.open_db(b"headers" if revision == 0 else b"events", txn=txn),
+                )
+                seq = bytes(txn.get(job.encode(), db=jobs))[:8]
+                key = seq + revision.to_bytes(8, "big") if revision else seq
+                value = bytearray(txn.get(key, db=values))
+                value[-2] ^= 0x10
+                txn.put(key, bytes(value), db=values)
+            env.close()
+            opened.append(LmdbRecords(store.path, clock))
+            return opened[-1]
+
+        yield damage
         for store in opened:
             store.close()
 

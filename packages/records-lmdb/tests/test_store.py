@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import jsonschema
 import lmdb
 import pytest
 from jobdispatch import plugins
-from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable
+from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unavailable, Unreadable
 from jobdispatch.records.store import Records
 from jobdispatch_conformance.records import decision, evidence, make_header
 from jobdispatch_records_lmdb import FORMAT, FORMAT_VERSION, LmdbRecords
@@ -125,9 +128,9 @@ def _rewrite_event(path: Path, revision: int, change: dict[str, object]) -> None
     with env.begin(write=True, db=events) as txn:
         keys = [bytes(k) for k in txn.cursor().iternext(values=False)]
         key = keys[revision - 1]
-        body = json.loads(txn.get(key))
+        body = json.loads(bytes(txn.get(key))[5:])  # the JSON after the value's frame
         body.update(change)
-        txn.put(key, json.dumps(body).encode())
+        txn.put(key, json.dumps(body).encode())  # bare JSON: as a version before frames wrote
     env.close()
 
 
@@ -136,8 +139,9 @@ def test_an_event_of_a_newer_schema_is_refused_naming_its_revision(tmp_path: Pat
         store.create(make_header("j"), [evidence(1), evidence(2), evidence(3)])
     _rewrite_event(tmp_path, 2, {"v": 99})
     with LmdbRecords(tmp_path) as store:
-        with pytest.raises(Invalid) as info:
+        with pytest.raises(Unreadable) as info:
             store.read("j")
+        assert (info.value.job, info.value.revision) == ("j", 2)
         assert "revision 2" in str(info.value)
         assert "record j" in str(info.value)
         # Refusing to read changes nothing: the record is still there, still refused.
@@ -150,7 +154,7 @@ def test_an_unknown_event_type_is_refused_naming_its_revision(tmp_path: Path) ->
     with LmdbRecords(tmp_path) as store:
         store.create(make_header("j"), [evidence(1), evidence(2)])
     _rewrite_event(tmp_path, 1, {"type": "from-the-future"})
-    with LmdbRecords(tmp_path) as store, pytest.raises(Invalid, match="revision 1"):
+    with LmdbRecords(tmp_path) as store, pytest.raises(Unreadable, match="revision 1"):
         store.read("j")
 
 
@@ -161,11 +165,11 @@ def test_a_header_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
     headers = env.open_db(b"headers")
     with env.begin(write=True, db=headers) as txn:
         key, value = next(iter(txn.cursor()))
-        body = json.loads(value)
+        body = json.loads(bytes(value)[5:])
         body["schema"] = 7
         txn.put(key, json.dumps(body).encode())
     env.close()
-    with LmdbRecords(tmp_path) as store, pytest.raises(Invalid, match="revision 0"):
+    with LmdbRecords(tmp_path) as store, pytest.raises(Unreadable, match="revision 0"):
         store.read("j")
 
 
@@ -350,3 +354,91 @@ def test_the_cache_is_bounded(tmp_path: Path) -> None:
             assert store.read(name).revision == size
         assert store._decoded._size <= 25
         assert [store.read(n).revision for n in "abcd"] == [10, 10, 30, 10]
+
+
+# ------------------------------------------------------------------------------- read-only
+
+
+def test_read_only_reads_and_refuses_every_write(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as store:
+        store.create(make_header("j"), [evidence(1)])
+        written = store.read("j")
+    data = (tmp_path / "data.mdb").read_bytes()
+    with LmdbRecords(tmp_path, readonly=True) as store:
+        assert store.read("j") == written
+        assert list(store.list()) == ["j"]
+        for write in (
+            lambda: store.create(make_header("k")),
+            lambda: store.append("j", [evidence(2)], expect_revision=1),
+            lambda: store.acquire("j", "h", timedelta(seconds=5)),
+        ):
+            with pytest.raises(ReadOnly, match="opened read-only"):
+                write()
+    assert (tmp_path / "data.mdb").read_bytes() == data
+
+
+def test_read_only_creates_nothing_where_there_is_no_store(tmp_path: Path) -> None:
+    with pytest.raises(NotFound, match="no record store"):
+        LmdbRecords(tmp_path / "missing", readonly=True)
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(NotFound, match="no record store"):
+        LmdbRecords(tmp_path, readonly=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_only_beside_a_writable_store_in_one_process(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path) as writer:
+        writer.create(make_header("j"))
+        # A reader shares the writable environment already open ...
+        with LmdbRecords(tmp_path, readonly=True) as reader:
+            assert list(reader.list()) == ["j"]
+    # ... but a writer cannot be opened beside a read-only environment.
+    with LmdbRecords(tmp_path, readonly=True), pytest.raises(ReadOnly, match="read-only"):
+        LmdbRecords(tmp_path)
+
+
+_READ_WITHOUT_WRITE_ACCESS = """
+import sys
+from jobdispatch.errors import ReadOnly
+from jobdispatch_records_lmdb import LmdbRecords
+try:
+    LmdbRecords(sys.argv[1])
+except ReadOnly as exc:
+    print(exc)
+with LmdbRecords(sys.argv[1], readonly=True) as store:
+    print(list(store.list()), store.read("j").revision)
+"""
+
+
+def test_a_store_this_user_may_not_write_opens_read_only() -> None:
+    # Another user's store (root: the test drops to nobody; root itself may write anything),
+    # in a folder every user may enter (pytest's own are private to their user).
+    with tempfile.TemporaryDirectory() as name:
+        _open_without_write_access(Path(name))
+
+
+def _open_without_write_access(tmp_path: Path) -> None:
+    with LmdbRecords(tmp_path / "st") as store:
+        store.create(make_header("j"), [evidence(1)])
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("dropping root to another user needs setpriv")
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    for p in (tmp_path, tmp_path / "st"):
+        p.chmod(0o755)
+    for f in (tmp_path / "st").iterdir():
+        f.chmod(0o644)
+    ran = subprocess.run(
+        [*prefix, sys.executable, "-c", _READ_WITHOUT_WRITE_ACCESS, str(tmp_path / "st")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if ran.returncode and "Permission denied" in ran.stderr and prefix:
+        pytest.skip(f"nobody cannot run this interpreter: {ran.stderr.strip()[-200:]}")
+    assert ran.returncode == 0, ran.stderr
+    first, second = ran.stdout.strip().splitlines()
+    assert "cannot open the store for writing: this user may not write" in first
+    assert second == "['j'] 1"

@@ -10,6 +10,7 @@ from typing import Any
 
 import jobdispatch
 from jobdispatch import plugins
+from jobdispatch.errors import ReadOnly
 from jobdispatch.records.store import Records
 from jobdispatch.types import Actor
 from rich.console import Console
@@ -47,6 +48,9 @@ class App:
         self.actor_name = actor
         self.console = console or Console()
         self.err = err or Console(stderr=True)
+        #: Set by commands that only read the store (list, status, watch, logs): a store this
+        #: process may not write (a read-only mount or snapshot) is then opened read-only.
+        self.reads_only = False
         self._config: Config | None = None
         self._store: Records | None = None
         self._cluster: jobdispatch.Cluster | None = None
@@ -82,7 +86,12 @@ class App:
             from jobdispatch_records_lmdb import LmdbRecords
 
             self.store_dir.mkdir(parents=True, exist_ok=True)
-            self._store = LmdbRecords(str(self.store_dir))
+            try:
+                self._store = LmdbRecords(str(self.store_dir))
+            except ReadOnly:
+                if not self.reads_only:
+                    raise
+                self._store = LmdbRecords(str(self.store_dir), readonly=True)
         return self._store
 
     def cluster(self) -> jobdispatch.Cluster:

@@ -11,6 +11,7 @@ code   meaning
 5      unreachable or unavailable: the cluster or the store could not answer; try again
 6      unauthorized: the cluster refused the credentials
 7      conflict: the job's record kept moving under the command; try again
+8      unreadable: a record or the store is damaged, or a newer version wrote it
 130    interrupted (Ctrl-C); for ``run`` the job goes on, unsupervised
 =====  ==============================================================================
 """
@@ -29,6 +30,7 @@ from jobdispatch.errors import (
     Unauthorized,
     Unavailable,
     Unreachable,
+    Unreadable,
     Unsupported,
 )
 
@@ -41,6 +43,7 @@ __all__ = [
     "REFUSED",
     "UNAUTHORIZED",
     "UNREACHABLE",
+    "UNREADABLE",
     "USAGE",
     "code_for",
 ]
@@ -53,10 +56,12 @@ REFUSED = 4
 UNREACHABLE = 5
 UNAUTHORIZED = 6
 CONFLICT = 7
+UNREADABLE = 8
 INTERRUPTED = 130
 
 _BY_TYPE: tuple[tuple[type[DispatchError], int], ...] = (
     (NotFound, NOT_FOUND),
+    (Unreadable, UNREADABLE),  # an Invalid, but about stored data, not the command's input
     (Invalid, USAGE),
     (Unsupported, REFUSED),
     (Rejected, REFUSED),

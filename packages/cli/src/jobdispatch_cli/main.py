@@ -19,7 +19,7 @@ __all__ = ["cli", "main"]
 EPILOG = """\b
 Exit codes: 0 ok; 1 the job failed or was cancelled (run); 2 bad usage or input;
 3 not found; 4 unsupported or rejected; 5 unreachable or unavailable; 6 unauthorized;
-7 conflict (try again); 130 interrupted.
+7 conflict (try again); 8 a record or the store is unreadable; 130 interrupted.
 """
 
 

@@ -20,15 +20,15 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, overload
 
 import attrs
 
 from jobdispatch import plugins
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.config import validate_config
-from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unsupported
-from jobdispatch.job import fold
+from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unreadable, Unsupported
+from jobdispatch.job import Job, fold
 from jobdispatch.plan import make_plan
 from jobdispatch.records import events as ev
 from jobdispatch.records.store import ListFilter, Records
@@ -51,6 +51,7 @@ __all__ = [
     "CancelReceipt",
     "Cluster",
     "Filter",
+    "Listing",
     "Observer",
     "Operator",
     "StopReceipt",
@@ -108,6 +109,32 @@ class StopReceipt:
     )
 
 
+@attrs.frozen
+class Listing(Sequence[Status]):
+    """What :meth:`Observer.list` answers: a sequence of the statuses of the jobs it could read,
+    in creation order, and apart, one :class:`~jobdispatch.errors.Unreadable` per job it could
+    not (each naming the job and what is wrong). A caller that only iterates sees the readable
+    jobs; one that must not miss a job checks ``unreadable``."""
+
+    statuses: tuple[Status, ...] = ()
+    unreadable: tuple[Unreadable, ...] = ()
+
+    @overload
+    def __getitem__(self, index: int) -> Status: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Status]: ...
+
+    def __getitem__(self, index: int | slice) -> Status | Sequence[Status]:
+        return self.statuses[index]
+
+    def __len__(self) -> int:
+        return len(self.statuses)
+
+    def __iter__(self) -> Iterator[Status]:
+        return iter(self.statuses)
+
+
 class Observer:
     """Reads jobs. With a store, statuses are at the job level; without, object by object."""
 
@@ -129,29 +156,40 @@ class Observer:
         now = self._clock()
         return project(fold(view, now), discovery, now)
 
-    def list(self, filter: Filter | None = None) -> list[Status]:
+    def list(self, filter: Filter | None = None) -> Listing:
         """Every job the filter selects, with one backend query for all of them where the
-        adapter can (``MultiFinder``)."""
+        adapter can (``MultiFinder``).
+
+        A record that cannot be read (damaged, written by a newer version, or not folding)
+        does not hide the others: it is left out of the statuses and reported in
+        ``unreadable``, whatever the filter's states (its state is what cannot be known)."""
         filter = filter or Filter()
         if self._store is None:
             msg = "listing jobs needs a record store; without one, get a job by its id"
             raise ReadOnly(msg)
         jobs = list(self._store.list(ListFilter(settled=None if filter.settled else False)))
-        views = {job: self._store.read(job) for job in jobs}
-        active = [j for j in jobs if not _settled(views[j])]
-        found = find_all(self._backend, active) if active else {}
         now = self._clock()
+        folded: dict[JobID, Job] = {}
+        unreadable: list[Unreadable] = []
+        for job in jobs:
+            try:
+                folded[job] = fold(self._store.read(job), now)
+            except NotFound:
+                continue  # listed, then gone: a store that forgets is not ours to report on
+            except Unreadable as exc:
+                unreadable.append(exc)
+            except Invalid as exc:
+                msg = f"record {job} does not fold: {exc.message}"
+                unreadable.append(Unreadable(msg, job=job))
+        active = [j for j, folded_job in folded.items() if not folded_job.settled]
+        found = find_all(self._backend, active) if active else {}
         wanted = set(filter.states)
         out = []
-        for job in jobs:
-            status = project(fold(views[job], now), found.get(job, Discovery(job=job)), now)
+        for job, folded_job in folded.items():
+            status = project(folded_job, found.get(job, Discovery(job=job)), now)
             if not wanted or status.state in wanted:
                 out.append(status)
-        return out
-
-
-def _settled(view: ev.View) -> bool:
-    return any(isinstance(e, ev.Settled) for e in view.events)
+        return Listing(statuses=tuple(out), unreadable=tuple(unreadable))
 
 
 class Operator:

@@ -3,20 +3,28 @@
 Datetimes are ISO 8601 with their UTC offset (naive datetimes are refused: a record outlives the
 machine's timezone), durations are seconds, enums their words. Events and spec extensions carry
 a ``type`` tag; every event also carries the schema version ``v`` it was written with, and a
-record holding an unknown tag or a newer version is refused with :class:`Invalid` naming the
-revision, never skipped.
+record holding an unknown tag or a newer version is refused with :class:`Unreadable` (an
+:class:`Invalid`) naming the revision, never skipped.
+
+A stored value is the JSON behind a 5-byte frame: a frame version byte (``0x01``) and the
+CRC-32 of the JSON, big-endian. Decoding checks the CRC first, so a stored value that changed
+after it was written (a flipped bit, a torn page) is reported as :class:`Unreadable` instead of
+decoding into a different record. A value that starts with ``{`` was written before values had
+a frame; it is still read, unchecked (docs/specs/0002-record.md, D3).
 """
 
 from __future__ import annotations
 
 import json
+import struct
+import zlib
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from jobdispatch.errors import Invalid
+from jobdispatch.errors import Invalid, Unreadable
 from jobdispatch.records import events as ev
 from jobdispatch.types import EXTENSIONS, AdapterValue, JobSpec, Resources
 
@@ -138,21 +146,80 @@ def _make() -> cattrs.Converter:
 converter = _make()
 
 
+#: What decoding bad bytes can raise, all turned into the codec's typed error. RecursionError:
+#: JSON nested deeper than the interpreter's stack (json.loads recurses per level).
+_DECODE_ERRORS = (
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    RecursionError,
+    OverflowError,
+    Invalid,  # a value type's own check, raised while structuring
+    cattrs.BaseValidationError,
+)
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, cattrs.BaseValidationError):
         return "; ".join(cattrs.transform_error(exc)) or str(exc)
     return str(exc)
 
 
+#: The first byte of a framed value: frame version 1, a CRC-32 of the JSON that follows.
+_FRAME_CRC32 = 0x01
+_CRC = struct.Struct(">I")
+_FRAME_LEN = 1 + _CRC.size
+#: How a value written before frames existed starts: it is bare JSON, and always an object.
+_LEGACY_START = ord("{")
+
+
+def _seal(body: bytes) -> bytes:
+    return bytes((_FRAME_CRC32,)) + _CRC.pack(zlib.crc32(body)) + body
+
+
+def _unseal(data: bytes, where: str, *, job: str, revision: int) -> bytes:
+    """The JSON inside a stored value, checked against its CRC; a legacy value (bare JSON,
+    from before frames) as it is. Anything else is Unreadable, naming ``where``."""
+    if not data:
+        msg = f"{where}: the stored value is empty"
+        raise Unreadable(msg, job=job or None, revision=revision)
+    first = data[0]
+    if first == _LEGACY_START:
+        return data
+    if first != _FRAME_CRC32:
+        msg = (
+            f"{where}: the stored value starts with byte 0x{first:02x}, which no version of "
+            "this store writes: it is damaged, or a newer version wrote it"
+        )
+        raise Unreadable(msg, job=job or None, revision=revision)
+    if len(data) < _FRAME_LEN:
+        msg = f"{where}: the stored value is cut short ({len(data)} bytes)"
+        raise Unreadable(msg, job=job or None, revision=revision)
+    body = data[_FRAME_LEN:]
+    (stored,) = _CRC.unpack_from(data, 1)
+    actual = zlib.crc32(body)
+    if stored != actual:
+        msg = (
+            f"{where}: the stored value is damaged: its checksum is {actual:08x}, "
+            f"{stored:08x} was written"
+        )
+        raise Unreadable(msg, job=job or None, revision=revision)
+    return body
+
+
 def encode_header(header: ev.Header) -> bytes:
-    """The header as compact UTF-8 JSON."""
-    return json.dumps(converter.unstructure(header), separators=(",", ":"), sort_keys=True).encode()
+    """The header as compact UTF-8 JSON, framed with its CRC-32 (what a store keeps)."""
+    body = json.dumps(converter.unstructure(header), separators=(",", ":"), sort_keys=True)
+    return _seal(body.encode())
 
 
 def decode_header(data: bytes, *, job: str = "") -> ev.Header:
-    """A header from its encoding; Invalid names the job and what is wrong."""
+    """A header from its stored value; Unreadable names the job and what is wrong."""
+    where = f"record {job or '?'} revision 0 (header)"
+    body = _unseal(data, where, job=job, revision=0)
     try:
-        raw = json.loads(data)
+        raw = json.loads(body)
         if (
             isinstance(raw, dict)
             and isinstance(raw.get("schema"), int)
@@ -164,25 +231,27 @@ def decode_header(data: bytes, *, job: str = "") -> ev.Header:
             )
             raise ValueError(msg)
         return converter.structure(raw, ev.Header)
-    except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:
-        msg = f"record {job or '?'} revision 0 (header): {_describe(exc)}"
-        raise Invalid(msg) from exc
+    except _DECODE_ERRORS as exc:
+        msg = f"{where}: {_describe(exc)}"
+        raise Unreadable(msg, job=job or None, revision=0) from exc
 
 
 def encode_event(event: ev.Event) -> bytes:
-    """One event as compact UTF-8 JSON, tagged with its type and the schema version."""
-    return json.dumps(
-        converter.unstructure(event, ev.Event), separators=(",", ":"), sort_keys=True
-    ).encode()
+    """One event as compact UTF-8 JSON, tagged with its type and the schema version, framed
+    with its CRC-32 (what a store keeps)."""
+    body = json.dumps(converter.unstructure(event, ev.Event), separators=(",", ":"), sort_keys=True)
+    return _seal(body.encode())
 
 
 def decode_event(data: bytes, *, revision: int, job: str = "") -> ev.AnyEvent:
-    """One event from its encoding; Invalid names the job and the revision."""
+    """One event from its stored value; Unreadable names the job and the revision."""
+    where = f"record {job or '?'} revision {revision}"
+    body = _unseal(data, where, job=job, revision=revision)
     try:
-        event = converter.structure(json.loads(data), ev.Event)
-    except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:
-        msg = f"record {job or '?'} revision {revision}: {_describe(exc)}"
-        raise Invalid(msg) from exc
+        event = converter.structure(json.loads(body), ev.Event)
+    except _DECODE_ERRORS as exc:
+        msg = f"{where}: {_describe(exc)}"
+        raise Unreadable(msg, job=job or None, revision=revision) from exc
     return event  # type: ignore[return-value]
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "Unreachable",
+    "Unreadable",
     "Unsupported",
     "ValidationError",
 ]
@@ -59,6 +60,34 @@ class Invalid(DispatchError):
     """The input cannot be right: a spec, a configuration or a record that does not parse."""
 
     prefix = "invalid"
+
+
+class Unreadable(Invalid):
+    """Stored data this version cannot read: a record or a store file that is damaged (a
+    checksum that does not match, a truncated file, bytes that do not decode) or that a newer
+    version wrote.
+
+    It is an :class:`Invalid` (the data cannot be right for this reader), told apart so that a
+    caller can report the one record and go on with the others: ``job`` names the record
+    (``None`` when a whole store file is damaged), ``revision`` the value (0 for the header,
+    ``None`` when not one value), ``path`` the file when one is known. Nothing is ever skipped
+    or repaired silently: a record folded without one of its events would be another history.
+    """
+
+    prefix = "unreadable"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job: str | None = None,
+        revision: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.job = job
+        self.revision = revision
+        self.path = path
 
 
 @attrs.frozen

@@ -42,7 +42,7 @@ import attrs
 import lmdb
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable
+from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unavailable, Unreadable
 from jobdispatch.records.events import EVENT_TYPES, SCHEMA_VERSION, AnyEvent, Header, Settled, View
 from jobdispatch.records.store import Created, Lease, ListFilter
 from jobdispatch.types import JobID
@@ -65,6 +65,15 @@ _LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
 #: LMDB's meta page magic (``MDB_MAGIC``), after the 16-byte page header, little-endian on the
 #: hosts LMDB runs on.
 _LMDB_MAGIC = struct.pack("<I", 0xBEEFC0DE)
+#: Where LMDB 0.9's meta page (``MDB_meta`` after the 16-byte page header, 64-bit hosts) keeps
+#: the page size (the free database's ``md_pad``), then the last page used and the
+#: transaction id, which together say how long the file must be.
+_META_PSIZE = 40
+_META_LAST_PAGE = 136
+_META_END = 152
+_META_TAIL = struct.Struct("<QQ")
+_U32 = struct.Struct("<I")
+_MIN_PAGE = 512
 _DATABASES = ("meta", "jobs", "headers", "events", "keys", "order", "leases")
 #: Creator's token on decisions committed by ``create`` (leases hand out tokens from 1).
 CREATOR_TOKEN = 0
@@ -148,6 +157,7 @@ class _Env:
     dbs: dict[str, Any]
     gate: _Gate
     pid: int
+    readonly: bool = False
     users: int = 0
 
 
@@ -180,10 +190,55 @@ def _check_directory(path: Path) -> None:
             raise _refuse(path, f"{name} is not a regular file")
     data = path / "data.mdb"
     if "data.mdb" in names and data.stat().st_size:
+        _check_data_file(path, data)
+
+
+def _check_data_file(path: Path, data: Path) -> None:
+    """Refuse a ``data.mdb`` that is not LMDB's, or that is shorter than its newest meta page
+    says it is.
+
+    LMDB maps the file and trusts it: a page past the end of a truncated file (an incomplete
+    copy or restore, a file system that ran out of space) is a SIGBUS in whatever process
+    touches it, with no message and no way to catch it. So the two meta pages are read with
+    plain reads first, and the file must reach the last page the newer one refers to.
+    """
+    try:
         with data.open("rb") as f:
-            head = f.read(20)
-        if len(head) < 20 or head[16:20] != _LMDB_MAGIC:
-            raise _refuse(path, "data.mdb is not an LMDB file")
+            first = f.read(_META_END)
+            if len(first) < 20 or first[16:20] != _LMDB_MAGIC:
+                raise _refuse(path, "data.mdb is not an LMDB file")
+            if len(first) < _META_END:
+                raise _truncated(data, len(first), 2 * _MIN_PAGE)
+            (page_size,) = _U32.unpack_from(first, _META_PSIZE)
+            if page_size < _MIN_PAGE or page_size & (page_size - 1):
+                msg = f"{data} is damaged: its first meta page gives page size {page_size}"
+                raise Unreadable(msg, path=str(data))
+            f.seek(page_size)
+            second = f.read(_META_END)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as exc:
+        raise Unavailable(f"{data}: cannot read the store's data file: {exc}") from exc
+    if len(second) < _META_END:
+        raise _truncated(data, size, 2 * page_size)
+    metas = []
+    for number, meta in enumerate((first, second)):
+        if meta[16:20] != _LMDB_MAGIC:
+            msg = f"{data} is damaged: meta page {number} has no LMDB magic number"
+            raise Unreadable(msg, path=str(data))
+        metas.append(_META_TAIL.unpack_from(meta, _META_LAST_PAGE))
+    last_page, _ = max(metas, key=lambda m: m[1])  # the newer transaction is the one LMDB reads
+    need = (last_page + 1) * page_size
+    if size < need:
+        raise _truncated(data, size, need)
+
+
+def _truncated(data: Path, size: int, need: int) -> Unreadable:
+    msg = (
+        f"{data} is damaged: the file is {size} bytes long, but its last commit needs "
+        f"{need} bytes; it was truncated (an incomplete copy or restore, or a full disk?). "
+        "Restore the store from a whole copy; nothing was changed"
+    )
+    return Unreadable(msg, path=str(data))
 
 
 def _inspect(txn: lmdb.Transaction, env: lmdb.Environment, path: Path) -> bool:
@@ -226,6 +281,93 @@ def _initialize(txn: lmdb.Transaction, env: lmdb.Environment) -> None:
     txn.put(b"next-seq", _u64(0), db=meta)
 
 
+#: Below this much free space, an I/O error from a commit is the disk being full: LMDB reports a
+#: short write (the file system ran out of room mid-write) as EIO, not ENOSPC.
+_FULL_BELOW = 16 << 20
+
+
+def _why_not_writable(path: Path) -> str | None:
+    """Why this process cannot write the store's directory or files, or None if it can."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        return None
+    for target in (path, path / "data.mdb", path / "lock.mdb"):
+        if target.exists() and not os.access(target, os.W_OK):
+            return f"this user may not write {target}"
+    return None
+
+
+def _disk_full(path: Path, error: str) -> str | None:
+    """How full the file system under ``path`` is, when that explains a failed write."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if "No space left" in error or ("Input/output error" in error and free < _FULL_BELOW):
+        return f"{free} bytes free"
+    return None
+
+
+def _store_error(path: Path, exc: lmdb.Error, *, what: str) -> Unavailable:
+    """An LMDB error as Unavailable naming the store, saying so plainly when the disk is full
+    (LMDB calls it "Input/output error" or "No space left on device" depending on where the
+    write was cut short)."""
+    full = _disk_full(path, str(exc))
+    if full is not None:
+        msg = (
+            f"{path}: {what}: the disk holding the store is full ({full}); nothing was "
+            "committed. Free some space and try again"
+        )
+        return Unavailable(msg)
+    return Unavailable(f"{path}: {what}: {type(exc).__name__}: {exc}")
+
+
+def _open_readonly(path: Path, map_size: int) -> _Env:
+    """Open a store for reading only, changing nothing in it (no directory, no initialization,
+    no reader-slot clean-up), for a store this process may not write: a read-only snapshot or
+    mount, or another user's store."""
+    _check_directory(path)
+    if not (path / "data.mdb").is_file():
+        raise NotFound(f"no record store at {path} (opened read-only, so none was created)")
+    options: dict[str, Any] = {
+        "subdir": True,
+        "map_size": map_size,
+        "max_dbs": len(_DATABASES) + 1,
+        "readonly": True,
+        "create": False,
+    }
+    try:
+        # With the lock file where it can be written, readers register as usual; on a
+        # read-only file system LMDB itself goes on without locks.
+        env = lmdb.open(str(path), lock=True, **options)
+    except lmdb.Error:
+        try:
+            # A lock file this user may not write: read without one. Such a reader is
+            # invisible to writers, so a writer working meanwhile may reuse pages it reads:
+            # this is for a store nobody writes now (a snapshot, another user's idle store),
+            # and a value read half-rewritten fails its checksum rather than decoding.
+            env = lmdb.open(str(path), lock=False, **options)
+        except lmdb.Error as exc:
+            raise _store_error(path, exc, what="cannot open the store read-only") from exc
+    try:
+        with env.begin() as txn:
+            if not _inspect(txn, env, path):
+                raise NotFound(f"no record store at {path}: its LMDB environment is empty")
+        # In a read-only environment py-lmdb opens handles in a read transaction it commits,
+        # so they stay valid.
+        dbs = {name: env.open_db(name.encode(), create=False) for name in _DATABASES}
+    except lmdb.Error as exc:
+        env.close()
+        raise _store_error(path, exc, what="cannot read the store") from exc
+    except BaseException:
+        env.close()
+        raise
+    return _Env(path=path, env=env, dbs=dbs, gate=_Gate(), pid=os.getpid(), readonly=True)
+
+
 def _open_env(path: Path, map_size: int) -> _Env:
     _check_directory(path)
     created_dir = not path.exists()
@@ -252,7 +394,14 @@ def _open_env(path: Path, map_size: int) -> _Env:
             create=True,
         )
     except lmdb.Error as exc:
-        raise Unavailable(f"{path}: cannot open the store: {exc}") from exc
+        why = _why_not_writable(path)
+        if why is not None:
+            msg = (
+                f"{path}: cannot open the store for writing: {why}; commands that only read "
+                "it (list, status, logs) open it read-only"
+            )
+            raise ReadOnly(msg) from exc
+        raise _store_error(path, exc, what="cannot open the store") from exc
     try:
         # Reader slots of processes that died (kill -9) would otherwise pin old pages forever.
         env.reader_check()
@@ -266,6 +415,11 @@ def _open_env(path: Path, map_size: int) -> _Env:
         # transactions), so they are opened in a write transaction that changes nothing.
         with env.begin(write=True) as txn:
             dbs = {name: env.open_db(name.encode(), txn=txn, create=False) for name in _DATABASES}
+    except lmdb.Error as exc:
+        env.close()
+        if not had_lock and not created_dir:
+            (path / "lock.mdb").unlink(missing_ok=True)
+        raise _store_error(path, exc, what="cannot open the store") from exc
     except BaseException:
         env.close()
         if not had_lock and not created_dir:
@@ -275,15 +429,21 @@ def _open_env(path: Path, map_size: int) -> _Env:
     return _Env(path=path, env=env, dbs=dbs, gate=_Gate(), pid=os.getpid())
 
 
-def _acquire_env(path: Path, map_size: int) -> _Env:
+def _acquire_env(path: Path, map_size: int, *, readonly: bool) -> _Env:
     with _open_lock:
         if path.is_dir():
             st = path.stat()
             shared = _open_envs.get((st.st_dev, st.st_ino))
             if shared is not None and shared.pid == os.getpid():
+                if shared.readonly and not readonly:
+                    msg = (
+                        f"{path}: the store is open read-only in this process; it cannot be "
+                        "opened for writing beside that"
+                    )
+                    raise ReadOnly(msg)
                 shared.users += 1
                 return shared
-        opened = _open_env(path, map_size)
+        opened = _open_readonly(path, map_size) if readonly else _open_env(path, map_size)
         st = path.stat()
         _open_envs[(st.st_dev, st.st_ino)] = opened
         opened.users += 1
@@ -428,6 +588,14 @@ class LmdbRecords:
             go first; 0 turns the cache off). Records only grow and events never change, so a
             record read again is fetched and decoded from where the cached part ends: a
             supervisor re-reading a long record every poll decodes only what is new.
+        readonly: open for reading only, changing nothing in the store (no directory is
+            created, nothing initialized, no reader slot cleaned; LMDB's lock file is used as
+            any reader uses it where it can be written, and not at all where it cannot): for
+            a store on a read-only file system or one this user may not write. A missing
+            store is then NotFound, and every write (create, append, leases) raises
+            :class:`ReadOnly`. A store opened for writing
+            where it cannot be written raises ReadOnly saying why, so a caller that only reads
+            can open it again with ``readonly=True``.
     """
 
     def __init__(
@@ -437,11 +605,12 @@ class LmdbRecords:
         *,
         map_size: int = DEFAULT_MAP_SIZE,
         cache_events: int = DEFAULT_CACHE_EVENTS,
+        readonly: bool = False,
     ) -> None:
         self.path = Path(path).absolute()
         self._clock = clock
         self._decoded = _DecodedCache(cache_events)
-        self._shared: _Env | None = _acquire_env(self.path, map_size)
+        self._shared: _Env | None = _acquire_env(self.path, map_size, readonly=readonly)
         self._max_key = self._shared.env.max_key_size()
 
     def __repr__(self) -> str:
@@ -516,7 +685,7 @@ class LmdbRecords:
                 head = _get(txn, _u64(seq), db=dbs["headers"])
                 if head is None:
                     msg = f"record {job} is damaged: its header is missing"
-                    raise Invalid(msg)
+                    raise Unreadable(msg, job=job, revision=0)
             prefix = _u64(seq)
             rows = []
             cursor = txn.cursor(db=dbs["events"])
@@ -534,14 +703,18 @@ class LmdbRecords:
         else:
             assert got.head is not None
             header, events = codec.decode_header(got.head, job=job), []
+            if header.job != job:
+                # The index row points at another record's header: the row is damaged.
+                msg = f"record {job} is damaged: its index row leads to the header of {header.job}"
+                raise Unreadable(msg, job=job, revision=0)
         for expected, (key, value) in enumerate(got.rows, start=got.start):
             if _U64.unpack(key[8:])[0] != expected:
                 msg = f"record {job} is damaged: revision {expected} is missing"
-                raise Invalid(msg)
+                raise Unreadable(msg, job=job, revision=expected)
             events.append(codec.decode_event(value, revision=expected, job=job))
         if len(events) != got.revision:
             msg = f"record {job} is damaged: {len(events)} events stored, revision {got.revision}"
-            raise Invalid(msg)
+            raise Unreadable(msg, job=job)
         decoded = tuple(events)
         self._decoded.put(got.seq, header, decoded)
         return View(header, decoded)
@@ -731,6 +904,9 @@ class LmdbRecords:
         if shared.pid != os.getpid():
             msg = f"{self.path}: the store was opened before a fork; open it again in this process"
             raise Unavailable(msg)
+        if write and shared.readonly:
+            msg = f"{self.path}: the store is opened read-only; nothing was written"
+            raise ReadOnly(msg)
         for _ in range(_MAX_RETRIES):
             with shared.gate.shared():
                 size = shared.env.info()["map_size"]
@@ -745,8 +921,8 @@ class LmdbRecords:
                     msg = f"{self.path}: every reader slot is taken: {exc}"
                     raise Unavailable(msg) from exc
                 except lmdb.Error as exc:
-                    msg = f"{self.path}: {type(exc).__name__}: {exc}"
-                    raise Unavailable(msg) from exc
+                    what = "cannot commit" if write else "cannot read"
+                    raise _store_error(self.path, exc, what=what) from exc
             self._resize(shared, size, grow=grow)
         msg = f"{self.path}: the map kept changing size under {_MAX_RETRIES} tries"
         raise Unavailable(msg)

@@ -84,6 +84,9 @@ class Supervisor:
         self._stopping = threading.Event()
         self._sleep = sleep or self._stopping.wait
         self._leases: dict[str, Lease] = {}
+        #: Jobs whose record this process cannot read or fold: reported once, then left alone
+        #: (a record only grows, so it never becomes readable here; a newer version may take it).
+        self._unreadable: set[str] = set()
 
     # ---------------------------------------------------------------- ownership
 
@@ -175,7 +178,7 @@ class Supervisor:
         wanted = filter or ListFilter(settled=False)
         swept: datetime | None = None
         while not self._stopping.is_set():
-            jobs = list(self.store.list(wanted))
+            jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
             if swept is None or self.clock() - swept >= self.sweep_every:
                 swept = self.clock()
                 jobs += [j for j in self.residual_jobs() if j not in jobs]
@@ -196,6 +199,13 @@ class Supervisor:
                     continue
                 except (Unreachable, Unavailable) as exc:
                     log.warning("job %s: %s; trying again", job, exc)
+                    continue
+                except Invalid as exc:
+                    # Unreadable (damaged, or a newer version wrote it) or not folding: one
+                    # job's problem. Serve the others; let its lease go for whoever can read it.
+                    log.error("job %s is left unsupervised: %s", job, exc)
+                    self._unreadable.add(job)
+                    self._disown(job)
                     continue
                 if result.settled:
                     self._disown(job)

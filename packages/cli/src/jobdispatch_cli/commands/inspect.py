@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import extra_answers
 from jobdispatch_cli.context import App
@@ -62,6 +63,7 @@ def register(group: click.Group) -> None:
     @pass_app
     def status(app: App, job: str, timeline: bool, svg: Path | None, as_json: bool) -> None:
         """Show JOB: its state and cause, each submission's executions, its history."""
+        app.reads_only = True
         got = app.cluster().observer.get(job)
         if svg is not None:
             svg.write_text(render_svg(build(got)))
@@ -84,16 +86,23 @@ def register(group: click.Group) -> None:
     @click.option("--active", is_flag=True, help="Only jobs that have not settled.")
     @json_option
     @pass_app
-    def list_(app: App, states: tuple[str, ...], active: bool, as_json: bool) -> None:
-        """List the store's jobs, oldest first."""
+    def list_(app: App, states: tuple[str, ...], active: bool, as_json: bool) -> int:
+        """List the store's jobs, oldest first.
+
+        A job whose record cannot be read is named on standard error, after the others are
+        listed, and the exit status is then 8."""
+        app.reads_only = True
         wanted = jobdispatch.Filter(states=[State(s) for s in states], settled=not active)
         found = app.cluster().observer.list(wanted)
         if as_json:
-            print_json(app, found)
-        elif not found:
+            print_json(app, list(found))
+        elif not found and not found.unreadable:
             app.err.print("no jobs", style="dim")
-        else:
+        elif found:
             app.console.print(jobs_table(found))
+        for bad in found.unreadable:
+            app.err.print(str(bad), style="red", markup=False, highlight=False, soft_wrap=True)
+        return exitcodes.UNREADABLE if found.unreadable else exitcodes.OK
 
     @group.command()
     @click.argument("job")
@@ -101,6 +110,7 @@ def register(group: click.Group) -> None:
     @pass_app
     def watch(app: App, job: str, every: float) -> None:
         """Show JOB live until it settles (Ctrl-C stops watching, not the job)."""
+        app.reads_only = True
         observer = app.cluster().observer
 
         def view(s: Status) -> Group:
@@ -131,6 +141,7 @@ def register(group: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Print a rank's output of JOB's latest (or given) submission."""
+        app.reads_only = True
         if follow and as_json:
             raise Invalid("--follow and --json do not go together: JSON needs the whole output")
         cluster = app.cluster()

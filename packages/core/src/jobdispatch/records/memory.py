@@ -23,7 +23,7 @@ import attrs
 
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, Invalid, NotFound
+from jobdispatch.errors import Conflict, Invalid, NotFound, Unreadable
 from jobdispatch.records.events import EVENT_TYPES, SCHEMA_VERSION, AnyEvent, Header, Settled, View
 from jobdispatch.records.store import Created, Lease, ListFilter
 from jobdispatch.types import JobID
@@ -96,6 +96,8 @@ class _Record:
     #: The View last read, handed out again until the next append: it is immutable, so every
     #: reader of one revision may share it (and a reader may tell an unchanged record by it).
     view: View | None = None
+    #: Revisions made unreadable by :meth:`MemoryRecords.damage`, with what is wrong with each.
+    damaged: dict[int, str] = attrs.Factory(dict)
 
 
 class MemoryRecords:
@@ -143,6 +145,10 @@ class MemoryRecords:
     def read(self, job: JobID) -> View:
         with self._lock:
             record = self._get(job)
+            if record.damaged:
+                revision = min(record.damaged)
+                msg = f"record {job} revision {revision}: {record.damaged[revision]}"
+                raise Unreadable(msg, job=job, revision=revision)
             view = record.view
             if view is None:
                 view = record.view = View(record.header, tuple(record.events))
@@ -232,6 +238,21 @@ class MemoryRecords:
 
     def close(self) -> None:
         """Nothing to release; the records stay readable until the object is dropped."""
+
+    def damage(
+        self, job: JobID, revision: int = 0, reason: str = "damaged (made so by a test)"
+    ) -> None:
+        """Make one stored value of ``job`` unreadable, as a damaged disk or a newer writer
+        makes a durable store's: ``read`` of the job then raises Unreadable naming ``revision``
+        (0: the header), and nothing else changes (``list`` still streams it, appends still
+        commit). For tests and fault models of what readers do with such a record; a durable
+        store's tests damage its bytes instead."""
+        with self._lock:
+            record = self._get(job)
+            if not 0 <= revision <= len(record.events):
+                msg = f"record {job} has no revision {revision} (it is at {len(record.events)})"
+                raise Invalid(msg)
+            record.damaged[revision] = reason
 
     # ------------------------------------------------------------------------------ helpers
 

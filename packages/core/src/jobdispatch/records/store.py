@@ -61,7 +61,9 @@ class Records(Protocol):
         ...
 
     def read(self, job: JobID) -> View:
-        """The whole record; NotFound for an unknown job, Invalid for one it cannot decode."""
+        """The whole record; NotFound for an unknown job, Unreadable (naming the job and the
+        revision) for one it cannot read: damaged, or written by a newer version. That is one
+        record's problem: every other record stays readable."""
         ...
 
     def append(
@@ -80,7 +82,8 @@ class Records(Protocol):
         ...
 
     def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
-        """Stream the jobs the filter selects, in creation order."""
+        """Stream the jobs the filter selects, in creation order. It never decodes a record,
+        so one that cannot be read is streamed like any other (and hides none)."""
         ...
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:

@@ -1,0 +1,164 @@
+"""The command and a store it cannot fully read: a truncated data file, one damaged record."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import pytest
+
+Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
+JobFile = Callable[..., Path]
+
+
+def _submit(invoke: Invoke, store: Path, job_file: JobFile, n: int) -> list[str]:
+    jobs = []
+    for i in range(n):
+        ran = invoke(
+            "--store", str(store), "submit", str(job_file(["true"], name=f"j{i}")), "--json"
+        )
+        assert ran.code == 0, ran.err
+        jobs.append(ran.json()["job"])
+    return jobs
+
+
+def _flip_header_bit(store: Path, job: str) -> None:
+    """One bit of the job's stored header flipped, as a failing disk would."""
+    env = lmdb.open(str(store), max_dbs=10)
+    with env.begin(write=True) as txn:
+        jobs, headers = env.open_db(b"jobs", txn=txn), env.open_db(b"headers", txn=txn)
+        seq = bytes(txn.get(job.encode(), db=jobs))[:8]
+        value = bytearray(txn.get(seq, db=headers))
+        value[len(value) // 2] ^= 0x01
+        txn.put(seq, bytes(value), db=headers)
+    env.close()
+
+
+def test_list_shows_every_readable_job_and_names_the_damaged_one(
+    invoke: Invoke, job_file: JobFile, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    first, bad, last = _submit(invoke, store, job_file, 3)
+    _flip_header_bit(store, bad)
+    for args in ((), ("--active",), ("--state", "pending")):
+        ran = invoke("--store", str(store), "list", *args)
+        assert ran.code == 8, (ran.out, ran.err)
+        assert first in ran.out and last in ran.out and bad not in ran.out
+        assert f"record {bad} revision 0 (header)" in ran.err and "damaged" in ran.err
+    ran = invoke("--store", str(store), "list", "--json")
+    assert ran.code == 8
+    assert [s["job"] for s in ran.json()] == [first, last]
+    # status of the damaged job fails clearly; the others are untouched.
+    ran = invoke("--store", str(store), "status", bad)
+    assert ran.code == 8
+    assert f"unreadable: record {bad} revision 0 (header)" in ran.err
+    assert "Traceback" not in ran.err
+    assert invoke("--store", str(store), "status", first).code == 0
+
+
+def _fat_job(path: Path, size: int = 20_000) -> Path:
+    """A job file whose header takes ``size`` bytes or so (environment variables)."""
+    lines = ['name = "fat"', 'command = ["true"]', "[env]"]
+    lines += [f'V{i} = "{"x" * 1000}"' for i in range(size // 1000)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _jobdispatch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jobdispatch_cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=os.environ.copy(),
+    )
+
+
+@pytest.mark.parametrize("command", [["list"], ["status", "x"], ["supervise", "--poll", "0.1"]])
+def test_a_truncated_store_is_named_not_a_bus_error(
+    invoke: Invoke, tmp_path: Path, command: list[str]
+) -> None:
+    # In processes of their own: before the fix, each died of SIGBUS (exit 135, no message).
+    store = tmp_path / "store"
+    fat = _fat_job(tmp_path / "fat.toml")
+    for _ in range(10):
+        assert invoke("--store", str(store), "submit", str(fat)).code == 0
+    data = store / "data.mdb"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    ran = _jobdispatch("--store", str(store), *command)
+    assert ran.returncode == 8, (ran.returncode, ran.stderr)
+    assert f"{data} is damaged" in ran.stderr and "truncated" in ran.stderr
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """``mount(*options, source=...)`` mounts a file system at a new folder under tmp_path
+    (root only: the test skips otherwise) and unmounts it at teardown."""
+    mounted: list[Path] = []
+
+    def do(*args: str, name: str) -> Path:
+        if os.geteuid() != 0:
+            pytest.skip("mounting a file system needs root")
+        point = tmp_path / name
+        point.mkdir()
+        ran = subprocess.run(["mount", *args, str(point)], capture_output=True, check=False)
+        if ran.returncode:
+            pytest.skip(f"cannot mount here: {ran.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    yield do
+    for point in reversed(mounted):
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def test_a_store_on_a_read_only_mount_can_be_inspected(
+    invoke: Invoke, job_file: JobFile, tmp_path: Path, mount: Callable[..., Path]
+) -> None:
+    store = tmp_path / "store"
+    (job,) = _submit(invoke, store, job_file, 1)
+    before = {p.name: p.read_bytes() for p in store.iterdir() if p.name != "lock.mdb"}
+    ro = mount("--bind", str(store), name="ro")
+    subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+    listed = invoke("--store", str(ro), "list", "--json")
+    assert listed.code == 0, listed.err
+    assert [s["job"] for s in listed.json()] == [job]
+    status = invoke("--store", str(ro), "status", job, "--json")
+    assert status.code == 0, status.err
+    assert status.json()["state"] == "pending"
+    # logs reads the record too: the job has no object yet, which is what it says.
+    logs = invoke("--store", str(ro), "logs", job)
+    assert logs.code == 3 and "no object yet" in logs.err
+    # A command that writes says why it cannot, with the read-only code.
+    for args in (("submit", str(job_file(["true"]))), ("cancel", job)):
+        ran = invoke("--store", str(ro), *args)
+        assert ran.code == 4, (args, ran.err)
+        assert f"{ro}: cannot open the store for writing: it is on a read-only file system" in (
+            ran.err
+        )
+    assert {p.name: p.read_bytes() for p in store.iterdir() if p.name != "lock.mdb"} == before
+
+
+@pytest.mark.parametrize("left_kib", [0, 12], ids=["nothing-left", "a-little-left"])
+def test_a_full_disk_is_named_by_submit_and_cancel(
+    invoke: Invoke, job_file: JobFile, mount: Callable[..., Path], left_kib: int
+) -> None:
+    # With nothing left LMDB says ENOSPC; with a little left the write is cut short and LMDB
+    # says "Input/output error". Both are a full disk, and both say so, naming the store.
+    disk = mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", name="small")
+    store = disk / "store"
+    (job,) = _submit(invoke, store, job_file, 1)
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    (disk / "filler").write_bytes(b"\0" * max(free - left_kib * 1024, 0))
+    fat = _fat_job(disk.parent / "fat.toml", 200_000)
+    for args in (("submit", str(fat)), ("cancel", job, "--reason", "y" * 200_000)):
+        ran = invoke("--store", str(store), *args)
+        assert ran.code == 5, (args, ran.err)
+        assert f"{store}: cannot commit: the disk holding the store is full" in ran.err
+        assert "Traceback" not in ran.err
