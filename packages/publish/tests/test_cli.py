@@ -71,7 +71,7 @@ def test_version() -> None:
             ["resolve", "--root", "s3://bucket/p"],
             {"JOBDISPATCH_JOB": "j"},
             4,
-            "no credentials found; tried env:",
+            "no credentials found; tried aws:",
         ),
         (
             ["resolve", "--config", "/nonexistent.json", "--root", "/tmp"],
@@ -177,9 +177,10 @@ def test_watch_publishes_the_last_save_when_stopped(
 
 @pytest.mark.s3
 def test_a_wrong_secret_exits_4_and_is_not_printed(
-    s3_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+    s3_env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = "wrong-secret-that-must-stay-hidden"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)  # botocore's chain reads the process's
     env = {**s3_env, "AWS_SECRET_ACCESS_KEY": secret, "JOBDISPATCH_JOB": "j"}
     assert main(["resolve", "--into", "/tmp/nowhere", "-v"], env=env) == 4
     captured = capsys.readouterr()
