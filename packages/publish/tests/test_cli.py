@@ -177,10 +177,9 @@ def test_watch_publishes_the_last_save_when_stopped(
 
 @pytest.mark.s3
 def test_a_wrong_secret_exits_4_and_is_not_printed(
-    s3_env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    s3_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     secret = "wrong-secret-that-must-stay-hidden"
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)  # botocore's chain reads the process's
     env = {**s3_env, "AWS_SECRET_ACCESS_KEY": secret, "JOBDISPATCH_JOB": "j"}
     assert main(["resolve", "--into", "/tmp/nowhere", "-v"], env=env) == 4
     captured = capsys.readouterr()
