@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import os
 import secrets
 import statistics
@@ -193,10 +194,11 @@ class Bench:
         data = "bench/executions/1/0/step-shared.0-0/"
         store.write(data + "m", b"x")
 
+        digest = hashlib.sha256(b"x").hexdigest()
+
         def entry(step: int) -> bytes:
-            e = Entry(
-                "bench", 1, "0", step, data, (FileRecord("m", 1, None),), "2026-01-01T00:00:00"
-            )
+            record = FileRecord("m", 1, None, digest)
+            e = Entry("bench", 1, "0", step, data, (record,), "2026-01-01T00:00:00")
             return e.to_json()
 
         start = time.perf_counter()
