@@ -112,6 +112,9 @@ def test_an_into_folder_changed_after_it_was_fetched_is_not_reused(
     }
     assert main(["resolve", "--into", str(resume)], env=env) == 9
     assert "optim.bin" in capsys.readouterr().err
+    (resume / ".jobdispatch-checkpoint.json").write_text("{torn")
+    assert main(["resolve", "--into", str(resume)], env=env) == 3
+    assert "is not empty and does not hold step 10" in capsys.readouterr().err
 
 
 def test_an_entry_of_an_older_helper_without_digests_still_resolves_on_sizes(

@@ -124,8 +124,15 @@ def _reuse(dest: Path, entry: Entry) -> bool:
         raise Invalid(msg)
     marker = dest / MARKER
     if marker.is_file():
-        held = json.loads(marker.read_text())
-        if held.get("data") == entry.data and held.get("step") == entry.step:
+        try:
+            held = json.loads(marker.read_bytes())
+        except ValueError:
+            held = {}  # not a marker this helper wrote: the folder is refused below
+        if (
+            isinstance(held, dict)
+            and held.get("data") == entry.data
+            and held.get("step") == entry.step
+        ):
             try:
                 check_folder(entry.files, dest)
             except Corrupt as exc:
