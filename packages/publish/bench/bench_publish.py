@@ -181,6 +181,19 @@ class Bench:
                 f"{o / p:.2f}",
             )
         )
+        # What the digest recorded at publication costs by itself (one read and SHA-256 of the
+        # save), in this same run: publish does this beside the upload threads.
+        from jobdispatch_publish.verify import hash_file
+
+        h = statistics.median(timed(lambda: hash_file(save / "model.bin")) for _ in range(rounds))
+        self.rows.append(
+            (
+                f"sha256 {label} (in publish)",
+                f"{h:.2f} s",
+                f"{size / h / MiB:.0f} MiB/s",
+                f"{h / p:.2f}",
+            )
+        )
 
     def resolve_latency(self) -> None:
         from jobdispatch_publish import layout
