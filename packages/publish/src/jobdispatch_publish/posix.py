@@ -287,7 +287,7 @@ class PosixStore:
                     raise
                 msg = f"{src} is listed in the publication entry but missing"
                 raise Corrupt(msg) from None
-            check_file(r, src, size, sha256 if r.sha256 is not None else None)
+            check_file(r, src, size, sha256)
             if progress is not None:
                 progress(r.size)
 
