@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import os
 import secrets
 import statistics
@@ -180,6 +181,19 @@ class Bench:
                 f"{o / p:.2f}",
             )
         )
+        # What the digest recorded at publication costs by itself (one read and SHA-256 of the
+        # save), in this same run: publish does this beside the upload threads.
+        from jobdispatch_publish.verify import hash_file
+
+        h = statistics.median(timed(lambda: hash_file(save / "model.bin")) for _ in range(rounds))
+        self.rows.append(
+            (
+                f"sha256 {label} (in publish)",
+                f"{h:.2f} s",
+                f"{size / h / MiB:.0f} MiB/s",
+                f"{h / p:.2f}",
+            )
+        )
 
     def resolve_latency(self) -> None:
         from jobdispatch_publish import layout
@@ -193,10 +207,11 @@ class Bench:
         data = "bench/executions/1/0/step-shared.0-0/"
         store.write(data + "m", b"x")
 
+        digest = hashlib.sha256(b"x").hexdigest()
+
         def entry(step: int) -> bytes:
-            e = Entry(
-                "bench", 1, "0", step, data, (FileRecord("m", 1, None),), "2026-01-01T00:00:00"
-            )
+            record = FileRecord("m", 1, None, digest)
+            e = Entry("bench", 1, "0", step, data, (record,), "2026-01-01T00:00:00")
             return e.to_json()
 
         start = time.perf_counter()

@@ -3,8 +3,9 @@
 No Vault server can be installed from the registries this project uses, so ``FakeVault`` is a
 faithful fake of the few endpoints hvac calls: Kubernetes and AppRole login, and reading a KV v2
 secret. ``FakeCredentialEndpoint`` plays the ECS container credential endpoint and the EC2
-instance metadata service (IMDSv2). ``RecordingProxy`` is a plain-HTTP forward proxy that records
-which hosts went through it. Each runs on 127.0.0.1 in a thread.
+instance metadata service (IMDSv2). ``FakeSts`` answers STS's AssumeRoleWithWebIdentity, the
+call EKS's IAM roles for service accounts make. ``RecordingProxy`` is a plain-HTTP forward proxy
+that records which hosts went through it. Each runs on 127.0.0.1 in a thread.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 
 class _Server:
@@ -182,6 +183,53 @@ class FakeCredentialEndpoint(_Server):
         if self.auth is not None and headers.get("Authorization") != self.auth:
             return _json(401, {"message": "unauthorized"})
         return _json(200, self._creds())
+
+
+class FakeSts(_Server):
+    """STS's ``AssumeRoleWithWebIdentity`` (the query protocol, XML replies): gives temporary
+    credentials for ``role`` to a caller presenting ``token``, and AccessDenied otherwise."""
+
+    def __init__(self, role: str, token: str, access_key: str, secret_key: str, session: str):
+        super().__init__()
+        self.role, self.token = role, token
+        self.access_key, self.secret_key, self.session = access_key, secret_key, session
+
+    def handle(
+        self, method: str, path: str, headers: Any, body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        xml = {"Content-Type": "text/xml"}
+        if form.get("Action") != "AssumeRoleWithWebIdentity":
+            return (
+                400,
+                xml,
+                b"<ErrorResponse><Error><Code>InvalidAction</Code></Error></ErrorResponse>",
+            )
+        if form.get("RoleArn") != self.role or form.get("WebIdentityToken") != self.token:
+            return (
+                403,
+                xml,
+                (
+                    b"<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
+                    b"<Message>Not authorized to perform sts:AssumeRoleWithWebIdentity</Message>"
+                    b"</Error><RequestId>r</RequestId></ErrorResponse>"
+                ),
+            )
+        expiry = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        reply = (
+            '<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
+            "<AssumeRoleWithWebIdentityResult><Credentials>"
+            f"<AccessKeyId>{self.access_key}</AccessKeyId>"
+            f"<SecretAccessKey>{self.secret_key}</SecretAccessKey>"
+            f"<SessionToken>{self.session}</SessionToken><Expiration>{expiry}</Expiration>"
+            "</Credentials><SubjectFromWebIdentityToken>system:serviceaccount:ml:trainer"
+            "</SubjectFromWebIdentityToken><AssumedRoleUser>"
+            f"<Arn>{self.role}/s</Arn><AssumedRoleId>AROAEXAMPLE:s</AssumedRoleId>"
+            "</AssumedRoleUser></AssumeRoleWithWebIdentityResult>"
+            "<ResponseMetadata><RequestId>r</RequestId></ResponseMetadata>"
+            "</AssumeRoleWithWebIdentityResponse>"
+        )
+        return 200, xml, reply.encode()
 
 
 class RecordingProxy(_Server):

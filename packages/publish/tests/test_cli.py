@@ -71,7 +71,7 @@ def test_version() -> None:
             ["resolve", "--root", "s3://bucket/p"],
             {"JOBDISPATCH_JOB": "j"},
             4,
-            "no credentials found; tried env:",
+            "no credentials found; tried aws:",
         ),
         (
             ["resolve", "--config", "/nonexistent.json", "--root", "/tmp"],

@@ -11,8 +11,8 @@ from jobdispatch_publish import _hooks
 def test_the_entry_point_registers_every_source() -> None:
     loaded = plugins.load()
     registry = loaded.registry("credential-source")
-    assert {"env", "shared-file", "container", "instance", "vault"} <= set(registry.names())
-    assert all(registry.get(n).schema for n in ("env", "vault"))
+    assert {"aws", "vault"} <= set(registry.names())
+    assert all(registry.get(n).schema for n in ("aws", "vault"))
     assert registry.get("vault").provider.startswith("jobdispatch-publish")
     assert not [f for f in loaded.failures if "publish" in f.plugin]
 

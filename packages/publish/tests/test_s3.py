@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from jobdispatch.errors import Unauthorized
 from jobdispatch_publish import layout
@@ -283,3 +285,79 @@ def test_the_s3_client_follows_the_proxy_rule(s3_env: dict[str, str], tmp_path: 
         assert len(proxy.hosts) == seen
     finally:
         proxy.stop()
+
+
+def test_digests_are_recorded_and_a_changed_resume_copy_is_not_reused(
+    make_s3_store: Callable[..., S3Store], tmp_path: Path
+) -> None:
+    store = make_s3_store()
+    save = make_save(tmp_path / "a", {"model.bin": 9 << 20, "optim.bin": 1000})
+    entry = publish(store, ident(), save, 1).entry
+    for record in entry.files:
+        assert record.sha256 == hashlib.sha256((save / record.path).read_bytes()).hexdigest()
+    resume = tmp_path / "resume"
+    found = resolve(store, JOB, into=resume)
+    assert found is not None
+    assert found.checked == "sha256"
+    with open(resume / "optim.bin", "r+b") as f:  # same size, other bytes
+        f.write(b"X" * 32)
+    with pytest.raises(Corrupt, match="was changed after it was fetched"):
+        resolve(store, JOB, into=resume)
+    again = resolve(store, JOB, into=tmp_path / "r2")
+    assert again is not None
+    assert (again.path / "optim.bin").read_bytes() == (save / "optim.bin").read_bytes()
+
+
+def test_a_download_that_differs_from_the_recorded_digest_is_corrupt(
+    make_s3_store: Callable[..., S3Store], tmp_path: Path
+) -> None:
+    store = make_s3_store()
+    entry = publish(store, ident(), make_save(tmp_path / "a", {"m": 100}), 1).entry
+    # An entry whose digest does not match its data (as a bit flip in the data store would
+    # leave it, with the size and ETag the store reports unchanged).
+    wrong = attrs.evolve(entry.files[0], sha256="0" * 64)
+    bad = attrs.evolve(entry, files=(wrong, *entry.files[1:]))
+    key = layout.entry_key(JOB, 1)
+    store.delete([key])
+    store.create(key, bad.to_json())
+    with pytest.raises(Corrupt, match="is not the file that was published"):
+        resolve(store, JOB, into=tmp_path / "resume")
+    assert not (tmp_path / "resume").exists()
+
+
+def test_a_missing_bucket_is_exit_10(
+    s3_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from jobdispatch_publish.cli import main
+
+    env = {
+        **s3_env,
+        "JOBDISPATCH_CHECKPOINT_ROOT": "s3://no-such-bucket-jd/x",
+        "JOBDISPATCH_JOB": "j",
+    }
+    assert main(["resolve", "--into", str(tmp_path / "r")], env=env) == 10
+    assert "the bucket does not exist" in capsys.readouterr().err
+
+
+def test_watch_gives_up_on_refused_credentials(s3_env: dict[str, str], tmp_path: Path) -> None:
+    saves = tmp_path / "saves"
+    make_save(saves / "step-5", {"m": 10})
+    env = {
+        **s3_env,
+        "AWS_SECRET_ACCESS_KEY": "wrong-secret",
+        "JOBDISPATCH_JOB": JOB,
+        "JOBDISPATCH_SUBMISSION": "1",
+        "JOBDISPATCH_EXECUTION": "0",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "jobdispatch_publish", "watch", str(saves), "--interval", "0.1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,  # before, it logged the refusal and retried forever
+    )
+    assert out.returncode == 4, out.stderr
+    assert "watch gave up" in out.stderr
+    assert "SignatureDoesNotMatch" in out.stderr
+    assert "wrong-secret" not in out.stderr

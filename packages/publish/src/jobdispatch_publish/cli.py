@@ -8,7 +8,6 @@ module imports the standard library only; each command imports what it needs whe
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import logging
 import os
@@ -38,7 +37,9 @@ exit codes:
   4 credentials (or file permissions) missing or refused   5 nothing published (resolve --require)
   6 step already published by another execution   7 store refused by probe
   8 store unreachable or unavailable (or a full, read-only file system)
-  9 published data missing or changed   130 interrupted
+  9 published data missing or changed   10 checkpoint root missing or unreadable
+  130 interrupted
+watch stops with the code of a failure no retry can mend (3, 4, 7, 10) and retries the rest.
 """
 
 
@@ -88,10 +89,12 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="print (and fetch) the newest published checkpoint, to resume from",
         description="Print the folder to resume from: the newest published checkpoint of the job, "
-        "over all its executions. With --into it is fetched (S3) or hard-linked (POSIX) into an "
-        "empty folder. Prints nothing when nothing is published yet.",
+        "over all its executions, after checking the size and digest of every file. With --into "
+        "a private copy is fetched (S3) or copied (POSIX; a reflink where the file system has "
+        "them) into an empty folder. Prints nothing when nothing is published yet; a root that "
+        "does not exist is an error (exit 10), never 'nothing published'.",
     )
-    p.add_argument("--into", type=Path, help="fetch or link the checkpoint into this folder")
+    p.add_argument("--into", type=Path, help="fetch or copy the checkpoint into this folder")
     p.add_argument("--require", action="store_true", help="exit 5 when nothing is published")
     p.add_argument("--json", action="store_true", help="print the entry as JSON")
 
@@ -166,11 +169,16 @@ class _Context:
         else:
             self.root = root_from(env, args.root)
 
-    def store(self) -> Any:
+    def store(self, *, check: bool = True) -> Any:
+        """The store, its root checked unless ``check`` is false (watch checks at every scan,
+        so that a store unreachable at the start is retried like one lost later)."""
         from jobdispatch_publish.stores import open_store
 
         bandwidth = getattr(self.args, "max_bandwidth", None)
-        return open_store(self.root, self.settings, self.env, max_bandwidth=bandwidth)
+        store = open_store(self.root, self.settings, self.env, max_bandwidth=bandwidth)
+        if check:
+            store.check_root()
+        return store
 
     def job(self) -> str:
         from jobdispatch_publish.identity import job_from
@@ -204,7 +212,8 @@ def cmd_resolve(ctx: _Context) -> int:
         print(f"{PROG}: job {job} has no published checkpoint yet; start fresh", file=sys.stderr)
         return 0
     if ctx.args.json:
-        print(json.dumps(_entry_doc(found.entry, found.path), sort_keys=True))
+        doc = {**_entry_doc(found.entry, found.path), "checked": found.checked}
+        print(json.dumps(doc, sort_keys=True))
     else:
         print(found.path)
     logging.getLogger(PROG).info("resolved %s", found.entry.describe())
@@ -229,7 +238,7 @@ def cmd_watch(ctx: _Context) -> int:
     from jobdispatch_publish.watch import Watcher
 
     identity = ctx.identity()
-    store = ctx.store()
+    store = ctx.store(check=False)
     log = logging.getLogger(PROG)
 
     def announce(entry: Any) -> None:
@@ -244,9 +253,19 @@ def cmd_watch(ctx: _Context) -> int:
         interval=ctx.args.interval,
         on_published=announce,
     )
-    if ctx.args.once:
-        watcher.scan()
-        return 0
+    try:
+        if ctx.args.once:
+            watcher.scan()
+            return 0
+        watcher_loop(watcher, log, ctx.args)
+    except Exception:
+        print(f"{PROG}: watch gave up: retrying cannot mend this failure", file=sys.stderr)
+        raise
+    return 0
+
+
+def watcher_loop(watcher: Any, log: logging.Logger, args: argparse.Namespace) -> None:
+    """Run the watcher until SIGTERM or SIGINT (then a last scan)."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -255,9 +274,8 @@ def cmd_watch(ctx: _Context) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    log.info("watching %s for saves marked %s", ctx.args.saves, ctx.args.marker)
+    log.info("watching %s for saves marked %s", args.saves, args.marker)
     watcher.run(stop)
-    return 0
 
 
 def cmd_prune(ctx: _Context) -> int:
@@ -384,13 +402,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return 130
     except OSError as exc:
         # A POSIX root's own failures: a permission, a full or read-only file system.
+        from jobdispatch_publish.errors import exit_code_for
+
         where = f": {exc.filename}" if exc.filename else ""
         print(f"{PROG}: file system error: {exc.strerror or exc}{where}", file=sys.stderr)
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            return 4
-        if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT, errno.ESTALE):
-            return 8
-        return 1
+        return int(exit_code_for(exc))
     except Exception as exc:
         from jobdispatch.errors import DispatchError
 

@@ -1,8 +1,10 @@
 """The publication entry: the one small record that makes a checkpoint visible.
 
 An entry is written once, create-only, after every byte of the save it names is durable in the
-store. It lists each file with its size (and, on S3, its ETag), so resolve can tell a complete,
-untouched checkpoint from one whose data went missing or was rewritten after publication.
+store. It lists each file with its size, its SHA-256 digest (and, on S3, its ETag), so resolve
+can tell a complete, untouched checkpoint from one whose data went missing or was rewritten after
+publication. Entries written before digests were recorded have none; they still parse, and
+resolve checks their sizes (and ETags) only.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ FORMAT = 1
 
 @attrs.frozen
 class FileRecord:
-    """One file of a save: its path relative to the save's folder, its size, and its ETag."""
+    """One file of a save: its path relative to the save's folder, its size, its SHA-256 (hex;
+    ``None`` in entries of older helpers) and, on S3, its ETag."""
 
     path: str
     size: int
     etag: str | None = None
+    sha256: str | None = None
 
 
 @attrs.frozen
@@ -64,7 +68,12 @@ class Entry:
             "step": self.step,
             "data": self.data,
             "files": [
-                {"path": f.path, "size": f.size, **({"etag": f.etag} if f.etag else {})}
+                {
+                    "path": f.path,
+                    "size": f.size,
+                    **({"etag": f.etag} if f.etag else {}),
+                    **({"sha256": f.sha256} if f.sha256 else {}),
+                }
                 for f in self.files
             ],
             "published_at": self.published_at,
@@ -88,7 +97,10 @@ class Entry:
                 step=int(doc["step"]),
                 data=str(doc["data"]),
                 files=tuple(
-                    FileRecord(str(f["path"]), int(f["size"]), f.get("etag")) for f in doc["files"]
+                    FileRecord(
+                        str(f["path"]), int(f["size"]), f.get("etag"), _digest(f.get("sha256"))
+                    )
+                    for f in doc["files"]
                 ),
                 published_at=str(doc["published_at"]),
                 host=str(doc.get("host", "")),
@@ -97,3 +109,13 @@ class Entry:
         except (ValueError, KeyError, TypeError) as exc:
             msg = f"publication entry {key} cannot be read: {exc}"
             raise Invalid(msg) from None
+
+
+def _digest(value: Any) -> str | None:
+    """A recorded digest: 64 lower-case hex digits, or absent (an entry of an older helper)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != 64 or value.strip("0123456789abcdef"):
+        msg = f"sha256 {value!r} is not 64 hex digits"
+        raise ValueError(msg)
+    return value

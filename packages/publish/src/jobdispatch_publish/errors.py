@@ -9,6 +9,7 @@ message; the credential sources make sure of that before raising.
 from __future__ import annotations
 
 import enum
+import errno
 
 from jobdispatch.errors import (
     Conflict,
@@ -26,8 +27,12 @@ __all__ = [
     "Corrupt",
     "ExitCode",
     "MissingCredentials",
+    "MissingExtra",
     "NothingPublished",
+    "RootUnavailable",
+    "SaveChanged",
     "StoreRefused",
+    "can_heal",
     "exit_code_for",
 ]
 
@@ -45,6 +50,7 @@ class ExitCode(enum.IntEnum):
     REFUSED = 7  # probe: the store does not honour what isolation needs
     UNREACHABLE = 8  # the store could not be reached or is unavailable; retrying may help
     CORRUPT = 9  # a published checkpoint's data is missing or differs from its entry
+    ROOT = 10  # the checkpoint root does not exist, is not a folder, or cannot be read
     INTERRUPTED = 130  # stopped by SIGINT or SIGTERM before finishing
 
 
@@ -70,6 +76,31 @@ class StoreRefused(Rejected):
     """The store failed a check isolation rests on (conditional writes, signatures, listing)."""
 
 
+class RootUnavailable(DispatchError):
+    """The checkpoint root itself is missing or unreadable: a typo, or a shared file system that
+    is not mounted on this node. Never taken for "nothing published yet", which would restart
+    training from step 0 without a word."""
+
+    prefix = "checkpoint root"
+
+
+class SaveChanged(Invalid):
+    """A save's files changed while it was being published. Training is still writing it, so a
+    later attempt may succeed: the one :class:`Invalid` that ``watch`` retries."""
+
+
+class MissingExtra(Invalid):
+    """A feature needs an optional dependency that is not installed; the message names the extra
+    (``jobdispatch-publish[s3]``) to install."""
+
+    def __init__(self, feature: str, extra: str, module: str) -> None:
+        super().__init__(
+            f"{feature} needs the {module} package, which is not installed: "
+            f"pip install 'jobdispatch-publish[{extra}]'"
+        )
+        self.extra = extra
+
+
 class Corrupt(DispatchError):
     """A published checkpoint's data is missing or not what its publication entry recorded."""
 
@@ -82,6 +113,7 @@ _CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
     (NothingPublished, ExitCode.NOTHING),
     (StoreRefused, ExitCode.REFUSED),
     (Corrupt, ExitCode.CORRUPT),
+    (RootUnavailable, ExitCode.ROOT),
     (Unauthorized, ExitCode.CREDENTIALS),
     (Unreachable, ExitCode.UNREACHABLE),
     (Unavailable, ExitCode.UNREACHABLE),
@@ -90,11 +122,35 @@ _CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
 )
 
 
+#: File system failures of a POSIX root, by what they mean for the caller.
+_OS_CODES = {
+    errno.EACCES: ExitCode.CREDENTIALS,
+    errno.EPERM: ExitCode.CREDENTIALS,
+    errno.ENOSPC: ExitCode.UNREACHABLE,
+    errno.EDQUOT: ExitCode.UNREACHABLE,
+    errno.EROFS: ExitCode.UNREACHABLE,
+    errno.EIO: ExitCode.UNREACHABLE,
+    errno.ESTALE: ExitCode.UNREACHABLE,
+}
+
+
 def exit_code_for(exc: BaseException) -> ExitCode:
     """The exit code for an error; :attr:`ExitCode.FAILED` for anything unforeseen."""
     for kind, code in _CODES:
         if isinstance(exc, kind):
             return code
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return _OS_CODES.get(exc.errno, ExitCode.FAILED)
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
     return ExitCode.FAILED
+
+
+def can_heal(exc: BaseException) -> bool:
+    """Whether trying the same thing again later may succeed without anyone changing anything.
+
+    ``watch`` retries these (an unreachable store, a full disk, a save still being written) and
+    gives up on the rest, such as a missing root or refused credentials, which would otherwise be
+    retried forever while training goes on with nothing published.
+    """
+    return isinstance(exc, SaveChanged) or exit_code_for(exc) is ExitCode.UNREACHABLE

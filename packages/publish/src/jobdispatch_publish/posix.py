@@ -8,28 +8,29 @@ synced, so a reader never sees half a save. Publication entries use ``link`` rat
 ``EEXIST``, which makes it the file system's create-only write (the analogue of S3's
 ``If-None-Match: *``) and is atomic on local file systems and NFS alike.
 
+Published files are made read-only (mode 0444), so nothing that resumes from the published folder
+itself can rewrite it by accident, and ``resolve --into`` hands out a private copy (a reflink where
+the file system has them), never a hard link: a link shares the inode, and an execution rewriting
+its resume copy in place would rewrite the published checkpoint with it.
+
 Names starting with "." are writes in progress and are never listed.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import secrets
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from jobdispatch.errors import Invalid
-
 from jobdispatch_publish.entry import FileRecord
-from jobdispatch_publish.errors import Corrupt
+from jobdispatch_publish.errors import Corrupt, RootUnavailable, SaveChanged
 from jobdispatch_publish.store import Exists, LocalFile, ObjectInfo, Progress
 from jobdispatch_publish.throttle import Throttle
+from jobdispatch_publish.verify import check_file, clone_or_copy, copy_hashing, hash_file
 
 __all__ = ["PosixStore", "fsync_dir"]
-
-_CHUNK = 8 * 1024 * 1024
 
 
 def fsync_dir(path: Path) -> None:
@@ -77,10 +78,30 @@ class PosixStore:
     def local_path(self, key: str) -> Path:
         return self.root / key
 
-    def _check_root(self) -> None:
-        if not self.root.is_dir():
-            msg = f"checkpoint root {self.root} does not exist or is not a folder"
-            raise Invalid(msg)
+    def check_root(self) -> None:
+        """:class:`RootUnavailable` unless the root is a folder this process can list.
+
+        A missing root is a typo or a shared file system not mounted on this node, never "nothing
+        published yet": that answer would restart training from step 0.
+        """
+        try:
+            is_dir = self.root.is_dir()
+            exists = is_dir or self.root.exists()
+        except OSError as exc:  # ELOOP, ENAMETOOLONG, EACCES on a parent, a stale NFS handle
+            msg = f"{self.root} cannot be examined: {exc.strerror or exc}"
+            raise RootUnavailable(msg) from None
+        if not exists:
+            msg = (
+                f"{self.root} does not exist (a typo, or a shared file system that is not "
+                "mounted on this node?)"
+            )
+            raise RootUnavailable(msg)
+        if not is_dir:
+            msg = f"{self.root} is not a folder"
+            raise RootUnavailable(msg)
+        if not os.access(self.root, os.R_OK | os.X_OK):
+            msg = f"{self.root} cannot be read by this process (permission denied)"
+            raise RootUnavailable(msg)
 
     # -- small objects -------------------------------------------------------------------------
 
@@ -88,7 +109,7 @@ class PosixStore:
         return final.parent / f".tmp-{final.name}-{secrets.token_hex(6)}"
 
     def _write_temp(self, final: Path, data: bytes) -> Path:
-        self._check_root()
+        self.check_root()
         _makedirs(final.parent)
         temp = self._temp_for(final)
         with open(temp, "xb") as f:
@@ -193,25 +214,10 @@ class PosixStore:
 
     # -- saves ---------------------------------------------------------------------------------
 
-    def _copy(
-        self, src: LocalFile, dest: Path, throttle: Throttle, progress: Progress | None
-    ) -> int:
-        copied = 0
-        with open(src.path, "rb") as fin, open(dest, "xb") as fout:
-            while chunk := fin.read(_CHUNK):
-                fout.write(chunk)
-                copied += len(chunk)
-                throttle.spend(len(chunk))
-                if progress is not None:
-                    progress(len(chunk))
-            fout.flush()
-            os.fsync(fout.fileno())
-        return copied
-
     def put_files(
         self, files: Sequence[LocalFile], prefix: str, progress: Progress | None = None
     ) -> list[FileRecord]:
-        self._check_root()
+        self.check_root()
         final = self.root / prefix.rstrip("/")
         _makedirs(final.parent)
         partial = final.parent / f".{final.name}.partial"
@@ -224,11 +230,13 @@ class PosixStore:
             if not dest.parent.exists():
                 dest.parent.mkdir(parents=True)
             folders.update(p for p in dest.parents if partial in p.parents or p == partial)
-            copied = self._copy(f, dest, throttle, progress)
+            copied, sha256 = copy_hashing(
+                f.path, dest, throttle=throttle, progress=progress, read_only=True
+            )
             if copied != f.size:
                 msg = f"{f.path} changed size while it was copied ({f.size} -> {copied} bytes)"
-                raise Invalid(msg)
-            records.append(FileRecord(f.relative, copied))
+                raise SaveChanged(msg)
+            records.append(FileRecord(f.relative, copied, sha256=sha256))
         for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
             fsync_dir(folder)
         os.rename(partial, final)
@@ -236,15 +244,23 @@ class PosixStore:
         return records
 
     def seal(self, prefix: str, files: Sequence[LocalFile]) -> list[FileRecord]:
-        """Make a save written straight into the store durable where it is, without copying."""
+        """Make a save written straight into the store durable where it is, without copying:
+        each file is hashed, made read-only and synced."""
         folders: set[Path] = {self.root / prefix.rstrip("/")}
+        records = []
         for f in files:
+            size, sha256 = hash_file(f.path)
+            if size != f.size:
+                msg = f"{f.path} changed size while it was published ({f.size} -> {size} bytes)"
+                raise SaveChanged(msg)
+            os.chmod(f.path, 0o444)
             _fsync_file(f.path)
             folders.add(f.path.parent)
+            records.append(FileRecord(f.relative, size, sha256=sha256))
         for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
             fsync_dir(folder)
         fsync_dir((self.root / prefix.rstrip("/")).parent)
-        return [FileRecord(f.relative, f.size) for f in files]
+        return records
 
     def get_files(
         self,
@@ -253,30 +269,25 @@ class PosixStore:
         dest: Path,
         progress: Progress | None = None,
     ) -> None:
-        """Hard-link the published files into ``dest`` (a copy across file systems).
+        """Give ``dest`` a private copy of each published file, checked against its record.
 
-        Links share the published bytes without copying them, and keep them readable even if the
-        checkpoint is pruned while training reads it.
+        A reflink where the file system has them (btrfs, XFS: no bytes copied), else a copy; never
+        a hard link, which would let a write to the copy change the published checkpoint. The size
+        and SHA-256 of what ``dest`` holds are checked against the entry as the copy is made.
         """
         src_root = self.root / prefix
         for r in records:
             src = src_root / r.path
-            try:
-                size = src.stat().st_size
-            except FileNotFoundError:
-                msg = f"{src} is listed in the publication entry but missing"
-                raise Corrupt(msg) from None
-            if size != r.size:
-                msg = f"{src} is {size} bytes, its publication entry says {r.size}"
-                raise Corrupt(msg)
             target = dest / r.path
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                os.link(src, target)
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                size, sha256 = clone_or_copy(src, target)
+            except FileNotFoundError:
+                if src.exists():
                     raise
-                shutil.copyfile(src, target)
+                msg = f"{src} is listed in the publication entry but missing"
+                raise Corrupt(msg) from None
+            check_file(r, src, size, sha256)
             if progress is not None:
                 progress(r.size)
 

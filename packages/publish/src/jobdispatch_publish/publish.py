@@ -19,7 +19,7 @@ from jobdispatch.errors import Invalid
 
 from jobdispatch_publish import layout
 from jobdispatch_publish.entry import Entry
-from jobdispatch_publish.errors import AlreadyPublished
+from jobdispatch_publish.errors import AlreadyPublished, SaveChanged
 from jobdispatch_publish.identity import Identity
 from jobdispatch_publish.posix import PosixStore
 from jobdispatch_publish.store import Exists, LocalFile, Progress, Store
@@ -100,6 +100,7 @@ def publish(
     :class:`AlreadyPublished`, before any data moves when it can be seen in advance.
     """
     layout.check_step(step)
+    store.check_root()
     key = layout.entry_key(identity.job, step)
     existing = _existing(store, key, identity, step)
     if existing is not None:
@@ -118,7 +119,7 @@ def publish(
     if _fingerprint(files) != before:
         _discard(store, data, in_place)
         msg = f"save {folder} changed while it was being published; it was not published"
-        raise Invalid(msg)
+        raise SaveChanged(msg)
 
     entry = Entry(
         job=identity.job,

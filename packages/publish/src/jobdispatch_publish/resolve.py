@@ -8,6 +8,11 @@ Fetching takes a *pin* first (``pins/<step>/<holder>``), then checks the step wa
 meanwhile; prune writes its withdrawal marker first, then looks for pins. Each writes before it
 reads the other's mark, so at least one of them sees the other: either resolve skips the step, or
 prune leaves its data in place until the pin is gone.
+
+Nothing is handed over unchecked: the files resolve answers with (the published folder itself,
+a fresh copy, or a copy fetched earlier into the same ``--into`` folder) are checked against the
+sizes and SHA-256 digests their entry recorded, and any difference is :class:`Corrupt`. Entries
+of older helpers carry no digests; for them sizes are checked, and a warning says so.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from jobdispatch_publish import layout
 from jobdispatch_publish.entry import Entry
 from jobdispatch_publish.errors import Corrupt
 from jobdispatch_publish.store import Progress, Store
+from jobdispatch_publish.verify import check_folder
 
 __all__ = ["MARKER", "Resolved", "entries", "newest", "resolve"]
 
@@ -42,6 +48,20 @@ MARKER = ".jobdispatch-checkpoint.json"
 class Resolved:
     entry: Entry
     path: Path  # where training reads it: the fetched copy, or the published folder itself
+    #: What was checked before it was handed over: "sha256" (size and digest of every file), or
+    #: "size" for an entry written before digests were recorded.
+    checked: str = "sha256"
+
+
+def _checked(entry: Entry) -> str:
+    if all(f.sha256 is not None for f in entry.files):
+        return "sha256"
+    log.warning(
+        "%s was published without file digests (by an older jobdispatch-publish): "
+        "only its files' sizes were checked",
+        entry.describe(),
+    )
+    return "size"
 
 
 def _entry_keys(store: Store, job: str, first: int = 16) -> Iterator[tuple[int, str]]:
@@ -104,8 +124,23 @@ def _reuse(dest: Path, entry: Entry) -> bool:
         raise Invalid(msg)
     marker = dest / MARKER
     if marker.is_file():
-        held = json.loads(marker.read_text())
-        if held.get("data") == entry.data and held.get("step") == entry.step:
+        try:
+            held = json.loads(marker.read_bytes())
+        except ValueError:
+            held = {}  # not a marker this helper wrote: the folder is refused below
+        if (
+            isinstance(held, dict)
+            and held.get("data") == entry.data
+            and held.get("step") == entry.step
+        ):
+            try:
+                check_folder(entry.files, dest)
+            except Corrupt as exc:
+                msg = (
+                    f"--into {dest} holds step {entry.step} but was changed after it was fetched "
+                    f"({exc.message}); remove it, or give an empty folder"
+                )
+                raise Corrupt(msg) from None
             return True
     if any(dest.iterdir()):
         msg = (
@@ -147,8 +182,12 @@ def resolve(
     """The newest checkpoint, fetched (or linked) ``into`` a folder when one is given.
 
     Without ``into`` the published folder itself is answered, which only a POSIX root has; an S3
-    root needs ``into``. ``None`` when the job has no published checkpoint.
+    root needs ``into``. Either way every file is checked against its entry first. ``None`` when
+    the job has no published checkpoint; a root that does not exist or cannot be read raises
+    :class:`~jobdispatch_publish.errors.RootUnavailable` instead, since "nothing published" would
+    restart training from step 0.
     """
+    store.check_root()
     skip: set[int] = set()
     while True:
         entry = newest(store, job, skip=frozenset(skip))
@@ -162,13 +201,14 @@ def resolve(
                     f"pass --into DIR to fetch step {entry.step}"
                 )
                 raise Invalid(msg)
-            return Resolved(entry, local)
+            check_folder(entry.files, local)
+            return Resolved(entry, local, _checked(entry))
         if _reuse(into, entry):
-            return Resolved(entry, into)
+            return Resolved(entry, into, _checked(entry))
         try:
             _fetch(store, entry, into, progress)
         except _Withdrawn:
             log.info("step %d was withdrawn by prune while resolving; trying the next", entry.step)
             skip.add(entry.step)
             continue
-        return Resolved(entry, into)
+        return Resolved(entry, into, _checked(entry))

@@ -4,8 +4,9 @@ Publication entries are written with ``If-None-Match: *``: the store itself refu
 key that exists, so no zombie execution can overwrite a published entry, and of two executions
 publishing the same step exactly one wins. Listings page through ``ListObjectsV2`` with a prefix,
 a delimiter where folders are wanted, and continuation tokens. Save data goes through boto3's
-transfer manager (multipart above the threshold, parts in parallel), and each file's ETag is
-recorded in the entry, so resolve can tell when published data was replaced.
+transfer manager (multipart above the threshold, parts in parallel), and each file's ETag and
+SHA-256 (of the local file, read beside the upload) are recorded in the entry, so resolve can
+tell when published data was replaced, and checks what it downloaded byte for byte.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 
 from jobdispatch.errors import (
     DispatchError,
-    Invalid,
     NotFound,
     Unauthorized,
     Unavailable,
@@ -25,9 +25,10 @@ from jobdispatch.errors import (
 
 from jobdispatch_publish.config import S3Settings
 from jobdispatch_publish.entry import FileRecord
-from jobdispatch_publish.errors import Corrupt
+from jobdispatch_publish.errors import Corrupt, RootUnavailable, SaveChanged
 from jobdispatch_publish.root import S3Root
 from jobdispatch_publish.store import Exists, LocalFile, ObjectInfo, Progress
+from jobdispatch_publish.verify import check_folder, hash_file
 
 __all__ = ["S3Store", "translate"]
 
@@ -62,7 +63,7 @@ def translate(exc: BaseException, what: str) -> DispatchError | None:
             reason = _AUTH_CODES.get(code, code or "forbidden")
             return Unauthorized(f"the store refused {what}: {reason} ({code or status})")
         if code == "NoSuchBucket":
-            return Invalid(f"{what}: the bucket does not exist (NoSuchBucket)")
+            return RootUnavailable(f"{what}: the bucket does not exist (NoSuchBucket)")
         if code in ("NoSuchKey", "404", "NotFound"):
             return NotFound(f"{what}: not found")
         if status >= 500 or code in ("SlowDown", "ServiceUnavailable", "InternalError"):
@@ -90,6 +91,18 @@ class S3Store:
 
     def local_path(self, key: str) -> Path | None:
         return None
+
+    def check_root(self) -> None:
+        """:class:`RootUnavailable` if the bucket does not exist; refused credentials and an
+        unreachable store are reported as such. (A prefix with no keys is an empty root: S3 has
+        no folders.) A one-key listing rather than ``HeadBucket``, whose errors have no body and
+        so no reason, and which needs no permission beyond what resolve needs anyway."""
+        self._call(
+            f"listing {self.root}",
+            self.client.list_objects_v2,
+            Prefix=self.root.key(""),
+            MaxKeys=1,
+        )
 
     def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
         try:
@@ -224,13 +237,18 @@ class S3Store:
             max_bandwidth=s.max_bandwidth,
         )
 
-    def _transfer(self, what: str, submit: Any) -> None:
-        """Run transfers through one manager and wait for all; the first failure is raised."""
+    def _transfer(self, what: str, submit: Any, meanwhile: Any = None) -> Any:
+        """Run transfers through one manager and wait for all; the first failure is raised.
+        ``meanwhile()`` runs in this thread while the manager's threads transfer; its answer is
+        returned."""
         from boto3.s3.transfer import create_transfer_manager
 
         manager = create_transfer_manager(self.client, self._transfer_config())
+        result = None
         try:
             futures = submit(manager)
+            if meanwhile is not None:
+                result = meanwhile()
             for future in futures:
                 future.result()
         except BaseException as exc:
@@ -240,6 +258,7 @@ class S3Store:
                 raise
             raise mapped from None
         manager.shutdown()
+        return result
 
     def put_files(
         self, files: Sequence[LocalFile], prefix: str, progress: Progress | None = None
@@ -260,21 +279,28 @@ class S3Store:
                 for f in files
             ]
 
-        self._transfer(f"uploading to {self.describe(prefix)}", submit)
+        # The digests are read from the local files while the upload runs (hashlib releases the
+        # GIL, so this overlaps the transfer); a file that changed meanwhile fails the size check
+        # here or publish's fingerprint check.
+        digests = self._transfer(
+            f"uploading to {self.describe(prefix)}",
+            submit,
+            meanwhile=lambda: [hash_file(f.path) for f in files],
+        )
         # One listing gives every ETag and size, and proves every part of the save is there.
         uploaded = {}
         for reply in self._pages(prefix, delimiter=None):
             for obj in reply.get("Contents", []):
                 uploaded[self._relative(obj["Key"])[len(prefix) :]] = obj
         records = []
-        for f in files:
+        for f, (size, sha256) in zip(files, digests, strict=True):
             obj = uploaded.get(f.relative)
-            if obj is None or int(obj["Size"]) != f.size:
+            if obj is None or int(obj["Size"]) != f.size or size != f.size:
                 got = "missing" if obj is None else f"{obj['Size']} bytes"
                 where = self.describe(prefix + f.relative)
-                msg = f"{f.path}: expected {f.size} bytes at {where}, {got}"
-                raise Invalid(msg)
-            records.append(FileRecord(f.relative, f.size, obj["ETag"]))
+                msg = f"{f.path}: expected {f.size} bytes at {where}, {got} (local: {size})"
+                raise SaveChanged(msg)
+            records.append(FileRecord(f.relative, f.size, obj["ETag"], sha256))
         return records
 
     def _check(self, record: FileRecord, key: str) -> None:
@@ -322,11 +348,8 @@ class S3Store:
         # Checked again after: a replacement during the download would show a different ETag.
         for r in records:
             self._check(r, prefix + r.path)
-            if (dest / r.path).stat().st_size != r.size:
-                msg = (
-                    f"{dest / r.path} has {(dest / r.path).stat().st_size} bytes, expected {r.size}"
-                )
-                raise Corrupt(msg)
+        # And what arrived, byte for byte, against the digests recorded at publication.
+        check_folder(records, dest)
 
     def sweep_incomplete(self, prefix: str, older_than: float) -> int:
         aborted = 0

@@ -54,6 +54,11 @@ class Store(Protocol):
         """A URL or path for messages (never with credentials)."""
         ...
 
+    def check_root(self) -> None:
+        """Raise :class:`~jobdispatch_publish.errors.RootUnavailable` unless the root exists and
+        can be read; an existing root with nothing under it is fine (nothing published yet)."""
+        ...
+
     def create(self, key: str, data: bytes) -> None:
         """Write ``key`` unless it exists (then raise :class:`Exists`); durable on return."""
         ...
@@ -93,7 +98,8 @@ class Store(Protocol):
         dest: Path,
         progress: Progress | None = None,
     ) -> None:
-        """Bring a published save's files to ``dest``, checking each against its record."""
+        """Bring a private copy of a published save's files to ``dest`` (never a link to the
+        published bytes), checking each file's size and digest against its record."""
         ...
 
     def local_path(self, key: str) -> Path | None:

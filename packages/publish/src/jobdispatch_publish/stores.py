@@ -9,6 +9,7 @@ import attrs
 from jobdispatch_publish.config import S3Settings, Settings
 from jobdispatch_publish.credentials.base import Credentials
 from jobdispatch_publish.credentials.chain import StaticChain, build_chain
+from jobdispatch_publish.extras import require
 from jobdispatch_publish.posix import PosixStore
 from jobdispatch_publish.proxy import ProxyRule
 from jobdispatch_publish.root import PosixRoot, Root, S3Root
@@ -34,6 +35,7 @@ def open_store(
     now, so a missing credential is reported before any work starts."""
     if isinstance(root, PosixRoot):
         return PosixStore(root.path, max_bandwidth=max_bandwidth)
+    require("boto3", feature=f"the S3 checkpoint root {root}", extra="s3")
     from jobdispatch_publish.s3 import S3Store
     from jobdispatch_publish.s3client import make_client
 

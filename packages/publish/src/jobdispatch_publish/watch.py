@@ -10,6 +10,14 @@ knows when it is done; frameworks that already write a last file (torch.distribu
 is refused and tried again on the next scan.
 
 Folders and files whose names start with "." are ignored (writes in progress).
+
+Failures are sorted by whether waiting can mend them (:func:`~jobdispatch_publish.errors.can_heal`).
+An unreachable store, a full disk or a save still changing is retried at the next scan. A save
+that can never be published as it is (a step another execution published, a file that is not a
+regular file) is skipped with an error, and the others go on. A failure of the whole store that no
+retry can mend (the root is missing or unreadable, the credentials are refused, the store is
+refused) stops the watcher with that error, so the job script learns of it, instead of retrying
+the same invalid root forever while training runs with nothing published.
 """
 
 from __future__ import annotations
@@ -20,10 +28,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from jobdispatch.errors import DispatchError
+from jobdispatch.errors import DispatchError, Rejected, Unauthorized
 
 from jobdispatch_publish.entry import Entry
-from jobdispatch_publish.errors import AlreadyPublished
+from jobdispatch_publish.errors import AlreadyPublished, RootUnavailable, can_heal
 from jobdispatch_publish.identity import Identity
 from jobdispatch_publish.publish import publish
 from jobdispatch_publish.store import Store
@@ -34,6 +42,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MARKER = "COMPLETE"
 _LAST_DIGITS = re.compile(r"([0-9]+)(?!.*[0-9])")
+#: Failures of the whole store, not of one save: no later scan or other save can do better.
+_FATAL = (RootUnavailable, Unauthorized, Rejected)
 
 
 class Watcher:
@@ -58,7 +68,8 @@ class Watcher:
         self.interval = interval
         self.on_published = on_published
         self.done: set[int] = set()
-        self.failures = 0
+        self.failures = 0  # retried
+        self.skipped: dict[int, str] = {}  # step -> why it can never be published as it is
 
     def step_of(self, name: str) -> int | None:
         m = self.pattern.search(name)
@@ -84,7 +95,19 @@ class Watcher:
         return sorted(found)
 
     def scan(self) -> list[Entry]:
-        """One pass; what it published. Failures are logged and retried on the next pass."""
+        """One pass; what it published.
+
+        Failures that may heal are logged and retried on the next pass; a save that cannot be
+        published is skipped; a store that cannot work raises (see the module's docstring).
+        """
+        try:
+            self.store.check_root()
+        except (DispatchError, OSError) as exc:
+            if not can_heal(exc):
+                raise
+            self.failures += 1
+            log.error("the checkpoint store is not available (will retry): %s", exc)
+            return []
         published = []
         for step, folder in self.pending():
             try:
@@ -93,9 +116,16 @@ class Watcher:
                 log.warning("skipping %s: %s", folder, exc.message)
                 self.done.add(step)
                 continue
-            except DispatchError as exc:
-                self.failures += 1
-                log.error("could not publish %s (will retry): %s", folder, exc)
+            except (DispatchError, OSError) as exc:
+                if isinstance(exc, _FATAL) or (isinstance(exc, OSError) and not can_heal(exc)):
+                    raise
+                if can_heal(exc):
+                    self.failures += 1
+                    log.error("could not publish %s (will retry): %s", folder, exc)
+                else:
+                    self.skipped[step] = str(exc)
+                    self.done.add(step)
+                    log.error("not publishing %s (retrying cannot help): %s", folder, exc)
                 continue
             self.done.add(step)
             if result.written:

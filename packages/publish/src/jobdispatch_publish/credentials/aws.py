@@ -1,8 +1,19 @@
-"""The container (ECS/EKS pod identity) and instance (EC2 metadata) credential providers.
+"""The ``aws`` credential source: botocore's default chain, the one every AWS SDK follows.
 
-botocore's own providers do the protocol work (the token file, IMDSv2's session token, refresh
-metadata); this module gives them the one proxy rule instead of their own reading of the
-environment, and turns their answers and failures into this package's terms.
+That chain knows every place a job finds AWS credentials, including the ones a job container
+most often has: web identity (``AWS_ROLE_ARN`` with ``AWS_WEB_IDENTITY_TOKEN_FILE``, as EKS's IAM
+roles for service accounts set), assume-role profiles (``role_arn`` with ``source_profile`` or
+``credential_source``), ``credential_process``, SSO, the container endpoint (ECS, EKS pod
+identity) and the instance metadata service, after the environment variables and the shared
+files. Writing that chain again would only miss some of it, so this source asks botocore, and adds
+two things: the one proxy rule for every HTTP request it makes (the metadata endpoints and STS),
+and errors in this package's terms, with secrets kept out of them.
+
+The environment the helper is given (which tests and embedders pass explicitly) is what the
+variable-reading links of the chain see: the ``AWS_*`` keys, the container endpoint's variables
+and ``AWS_EC2_METADATA_DISABLED``. Files, profiles and their settings are read by botocore's
+session from the process's environment, as for any AWS program; ``profile`` in the configuration
+picks a profile the way ``AWS_PROFILE`` does.
 """
 
 from __future__ import annotations
@@ -12,29 +23,22 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from jobdispatch.errors import Unreachable
+from jobdispatch.errors import Invalid, Unauthorized, Unreachable
 
 from jobdispatch_publish.credentials.base import Credentials, redact
+from jobdispatch_publish.extras import require
 from jobdispatch_publish.proxy import ProxyRule
 
-__all__ = ["CONTAINER_SCHEMA", "INSTANCE_SCHEMA", "ContainerSource", "InstanceSource"]
+__all__ = ["SCHEMA", "AwsSource"]
 
-_TIMING = {
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 60},
-    "attempts": {"type": "integer", "minimum": 1, "maximum": 10},
-}
-CONTAINER_SCHEMA: dict[str, Any] = {
+SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "properties": dict(_TIMING),
-}
-INSTANCE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {**_TIMING, "endpoint": {"type": "string", "pattern": "^https?://"}},
+    "properties": {"profile": {"type": "string", "minLength": 1}},
 }
 
-_CONTAINER_HOST = "http://169.254.170.2"
+#: Providers that fetch from a metadata endpoint: their failures are network failures.
+_METADATA_PROVIDERS = ("container-role", "iam-role")
 
 
 def _from_botocore(creds: Any, source: str) -> Credentials:
@@ -46,86 +50,109 @@ def _from_botocore(creds: Any, source: str) -> Credentials:
     return Credentials(frozen.access_key, frozen.secret_key, frozen.token, expiry, source)
 
 
-class ContainerSource:
-    """``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`` or ``..._FULL_URI`` (with its token file)."""
+def _hidden(env: Mapping[str, str]) -> list[str | None]:
+    """Values from the environment that an error message from botocore might quote."""
+    names = ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+    return [v for n in names for v in (env.get(n), os.environ.get(n))]
 
-    def __init__(self, config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
-        self.env = dict(os.environ if env is None else env)
-        self.timeout = float(config.get("timeout", 2))
-        self.attempts = int(config.get("attempts", 3))
+
+class AwsSource:
+    """Asks botocore's default credential resolver, with the proxy rule applied to it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.profile: str | None = config.get("profile")
         self.proxy = ProxyRule()
+        self.env: Mapping[str, str] = os.environ
         self.why_none = ""
 
     def bind(self, *, proxy: ProxyRule, env: Mapping[str, str]) -> None:
         self.proxy = proxy
-        self.env = dict(env)
+        self.env = env
 
-    def _url(self) -> str | None:
-        if "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI" in self.env:
-            return _CONTAINER_HOST + self.env["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"]
-        return self.env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    def _resolver(self) -> Any:
+        import botocore.session
+        from botocore.config import Config
+        from botocore.credentials import (
+            ContainerProvider,
+            EnvProvider,
+            InstanceMetadataProvider,
+            create_credential_resolver,
+        )
+        from botocore.httpsession import URLLib3Session
+
+        session = botocore.session.Session(profile=self.profile)
+        # STS (web identity, assume-role) is reached through a client of this session.
+        env = self.env
+        sts = env.get("AWS_ENDPOINT_URL_STS") or "https://sts.amazonaws.com"
+        session.set_default_client_config(Config(proxies=self.proxy.proxies_for(sts)))
+        resolver = create_credential_resolver(session)
+        # The metadata fetchers build their HTTP sessions from the environment's proxies; give
+        # them the rule's answer instead (the link-local endpoints always go direct).
+        # The links that read variables read the environment given, not only the process's.
+        for provider in resolver.providers:
+            if isinstance(provider, EnvProvider):
+                provider.environ = env
+            elif isinstance(provider, ContainerProvider):
+                provider._environ = env
+                fetcher = provider._fetcher
+                url = env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") or "http://169.254.170.2"
+                fetcher._session = URLLib3Session(
+                    timeout=fetcher.TIMEOUT_SECONDS, proxies=self.proxy.proxies_for(url)
+                )
+            elif isinstance(provider, InstanceMetadataProvider):
+                fetcher = provider._role_fetcher
+                fetcher._disabled = env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true"
+                fetcher._session = URLLib3Session(
+                    timeout=fetcher._timeout, proxies=self.proxy.proxies_for(fetcher.get_base_url())
+                )
+        return resolver
 
     def credentials(self) -> Credentials | None:
-        url = self._url()
-        if url is None:
-            self.why_none = "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and _FULL_URI are not set"
-            return None
-        from botocore.credentials import ContainerProvider
-        from botocore.httpsession import URLLib3Session
-        from botocore.utils import ContainerMetadataFetcher
+        require("botocore", feature="the 'aws' credential source", extra="s3")
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            CredentialRetrievalError,
+            MetadataRetrievalError,
+            PartialCredentialsError,
+            ProfileNotFound,
+        )
 
-        session = URLLib3Session(timeout=self.timeout, proxies=self.proxy.proxies_for(url))
-        fetcher = ContainerMetadataFetcher(session=session)
-        fetcher.RETRY_ATTEMPTS = self.attempts
-        fetcher.TIMEOUT_SECONDS = self.timeout
         try:
-            creds = ContainerProvider(environ=self.env, fetcher=fetcher).load()
-        except Exception as exc:
-            token = self.env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
-            detail = redact(str(exc), [token])
+            creds = self._resolver().load_credentials()
+            # Web identity and assume-role credentials are fetched on first use: use them now.
+            found = None if creds is None else _from_botocore(creds, f"aws ({creds.method})")
+        except ProfileNotFound as exc:
+            msg = f"aws: profile {exc.kwargs.get('profile')!r} is not in the AWS config files"
+            raise Invalid(msg) from None
+        except PartialCredentialsError as exc:
+            raise Invalid(f"aws: {redact(str(exc), _hidden(self.env))}") from None
+        except CredentialRetrievalError as exc:
+            detail = redact(str(exc), _hidden(self.env))
+            if exc.kwargs.get("provider") in _METADATA_PROVIDERS:
+                raise Unreachable(f"aws: {detail}") from None
+            raise Unauthorized(f"aws: {detail}") from None
+        except MetadataRetrievalError as exc:
+            raise Unreachable(f"aws: {redact(str(exc), _hidden(self.env))}") from None
+        except ClientError as exc:  # STS refused the role or the token
+            error = exc.response.get("Error", {})
+            msg = f"aws: the role could not be assumed: {error.get('Code')}: {error.get('Message')}"
+            raise Unauthorized(redact(msg, _hidden(self.env))) from None
+        except BotoCoreError as exc:
             kind = type(exc).__name__
-            msg = f"container credentials at {url} could not be fetched: {kind}: {detail}"
-            raise Unreachable(msg) from None
+            detail = redact(str(exc), _hidden(self.env))
+            if "Endpoint" in kind or "Connect" in kind or "Timeout" in kind:
+                raise Unreachable(f"aws: {kind}: {detail}") from None
+            raise Invalid(f"aws: {kind}: {detail}") from None
         if creds is None:
-            self.why_none = f"{url} gave no credentials"
+            profile = self.profile or os.environ.get("AWS_PROFILE") or "default"
+            disabled = self.env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true"
+            self.why_none = (
+                "botocore's default chain found none (the AWS_* variables, profile "
+                f"{profile!r} of the shared credentials and config files with assume-role, "
+                "web identity, credential_process and SSO, the container endpoint, and the "
+                "instance metadata service"
+                + (", disabled by AWS_EC2_METADATA_DISABLED)" if disabled else ")")
+            )
             return None
-        return _from_botocore(creds, f"container ({url})")
-
-
-class InstanceSource:
-    """The EC2 instance metadata service (IMDSv2 with a fallback to v1, as botocore does)."""
-
-    def __init__(self, config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
-        self.env = dict(os.environ if env is None else env)
-        self.timeout = float(config.get("timeout", 1))
-        self.attempts = int(config.get("attempts", 1))
-        self.endpoint = config.get("endpoint") or self.env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
-        self.proxy = ProxyRule()
-        self.why_none = ""
-
-    def bind(self, *, proxy: ProxyRule, env: Mapping[str, str]) -> None:
-        self.proxy = proxy
-        self.env = dict(env)
-
-    def credentials(self) -> Credentials | None:
-        if self.env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
-            self.why_none = "AWS_EC2_METADATA_DISABLED is true"
-            return None
-        from botocore.credentials import InstanceMetadataProvider
-        from botocore.httpsession import URLLib3Session
-        from botocore.utils import InstanceMetadataFetcher
-
-        config = {"ec2_metadata_service_endpoint": self.endpoint} if self.endpoint else {}
-        fetcher = InstanceMetadataFetcher(
-            timeout=self.timeout, num_attempts=self.attempts, env=self.env, config=config
-        )
-        base = fetcher.get_base_url()
-        # botocore builds this session from the environment's proxies; apply the one rule instead.
-        fetcher._session = URLLib3Session(
-            timeout=self.timeout, proxies=self.proxy.proxies_for(base)
-        )
-        creds = InstanceMetadataProvider(iam_role_fetcher=fetcher).load()
-        if creds is None:
-            self.why_none = f"no instance metadata service gave credentials at {base}"
-            return None
-        return _from_botocore(creds, f"instance ({base})")
+        return found

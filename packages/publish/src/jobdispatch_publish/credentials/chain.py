@@ -18,13 +18,11 @@ __all__ = ["DEFAULT_SOURCES", "CredentialChain", "build_chain", "credential_sour
 
 log = logging.getLogger(__name__)
 
-#: boto3's own order, less what a job container never has (SSO, process, assume-role).
-DEFAULT_SOURCES: tuple[Mapping[str, Any], ...] = (
-    {"source": "env"},
-    {"source": "shared-file"},
-    {"source": "container"},
-    {"source": "instance"},
-)
+#: botocore's default chain, which covers every place AWS credentials are usually found.
+DEFAULT_SOURCES: tuple[Mapping[str, Any], ...] = ({"source": "aws"},)
+
+#: Sources of earlier versions, each now one link of botocore's chain in the ``aws`` source.
+_REPLACED = ("env", "shared-file", "container", "instance")
 
 
 class CredentialChain:
@@ -65,7 +63,7 @@ def credential_sources() -> Any:
     from jobdispatch import plugins
 
     registry = plugins.default().registry("credential-source")
-    if "env" not in registry:
+    if "aws" not in registry:
         from jobdispatch_publish import _hooks
 
         registry = plugins.load(entry_points=False, extra=(_hooks,)).registry("credential-source")
@@ -91,8 +89,11 @@ def build_chain(
             entry = registry.get(name)
         except NotFound:
             known = ", ".join(registry.names())
+            hint = (
+                "; it is now part of 'aws', botocore's default chain" if name in _REPLACED else ""
+            )
             found.append(
-                Problem(f"{where}.source", f"{name!r} is not a credential source ({known})")
+                Problem(f"{where}.source", f"{name!r} is not a credential source ({known}){hint}")
             )
             continue
         section = {k: v for k, v in spec.items() if k != "source"}

@@ -20,6 +20,7 @@ from typing import Any
 from jobdispatch.errors import Invalid, NotFound, Unauthorized, Unreachable
 
 from jobdispatch_publish.credentials.base import Credentials, redact
+from jobdispatch_publish.extras import require
 from jobdispatch_publish.proxy import ProxyRule
 
 __all__ = ["SCHEMA", "VaultSource"]
@@ -139,6 +140,7 @@ class VaultSource:
         return self.auth.get("mount", "approle"), params
 
     def credentials(self) -> Credentials | None:
+        require("hvac", feature="the 'vault' credential source", extra="vault")
         import hvac
         import hvac.exceptions
         import requests
