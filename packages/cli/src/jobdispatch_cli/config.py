@@ -26,7 +26,6 @@ naming the key and its line.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,8 @@ from jobdispatch.config import validate_config
 from jobdispatch.errors import NotFound, ValidationError
 from jobdispatch.plugins import Plugins, Registry
 
-from jobdispatch_cli.jobfile import FileError, FileProblem
-from jobdispatch_cli.locate import line_of, toml_lines
+from jobdispatch_cli.jobfile import FileError, FileProblem, NoSuchFile, parse_toml
+from jobdispatch_cli.locate import line_of
 
 __all__ = [
     "DEFAULT_CLUSTER",
@@ -118,20 +117,23 @@ class Config:
 def load_config(
     plugins: Plugins, path: Path | None = None, env: Mapping[str, str] | None = None
 ) -> Config:
-    """Read and check the configuration; a missing file gives the defaults."""
+    """Read and check the configuration. A missing file at the default place gives the
+    defaults; one named (``path``, or ``$JOBDISPATCH_CONFIG``) must exist, since a typo in
+    its name would otherwise quietly run everything on the defaults."""
     env = os.environ if env is None else env
+    named = path is not None or bool(env.get("JOBDISPATCH_CONFIG"))
     path = path or config_path(env)
     file = str(path)
     try:
         text = path.read_text()
         exists = True
     except FileNotFoundError:
+        if named:
+            raise NoSuchFile(path) from None
         text, exists = "", False
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FileError([FileProblem(file, None, "", f"not valid TOML: {exc}")]) from None
-    lines = toml_lines(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FileError([FileProblem(file, None, "", f"cannot be read: {exc}")]) from None
+    data, lines = parse_toml(text, file)
     problems: list[FileProblem] = []
 
     def problem(field: str, message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 import time
@@ -29,7 +30,7 @@ from jobdispatch_cli.render import cause_text, plan_view, state_text, to_data
 from jobdispatch_cli.report import Reporter
 from jobdispatch_cli.timeline import build, render_text
 
-__all__ = ["register"]
+__all__ = ["Seconds", "register"]
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> timedelta | None:
@@ -41,17 +42,42 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         raise click.BadParameter(str(exc)) from None
 
 
+def _positive_duration(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> timedelta | None:
+    """A duration that must be more than zero (``--lease-ttl``): refused while the options are
+    read, before anything is submitted or served."""
+    got = _duration(ctx, param, value)
+    if got is not None and got <= timedelta(0):
+        raise click.BadParameter(f"must be positive, got {value!r}")
+    return got
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds of at least ``min``. click's FloatRange lets NaN through (every
+    comparison with it is false), and a NaN poll makes every wait return at once: a busy
+    loop. So NaN and infinities are refused by name."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        got = super().convert(value, param, ctx)
+        if not math.isfinite(got):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return got
+
+
 def supervisor_options(f: Any) -> Any:
     f = click.option(
         "--poll",
-        type=click.FloatRange(min=0.01),
+        type=Seconds(min=0.01),
         default=0.5,
         show_default=True,
         help="Longest wait, in seconds, between two looks at a job.",
     )(f)
     return click.option(
         "--lease-ttl",
-        callback=_duration,
+        callback=_positive_duration,
         default="30s",
         show_default=True,
         help="How long this supervisor's ownership of a job lasts without renewal; another "
