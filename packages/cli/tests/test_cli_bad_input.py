@@ -231,3 +231,33 @@ def test_an_actor_that_cannot_be_recorded_is_refused(
     assert invoke("status", job, "--json").json()["state"] == "pending"
     ran = invoke("--as", "ops", "cancel", job)
     assert ran.code == 0 and "human:ops" in ran.out
+
+
+# Found by the fuzz tests (test_cli_fuzz.py): each was a traceback before.
+
+
+@pytest.mark.parametrize("key", ["working_dir", "output"])
+def test_a_path_with_a_nul_byte_is_told_by_its_field(
+    invoke: Invoke, tmp_path: Path, key: str
+) -> None:
+    path = _write(tmp_path, "n.toml", f'name = "a"\ncommand = ["true"]\n{key} = "a\\u0000b"\n')
+    _usage(invoke("plan", str(path)), f"{path}:3: {key}:", "NUL")
+
+
+def test_a_path_from_an_unknown_users_home_is_told(invoke: Invoke, tmp_path: Path) -> None:
+    path = _write(
+        tmp_path, "u.toml", 'name = "a"\ncommand = ["true"]\noutput = "~no-such-user-x"\n'
+    )
+    _usage(invoke("plan", str(path)), f"{path}:3: output:", "unknown user")
+    config = _write(tmp_path, "c.toml", 'store = "~no-such-user-x/records"\n')
+    _usage(invoke("--config", str(config), "list"), f"{config}:1: store:", "unknown user")
+
+
+def test_a_store_path_that_is_not_utf8_is_told(invoke: Invoke) -> None:
+    ran = invoke("--store", b"st\xffore".decode(errors="surrogateescape"), "list")
+    _usage(ran, "store folder", "not UTF-8 text")
+
+
+def test_a_store_path_with_a_nul_byte_is_told(invoke: Invoke, tmp_path: Path) -> None:
+    config = _write(tmp_path, "c.toml", 'store = "a\\u0000b"\n')
+    _usage(invoke("--config", str(config), "list"), f"{config}:1: store: must be a directory")

@@ -165,12 +165,17 @@ def load_config(
     elif default not in clusters and not problems:
         problem("default_cluster", f"names no cluster (clusters: {', '.join(sorted(clusters))})")
     store = data.get("store")
-    if store is not None and not (isinstance(store, str) and store):
+    if store is not None and not (isinstance(store, str) and store and "\x00" not in store):
         problem("store", f"must be a directory, got {store!r}")
         store = None
+    root = state_home(env) / "jobdispatch" / "records"
+    if store:
+        try:
+            root = Path(store).expanduser()
+        except RuntimeError:  # ~name of a user this machine does not know
+            problem("store", f"{store!r} starts with the home folder of an unknown user")
     if problems:
         raise FileError(problems)
-    root = Path(store).expanduser() if store else state_home(env) / "jobdispatch" / "records"
     return Config(
         path=path,
         exists=exists,

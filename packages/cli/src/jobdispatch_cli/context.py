@@ -36,6 +36,14 @@ def _make_store_dir(path: Path, *, given: bool) -> None:
     permitted (a read-only file system, a folder of someone else's) is refused (exit 4); any
     other reason (a parent that is a file, a pseudo file system) means the path cannot be a
     store (exit 2)."""
+    if "\x00" in str(path):
+        msg = f"the store folder {str(path)!r} holds a NUL byte: no file system takes one"
+        raise Invalid(msg)
+    try:
+        str(path).encode()
+    except UnicodeEncodeError:
+        msg = f"the store folder {str(path)!r} is not UTF-8 text, which the LMDB store needs"
+        raise Invalid(msg) from None
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

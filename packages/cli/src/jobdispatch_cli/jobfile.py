@@ -160,10 +160,14 @@ class _Reader:
             return None
         return value
 
-    def path(self, value: str | None) -> str | None:
-        if value is None or not value:
-            return value
-        p = Path(value).expanduser()
+    def path(self, value: str | None, field: str) -> str | None:
+        if value is None or not value or "\x00" in value:
+            return value  # the core's validation says what is wrong with it, and where
+        try:
+            p = Path(value).expanduser()
+        except RuntimeError:  # ~name of a user this machine does not know
+            self.problem(field, f"{value!r} starts with the home folder of an unknown user")
+            return None
         return str(p if p.is_absolute() else (self.base / p).resolve())
 
     def duration(self, value: Any, field: str) -> Any:
@@ -283,8 +287,10 @@ class _Reader:
             "nodes": 1 if nodes is None else nodes,
             "procs_per_node": 1 if per_node is None else per_node,
             "image": self.typed(data, "image", str, "image"),
-            "working_dir": self.path(self.typed(data, "working_dir", str, "working_dir")),
-            "output": self.path(self.typed(data, "output", str, "output")),
+            "working_dir": self.path(
+                self.typed(data, "working_dir", str, "working_dir"), "working_dir"
+            ),
+            "output": self.path(self.typed(data, "output", str, "output"), "output"),
             "env": self.env(data.get("env")),
             "time_limit": self.duration(data.get("time_limit"), "time_limit"),
             "extensions": extensions,
