@@ -333,3 +333,47 @@ def test_any_supervisor_options_end_in_a_documented_code(
     # is where a poll or ttl that cannot work is refused), then it returns at once.
     monkeypatch.setattr(Supervisor, "serve", lambda self: None)
     _told(invoke("--store", "records", "supervise", "--poll", poll, "--lease-ttl", ttl), NOT_RUN)
+
+
+local_table = st.fixed_dictionaries(
+    {"adapter": st.sampled_from(["local", "memory"])},
+    optional={
+        "grace": st.one_of(st.floats(), st.integers(), text),
+        "poll": st.one_of(st.floats(), st.integers(), text),
+        "other": anything,
+    },
+)
+sink_table = st.fixed_dictionaries(
+    {"sink": st.one_of(st.sampled_from(["command", "log", "nope"]), anything)},
+    optional={
+        "argv": st.one_of(st.lists(st.one_of(text, scalars), max_size=3), anything),
+        "timeout": st.one_of(st.floats(), st.integers(), text),
+        "name": text,
+        "other": anything,
+    },
+)
+
+
+@FUZZ
+@given(
+    clusters=st.dictionaries(text, local_table, max_size=2),
+    sinks=st.dictionaries(text, sink_table, max_size=2),
+)
+def test_any_configuration_a_supervisor_is_built_from_is_told(
+    invoke: Invoke,
+    at_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    clusters: dict[str, Any],
+    sinks: dict[str, Any],
+) -> None:
+    from jobdispatch_supervise import Supervisor
+
+    # Clusters of in-process adapters only (a fuzzed Slurm cluster would reach for a real
+    # one), and escalation sinks of any kind: both are built, then serving returns at once.
+    monkeypatch.setattr(Supervisor, "serve", lambda self: None)
+    path = at_home / "config.toml"
+    path.write_text(_toml_document({"clusters": clusters, "escalations": sinks}))
+    for name in [None, *clusters]:
+        argv = ["--config", str(path), "--store", "records"]
+        argv += ["--cluster", name] if name is not None else []
+        _told(invoke(*argv, "supervise"), NOT_RUN)
