@@ -85,6 +85,8 @@ def test_hold_for_out_of_range_is_a_bad_option(invoke: Invoke) -> None:
         (["--lease-ttl", "-5s"], ["'--lease-ttl'"]),
         (["--poll", "nan"], ["'--poll'", "not a finite number"]),
         (["--poll", "inf"], ["'--poll'", "not a finite number"]),
+        # Found by the long fuzz run: the reporter thread's wait overflowed (a traceback).
+        (["--poll", "1e300"], ["'--poll'", "3153600000"]),
     ],
 )
 def test_supervisor_options_that_cannot_work_are_refused_at_once(

@@ -189,6 +189,7 @@ def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy()
         ({"poll": float("nan")}, "poll"),
         ({"poll": float("inf")}, "poll"),
         ({"poll": 0.0}, "poll"),
+        ({"poll": 1e300}, "poll"),
         ({"lease_ttl": timedelta(0)}, "lease ttl"),
         ({"lease_ttl": timedelta(days=999_999_999)}, "lease ttl"),
     ],

@@ -50,8 +50,8 @@ class Supervisor:
         sweep_every: how often ``serve`` looks for residual objects of settled jobs.
         residual_horizon: how long after an unresolved attempt its object is still looked for.
 
-    Raises Invalid at construction for a poll that is not a positive finite number or a lease
-    ttl that is not positive (or past the core's MAX_DURATION).
+    Raises Invalid at construction for a poll or a lease ttl that is not positive or is longer
+    than the core's MAX_DURATION (a NaN poll included).
     """
 
     def __init__(
@@ -70,8 +70,11 @@ class Supervisor:
     ) -> None:
         # Checked here, not when the first lease is needed: a supervisor that cannot work must
         # say so before it serves anything. NaN passes every comparison, so it is named.
-        if not math.isfinite(poll) or poll <= 0:
-            msg = f"a supervisor's poll must be a positive number of seconds, got {poll}"
+        if not math.isfinite(poll) or not 0 < poll <= MAX_DURATION.total_seconds():
+            msg = (
+                "a supervisor's poll must be a positive number of seconds, at most "
+                f"{MAX_DURATION.total_seconds():.0f}, got {poll}"
+            )
             raise Invalid(msg)
         if not timedelta(0) < lease_ttl <= MAX_DURATION:
             msg = (

@@ -18,6 +18,7 @@ import click
 import jobdispatch
 from jobdispatch.records.store import ListFilter
 from jobdispatch.types import Plan, State, Support
+from jobdispatch.validate import MAX_DURATION
 from jobdispatch_supervise import Supervisor
 from rich.text import Text
 
@@ -54,17 +55,24 @@ def _positive_duration(
 
 
 class Seconds(click.FloatRange):
-    """A number of seconds of at least ``min``. click's FloatRange lets NaN through (every
-    comparison with it is false), and a NaN poll makes every wait return at once: a busy
-    loop. So NaN and infinities are refused by name."""
+    """A number of seconds of at least ``min`` and at most the core's MAX_DURATION. click's
+    FloatRange lets NaN through (every comparison with it is false), and a NaN poll makes every
+    wait return at once: a busy loop. So NaN and infinities are refused by name, and so is a
+    wait longer than a thread's wait can take (``1e300`` overflowed the reporter's wait)."""
 
     name = "seconds"
 
+    def __init__(self, min: float) -> None:
+        super().__init__(min=min, max=MAX_DURATION.total_seconds())
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        got = super().convert(value, param, ctx)
-        if not math.isfinite(got):
+        try:
+            got = float(value)
+        except (TypeError, ValueError):
+            got = 0.0  # FloatRange says it is not a number
+        if math.isnan(got) or math.isinf(got):
             self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
-        return got
+        return super().convert(value, param, ctx)
 
 
 def supervisor_options(f: Any) -> Any:
