@@ -113,6 +113,9 @@ def test_deeply_nested_job_files_are_refused(invoke: Invoke, tmp_path: Path, suf
     for depth in (5000, MAX_DEPTH + 2):
         path = _write(tmp_path, f"d{suffix}", head + "[" * depth + "]" * depth + "\n")
         _usage(invoke("plan", str(path)), str(path), f"nest more than {MAX_DEPTH} levels")
+    # Within what the parsers can read, the message names the key and its line.
+    ran = invoke("plan", str(path))
+    assert f"{path}:{3 if suffix == '.toml' else 2}: x: values nest" in ran.err, ran.err
 
 
 def test_a_deeply_nested_config_is_refused(invoke: Invoke, tmp_path: Path) -> None:

@@ -331,9 +331,12 @@ def parse_toml(text: str, file: str) -> tuple[Any, dict[str, int]]:
         raise FileError([_too_deep(file, None, "")]) from None
     deep = _too_deep_at(data)
     if deep is not None:
-        raise FileError([_too_deep(file, None, deep)])
-    lines = toml_lines(text)
-    return data, lines
+        try:  # the scanner recurses as tomllib does, so it reads what tomllib could
+            line = line_of(toml_lines(text), deep)
+        except RecursionError:
+            line = None
+        raise FileError([_too_deep(file, line, deep)])
+    return data, toml_lines(text)
 
 
 def _too_deep(file: str, line: int | None, field: str) -> FileProblem:
