@@ -110,7 +110,7 @@ def register(group: click.Group) -> None:
 
     @group.command()
     @click.argument("job")
-    @click.option("--every", type=Seconds(min=0.05), default=1.0, show_default=True)
+    @click.option("--every", type=Seconds(least=0.05), default=1.0, show_default=True)
     @pass_app
     def watch(app: App, job: str, every: float) -> None:
         """Show JOB live until it settles (Ctrl-C stops watching, not the job)."""

@@ -55,15 +55,15 @@ def _positive_duration(
 
 
 class Seconds(click.FloatRange):
-    """A number of seconds of at least ``min`` and at most the core's MAX_DURATION. click's
+    """A number of seconds of at least ``least`` and at most the core's MAX_DURATION. click's
     FloatRange lets NaN through (every comparison with it is false), and a NaN poll makes every
     wait return at once: a busy loop. So NaN and infinities are refused by name, and so is a
     wait longer than a thread's wait can take (``1e300`` overflowed the reporter's wait)."""
 
     name = "seconds"
 
-    def __init__(self, min: float) -> None:
-        super().__init__(min=min, max=MAX_DURATION.total_seconds())
+    def __init__(self, least: float) -> None:
+        super().__init__(min=least, max=MAX_DURATION.total_seconds())
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
@@ -78,7 +78,7 @@ class Seconds(click.FloatRange):
 def supervisor_options(f: Any) -> Any:
     f = click.option(
         "--poll",
-        type=Seconds(min=0.01),
+        type=Seconds(least=0.01),
         default=0.5,
         show_default=True,
         help="Longest wait, in seconds, between two looks at a job.",
