@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from jobdispatch.types import Action, CauseKind, CheckpointMode
 from jobdispatch_cli.durations import format_duration, parse_duration
-from jobdispatch_cli.jobfile import FileError, load_job_file
+from jobdispatch_cli.jobfile import FileError, NoSuchFile, load_job_file
 from jobdispatch_cli.locate import line_of, toml_lines
 
 GOOD_TOML = """\
@@ -188,8 +188,9 @@ def test_wrong_types_and_missing_command(tmp_path: Path) -> None:
 def test_unknown_file_kinds_and_missing_files(tmp_path: Path) -> None:
     [kind] = problems(write(tmp_path, "job.json", "{}"))
     assert "use .toml, .yaml or .yml" in kind
-    [missing] = problems(tmp_path / "nope.toml")
-    assert missing == f"{tmp_path}/nope.toml: no such file"
+    with pytest.raises(NoSuchFile, match="no such file") as missing:
+        load_job_file(tmp_path / "nope.toml")
+    assert missing.value.path == f"{tmp_path}/nope.toml"
 
 
 def test_durations_read_and_print_back() -> None:

@@ -423,3 +423,24 @@ def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error():
         codec.decode_header(_framed(deep), job="j")
     with pytest.raises(jobdispatch.Unreadable, match="revision 3"):
         codec.decode_event(b'{"a":' + deep + b"}", revision=3, job="j")
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "   ", "a\nb", "tab\there", "nul\x00", "line\u2028sep", "\udcff", "x" * 513]
+)
+def test_an_actor_id_that_cannot_be_shown_on_one_line_is_refused(bad):
+    with pytest.raises(jobdispatch.Invalid, match="an actor's id"):
+        Actor.human(bad)
+    with pytest.raises(jobdispatch.Invalid, match="an actor's id"):
+        Actor(ActorKind.SUPERVISOR, bad)
+
+
+def test_a_record_written_before_actor_ids_were_checked_still_reads():
+    raw = (
+        b'{"type":"cancel-requested","v":1,"at":"2026-01-01T00:00:00+00:00",'
+        b'"by":{"kind":"human","id":""},"reason":"","superseded_by":""}'
+    )
+    event = codec.decode_event(raw, revision=3, job="j")
+    assert isinstance(event, ev.CancelRequested)
+    assert event.by.kind is ActorKind.HUMAN and event.by.id == ""
+    assert codec.decode_event(codec.encode_event(event), revision=3) == event

@@ -31,6 +31,12 @@ BAD = [
     (spec(env={"RANK": "3"}), "env.RANK", "set by dispatch"),
     (spec(env={"OK": "a\x00b"}), "env.OK", "NUL"),
     (spec(time_limit=timedelta(0)), "time_limit", "positive"),
+    (spec(time_limit=timedelta(days=999_999_999)), "time_limit", "at most 36500 days"),
+    (
+        spec(recovery=rules(Rule(on=["preempted"], action=Action.HOLD, for_=timedelta.max))),
+        "recovery.rules[0].for",
+        "at most 36500 days",
+    ),
     (spec(image="a b"), "image", "without spaces"),
     (spec(working_dir=""), "working_dir", "non-empty"),
     (

@@ -15,6 +15,7 @@ from jobdispatch import (
     Action,
     Actor,
     CauseKind,
+    Invalid,
     JobSpec,
     OutcomeUnknown,
     RecoveryPolicy,
@@ -180,3 +181,21 @@ def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy()
     from jobdispatch.memory.history import Opened
 
     assert not [e for e in backend.env.history.select(Opened, job=job) if e.lifted]
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"poll": float("nan")}, "poll"),
+        ({"poll": float("inf")}, "poll"),
+        ({"poll": 0.0}, "poll"),
+        ({"poll": 1e300}, "poll"),
+        ({"lease_ttl": timedelta(0)}, "lease ttl"),
+        ({"lease_ttl": timedelta(days=999_999_999)}, "lease ttl"),
+    ],
+)
+def test_a_supervisor_that_cannot_work_is_refused_when_made(options, words):
+    # A NaN poll made every wait return at once (a busy loop), and a ttl of 0 was only refused
+    # by the store once a job needed a lease; both are refused before anything is served.
+    with pytest.raises(Invalid, match=words):
+        Supervisor(MemoryBackend(), MemoryRecords(), **options)

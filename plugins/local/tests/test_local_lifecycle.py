@@ -172,3 +172,16 @@ def test_find_many_agrees_with_find(backend: LocalBackend, request_for: Request)
     assert many["nothing"].objects == ()
     gated = backend.find_many([one.job], [ObjectState.RUNNING])
     assert gated[one.job].objects == ()
+
+
+def test_a_cause_recorded_with_an_actor_id_now_refused_still_reads() -> None:
+    # Local state files written before actor ids were checked may say "human:" (an empty id);
+    # what was recorded is history, so it is observed as written instead of raising.
+    from jobdispatch.types import ActorKind
+    from jobdispatch_local.observe import to_cause
+
+    cause = to_cause({"kind": "preempted", "provenance": "actor", "actor": "human:"})
+    assert cause is not None and cause.actor is not None
+    assert (cause.actor.kind, cause.actor.id) == (ActorKind.HUMAN, "")
+    odd = to_cause({"kind": "preempted", "actor": "a\nb"})
+    assert odd is not None and odd.actor is not None and odd.actor.id == "a\nb"

@@ -26,7 +26,6 @@ naming the key and its line.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,8 @@ from jobdispatch.config import validate_config
 from jobdispatch.errors import NotFound, ValidationError
 from jobdispatch.plugins import Plugins, Registry
 
-from jobdispatch_cli.jobfile import FileError, FileProblem
-from jobdispatch_cli.locate import line_of, toml_lines
+from jobdispatch_cli.jobfile import FileError, FileProblem, NoSuchFile, parse_toml
+from jobdispatch_cli.locate import line_of
 
 __all__ = [
     "DEFAULT_CLUSTER",
@@ -118,20 +117,23 @@ class Config:
 def load_config(
     plugins: Plugins, path: Path | None = None, env: Mapping[str, str] | None = None
 ) -> Config:
-    """Read and check the configuration; a missing file gives the defaults."""
+    """Read and check the configuration. A missing file at the default place gives the
+    defaults; one named (``path``, or ``$JOBDISPATCH_CONFIG``) must exist, since a typo in
+    its name would otherwise quietly run everything on the defaults."""
     env = os.environ if env is None else env
+    named = path is not None or bool(env.get("JOBDISPATCH_CONFIG"))
     path = path or config_path(env)
     file = str(path)
     try:
         text = path.read_text()
         exists = True
     except FileNotFoundError:
+        if named:
+            raise NoSuchFile(path) from None
         text, exists = "", False
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FileError([FileProblem(file, None, "", f"not valid TOML: {exc}")]) from None
-    lines = toml_lines(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FileError([FileProblem(file, None, "", f"cannot be read: {exc}")]) from None
+    data, lines = parse_toml(text, file)
     problems: list[FileProblem] = []
 
     def problem(field: str, message: str) -> None:
@@ -163,12 +165,17 @@ def load_config(
     elif default not in clusters and not problems:
         problem("default_cluster", f"names no cluster (clusters: {', '.join(sorted(clusters))})")
     store = data.get("store")
-    if store is not None and not (isinstance(store, str) and store):
+    if store is not None and not (isinstance(store, str) and store and "\x00" not in store):
         problem("store", f"must be a directory, got {store!r}")
         store = None
+    root = state_home(env) / "jobdispatch" / "records"
+    if store:
+        try:
+            root = Path(store).expanduser()
+        except RuntimeError:  # ~name of a user this machine does not know
+            problem("store", f"{store!r} starts with the home folder of an unknown user")
     if problems:
         raise FileError(problems)
-    root = Path(store).expanduser() if store else state_home(env) / "jobdispatch" / "records"
     return Config(
         path=path,
         exists=exists,

@@ -3,6 +3,7 @@ built once from the global options and only when a command needs them."""
 
 from __future__ import annotations
 
+import errno
 import getpass
 import os
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import jobdispatch
 from jobdispatch import plugins
-from jobdispatch.errors import ReadOnly
+from jobdispatch.errors import Invalid, ReadOnly
 from jobdispatch.records.store import Records
 from jobdispatch.types import Actor
 from rich.console import Console
@@ -27,6 +28,31 @@ def default_actor() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return f"uid-{os.getuid()}"
+
+
+def _make_store_dir(path: Path, *, given: bool) -> None:
+    """Create the store's folder (and its parents) if missing; a folder that cannot be made
+    is told with the OS's reason and where the path came from, never as a traceback. Not
+    permitted (a read-only file system, a folder of someone else's) is refused (exit 4); any
+    other reason (a parent that is a file, a pseudo file system) means the path cannot be a
+    store (exit 2)."""
+    if "\x00" in str(path):
+        msg = f"the store folder {str(path)!r} holds a NUL byte: no file system takes one"
+        raise Invalid(msg)
+    try:
+        str(path).encode()
+    except UnicodeEncodeError:
+        msg = f"the store folder {str(path)!r} is not UTF-8 text, which the LMDB store needs"
+        raise Invalid(msg) from None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        source = "--store or $JOBDISPATCH_STORE" if given else "$XDG_STATE_HOME, or store in config"
+        reason = exc.strerror or str(exc)
+        msg = f"cannot create the store folder {path} (from {source}): {reason}"
+        if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
+            raise ReadOnly(msg) from None
+        raise Invalid(msg) from None
 
 
 class App:
@@ -85,7 +111,7 @@ class App:
         if self._store is None:
             from jobdispatch_records_lmdb import LmdbRecords
 
-            self.store_dir.mkdir(parents=True, exist_ok=True)
+            _make_store_dir(self.store_dir, given=self.store_path is not None)
             try:
                 self._store = LmdbRecords(str(self.store_dir))
             except ReadOnly:

@@ -1,10 +1,19 @@
 """Durations as people write them in job files and on the command line: ``90s``, ``10m``,
-``1h30m``, ``2d``, or a bare number of seconds."""
+``1h30m``, ``2d``, or a bare number of seconds.
+
+Every duration is bounded by the core's :data:`~jobdispatch.validate.MAX_DURATION`, so a typo
+such as ``99999999999d`` (past what a ``timedelta`` holds) or ``inf`` is told as a bad value
+here rather than overflowing later, and ``--lease-ttl`` or ``hold --for`` get the same bound as
+a job file's ``time_limit``.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
+
+from jobdispatch.validate import MAX_DURATION
 
 __all__ = ["format_duration", "parse_duration"]
 
@@ -12,19 +21,36 @@ _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([dhms])")
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
 
+def _bounded(seconds: float, value: object) -> timedelta:
+    """``seconds`` as a timedelta, refusing NaN, infinities and anything past MAX_DURATION."""
+    if math.isnan(seconds):
+        raise ValueError(f"not a duration: {value!r} (use 90s, 10m, 1h30m or 2d)")
+    if abs(seconds) > MAX_DURATION.total_seconds():
+        raise ValueError(
+            f"duration {value!r} is too long: at most {MAX_DURATION.days}d (100 years)"
+        )
+    return timedelta(seconds=seconds)
+
+
 def parse_duration(value: object) -> timedelta:
-    """A positive or zero duration; ValueError naming the accepted forms otherwise."""
+    """A duration of at most MAX_DURATION; ValueError naming the accepted forms otherwise.
+    (Zero and negative values are read; whoever uses one says whether it may be.)"""
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r} (use 90s, 10m, 1h30m or 2d)")
     if isinstance(value, int | float):
-        return timedelta(seconds=float(value))
+        try:
+            return _bounded(float(value), value)
+        except OverflowError:  # an int too large for a float
+            return _bounded(math.inf, value)
     if not isinstance(value, str):
         raise ValueError(f"not a duration: {value!r} (use 90s, 10m, 1h30m or 2d)")
     text = value.strip().lower().replace(" ", "")
     try:
-        return timedelta(seconds=float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return _bounded(seconds, value)
     pos, total, seen = 0, 0.0, ""
     for m in _PART.finditer(text):
         if (
@@ -38,7 +64,7 @@ def parse_duration(value: object) -> timedelta:
         pos = m.end()
     if not text or pos != len(text):
         raise ValueError(f"not a duration: {value!r} (use 90s, 10m, 1h30m or 2d)")
-    return timedelta(seconds=total)
+    return _bounded(total, value)
 
 
 def format_duration(value: timedelta | float) -> str:

@@ -14,6 +14,9 @@ code   meaning
 8      unreadable: a record or the store is damaged, or a newer version wrote it
 130    interrupted (Ctrl-C); for ``run`` the job goes on, unsupervised
 =====  ==============================================================================
+
+Bad input never ends any other way: every mistake in a file, an option or a path is told with
+one of these codes and a message naming it (see the documentation's errors reference).
 """
 
 from __future__ import annotations

@@ -32,6 +32,11 @@ The keys mirror :class:`jobdispatch.JobSpec`::
 
 Unknown keys are errors (a typo must not silently become a default), and every problem is
 reported at once, as ``FILE:LINE: FIELD: what is wrong``.
+
+A file is data, never a program: values nested deeper than :data:`MAX_DEPTH` are refused (a
+job file needs four levels, a configuration a few more), and so are YAML aliases that would
+expand past :data:`MAX_ALIAS_EXPANSION` nodes (a few hundred bytes of nested aliases can
+otherwise expand to billions of values).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from jobdispatch.errors import Invalid
+from jobdispatch.errors import Invalid, NotFound
 from jobdispatch.types import (
     RECOVERABLE,
     Action,
@@ -62,13 +67,23 @@ from jobdispatch_cli.durations import parse_duration
 from jobdispatch_cli.locate import line_of, toml_lines, yaml_lines
 
 __all__ = [
+    "MAX_ALIAS_EXPANSION",
+    "MAX_DEPTH",
     "FileError",
     "FileProblem",
     "JobFile",
+    "NoSuchFile",
     "load_job_file",
     "parse_job_text",
     "parse_mib",
+    "parse_toml",
 ]
+
+#: How deeply values may nest in a job or configuration file. A job file's deepest value is
+#: ``recovery.rules[0].on[0]`` (four levels); adapters' settings nest a little more.
+MAX_DEPTH = 32
+#: How many nodes YAML aliases may add by repeating what they name, beyond the nodes written.
+MAX_ALIAS_EXPANSION = 10_000
 
 TOP_KEYS = (
     "name",
@@ -113,6 +128,14 @@ class FileProblem:
         return (
             f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
         )
+
+
+class NoSuchFile(NotFound):
+    """A job or configuration file that was named and does not exist (exit 3, not found)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        super().__init__(f"{path}: no such file")
 
 
 class FileError(Invalid):
@@ -165,10 +188,14 @@ class _Reader:
             return None
         return value
 
-    def path(self, value: str | None) -> str | None:
-        if value is None or not value:
-            return value
-        p = Path(value).expanduser()
+    def path(self, value: str | None, field: str) -> str | None:
+        if value is None or not value or "\x00" in value:
+            return value  # the core's validation says what is wrong with it, and where
+        try:
+            p = Path(value).expanduser()
+        except RuntimeError:  # ~name of a user this machine does not know
+            self.problem(field, f"{value!r} starts with the home folder of an unknown user")
+            return None
         return str(p if p.is_absolute() else (self.base / p).resolve())
 
     def duration(self, value: Any, field: str) -> Any:
@@ -356,8 +383,10 @@ class _Reader:
             "nodes": 1 if nodes is None else nodes,
             "procs_per_node": 1 if per_node is None else per_node,
             "image": self.typed(data, "image", str, "image"),
-            "working_dir": self.path(self.typed(data, "working_dir", str, "working_dir")),
-            "output": self.path(self.typed(data, "output", str, "output")),
+            "working_dir": self.path(
+                self.typed(data, "working_dir", str, "working_dir"), "working_dir"
+            ),
+            "output": self.path(self.typed(data, "output", str, "output"), "output"),
             "env": self.env(data.get("env")),
             "time_limit": self.duration(data.get("time_limit"), "time_limit"),
             "extensions": extensions,
@@ -404,14 +433,46 @@ def _name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(words.get(k, k.__name__) for k in kinds)
 
 
-def _parse_toml(text: str, file: str) -> tuple[Any, dict[str, int]]:
+def parse_toml(text: str, file: str) -> tuple[Any, dict[str, int]]:
+    """A TOML document's data and the line of each key path; FileError naming the file (and
+    the line, where tomllib says) when it is not valid TOML or nests too deeply."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise FileError(
             [FileProblem(file, _toml_error_line(exc), "", f"not valid TOML: {exc}")]
         ) from None
+    except RecursionError:
+        # tomllib reads arrays and inline tables recursively: thousands of levels exhaust it.
+        raise FileError([_too_deep(file, None, "")]) from None
+    deep = _too_deep_at(data)
+    if deep is not None:
+        try:  # the scanner recurses as tomllib does, so it reads what tomllib could
+            line = line_of(toml_lines(text), deep)
+        except RecursionError:
+            line = None
+        raise FileError([_too_deep(file, line, deep)])
     return data, toml_lines(text)
+
+
+def _too_deep(file: str, line: int | None, field: str) -> FileProblem:
+    return FileProblem(file, line, field, f"values nest more than {MAX_DEPTH} levels deep")
+
+
+def _too_deep_at(data: Any) -> str | None:
+    """The top-level key under which parsed data nests deeper than MAX_DEPTH, or None (the
+    full path would be dozens of ``[0]``). Iterative, so a deep value cannot exhaust the stack
+    that is checking it."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, top, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return top
+        if isinstance(value, dict):
+            stack.extend((v, top or str(k), depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, top, depth + 1) for v in value)
+    return None
 
 
 def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
@@ -428,13 +489,53 @@ def _parse_yaml(text: str, file: str) -> tuple[Any, dict[str, int]]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise FileError([FileProblem(file, line, "", f"not valid YAML: {exc}")]) from None
+    except RecursionError:
+        # PyYAML composes nested flow collections recursively.
+        raise FileError([_too_deep(file, None, "")]) from None
     if node is None:
         return {}, {}
+    _check_yaml_shape(node, file)
     problems: list[FileProblem] = []
     data = _yaml_value(node, "", file, problems)
     if problems:
         raise FileError(problems)
     return data, yaml_lines(node)
+
+
+def _check_yaml_shape(root: Any, file: str) -> None:
+    """Refuse a composed document before anything expands it: one nested deeper than MAX_DEPTH
+    (an alias to an enclosing node nests without end), or whose aliases repeat more than
+    MAX_ALIAS_EXPANSION nodes. A composed alias is the very node it names, so walking the nodes
+    as a tree counts exactly what building the data would build. Iterative, and it stops at
+    the first limit, so its own cost is bounded by the limits."""
+    import yaml
+
+    seen: set[int] = set()
+    visits = 0
+    stack: list[tuple[Any, str, int]] = [(root, "", 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        line = node.start_mark.line + 1
+        if depth > MAX_DEPTH:
+            raise FileError([_too_deep(file, line, path.split(".")[0].split("[")[0])])
+        visits += 1
+        seen.add(id(node))
+        if visits - len(seen) > MAX_ALIAS_EXPANSION:
+            message = (
+                f"aliases expand to more than {MAX_ALIAS_EXPANSION} repeated values; "
+                "write the values out instead"
+            )
+            raise FileError([FileProblem(file, line, path, message)])
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode):
+                    where = key.start_mark.line + 1
+                    message = "keys must be plain words, not lists or tables"
+                    raise FileError([FileProblem(file, where, path, message)])
+                name = str(key.value)
+                stack.append((value, f"{path}.{name}" if path else name, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(node.value))
 
 
 def _yaml_value(node: Any, path: str, file: str, problems: list[FileProblem]) -> Any:
@@ -457,12 +558,21 @@ def _yaml_value(node: Any, path: str, file: str, problems: list[FileProblem]) ->
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, OverflowError) as exc:
+        # An unknown tag (``!foo``), or a value its tag cannot hold (``2024-13-40``).
+        line = node.start_mark.line + 1
+        problems.append(FileProblem(file, line, path, f"cannot be read: {_one_line(exc)}"))
+        return None
     finally:
         loader.dispose()
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 PARSERS: Mapping[str, Callable[[str, str], tuple[Any, dict[str, int]]]] = {
-    ".toml": _parse_toml,
+    ".toml": parse_toml,
     ".yaml": _parse_yaml,
     ".yml": _parse_yaml,
 }
@@ -490,7 +600,7 @@ def load_job_file(path: Path) -> JobFile:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise FileError([FileProblem(str(path), None, "", "no such file")]) from None
+        raise NoSuchFile(path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise FileError([FileProblem(str(path), None, "", f"cannot be read: {exc}")]) from None
     return parse_job_text(text, file=str(path), suffix=path.suffix, base=path.parent.absolute())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 from jobdispatch.errors import DispatchError
+from jobdispatch.types import actor_id_problem
 from rich.console import Console
 
 from jobdispatch_cli import exitcodes
@@ -21,6 +22,14 @@ Exit codes: 0 ok; 1 the job failed or was cancelled (run); 2 bad usage or input;
 3 not found; 4 unsupported or rejected; 5 unreachable or unavailable; 6 unauthorized;
 7 conflict (try again); 8 a record or the store is unreadable; 130 interrupted.
 """
+
+
+def _actor(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--as``, checked as the core checks every actor's id, while the options are read."""
+    why = actor_id_problem(value)
+    if why is not None:
+        raise click.BadParameter(f"{why}: {value!r}")
+    return value
 
 
 @click.group(
@@ -50,6 +59,7 @@ Exit codes: 0 ok; 1 the job failed or was cancelled (run); 2 bad usage or input;
     "--as",
     "actor",
     default=default_actor,
+    callback=_actor,
     show_default="the OS user",
     metavar="NAME",
     help="Who acts: recorded with every action.",

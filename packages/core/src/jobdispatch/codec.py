@@ -26,7 +26,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from jobdispatch.errors import Invalid, Unreadable
 from jobdispatch.records import events as ev
-from jobdispatch.types import EXTENSIONS, AdapterValue, JobSpec, Resources
+from jobdispatch.types import EXTENSIONS, Actor, ActorKind, AdapterValue, JobSpec, Resources
 
 T = TypeVar("T")
 
@@ -67,8 +67,21 @@ def _structure_adapter_value(value: Any, _: Any) -> AdapterValue:
     raise ValueError(msg)
 
 
+def _structure_actor(value: Any, _: type) -> Actor:
+    """An actor as recorded, through :meth:`Actor.recorded`: a record written before actor ids
+    were checked (``human:`` with an empty id) still reads; only new actors are checked."""
+    if not isinstance(value, dict) or set(value) != {"kind", "id"}:
+        msg = f"an actor must be an object with a kind and an id, got {value!r}"
+        raise ValueError(msg)
+    if not isinstance(value["id"], str):
+        msg = f"an actor's id must be a string, got {value['id']!r}"
+        raise ValueError(msg)
+    return Actor.recorded(ActorKind(value["kind"]), value["id"])
+
+
 def _make() -> cattrs.Converter:
     c = cattrs.Converter(forbid_extra_keys=True)
+    c.register_structure_hook(Actor, _structure_actor)
     c.register_unstructure_hook(datetime, _unstructure_datetime)
     c.register_structure_hook(datetime, _structure_datetime)
     c.register_unstructure_hook(timedelta, lambda d: d.total_seconds())

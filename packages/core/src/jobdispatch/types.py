@@ -9,11 +9,14 @@ its own modules.
 from __future__ import annotations
 
 import enum
+import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
 import attrs
+
+from jobdispatch.errors import Invalid
 
 #: A job's identity: a short random string, stable for the job's whole life.
 JobID: TypeAlias = str
@@ -108,12 +111,57 @@ class ActorKind(_Word):
     ADAPTER = "adapter"
 
 
+#: The longest actor id: a person's name or a supervisor's ``host:pid:token``, never a text.
+MAX_ACTOR_ID = 512
+#: Characters that would break the one line an actor is shown on (``human:ops``), beside the
+#: control characters: line and paragraph separators.
+_LINE_BREAKS = frozenset("\u2028\u2029")
+
+
+def actor_id_problem(value: object) -> str | None:
+    """Why ``value`` cannot name an actor, or None when it can: an actor id is non-blank text
+    of at most MAX_ACTOR_ID characters, printable on one line and encodable as UTF-8 (so the
+    record, the logs and a terminal all show the same name)."""
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    if not value.strip():
+        return "must not be empty or blank"
+    if len(value) > MAX_ACTOR_ID:
+        return f"must be at most {MAX_ACTOR_ID} characters, got {len(value)}"
+    for c in value:
+        if unicodedata.category(c) == "Cs":
+            return "must be UTF-8 text (it holds bytes that are not)"
+        if unicodedata.category(c) == "Cc" or c in _LINE_BREAKS:
+            return f"must be printable on one line, without control characters such as {c!r}"
+    return None
+
+
+def _check_actor_id(_actor: object, _field: object, value: str) -> None:
+    why = actor_id_problem(value)
+    if why is not None:
+        msg = f"an actor's id {why}: {value!r}"
+        raise Invalid(msg)
+
+
 @attrs.frozen
 class Actor:
-    """Who did something. Every operator action names its actor, and the record keeps it."""
+    """Who did something. Every operator action names its actor, and the record keeps it.
+
+    The id is checked here (:func:`actor_id_problem`), since the command line is one way in
+    among several: an empty name or one with a newline would be recorded for good. Records
+    written before the check are read as they are (see :meth:`recorded`)."""
 
     kind: ActorKind
-    id: str
+    id: str = attrs.field(validator=_check_actor_id)
+
+    @classmethod
+    def recorded(cls, kind: ActorKind, id: str) -> Actor:
+        """An actor as a record holds it, unchecked: what was committed is history, and a
+        record that an older version wrote with an id the check now refuses must still read."""
+        actor = object.__new__(cls)
+        object.__setattr__(actor, "kind", kind)
+        object.__setattr__(actor, "id", id)
+        return actor
 
     @classmethod
     def human(cls, id: str) -> Actor:

@@ -14,7 +14,7 @@ from datetime import timedelta
 from jobdispatch.errors import Problem, ValidationError
 from jobdispatch.types import Action, JobSpec, Resources, Rule
 
-__all__ = ["problems", "validate"]
+__all__ = ["MAX_DURATION", "problems", "validate"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Environment names the adapters set for every process; a spec may not override them.
@@ -98,6 +98,21 @@ def _check_resources(res: Resources, out: list[Problem]) -> None:
                 )
 
 
+#: Past this, a duration is a typo, not a plan. A century keeps every ``now + duration`` the
+#: supervisor and the adapters compute (a hold's end, a deadline) far inside what a datetime can
+#: hold, so an absurd duration is refused here instead of overflowing in the middle of a step.
+MAX_DURATION = timedelta(days=36_500)
+
+
+def _duration_problem(value: timedelta) -> str | None:
+    """Why ``value`` cannot be a positive duration, or None when it can."""
+    if value <= timedelta(0):
+        return f"must be positive, got {value}"
+    if value > MAX_DURATION:
+        return f"must be at most {MAX_DURATION.days} days, got {value.days} days"
+    return None
+
+
 def _check_rule(i: int, rule: Rule, seen: dict[object, str], out: list[Problem]) -> None:
     at = f"recovery.rules[{i}]"
     if not rule.on:
@@ -117,6 +132,8 @@ def _check_rule(i: int, rule: Rule, seen: dict[object, str], out: list[Problem])
     if rule.action is Action.HOLD:
         if rule.for_ is None or rule.for_ <= timedelta(0):
             out.append(Problem(f"{at}.for", "a hold needs a positive duration"))
+        elif (why := _duration_problem(rule.for_)) is not None:
+            out.append(Problem(f"{at}.for", f"a hold's duration {why}"))
     elif rule.for_ is not None:
         out.append(Problem(f"{at}.for", f"only a hold takes a duration, not {rule.action}"))
     if rule.action is Action.ESCALATE and rule.budget:
@@ -164,8 +181,8 @@ def problems(spec: JobSpec) -> list[Problem]:
         elif "\x00" in env_value:
             out.append(Problem(where, "value must not contain a NUL byte"))
     _check_resources(spec.resources, out)
-    if spec.time_limit is not None and spec.time_limit <= timedelta(0):
-        out.append(Problem("time_limit", f"must be positive, got {spec.time_limit}"))
+    if spec.time_limit is not None and (why := _duration_problem(spec.time_limit)):
+        out.append(Problem("time_limit", why))
     seen: dict[object, str] = {}
     for i, rule in enumerate(spec.recovery.rules):
         _check_rule(i, rule, seen, out)

@@ -488,7 +488,12 @@ def _encode_events(events: Sequence[AnyEvent], token: int | None) -> list[tuple[
 
 
 def _key_bytes(what: str, value: str, limit: int) -> bytes:
-    raw = value.encode()
+    try:
+        raw = value.encode()
+    except UnicodeEncodeError:
+        # A command line's argument that is not UTF-8 arrives with lone surrogates in it.
+        msg = f"the {what} {value!r} is not UTF-8 text"
+        raise Invalid(msg) from None
     if not raw:
         msg = f"the {what} must not be empty"
         raise Invalid(msg)

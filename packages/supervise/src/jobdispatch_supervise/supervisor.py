@@ -8,6 +8,7 @@ the moment its lease is lost, and ``stop()`` ends them cleanly from another thre
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import socket
@@ -20,6 +21,7 @@ from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable, Unreach
 from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, find_all
+from jobdispatch.validate import MAX_DURATION
 
 from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.sinks import LogSink, Sink
@@ -47,6 +49,9 @@ class Supervisor:
         sleep: how to wait (an Event's wait by default, so ``stop`` interrupts it).
         sweep_every: how often ``serve`` looks for residual objects of settled jobs.
         residual_horizon: how long after an unresolved attempt its object is still looked for.
+
+    Raises Invalid at construction for a poll or a lease ttl that is not positive or is longer
+    than the core's MAX_DURATION (a NaN poll included).
     """
 
     def __init__(
@@ -63,9 +68,20 @@ class Supervisor:
         sweep_every: timedelta = timedelta(minutes=5),
         residual_horizon: timedelta = timedelta(hours=24),
     ) -> None:
-        if poll <= 0:
-            msg = f"poll must be positive, got {poll}"
-            raise ValueError(msg)
+        # Checked here, not when the first lease is needed: a supervisor that cannot work must
+        # say so before it serves anything. NaN passes every comparison, so it is named.
+        if not math.isfinite(poll) or not 0 < poll <= MAX_DURATION.total_seconds():
+            msg = (
+                "a supervisor's poll must be a positive number of seconds, at most "
+                f"{MAX_DURATION.total_seconds():.0f}, got {poll}"
+            )
+            raise Invalid(msg)
+        if not timedelta(0) < lease_ttl <= MAX_DURATION:
+            msg = (
+                f"a supervisor's lease ttl must be positive and at most {MAX_DURATION.days} "
+                f"days, got {lease_ttl}"
+            )
+            raise Invalid(msg)
         self.backend = backend
         self.store = store
         self.clock = clock

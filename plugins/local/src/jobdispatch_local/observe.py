@@ -43,13 +43,15 @@ def _time(value: str | None) -> datetime | None:
 
 
 def _actor(value: str | None) -> Actor | None:
+    # Read as written (Actor.recorded): a state file is history, and one written before actor
+    # ids were checked (``human:``) must still be observable.
     if not value:
         return None
     kind, _, ident = value.partition(":")
     try:
-        return Actor(ActorKind(kind), ident)
+        return Actor.recorded(ActorKind(kind), ident)
     except ValueError:
-        return Actor.human(value)
+        return Actor.recorded(ActorKind.HUMAN, value)
 
 
 def to_cause(data: dict[str, Any] | None) -> Cause | None:

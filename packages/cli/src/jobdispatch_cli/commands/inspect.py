@@ -20,7 +20,7 @@ from rich.text import Text
 
 from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
-from jobdispatch_cli.commands.running import extra_answers
+from jobdispatch_cli.commands.running import Seconds, extra_answers
 from jobdispatch_cli.context import App
 from jobdispatch_cli.jobfile import load_job_file
 from jobdispatch_cli.render import (
@@ -50,6 +50,19 @@ def object_of(status: Status, submission: int | None) -> tuple[int, ObjectRef]:
     return chosen.n, chosen.canonical
 
 
+def _write_output(path: Path, text: str, option: str) -> None:
+    """Write a file a person asked for; a folder that is missing is not found (exit 3), any
+    other reason it cannot be written is bad input (exit 2), each naming the option and path."""
+    try:
+        path.write_text(text)
+    except FileNotFoundError:
+        msg = f"{option} {path}: no such folder {path.parent}"
+        raise NotFound(msg) from None
+    except OSError as exc:
+        msg = f"{option} {path}: cannot be written: {exc.strerror or exc}"
+        raise Invalid(msg) from None
+
+
 def register(group: click.Group) -> None:
     @group.command()
     @click.argument("job")
@@ -66,7 +79,7 @@ def register(group: click.Group) -> None:
         app.reads_only = True
         got = app.cluster().observer.get(job)
         if svg is not None:
-            svg.write_text(render_svg(build(got)))
+            _write_output(svg, render_svg(build(got)), "--svg")
             app.err.print(f"wrote {svg}", style="dim")
         if as_json:
             print_json(app, got)
@@ -106,7 +119,7 @@ def register(group: click.Group) -> None:
 
     @group.command()
     @click.argument("job")
-    @click.option("--every", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
+    @click.option("--every", type=Seconds(least=0.05), default=1.0, show_default=True)
     @pass_app
     def watch(app: App, job: str, every: float) -> None:
         """Show JOB live until it settles (Ctrl-C stops watching, not the job)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 import time
@@ -17,6 +18,7 @@ import click
 import jobdispatch
 from jobdispatch.records.store import ListFilter
 from jobdispatch.types import Plan, State, Support
+from jobdispatch.validate import MAX_DURATION
 from jobdispatch_supervise import Supervisor
 from rich.text import Text
 
@@ -29,7 +31,7 @@ from jobdispatch_cli.render import cause_text, plan_view, state_text, to_data
 from jobdispatch_cli.report import Reporter
 from jobdispatch_cli.timeline import build, render_text
 
-__all__ = ["register"]
+__all__ = ["Seconds", "register"]
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> timedelta | None:
@@ -41,17 +43,49 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         raise click.BadParameter(str(exc)) from None
 
 
+def _positive_duration(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> timedelta | None:
+    """A duration that must be more than zero (``--lease-ttl``): refused while the options are
+    read, before anything is submitted or served."""
+    got = _duration(ctx, param, value)
+    if got is not None and got <= timedelta(0):
+        raise click.BadParameter(f"must be positive, got {value!r}")
+    return got
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds of at least ``least`` and at most the core's MAX_DURATION. click's
+    FloatRange lets NaN through (every comparison with it is false), and a NaN poll makes every
+    wait return at once: a busy loop. So NaN and infinities are refused by name, and so is a
+    wait longer than a thread's wait can take (``1e300`` overflowed the reporter's wait)."""
+
+    name = "seconds"
+
+    def __init__(self, least: float) -> None:
+        super().__init__(min=least, max=MAX_DURATION.total_seconds())
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            got = float(value)
+        except (TypeError, ValueError):
+            got = 0.0  # FloatRange says it is not a number
+        if math.isnan(got) or math.isinf(got):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def supervisor_options(f: Any) -> Any:
     f = click.option(
         "--poll",
-        type=click.FloatRange(min=0.01),
+        type=Seconds(least=0.01),
         default=0.5,
         show_default=True,
         help="Longest wait, in seconds, between two looks at a job.",
     )(f)
     return click.option(
         "--lease-ttl",
-        callback=_duration,
+        callback=_positive_duration,
         default="30s",
         show_default=True,
         help="How long this supervisor's ownership of a job lasts without renewal; another "
