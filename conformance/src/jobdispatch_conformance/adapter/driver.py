@@ -16,7 +16,10 @@ import attrs
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.types import JobSpec
 
-__all__ = ["OPERATIONS", "CannotDrive", "Driver", "Timeouts"]
+__all__ = ["MISSING_PROGRAM", "OPERATIONS", "CannotDrive", "Driver", "Timeouts"]
+
+#: A program no cluster has, for the check that a program which cannot start is launch-failed.
+MISSING_PROGRAM = "/nonexistent/jobdispatch-conformance/no-such-program"
 
 
 class CannotDrive(Exception):
@@ -62,6 +65,12 @@ class Driver:
     def unknown_ref(self) -> ObjectRef:
         """A ref the backend never issued, in its format."""
         return ObjectRef("jd-conformance-no-such-object")
+
+    def missing_program(self) -> JobSpec:
+        """A spec whose program the cluster's nodes do not have: the base spec with its
+        command replaced by :data:`MISSING_PROGRAM`. A real cluster needs nothing more; a
+        model (the memory adapter) must also be told that the program is missing."""
+        return attrs.evolve(self.base_spec(), command=(MISSING_PROGRAM, "--flag"))
 
     def run(self, ref: ObjectRef) -> None:
         """Give a pending object its chance to run. A scheduler that starts pending objects by

@@ -15,7 +15,7 @@ import pytest
 from jobdispatch.clock import ManualClock
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import ObjectState
+from jobdispatch.types import JobSpec, ObjectState
 
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver, Timeouts
 from jobdispatch_conformance.adapter.suite import AdapterFixtures
@@ -45,6 +45,11 @@ class MemoryDriver(Driver):
     def run(self, ref: ObjectRef) -> None:
         if self.env.state(ref) is ObjectState.PENDING:
             self.env.run(ref)
+
+    def missing_program(self) -> JobSpec:
+        spec = super().missing_program()
+        self.env.remove_program(spec.command[0])
+        return spec
 
     def preempt(self, ref: ObjectRef) -> None:
         self.env.preempt(ref)
