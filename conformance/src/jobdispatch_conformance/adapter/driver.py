@@ -67,9 +67,14 @@ class Driver:
         return ObjectRef("jd-conformance-no-such-object")
 
     def missing_program(self) -> JobSpec:
-        """A spec whose program the cluster's nodes do not have: the base spec with its
-        command replaced by :data:`MISSING_PROGRAM`. A real cluster needs nothing more; a
-        model (the memory adapter) must also be told that the program is missing."""
+        """A spec whose program the cluster's nodes do not have. For a real cluster
+        :meth:`spec_without_program` is enough; a model (the memory adapter) must also be told
+        that the program is missing, which is why the default cannot assume it."""
+        raise CannotDrive("missing_program")
+
+    def spec_without_program(self) -> JobSpec:
+        """The base spec with its command replaced by :data:`MISSING_PROGRAM` (what a real
+        cluster's driver returns from :meth:`missing_program`)."""
         return attrs.evolve(self.base_spec(), command=(MISSING_PROGRAM, "--flag"))
 
     def run(self, ref: ObjectRef) -> None:
@@ -138,6 +143,7 @@ OPERATIONS: tuple[str, ...] = (
     "fail",
     "complete",
     "launch_fail",
+    "missing_program",
     "lose_next_start_reply",
     "set_requeue_bit",
     "emit_output",

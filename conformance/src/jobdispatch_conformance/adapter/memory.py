@@ -47,7 +47,7 @@ class MemoryDriver(Driver):
             self.env.run(ref)
 
     def missing_program(self) -> JobSpec:
-        spec = super().missing_program()
+        spec = self.spec_without_program()
         self.env.remove_program(spec.command[0])
         return spec
 

@@ -36,6 +36,9 @@ class LocalDriver(Driver):
     def unknown_ref(self) -> ObjectRef:
         return ObjectRef("jd-conformance-1-1")
 
+    def missing_program(self) -> JobSpec:
+        return self.spec_without_program()
+
     def preempt(self, ref: ObjectRef) -> None:
         self.backend.preempt(ref, wait=False)
 

@@ -134,6 +134,7 @@ def program_that_cannot_start_is_launch_failed(h: Harness) -> None:
     """A spec whose program the nodes do not have ends its execution ``launch-failed``
     (scheduler): the launch failed, whatever status a shell would have given for it (issue 14:
     Slurm once reported such a run as the application's exit 127)."""
+    h.need("missing_program")
     with h.driving():
         spec = h.driver.missing_program()
     ref = h.start(h.request(spec=spec))
