@@ -259,6 +259,48 @@ def test_abandon_closes_an_attempt_that_was_made_and_only_that(
     assert invoke("cancel", job).code == 0
 
 
+def test_a_launch_whose_attempts_were_abandoned_fails_as_the_persons_doing(
+    invoke: Invoke, job_file: JobFile, home: Path
+) -> None:
+    # Reliability D9: a supervisor killed inside Start three times left three attempts with no
+    # reply; once a person abandoned them the job failed "start refused", which nothing did.
+    from jobdispatch_local import LocalBackend
+    from jobdispatch_local.config import Settings
+    from jobdispatch_supervise import Supervisor
+
+    job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
+    store = _records(home)
+    try:
+        lease = store.acquire(job, "sup", timedelta(seconds=30))
+        me = Actor.supervisor("sup")
+        now = datetime.now(UTC)
+        events: list[ev.AnyEvent] = [ev.SubmissionAuthorized(at=now, by=me, n=1, trigger="submit")]
+        events += [ev.AttemptStarted(at=now, by=me, submission=1, attempt=k) for k in (1, 2, 3)]
+        store.append(job, events, expect_revision=store.read(job).revision, owner=lease)
+        store.release(lease)
+    finally:
+        store.close()
+    for k in ("1", "2", "3"):
+        ran = invoke("--as", "bob", "abandon", job, "1", k, "--reason", "no such object")
+        assert ran.code == 0, ran.err
+    store = _records(home)
+    try:
+        backend = LocalBackend(Settings(state_dir=home / "state" / "local"))
+        Supervisor(backend, store, poll=0.02).run(job)
+    finally:
+        store.close()
+    data = invoke("status", job, "--json").json()
+    assert (data["state"], data["committed"]) == ("failed", True)
+    cause = data["cause"]
+    assert (cause["kind"], cause["provenance"]) == ("launch-failed", "actor")
+    assert "refused" not in cause["detail"]
+    assert (
+        "attempt 1.3: Start never answered, abandoned by human:bob (no such object)"
+        in (cause["detail"])
+    )
+    assert "by human:bob" in invoke("status", job).out
+
+
 def test_status_marks_an_ended_run_the_supervisor_has_not_committed(
     invoke: Invoke, job_file: JobFile, home: Path
 ) -> None:
