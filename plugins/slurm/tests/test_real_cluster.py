@@ -160,12 +160,14 @@ def test_requeue_of_an_ended_job_is_refused_and_its_history_kept(local):
     assert [(e.index, e.cause) for e in again.executions] == [(0, obs.latest.cause)]
 
 
-@pytest.mark.parametrize("nodes", [1, 2])
-def test_a_program_that_cannot_start_is_launch_failed(local, nodes):
+@pytest.mark.parametrize(("where", "nodes"), [("local", 1), ("local", 2)])
+def test_a_program_that_cannot_start_is_launch_failed(request, where, nodes):
     """Issue 14.6: a missing program ended non-zero-exit 127, bash's status for it. Its failed
-    exec now leaves the launch mark, on the batch node or (under srun) on every rank's."""
+    exec now leaves the launch mark, on the batch node or (under srun) on every rank's, and the
+    adapter finds it locally or over SSH."""
+    backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
     program = "/nonexistent/jobdispatch-test/train"
-    _, obs = run_to_end(local, JobSpec(command=(program, "--epochs", "1"), nodes=nodes))
+    _, obs = run_to_end(backend, JobSpec(command=(program, "--epochs", "1"), nodes=nodes))
     cause = obs.latest.cause
     assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER)
     assert f"cannot start {program} (exit 127)" in cause.detail
