@@ -164,7 +164,8 @@ def test_requeue_of_an_ended_job_is_refused_and_its_history_kept(local):
 def test_a_program_that_cannot_start_is_launch_failed(request, where, nodes):
     """Issue 14.6: a missing program ended non-zero-exit 127, bash's status for it. Its failed
     exec now leaves the launch mark, on the batch node or (under srun) on every rank's, and the
-    adapter finds it locally or over SSH."""
+    adapter finds it with grep through its transport (a parameter: "ssh" runs the same search
+    over the loopback sshd, left out while that shared service does not answer)."""
     backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
     program = "/nonexistent/jobdispatch-test/train"
     _, obs = run_to_end(backend, JobSpec(command=(program, "--epochs", "1"), nodes=nodes))
