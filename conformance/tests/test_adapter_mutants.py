@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -72,6 +73,47 @@ class OomAsNonZeroExit(MemoryBackend):
             for e in obs.executions
         )
         return attrs.evolve(obs, executions=runs)
+
+
+def _recast(obs: ObjectObs, change: Callable[[Any], Any]) -> ObjectObs:
+    """The observation with each execution's cause passed through ``change``."""
+    runs = tuple(
+        attrs.evolve(e, cause=change(e.cause)) if e.cause is not None else e for e in obs.executions
+    )
+    return attrs.evolve(obs, executions=runs)
+
+
+class ExecCodesAsLaunchFailed(MemoryBackend):
+    """Tells launch failures by exit status alone: an application's 126 or 127 is launch-failed."""
+
+    def _observe(self, obj: MemObject) -> ObjectObs:
+        return _recast(
+            super()._observe(obj),
+            lambda c: (
+                attrs.evolve(c, kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER)
+                if c.exit_code in (126, 127)
+                else c
+            ),
+        )
+
+
+class LaunchFailedAsExit127(MemoryBackend):
+    """Reports a program that could not start as the application's exit 127 (Slurm's old way)."""
+
+    def _observe(self, obj: MemObject) -> ObjectObs:
+        return _recast(
+            super()._observe(obj),
+            lambda c: (
+                attrs.evolve(
+                    c,
+                    kind=CauseKind.NON_ZERO_EXIT,
+                    provenance=Provenance.APPLICATION,
+                    exit_code=127,
+                )
+                if c.kind is CauseKind.LAUNCH_FAILED
+                else c
+            ),
+        )
 
 
 class FindMissesLostReplies(MemoryBackend):
@@ -144,6 +186,16 @@ MUTANTS: list[tuple[type[MemoryBackend], Check, tuple[Shape, ...]]] = [
     (OpensOnStart, checks.start_creates_a_gated_object, (Shape.SLURM, Shape.KUBEFLOW)),
     (StopKillsSibling, checks.stop_affects_one_object_only, (Shape.SLURM, Shape.KUBEFLOW)),
     (OomAsNonZeroExit, lambda h: checks.ending(h, "oom"), (Shape.SLURM, Shape.KUBEFLOW)),
+    (
+        ExecCodesAsLaunchFailed,
+        lambda h: checks.application_exit_code_is_its_own(h, 127),
+        (Shape.SLURM, Shape.KUBEFLOW),
+    ),
+    (
+        LaunchFailedAsExit127,
+        checks.program_that_cannot_start_is_launch_failed,
+        (Shape.SLURM, Shape.KUBEFLOW),
+    ),
     (FindMissesLostReplies, checks.find_includes_lost_replies, (Shape.SLURM, Shape.KUBEFLOW)),
     (ReleaseLiftsEveryHold, checks.holds_by_instance, (Shape.SLURM, Shape.KUBEFLOW)),
     (RequeueForgetsIndex, checks.requeue_reruns_as_a_new_execution, (Shape.SLURM,)),

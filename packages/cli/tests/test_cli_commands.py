@@ -259,6 +259,98 @@ def test_abandon_closes_an_attempt_that_was_made_and_only_that(
     assert invoke("cancel", job).code == 0
 
 
+def test_a_launch_whose_attempts_were_abandoned_fails_as_the_persons_doing(
+    invoke: Invoke, job_file: JobFile, home: Path
+) -> None:
+    # Reliability D9: a supervisor killed inside Start three times left three attempts with no
+    # reply; once a person abandoned them the job failed "start refused", which nothing did.
+    from jobdispatch_local import LocalBackend
+    from jobdispatch_local.config import Settings
+    from jobdispatch_supervise import Supervisor
+
+    job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
+    store = _records(home)
+    try:
+        lease = store.acquire(job, "sup", timedelta(seconds=30))
+        me = Actor.supervisor("sup")
+        now = datetime.now(UTC)
+        events: list[ev.AnyEvent] = [ev.SubmissionAuthorized(at=now, by=me, n=1, trigger="submit")]
+        events += [ev.AttemptStarted(at=now, by=me, submission=1, attempt=k) for k in (1, 2, 3)]
+        store.append(job, events, expect_revision=store.read(job).revision, owner=lease)
+        store.release(lease)
+    finally:
+        store.close()
+    for k in ("1", "2", "3"):
+        ran = invoke("--as", "bob", "abandon", job, "1", k, "--reason", "no such object")
+        assert ran.code == 0, ran.err
+    store = _records(home)
+    try:
+        backend = LocalBackend(Settings(state_dir=home / "state" / "local"))
+        Supervisor(backend, store, poll=0.02).run(job)
+    finally:
+        store.close()
+    data = invoke("status", job, "--json").json()
+    assert (data["state"], data["committed"]) == ("failed", True)
+    cause = data["cause"]
+    assert (cause["kind"], cause["provenance"]) == ("launch-failed", "actor")
+    assert "refused" not in cause["detail"]
+    assert (
+        "attempt 1.3: Start never answered, abandoned by human:bob (no such object)"
+        in (cause["detail"])
+    )
+    assert "by human:bob" in invoke("status", job).out
+
+
+def test_status_marks_an_ended_run_the_supervisor_has_not_committed(
+    invoke: Invoke, job_file: JobFile, home: Path
+) -> None:
+    # Issue 14.6: between a run's end and the supervisor's outcome commit, status showed
+    # "pending" with cause "none". It shows the run's end, marked as not yet committed.
+    from jobdispatch import Cause, CauseKind, ObjectRef, ObjectState, Provenance
+    from jobdispatch.spi import ExecutionObs, ObjectObs, discovery_name
+
+    job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
+    ref = ObjectRef(f"jd-{job}-1-1")
+    failed = Cause(CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, exit_code=3)
+    now = datetime.now(UTC)
+    run = ExecutionObs(index=0, state=ObjectState.ENDED, cause=failed, started_at=now, ended_at=now)
+    obs = ObjectObs(
+        ref=ref, name=discovery_name(job, 1, 1), state=ObjectState.ENDED, executions=(run,)
+    )
+    store = _records(home)
+    try:
+        lease = store.acquire(job, "sup", timedelta(seconds=30))
+        me = Actor.supervisor("sup")
+        store.append(
+            job,
+            [
+                ev.SubmissionAuthorized(at=now, by=me, n=1, trigger="submit"),
+                ev.AttemptStarted(at=now, by=me, submission=1, attempt=1),
+                ev.AttemptReplied(
+                    at=now, by=me, submission=1, attempt=1, reply=ev.Reply.CREATED, ref=ref
+                ),
+                ev.CanonicalChosen(at=now, by=me, submission=1, ref=ref, attempt=1),
+                ev.OpenDecided(at=now, by=me, submission=1, ref=ref),
+                ev.Observed(at=now, by=me, obs=obs),
+            ],
+            expect_revision=store.read(job).revision,
+            owner=lease,
+        )
+        store.release(lease)
+    finally:
+        store.close()
+    shown = invoke("status", job)
+    assert shown.code == 0, shown.err
+    assert "state    ended  (not yet committed)" in shown.out
+    assert "cause    non-zero-exit (application, exit 3)  (the run's" in shown.out
+    data = invoke("status", job, "--json").json()
+    assert (data["state"], data["committed"]) == ("ended", False)
+    assert (data["cause"]["kind"], data["cause"]["exit_code"]) == ("non-zero-exit", 3)
+    listed = invoke("list")
+    assert "ended" in listed.out and "uncommitted" in listed.out
+    assert invoke("list", "--json").json()[0]["committed"] is False
+
+
 def test_escalations_reach_the_configured_sinks(
     invoke: Invoke, job_file: JobFile, home: Path
 ) -> None:

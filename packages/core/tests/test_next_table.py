@@ -30,7 +30,7 @@ from jobdispatch.job import ABSENCE_GRACE, ABSENCE_REFRESH, CALL_DEADLINE
 from jobdispatch.records import events as ev
 from jobdispatch.spi import CessationEvidence
 from jobdispatch.steps import OPEN_RETRY, STOP_RETRY
-from jobdispatch.testing import PREEMPTED, SUCCESS, Story, execution, observation
+from jobdispatch.testing import PERSON, PREEMPTED, SUCCESS, Story, execution, observation
 from jobdispatch.types import Hold, HoldKind
 
 RESUBMIT = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)
@@ -150,6 +150,43 @@ def test_l12_abandoned_abandoned_attempts_end_the_submission_as_launch_failed():
     step = first(story.next())
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
     assert step.cause.kind is CauseKind.LAUNCH_FAILED
+
+
+def test_l12_attempts_only_abandoned_are_the_persons_doing_not_a_refusal():
+    # Reliability D9: a supervisor killed inside Start three times leaves three attempts with no
+    # reply; once a person abandons them, nothing refused the start: the person ended it.
+    story = Story(options=ev.Options(supervised=True, unmatched=UnmatchedPolicy.MANUAL))
+    story.authorize()
+    for k in (1, 2, 3):
+        story.attempt(1, k)
+    story.reply(1, 3, reply=ev.Reply.UNKNOWN, detail="sbatch timed out")
+    for k in (1, 2, 3):
+        story.add(ev.AbandonRequested, submission=1, attempt=k, reason="no such object")
+    step = first(story.next())
+    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    cause = step.cause
+    assert (cause.kind, cause.provenance, cause.actor) == (
+        CauseKind.LAUNCH_FAILED,
+        Provenance.ACTOR,
+        PERSON,
+    )
+    assert "refused" not in cause.detail
+    assert "attempt 1.1: Start never answered, abandoned by human:ops (no such object)" in (
+        cause.detail
+    )
+    assert "attempt 1.3: Start's outcome unknown (sbatch timed out)" in cause.detail
+
+
+def test_l12_a_refusal_among_abandoned_attempts_stays_the_schedulers():
+    story = Story(options=ev.Options(supervised=True, unmatched=UnmatchedPolicy.MANUAL))
+    story.authorize().attempt(1, 1).attempt(1, 2).reply(
+        1, 2, reply=ev.Reply.REFUSED, detail="invalid account"
+    )
+    story.add(ev.AbandonRequested, submission=1, attempt=1)
+    cause = first(story.next()).cause
+    assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER)
+    assert "attempt 1.2: refused: invalid account" in cause.detail
+    assert "attempt 1.1: Start never answered, abandoned by human:ops" in cause.detail
 
 
 # ------------------------------------------------------------------------------ evidence

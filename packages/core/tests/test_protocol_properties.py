@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jobdispatch import (
     Action,
@@ -25,6 +25,7 @@ from jobdispatch import (
     Rule,
     State,
     StepKind,
+    project,
 )
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, discovery_name
@@ -287,6 +288,40 @@ def test_supervising_to_the_end_always_reaches_an_outcome(actions):
     assert job.settled or job.escalations, job.history
     if job.settled:
         assert job.outcome is not None and job.outcome.state.terminal
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ACTIONS, min_size=1, max_size=60), st.sampled_from(ENDINGS), st.integers(0, 3))
+def test_ended_is_what_the_backend_shows_and_always_has_a_step_to_take(actions, ending, steps):
+    """Issue 14.6: between a run's end and its commit, status shows ``ended`` with the run's
+    cause instead of the committed ``pending``. Whatever the history, ``ended`` is never
+    committed, carries the last run's cause, and is transient: ``next`` has a step to take.
+    The running object, if any, is ended and a few steps taken, so that every moment of the
+    window (shown only, observed, decided) is looked at."""
+    world = play(actions)
+    for _ in range(30):  # supervise until something runs, if it ever will
+        running = [o for o in world.objects if o.state is ObjectState.RUNNING]
+        if running or world.story.fold().terminal:
+            break
+        world.execute()
+    if running:
+        world.end(running[-1], ending)
+    for _ in range(steps):
+        world.execute()
+    job = world.story.fold()
+    discovery = world.discovery()
+    status = project(job, discovery, world.story.now)
+    assert status.committed is (status.state not in (State.RUNNING, State.ENDED))
+    event(f"state {status.state}")
+    if status.state is State.ENDED:
+        assert not job.terminal and job.latest is not None and job.latest.canonical is not None
+        shown = {o.ref: o for o in discovery.objects}
+        rec = job.object(job.latest.canonical)
+        obs = shown.get(job.latest.canonical) or (rec.obs if rec else None)
+        assert obs is not None and obs.state is ObjectState.ENDED
+        assert status.cause == max(obs.executions, key=lambda e: e.index).cause
+        steps = next_steps(job, discovery, world.story.now)
+        assert steps and steps[0].kind is not StepKind.WAIT, steps
 
 
 # ------------------------------------------------------------------------------ corruptions

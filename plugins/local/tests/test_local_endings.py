@@ -143,6 +143,28 @@ def test_a_program_that_cannot_start_is_a_launch_failure(
     assert "does not exist" in cause.detail
 
 
+def test_a_file_that_is_not_executable_is_a_launch_failure(
+    backend: LocalBackend, request_for: Request, tmp_path: Path
+) -> None:
+    # Issue 14.6: what a shell would exit 126 for is the launch's failure, not the program's.
+    plain = tmp_path / "train.py"
+    plain.write_text("print('never')\n")
+    ref = run(backend, request_for(JobSpec(command=(str(plain),), nodes=2)))
+    _, cause = ended(backend, ref)
+    assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER)
+    assert "Permission denied" in cause.detail and cause.exit_code is None
+
+
+@pytest.mark.parametrize("status", [126, 127])
+def test_a_program_that_exits_126_or_127_itself_is_a_non_zero_exit(
+    backend: LocalBackend, request_for: Request, status: int
+) -> None:
+    ref = run(backend, request_for(JobSpec(command=("sh", "-c", f"exit {status}"))))
+    _, cause = ended(backend, ref)
+    assert (cause.kind, cause.provenance) == (CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION)
+    assert cause.exit_code == status
+
+
 _MEMORY, _WHY = cgroups.probe()
 
 

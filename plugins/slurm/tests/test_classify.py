@@ -276,3 +276,51 @@ def test_completing_after_a_requeue_shows_no_new_run():
     obs = observe("28", sq, [first], Accounting.ANSWERED)
     assert obs.state is ObjectState.RUNNING
     assert [(e.index, e.state) for e in obs.executions] == [(0, ObjectState.ENDED)]
+
+
+def _failed_run(job_exit: str, step_exit: str | None = None) -> list[SacctRow]:
+    """A FAILED run as the real cluster recorded it (issue 14.6): with one task the job's own
+    status; under srun (``step_exit``) the step's, while the job may show another rank's."""
+    at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    kw = {"start": at, "end": at, "nodes": ("node1",)}
+    rows = [
+        SacctRow("5", "jd-j-1-1", "FAILED", exit=parse_exit(job_exit), **kw),
+        SacctRow("5.batch", "batch", "FAILED", exit=parse_exit(job_exit), **kw),
+    ]
+    if step_exit is not None:
+        rows.append(SacctRow("5.0", "bash", "FAILED", exit=parse_exit(step_exit), **kw))
+    return rows
+
+
+MARK = "jobdispatch-launch-failed jd-j-1-1 0: rank 1 on node2 cannot start /no/prog (exit 127)"
+
+
+@pytest.mark.parametrize(
+    ("job_exit", "step_exit"), [("127:0", None), ("126:0", None), ("15:0", "127:0")]
+)
+def test_a_failed_exec_is_launch_failed_only_with_its_mark(job_exit, step_exit):
+    asked: list[tuple[str, int]] = []
+
+    def marks(name: str, index: int) -> str:
+        asked.append((name, index))
+        return MARK
+
+    obs = observe("5", None, _failed_run(job_exit, step_exit), Accounting.ANSWERED, marks)
+    assert obs is not None and asked == [("jd-j-1-1", 0)]
+    cause = obs.executions[0].cause
+    assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, S)
+    assert cause.detail == "rank 1 on node2 cannot start /no/prog (exit 127)"
+    # No mark: the application's own 126 or 127 (or srun's status) stays non-zero-exit.
+    obs = observe("5", None, _failed_run(job_exit, step_exit), Accounting.ANSWERED, lambda n, i: "")
+    assert obs is not None
+    cause = obs.executions[0].cause
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, int(job_exit.split(":")[0]))
+
+
+@pytest.mark.parametrize("job_exit", ["1:0", "2:0", "0:9", "128:0"])
+def test_other_failures_never_ask_for_a_mark(job_exit):
+    def marks(name: str, index: int) -> str:
+        raise AssertionError("only a 126 or 127 is worth a search")
+
+    obs = observe("5", None, _failed_run(job_exit), Accounting.ANSWERED, marks)
+    assert obs is not None and obs.executions[0].cause.kind is not CauseKind.LAUNCH_FAILED

@@ -17,7 +17,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jobdispatch.errors import Rejected, Unauthorized
 from jobdispatch.spi import ObjectRef, StartRequest, find_all
-from jobdispatch.types import Actor, CallMeta, CauseKind, JobSpec, ObjectState, Source
+from jobdispatch.types import (
+    Actor,
+    CallMeta,
+    CauseKind,
+    JobSpec,
+    ObjectState,
+    Provenance,
+    Source,
+)
 from jobdispatch_slurm import (
     CountingTransport,
     LocalTransport,
@@ -150,6 +158,27 @@ def test_requeue_of_an_ended_job_is_refused_and_its_history_kept(local):
     again = local.inspect(ref)
     assert again.state is ObjectState.ENDED
     assert [(e.index, e.cause) for e in again.executions] == [(0, obs.latest.cause)]
+
+
+@pytest.mark.parametrize(("where", "nodes"), [("local", 1), ("local", 2)])
+def test_a_program_that_cannot_start_is_launch_failed(request, where, nodes):
+    """Issue 14.6: a missing program ended non-zero-exit 127, bash's status for it. Its failed
+    exec now leaves the launch mark, on the batch node or (under srun) on every rank's, and the
+    adapter finds it with grep through its transport (a parameter: "ssh" runs the same search
+    over the loopback sshd, left out while that shared service does not answer)."""
+    backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
+    program = "/nonexistent/jobdispatch-test/train"
+    _, obs = run_to_end(backend, JobSpec(command=(program, "--epochs", "1"), nodes=nodes))
+    cause = obs.latest.cause
+    assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER)
+    assert f"cannot start {program} (exit 127)" in cause.detail
+
+
+@pytest.mark.parametrize(("nodes", "status"), [(1, 127), (2, 127), (1, 126)])
+def test_a_program_that_exits_126_or_127_itself_is_a_non_zero_exit(local, nodes, status):
+    _, obs = run_to_end(local, JobSpec(command=("bash", "-c", f"exit {status}"), nodes=nodes))
+    cause = obs.latest.cause
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, status), cause
 
 
 def test_capabilities_are_probed_once_per_cluster(local):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from jobdispatch.errors import Invalid
 from jobdispatch.spi import NativeOffer, StartRequest
 from jobdispatch.types import JobSpec
-from jobdispatch_slurm.script import render, requeue_budget
+from jobdispatch_slurm.script import launch_mark, render, requeue_budget
 
 NASTY = [
     "plain",
@@ -83,9 +83,57 @@ def test_native_offer_submits_requeueable_with_the_smallest_budget():
 def test_multi_task_runs_through_srun():
     sub = render(request(["python", "t.py"], nodes=2, procs_per_node=4), output_dir="/o")
     assert (
-        "exec -- srun --nodes=2 --ntasks-per-node=4 --kill-on-bad-exit=1 -- python t.py"
+        "set -- srun --nodes=2 --ntasks-per-node=4 --kill-on-bad-exit=1 -- /bin/bash -c "
         in sub.script
     )
+    assert "' jobdispatch-rank python t.py\n" in sub.script
+
+
+#: A stand-in for srun on this machine: drop its options and run the command after ``--``, as
+#: one task would (with the rank's environment), so the rank's own wrapper is exercised.
+FAKE_SRUN = """#!/bin/bash
+while [ "$1" != "--" ]; do shift; done
+shift
+SLURM_PROCID=1 SLURMD_NODENAME=node2 exec "$@"
+"""
+
+
+def run_script(script: str, tmp_path, srun: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the rendered script with bash, as the batch step would, and let it fail."""
+    env = {"PATH": "/usr/bin:/bin", "SLURM_RESTART_COUNT": "2"}
+    if srun:
+        (tmp_path / "srun").write_text(FAKE_SRUN)
+        (tmp_path / "srun").chmod(0o755)
+        env["PATH"] = f"{tmp_path}:{env['PATH']}"
+    return subprocess.run(
+        ["bash", "-s"], input=script, capture_output=True, text=True, env=env, check=False
+    )
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_program_that_cannot_start_leaves_the_launch_mark(tmp_path, nodes):
+    """0008 §6: a failed exec is reported on a channel of its own, from the batch script or,
+    under srun, from the rank, with bash's status (127 missing, 126 not executable)."""
+    plain = tmp_path / "plain.txt"
+    plain.write_text("not a program")
+    for program, status in (("/nonexistent/train", 127), (str(plain), 126), ("no-such-prog", 127)):
+        sub = render(request([program, "--flag"], nodes=nodes), output_dir="/o")
+        done = run_script(sub.script, tmp_path, srun=nodes > 1)
+        assert done.returncode == status, done.stderr
+        mark = launch_mark("jd-abc-2-3", 2)
+        lines = [line for line in done.stderr.splitlines() if line.startswith(mark)]
+        rank = "rank 1 on node2" if nodes > 1 else "rank 0 on "
+        assert len(lines) == 1 and rank in lines[0], done.stderr
+        assert f"cannot start {program} (exit {status})" in lines[0]
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+@pytest.mark.parametrize("status", [126, 127])
+def test_a_program_that_exits_126_or_127_itself_leaves_no_mark(tmp_path, nodes, status):
+    sub = render(request(["bash", "-c", f"exit {status}"], nodes=nodes), output_dir="/o")
+    done = run_script(sub.script, tmp_path, srun=nodes > 1)
+    assert done.returncode == status
+    assert "jobdispatch-launch-failed" not in done.stderr
 
 
 def test_the_job_sees_exactly_the_bytes_given():

@@ -16,7 +16,10 @@ import attrs
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.types import JobSpec
 
-__all__ = ["OPERATIONS", "CannotDrive", "Driver", "Timeouts"]
+__all__ = ["MISSING_PROGRAM", "OPERATIONS", "CannotDrive", "Driver", "Timeouts"]
+
+#: A program no cluster has, for the check that a program which cannot start is launch-failed.
+MISSING_PROGRAM = "/nonexistent/jobdispatch-conformance/no-such-program"
 
 
 class CannotDrive(Exception):
@@ -62,6 +65,17 @@ class Driver:
     def unknown_ref(self) -> ObjectRef:
         """A ref the backend never issued, in its format."""
         return ObjectRef("jd-conformance-no-such-object")
+
+    def missing_program(self) -> JobSpec:
+        """A spec whose program the cluster's nodes do not have. For a real cluster
+        :meth:`spec_without_program` is enough; a model (the memory adapter) must also be told
+        that the program is missing, which is why the default cannot assume it."""
+        raise CannotDrive("missing_program")
+
+    def spec_without_program(self) -> JobSpec:
+        """The base spec with its command replaced by :data:`MISSING_PROGRAM` (what a real
+        cluster's driver returns from :meth:`missing_program`)."""
+        return attrs.evolve(self.base_spec(), command=(MISSING_PROGRAM, "--flag"))
 
     def run(self, ref: ObjectRef) -> None:
         """Give a pending object its chance to run. A scheduler that starts pending objects by
@@ -140,6 +154,7 @@ OPERATIONS: tuple[str, ...] = (
     "fail",
     "complete",
     "launch_fail",
+    "missing_program",
     "lose_next_start_reply",
     "set_requeue_bit",
     "emit_output",

@@ -47,6 +47,11 @@ class MemoryDriver(Driver):
         if self.env.state(ref) is ObjectState.PENDING:
             self.env.run(ref)
 
+    def missing_program(self) -> JobSpec:
+        spec = self.spec_without_program()
+        self.env.remove_program(spec.command[0])
+        return spec
+
     def preempt(self, ref: ObjectRef) -> None:
         self.env.preempt(ref)
 

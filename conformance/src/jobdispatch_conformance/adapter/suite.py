@@ -152,6 +152,13 @@ class EndingTests(AdapterFixtures):
     def test_ending_gives_its_cause(self, harness: Harness, operation: str) -> None:
         checks.ending(harness, operation)
 
+    def test_program_that_cannot_start_is_launch_failed(self, harness: Harness) -> None:
+        checks.program_that_cannot_start_is_launch_failed(harness)
+
+    @pytest.mark.parametrize("code", checks.EXEC_CODES)
+    def test_application_exit_code_is_its_own(self, harness: Harness, code: int) -> None:
+        checks.application_exit_code_is_its_own(harness, code)
+
 
 class RerunTests(AdapterFixtures):
     """Native requeue or restart, requested requeue, the requeue bit."""

@@ -42,6 +42,7 @@ STATE_STYLE: Mapping[State, str] = {
     State.PENDING: "dim",
     State.HELD: "cyan",
     State.RUNNING: "bold blue",
+    State.ENDED: "bold",
     State.RECOVERING: "bold magenta",
     State.SUCCEEDED: "bold green",
     State.FAILED: "bold red",
@@ -63,6 +64,9 @@ CAUSE_STYLE: Mapping[CauseKind, str] = {
     CauseKind.UNKNOWN: "bold red",
 }
 
+#: The mark on a state and cause the record has not committed yet (``Status.committed``).
+UNCOMMITTED = "not yet committed"
+
 _ANSWER_STYLE = {Tristate.YES: "green", Tristate.NO: "red", Tristate.UNKNOWN: "yellow"}
 
 
@@ -71,8 +75,17 @@ _ANSWER_STYLE = {Tristate.YES: "green", Tristate.NO: "red", Tristate.UNKNOWN: "y
 
 def to_data(value: Any) -> Any:
     """Plain data for JSON: attrs values through the core's converter, so names and words
-    are the record's."""
-    return codec.converter.unstructure(value)
+    are the record's. A status also says whether its state and cause are committed (a
+    property, which the converter does not see), so a script can tell an ``ended`` run's
+    cause from the job's outcome."""
+    data = codec.converter.unstructure(value)
+    if isinstance(value, Status):
+        data["committed"] = value.committed
+    elif isinstance(value, list | tuple):
+        for item, plain in zip(value, data, strict=True):
+            if isinstance(item, Status):
+                plain["committed"] = item.committed
+    return data
 
 
 def dumps(value: Any) -> str:
@@ -159,8 +172,14 @@ def status_view(status: Status) -> RenderableType:
     state = state_text(status.state)
     if status.settled:
         state.append("  (settled)", style="dim")
+    cause = cause_text(status.cause)
+    if status.state is State.ENDED:
+        # The run's end as the backend shows it, before the supervisor commits what follows:
+        # say so, or a reader takes the run's cause for the job's outcome.
+        state.append(f"  ({UNCOMMITTED})", style="yellow")
+        cause.append("  (the run's; the job's outcome is not recorded yet)", style="yellow")
     head.add_row("state", state)
-    head.add_row("cause", cause_text(status.cause))
+    head.add_row("cause", cause)
     if status.hold is not None:
         until = f" until {status.hold.until.isoformat()}" if status.hold.until else ""
         head.add_row("hold", f"{status.hold.kind} by {status.hold.by}{until}: {status.hold.reason}")
@@ -218,6 +237,8 @@ def jobs_table(statuses: Sequence[Status]) -> Table:
         state = state_text(s.state)
         if s.settled:
             state.append(" ✓", style="dim")
+        if s.state is State.ENDED:
+            state.append(" (uncommitted)", style="yellow")
         table.add_row(
             s.job,
             s.name,

@@ -153,6 +153,7 @@ STATE_COLOUR = {
     State.PENDING: "#9aa0a6",
     State.HELD: "#12b5cb",
     State.RUNNING: "#1a73e8",
+    State.ENDED: "#5f6368",
     State.RECOVERING: "#a142f4",
     State.SUCCEEDED: "#1e8e3e",
     State.FAILED: "#d93025",

@@ -24,6 +24,7 @@ from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
 from jobdispatch.types import (
     Action,
+    Actor,
     Cause,
     CauseKind,
     Enforcer,
@@ -44,6 +45,7 @@ _ACTION_RESTART = Action.RESTART
 _CALL_REQUEUE = ev.CallOp.REQUEUE
 _CAUSE_CANCELLED = CauseKind.CANCELLED
 _CAUSE_HELD = CauseKind.HELD
+_CAUSE_LAUNCH_FAILED = CauseKind.LAUNCH_FAILED
 _CAUSE_NONE = CauseKind.NONE
 _CAUSE_RELEASED = CauseKind.RELEASED
 _CAUSE_UNKNOWN = CauseKind.UNKNOWN
@@ -56,7 +58,9 @@ _OBJ_GATED = ObjectState.GATED
 _OBJ_PENDING = ObjectState.PENDING
 _OBJ_RUNNING = ObjectState.RUNNING
 _PROV_ACTOR = Provenance.ACTOR
+_PROV_SCHEDULER = Provenance.SCHEDULER
 _REPLY_CREATED = ev.Reply.CREATED
+_REPLY_REFUSED = ev.Reply.REFUSED
 _REPLY_UNKNOWN = ev.Reply.UNKNOWN
 _STATE_CANCELLED = State.CANCELLED
 _STATE_FAILED = State.FAILED
@@ -117,6 +121,10 @@ class AttemptRec:
     ref: ObjectRef | None = None
     detail: str = ""
     abandoned: bool = False
+    #: Who abandoned the attempt, and why: a launch that ends because people gave up on its
+    #: attempts is theirs to explain, not the scheduler's.
+    abandoned_by: Actor | None = None
+    abandon_reason: str = ""
 
 
 @attrs.define
@@ -134,6 +142,37 @@ class SubmissionRec:
 
     def attempt(self, k: int) -> AttemptRec | None:
         return self.attempts[k - 1] if 0 < k <= len(self.attempts) else None
+
+    def launch_failure(self) -> Cause:
+        """Why this submission never got an object, from what its attempts' records say.
+
+        A refusal is the scheduler's word, so any refused attempt makes the cause the
+        scheduler's. Attempts that were only abandoned tell a different story: their Start
+        never answered (or answered "unknown", say a supervisor killed inside Start) and a
+        person closed them, so the cause is that person's, with what each attempt left.
+        """
+        refused = [a for a in self.attempts if a.reply is _REPLY_REFUSED]
+        if not any(a.abandoned for a in self.attempts):
+            details = "; ".join(a.detail for a in refused if a.detail)
+            return Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, details or "start refused")
+        parts = []
+        for a in self.attempts:
+            if a.reply is _REPLY_REFUSED:
+                what = "refused" + (f": {a.detail}" if a.detail else "")
+            elif a.reply is _REPLY_UNKNOWN:
+                what = "Start's outcome unknown" + (f" ({a.detail})" if a.detail else "")
+            else:
+                what = "Start never answered"
+            if a.abandoned and a.reply is not _REPLY_REFUSED:
+                what += f", abandoned by {a.abandoned_by}"
+                if a.abandon_reason:
+                    what += f" ({a.abandon_reason})"
+            parts.append(f"attempt {a.n}.{a.k}: {what}")
+        detail = "no attempt created an object; " + "; ".join(parts)
+        if refused:
+            return Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, detail)
+        last = next(a for a in reversed(self.attempts) if a.abandoned)
+        return Cause(_CAUSE_LAUNCH_FAILED, _PROV_ACTOR, detail, actor=last.abandoned_by)
 
 
 @attrs.define
@@ -541,6 +580,8 @@ class _Folder:
                 f"abandon names attempt {e.submission}.{e.attempt}, which was never started",
             )
         attempt.abandoned = True
+        attempt.abandoned_by = e.by
+        attempt.abandon_reason = e.reason
 
     # -------------------------------------------------------------- evidence
 

@@ -2,8 +2,9 @@
 
 Pure, like ``fold`` and ``next``. The committed state (pending, held, recovering, or the
 outcome) comes from the record; the backend adds only what it shows now: a canonical object
-running makes the job ``running``. History holds committed transitions only, so it reads the
-same whoever asks and whenever.
+running makes the job ``running``, and one whose run has ended while the record has not yet
+said what follows makes it ``ended``, with that run's cause (``Status.committed`` is false for
+both). History holds committed transitions only, so it reads the same whoever asks and whenever.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from datetime import datetime
 
 import attrs
 
-from jobdispatch.job import EscalationRec, Job, Transition
+from jobdispatch.job import EscalationRec, Job, Transition, end_key
 from jobdispatch.plan import with_firings
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef
 from jobdispatch.types import (
@@ -32,6 +33,7 @@ from jobdispatch.types import (
 # Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
 # through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
 _CAUSE_HELD = CauseKind.HELD
+_CAUSE_UNKNOWN = CauseKind.UNKNOWN
 _CLEANUP_BLOCKED = CleanupState.BLOCKED
 _CLEANUP_CLEAR = CleanupState.CLEAR
 _CLEANUP_PENDING = CleanupState.PENDING
@@ -43,6 +45,7 @@ _OBJ_HELD = ObjectState.HELD
 _OBJ_PENDING = ObjectState.PENDING
 _OBJ_RUNNING = ObjectState.RUNNING
 _PROV_ACTOR = Provenance.ACTOR
+_STATE_ENDED = State.ENDED
 _STATE_HELD = State.HELD
 _STATE_PENDING = State.PENDING
 _STATE_RECOVERING = State.RECOVERING
@@ -110,6 +113,14 @@ class Status:
     def terminal(self) -> bool:
         return self.state.terminal and self.level is _LEVEL_JOB
 
+    @property
+    def committed(self) -> bool:
+        """Whether ``state`` and ``cause`` are the record's. They are not while the job is
+        ``running`` or ``ended``: both are what the backend shows now, and an ``ended`` job's
+        cause is its run's, before the supervisor has committed the outcome or recovery that
+        follows (which may differ: a rule may resubmit it)."""
+        return self.state is not _STATE_RUNNING and self.state is not _STATE_ENDED
+
 
 def _escalation(rec: EscalationRec) -> Escalation:
     return Escalation(
@@ -153,9 +164,12 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
     hold = job.active_hold
     latest = job.latest
     running = False
+    ended: Cause | None = None
     if latest is not None and latest.canonical is not None:
         obs = current(latest.canonical)
         running = obs is not None and obs.state is _OBJ_RUNNING
+        if obs is not None and obs.state is _OBJ_ENDED:
+            ended = _unhandled_end(job, obs)
 
     cause = NO_CAUSE
     if job.outcome is not None:
@@ -163,6 +177,12 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         cause = job.outcome.cause
     elif running:
         state = _STATE_RUNNING
+    elif ended is not None:
+        # The run is over but the record does not say so yet (the supervisor observes, then
+        # commits the outcome or a recovery, seconds later): show what the backend shows
+        # rather than the committed pending, so a watcher never sees running, pending, failed.
+        state = _STATE_ENDED
+        cause = ended
     elif hold is not None:
         state = _STATE_HELD
         cause = hold.cause or Cause(_CAUSE_HELD, _PROV_ACTOR, hold.hold.reason, actor=hold.hold.by)
@@ -202,6 +222,16 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         revision=job.revision,
         created_at=job.header.created_at,
     )
+
+
+def _unhandled_end(job: Job, obs: ObjectObs) -> Cause | None:
+    """The cause of the ended object's last run, unless the record has acted on that end."""
+    if not obs.executions:
+        return None  # it never ran: nothing shown to report; next judges it from the record
+    last = max(obs.executions, key=lambda x: x.index)
+    if end_key(obs.ref, last.index) in job.handled_ends:
+        return None
+    return last.cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
 
 
 def project_objects(job: JobID, discovery: Discovery) -> Status:

@@ -252,8 +252,7 @@ def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
     key = f"launch:{sub.n}"
     if key in job.triggers or key in job.handled_ends:
         return None
-    details = "; ".join(a.detail for a in sub.attempts if a.detail)
-    return key, Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, details or "start refused")
+    return key, sub.launch_failure()
 
 
 def _failed(cause: Cause, key: str, escalation: str = "", detail: str = "") -> Step:

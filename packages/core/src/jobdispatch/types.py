@@ -36,11 +36,17 @@ class _Word(enum.StrEnum):
 
 
 class State(_Word):
-    """A job's coarse state. The last four but ``unknown`` are terminal."""
+    """A job's coarse state. ``succeeded``, ``failed`` and ``cancelled`` are terminal.
+
+    ``running`` and ``ended`` are never committed: they are what the backend shows of the
+    latest canonical object, the second between the end of its run and the supervisor's
+    commit of what follows (an outcome or a recovery). See :attr:`Status.committed`.
+    """
 
     PENDING = "pending"
     HELD = "held"
     RUNNING = "running"
+    ENDED = "ended"
     RECOVERING = "recovering"
     SUCCEEDED = "succeeded"
     FAILED = "failed"

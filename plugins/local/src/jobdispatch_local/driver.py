@@ -56,6 +56,9 @@ class LocalDriver(Driver):
             resources=Resources(gpus_per_node=gpus, memory_per_node_mib=64 if memory else None),
         )
 
+    def missing_program(self) -> JobSpec:
+        return self.spec_without_program()
+
     def preempt(self, ref: ObjectRef) -> None:
         self.backend.preempt(ref, wait=False)
 

@@ -52,7 +52,13 @@ from jobdispatch_slurm.classify import ENDED_STATES, Accounting, Observation, ob
 from jobdispatch_slurm.commands import Slurm
 from jobdispatch_slurm.config import Settings
 from jobdispatch_slurm.parse import SacctRow, SqueueRow
-from jobdispatch_slurm.script import RESOURCE_SCHEMA, Submission, render, render_preview
+from jobdispatch_slurm.script import (
+    RESOURCE_SCHEMA,
+    Submission,
+    launch_mark,
+    render,
+    render_preview,
+)
 from jobdispatch_slurm.transport import LocalTransport, SshTransport, Transport
 
 __all__ = ["SlurmBackend", "build_transport"]
@@ -129,6 +135,10 @@ class SlurmBackend:
         self._output_dir: str | None = self.settings.output_dir
         self._dir_made = False
         self._facts: tuple[float, probe.ClusterFacts] | None = None
+        #: Launch marks found per (object name, execution): a mark, once written, stays, so it
+        #: is searched for no more. Absence is not kept: a shared file system may show the
+        #: line a moment after accounting shows the end.
+        self._marks: dict[tuple[str, int], str] = {}
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], token: Any = None) -> SlurmBackend:
@@ -415,7 +425,9 @@ class SlurmBackend:
         found: dict[JobID, list[ObjectObs]] = {job: [] for job in jobs}
         wanted_states = set(states)
         for job_id, job in names.items():
-            obs = observe(job_id, by_id_q.get(job_id), by_id_a.get(job_id, []), accounting)
+            obs = observe(
+                job_id, by_id_q.get(job_id), by_id_a.get(job_id, []), accounting, self._mark
+            )
             if obs is None:
                 continue
             shown = self._object(obs)
@@ -451,10 +463,27 @@ class SlurmBackend:
         accounting, rows = self._accounting(
             lambda: self.slurm.sacct(job_id=job_id, allocations_only=False), self.facts()
         )
-        obs = observe(job_id, row, [r for r in rows if r.base_id == job_id], accounting)
+        obs = observe(job_id, row, [r for r in rows if r.base_id == job_id], accounting, self._mark)
         if obs is None:
             raise NotFound(f"no Slurm job {ref}")
         return self._object(obs)
+
+    def _mark(self, name: str, execution: int) -> str:
+        """The line execution ``execution`` of object ``name`` wrote to its standard error when
+        a program could not be started ("" when it wrote none): asked only of a run that failed
+        with 126 or 127, and searched for where the file is (docs/specs/0008 §6). A search
+        that fails raises Unreachable, so no poll reports an end it could not tell."""
+        key = (name, execution)
+        with self._lock:
+            known = self._marks.get(key)
+        if known is not None:
+            return known
+        path = f"{self.output_dir().rstrip('/')}/{name}.err"
+        line = self.slurm.find_line(path, launch_mark(name, execution)) or ""
+        if line:
+            with self._lock:
+                self._marks[key] = line
+        return line
 
     def _object(self, obs: Observation) -> ObjectObs:
         return ObjectObs(

@@ -22,7 +22,7 @@ knows the job, and whether or not every record has reached sacct yet.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 from jobdispatch.spi import ExecutionObs
@@ -30,6 +30,7 @@ from jobdispatch.types import Cause, CauseKind, ObjectState, Provenance
 
 from jobdispatch_slurm import holds
 from jobdispatch_slurm.parse import SacctRow, SqueueRow
+from jobdispatch_slurm.script import EXEC_FAILED_CODES
 
 __all__ = [
     "ENDED_STATES",
@@ -143,16 +144,32 @@ def _failed_step(record: Record) -> SacctRow | None:
     return failed[0] if failed else None
 
 
+def exec_failure_suspect(record: Record) -> bool:
+    """Whether a FAILED record shows a status bash gives when ``exec`` fails (126, 127), as the
+    job's exit, its derived exit or a step's: under srun the job's own status may be another
+    rank's (``15:0`` for a rank srun terminated) while the step shows the 127. Only such a run
+    is worth a look for the job's launch mark (script.LAUNCH_MARK)."""
+    if record.job.base_state != "FAILED":
+        return False
+    statuses = [record.job.exit, record.job.derived, *(s.exit for s in record.steps)]
+    return any(s is not None and s.signal == 0 and s.code in EXEC_FAILED_CODES for s in statuses)
+
+
 def _by(state: str) -> str:
     """``CANCELLED by 1000`` → ``1000``; plain ``CANCELLED`` → ""."""
     _, _, who = state.partition(" by ")
     return who.strip()
 
 
-def cause_of(record: Record, *, reason: str = "") -> Cause:
+def cause_of(record: Record, *, reason: str = "", launch_mark: str = "") -> Cause:
     """The cause of an ended record, from its job row, its steps and, when squeue still shows
-    the job, squeue's reason (which sacct does not keep for launch failures, 0007 §8)."""
+    the job, squeue's reason (which sacct does not keep for launch failures, 0007 §8).
+    ``launch_mark`` is the line the run wrote when a program could not be started (found by
+    the backend in its standard error): it tells that from the application's own 126 or 127."""
     job = record.job
+    if launch_mark and job.base_state == "FAILED":
+        _, _, said = launch_mark.partition(": ")
+        return Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, said.strip() or launch_mark)
     state = job.base_state
     exit_ = job.exit
     derived = job.derived
@@ -286,12 +303,23 @@ class Observation:
     detail: str = ""
 
 
-def _execution(index: int, record: Record, ended: bool, reason: str) -> ExecutionObs:
+#: Looks up the launch mark of execution ``index`` of the object named ``name`` ("" if none).
+MarkLookup = Callable[[str, int], str]
+
+
+def _execution(
+    index: int, record: Record, ended: bool, reason: str, marks: MarkLookup | None, name: str
+) -> ExecutionObs:
     job = record.job
+    mark = ""
+    if ended and marks is not None and exec_failure_suspect(record):
+        # The object's name, not the record's: sacct may show a just-ended job's record as
+        # "allocation" for a moment.
+        mark = marks(name, index)
     return ExecutionObs(
         index=index,
         state=ObjectState.ENDED if ended else ObjectState.RUNNING,
-        cause=cause_of(record, reason=reason) if ended else None,
+        cause=cause_of(record, reason=reason, launch_mark=mark) if ended else None,
         started_at=job.start if record.ran else None,
         ended_at=(job.end or job.start) if ended else None,
         nodes=job.nodes,
@@ -303,9 +331,11 @@ def observe(
     squeue: SqueueRow | None,
     sacct: Sequence[SacctRow],
     accounting: Accounting,
+    marks: MarkLookup | None = None,
 ) -> Observation | None:
     """Combine one job's squeue row (``None`` once slurmctld forgot it) and its sacct rows into
-    an observation; ``None`` when neither shows the job."""
+    an observation; ``None`` when neither shows the job. ``marks`` is asked only for a run that
+    failed with 126 or 127 (:func:`exec_failure_suspect`)."""
     recs = records(sacct)
     if squeue is None and not recs:
         return None
@@ -321,7 +351,7 @@ def observe(
         state = rec.job.base_state
         ended = not last or state in ENDED_STATES or state in REQUEUE_STATES
         if rec.ran or (last and ended and state not in ("CANCELLED",)):
-            executions.append(_execution(i, rec, ended, reason if last else ""))
+            executions.append(_execution(i, rec, ended, reason if last else "", marks, name))
 
     if squeue is None:
         # Past MinJobAge: accounting alone. A last record still RUNNING or PENDING is the

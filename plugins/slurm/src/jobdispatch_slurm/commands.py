@@ -250,6 +250,16 @@ class Slurm:
             msg = f"cannot create the output directory {path}: {result.stderr.strip()}"
             raise Rejected(msg)
 
+    def find_line(self, path: str, text: str) -> str | None:
+        """The first line of ``path`` that contains ``text``; None when none does or there is
+        no such file. The search runs where the file is, so only that line travels."""
+        result = self.run(["grep", "-a", "-F", "-m", "1", "-e", text, "--", path], mutating=False)
+        if result.ok:
+            return result.stdout.splitlines()[0] if result.stdout else None
+        if result.returncode == 1 or "No such file" in result.stderr:
+            return None
+        raise Unreachable(f"grep {path} on {self.transport.where}: {result.stderr.strip()}")
+
     def read(self, path: str, offset: int = 0) -> bytes | None:
         """The bytes of ``path`` from ``offset``; None when the file does not exist (yet)."""
         result = self.run(["tail", "-c", f"+{offset + 1}", "--", path], mutating=False)

@@ -6,6 +6,15 @@ on its standard input, and every sbatch option is one argument of a list (quoted
 SSH transport). So quotes, ``$()``, backticks, newlines, ``;|&`` and any unicode reach the job
 as the exact bytes given; the only things refused are those no process could receive (a NUL
 byte) or no shell could name (an environment variable that is not an identifier).
+
+A program that cannot be started is told apart from a program that exits 126 or 127 itself
+(docs/specs/0008 §6): every process the job runs (the batch script's command and, under srun,
+every rank) is started by bash with ``execfail`` set, so a failed ``exec`` returns to the
+script instead of ending it. Only then does the script write :data:`LAUNCH_MARK` with the
+object's name and execution onto its standard error (srun forwards a rank's standard error to
+the job's) and exit with bash's own status. The adapter looks for that line only when an
+ended run shows one of :data:`EXEC_FAILED_CODES`; an application's own 126 or 127 leaves no
+such line, so it stays ``non-zero-exit``.
 """
 
 from __future__ import annotations
@@ -23,9 +32,12 @@ from jobdispatch.spi import StartRequest
 from jobdispatch_slurm import holds
 
 __all__ = [
+    "EXEC_FAILED_CODES",
+    "LAUNCH_MARK",
     "RESOURCE_SCHEMA",
     "Submission",
     "directives",
+    "launch_mark",
     "render",
     "render_preview",
     "requeue_budget",
@@ -62,6 +74,28 @@ RESOURCE_SCHEMA: Mapping[str, object] = {
 }
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: The first word of the line a job writes to its standard error when a program cannot start.
+LAUNCH_MARK = "jobdispatch-launch-failed"
+#: The statuses bash gives when ``exec`` fails: 126 (found, not executable), 127 (not found).
+EXEC_FAILED_CODES = frozenset({126, 127})
+
+#: Run "$@" in place of this shell; if the exec fails, say so on a line of its own and exit with
+#: bash's status. The same lines start the batch script's command and, under srun, each rank.
+_EXEC = (
+    'exec -- "$@"\n'
+    "jd_status=$?\n"
+    f"printf '{LAUNCH_MARK} %s %s: rank %s on %s cannot start %q (exit %s)\\n' "
+    '"$JOBDISPATCH_OBJECT" "${JOBDISPATCH_EXECUTION:-0}" "${SLURM_PROCID:-0}" '
+    '"${SLURMD_NODENAME:-$(hostname)}" "$1" "$jd_status" >&2\n'
+    'exit "$jd_status"\n'
+)
+
+
+def launch_mark(name: str, execution: int) -> str:
+    """The start of the line execution ``execution`` of object ``name`` writes when one of its
+    programs cannot be started (what the adapter searches the job's standard error for)."""
+    return f"{LAUNCH_MARK} {name} {execution}: "
 
 
 @attrs.frozen
@@ -252,13 +286,20 @@ def _script(
     lines.append('export JOBDISPATCH_EXECUTION="${SLURM_RESTART_COUNT:-0}"')
     command: Sequence[str] = spec.command
     if spec.nodes * spec.procs_per_node > 1:
+        # Each rank resolves its program on its own node: the same exec-or-mark lines run
+        # there, under bash, before the program replaces them (same pid, same signals).
         command = [
             "srun",
             f"--nodes={spec.nodes}",
             f"--ntasks-per-node={spec.procs_per_node}",
             "--kill-on-bad-exit=1",
             "--",
+            "/bin/bash",
+            "-c",
+            "shopt -s execfail\n" + _EXEC,
+            "jobdispatch-rank",
             *command,
         ]
-    lines.append("exec -- " + shlex.join(command))
-    return "\n".join(lines) + "\n"
+    lines.append("shopt -s execfail")
+    lines.append("set -- " + shlex.join(command))
+    return "\n".join(lines) + "\n" + _EXEC

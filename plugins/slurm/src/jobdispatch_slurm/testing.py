@@ -217,6 +217,9 @@ class SlurmDriver(Driver):
     def unknown_ref(self) -> ObjectRef:
         return ObjectRef("999999999")
 
+    def missing_program(self) -> JobSpec:
+        return self.spec_without_program()
+
     # ------------------------------------------------------------------ helpers
 
     def _nodes(self, ref: ObjectRef) -> tuple[str, ...]:

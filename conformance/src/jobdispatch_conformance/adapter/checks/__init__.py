@@ -28,7 +28,13 @@ from jobdispatch_conformance.adapter.checks.discovery import (
     inspect_unknown_is_not_found,
     watch_shows_the_job,
 )
-from jobdispatch_conformance.adapter.checks.endings import ENDINGS, ending
+from jobdispatch_conformance.adapter.checks.endings import (
+    ENDINGS,
+    EXEC_CODES,
+    application_exit_code_is_its_own,
+    ending,
+    program_that_cannot_start_is_launch_failed,
+)
 from jobdispatch_conformance.adapter.checks.holds import (
     held_object_does_not_run,
     hold_refuses_past_deadline,
@@ -57,6 +63,8 @@ from jobdispatch_conformance.adapter.checks.submission import preview_is_what_st
 
 __all__ = [
     "ENDINGS",
+    "EXEC_CODES",
+    "application_exit_code_is_its_own",
     "capabilities_are_complete_and_stable",
     "ceased_once_ended",
     "config_refuses_unknown_keys",
@@ -76,6 +84,7 @@ __all__ = [
     "output_follows_until_the_end",
     "output_is_read",
     "preview_is_what_start_creates",
+    "program_that_cannot_start_is_launch_failed",
     "requeue_bit_is_restored",
     "requeue_refuses_past_deadline",
     "requeue_reruns_as_a_new_execution",

@@ -15,10 +15,20 @@ from jobdispatch.types import CauseKind, ObjectState, Provenance
 from jobdispatch_conformance.adapter.driver import Driver
 from jobdispatch_conformance.adapter.harness import Harness, expect
 
-__all__ = ["ENDINGS", "Ending", "ending"]
+__all__ = [
+    "ENDINGS",
+    "EXEC_CODES",
+    "Ending",
+    "application_exit_code_is_its_own",
+    "ending",
+    "program_that_cannot_start_is_launch_failed",
+]
 
 #: The exit code ``fail`` asks for: not 1, so an adapter that always reports 1 is caught.
 FAIL_CODE = 3
+#: What a shell exits with when it cannot start a program (126: not executable, 127: not
+#: found); an application may exit with them too, and then they are its own.
+EXEC_CODES = (126, 127)
 
 
 @attrs.frozen
@@ -118,3 +128,50 @@ def ending(h: Harness, operation: str) -> None:
         )
     expect(first.ended_at is not None, f"{operation}: execution 0 has no end time")
     h.wait(ref, lambda o: o.state is ObjectState.ENDED, "ended", nudge=False)
+
+
+def program_that_cannot_start_is_launch_failed(h: Harness) -> None:
+    """A spec whose program the nodes do not have ends its execution ``launch-failed``
+    (scheduler): the launch failed, whatever status a shell would have given for it (issue 14:
+    Slurm once reported such a run as the application's exit 127)."""
+    h.need("missing_program")
+    with h.driving():
+        spec = h.driver.missing_program()
+    ref = h.start(h.request(spec=spec))
+    h.backend.open(ref)
+    obs = h.wait(
+        ref,
+        lambda o: any(e.ended_at is not None for e in o.executions) or o.state is ObjectState.ENDED,
+        "done with its launch",
+    )
+    done = [e for e in obs.executions if e.ended_at is not None]
+    expect(done, f"{ref} ended without reporting the execution whose launch failed: {obs}")
+    cause = done[0].cause
+    expect(
+        cause is not None and cause.kind is CauseKind.LAUNCH_FAILED,
+        f"a program that does not exist must end the execution launch-failed; got {cause}",
+    )
+    assert cause is not None
+    expect(
+        cause.provenance is Provenance.SCHEDULER,
+        f"a launch that failed is the scheduler's to report; got provenance {cause.provenance}",
+    )
+
+
+def application_exit_code_is_its_own(h: Harness, code: int) -> None:
+    """An application that exits 126 or 127 by itself ends ``non-zero-exit`` with that code:
+    an adapter that tells launch failures by exit status alone is caught here."""
+    h.need("fail")
+    ref = h.running()
+    with h.driving():
+        h.driver.fail(ref, code)
+    obs = h.ended_execution(ref, 0)
+    first = next((e for e in obs.executions if e.index == 0), None)
+    cause = first.cause if first is not None else None
+    expect(
+        cause is not None
+        and (cause.kind, cause.provenance, cause.exit_code)
+        == (CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, code),
+        f"an application's own exit {code} must be non-zero-exit (application) with exit code "
+        f"{code}; got {cause}",
+    )

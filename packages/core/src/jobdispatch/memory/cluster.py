@@ -77,6 +77,8 @@ class _Faults:
     drop_observation: list[JobID | None] = attrs.field(factory=list)
     reachable: bool = True
     authorized: bool = True
+    #: Programs the nodes do not have: an execution whose command names one fails to launch.
+    missing_programs: set[str] = attrs.field(factory=set)
 
 
 class Cluster:
@@ -273,6 +275,14 @@ class Cluster:
             )
         )
         self.touch(obj)
+        program = obj.spec.command[0] if obj.spec.command else ""
+        if program in self.faults.missing_programs:
+            # As a real launcher: the program cannot be started, so the run fails at once and
+            # the launch is to blame, whatever status a shell would give for it (126, 127).
+            detail = f"cannot start {program}: no such program on {', '.join(nodes)}"
+            self.end_execution(
+                obj, execution, Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, detail)
+            )
         return execution
 
     def running(self, ref: ObjectRef, what: str) -> tuple[MemObject, MemExecution]:

@@ -143,7 +143,8 @@ class MemoryEnv:
 
     def launch_fail(self, ref: ObjectRef) -> None:
         """The launcher cannot start the processes. A pending object gets an execution that
-        ends at once; a running one ends."""
+        ends at once; a running one ends. (:meth:`remove_program` makes every execution of a
+        spec naming one program fail like this as it begins.)"""
         with self._cluster.lock:
             obj = self._cluster.get(ref)
             if obj.state is ObjectState.PENDING:
@@ -152,6 +153,14 @@ class MemoryEnv:
                 ref,
                 Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, "the launcher failed"),
             )
+
+    def remove_program(self, program: str) -> None:
+        """The nodes have no ``program``: every execution of a spec whose command starts with
+        it fails to launch as it begins (``launch-failed``, scheduler), as a real launcher's
+        failed exec does. An application's own exit of 126 or 127 is :meth:`fail`'s: it stays
+        ``non-zero-exit``."""
+        with self._cluster.lock:
+            self._cluster.faults.missing_programs.add(program)
 
     # ------------------------------------------------------------------ faults
 
