@@ -195,3 +195,21 @@ def test_the_config_reference_has_every_key_of_every_installed_adapter() -> None
         for key in (entry.schema or {}).get("properties", {}):
             assert f"| `{key}` |" in page, f"{entry.name}.{key} is not in the config reference"
     assert 'adapter = "local"' in page, "the file's own example is missing"
+
+
+def test_the_shipped_systemd_unit_runs_the_supervise_command() -> None:
+    import configparser
+
+    from jobdispatch_cli.main import cli
+
+    path = ROOT / "packages/cli/src/jobdispatch_cli/systemd/jobdispatch-supervise.service"
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # keep the keys' case (ExecStart, not execstart)
+    unit.read_string(path.read_text(encoding="utf-8"))
+    argv = unit["Service"]["ExecStart"].split()
+    assert argv[0].endswith("/jobdispatch") and argv[1] == "supervise", argv
+    assert "supervise" in getattr(cli, "commands", {}), "the unit runs a command that is gone"
+    assert unit["Service"]["KillSignal"] == "SIGTERM", "supervise stops cleanly on SIGTERM only"
+    assert unit["Install"]["WantedBy"] == "default.target", "a user unit is wanted by default"
+    page = (DOCS / "how-to" / "supervise-service.md").read_text(encoding="utf-8")
+    assert path.relative_to(ROOT).as_posix() in page, "the how-to does not include the unit"

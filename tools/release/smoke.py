@@ -77,6 +77,12 @@ def main(adapter: str) -> None:
             fail(f"{adapter} declares SPI {adapters[adapter]['spi']}, core {ADAPTER_SPI}")
         print(f"smoke: {adapter} listed, from {adapters[adapter]['provider']}, SPI {ADAPTER_SPI}")
 
+        from importlib import resources
+
+        unit = resources.files("jobdispatch_cli") / "systemd" / "jobdispatch-supervise.service"
+        if not unit.is_file():
+            fail("the jobdispatch-cli wheel does not carry its systemd unit")
+
         job = os.environ.get("JOBDISPATCH_SMOKE_JOB")
         if not job:
             fail("JOBDISPATCH_SMOKE_JOB names no job file")
