@@ -149,7 +149,8 @@ def _interpreter(session: nox.Session, version: str) -> str:
     ``JOBDISPATCH_PYTHON_<MAJOR>_<MINOR>`` names one explicitly; otherwise pyenv's versions and
     then the PATH are searched (a pyenv shim is resolved to the binary behind it).
     """
-    named = os.environ.get(f"JOBDISPATCH_PYTHON_{version.replace('.', '_')}")
+    variable = f"JOBDISPATCH_PYTHON_{version.replace('.', '_')}"
+    named = os.environ.get(variable)
     candidates = [named] if named else []
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     candidates += [str(p) for p in sorted(pyenv.glob(f"{version}.*/bin/python{version}"))]
@@ -161,17 +162,16 @@ def _interpreter(session: nox.Session, version: str) -> str:
             text=True,
             check=False,
         )
-        lines = probe.stdout.split()
+        lines = probe.stdout.splitlines()
         if probe.returncode == 0 and len(lines) == 2 and lines[1].startswith(f"{version}."):
             return lines[0]
-    session.error(
-        f"no Python {version} on this machine (set JOBDISPATCH_PYTHON_{version[0]}_{version[2:]})"
-    )
+    session.error(f"no Python {version} on this machine (name one in {variable})")
     raise AssertionError  # session.error raises; this line tells type checkers so
 
 
-def _fresh_project_env(session: nox.Session, name: str, python: str, *sync: str) -> Path:
-    """Sync the workspace into .nox/NAME for ``python``, apart from .venv, and return its bin/."""
+def _fresh_project_env(session: nox.Session, name: str, python: str) -> Path:
+    """Sync the workspace into .nox/NAME for ``python`` from uv.lock as it is, apart from .venv,
+    and return its bin/."""
     env = ROOT / ".nox" / name
     session.run(
         _uv(),
@@ -180,7 +180,7 @@ def _fresh_project_env(session: nox.Session, name: str, python: str, *sync: str)
         "--all-packages",
         "--python",
         python,
-        *sync,
+        "--frozen",
         env={"UV_PROJECT_ENVIRONMENT": str(env), "UV_PYTHON_DOWNLOADS": "never"},
     )
     return env / "bin"
@@ -190,9 +190,7 @@ def _fresh_project_env(session: nox.Session, name: str, python: str, *sync: str)
 @nox.parametrize("version", PYTHONS)
 def python(session: nox.Session, version: str) -> None:
     """The unit suites on another Python, in its own environment synced from uv.lock."""
-    bin_dir = _fresh_project_env(
-        session, f"py{version}", _interpreter(session, version), "--frozen"
-    )
+    bin_dir = _fresh_project_env(session, f"py{version}", _interpreter(session, version))
     suites = [str(MEMBERS[p] / "tests") for p in PYTHON_SUITES]
     session.run(str(bin_dir / "pytest"), "-q", "-p", "no:cacheprovider", *suites, *session.posargs)
 
