@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import nox
@@ -17,7 +19,21 @@ import nox
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "none"
 nox.options.error_on_external_run = False
-nox.options.sessions = ["lint", "typecheck", "tests", "integration", "docs", "sim", "mutants"]
+# What ./dev test (and so CI) runs. python, lowest and build add about 16 minutes to a run of
+# 10-15, well inside CI's 90: measured on the shared 2-core machine at load 10-20, python 3.12
+# 4m37s and 3.13 4m11s (679 tests each), lowest 5m18s (822 tests), build 2m09s.
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "integration",
+    "docs",
+    "sim",
+    "mutants",
+    "python",
+    "lowest",
+    "build",
+]
 
 
 def _members() -> dict[str, Path]:
@@ -35,6 +51,9 @@ def _members() -> dict[str, Path]:
 
 
 MEMBERS = _members()
+#: The interpreter behind the workspace environment (fresh environments are made from it, not
+#: from .venv's own python, which is a link into one).
+BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
 STRICT = ["core", "supervise"]
 
 
@@ -77,8 +96,9 @@ def docs(session: nox.Session) -> None:
     The docs tools are a dependency group of their own (not in every environment), so they are
     added here without removing anything (``--inexact``); a later bootstrap drops them again.
     """
-    uv = os.environ.get("UV") or shutil.which("uv") or str(ROOT / ".bootstrap" / "bin" / "uv")
-    session.run(uv, "sync", "--quiet", "--frozen", "--inexact", "--all-packages", "--group", "docs")
+    session.run(
+        _uv(), "sync", "--quiet", "--frozen", "--inexact", "--all-packages", "--group", "docs"
+    )
     session.run(
         "mkdocs", "build", "--strict", "--site-dir", "site", env={"NO_MKDOCS_2_WARNING": "1"}
     )
@@ -112,12 +132,173 @@ def bench(session: nox.Session) -> None:
         session.run(sys.executable, str(script), *session.posargs, env={"PYTHONHASHSEED": "0"})
 
 
+def _uv() -> str:
+    """The uv the bootstrap installed, unless one is named or on the PATH."""
+    return os.environ.get("UV") or shutil.which("uv") or str(ROOT / ".bootstrap" / "bin" / "uv")
+
+
+#: The Pythons CI tests: the workspace environment's own (3.11, the oldest supported) and these,
+#: each in an environment of its own synced from the same uv.lock. The classifiers name the same.
+PYTHONS = ["3.12", "3.13"]
+#: The suites each extra Python runs; the rest depend on nothing version-specific beyond these.
+PYTHON_SUITES = ["core", "supervise", "cli", "records-lmdb", "local", "conformance"]
+
+
+def _interpreter(session: nox.Session, version: str) -> str:
+    """A real interpreter of ``version`` already on this machine; uv never downloads one.
+
+    ``JOBDISPATCH_PYTHON_<MAJOR>_<MINOR>`` names one explicitly; otherwise pyenv's versions and
+    then the PATH are searched (a pyenv shim is resolved to the binary behind it).
+    """
+    variable = f"JOBDISPATCH_PYTHON_{version.replace('.', '_')}"
+    named = os.environ.get(variable)
+    candidates = [named] if named else []
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates += [str(p) for p in sorted(pyenv.glob(f"{version}.*/bin/python{version}"))]
+    candidates += [shutil.which(f"python{version}") or ""]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.executable); print(sys.version[:5])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = probe.stdout.splitlines()
+        if probe.returncode == 0 and len(lines) == 2 and lines[1].startswith(f"{version}."):
+            return lines[0]
+    session.error(f"no Python {version} on this machine (name one in {variable})")
+    raise AssertionError  # session.error raises; this line tells type checkers so
+
+
+def _fresh_project_env(session: nox.Session, name: str, python: str) -> Path:
+    """Sync the workspace into .nox/NAME for ``python`` from uv.lock as it is, apart from .venv,
+    and return its bin/."""
+    env = ROOT / ".nox" / name
+    session.run(
+        _uv(),
+        "sync",
+        "--quiet",
+        "--all-packages",
+        "--python",
+        python,
+        "--frozen",
+        env={"UV_PROJECT_ENVIRONMENT": str(env), "UV_PYTHON_DOWNLOADS": "never"},
+    )
+    return env / "bin"
+
+
+@nox.session
+@nox.parametrize("version", PYTHONS)
+def python(session: nox.Session, version: str) -> None:
+    """The unit suites on another Python, in its own environment synced from uv.lock."""
+    bin_dir = _fresh_project_env(session, f"py{version}", _interpreter(session, version))
+    suites = [str(MEMBERS[p] / "tests") for p in PYTHON_SUITES]
+    session.run(str(bin_dir / "pytest"), "-q", "-p", "no:cacheprovider", *suites, *session.posargs)
+
+
+@nox.session
+def lowest(session: nox.Session) -> None:
+    """Every member's own tests with each direct dependency at its declared floor.
+
+    The floors in the pyproject files are promises to users who share an environment with
+    other software; this resolves them (uv's ``lowest-direct``) into an environment of its
+    own, leaving uv.lock and .venv alone, and runs the suites there.
+    """
+    env = ROOT / ".nox" / "lowest"
+    shutil.rmtree(env, ignore_errors=True)  # uv pip keeps what satisfies: start empty
+    uv_env = {"UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(env)}
+    session.run(_uv(), "venv", "--quiet", "--python", BASE_PYTHON, str(env), env=uv_env)
+    editable = [arg for path in MEMBERS.values() for arg in ("-e", str(path))]
+    dev = [r for r in _root_group("dev") if not r.startswith(("mypy", "ruff", "nox", "types-"))]
+    session.run(
+        _uv(),
+        "pip",
+        "install",
+        "--quiet",
+        "--resolution",
+        "lowest-direct",
+        *editable,
+        *dev,
+        env=uv_env,
+    )
+    session.run(_uv(), "pip", "list", env=uv_env)
+    suites = [str(p / "tests") for name, p in MEMBERS.items() if name != "sim"]
+    # The real-cluster Slurm tests take whole nodes for minutes and test the cluster, not the
+    # Python dependencies; the tests session runs them at the locked versions.
+    session.run(
+        str(env / "bin" / "pytest"),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not slurm",
+        *suites,
+        *session.posargs,
+    )
+
+
+def _root_group(name: str) -> list[str]:
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        return list(tomllib.load(f)["dependency-groups"][name])
+
+
+#: What a user installs for each adapter, as they would from PyPI: the command and the adapter.
+#: ``jobdispatch-cli`` alone gives the local adapter (it depends on it).
+SMOKE = {"local": ["jobdispatch-cli"], "slurm": ["jobdispatch-cli", "jobdispatch-slurm"]}
+
+
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build every member's sdist and wheel into dist/."""
+    """Build every published member into dist/, check it, and smoke-test the wheels.
+
+    After the build and the metadata checks (tools/release/check_dists.py, with twine's),
+    each adapter gets a fresh virtual environment into which its user-facing distributions are
+    installed from dist/ and the package index only (no workspace, no editable install), then
+    ``jobdispatch plugins`` must list that adapter and ``jobdispatch plan`` must plan a job on it.
+    """
     out = ROOT / "dist"
-    for path in MEMBERS.values():
-        session.run("uv", "build", "--quiet", "--out-dir", str(out), str(path))
+    shutil.rmtree(out, ignore_errors=True)
+    for name, path in MEMBERS.items():
+        if name != "sim":  # private: Private :: Do Not Upload
+            session.run(_uv(), "build", "--quiet", "--out-dir", str(out), str(path))
+    session.run(
+        _uv(), "sync", "--quiet", "--frozen", "--inexact", "--all-packages", "--group", "release"
+    )
+    session.run(sys.executable, str(ROOT / "tools" / "release" / "check_dists.py"), str(out))
+    for adapter, distributions in SMOKE.items():
+        _smoke(session, out, adapter, distributions)
+
+
+def _name(wheel: Path) -> str:
+    """The distribution name of a wheel file (``jobdispatch_cli-0.1-py3-none-any.whl``)."""
+    return wheel.name.split("-", 1)[0].replace("_", "-")
+
+
+def _smoke(session: nox.Session, dist: Path, adapter: str, distributions: list[str]) -> None:
+    env = ROOT / ".nox" / f"smoke-{adapter}"
+    shutil.rmtree(env, ignore_errors=True)
+    uv_env = {"UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(env)}
+    session.run(_uv(), "venv", "--quiet", "--python", BASE_PYTHON, str(env), env=uv_env)
+    # The wheels keep their version between builds (and reproducible timestamps), so uv's cache
+    # would hand back an older build of the same name: refresh every one of ours.
+    ours = [arg for w in sorted(dist.glob("*.whl")) for arg in ("--refresh-package", _name(w))]
+    session.run(
+        _uv(),
+        "pip",
+        "install",
+        "--quiet",
+        *ours,
+        "--find-links",
+        str(dist),
+        *distributions,
+        env=uv_env,
+    )
+    session.run(
+        str(env / "bin" / "python"),
+        str(ROOT / "tools" / "release" / "smoke.py"),
+        adapter,
+        env={"JOBDISPATCH_SMOKE_JOB": str(ROOT / "examples" / "train.toml")},
+    )
 
 
 if os.environ.get("NOX_DEBUG_MEMBERS"):

@@ -57,6 +57,23 @@ def _mkdocs_config() -> dict[str, Any]:
     return config
 
 
+def _hook(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"mkdocs_hook_{Path(path).stem}", ROOT / path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _generated_pages(config: dict[str, Any]) -> set[str]:
+    """Pages the hooks write while the site builds (docs/hooks/generated.py), not on disk."""
+    return {
+        page
+        for hook in config.get("hooks", [])
+        for page in getattr(_hook(hook), "GENERATED_PAGES", {})
+    }
+
+
 def _nav_after_hooks(config: dict[str, Any]) -> list[Any]:
     """The navigation as mkdocs gets it: mkdocs.yml's, after the configured hooks ran."""
     config = dict(config, docs_dir=str(ROOT / config.get("docs_dir", "docs")))
@@ -99,6 +116,7 @@ def test_every_page_is_in_the_navigation() -> None:
         for p in DOCS.rglob("*.md")
         if not any(p.relative_to(DOCS).as_posix().startswith(e) for e in excluded if e)
     }
+    on_disk |= _generated_pages(config)
     assert not on_disk - pages, f"pages no navigation links to: {sorted(on_disk - pages)}"
     assert not pages - on_disk, f"navigation entries with no page: {sorted(pages - on_disk)}"
 
@@ -149,3 +167,49 @@ def test_the_readme_quick_start_is_two_commands() -> None:
         if line.strip() and not line.lstrip().startswith("#")
     ]
     assert len(commands) == 2, f"the quick start is {len(commands)} commands: {commands}"
+
+
+def test_the_command_reference_has_every_command_and_option() -> None:
+    import click
+    from jobdispatch_cli.main import cli
+
+    page = _hook("docs/hooks/generated.py").cli_page()
+    assert isinstance(cli, click.Group)
+    for name, command in cli.commands.items():
+        assert f"## jobdispatch {name} " in page, f"jobdispatch {name} is not in the reference"
+        for param in command.params:
+            for opt in getattr(param, "opts", []):
+                if opt.startswith("-"):
+                    assert opt in page, f"jobdispatch {name} {opt} is not in the reference"
+
+
+def test_the_config_reference_has_every_key_of_every_installed_adapter() -> None:
+    from jobdispatch import plugins
+
+    loaded = plugins.load()
+    page = _hook("docs/hooks/generated.py").config_page(loaded)
+    adapters = list(loaded.registry("adapter"))
+    assert {"local", "slurm"} <= {e.name for e in adapters}
+    for entry in adapters:
+        assert f"### `{entry.name}`" in page
+        for key in (entry.schema or {}).get("properties", {}):
+            assert f"| `{key}` |" in page, f"{entry.name}.{key} is not in the config reference"
+    assert 'adapter = "local"' in page, "the file's own example is missing"
+
+
+def test_the_shipped_systemd_unit_runs_the_supervise_command() -> None:
+    import configparser
+
+    from jobdispatch_cli.main import cli
+
+    path = ROOT / "packages/cli/src/jobdispatch_cli/systemd/jobdispatch-supervise.service"
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # keep the keys' case (ExecStart, not execstart)
+    unit.read_string(path.read_text(encoding="utf-8"))
+    argv = unit["Service"]["ExecStart"].split()
+    assert argv[0].endswith("/jobdispatch") and argv[1] == "supervise", argv
+    assert "supervise" in getattr(cli, "commands", {}), "the unit runs a command that is gone"
+    assert unit["Service"]["KillSignal"] == "SIGTERM", "supervise stops cleanly on SIGTERM only"
+    assert unit["Install"]["WantedBy"] == "default.target", "a user unit is wanted by default"
+    page = (DOCS / "how-to" / "supervise-service.md").read_text(encoding="utf-8")
+    assert path.relative_to(ROOT).as_posix() in page, "the how-to does not include the unit"

@@ -8,6 +8,8 @@ from importlib import metadata
 
 import jobdispatch
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from jobdispatch import AlreadyRegistered, NotFound, ValidationError, plugins
 
 
@@ -39,6 +41,7 @@ def test_a_plugin_declared_by_an_installed_distribution_is_discovered(distributi
         @hookimpl
         def jobdispatch_register_adapters(registry):
             registry.add("fake", lambda config, token: ("fake", config), summary="a fake",
+                         spi="1.0",
                          schema={"type": "object", "properties": {"depth": {"type": "integer"}}})
     """,
     )
@@ -58,7 +61,7 @@ def test_a_second_registration_of_a_name_is_refused_and_the_first_stays(distribu
 
         @hookimpl
         def jobdispatch_register_adapters(registry):
-            registry.add("memory", lambda config, token: "stolen")
+            registry.add("memory", lambda config, token: "stolen", spi="1.0")
     """,
     )
     loaded = plugins.load()
@@ -67,9 +70,9 @@ def test_a_second_registration_of_a_name_is_refused_and_the_first_stays(distribu
     failure = next(f for f in loaded.failures if f.plugin == "jdtest-thief")
     assert "already registered" in failure.error
     registry = plugins.Registry("adapter")
-    registry.add("x", lambda: 1)
+    registry.add("x", lambda: 1, spi="1.0")
     with pytest.raises(AlreadyRegistered):
-        registry.add("x", lambda: 2)
+        registry.add("x", lambda: 2, spi="1.0")
     assert registry.get("x").factory() == 1
 
 
@@ -90,7 +93,7 @@ def test_blocked_plugins_are_not_loaded(distribution):
 
         @hookimpl
         def jobdispatch_register_adapters(registry):
-            registry.add("fake2", lambda config, token: None)
+            registry.add("fake2", lambda config, token: None, spi="1.0")
     """,
     )
     loaded = plugins.load(env={"JOBDISPATCH_DISABLED_PLUGINS": "jdtest-fake2"})
@@ -128,7 +131,7 @@ def test_the_token_callable_reaches_the_adapter_uncalled(distribution):
 
         @hookimpl
         def jobdispatch_register_adapters(registry):
-            registry.add("tok", lambda config, token: token)
+            registry.add("tok", lambda config, token: token, spi="1.0")
     """,
     )
     calls = []
@@ -143,3 +146,59 @@ def test_the_token_callable_reaches_the_adapter_uncalled(distribution):
     finally:
         plugins.reset_default()
     assert got is token and calls == []
+
+
+def _adapter_declaring(spi: str | None) -> str:
+    argument = "" if spi is None else f", spi={spi!r}"
+    return f"""
+        from jobdispatch.hookspecs import hookimpl
+
+        @hookimpl
+        def jobdispatch_register_adapters(registry):
+            registry.add("versioned", lambda config, token: None{argument})
+    """
+
+
+@pytest.mark.parametrize(
+    ("declared", "says"),
+    [
+        ("2.0", "was written for adapter SPI 2.0"),
+        ("0.9", "was written for adapter SPI 0.9"),
+        (f"1.{int(plugins.ADAPTER_SPI.split('.')[1]) + 1}", "was written for adapter SPI 1."),
+        (None, "declares no adapter SPI version"),
+        ("one", "MAJOR.MINOR"),
+    ],
+)
+def test_an_adapter_for_another_spi_is_refused_naming_both_versions(distribution, declared, says):
+    distribution("jdtest-versioned", "jdtest_versioned", _adapter_declaring(declared))
+    loaded = plugins.load()
+    assert "versioned" not in loaded.registry("adapter")
+    failure = next(f for f in loaded.failures if f.plugin == "jdtest-versioned")
+    assert "IncompatibleAdapter" in failure.error and says in failure.error, failure.error
+    assert "jdtest-versioned 1.0" in failure.error
+    if declared is not None and declared != "one":
+        core = metadata.version("jobdispatch")
+        assert f"jobdispatch {core} speaks adapter SPI {plugins.ADAPTER_SPI}" in failure.error
+    assert "memory" in loaded.registry("adapter"), "one refused adapter stopped the others"
+
+
+def test_an_adapter_for_an_older_minor_of_the_same_spi_is_accepted(distribution):
+    major = plugins.ADAPTER_SPI.split(".")[0]
+    distribution("jdtest-versioned", "jdtest_versioned", _adapter_declaring(f"{major}.0"))
+    entry = plugins.load().registry("adapter").get("versioned")
+    assert entry.spi == f"{major}.0"
+    assert plugins.load().registry("adapter").get("memory").spi == plugins.ADAPTER_SPI
+
+
+@given(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5))
+def test_spi_compatibility_is_same_major_and_no_newer_minor(dmaj, dmin, smaj, smin):
+    fits = plugins.spi_compatible(f"{dmaj}.{dmin}", f"{smaj}.{smin}")
+    assert fits == (dmaj == smaj and dmin <= smin)
+    # A core always drives adapters written for exactly its own SPI.
+    assert plugins.spi_compatible(f"{smaj}.{smin}", f"{smaj}.{smin}")
+
+
+def test_other_kinds_carry_no_spi_version():
+    registry = plugins.Registry("record-store")
+    registry.add("x", lambda config: None)
+    assert registry.get("x").spi == ""

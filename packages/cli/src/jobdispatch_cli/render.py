@@ -319,15 +319,24 @@ def capabilities_table(
 
 
 def plugins_view(loaded: Plugins) -> RenderableType:
+    """Every registration with its provider; adapters also with the SPI version they declare,
+    under a line saying which SPI this core speaks, so a refused adapter's failure reads against
+    it."""
+    from jobdispatch.plugins import ADAPTER_SPI
+
     table = Table(show_edge=False)
     table.add_column("kind")
     table.add_column("name", style="bold")
     table.add_column("from")
+    table.add_column("spi")
     table.add_column("what", style="dim")
     for kind, registry in loaded.registries.items():
         for entry in registry:
-            table.add_row(kind, entry.name, entry.provider, entry.summary)
-    parts: list[RenderableType] = [table]
+            table.add_row(kind, entry.name, entry.provider, entry.spi, entry.summary)
+    parts: list[RenderableType] = [
+        Text(f"adapter SPI {ADAPTER_SPI} (jobdispatch {_core_version()})"),
+        table,
+    ]
     for failure in loaded.failures:
         parts.append(
             Text(f"failed: {failure.plugin} ({failure.distribution}): {failure.error}", style="red")
@@ -335,10 +344,24 @@ def plugins_view(loaded: Plugins) -> RenderableType:
     return Group(*parts)
 
 
+def _core_version() -> str:
+    from jobdispatch.__about__ import __version__
+
+    return __version__
+
+
 def plugins_data(loaded: Plugins) -> dict[str, Any]:
+    from jobdispatch.plugins import ADAPTER_SPI
+
     return {
+        "adapter_spi": ADAPTER_SPI,
+        "core_version": _core_version(),
         "registries": {
-            kind: [{"name": e.name, "provider": e.provider, "summary": e.summary} for e in registry]
+            kind: [
+                {"name": e.name, "provider": e.provider, "summary": e.summary}
+                | ({"spi": e.spi} if kind == "adapter" else {})
+                for e in registry
+            ]
             for kind, registry in loaded.registries.items()
         },
         "loaded": [{"plugin": p, "distribution": d} for p, d in loaded.loaded],

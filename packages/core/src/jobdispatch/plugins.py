@@ -4,6 +4,11 @@ Nothing here runs at import time. :func:`load` builds a manager in a fixed order
 names blocked by the environment, entry points, built-ins, ``check_pending``) and asks every
 plugin to register what it provides. A plugin that fails to import is recorded with its
 distribution and the reason, so ``jobdispatch plugins`` can show it, and the rest still load.
+
+Adapters are separately released distributions, so each says which version of the adapter SPI
+(:mod:`jobdispatch.spi`) it was written against, and registration refuses one this core cannot
+drive (:data:`ADAPTER_SPI`, :func:`spi_compatible`) instead of failing later, mid-job, with an
+``AttributeError``.
 """
 
 from __future__ import annotations
@@ -20,18 +25,28 @@ import attrs
 import pluggy
 
 from jobdispatch import hookspecs
-from jobdispatch.errors import AlreadyRegistered, NotFound
+from jobdispatch.errors import AlreadyRegistered, Invalid, NotFound
 
 __all__ = [
+    "ADAPTER_SPI",
     "ENTRY_POINT_GROUP",
     "KINDS",
     "Entry",
+    "IncompatibleAdapter",
     "LoadFailure",
     "Plugins",
     "Registry",
     "default",
     "load",
+    "spi_compatible",
 ]
+
+#: The version of the adapter SPI this core drives, ``MAJOR.MINOR``. A minor bump only adds
+#: (a new optional protocol, a new optional field), so an adapter written for 1.0 still works
+#: with a 1.3 core; a major bump changes or removes something adapters rely on. An adapter
+#: passes the version it was written for as ``registry.add(..., spi="1.0")``.
+ADAPTER_SPI = "1.0"
+BUILTIN_PROVIDER = "jobdispatch (built-in)"
 
 ENTRY_POINT_GROUP = "jobdispatch"
 #: Every kind of thing a plugin can register, and the hook that asks for it.
@@ -49,9 +64,41 @@ ONLY_ENV = "JOBDISPATCH_LOAD_PLUGINS"
 BUILTINS: tuple[str, ...] = ("jobdispatch._builtins",)
 
 
+class IncompatibleAdapter(Invalid):
+    """An adapter written for an adapter SPI this core does not speak (or that declares none)."""
+
+
+def _spi(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        msg = f"an adapter SPI version is MAJOR.MINOR, like {ADAPTER_SPI!r}; got {text!r}"
+        raise ValueError(msg)
+    return int(major), int(minor)
+
+
+def spi_compatible(declared: str, spoken: str = ADAPTER_SPI) -> bool:
+    """Whether a core speaking SPI ``spoken`` can drive an adapter written for ``declared``.
+
+    The majors must be equal and the adapter's minor at most the core's: a newer core keeps
+    everything an older minor had, an older core lacks what a newer minor added.
+    """
+    (d_major, d_minor), (s_major, s_minor) = _spi(declared), _spi(spoken)
+    return d_major == s_major and d_minor <= s_minor
+
+
+def _core_version() -> str:
+    try:
+        return metadata.version("jobdispatch")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+        return "unknown version"
+
+
 @attrs.frozen
 class Entry:
-    """One registered thing: its name, how to build it, and who provided it."""
+    """One registered thing: its name, how to build it, and who provided it.
+
+    ``spi`` is the adapter SPI version an adapter was written for; empty for other kinds.
+    """
 
     kind: str
     name: str
@@ -59,6 +106,7 @@ class Entry:
     schema: Mapping[str, Any] | None = None
     summary: str = ""
     provider: str = ""
+    spi: str = ""
 
 
 @attrs.frozen
@@ -85,16 +133,52 @@ class Registry:
         *,
         schema: Mapping[str, Any] | None = None,
         summary: str = "",
+        spi: str | None = None,
     ) -> None:
-        """Register ``name``; a name taken already is AlreadyRegistered and the first stays."""
+        """Register ``name``; a name taken already is AlreadyRegistered and the first stays.
+
+        An adapter must say which adapter SPI it was written for (``spi="1.0"``); one this core
+        cannot drive, or one that says nothing, is :class:`IncompatibleAdapter` and is not
+        registered. The core's own adapters speak :data:`ADAPTER_SPI` by definition.
+        """
         if not name or not isinstance(name, str):
             msg = f"{self.kind} name must be a non-empty string, got {name!r}"
             raise ValueError(msg)
+        declared = ""
+        if self.kind == "adapter":
+            declared = self._check_spi(name, spi)
         if name in self._entries:
             first = self._entries[name].provider or "an earlier registration"
             msg = f"{self.kind} {name!r} is registered already (by {first})"
             raise AlreadyRegistered(msg)
-        self._entries[name] = Entry(self.kind, name, factory, schema, summary, self._provider)
+        self._entries[name] = Entry(
+            self.kind, name, factory, schema, summary, self._provider, declared
+        )
+
+    def _check_spi(self, name: str, spi: str | None) -> str:
+        if spi is None and self._provider == BUILTIN_PROVIDER:
+            return ADAPTER_SPI
+        who = f"adapter {name!r} ({self._provider or 'unknown distribution'})"
+        core = f"jobdispatch {_core_version()} speaks adapter SPI {ADAPTER_SPI}"
+        if spi is None:
+            msg = (
+                f"{who} declares no adapter SPI version; {core}: the adapter must pass "
+                f"spi={ADAPTER_SPI!r} to registry.add"
+            )
+            raise IncompatibleAdapter(msg)
+        try:
+            fits = spi_compatible(spi, ADAPTER_SPI)
+        except ValueError as exc:
+            msg = f"{who}: {exc}"
+            raise IncompatibleAdapter(msg) from None
+        if not fits:
+            msg = (
+                f"{who} was written for adapter SPI {spi}; {core}: install a release of "
+                f"that adapter written for SPI {_spi(ADAPTER_SPI)[0]}.x, or a jobdispatch "
+                f"that speaks SPI {spi}"
+            )
+            raise IncompatibleAdapter(msg)
+        return spi
 
     def get(self, name: str) -> Entry:
         """The entry registered as ``name``; :class:`NotFound` lists the names there are."""
@@ -187,8 +271,8 @@ def load(
     for module_name in BUILTINS:
         module = __import__(module_name, fromlist=["_"])
         pm.register(module, name=f"builtin:{module_name}")
-        owners[id(module)] = "jobdispatch (built-in)"
-        loaded.append((module_name, "jobdispatch (built-in)"))
+        owners[id(module)] = BUILTIN_PROVIDER
+        loaded.append((module_name, BUILTIN_PROVIDER))
     for i, plugin in enumerate(extra):
         pm.register(plugin, name=f"extra:{i}")
         owners[id(plugin)] = getattr(plugin, "__name__", f"extra plugin {i}")

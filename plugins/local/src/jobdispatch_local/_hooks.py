@@ -25,4 +25,7 @@ def jobdispatch_register_adapters(registry: Registry) -> None:
         _local_backend,
         schema=CONFIG_SCHEMA,
         summary="real processes on this machine, one runner per object: the embedded default",
+        # The SPI version this adapter was written and tested against: a literal, never the
+        # core's constant, or the check at registration could not fail.
+        spi="1.0",
     )

@@ -25,4 +25,7 @@ def jobdispatch_register_adapters(registry: Registry) -> None:
         _slurm_backend,
         schema=CONFIG_SCHEMA,
         summary="Slurm through sbatch, squeue, sacct and scontrol, on this machine or over SSH",
+        # The SPI version this adapter was written and tested against: a literal, never the
+        # core's constant, or the check at registration could not fail.
+        spi="1.0",
     )

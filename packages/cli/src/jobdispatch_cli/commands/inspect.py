@@ -188,7 +188,11 @@ def register(group: click.Group) -> None:
     @json_option
     @pass_app
     def plugins(app: App, as_json: bool) -> None:
-        """What loaded (adapters, record stores, sinks...), from where, and what failed and why."""
+        """What loaded (adapters, record stores, sinks...), from where, and what failed and why.
+
+        Adapters show the adapter SPI version they were written for, beside the one this core
+        speaks; one this core cannot drive is refused and listed as failed, naming both.
+        """
         loaded = jobdispatch.plugins.load()
         if as_json:
             print_json(app, plugins_data(loaded))
