@@ -141,14 +141,15 @@ def test_config_errors_name_the_key_and_line(invoke: Invoke, home: Path) -> None
 
 
 def test_clusters_and_the_local_group_on_another_adapter(invoke: Invoke, home: Path) -> None:
+    pytest.importorskip("jobdispatch_slurm")
     config = home / "config" / "jobdispatch" / "config.toml"
-    config.write_text(config.read_text() + '[clusters.mem]\nadapter = "memory"\n')
+    config.write_text(config.read_text() + '[clusters.hpc]\nadapter = "slurm"\n')
     data = invoke("clusters", "--json").json()
     assert {c["name"]: c["adapter"] for c in data["clusters"]} == {
         "local": "local",
-        "mem": "memory",
+        "hpc": "slurm",
     }
-    ran = invoke("--cluster", "mem", "local", "preempt", "jd-abc-1-1")
+    ran = invoke("--cluster", "hpc", "local", "preempt", "jd-abc-1-1")
     assert ran.code == 4 and "local cluster only" in ran.err
     assert invoke("local", "preempt", "nosuchjob").code == 3
 

@@ -87,7 +87,7 @@ nice = 1.5
     assert ("resources.memory_per_node", 4) in found
     assert ("resources.queue", 5) in found
     assert ("resources.gpu", 6) in found
-    assert ("resources.constraints", 7) in found
+    assert ("resources.constraints[0]", 7) in found  # the schema names the element
     assert ("resources.slurm.nice", 9) in found
 
 

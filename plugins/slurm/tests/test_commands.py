@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from jobdispatch.errors import OutcomeUnknown, Rejected, Unauthorized, Unreachable
@@ -123,3 +124,33 @@ def test_hooks_module_is_cheap_to_import():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_the_ssh_command_line_is_strict_and_keeps_every_word(tmp_path):
+    """No sshd needed: what the transport asks of the OpenSSH client."""
+    from jobdispatch_slurm.transport import SshTransport
+
+    t = SshTransport(host="login", user="alice", port=2200, key_filename="/k", jump="bastion")
+    words = ["printf", "%s", "a b", "$(rm -rf /)", "it's", ""]
+    argv = t.ssh_argv(words)
+    assert argv[-3:-1] == ["--", "login"]
+    import shlex
+
+    assert shlex.split(argv[-1]) == ["env", "TZ=UTC", *words]
+    opts = " ".join(argv[:-3])
+    assert "StrictHostKeyChecking=yes" in opts and "BatchMode=yes" in opts
+    assert "-i /k -o IdentitiesOnly=yes" in opts and "-J bastion" in opts
+    assert "-l alice -p 2200" in opts and "ControlMaster=no" in opts
+
+
+def test_accepting_unknown_hosts_never_touches_the_sites_file(tmp_path):
+    from jobdispatch_slurm.transport import SshTransport
+
+    known = tmp_path / "known_hosts"
+    known.write_text("[h]:22 ssh-ed25519 AAAA\n")
+    t = SshTransport(host="h", known_hosts=str(known), accept_unknown_hosts=True)
+    opts = t.ssh_argv(["true"])
+    assert "StrictHostKeyChecking=accept-new" in opts
+    (copy,) = [o.split("=", 1)[1] for o in opts if o.startswith("UserKnownHostsFile=")]
+    assert copy != str(known)
+    assert Path(copy).read_text() == known.read_text()

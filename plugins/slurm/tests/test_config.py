@@ -22,6 +22,12 @@ from jobdispatch_slurm.config import Settings
         ({"signal": "USR1; rm -rf /"}, "signal"),
         ({"partition": "a b"}, "partition"),
         ({"transport": "ssh"}, "ssh"),
+        # Nothing can be read by ssh as an option, nor passed to it free-form.
+        ({"transport": "ssh", "ssh": {"host": "-oProxyCommand=x"}}, "ssh.host"),
+        ({"transport": "ssh", "ssh": {"host": "h", "user": "-l"}}, "ssh.user"),
+        ({"transport": "ssh", "ssh": {"host": "h", "jump": "-oProxyCommand=x"}}, "ssh.jump"),
+        ({"transport": "ssh", "ssh": {"host": "h", "jump": "a b"}}, "ssh.jump"),
+        ({"transport": "ssh", "ssh": {"host": "h", "options": {"X": "y"}}}, "ssh.options"),
     ],
 )
 def test_unknown_or_unsafe_settings_are_refused(config, path):
@@ -41,3 +47,16 @@ def test_registered_through_the_entry_point():
     backend = entry.factory({"transport": "local", "user": "someone"}, None)
     assert backend.name == "slurm"
     assert backend.user() == "someone"
+
+
+def test_an_alias_alone_is_enough_for_ssh():
+    s = Settings.from_config(
+        {"transport": "ssh", "ssh": {"host": "hpc-login", "jump": "alice@bastion:2200"}}
+    )
+    assert s.ssh is not None
+    assert (s.ssh.host, s.ssh.user, s.ssh.port, s.ssh.jump) == (
+        "hpc-login",
+        None,
+        None,
+        "alice@bastion:2200",
+    )

@@ -27,28 +27,43 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import attrs
 from jobdispatch.config import validate_config
 from jobdispatch.errors import NotFound, ValidationError
-from jobdispatch.plugins import Plugins, Registry
+from jobdispatch.plugins import BLOCKED_ENV, ENTRY_POINT_GROUP, ONLY_ENV, Plugins, Registry
 
 from jobdispatch_cli.jobfile import FileError, FileProblem, NoSuchFile, parse_toml
 from jobdispatch_cli.locate import line_of
 
 __all__ = [
+    "ADAPTER_DISTRIBUTIONS",
     "DEFAULT_CLUSTER",
+    "TEST_ONLY_ADAPTERS",
     "Cluster",
     "Config",
     "EscalationSink",
     "config_path",
     "load_config",
+    "missing_adapter",
     "state_home",
+    "user_adapters",
 ]
 
 DEFAULT_CLUSTER = "local"
+#: The first-party adapters and the distribution that brings each: with only jobdispatch-cli
+#: installed, a cluster of another one is told what to install rather than "no such adapter".
+ADAPTER_DISTRIBUTIONS: Mapping[str, str] = {
+    "local": "jobdispatch-local",
+    "slurm": "jobdispatch-slurm",
+    "kubeflow": "jobdispatch-kubeflow",
+}
+#: Adapters registered for tests that are not clusters anyone runs jobs on: the core's
+#: in-process memory scheduler forgets everything when the command exits.
+TEST_ONLY_ADAPTERS = frozenset({"memory"})
 _TOP_KEYS = ("default_cluster", "store", "clusters", "escalations")
 #: The sink every supervisor of the command delivers to, configured or not.
 LOG_SINK = "log"
@@ -150,9 +165,14 @@ def load_config(
         problem("clusters", "must be a table of clusters ([clusters.NAME])")
         raw_clusters = {}
     adapters = plugins.registry("adapter")
+    offered = user_adapters(plugins)
     for name, raw in raw_clusters.items():
+        chosen = raw.get("adapter") if isinstance(raw, dict) else None
+        if isinstance(chosen, str) and chosen not in offered:
+            problem(f"clusters.{name}.adapter", missing_adapter(plugins, chosen))
+            continue
         checked = _plugin_table(
-            adapters, raw, f"clusters.{name}", "adapter", f"cluster {name!r}", problem
+            adapters, raw, f"clusters.{name}", "adapter", f"cluster {name!r}", problem, offered
         )
         if checked is not None:
             adapter, settings = checked
@@ -186,6 +206,36 @@ def load_config(
     )
 
 
+def user_adapters(plugins: Plugins) -> list[str]:
+    """The adapters a cluster may name: every registered one but the test-only ones."""
+    return [n for n in plugins.registry("adapter").names() if n not in TEST_ONLY_ADAPTERS]
+
+
+def missing_adapter(plugins: Plugins, name: str) -> str:
+    """Why no cluster can use adapter ``name``, and what to do about it."""
+    offered = ", ".join(user_adapters(plugins)) or "none"
+    if name in TEST_ONLY_ADAPTERS:
+        return (
+            f"adapter {name!r} is an in-process scheduler for tests, not a cluster "
+            f"(adapters: {offered})"
+        )
+    for failure in plugins.failures:
+        if failure.plugin == name:
+            return (
+                f"adapter {name!r} is installed ({failure.distribution}) but failed to load: "
+                f"{failure.error} (see `jobdispatch plugins`)"
+            )
+    installed = {ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    if name in installed:
+        return (
+            f"adapter {name!r} is installed but not loaded: {BLOCKED_ENV} or {ONLY_ENV} "
+            "leaves it out"
+        )
+    if name in ADAPTER_DISTRIBUTIONS:
+        return f"adapter {name!r} is not installed: pip install {ADAPTER_DISTRIBUTIONS[name]}"
+    return f"no adapter named {name!r} (adapters: {offered})"
+
+
 def _escalations(
     plugins: Plugins, raw: Any, file: str, problem: Callable[[str, str], None]
 ) -> tuple[EscalationSink, ...]:
@@ -217,6 +267,7 @@ def _plugin_table(
     key: str,
     subject: str,
     problem: Callable[[str, str], None],
+    offered: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]] | None:
     """A ``[section.NAME]`` table (at ``at``) that names a registered plugin under ``key``,
     the rest being that plugin's settings, checked against its schema. The plugin's name and
@@ -226,7 +277,8 @@ def _plugin_table(
         return None
     chosen = table.get(key)
     if not isinstance(chosen, str):
-        problem(f"{at}.{key}", f"is required: one of {', '.join(registry.names())}")
+        names = registry.names() if offered is None else offered
+        problem(f"{at}.{key}", f"is required: one of {', '.join(names)}")
         return None
     settings = {k: v for k, v in table.items() if k != key}
     try:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import getpass
 import os
+from collections.abc import Collection, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import jobdispatch
 from jobdispatch import plugins
 from jobdispatch.errors import Invalid, ReadOnly
 from jobdispatch.records.store import Records
-from jobdispatch.types import Actor
+from jobdispatch.types import Actor, JobID, State
 from rich.console import Console
 
 from jobdispatch_cli.config import Cluster, Config, load_config
@@ -119,6 +121,25 @@ class App:
                     raise
                 self._store = LmdbRecords(str(self.store_dir), readonly=True)
         return self._store
+
+    def job(self, word: str) -> JobID:
+        """The job ``word`` names: an id, a unique id prefix or a name (see ``address``)."""
+        from jobdispatch_cli.address import resolve
+
+        return resolve(self.store(), word, datetime.now(UTC))
+
+    def select_jobs(
+        self,
+        words: Iterable[str],
+        *,
+        every: bool = False,
+        states: Collection[State] = (),
+        name: str | None = None,
+    ) -> list[JobID]:
+        """The jobs an action on several takes: each word resolved, or ``--all`` filtered."""
+        from jobdispatch_cli.address import select
+
+        return select(self.store(), words, datetime.now(UTC), every=every, states=states, name=name)
 
     def cluster(self) -> jobdispatch.Cluster:
         if self._cluster is None:

@@ -5,7 +5,8 @@ code   meaning
 =====  ==============================================================================
 0      done: the command did what was asked (``run``: the job succeeded)
 1      the job did not succeed: ``run`` saw it fail or be cancelled
-2      usage or input: a bad option, job file or configuration (the message names it)
+2      usage or input: a bad option, job file or configuration (the message names it), or
+       a JOB word that names several jobs (the matches are listed)
 3      not found: no such job, object, cluster, adapter or file
 4      refused: unsupported by the cluster, rejected by the plan, or the store is read-only
 5      unreachable or unavailable: the cluster or the store could not answer; try again

@@ -30,8 +30,9 @@ The keys mirror :class:`jobdispatch.JobSpec`::
     action = "resubmit"
     budget = 3
 
-Unknown keys are errors (a typo must not silently become a default), and every problem is
-reported at once, as ``FILE:LINE: FIELD: what is wrong``.
+The file is checked against the job file's JSON Schema (:mod:`jobdispatch_cli.jobschema`, shipped
+as ``schema/job.schema.json``): unknown keys are errors (a typo must not silently become a
+default), and every problem is reported at once, as ``FILE:LINE: FIELD: what is wrong``.
 
 A file is data, never a program: values nested deeper than :data:`MAX_DEPTH` are refused (a
 job file needs four levels, a configuration a few more), and so are YAML aliases that would
@@ -52,7 +53,6 @@ from typing import Any
 import attrs
 from jobdispatch.errors import Invalid, NotFound
 from jobdispatch.types import (
-    RECOVERABLE,
     Action,
     CauseKind,
     JobSpec,
@@ -64,6 +64,7 @@ from jobdispatch.types import (
 from jobdispatch.validate import problems as spec_problems
 
 from jobdispatch_cli.durations import parse_duration
+from jobdispatch_cli.jobschema import problems as schema_problems
 from jobdispatch_cli.locate import line_of, toml_lines, yaml_lines
 
 __all__ = [
@@ -84,34 +85,6 @@ __all__ = [
 MAX_DEPTH = 32
 #: How many nodes YAML aliases may add by repeating what they name, beyond the nodes written.
 MAX_ALIAS_EXPANSION = 10_000
-
-TOP_KEYS = (
-    "name",
-    "command",
-    "nodes",
-    "procs_per_node",
-    "time_limit",
-    "env",
-    "working_dir",
-    "output",
-    "image",
-    "checkpoint",
-    "resources",
-    "recovery",
-)
-RESOURCE_KEYS = (
-    "gpus_per_node",
-    "gpu_type",
-    "cpus_per_proc",
-    "memory_per_node",
-    "queue",
-    "account",
-    "qos",
-    "constraints",
-    "exclusive",
-)
-RECOVERY_KEYS = ("rules",)
-RULE_KEYS = ("on", "action", "budget", "for")
 
 
 @attrs.frozen
@@ -157,36 +130,26 @@ class JobFile:
 
 
 class _Reader:
-    """Builds the spec from the parsed data, collecting problems instead of stopping."""
+    """Checks the parsed data against the job schema, then builds the spec from what passed,
+    collecting problems instead of stopping: a field the schema refused is left at its
+    default, so the conversions and the core's checks still report on the others."""
 
     def __init__(self, file: str, lines: Mapping[str, int], base: Path) -> None:
         self.file = file
         self.lines = lines
         self.base = base
         self.problems: list[FileProblem] = []
+        self.broken: set[str] = set()
 
     def problem(self, field: str, message: str) -> None:
         self.problems.append(FileProblem(self.file, line_of(self.lines, field), field, message))
 
-    def keys(self, data: Mapping[str, Any], known: tuple[str, ...], prefix: str) -> None:
-        for key in data:
-            if key not in known:
-                field = f"{prefix}.{key}" if prefix else str(key)
-                self.problem(field, f"unknown key (known keys: {', '.join(known)})")
+    def ok(self, field: str) -> bool:
+        """The schema found nothing wrong at ``field`` or inside it."""
+        return not any(b == field or b.startswith((f"{field}.", f"{field}[")) for b in self.broken)
 
-    def typed(
-        self, data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], field: str
-    ) -> Any:
-        value = data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) and kind is not bool:
-            self.problem(field, f"must be {_name(kind)}, got {value!r}")
-            return None
-        if not isinstance(value, kind):
-            self.problem(field, f"must be {_name(kind)}, got {type(value).__name__} {value!r}")
-            return None
-        return value
+    def get(self, data: Mapping[str, Any], key: str, field: str) -> Any:
+        return data.get(key) if self.ok(field) else None
 
     def path(self, value: str | None, field: str) -> str | None:
         if value is None or not value or "\x00" in value:
@@ -209,7 +172,6 @@ class _Reader:
 
     def command(self, value: Any) -> tuple[str, ...]:
         if value is None:
-            self.problem("command", "is required: the program and its arguments")
             return ()
         if isinstance(value, str):
             try:
@@ -217,65 +179,22 @@ class _Reader:
             except ValueError as exc:
                 self.problem("command", f"cannot be split like a shell command: {exc}")
                 return ()
-        if not isinstance(value, list):
-            self.problem("command", f"must be a list of strings or a string, got {value!r}")
-            return ()
-        out = []
-        for i, arg in enumerate(value):
-            if isinstance(arg, bool) or not isinstance(arg, str | int | float):
-                self.problem(f"command[{i}]", f"must be a string, got {arg!r}")
-            else:
-                out.append(str(arg))
-        return tuple(out)
-
-    def env(self, value: Any) -> dict[str, str]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.problem("env", f"must be a table of names to strings, got {value!r}")
-            return {}
-        out = {}
-        for name, v in value.items():
-            if isinstance(v, bool) or not isinstance(v, str | int | float):
-                self.problem(f"env.{name}", f"must be a string, got {v!r}")
-            else:
-                out[str(name)] = str(v)
-        return out
+        return tuple(str(arg) for arg in value)
 
     def resources(self, value: Any) -> Resources:
         """The ``[resources]`` table; a key holding a table is an adapter's own table
         (``[resources.slurm]``), checked by that adapter when it plans the job."""
-        if value is None:
-            return Resources()
-        if not isinstance(value, dict):
-            self.problem("resources", f"must be a table, got {value!r}")
-            return Resources()
         at = "resources"
-        fields: dict[str, Any] = {}
-        tables: dict[str, dict[str, Any]] = {}
-        for key, raw in value.items():
-            if isinstance(raw, dict):
-                tables[str(key)] = self.adapter_table(raw, f"{at}.{key}")
-            elif key not in RESOURCE_KEYS:
-                known = ", ".join(RESOURCE_KEYS)
-                self.problem(
-                    f"{at}.{key}",
-                    f"unknown key (known keys: {known}; an adapter's settings go in "
-                    f"[resources.ADAPTER])",
-                )
-        for key in ("gpus_per_node", "cpus_per_proc"):
-            fields[key] = self.typed(value, key, int, f"{at}.{key}")
-        for key in ("gpu_type", "queue", "account", "qos"):
-            fields[key] = self.typed(value, key, str, f"{at}.{key}")
-        fields["exclusive"] = self.typed(value, "exclusive", bool, f"{at}.exclusive")
+        if value is None or not self.ok(at):
+            if value is not None:
+                # Read what passed, so one run tells the adapter tables' problems too.
+                value = {k: v for k, v in value.items() if self.ok(f"{at}.{k}")}
+            else:
+                return Resources()
+        tables = {str(k): dict(v) for k, v in value.items() if isinstance(v, dict)}
         constraints = value.get("constraints")
         if isinstance(constraints, str):
             constraints = [constraints]
-        if constraints is not None and not (
-            isinstance(constraints, list) and all(isinstance(c, str) for c in constraints)
-        ):
-            self.problem(f"{at}.constraints", f"must be a list of strings, got {constraints!r}")
-            constraints = None
         memory = value.get("memory_per_node")
         mib = None
         if memory is not None:
@@ -284,112 +203,57 @@ class _Reader:
             except ValueError as exc:
                 self.problem(f"{at}.memory_per_node", str(exc))
         return Resources(
-            gpus_per_node=fields["gpus_per_node"] or 0,
-            gpu_type=fields["gpu_type"],
-            cpus_per_proc=fields["cpus_per_proc"],
+            gpus_per_node=value.get("gpus_per_node") or 0,
+            gpu_type=value.get("gpu_type"),
+            cpus_per_proc=value.get("cpus_per_proc"),
             memory_per_node_mib=mib,
-            queue=fields["queue"],
-            account=fields["account"],
-            qos=fields["qos"],
+            queue=value.get("queue"),
+            account=value.get("account"),
+            qos=value.get("qos"),
             constraints=tuple(constraints or ()),
-            exclusive=bool(fields["exclusive"]),
+            exclusive=bool(value.get("exclusive")),
             adapter=tables,
         )
 
-    def adapter_table(self, raw: Mapping[str, Any], at: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, v in raw.items():
-            scalar = isinstance(v, str | int | bool) and not isinstance(v, float)
-            strings = isinstance(v, list) and all(isinstance(x, str) for x in v)
-            if scalar or strings:
-                out[str(key)] = v
-            else:
-                self.problem(
-                    f"{at}.{key}",
-                    f"must be a string, whole number, true/false or list of strings, got {v!r}",
-                )
-        return out
-
     def rules(self, value: Any) -> list[Rule]:
-        if value is None:
-            return []
-        if not isinstance(value, dict):
-            self.problem("recovery", f"must be a table with rules, got {value!r}")
-            return []
-        self.keys(value, RECOVERY_KEYS, "recovery")
-        rules = value.get("rules")
-        if rules is None:
-            return []
-        if not isinstance(rules, list):
-            self.problem("recovery.rules", f"must be a list of rules, got {rules!r}")
+        if value is None or not self.ok("recovery"):
             return []
         out = []
-        for i, raw in enumerate(rules):
+        for i, raw in enumerate(value.get("rules") or []):
             at = f"recovery.rules[{i}]"
-            if not isinstance(raw, dict):
-                self.problem(at, f"must be a table (on, action, budget, for), got {raw!r}")
+            on = raw["on"]
+            duration = self.duration(raw.get("for"), f"{at}.for")
+            if raw.get("for") is not None and duration is None:
                 continue
-            self.keys(raw, RULE_KEYS, at)
-            rule = self.rule(raw, at)
-            if rule is not None:
-                out.append(rule)
+            out.append(
+                Rule(
+                    on=[CauseKind(w) for w in ([on] if isinstance(on, str) else on)],
+                    action=Action(raw["action"]),
+                    budget=raw.get("budget", 0),
+                    for_=duration,
+                )
+            )
         return out
 
-    def rule(self, raw: Mapping[str, Any], at: str) -> Rule | None:
-        ok = True
-        on = raw.get("on")
-        kinds: list[CauseKind] = []
-        if on is None:
-            self.problem(f"{at}.on", "is required: the causes the rule covers")
-            ok = False
-        for j, word in enumerate([on] if isinstance(on, str) else (on or [])):
-            try:
-                kinds.append(CauseKind(word))
-            except ValueError:
-                known = ", ".join(str(k) for k in RECOVERABLE)
-                self.problem(f"{at}.on[{j}]", f"unknown cause {word!r} (rules cover: {known})")
-                ok = False
-        action = raw.get("action")
-        try:
-            act = Action(str(action))
-        except ValueError:
-            known = ", ".join(str(a) for a in Action)
-            what = "is required" if action is None else f"unknown action {action!r}"
-            self.problem(f"{at}.action", f"{what} (actions: {known})")
-            ok = False
-        budget = raw.get("budget", 0)
-        if isinstance(budget, bool) or not isinstance(budget, int):
-            self.problem(f"{at}.budget", f"must be a whole number, got {budget!r}")
-            ok = False
-        duration = self.duration(raw.get("for"), f"{at}.for")
-        if not ok or (raw.get("for") is not None and duration is None):
-            return None
-        return Rule(on=kinds, action=act, budget=budget, for_=duration)
-
     def spec(self, data: Mapping[str, Any]) -> JobSpec | None:
-        self.keys(data, TOP_KEYS, "")
-        name = self.typed(data, "name", str, "name") or ""
-        nodes = self.typed(data, "nodes", int, "nodes")
-        per_node = self.typed(data, "procs_per_node", int, "procs_per_node")
-        extensions = []
-        checkpoint = data.get("checkpoint")
-        if checkpoint == "shared":
-            extensions.append(SharedCheckpoint())
-        elif checkpoint not in (None, "isolated"):
-            self.problem("checkpoint", f"must be isolated or shared, got {checkpoint!r}")
+        for found in schema_problems(data):
+            self.broken.add(found.field)
+            self.problem(found.field, found.message)
+        checkpoint = self.get(data, "checkpoint", "checkpoint")
+        nodes = self.get(data, "nodes", "nodes")
+        per_node = self.get(data, "procs_per_node", "procs_per_node")
+        env = self.get(data, "env", "env") or {}
         fields: dict[str, Any] = {
-            "name": name,
-            "command": self.command(data.get("command")),
+            "name": self.get(data, "name", "name") or "",
+            "command": self.command(self.get(data, "command", "command")),
             "nodes": 1 if nodes is None else nodes,
             "procs_per_node": 1 if per_node is None else per_node,
-            "image": self.typed(data, "image", str, "image"),
-            "working_dir": self.path(
-                self.typed(data, "working_dir", str, "working_dir"), "working_dir"
-            ),
-            "output": self.path(self.typed(data, "output", str, "output"), "output"),
-            "env": self.env(data.get("env")),
-            "time_limit": self.duration(data.get("time_limit"), "time_limit"),
-            "extensions": extensions,
+            "image": self.get(data, "image", "image"),
+            "working_dir": self.path(self.get(data, "working_dir", "working_dir"), "working_dir"),
+            "output": self.path(self.get(data, "output", "output"), "output"),
+            "env": {str(k): str(v) for k, v in env.items()},
+            "time_limit": self.duration(self.get(data, "time_limit", "time_limit"), "time_limit"),
+            "extensions": [SharedCheckpoint()] if checkpoint == "shared" else [],
             "resources": self.resources(data.get("resources")),
             "recovery": RecoveryPolicy(rules=self.rules(data.get("recovery"))),
         }

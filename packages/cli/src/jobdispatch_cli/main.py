@@ -4,7 +4,9 @@ boundary. Subcommands live in the modules under ``jobdispatch_cli.commands``."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from jobdispatch.errors import DispatchError
@@ -21,6 +23,10 @@ EPILOG = """\b
 Exit codes: 0 ok; 1 the job failed or was cancelled (run); 2 bad usage or input;
 3 not found; 4 unsupported or rejected; 5 unreachable or unavailable; 6 unauthorized;
 7 conflict (try again); 8 a record or the store is unreadable; 130 interrupted.
+
+\b
+A JOB is its id, a unique prefix of it, or its name. The global options
+(--cluster, --store, --config, --as) may also follow the subcommand.
 """
 
 
@@ -84,11 +90,62 @@ def cli(
     ctx.call_on_close(app.close)
 
 
+#: The group's options a subcommand takes too, and the App attribute each sets.
+_GLOBAL = {"cluster": "cluster_name", "store": "store_path", "config_path": "config_path"}
+_GLOBAL_ACTOR = "actor"
+
+
+def _set_later(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """A callback that sets ``attr`` of the App, for a global option given after the
+    subcommand: it wins over the same option given before it, as the later word should."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is None:
+            return
+        app = ctx.find_object(App)
+        assert app is not None  # the group's callback made it
+        setattr(app, attr, value)
+
+    return callback
+
+
+def _accept_global_options_after(command: click.Command) -> None:
+    """``jobdispatch status JOB --store X`` as well as ``jobdispatch --store X status JOB``:
+    the group's options, copied onto each subcommand (hidden from its help, told once in the
+    group's), with no default so that only a given one changes anything."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_global_options_after(sub)
+        return
+    for param in cli.params:
+        if not isinstance(param, click.Option) or param.name is None:
+            continue
+        if param.name == _GLOBAL_ACTOR:
+            attr = "actor_name"
+        elif param.name in _GLOBAL:
+            attr = _GLOBAL[param.name]
+        else:
+            continue
+        command.params.append(
+            click.Option(
+                param.opts,
+                type=param.type,
+                metavar=param.metavar,
+                help=param.help,
+                hidden=True,
+                expose_value=False,
+                callback=_set_later(attr),
+            )
+        )
+
+
 def _register() -> None:
     from jobdispatch_cli.commands import control, inspect, local, running
 
     for module in (running, inspect, control, local):
         module.register(cli)
+    for command in cli.commands.values():
+        _accept_global_options_after(command)
 
 
 _register()

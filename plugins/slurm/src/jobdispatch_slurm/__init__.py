@@ -1,8 +1,7 @@
 """The dispatch Slurm adapter: Slurm jobs as dispatch objects, over the local shell or SSH.
 
-``SlurmBackend`` implements the adapter SPI; see docs/specs/0008-slurm-adapter.md. Importing
-this package imports neither fabric nor paramiko: the SSH transport imports them when it
-connects.
+``SlurmBackend`` implements the adapter SPI; see docs/specs/0008-slurm-adapter.md. SSH goes
+through the system's OpenSSH client (a subprocess), so no SSH library is imported at all.
 """
 
 from __future__ import annotations

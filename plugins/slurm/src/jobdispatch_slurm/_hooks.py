@@ -1,5 +1,5 @@
-"""Registers the ``slurm`` adapter. Cheap to import: fabric and the backend are imported only
-when a backend is built."""
+"""Registers the ``slurm`` adapter. Cheap to import: the backend is imported only when one is
+built."""
 
 from __future__ import annotations
 

@@ -99,6 +99,10 @@ def build_transport(settings: Settings) -> Transport:
             known_hosts=ssh.known_hosts,
             accept_unknown_hosts=ssh.accept_unknown_hosts,
             connect_timeout=ssh.connect_timeout,
+            config_file=ssh.config_file,
+            jump=ssh.jump,
+            control_path=ssh.control_path,
+            control_persist=ssh.control_persist,
             env=env,
         )
     return LocalTransport(env=env)

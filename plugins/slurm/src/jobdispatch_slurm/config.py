@@ -1,9 +1,9 @@
 """The Slurm adapter's configuration: what a site may set, and nothing else.
 
-The schema is an allow-list. Nothing is passed through to fabric or paramiko as free-form
-keyword arguments, and nothing becomes an sbatch option unless it is named here and checked
-against a pattern, so a configuration can neither weaken host-key checking by accident nor
-smuggle an option into every job.
+The schema is an allow-list. Nothing is passed through to ssh as free-form options, and
+nothing becomes an sbatch option unless it is named here and checked against a pattern, so a
+configuration can neither weaken host-key checking by accident nor smuggle an option into
+every job.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ __all__ = ["CONFIG_SCHEMA", "Settings", "SshSettings"]
 
 _WORD = {"type": "string", "pattern": r"^[A-Za-z0-9_.+-]{1,128}$"}
 _PATH = {"type": "string", "minLength": 1, "pattern": r"^[^\x00\n]+$"}
+#: A host or user name for ssh: never starting with "-" (it would read as an option).
+_SSH_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_.%+][A-Za-z0-9_.%+@:-]{0,254}$"}
 
 CONFIG_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -26,10 +28,14 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
         "transport": {"enum": ["local", "ssh"], "description": "where commands run"},
         "ssh": {
             "type": "object",
+            "description": "the login node, reached with the system's OpenSSH client",
             "properties": {
-                "host": {"type": "string", "minLength": 1},
+                "host": {
+                    **_SSH_NAME,
+                    "description": "a host name, or a Host alias of the ssh_config file",
+                },
                 "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-                "user": {"type": "string", "minLength": 1},
+                "user": {**_SSH_NAME, "description": "default: as ssh_config says"},
                 "key_file": _PATH,
                 "known_hosts": _PATH,
                 "accept_unknown_hosts": {
@@ -37,8 +43,24 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
                     "description": "accept a host key missing from known_hosts, unsaved",
                 },
                 "connect_timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
+                "config_file": {**_PATH, "description": "ssh -F; default ~/.ssh/config"},
+                "jump": {
+                    "type": "string",
+                    "pattern": r"^[A-Za-z0-9_.%+@\[\]:][A-Za-z0-9_.%+@\[\]:,-]{0,511}$",
+                    "description": "ProxyJump: [user@]host[:port][,...]",
+                },
+                "control_path": {
+                    **_PATH,
+                    "description": "a ControlMaster socket the site opens (with MFA, say)",
+                },
+                "control_persist": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "maximum": 86400,
+                    "description": "seconds the shared connection outlives its last command",
+                },
             },
-            "required": ["host", "user"],
+            "required": ["host"],
             "additionalProperties": False,
         },
         "bin_dir": _PATH,
@@ -69,13 +91,19 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
 
 @attrs.frozen
 class SshSettings:
+    """``ssh.*``: what is not set here comes from the ssh_config file, as for ``ssh HOST``."""
+
     host: str
-    user: str
-    port: int = 22
+    user: str | None = None
+    port: int | None = None
     key_file: str | None = None
     known_hosts: str | None = None
     accept_unknown_hosts: bool = False
     connect_timeout: float = 10.0
+    config_file: str | None = None
+    jump: str | None = None
+    control_path: str | None = None
+    control_persist: float = 60.0
 
 
 @attrs.frozen(kw_only=True)
@@ -112,7 +140,7 @@ class Settings:
             from jobdispatch.errors import Problem, ValidationError
 
             raise ValidationError(
-                [Problem("ssh", "transport ssh needs an ssh section (host, user)")],
+                [Problem("ssh", "transport ssh needs an ssh section (at least host)")],
                 subject="slurm adapter configuration",
             )
         return cls(

@@ -8,6 +8,7 @@ output is never parsed: sacct cuts ``CANCELLED by 0`` to ``CANCELLED+`` there (0
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -100,26 +101,102 @@ def parse_exit(text: str) -> ExitStatus | None:
 
 
 def expand_hostlist(text: str) -> tuple[str, ...]:
-    """``node[1-2,5],gpu03`` → ``("node1", "node2", "node5", "gpu03")``; "None assigned" and
-    empty → ``()``. Zero padding in ranges is kept (``n[01-02]`` → ``n01``, ``n02``)."""
+    """Expand a Slurm hostlist as ``scontrol show hostnames`` does (22.05, checked against the
+    real command in the tests); "None assigned" and empty → ``()``.
+
+    ``node[1-2,5],gpu03`` → ``node1 node2 node5 gpu03``. A range keeps the width of its low end
+    (``n[08-10]`` → ``n08 n09 n10``; ``n[8-010]`` → ``n8 n9 n10``). A name with several bracket
+    groups is their product (``rack[1-2]-node[01-02]``), in Slurm's order: the last group varies
+    fastest, then the first, the second, and so on up to the one before last. Duplicates are
+    kept, as Slurm keeps them. Text after the last group (``n[1-2]x``) is refused by 22.05; it
+    is expanded here as the same product, so a later Slurm that prints it still reads.
+
+    Raises ``ValueError`` for what Slurm refuses to parse: an unclosed or empty group, a range
+    that is not digits, or one whose low end is above its high end.
+    """
     text = text.strip()
     if not text or text.lower().startswith("none") or text == "(null)":
         return ()
     out: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
-        m = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
-        if m is None:
-            out.append(part)
-            continue
-        prefix, ranges, suffix = m.groups()
-        for rng in ranges.split(","):
-            if "-" in rng:
-                lo, hi = rng.split("-", 1)
-                width = len(lo) if lo.startswith("0") else 0
-                out.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
-            else:
-                out.append(f"{prefix}{rng}{suffix}")
+    for name in _split_hostlist(text):
+        out.extend(_expand_name(name))
     return tuple(out)
+
+
+def _split_hostlist(text: str) -> list[str]:
+    """Split at the commas outside brackets; empty names (``a,,b``, a trailing comma) drop."""
+    names: list[str] = []
+    depth = 0
+    start = 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                msg = f"invalid hostlist {text!r}: nested '['"
+                raise ValueError(msg)
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                msg = f"invalid hostlist {text!r}: ']' without '['"
+                raise ValueError(msg)
+        elif ch == "," and depth == 0:
+            names.append(text[start:i])
+            start = i + 1
+    if depth:
+        msg = f"invalid hostlist {text!r}: unclosed '['"
+        raise ValueError(msg)
+    names.append(text[start:])
+    return [n.strip() for n in names if n.strip()]
+
+
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+
+
+def _expand_group(group: str, name: str) -> list[str]:
+    """One bracket group's values, each already padded to its range's width."""
+    values: list[str] = []
+    for rng in group.split(","):
+        m = _RANGE.fullmatch(rng)
+        if m is None:
+            msg = f"invalid hostlist {name!r}: bad range {rng!r}"
+            raise ValueError(msg)
+        lo, hi = m.group(1), m.group(2)
+        if hi is None:
+            values.append(lo)
+            continue
+        if int(lo) > int(hi):
+            msg = f"invalid hostlist {name!r}: range {rng!r} runs backwards"
+            raise ValueError(msg)
+        values.extend(f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1))
+    return values
+
+
+def _expand_name(name: str) -> list[str]:
+    """One name of a hostlist, its bracket groups expanded in Slurm's order."""
+    pieces = re.split(r"\[([^\]]*)\]", name)
+    texts, groups = pieces[0::2], [_expand_group(g, name) for g in pieces[1::2]]
+    if not groups:
+        return [name]
+    # Slurm nests the loops with the last group innermost and, outside it, the first group
+    # fastest: for the groups g1..gn the outermost loop is g(n-1), then ..., g1, then gn.
+    order = [*range(len(groups) - 2, -1, -1), len(groups) - 1]
+    out: list[str] = []
+    for combo in itertools.product(*(groups[i] for i in order)):
+        chosen = dict(zip(order, combo, strict=True))
+        parts = [texts[0]]
+        for i in range(len(groups)):
+            parts += [chosen[i], texts[i + 1]]
+        out.append("".join(parts))
+    return out
+
+
+def _nodes(text: str) -> tuple[str, ...]:
+    """A row's NodeList, expanded; a list this parser cannot read is kept as it was printed, so
+    one odd row never loses the job's state (the nodes are only shown and compared)."""
+    try:
+        return expand_hostlist(text)
+    except ValueError:
+        return (text.strip(),)
 
 
 def _split(line: str, fields: Sequence[str], free: str) -> dict[str, str] | None:
@@ -181,7 +258,7 @@ def parse_squeue(
                 partition=cols.get("Partition", "").strip(),
                 start=parse_time(cols.get("StartTime", "")),
                 end=parse_time(cols.get("EndTime", "")),
-                nodes=expand_hostlist(cols.get("NodeList", "")),
+                nodes=_nodes(cols.get("NodeList", "")),
                 requeue=None if requeue not in ("0", "1") else requeue == "1",
                 restarts=int(restarts) if restarts.isdigit() else None,
                 submit=parse_time(cols.get("SubmitTime", "")),
@@ -261,7 +338,7 @@ def parse_sacct(
                 submit=parse_time(cols.get("Submit", "")),
                 start=parse_time(cols.get("Start", "")),
                 end=parse_time(cols.get("End", "")),
-                nodes=expand_hostlist(cols.get("NodeList", "")),
+                nodes=_nodes(cols.get("NodeList", "")),
                 reason=cols.get("Reason", "").strip(),
             )
         )

@@ -371,14 +371,11 @@ class SlurmDriver(Driver):
         settings = ssh_settings()
         if settings is None or ssh_problem() is not None:
             raise CannotDrive("unauthorized_backend", ssh_problem() or "no sshd")
-        import paramiko
-
         key_dir = tempfile.mkdtemp(prefix="jd-wrong-key-")
         key_file = os.path.join(key_dir, "id_ed25519")
         made = _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key_file])
         if made.returncode != 0:
-            key_file = os.path.join(key_dir, "id_rsa")
-            paramiko.RSAKey.generate(2048).write_private_key_file(key_file)
+            raise CannotDrive("unauthorized_backend", f"ssh-keygen failed: {made.stderr}")
         return SlurmBackend(
             Settings(
                 transport="ssh",

@@ -8,8 +8,8 @@ Every command runs with ``TZ=UTC``: Slurm reads and prints times in the client's
 What a transport can say went wrong, and what the caller makes of it:
 
 - :class:`~jobdispatch.errors.Unreachable`: nothing ran (no such program, no connection).
-- :class:`~jobdispatch.errors.Unauthorized`: SSH refused the key, or the host's key is not one
-  the site trusts.
+- :class:`~jobdispatch.errors.Unauthorized`: SSH refused the credentials, or the host's key is
+  not one the site trusts.
 - :class:`Interrupted`: the command was started but its reply was lost (a timeout, a dropped
   connection). A query can simply be called unreachable; a command that changes something may
   have taken effect, so the caller turns this into ``OutcomeUnknown``.
@@ -17,15 +17,19 @@ What a transport can say went wrong, and what the caller makes of it:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
 import re
 import shlex
+import shutil
+import stat
 import subprocess
+import tempfile
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import attrs
 from jobdispatch.errors import Unauthorized, Unreachable
@@ -115,41 +119,64 @@ class LocalTransport:
         pass
 
 
-class _AcceptForThisConnection:
-    """Accept an unknown host key for this connection only, saying so in the log.
-
-    paramiko's WarningPolicy would do the same through ``warnings``; this keeps it in the log,
-    and it never writes the key anywhere (``AutoAddPolicy`` would add it for good).
-    """
-
-    def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
-        log.warning(
-            "accepting the unknown %s host key of %s for this connection only "
-            "(accept_unknown_hosts is set); it is not saved",
-            key.get_name(),
-            hostname,
-        )
+#: What the OpenSSH client prints (exit 255) when it, not the remote command, failed.
+_AUTH_FAILED = re.compile(
+    r"Permission denied|Too many authentication failures|Load key|no such identity"
+)
+_HOST_KEY = re.compile(
+    r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No \S+ host key is known"
+    r"|host key for .* has changed"
+)
+_NO_CONNECTION = re.compile(
+    r"Connection refused|Could not resolve|No route to host|Network is unreachable"
+    r"|Connection timed out|Operation timed out|timed out during banner|kex_exchange_identification"
+    r"|Connection closed by .* port \d+$|UNKNOWN port|Bad port|Bad configuration option"
+    r"|Can't open user config file|ssh: connect to host",
+    re.MULTILINE,
+)
+_LOST = re.compile(
+    r"mux_client|client_loop|Broken pipe|Connection reset|Connection to .* closed"
+    r"|Control socket connect|packet_write_wait|Timeout, server .* not responding"
+)
 
 
 class SshTransport:
-    """Commands over SSH, through fabric, with key authentication only.
+    """Commands over SSH, through the system's OpenSSH client, one connection multiplexed.
 
-    The host key must be in ``known_hosts`` (or the user's system file when none is given):
-    an unknown host is refused, unless ``accept_unknown_hosts`` is set, and then it is
-    accepted for the connection only and never saved. Agent and ``~/.ssh`` key lookup are off,
-    so the key used is exactly the configured one.
+    Why the system client and not a Python library: HPC login nodes are reached the way their
+    users reach them, which lives in ``~/.ssh/config`` (aliases, ``ProxyJump`` bastions,
+    ``IdentityAgent``, GSSAPI/Kerberos, certificates, ``Match`` blocks), and OpenSSH honours all
+    of it; paramiko reads only part of that file and none of GSSAPI delegation or MFA prompts.
+    A ControlMaster connection is opened on first use and every command is a session on it, so
+    a command costs a local socket round trip, not a handshake. For MFA, open the master
+    yourself (``ssh -fN -o ControlMaster=yes -o ControlPath=PATH HOST``, answering the prompts)
+    and give the same ``control_path``: no prompt is ever shown by this class
+    (``BatchMode=yes``), so a supervisor never hangs waiting for one.
+
+    Host keys are checked strictly (``StrictHostKeyChecking=yes``, set on the command line so
+    no ssh_config can loosen it for the login node). With ``accept_unknown_hosts`` a key missing
+    from ``known_hosts`` is accepted into a private copy of the file, never into the file
+    itself, and a key that *differs* from a known one is still refused. With ``key_file`` only
+    that key is offered (``IdentitiesOnly``); without it, ssh_config and the agent decide.
+    Jump hosts (``jump``, or ``ProxyJump`` in the file) take their own settings from the
+    ssh_config file: options on the command line apply to the login node only.
     """
 
     def __init__(
         self,
         *,
         host: str,
-        user: str,
-        port: int = 22,
+        user: str | None = None,
+        port: int | None = None,
         key_filename: str | None = None,
         known_hosts: str | None = None,
         accept_unknown_hosts: bool = False,
         connect_timeout: float = 10.0,
+        config_file: str | None = None,
+        jump: str | None = None,
+        control_path: str | None = None,
+        control_persist: float = 60.0,
+        ssh_program: str = "ssh",
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.host = host
@@ -158,141 +185,239 @@ class SshTransport:
         # Local paths: ``~`` is this machine's home, as a site's configuration means it.
         self.key_filename = os.path.expanduser(key_filename) if key_filename else None
         self.known_hosts = os.path.expanduser(known_hosts) if known_hosts else None
+        self.config_file = os.path.expanduser(config_file) if config_file else None
         self.accept_unknown_hosts = accept_unknown_hosts
         self.connect_timeout = connect_timeout
-        self.where = f"ssh {user}@{host}:{port}"
+        self.jump = jump
+        self.control_persist = control_persist
+        self.ssh_program = ssh_program
+        dest = f"{user}@{host}" if user else host
+        self.where = f"ssh {dest}" + (f":{port}" if port else "") + (f" via {jump}" if jump else "")
         self._env = {**(env or {}), "TZ": "UTC"}
-        self._conn: Any = None
         self._lock = threading.Lock()
+        # The control socket: the site's (a master it opened, with MFA), or a private one that
+        # this transport opens and closes. ``%C`` is a hash of host, port and user, short
+        # enough for a socket path.
+        self._own_master = control_path is None
+        self._dir = tempfile.mkdtemp(prefix="jd-ssh-") if control_path is None else None
+        self.control_path = (
+            os.path.join(self._dir, "%C") if self._dir else os.path.expanduser(control_path or "")
+        )
+        self._started = False
+        self._hosts_copy: str | None = None
 
-    def _client(self) -> Any:
-        import paramiko
+    # -- the ssh command line -------------------------------------------------------------
 
-        client = paramiko.SSHClient()
-        if self.known_hosts:
-            try:
-                client.get_host_keys().load(self.known_hosts)
-            except OSError as exc:
-                msg = f"cannot read known_hosts {self.known_hosts}: {exc}"
-                raise Unauthorized(msg) from exc
-        else:
-            client.load_system_host_keys()
+    def _options(self) -> list[str]:
+        """Options every invocation shares: batch mode, strict host keys, the control socket."""
+        opts: list[str] = []
+        if self.config_file:
+            opts += ["-F", self.config_file]
+        known = self.known_hosts
+        strict = "yes"
         if self.accept_unknown_hosts:
-            client.set_missing_host_key_policy(_AcceptForThisConnection())
-        else:
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        return client
+            known, strict = self._private_known_hosts(), "accept-new"
+        opts += [
+            "-o", "BatchMode=yes",
+            "-o", f"StrictHostKeyChecking={strict}",
+            "-o", f"ConnectTimeout={max(1, math.ceil(self.connect_timeout))}",
+            "-o", f"ControlPath={self.control_path}",
+            "-o", "LogLevel=ERROR",
+            "-o", "ClearAllForwardings=yes",
+            "-o", "ServerAliveInterval=15",
+            "-o", "ServerAliveCountMax=3",
+        ]  # fmt: skip
+        if known:
+            opts += ["-o", f"UserKnownHostsFile={known}"]
+        if self.key_filename:
+            opts += ["-i", self.key_filename, "-o", "IdentitiesOnly=yes"]
+        if self.user:
+            opts += ["-l", self.user]
+        if self.port:
+            opts += ["-p", str(self.port)]
+        if self.jump:
+            opts += ["-J", self.jump]
+        return opts
 
-    def _connect(self) -> Any:
-        """The open connection, opened (or reopened) now if needed."""
-        import fabric
-        import paramiko
-
-        with self._lock:
-            conn = self._conn
-            if conn is not None and conn.is_connected:
-                return conn
-            connect_kwargs: dict[str, Any] = {
-                "look_for_keys": False,
-                "allow_agent": False,
-                "banner_timeout": self.connect_timeout,
-                "auth_timeout": self.connect_timeout,
-            }
-            if self.key_filename:
-                connect_kwargs["key_filename"] = [self.key_filename]
-            conn = fabric.Connection(
-                host=self.host,
-                user=self.user,
-                port=self.port,
-                connect_timeout=self.connect_timeout,
-                connect_kwargs=connect_kwargs,
-            )
-            # fabric's own client adds unknown host keys (AutoAddPolicy); ours refuses them.
-            conn.client = self._client()
+    def _private_known_hosts(self) -> str:
+        """A copy of known_hosts that ``accept-new`` may add to: the site's file never changes."""
+        if self._hosts_copy is None:
+            assert self._dir is not None or self.control_path
+            where = self._dir or tempfile.mkdtemp(prefix="jd-ssh-")
+            copy = os.path.join(where, "known_hosts")
+            source = self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
             try:
-                conn.open()
-            except paramiko.AuthenticationException as exc:
-                msg = f"{self.where} refused the key {self.key_filename}: {exc}"
-                raise Unauthorized(msg) from exc
-            except paramiko.BadHostKeyException as exc:
-                msg = f"{self.where} presented a host key that differs from known_hosts: {exc}"
-                raise Unauthorized(msg) from exc
-            except paramiko.SSHException as exc:
-                if re.search(r"private key|expected OPENSSH key|not a valid", str(exc)):
-                    msg = f"{self.where}: the key {self.key_filename} cannot be used: {exc}"
-                    raise Unauthorized(msg) from exc
-                if "not found in known_hosts" in str(exc):
-                    msg = (
-                        f"{self.where} is not in known_hosts {self.known_hosts or '(system)'}; "
-                        "refusing it (add its key, or set accept_unknown_hosts)"
-                    )
-                    raise Unauthorized(msg) from exc
-                msg = f"cannot connect to {self.where}: {exc}"
-                raise Unreachable(msg) from exc
-            except (OSError, EOFError) as exc:
-                msg = f"cannot connect to {self.where}: {exc}"
-                raise Unreachable(msg) from exc
-            self._conn = conn
-            return conn
+                with open(source, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                data = b""
+            with open(copy, "wb") as f:
+                f.write(data)
+            self._hosts_copy = copy
+        return self._hosts_copy
 
     def command_line(self, argv: Sequence[str]) -> str:
         """The remote command: ``env TZ=UTC ... argv``, every word quoted for the remote shell."""
         return shlex.join(["env", *(f"{k}={v}" for k, v in sorted(self._env.items())), *argv])
 
-    def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None) -> Result:
-        import paramiko
+    def ssh_argv(self, argv: Sequence[str]) -> list[str]:
+        """The local ``ssh`` invocation that runs ``argv`` remotely, on the shared connection.
 
-        conn = self._connect()
-        try:
-            channel = conn.client.get_transport().open_session(timeout=self.connect_timeout)
-        except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
-            self._drop()
-            msg = f"cannot open a session on {self.where}: {exc}"
-            raise Unreachable(msg) from exc
-        deadline = time.monotonic() + timeout
-        out = bytearray()
-        err = bytearray()
-        try:
-            channel.exec_command(self.command_line(argv))
-            if stdin:
-                channel.sendall(stdin)
-            channel.shutdown_write()
-            pause = 0.001
-            while True:
-                busy = False
-                if channel.recv_ready():
-                    out += channel.recv(65536)
-                    busy = True
-                if channel.recv_stderr_ready():
-                    err += channel.recv_stderr(65536)
-                    busy = True
-                if busy:
-                    pause = 0.001
-                    continue
-                if channel.exit_status_ready() and channel.eof_received:
-                    break
-                if time.monotonic() > deadline:
-                    msg = f"{argv[0]} on {self.where} did not finish within {timeout:g}s"
-                    raise Interrupted(msg)
-                time.sleep(pause)
-                pause = min(pause * 2, 0.02)
-            code = channel.recv_exit_status()
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            self._drop()
-            msg = f"{argv[0]} on {self.where}: the connection was lost: {exc}"
-            raise Interrupted(msg) from exc
-        finally:
-            channel.close()
-        return Result(tuple(argv), code, bytes(out), bytes(err))
+        The remote command is one argument, already quoted, after ``--`` and the destination:
+        ssh passes it to the remote shell as it is, so every word arrives as given.
+        """
+        return [
+            self.ssh_program,
+            *self._options(),
+            "-o",
+            "ControlMaster=no",
+            "-T",
+            "--",
+            self.host,
+            self.command_line(argv),
+        ]
 
-    def _drop(self) -> None:
+    # -- the master connection ------------------------------------------------------------
+
+    def _socket(self) -> str | None:
+        """The private control socket's real path (``%C`` expanded by ssh itself), or None."""
+        assert self._dir is not None
+        with os.scandir(self._dir) as entries:
+            found = [e.path for e in entries if stat.S_ISSOCK(e.stat().st_mode)]
+        return found[0] if found else None
+
+    def control_socket(self) -> str | None:
+        """The socket of the master this transport opened, while it is open; else None."""
+        return self._socket() if self._dir else None
+
+    def _ensure_master(self) -> None:
+        """Open the shared connection if no master answers; raise as the module says."""
         with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+            if not self._own_master:
+                self._check_site_master()
+                return
+            if self._socket() is not None:
+                return
+            assert self._dir is not None
+            log_path = os.path.join(self._dir, "master.log")
+            argv = [
+                self.ssh_program,
+                *self._options(),
+                "-o", "ControlMaster=yes",
+                "-o", f"ControlPersist={max(1, math.ceil(self.control_persist))}",
+                "-N", "-f", "--", self.host,
+            ]  # fmt: skip
+            # -f backgrounds the master after authentication; its stderr goes to a file, not a
+            # pipe, so this call returns then instead of waiting for the master to exit.
+            with open(log_path, "wb") as errors:
+                try:
+                    done = subprocess.run(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=errors,
+                        timeout=self.connect_timeout * 3 + 5,
+                        check=False,
+                    )
+                except FileNotFoundError as exc:
+                    msg = f"cannot run {self.ssh_program} (the OpenSSH client): {exc}"
+                    raise Unreachable(msg) from exc
+                except subprocess.TimeoutExpired as exc:
+                    msg = f"cannot connect to {self.where}: no answer within the timeout"
+                    raise Unreachable(msg) from exc
+            with open(log_path, "rb") as f:
+                err = _decode(f.read()).strip()
+            if done.returncode != 0:
+                raise self._failure(err, connecting=True)
+            self._started = True
+
+    def _check_site_master(self) -> None:
+        """Once: the site's master (opened with MFA, say) answers on ``control_path``."""
+        if self._started:
+            return
+        try:
+            done = subprocess.run(
+                [self.ssh_program, *self._options(), "-O", "check", "--", self.host],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            msg = f"cannot run {self.ssh_program} (the OpenSSH client): {exc}"
+            raise Unreachable(msg) from exc
+        if done.returncode != 0:
+            msg = (
+                f"{self.where}: no SSH master answers at {self.control_path}; open it first "
+                f"(ssh -fN -o ControlMaster=yes -o ControlPath={self.control_path} {self.host})"
+            )
+            raise Unreachable(msg)
+        self._started = True
+
+    def _failure(self, err: str, *, connecting: bool) -> Exception:
+        """What an ssh failure (exit 255) means, from what ssh printed."""
+        said = err.splitlines()[-1] if err else "no message"
+        if _HOST_KEY.search(err):
+            return Unauthorized(
+                f"{self.where}: the host key is not one known_hosts "
+                f"{self.known_hosts or '(the user’s)'} trusts; refusing it (add its key, or set "
+                f"accept_unknown_hosts): {said}"
+            )
+        if _AUTH_FAILED.search(err):
+            key = f"the key {self.key_filename}" if self.key_filename else "its keys"
+            return Unauthorized(f"{self.where} refused {key}: {said}")
+        if connecting or _NO_CONNECTION.search(err):
+            return Unreachable(f"cannot connect to {self.where}: {said}")
+        return Interrupted(f"{self.where}: the connection was lost: {said}")
+
+    # -- running --------------------------------------------------------------------------
+
+    def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None) -> Result:
+        self._ensure_master()
+        full = self.ssh_argv(argv)
+        log.debug("running %s on %s", argv[0], self.where)
+        try:
+            done = subprocess.run(
+                full,
+                input=stdin if stdin is not None else b"",
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            msg = f"{argv[0]} on {self.where} did not finish within {timeout:g}s"
+            raise Interrupted(msg) from exc
+        except FileNotFoundError as exc:
+            msg = f"cannot run {self.ssh_program} (the OpenSSH client): {exc}"
+            raise Unreachable(msg) from exc
+        if done.returncode == 255:
+            err = _decode(done.stderr)
+            if _HOST_KEY.search(err) or _AUTH_FAILED.search(err) or _NO_CONNECTION.search(err):
+                raise self._failure(err, connecting=False)
+            if _LOST.search(err):
+                msg = f"{argv[0]} on {self.where}: the connection was lost: {err.strip()}"
+                raise Interrupted(msg)
+        return Result(tuple(argv), done.returncode, done.stdout, done.stderr)
 
     def close(self) -> None:
-        self._drop()
+        """Stop the master this transport opened; a site's own master is left alone."""
+        with self._lock:
+            if self._own_master and self._dir and self._socket() is not None:
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    subprocess.run(
+                        [self.ssh_program, *self._options(), "-O", "exit", "--", self.host],
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        timeout=10,
+                        check=False,
+                    )
+            self._started = False
+
+    def __del__(self) -> None:
+        if getattr(self, "_dir", None):
+            with contextlib.suppress(Exception):
+                self.close()
+                shutil.rmtree(self._dir or "", ignore_errors=True)
 
 
 class CountingTransport:

@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from jobdispatch.errors import DispatchError
+from jobdispatch.types import JobID, State
 from rich.text import Text
 
+from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import _duration, accept_option
 from jobdispatch_cli.context import App
@@ -33,50 +36,132 @@ def _done(app: App, what: str, job: str) -> None:
     app.console.print(line)
 
 
+def jobs_options(f: F) -> F:
+    """``JOB...`` (ids, id prefixes or names) or ``--all`` narrowed by ``--state``/``--name``."""
+    f = click.option("--name", help="With --all: only jobs of this name.")(f)
+    f = click.option(
+        "--state",
+        "states",
+        multiple=True,
+        type=click.Choice([s.value for s in State]),
+        help="With --all: only jobs in this state (repeatable).",
+    )(f)
+    f = click.option("--all", "every", is_flag=True, help="Every job that has not settled.")(f)
+    return click.argument("jobs", nargs=-1, metavar="[JOB]...")(f)
+
+
+def _each(
+    app: App,
+    jobs: tuple[str, ...],
+    every: bool,
+    states: tuple[str, ...],
+    name: str | None,
+    act: Callable[[JobID], None],
+) -> int:
+    """Act on every job chosen; a job that fails is told and the others still go. The exit
+    status is the first failure's (0 when all went)."""
+    chosen = app.select_jobs(jobs, every=every, states=[State(s) for s in states], name=name)
+    if every and not chosen:
+        app.err.print("no job matches", style="dim")
+    code = exitcodes.OK
+    for job in chosen:
+        try:
+            act(job)
+        except DispatchError as exc:
+            if len(chosen) == 1:
+                raise
+            app.err.print(f"{job}: {exc}", style="red", markup=False, highlight=False)
+            code = code or exitcodes.code_for(exc)
+    return code
+
+
+def _cancelled(app: App, job: str, receipt: Any) -> None:
+    if not receipt.committed:
+        app.console.print(f"job {job} is {receipt.already} already: nothing to cancel")
+        return
+    _done(app, "cancelled", job)
+    if receipt.cleanup_complete:
+        app.console.print("clean-up complete: nothing of it is live", style="dim")
+    else:
+        live = ", ".join(r.id for r in receipt.live)
+        app.console.print(f"clean-up pending: still live: {live}", style="yellow")
+    if receipt.cessation_unproven:
+        nodes = ", ".join(receipt.cessation_unproven)
+        app.console.print(f"processes may live on: {nodes}", style="yellow")
+
+
 def register(group: click.Group) -> None:
     @group.command()
-    @click.argument("job")
+    @jobs_options
     @reason_option
     @json_option
     @pass_app
-    def cancel(app: App, job: str, reason: str, as_json: bool) -> None:
-        """Cancel JOB: commit the outcome, then stop whatever of it is live."""
-        receipt = app.cluster().operator.cancel(job, by=app.actor, reason=reason)
+    def cancel(
+        app: App,
+        jobs: tuple[str, ...],
+        every: bool,
+        states: tuple[str, ...],
+        name: str | None,
+        reason: str,
+        as_json: bool,
+    ) -> int:
+        """Cancel each JOB: commit the outcome, then stop whatever of it is live."""
+        receipts: list[Any] = []
+
+        def one(job: JobID) -> None:
+            receipt = app.cluster().operator.cancel(job, by=app.actor, reason=reason)
+            if as_json:
+                receipts.append(receipt)
+                return
+            _cancelled(app, job, receipt)
+
+        code = _each(app, jobs, every, states, name, one)
         if as_json:
-            print_json(app, receipt)
-            return
-        if not receipt.committed:
-            app.console.print(f"job {job} is {receipt.already} already: nothing to cancel")
-            return
-        _done(app, "cancelled", job)
-        if receipt.cleanup_complete:
-            app.console.print("clean-up complete: nothing of it is live", style="dim")
-        else:
-            live = ", ".join(r.id for r in receipt.live)
-            app.console.print(f"clean-up pending: still live: {live}", style="yellow")
-        if receipt.cessation_unproven:
-            nodes = ", ".join(receipt.cessation_unproven)
-            app.console.print(f"processes may live on: {nodes}", style="yellow")
+            print_json(app, receipts[0] if len(receipts) == 1 and not every else receipts)
+        return code
 
     @group.command()
-    @click.argument("job")
+    @jobs_options
     @reason_option
     @click.option("--for", "for_", callback=_duration, help="Release by itself after this long.")
     @pass_app
-    def hold(app: App, job: str, reason: str, for_: timedelta | None) -> None:
-        """Hold JOB: nothing new of it starts until it is released."""
+    def hold(
+        app: App,
+        jobs: tuple[str, ...],
+        every: bool,
+        states: tuple[str, ...],
+        name: str | None,
+        reason: str,
+        for_: timedelta | None,
+    ) -> int:
+        """Hold each JOB: nothing new of it starts until it is released."""
         until = datetime.now(UTC) + for_ if for_ is not None else None
-        app.cluster().operator.hold(job, by=app.actor, reason=reason, until=until)
-        _done(app, "held", job)
+
+        def one(job: JobID) -> None:
+            app.cluster().operator.hold(job, by=app.actor, reason=reason, until=until)
+            _done(app, "held", job)
+
+        return _each(app, jobs, every, states, name, one)
 
     @group.command()
-    @click.argument("job")
+    @jobs_options
     @reason_option
     @pass_app
-    def release(app: App, job: str, reason: str) -> None:
-        """Release JOB's hold."""
-        app.cluster().operator.release(job, by=app.actor, reason=reason)
-        _done(app, "released", job)
+    def release(
+        app: App,
+        jobs: tuple[str, ...],
+        every: bool,
+        states: tuple[str, ...],
+        name: str | None,
+        reason: str,
+    ) -> int:
+        """Release each JOB's hold."""
+
+        def one(job: JobID) -> None:
+            app.cluster().operator.release(job, by=app.actor, reason=reason)
+            _done(app, "released", job)
+
+        return _each(app, jobs, every, states, name, one)
 
     @group.command()
     @click.argument("job")
@@ -84,6 +169,7 @@ def register(group: click.Group) -> None:
     @pass_app
     def resubmit(app: App, job: str, reason: str) -> None:
         """Start JOB again as a new submission (the current one is stopped first)."""
+        job = app.job(job)
         app.cluster().operator.resubmit(job, by=app.actor, reason=reason)
         _done(app, "resubmission asked for", job)
 
@@ -93,6 +179,7 @@ def register(group: click.Group) -> None:
     @pass_app
     def give_up(app: App, job: str, reason: str) -> None:
         """Stop recovering JOB: it fails with the cause of its last execution."""
+        job = app.job(job)
         app.cluster().operator.give_up(job, by=app.actor, reason=reason)
         _done(app, "gave up on", job)
 
@@ -102,6 +189,7 @@ def register(group: click.Group) -> None:
     @pass_app
     def requeue(app: App, job: str, reason: str) -> None:
         """Rerun JOB's running object in place, where the cluster can (Slurm, local)."""
+        job = app.job(job)
         app.cluster().operator.requeue(job, by=app.actor, reason=reason)
         _done(app, "requeue asked for", job)
 
@@ -115,6 +203,7 @@ def register(group: click.Group) -> None:
         """Close Start attempt SUBMISSION.ATTEMPT of JOB, whose outcome stayed unknown, once
         you have checked that no object named jd-JOB-SUBMISSION-ATTEMPT exists (the
         escalation unresolved:SUBMISSION asks for this)."""
+        job = app.job(job)
         app.cluster().operator.abandon(job, submission, attempt, by=app.actor, reason=reason)
         _done(app, f"abandoned attempt {submission}.{attempt} of", job)
 
@@ -129,6 +218,7 @@ def register(group: click.Group) -> None:
         app: App, job: str, file: Path | None, reason: str, accept: tuple[int, ...], as_json: bool
     ) -> None:
         """Replace JOB by a new job (from FILE, or JOB's own spec); JOB is cancelled first."""
+        job = app.job(job)
         spec = load_job_file(file).spec if file is not None else None
         plan = app.cluster().operator.supersede(
             job, by=app.actor, reason=reason, spec=spec, accept_unenforced=accept

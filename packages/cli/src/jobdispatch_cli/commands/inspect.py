@@ -77,6 +77,7 @@ def register(group: click.Group) -> None:
     def status(app: App, job: str, timeline: bool, svg: Path | None, as_json: bool) -> None:
         """Show JOB: its state and cause, each submission's executions, its history."""
         app.reads_only = True
+        job = app.job(job)
         got = app.cluster().observer.get(job)
         if svg is not None:
             _write_output(svg, render_svg(build(got)), "--svg")
@@ -123,6 +124,7 @@ def register(group: click.Group) -> None:
     @pass_app
     def watch(app: App, job: str, every: float) -> None:
         """Show JOB live until it settles (Ctrl-C stops watching, not the job)."""
+        job = app.job(job)
         app.reads_only = True
         observer = app.cluster().observer
 
@@ -158,6 +160,7 @@ def register(group: click.Group) -> None:
         if follow and as_json:
             raise Invalid("--follow and --json do not go together: JSON needs the whole output")
         cluster = app.cluster()
+        job = app.job(job)
         n, ref = object_of(cluster.observer.get(job), submission)
         backend = cluster.backend
         if not isinstance(backend, OutputReader):

@@ -16,7 +16,9 @@ from typing import Any
 
 import click
 import jobdispatch
+from jobdispatch.errors import DispatchError, Unsupported
 from jobdispatch.records.store import ListFilter
+from jobdispatch.spi import ObjectRef, OutputReader
 from jobdispatch.types import Plan, State, Support
 from jobdispatch.validate import MAX_DURATION
 from jobdispatch_supervise import Supervisor
@@ -32,6 +34,55 @@ from jobdispatch_cli.report import Reporter
 from jobdispatch_cli.timeline import build, render_text
 
 __all__ = ["Seconds", "register"]
+
+
+class _RankStreams:
+    """``run --follow``: one rank's output of each submission's object, printed as it comes,
+    between the job's own lines. A reader thread per object follows it until it ends; the
+    console is shared under a lock so a line is never cut by another."""
+
+    def __init__(self, app: App, backend: Any, rank: int) -> None:
+        self.app = app
+        self.backend = backend
+        self.rank = rank
+        self.lock = threading.Lock()
+        self.seen: set[str] = set()
+        self.threads: list[threading.Thread] = []
+        if not isinstance(backend, OutputReader):
+            raise Unsupported(f"adapter {backend.name!r} cannot read output: run without --follow")
+
+    def print(self, line: Any) -> None:
+        with self.lock:
+            self.app.console.print(line, soft_wrap=True)
+
+    def follow(self, status: Any) -> None:
+        """Start following every canonical object not followed yet."""
+        for sub in status.submissions:
+            ref = sub.canonical
+            if ref is None or ref.id in self.seen:
+                continue
+            self.seen.add(ref.id)
+            thread = threading.Thread(
+                target=self._copy, args=(ref,), name=f"output {ref.id}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+
+    def _copy(self, ref: ObjectRef) -> None:
+        try:
+            reader = self.backend.output(ref, stream="stdout", follow=True, rank=self.rank)
+            read = reader.read1 if hasattr(reader, "read1") else reader.read
+            while chunk := read(65536):
+                with self.lock:
+                    self.app.console.file.write(chunk.decode(errors="replace"))
+                    self.app.console.file.flush()
+        except DispatchError as exc:
+            self.print(Text(f"output of {ref.id} rank {self.rank}: {exc}", style="yellow"))
+
+    def finish(self, timeout: float = 10.0) -> None:
+        """Let the readers print what the ended objects wrote last."""
+        for thread in self.threads:
+            thread.join(timeout)
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> timedelta | None:
@@ -243,6 +294,19 @@ def register(group: click.Group) -> None:
     @accept_option
     @supervisor_options
     @click.option("--timeline/--no-timeline", default=True, help="Draw the timeline at the end.")
+    @click.option(
+        "-f",
+        "--follow",
+        is_flag=True,
+        help="Stream a rank's output (each submission's, as it starts) while supervising.",
+    )
+    @click.option(
+        "--rank",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="With --follow: whose output.",
+    )
     @pass_app
     def run(
         app: App,
@@ -251,6 +315,8 @@ def register(group: click.Group) -> None:
         poll: float,
         lease_ttl: timedelta,
         timeline: bool,
+        follow: bool,
+        rank: int,
     ) -> int:
         """Submit FILE and supervise it here until it settles, showing what happens.
 
@@ -259,6 +325,8 @@ def register(group: click.Group) -> None:
         """
         job_file = load_job_file(file)
         cluster = app.cluster()
+        # Before submitting: an adapter that cannot read output refuses --follow up front.
+        streams = _RankStreams(app, cluster.backend, rank) if follow else None
         plan = cluster.operator.submit(
             job_file.spec, by=app.actor, supervised=True, accept_unenforced=accept
         )
@@ -287,11 +355,18 @@ def register(group: click.Group) -> None:
                 alive = thread.is_alive()
                 status = cluster.observer.get(job)
                 for line in reporter.news(status):
-                    app.console.print(line, soft_wrap=True)
+                    if streams is not None:
+                        streams.print(line)
+                    else:
+                        app.console.print(line, soft_wrap=True)
+                if streams is not None:
+                    streams.follow(status)
                 if not alive:
                     break
                 time.sleep(min(0.2, poll))
         thread.join()
+        if streams is not None:
+            streams.finish()
         if failure:
             raise failure[0]
         status = cluster.observer.get(job)
