@@ -393,24 +393,36 @@ OPS = st.lists(
     max_size=6,
 )
 
+#: Calls made from inside the first runner's unlocked rank spawn (see ``IN_RANK_SPAWN``).
+WINDOW = st.lists(
+    st.sampled_from(["open", "stop", "hold", "release", "requeue", "preempt", "reconcile"]),
+    max_size=3,
+)
+
 
 @settings(
     max_examples=12,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(ops=OPS)
+@given(ops=OPS, window=WINDOW)
 def test_a_runner_spawned_late_starts_only_what_the_object_wants(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
     ops: list[str],
+    window: list[str],
 ) -> None:
     """Open, release and requeue decide under the lock and spawn after it; here every spawn is
-    delayed until a random later point (or the end), with other calls in between. Whatever the
-    order: nothing runs unless opened, nothing starts after a stop is recorded, executions
-    never overlap, and there are never more than the runs the control state wants."""
-    state_dir = tmp_path_factory.mktemp("late") / "state"
-    real_spawn = local_backend._spawn
+    delayed until a random later point (or the end), with other calls in between. The runner
+    spawns ranks with the lock let go too; the ``window`` calls are made from inside the first
+    rank spawn, after the execution was recorded started and before its ranks are. Whatever
+    the order: nothing runs unless opened, nothing starts after a stop is recorded, executions
+    never overlap, there are never more than the runs the control state wants, every
+    execution ends with its ranks recorded, and no call made inside the spawn waits on the
+    lock (a hold there is refused, as for any running object)."""
+    base = tmp_path_factory.mktemp("late")
+    state_dir, marker = base / "state", base / "window"
+    real_spawn = _runner_via(marker, "calls", state_dir=state_dir, calls=window)
     delayed: list[ObjectDir] = []
     monkeypatch.setattr(local_backend, "_spawn", delayed.append)
     monkeypatch.setattr(local_backend, "RUNNER_ACK_TIMEOUT", 0.0)
@@ -456,6 +468,19 @@ def test_a_runner_spawned_late_starts_only_what_the_object_wants(
         if stop:
             for e in executions:
                 assert e["started_at"] <= stop["at"], "an execution started after the stop"
+        for e in executions:
+            assert e["ended_at"] is not None, "an execution was left open"
+            assert [r["rank"] for r in e["ranks"]] == [0], "an execution's rank went unrecorded"
+        assert marker.exists() == bool(executions), "the first rank spawn made the calls"
+        if marker.exists():
+            outcomes = json.loads(marker.read_text())
+            assert [name for name, _ in outcomes] == window
+            for name, outcome in outcomes:
+                assert not outcome.startswith("unavailable"), (name, outcome)
+                assert outcome == ("rejected" if name == "hold" else "ok"), (name, outcome)
+            if stop and stop["reason"] == "stopped inside the spawn":
+                assert len(executions) == 1, "nothing started after a stop made in the spawn"
+                assert executions[0]["cause"]["kind"] in ("cancelled", "none")
     finally:
         monkeypatch.undo()
         leftovers = shut_down(state_dir)
