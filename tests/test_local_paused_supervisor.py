@@ -202,7 +202,7 @@ def test_a_supervisor_paused_inside_open_freezes_nothing_and_is_taken_over(home:
 
     # Exactly one execution of each job's program, each in its job's first object.
     objects = {obj.name: obj.executions() for obj in scan(home.local)}
-    assert sorted(objects) == [f"jd-{a}-1-1", f"jd-{b}-1-1"]
+    assert sorted(objects) == sorted([f"jd-{a}-1-1", f"jd-{b}-1-1"])
     assert all(len(executions) == 1 for executions in objects.values()), objects
     assert sorted(runs.read_text().split("\n")[:-1]) == sorted([f"jd-{a}-1-1 0", f"jd-{b}-1-1 0"])
     assert len(home.json("status", a)["submissions"]) == 1

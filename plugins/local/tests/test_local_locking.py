@@ -3,9 +3,15 @@
 A process may stop while it holds an object's lock (SIGSTOP, a GC pause, a frozen VM). Readers
 then report that one object as unobservable (an incomplete Discovery, ``Unavailable``), never
 as absent, and go on with every other object; a change raises ``Unavailable`` and changes
-nothing. And since open, release and requeue now spawn the runner after letting the lock go,
-the races that lock used to close are tried here: a spawn delayed past a stop, a hold, an end
-or another open starts nothing it should not, and concurrent opens make one runner.
+nothing. And since open, release and requeue spawn the runner after letting the lock go, and
+the runner starts an execution's ranks with the lock let go too, the races that lock used to
+close are tried here: a spawn delayed past a stop, a hold, an end or another open starts
+nothing it should not, concurrent opens make one runner, and whatever is asked while a runner
+spawns its ranks (or while it is paused there, or after it died there) is acted on.
+
+The runner runs in processes of its own, so the tests stop it inside its rank spawn through a
+wrapper script that replaces ``jobdispatch_local.ranks.spawn`` in that one process (see
+:func:`_runner_via`); the adapter itself looks for no such hook.
 """
 
 from __future__ import annotations
@@ -14,10 +20,12 @@ import contextlib
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,10 +36,10 @@ from hypothesis import strategies as st
 from jobdispatch.errors import Rejected, Unavailable
 from jobdispatch.spi import ObjectRef, StartRequest
 from jobdispatch.types import CallMeta, HoldMeta, JobSpec, ObjectState
-from jobdispatch_local import LocalBackend
+from jobdispatch_local import LocalBackend, procs
 from jobdispatch_local import backend as local_backend
 from jobdispatch_local.layout import ObjectDir
-from jobdispatch_local.testing import make_backend, shut_down, wait_for
+from jobdispatch_local.testing import make_backend, shut_down, wait_file, wait_for
 
 Request = Callable[..., StartRequest]
 
@@ -153,6 +161,192 @@ def test_local_ps_names_an_unobservable_object(
     assert f"{frozen_ref.id}: unobservable now" in done.stderr
 
 
+# ------------------------------------------------------------------ inside the runner's rank spawn
+
+IN_RANK_SPAWN = textwrap.dedent("""
+    import json, os, signal, sys
+    from pathlib import Path
+
+    from jobdispatch_local import ranks, runner
+
+    obj_dir, how = sys.argv[1], json.loads(sys.argv[2])
+    marker, mode = Path(how["marker"]), how["mode"]
+    real = ranks.spawn
+
+    def first():
+        # The first rank spawn of any runner this test starts, whichever process it is in.
+        try:
+            os.close(os.open(str(marker) + ".taken", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+
+    def announce(text):
+        tmp = Path(str(marker) + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(marker)
+
+    def calls():
+        # Made from inside the window, as another process would: a backend of its own, and
+        # the object's lock not held here. This thread is the runner, which cannot end the
+        # execution while it makes them, so a stop here does not wait for the end.
+        from datetime import UTC, datetime, timedelta
+        from jobdispatch.errors import Invalid, Rejected, Unavailable
+        from jobdispatch.spi import ObjectRef
+        from jobdispatch.types import CallMeta, HoldMeta
+        from jobdispatch_local.backend import LocalBackend
+        from jobdispatch_local.testing import make_backend
+
+        LocalBackend._wait_ended = lambda self, obj, timeout: False
+        backend = make_backend(Path(how["state_dir"]))
+        ref = ObjectRef(Path(obj_dir).name)
+        deadline = datetime.now(UTC) + timedelta(hours=1)
+        hold = HoldMeta(instance=1, deadline=deadline)
+        do = {
+            "open": lambda: backend.open(ref),
+            "stop": lambda: backend.stop(ref, "stopped inside the spawn"),
+            "hold": lambda: backend.hold(ref, hold),
+            "release": lambda: backend.release(ref, hold),
+            "requeue": lambda: backend.requeue(ref, CallMeta(deadline=deadline)),
+            "preempt": lambda: backend.preempt(ref, wait=False),
+            "reconcile": lambda: backend.reconcile(ref),
+        }
+        outcomes = []
+        for name in how["calls"]:
+            try:
+                do[name]()
+                outcomes.append([name, "ok"])
+            except Rejected:
+                outcomes.append([name, "rejected"])
+            except Invalid:
+                outcomes.append([name, "invalid"])
+            except Unavailable as exc:
+                outcomes.append([name, f"unavailable: {exc}"])
+        return outcomes
+
+    def spawn(*args, **kwargs):
+        if not first():
+            return real(*args, **kwargs)
+        if mode == "pause before":
+            announce(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGSTOP)  # a frozen VM: exactly here
+            return real(*args, **kwargs)
+        if mode == "pause after":
+            proc = real(*args, **kwargs)
+            announce(f"{os.getpid()} {proc.pid}")
+            os.kill(os.getpid(), signal.SIGSTOP)  # the rank runs, not recorded yet
+            return proc
+        announce(json.dumps(calls()))
+        return real(*args, **kwargs)
+
+    ranks.spawn = spawn
+    sys.exit(runner.main([obj_dir]))
+""")
+
+
+def _runner_via(
+    marker: Path, mode: str, *, state_dir: Path | None = None, calls: list[str] | None = None
+) -> Callable[[ObjectDir], None]:
+    """A replacement for the backend's ``_spawn``: the object's runner, started as the backend
+    starts it, in a wrapper that does ``mode`` at the first rank spawn of any of them (pause
+    before it, pause after it, or make ``calls``), then writes ``marker``."""
+    how = json.dumps(
+        {"marker": str(marker), "mode": mode, "state_dir": str(state_dir), "calls": calls or []}
+    )
+
+    def spawn(obj: ObjectDir) -> None:
+        with obj.log_file.open("ab") as log:
+            subprocess.run(
+                [sys.executable, "-c", IN_RANK_SPAWN, str(obj.path), how],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=obj.path,
+                start_new_session=True,
+                check=False,
+            )
+
+    return spawn
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state T in /proc)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rpartition(")")[2].split()[0] == "T"
+
+
+def _paused_runner(marker: Path) -> list[int]:
+    """The numbers the paused runner announced (its pid first), once it has stopped."""
+    deadline = time.monotonic() + 60
+    numbers = [int(n) for n in wait_file(marker, timeout=60).split()]
+    while not _stopped(numbers[0]):
+        assert time.monotonic() < deadline, "the runner never stopped inside its rank spawn"
+        time.sleep(0.02)
+    return numbers
+
+
+def test_a_runner_paused_inside_its_rank_spawn_leaves_the_object_changeable(
+    backend: LocalBackend,
+    request_for: Request,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runner used to spawn an execution's ranks under the object's lock: stopped there,
+    it made the object unobservable and every change Unavailable until it resumed. Now the
+    execution is recorded as started first, so the object reads running, a hold is refused as
+    for any running object, and a stop is recorded at once and carried out when the runner
+    resumes."""
+    marker = tmp_path / "paused"
+    monkeypatch.setattr(local_backend, "_spawn", _runner_via(marker, "pause before"))
+    monkeypatch.setattr(local_backend, "STOP_SLACK", 0.0)  # the end cannot come while paused
+    request = request_for(spec=JobSpec(command=("sleep", "30")))
+    ref = backend.start(request)
+    obj = ObjectDir(backend.root / ref.id)
+    backend.open(ref)
+    (pid,) = _paused_runner(marker)
+    try:
+        assert backend.inspect(ref).state is ObjectState.RUNNING
+        seen = backend.find(request.job)
+        assert seen.complete and [o.ref for o in seen.objects] == [ref]
+        with pytest.raises(Rejected, match="running"):
+            backend.hold(ref, HoldMeta(instance=1, deadline=_meta().deadline))
+        backend.stop(ref, "stopped while its runner was paused")
+        assert obj.read_control()["stop"]["reason"] == "stopped while its runner was paused"
+        assert _stopped(pid), "all of this happened while the runner was stopped"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(backend, ref, lambda o: o.state is ObjectState.ENDED, "ended")
+    (execution,) = obj.executions()
+    assert execution["cause"]["kind"] == "cancelled"
+    assert [r["rank"] for r in execution["ranks"]] == [0], "the rank started, then was stopped"
+
+
+def test_a_runner_that_dies_before_recording_its_ranks_is_adopted_as_node_lost(
+    backend: LocalBackend,
+    request_for: Request,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between recording an execution started and recording its ranks the lock is let go; a
+    runner killed there leaves an open execution that names no rank. Its rank dies with it
+    (``PR_SET_PDEATHSIG``) and the next reader records the execution node-lost."""
+    marker = tmp_path / "paused"
+    monkeypatch.setattr(local_backend, "_spawn", _runner_via(marker, "pause after"))
+    ref = backend.start(request_for(spec=JobSpec(command=("sleep", "30"))))
+    obj = ObjectDir(backend.root / ref.id)
+    backend.open(ref)
+    pid, rank_pid = _paused_runner(marker)
+    (open_execution,) = obj.executions()
+    assert open_execution["ended_at"] is None and open_execution["ranks"] == []
+    os.kill(pid, signal.SIGKILL)
+    obs = wait_for(backend, ref, lambda o: o.state is ObjectState.ENDED, "ended")
+    assert [e.cause.kind if e.cause else None for e in obs.executions] == ["node-lost"]
+    deadline = time.monotonic() + 60
+    while procs.start_ticks(rank_pid) is not None:
+        assert time.monotonic() < deadline, "the unrecorded rank outlived its runner"
+        time.sleep(0.02)
+
+
 # ------------------------------------------------------------------ the races of a late spawn
 
 
@@ -199,24 +393,36 @@ OPS = st.lists(
     max_size=6,
 )
 
+#: Calls made from inside the first runner's unlocked rank spawn (see ``IN_RANK_SPAWN``).
+WINDOW = st.lists(
+    st.sampled_from(["open", "stop", "hold", "release", "requeue", "preempt", "reconcile"]),
+    max_size=3,
+)
+
 
 @settings(
     max_examples=12,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(ops=OPS)
+@given(ops=OPS, window=WINDOW)
 def test_a_runner_spawned_late_starts_only_what_the_object_wants(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
     ops: list[str],
+    window: list[str],
 ) -> None:
     """Open, release and requeue decide under the lock and spawn after it; here every spawn is
-    delayed until a random later point (or the end), with other calls in between. Whatever the
-    order: nothing runs unless opened, nothing starts after a stop is recorded, executions
-    never overlap, and there are never more than the runs the control state wants."""
-    state_dir = tmp_path_factory.mktemp("late") / "state"
-    real_spawn = local_backend._spawn
+    delayed until a random later point (or the end), with other calls in between. The runner
+    spawns ranks with the lock let go too; the ``window`` calls are made from inside the first
+    rank spawn, after the execution was recorded started and before its ranks are. Whatever
+    the order: nothing runs unless opened, nothing starts after a stop is recorded, executions
+    never overlap, there are never more than the runs the control state wants, every
+    execution ends with its ranks recorded, and no call made inside the spawn waits on the
+    lock (a hold there is refused, as for any running object)."""
+    base = tmp_path_factory.mktemp("late")
+    state_dir, marker = base / "state", base / "window"
+    real_spawn = _runner_via(marker, "calls", state_dir=state_dir, calls=window)
     delayed: list[ObjectDir] = []
     monkeypatch.setattr(local_backend, "_spawn", delayed.append)
     monkeypatch.setattr(local_backend, "RUNNER_ACK_TIMEOUT", 0.0)
@@ -262,6 +468,19 @@ def test_a_runner_spawned_late_starts_only_what_the_object_wants(
         if stop:
             for e in executions:
                 assert e["started_at"] <= stop["at"], "an execution started after the stop"
+        for e in executions:
+            assert e["ended_at"] is not None, "an execution was left open"
+            assert [r["rank"] for r in e["ranks"]] == [0], "an execution's rank went unrecorded"
+        assert marker.exists() == bool(executions), "the first rank spawn made the calls"
+        if marker.exists():
+            outcomes = json.loads(marker.read_text())
+            assert [name for name, _ in outcomes] == window
+            for name, outcome in outcomes:
+                assert not outcome.startswith("unavailable"), (name, outcome)
+                assert outcome == ("rejected" if name == "hold" else "ok"), (name, outcome)
+            if stop and stop["reason"] == "stopped inside the spawn":
+                assert len(executions) == 1, "nothing started after a stop made in the spawn"
+                assert executions[0]["cause"]["kind"] in ("cancelled", "none")
     finally:
         monkeypatch.undo()
         leftovers = shut_down(state_dir)

@@ -9,8 +9,10 @@ What it does, in a loop, until the object has ended:
 1. under the object's lock, adopt an execution a dead runner left unfinished (its ranks died
    with that runner: ``PR_SET_PDEATHSIG``), recording it as node-lost;
 2. if the object was stopped, or every run wanted has run, exit: the object has ended;
-3. while a hold instance stands, wait; else start the next execution's ranks and record them,
-   all before the lock is let go, so a concurrent hold or stop sees the object running;
+3. while a hold instance stands, wait; else record the next execution as started (from then on
+   a concurrent hold is refused and a stop, preemption or requeue is aimed at it), let the lock
+   go, start its ranks, then take the lock again to record them (or the launch's failure);
+   nothing slow happens under the lock, so a runner paused while it spawns freezes nothing;
 4. watch the ranks: a rank that fails ends the execution (the others get SIGTERM, then SIGKILL
    after the grace period, as torchrun and ``srun --kill-on-bad-exit`` do); so do a stop, a
    preemption or a requeue asked through ``control.json``, and the spec's time limit;
@@ -131,13 +133,18 @@ class Runner:
                     # new runner, since this one will not look again.
                     self.obj.write_runner({**me, "done": True})
                     return 0
-                started = None
+                record = None
                 if control.get("hold") is None:
-                    started = self._start(len(executions))
-            if started is None:
+                    record = self._begin(len(executions))
+            if record is None:
                 time.sleep(self.poll)
                 continue
-            self._watch(*started)
+            # The lock is let go while the ranks start (a spawn may take long, or the runner
+            # may be paused in it); whatever was asked meanwhile is acted on by ``_watch``.
+            launched, groups, failure = self._launch(record)
+            with self.obj.lock():
+                watched = self._started(record, launched, failure)
+            self._watch(record, watched, groups)
 
     def _adopt(self, record: dict[str, Any], previous: dict[str, Any] | None) -> None:
         """End an execution a dead runner left open (its ranks died with it)."""
@@ -152,24 +159,37 @@ class Runner:
     def _cwd(self) -> Path:
         return Path(self.launch.get("working_dir") or self.obj.path)
 
-    def _start(self, index: int) -> tuple[dict[str, Any], list[ranks.Rank], list[NodeGroup]]:
-        """Start execution ``index``'s ranks and record them (called under the lock)."""
-        nodes, per_node = int(self.launch["nodes"]), int(self.launch["procs_per_node"])
-        port = ranks.free_port()
+    def _begin(self, index: int) -> dict[str, Any]:
+        """Record execution ``index`` as started, with no ranks yet (called under the lock).
+
+        Durable before the lock is let go: from here on observers see the object running, a
+        hold is refused, a stop, preemption or requeue names this execution, and a reader that
+        finds this runner dead adopts the execution as node-lost (the ranks it may have started
+        die with it: ``PR_SET_PDEATHSIG``)."""
         record: dict[str, Any] = {
             "index": index,
             "started_at": now_iso(),
             "ended_at": None,
-            "nodes": [ranks.node_name(n) for n in range(nodes)],
-            "port": port,
+            "nodes": [ranks.node_name(n) for n in range(int(self.launch["nodes"]))],
+            "port": ranks.free_port(),
             "ranks": [],
             "cause": None,
             "memory_limit": self.memory_limit if self.memory else None,
         }
+        self.obj.write_execution(record)
+        return record
+
+    def _launch(
+        self, record: dict[str, Any]
+    ) -> tuple[list[ranks.Rank], list[NodeGroup], str | None]:
+        """Start the execution's ranks (called with the lock let go): the ranks started, their
+        node groups, and why the launch failed (None when every rank started; else the ranks
+        that did start are dead and reaped already, their groups removed)."""
+        index, port = int(record["index"]), int(record["port"])
+        nodes, per_node = int(self.launch["nodes"]), int(self.launch["procs_per_node"])
         started: list[ranks.Rank] = []
         groups: list[NodeGroup] = []
         out_dir = self.obj.output_dir(self.record)
-        failure = None
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             cwd = self._cwd()
@@ -202,24 +222,30 @@ class Runner:
                         group=group,
                     )
                     started.append(ranks.Rank(rank, node, local, proc, group.path if group else ""))
-        except (OSError, ValueError) as exc:
-            # SubprocessError from a failed preexec_fn is reported as an OSError subclass too.
-            failure = f"{type(exc).__name__}: {exc}"
         except Exception as exc:
-            failure = f"{type(exc).__name__}: {exc}"
-        record["ranks"] = [r.record() for r in started]
-        if failure is not None:
+            # SubprocessError from a failed preexec_fn is reported as an OSError subclass too.
+            # Whatever did start is killed and reaped here, before the lock is taken again.
             self._stop_ranks(started, at_once=True)
             self._reap(started)
-            record["ranks"] = [r.record() for r in started]
-            record["ended_at"] = now_iso()
-            record["cause"] = cause("launch-failed", "scheduler", failure)
-            self.obj.write_execution(record)
             for g in groups:
                 g.remove()
-            return record, [], []
+            return started, [], f"{type(exc).__name__}: {exc}"
+        return started, groups, None
+
+    def _started(
+        self, record: dict[str, Any], started: list[ranks.Rank], failure: str | None
+    ) -> list[ranks.Rank]:
+        """Record the ranks the launch started, or its failure (called under the lock again);
+        the ranks left to watch. A stop, preemption or requeue asked while they started is
+        found by :meth:`_watch` on its first look, as one asked just after. (Nobody else
+        writes an open execution while its runner serves the object: a reader adopts it only
+        once this runner is dead.)"""
+        record["ranks"] = [r.record() for r in started]
+        if failure is not None:
+            record["ended_at"] = now_iso()
+            record["cause"] = cause("launch-failed", "scheduler", failure)
         self.obj.write_execution(record)
-        return record, started, groups
+        return started if failure is None else []
 
     # ---------------------------------------------------------------- watching
 
