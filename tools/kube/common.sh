@@ -1,0 +1,110 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # the variables are used by the scripts that source this file
+# Shared by tools/kube/{build,up,down,selftest,rotate-token}. Sourced, never run.
+#
+# Every knob is a JOBDISPATCH_KUBE_* variable. The versions are the set that was built and run
+# (docs/specs/0009-kubernetes-observed.md); changing one builds a new cache folder.
+
+# Go is at /usr/local/go on these machines; a shell without it on PATH still finds it.
+command -v go >/dev/null 2>&1 || PATH=$PATH:/usr/local/go/bin
+
+KUBE_VERSION=${JOBDISPATCH_KUBE_K8S_VERSION:-v1.36.3}
+ETCD_VERSION=${JOBDISPATCH_KUBE_ETCD_VERSION:-v3.6.16}
+KWOK_VERSION=${JOBDISPATCH_KUBE_KWOK_VERSION:-v0.8.0}
+JOBSET_VERSION=${JOBDISPATCH_KUBE_JOBSET_VERSION:-v0.12.0}
+TRAINER_VERSION=${JOBDISPATCH_KUBE_TRAINER_VERSION:-v2.2.1}
+KUEUE_VERSION=${JOBDISPATCH_KUBE_KUEUE_VERSION:-v0.19.2}
+
+# The build cache lives outside any clone, so a fresh clone (CI) on a warm machine builds nothing.
+# RECIPE names the build flags: bump it when they change, so stale binaries are not reused.
+KUBE_RECIPE=r1
+KUBE_CACHE=${JOBDISPATCH_KUBE_CACHE:-/var/cache/jobdispatch-kube}
+KUBE_KEY=k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_jobset-${JOBSET_VERSION}_trainer-${TRAINER_VERSION}_${KUBE_RECIPE}
+KUBE_BIN=$KUBE_CACHE/$KUBE_KEY/bin
+KUEUE_BIN=$KUBE_CACHE/kueue-${KUEUE_VERSION}_k8s-${KUBE_VERSION}_${KUBE_RECIPE}/bin
+
+KUBE_STATE=${JOBDISPATCH_KUBE_STATE:-/var/lib/jobdispatch-kube}
+KUBE_NODES=${JOBDISPATCH_KUBE_NODES:-3}
+KUBE_NODE_CPU=${JOBDISPATCH_KUBE_NODE_CPU:-8}
+KUBE_NODE_MEMORY=${JOBDISPATCH_KUBE_NODE_MEMORY:-32Gi}
+KUBE_NODE_GPU=${JOBDISPATCH_KUBE_NODE_GPU:-8}
+KUBE_NAMESPACE=${JOBDISPATCH_KUBE_NAMESPACE:-dispatch}
+KUBE_TOKEN_SECONDS=${JOBDISPATCH_KUBE_TOKEN_SECONDS:-86400}
+
+# Ports, all on 127.0.0.1.
+KUBE_API_PORT=${JOBDISPATCH_KUBE_API_PORT:-6443}
+ETCD_CLIENT_PORT=${JOBDISPATCH_KUBE_ETCD_PORT:-2379}
+ETCD_PEER_PORT=$((ETCD_CLIENT_PORT + 1))
+KCM_PORT=${JOBDISPATCH_KUBE_KCM_PORT:-10257}
+SCHED_PORT=${JOBDISPATCH_KUBE_SCHEDULER_PORT:-10259}
+KWOK_PORT=${JOBDISPATCH_KUBE_KWOK_PORT:-10250}
+JOBSET_WEBHOOK_PORT=${JOBDISPATCH_KUBE_JOBSET_WEBHOOK_PORT:-19443}
+JOBSET_HEALTH_PORT=${JOBDISPATCH_KUBE_JOBSET_HEALTH_PORT:-18081}
+TRAINER_WEBHOOK_PORT=${JOBDISPATCH_KUBE_TRAINER_WEBHOOK_PORT:-19445}
+TRAINER_HEALTH_PORT=${JOBDISPATCH_KUBE_TRAINER_HEALTH_PORT:-18083}
+TRAINER_STATUS_PORT=${JOBDISPATCH_KUBE_TRAINER_STATUS_PORT:-18443}
+
+RUN_DIR=$KUBE_STATE/run
+LOG_DIR=$KUBE_STATE/log
+PKI=$KUBE_STATE/pki
+CFG=$KUBE_STATE/config
+ADMIN_KUBECONFIG=$PKI/admin.kubeconfig
+ADAPTER_KUBECONFIG=$KUBE_STATE/adapter.kubeconfig
+TOKEN_FILE=$KUBE_STATE/adapter.token
+
+_tag=${0##*/}
+say() { printf '[kube-%s %s] %s\n' "$_tag" "$(date +%T)" "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# poll SECONDS CMD...: run CMD every 0.3 s until it succeeds; non-zero if it never does.
+poll() {
+  local deadline=$(( $(date +%s) + $1 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep 0.3
+  done
+}
+
+# poll_daemon PIDFILE SECONDS CMD...: like poll, but give up at once when the process in PIDFILE
+# has exited (a component with a bad flag or a taken port exits within a second).
+poll_daemon() {
+  local f=$1 deadline=$(( $(date +%s) + $2 )); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ! pid_alive "$f"; then say "the process in $f has exited"; return 1; fi
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep 0.3
+  done
+}
+
+show_log() { { echo "---- last lines of $1 ----"; tail -n 40 "$1" 2>/dev/null || echo "(no log)"; echo "----"; } >&2; }
+
+# stop_pid FILE NAME: TERM the process in FILE, wait up to 15 s, then KILL. Never by name.
+stop_pid() {
+  local f=$1 name=$2 pid i
+  [ -s "$f" ] || { rm -f "$f"; return 0; }
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    say "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null
+    for i in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then say "$name did not exit after TERM, sending KILL"; kill -KILL "$pid" 2>/dev/null; fi
+  fi
+  rm -f "$f"
+}
+
+# The admin's kubectl (client certificate in system:masters), for setting the cluster up.
+kc() { "$KUBE_BIN/kubectl" --kubeconfig="$ADMIN_KUBECONFIG" "$@"; }
+
+# https_ok URL: the URL answers 200 over TLS (self-signed component certificates: -k).
+https_ok() { curl -fsk --max-time 3 "$1" >/dev/null; }
+
+# module_dir MODULE@VERSION: the read-only directory of a module in the Go module cache
+# (downloaded when missing). CRDs, manifests and kwok stages are read from there at start.
+module_dir() {
+  (cd / && go mod download -json "$1") \
+    | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(d.get("Error")) if d.get("Error") else print(d["Dir"])'
+}
+
+elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
