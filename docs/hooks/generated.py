@@ -131,7 +131,9 @@ def _rows(schema: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, st
     required = set(schema.get("required", []))
     for key, sub in schema.get("properties", {}).items():
         name = f"{prefix}{key}"
-        text = "; ".join(filter(None, [sub.get("description", ""), _limits(sub)]))
+        # A description is plain text: brackets in it ("[user@]host") must not become links.
+        said = sub.get("description", "").replace("[", "\\[").replace("]", "\\]")
+        text = "; ".join(filter(None, [said, _limits(sub)]))
         yield name, _type(sub), "yes" if key in required else "", text
         if sub.get("type") == "object" and "properties" in sub:
             yield from _rows(sub, f"{name}.")
