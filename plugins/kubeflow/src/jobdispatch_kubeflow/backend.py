@@ -1,0 +1,541 @@
+"""The Kubeflow backend: the adapter SPI over TrainJobs (Kubeflow Trainer v2).
+
+Objects are TrainJobs (their ref is ``<namespace>/<name>``), one per submission, created
+suspended under their discovery name; executions are the child JobSet's restart attempts.
+Everything the backend shows is read back from the cluster on every call: the gate, the hold
+instance and the stop reason are annotations on the TrainJob, so two backends, or a backend
+restarted after a crash, see the same thing. docs/specs/0010-kubeflow-adapter.md gives the
+reasons for each decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unsupported
+from jobdispatch.spi import (
+    CessationEvidence,
+    Discovery,
+    NativeOffer,
+    ObjectObs,
+    ObjectRef,
+    StartRequest,
+    parse_discovery_name,
+)
+from jobdispatch.types import (
+    Action,
+    Capability,
+    HoldMeta,
+    JobID,
+    JobSpec,
+    ObjectState,
+    RecoveryPolicy,
+    Rule,
+    RuleSupport,
+    Source,
+    Support,
+    Tristate,
+)
+
+from jobdispatch_kubeflow import manifest, names, probe
+from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
+from jobdispatch_kubeflow.classify import Chain, Observation, observe
+from jobdispatch_kubeflow.config import Settings
+
+__all__ = ["KubeflowBackend"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+#: What a supervisor can have this backend do, per action.
+_PERFORM: Mapping[Action, Support] = {
+    Action.RESUBMIT: Support.yes(Source.CATALOGUE, "a new TrainJob"),
+    Action.ESCALATE: Support.yes(Source.CATALOGUE, "needs nothing of the cluster"),
+    Action.REQUEUE: Support.no(Source.CATALOGUE, "an ended TrainJob cannot be rerun"),
+    Action.RESTART: Support.no(Source.CATALOGUE, "restarts are the JobSet's, on its own policy"),
+}
+#: How long one watch call listens before it returns (call it again to go on).
+WATCH_WINDOW = 10
+
+
+class KubeflowBackend:
+    """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
+    NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener and
+    OutputReader.
+
+    Args:
+        settings: the validated configuration.
+        api: overrides the API built from the settings (tests count or fake requests).
+        token: a bearer token source, called on every request and never cached.
+        clock: now, for deadlines.
+    """
+
+    name = "kubeflow"
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        api: Api | None = None,
+        token: Callable[[], str] | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        if token is None and self.settings.token_file is not None:
+            token = file_token(self.settings.token_file)
+        self.api: Api = api or KubeApi(
+            kubeconfig=self.settings.kubeconfig,
+            context=self.settings.context,
+            in_cluster=self.settings.in_cluster,
+            token=token,
+            timeout=self.settings.request_timeout,
+        )
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.namespace = self.settings.namespace
+
+    @classmethod
+    def from_config(
+        cls, config: Mapping[str, Any], token: Callable[[], str] | None = None
+    ) -> KubeflowBackend:
+        """Build from a configuration (validated here; unknown keys refused)."""
+        return cls(Settings.from_config(config), token=token)
+
+    def __repr__(self) -> str:
+        return f"KubeflowBackend({self.api!r}, namespace={self.namespace})"
+
+    # ------------------------------------------------------------------ capabilities
+
+    def facts(self) -> probe.ClusterFacts:
+        """The probed facts, cached per cluster for ``probe_ttl``: a poll costs no probe."""
+        return probe.probe(self.api, self.settings, key=repr(self.api))
+
+    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+        return probe.capabilities(self.facts(), self.settings.declared)
+
+    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+        """Native: none (0010 §6). Perform: resubmit and escalate; hold as the cluster answers."""
+        caps = self.capabilities(spec)
+        native = caps[Capability.NATIVE_RESTART]
+        answers = []
+        for rule in policy.rules:
+            perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
+            why = f"the cluster does not {rule.action} by a rule"
+            if rule.action is Action.RESTART:
+                why = native.detail
+            answers.append(RuleSupport(Support.no(Source.CATALOGUE, why), perform))
+        return answers
+
+    def compile(
+        self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
+    ) -> NativeOffer:
+        """No rule is enforced natively, so the offer is empty: the TrainJob cannot carry a
+        JobSet failure policy of its own (0010 §6)."""
+        return NativeOffer()
+
+    def identity_weakened(self, spec: JobSpec) -> str:
+        """Why a run's identity is weak: the runtime lets Kubernetes rerun a rank in place (the
+        Job's ``backoffLimit`` or the pods' ``OnFailure``), so one execution may hold several
+        runs of a rank. Only where the site allows rank restarts; otherwise Start refuses."""
+        facts = self.facts()
+        if not facts.reruns_pods:
+            return ""
+        limit = 6 if facts.backoff_limit is None else facts.backoff_limit
+        return (
+            f"runtime {self.settings.runtime.name} lets Kubernetes rerun a rank in place "
+            f"(Job backoffLimit {limit}, pod restartPolicy {facts.restart_policy or 'OnFailure'})"
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def start(self, request: StartRequest) -> ObjectRef:
+        """Create the TrainJob suspended under the discovery name. Rejected when the API
+        refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
+        lost."""
+        spec = request.spec
+        caps = self.capabilities(spec)
+        needs = {
+            Capability.CONTAINER_IMAGE: spec.image is not None,
+            Capability.WORKING_DIRECTORY: spec.working_dir is not None,
+            Capability.OUTPUT_PATH: spec.output is not None,
+            Capability.PROCS_PER_NODE: spec.procs_per_node != 1,
+        }
+        for cap, needed in needs.items():
+            if needed and caps[cap].answer is Tristate.NO:
+                raise Unsupported(
+                    f"cannot start {request.name}: {cap} is not supported ({caps[cap].detail})"
+                )
+        identity = self.identity_weakened(spec)
+        if identity and not self.settings.allow_rank_restart:
+            raise Unsupported(
+                f"cannot start {request.name}: {identity}; set allow_rank_restart where "
+                "the site accepts it, or use a runtime with backoffLimit 0 and "
+                "restartPolicy Never"
+            )
+        body = manifest.trainjob(request, self.settings)
+        try:
+            self.api.create("trainjobs", self.namespace, body)
+        except AlreadyExists as exc:
+            raise Rejected(f"TrainJob {request.name} exists already: {exc}") from exc
+        return names.ref_of(self.namespace, request.name)
+
+    def _trainjob(self, ref: ObjectRef) -> tuple[str, str, Obj]:
+        namespace, name = names.split_ref(ref)
+        obj = self.api.get("trainjobs", namespace, name)
+        if obj is None:
+            raise NotFound(f"no TrainJob {ref}")
+        return namespace, name, obj
+
+    def _patch(self, ref: ObjectRef, change: Callable[[Obj], Obj | None]) -> None:
+        """Read, decide, write with the version read (so a write between is a Conflict, and
+        the decision is made again on what is there now)."""
+        for _ in range(5):
+            namespace, name, obj = self._trainjob(ref)
+            body = change(obj)
+            if body is None:
+                return
+            body.setdefault("metadata", {})["resourceVersion"] = obj["metadata"]["resourceVersion"]
+            try:
+                self.api.patch("trainjobs", namespace, name, body)
+                return
+            except Conflict:
+                continue
+        raise Rejected(f"TrainJob {ref} kept changing under five attempts to update it")
+
+    def open(self, ref: ObjectRef) -> None:
+        """Lift the gate: ``gate: open`` and ``suspend: false``. Under one of our holds only the
+        gate is lifted (the hold stays). Already open, running or ended: success."""
+
+        def change(obj: Obj) -> Obj | None:
+            meta = obj.get("metadata") or {}
+            annotations = meta.get("annotations") or {}
+            if meta.get("deletionTimestamp") or annotations.get(names.GATE) != "closed":
+                return None
+            if _ended(obj):
+                return None
+            body: Obj = {"metadata": {"annotations": {names.GATE: "open"}}}
+            if names.HOLD not in annotations:
+                body["spec"] = {"suspend": False}
+            return body
+
+        self._patch(ref, change)
+
+    def stop(self, ref: ObjectRef, reason: str) -> None:
+        """Write the reason, then delete the TrainJob with foreground propagation. The
+        adapter's finalizer keeps the deleted TrainJob readable as the receipt (ended,
+        cancelled by an actor, clean-up pending until its pods are gone). Already gone or
+        stopped: success."""
+        try:
+            namespace, name, obj = self._trainjob(ref)
+        except NotFound:
+            return
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        if not _ended(obj):
+            try:
+                self.api.patch(
+                    "trainjobs",
+                    namespace,
+                    name,
+                    {"metadata": {"annotations": {names.STOP: reason or "stopped"}}},
+                )
+            except NotFound:
+                return
+        self.api.delete("trainjobs", namespace, name, propagation="Foreground")
+
+    def forget(self, ref: ObjectRef) -> None:
+        """Remove the receipt of a stopped TrainJob (its finalizer), once nothing needs it."""
+        try:
+            namespace, name, obj = self._trainjob(ref)
+        except NotFound:
+            return
+        left = [f for f in obj["metadata"].get("finalizers") or () if f != names.FINALIZER]
+        self.api.patch(
+            "trainjobs",
+            namespace,
+            name,
+            {
+                "metadata": {
+                    "finalizers": left,
+                    "resourceVersion": obj["metadata"]["resourceVersion"],
+                }
+            },
+        )
+
+    def close(self) -> None:
+        self.api.close()
+
+    # ------------------------------------------------------------------ observation
+
+    def find(self, job: JobID) -> Discovery:
+        """Every TrainJob of ``job``: the same few LISTs as find_many."""
+        return self.find_many([job])[job]
+
+    def find_many(
+        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
+    ) -> Mapping[JobID, Discovery]:
+        """Every object of every job in ``jobs`` from one LIST of TrainJobs by label selector,
+        and at most one LIST each of JobSets, Jobs, Pods and Nodes for the evidence beneath
+        them, whatever the number of jobs."""
+        at = self.now()
+        wanted = list(dict.fromkeys(jobs))
+        found: dict[JobID, list[ObjectObs]] = {job: [] for job in wanted}
+        if not wanted:
+            return {}
+        selector = names.job_selector(wanted)
+        trainjobs, _ = self.api.list("trainjobs", self.namespace, label_selector=selector)
+        chains = self._chains(trainjobs, selector)
+        wanted_states = set(states)
+        for chain in chains:
+            obs = self._object(observe(chain))
+            ident = obs.identity
+            if ident is None or ident[0] not in found:
+                continue
+            if wanted_states and obs.state not in wanted_states:
+                continue
+            found[ident[0]].append(obs)
+        return {
+            job: Discovery(job=job, objects=tuple(sorted(objs, key=_order)), at=at)
+            for job, objs in found.items()
+        }
+
+    def _chains(self, trainjobs: list[Obj], selector: str) -> list[Chain]:
+        ours = [
+            tj
+            for tj in trainjobs
+            if parse_discovery_name(str((tj.get("metadata") or {}).get("name", ""))) is not None
+        ]
+        if not ours:
+            return []
+        tj_names = sorted(str(tj["metadata"]["name"]) for tj in ours)
+        beneath = f"{names.JOBSET_NAME} in ({','.join(tj_names)})"
+        jobsets, _ = self.api.list("jobsets", self.namespace, label_selector=selector)
+        jobs, _ = self.api.list("jobs", self.namespace, label_selector=beneath)
+        pods, _ = self.api.list("pods", self.namespace, label_selector=beneath)
+        nodes = None
+        if any((p.get("spec") or {}).get("nodeName") for p in pods):
+            items, _ = self.api.list("nodes", None)
+            nodes = {str(n["metadata"]["name"]): n for n in items}
+        by_name: dict[str, Obj] = {str(js["metadata"]["name"]): js for js in jobsets}
+
+        def under(objs: list[Obj], name: str) -> list[Obj]:
+            return [o for o in objs if _labels(o).get(names.JOBSET_NAME) == name]
+
+        return [
+            Chain(
+                trainjob=tj,
+                jobset=by_name.get(tj["metadata"]["name"]),
+                jobs=under(jobs, tj["metadata"]["name"]),
+                pods=under(pods, tj["metadata"]["name"]),
+                nodes=nodes,
+            )
+            for tj in ours
+        ]
+
+    def chain(self, ref: ObjectRef) -> Chain:
+        """Every object beneath one TrainJob, events included (for inspect and the tests)."""
+        namespace, name, tj = self._trainjob(ref)
+        beneath = f"{names.JOBSET_NAME}={name}"
+        jobset = self.api.get("jobsets", namespace, name)
+        jobs, _ = self.api.list("jobs", namespace, label_selector=beneath)
+        pods, _ = self.api.list("pods", namespace, label_selector=beneath)
+        nodes = None
+        if any((p.get("spec") or {}).get("nodeName") for p in pods):
+            items, _ = self.api.list("nodes", None)
+            nodes = {str(n["metadata"]["name"]): n for n in items}
+        events, _ = self.api.list("events", namespace, field_selector=f"involvedObject.name={name}")
+        return Chain(trainjob=tj, jobset=jobset, jobs=jobs, pods=pods, nodes=nodes, events=events)
+
+    def inspect(self, ref: ObjectRef) -> ObjectObs:
+        """One TrainJob now, with the events about it in the detail; NotFound when the API no
+        longer has it."""
+        return self._object(observe(self.chain(ref)))
+
+    def _object(self, obs: Observation) -> ObjectObs:
+        return ObjectObs(
+            ref=names.ref_of(self.namespace, obs.name),
+            name=obs.name,
+            state=obs.state,
+            executions=obs.executions,
+            hold_instance=obs.hold_instance,
+            requeue_bit=None,
+            lost_nodes=obs.lost_nodes,
+            detail=obs.detail,
+        )
+
+    def watch(self, job: JobID) -> Iterator[ObjectObs]:
+        """The job's objects as they are now (one LIST), then each change the API server sends
+        on a watch from that list's resourceVersion, for up to ``WATCH_WINDOW`` seconds. A 410
+        Gone (the version is too old) lists again and watches from the new version. Call it
+        again to go on."""
+        selector = names.job_selector([job])
+        deadline = time.monotonic() + WATCH_WINDOW
+        trainjobs, version = self.api.list("trainjobs", self.namespace, label_selector=selector)
+        for chain in self._chains(trainjobs, selector):
+            yield self._object(observe(chain))
+        while (left := int(deadline - time.monotonic())) > 0:
+            try:
+                for event in self.api.watch(
+                    "trainjobs",
+                    self.namespace,
+                    label_selector=selector,
+                    resource_version=version,
+                    timeout=left,
+                ):
+                    obj = event.get("object") or {}
+                    version = str((obj.get("metadata") or {}).get("resourceVersion", version))
+                    if event.get("type") == "BOOKMARK":
+                        continue
+                    name = str((obj.get("metadata") or {}).get("name", ""))
+                    if parse_discovery_name(name) is None:
+                        continue
+                    if event.get("type") == "DELETED":
+                        yield self._object(observe(Chain(trainjob=obj)))
+                        continue
+                    try:
+                        yield self.inspect(names.ref_of(self.namespace, name))
+                    except NotFound:
+                        continue
+                return
+            except Gone:
+                log.info("watch of %s: resourceVersion %s is gone; listing again", job, version)
+                trainjobs, version = self.api.list(
+                    "trainjobs", self.namespace, label_selector=selector
+                )
+                for chain in self._chains(trainjobs, selector):
+                    yield self._object(observe(chain))
+
+    def ceased(self, ref: ObjectRef) -> CessationEvidence:
+        """Yes once the object has ended and none of its pods is left; unknown while an ended
+        object's pods are still being deleted (clean-up pending); no while it runs."""
+        try:
+            chain = self.chain(ref)
+        except NotFound:
+            return CessationEvidence(
+                ceased=Tristate.YES, detail="the TrainJob is gone", at=self.now()
+            )
+        obs = observe(chain)
+        if obs.state is ObjectState.ENDED:
+            if obs.pods_left:
+                return CessationEvidence(
+                    ceased=Tristate.UNKNOWN,
+                    detail=f"clean-up pending: {obs.pods_left} pods remain",
+                    at=self.now(),
+                )
+            return CessationEvidence(ceased=Tristate.YES, detail="no pod left", at=self.now())
+        if obs.state is ObjectState.RUNNING:
+            return CessationEvidence(ceased=Tristate.NO, detail="its pods run", at=self.now())
+        return CessationEvidence(ceased=Tristate.UNKNOWN, detail=str(obs.state), at=self.now())
+
+    # ------------------------------------------------------------------ holds
+
+    def _check(self, deadline: datetime, what: str) -> None:
+        now = self.now()
+        if now > deadline:
+            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
+            raise Rejected(msg)
+
+    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only
+        an object that has not run can be held: Rejected when it runs or has ended (suspending
+        a running TrainJob deletes its pods, which is a stop, not a hold), and past
+        ``meta.deadline``."""
+        self._check(meta.deadline, f"hold {meta.instance} of {ref}")
+        if meta.instance < 0:
+            raise Invalid(f"hold instance must be >= 0, not {meta.instance}")
+        state = self.inspect(ref).state
+        if state in (ObjectState.RUNNING, ObjectState.ENDED):
+            raise Rejected(
+                f"cannot hold {ref}: it is {state}; only an object not yet running can be"
+            )
+
+        def change(obj: Obj) -> Obj | None:
+            if _ended(obj) or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                raise Rejected(f"cannot hold {ref}: it has ended")
+            annotations = obj["metadata"].get("annotations") or {}
+            if annotations.get(names.HOLD) == str(meta.instance):
+                return None
+            return {
+                "metadata": {"annotations": {names.HOLD: str(meta.instance)}},
+                "spec": {"suspend": True},
+            }
+
+        self._patch(ref, change)
+
+    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
+        object was held before it was opened, else resumed. Another instance, or none: success
+        with no effect. Rejected past ``meta.deadline``."""
+        self._check(meta.deadline, f"release {meta.instance} of {ref}")
+
+        def change(obj: Obj) -> Obj | None:
+            annotations = obj["metadata"].get("annotations") or {}
+            if annotations.get(names.HOLD) != str(meta.instance):
+                return None
+            gated = annotations.get(names.GATE) == "closed"
+            return {"metadata": {"annotations": {names.HOLD: None}}, "spec": {"suspend": gated}}
+
+        try:
+            self._patch(ref, change)
+        except NotFound:
+            raise
+
+    # ------------------------------------------------------------------ output
+
+    def output(
+        self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
+    ) -> IO[bytes]:
+        """The log of rank ``rank``'s pod (its completion index) in the current attempt; with
+        ``follow``, the API server's follow stream, which ends when the container does. A pod
+        log holds stdout and stderr together, so only ``stdout`` is asked for."""
+        if stream not in ("stdout", "stderr"):
+            raise Invalid(f"stream must be stdout or stderr, not {stream!r}")
+        if stream == "stderr":
+            raise Unsupported(f"a pod log of {ref} holds stderr within stdout; ask for stdout")
+        caps = self.capabilities()
+        cap = Capability.OUTPUT_FOLLOW if follow else Capability.OUTPUT_READ
+        if caps[cap].answer is Tristate.NO:
+            raise Unsupported(f"{cap} is not supported here ({caps[cap].detail})")
+        chain = self.chain(ref)
+        pods = [p for p in chain.pods if _rank(p) == rank]
+        if not pods:
+            raise NotFound(f"TrainJob {ref} has no pod of rank {rank} (yet)")
+        pod = max(pods, key=lambda p: int(_labels(p).get(names.RESTART_ATTEMPT, "0") or 0))
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
+        container = "node" if "node" in containers else (containers[0] if containers else None)
+        return self.api.log(
+            self.namespace, str(pod["metadata"]["name"]), container=container, follow=follow
+        )
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _rank(pod: Mapping[str, Any]) -> int:
+    labels = _labels(pod)
+    value = labels.get("batch.kubernetes.io/job-completion-index") or labels.get(
+        "jobset.sigs.k8s.io/job-index", "0"
+    )
+    return int(value) if str(value).isdigit() else 0
+
+
+def _ended(obj: Obj) -> bool:
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return True
+    return False
+
+
+def _order(obs: ObjectObs) -> tuple[int, int, str]:
+    ident = obs.identity
+    n, k = (ident[1], ident[2]) if ident is not None else (0, 0)
+    return (n, k, obs.ref.id)
