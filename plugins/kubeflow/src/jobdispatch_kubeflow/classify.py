@@ -332,11 +332,20 @@ def _failure_cause(chain: Chain, pods: Sequence[Obj], ran: bool) -> Cause:
     for job in chain.jobs:
         if str((_condition(job, "Failed") or {}).get("reason", "")) == "DeadlineExceeded":
             return Cause(CauseKind.TIME_LIMIT, Provenance.SCHEDULER, detail="Job deadline exceeded")
-    for kind in (CauseKind.TIME_LIMIT, CauseKind.LAUNCH_FAILED, CauseKind.NON_ZERO_EXIT):
+    for kind in (CauseKind.TIME_LIMIT, CauseKind.LAUNCH_FAILED):
         for cause in found:
             if cause.kind is kind:
                 return cause
+    exits = [(p, c) for p, c in causes if c is not None and c.kind is CauseKind.NON_ZERO_EXIT]
+    if exits:
+        # The earliest failure is the cause; the later ones are its peers reacting to it.
+        return min(exits, key=lambda pc: _first_failure(pc[0]))[1]
     return Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=_evidence(chain, pods))
+
+
+def _first_failure(pod: Obj) -> str:
+    times = [str(t.get("finishedAt") or "~") for t in _terminations(pod) if t.get("exitCode")]
+    return min(times, default="~")
 
 
 def _stop_cause(chain: Chain) -> Cause:

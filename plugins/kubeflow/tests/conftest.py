@@ -1,0 +1,13 @@
+"""Shared set-up of the Kubeflow adapter's tests: the API-shaped object builders (objects.py)
+are importable from every test module, and the gate for tests that need the real control plane.
+
+Real-cluster tests skip with the reason when the control plane is not up, except under
+``JOBDISPATCH_REQUIRE_SERVICES=1`` (CI starts the services first), where they fail instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,338 @@
+"""The backend over an in-memory API (no controllers run): what it writes, what it reads back,
+and how many requests a poll costs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from jobdispatch.errors import Invalid, NotFound, Rejected, Unsupported, ValidationError
+from jobdispatch.spi import StartRequest
+from jobdispatch.types import HoldMeta, JobSpec, ObjectState, Tristate
+from jobdispatch_kubeflow import KubeflowBackend, Settings
+from jobdispatch_kubeflow.api import file_token
+from jobdispatch_kubeflow.fake import FakeApi, matches
+from jobdispatch_kubeflow.names import check_name, job_selector, split_ref
+from objects import cond, node, pod
+
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+RUNTIME = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "dispatch-torch-test"},
+    "spec": {
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {
+                            "spec": {
+                                "backoffLimit": 0,
+                                "template": {"spec": {"restartPolicy": "Never"}},
+                            }
+                        },
+                    }
+                ]
+            }
+        }
+    },
+}
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    fake = FakeApi()
+    fake.put("clustertrainingruntimes", None, RUNTIME)
+    return fake
+
+
+@pytest.fixture
+def backend(api: FakeApi) -> KubeflowBackend:
+    from jobdispatch_kubeflow import probe
+
+    probe.forget()
+    settings = Settings.from_config(
+        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
+    )
+    return KubeflowBackend(settings, api=api, clock=lambda: NOW)
+
+
+def request(job: str = "j1", n: int = 1, k: int = 1, **spec: object) -> StartRequest:
+    return StartRequest(
+        job=job, submission=n, attempt=k, spec=JobSpec(command=("python", "train.py"), **spec)
+    )
+
+
+def meta(instance: int, deadline: datetime = NOW + timedelta(minutes=1)) -> HoldMeta:
+    return HoldMeta(instance=instance, deadline=deadline)
+
+
+def test_start_creates_one_suspended_trainjob_under_its_discovery_name(backend, api) -> None:
+    ref = backend.start(request(nodes=2, env={"A": "1"}))
+    assert ref.id == "dispatch/jd-j1-1-1"
+    body = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert body["spec"]["suspend"] is True
+    assert body["metadata"]["labels"] == {
+        "jobdispatch.dev/job": "j1",
+        "jobdispatch.dev/submission": "1",
+        "jobdispatch.dev/attempt": "1",
+        "jobdispatch.dev/managed": "true",
+    }
+    assert body["metadata"]["annotations"] == {"jobdispatch.dev/gate": "closed"}
+    assert body["spec"]["runtimeRef"]["name"] == "dispatch-torch-test"
+    assert body["spec"]["trainer"]["numNodes"] == 2
+    env = {e["name"]: e["value"] for e in body["spec"]["trainer"]["env"]}
+    assert env["A"] == "1" and env["JOBDISPATCH_ATTEMPT"] == "1"
+    patch = body["spec"]["runtimePatches"][0]
+    assert (
+        patch["trainingRuntimeSpec"]["template"]["metadata"]["labels"]["jobdispatch.dev/job"]
+        == "j1"
+    )
+    assert backend.inspect(ref).state is ObjectState.GATED
+
+
+def test_a_second_start_of_the_same_name_is_rejected(backend) -> None:
+    backend.start(request())
+    with pytest.raises(Rejected, match="exists already"):
+        backend.start(request())
+
+
+def test_a_time_limit_becomes_the_deadline_rounded_up(backend, api) -> None:
+    backend.start(request(time_limit=timedelta(seconds=90.2)))
+    assert (
+        api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]["spec"]["activeDeadlineSeconds"] == 91
+    )
+
+
+def test_a_working_directory_is_refused_as_unsupported(backend) -> None:
+    with pytest.raises(Unsupported, match="working-directory"):
+        backend.start(request(working_dir="/data"))
+
+
+def test_a_runtime_that_reruns_pods_is_refused_unless_the_site_allows_it(api) -> None:
+    from jobdispatch_kubeflow import probe
+
+    probe.forget()
+    lenient = dict(
+        RUNTIME,
+        metadata={"name": "torch-distributed"},
+        spec={"template": {"spec": {"replicatedJobs": [{"name": "node"}]}}},
+    )
+    api.put("clustertrainingruntimes", None, lenient)
+    strict = KubeflowBackend(
+        Settings(namespace="dispatch", probe_ttl=0), api=api, clock=lambda: NOW
+    )
+    assert "backoffLimit 6" in strict.identity_weakened(request().spec)
+    with pytest.raises(Unsupported, match="allow_rank_restart"):
+        strict.start(request())
+    allowed = KubeflowBackend(
+        Settings(namespace="dispatch", probe_ttl=0, allow_rank_restart=True),
+        api=api,
+        clock=lambda: NOW,
+    )
+    assert allowed.start(request(job="j2")).id == "dispatch/jd-j2-1-1"
+
+
+def test_a_long_job_id_is_refused_before_anything_is_created(backend, api) -> None:
+    with pytest.raises(Invalid, match="RFC 1035"):
+        backend.start(request(job="x" * 60))
+    assert not [k for k in api.objects if k[0] == "trainjobs"]
+
+
+def test_open_lifts_suspend_and_is_idempotent(backend, api) -> None:
+    ref = backend.start(request())
+    backend.open(ref)
+    obj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert obj["spec"]["suspend"] is False
+    assert obj["metadata"]["annotations"]["jobdispatch.dev/gate"] == "open"
+    writes = api.requests["PATCH trainjobs"]
+    backend.open(ref)
+    assert api.requests["PATCH trainjobs"] == writes
+    assert backend.inspect(ref).state is ObjectState.PENDING
+
+
+def test_open_of_an_unknown_ref_is_not_found(backend) -> None:
+    from jobdispatch.spi import ObjectRef
+
+    with pytest.raises(NotFound):
+        backend.open(ObjectRef("dispatch/jd-nope-1-1"))
+    with pytest.raises(NotFound):
+        backend.open(ObjectRef("not-a-ref"))
+
+
+def test_hold_and_release_by_instance(backend) -> None:
+    ref = backend.start(request())
+    backend.open(ref)
+    backend.hold(ref, meta(7))
+    obs = backend.inspect(ref)
+    assert (obs.state, obs.hold_instance) == (ObjectState.HELD, 7)
+    backend.release(ref, meta(8))
+    assert backend.inspect(ref).hold_instance == 7, "another instance's release must not lift it"
+    backend.release(ref, meta(7))
+    obs = backend.inspect(ref)
+    assert (obs.state, obs.hold_instance) == (ObjectState.PENDING, None)
+
+
+def test_a_hold_over_the_gate_stays_gated_after_release_and_open_keeps_the_hold(backend) -> None:
+    ref = backend.start(request())
+    backend.hold(ref, meta(3))
+    backend.open(ref)
+    obs = backend.inspect(ref)
+    assert (obs.state, obs.hold_instance) == (ObjectState.HELD, 3), "open must not lift a hold"
+    backend.release(ref, meta(3))
+    assert backend.inspect(ref).state is ObjectState.PENDING
+    ref2 = backend.start(request(k=2))
+    backend.hold(ref2, meta(4))
+    backend.release(ref2, meta(4))
+    assert backend.inspect(ref2).state is ObjectState.GATED
+
+
+def test_hold_and_release_refuse_past_their_deadline(backend) -> None:
+    ref = backend.start(request())
+    with pytest.raises(Rejected, match="deadline"):
+        backend.hold(ref, meta(1, NOW - timedelta(seconds=1)))
+    backend.hold(ref, meta(1))
+    with pytest.raises(Rejected, match="deadline"):
+        backend.release(ref, meta(1, NOW - timedelta(seconds=1)))
+
+
+def test_hold_of_a_running_object_is_rejected(backend, api) -> None:
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("pods", "dispatch", pod())
+    api.put("nodes", None, node())
+    assert backend.inspect(ref).state is ObjectState.RUNNING
+    with pytest.raises(Rejected, match="running"):
+        backend.hold(ref, meta(1))
+
+
+def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(backend, api) -> None:
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("pods", "dispatch", pod())
+    api.put("nodes", None, node())
+    backend.stop(ref, "operator asked")
+    assert api.requests["DELETE trainjobs"] == 1
+    obs = backend.inspect(ref)
+    assert obs.state is ObjectState.ENDED
+    cause = obs.executions[-1].cause
+    assert cause is not None and "operator asked" in cause.detail
+    assert "clean-up pending" in obs.detail
+    assert backend.ceased(ref).ceased is Tristate.UNKNOWN
+    del api.objects[("pods", "dispatch", "jd-j1-1-1-node-0-0-abcde")]
+    assert backend.ceased(ref).ceased is Tristate.YES
+    backend.stop(ref, "again")
+    assert api.requests["DELETE trainjobs"] == 1, "a second stop must not act"
+    backend.forget(ref)
+    with pytest.raises(NotFound):
+        backend.inspect(ref)
+    backend.stop(ref, "gone")  # already gone: success
+
+
+def test_find_many_costs_one_list_per_kind_whatever_the_number_of_jobs(backend, api) -> None:
+    jobs = [f"j{i}" for i in range(30)]
+    for job in jobs:
+        ref = backend.start(request(job=job))
+        backend.open(ref)
+    api.put("pods", "dispatch", pod(name="p", jobset_name="jd-j3-1-1"))
+    api.put("nodes", None, node())
+    api.requests.clear()
+    found = backend.find_many(jobs)
+    assert all(len(found[j].objects) == 1 for j in jobs)
+    assert found["j3"].objects[0].state is ObjectState.RUNNING
+    assert dict(api.requests) == {
+        "LIST trainjobs": 1,
+        "LIST jobsets": 1,
+        "LIST jobs": 1,
+        "LIST pods": 1,
+        "LIST nodes": 1,
+    }
+
+
+def test_find_many_filters_states_and_never_shows_another_jobs_objects(backend) -> None:
+    a = backend.start(request(job="ja"))
+    backend.start(request(job="jb"))
+    backend.open(a)
+    found = backend.find_many(["ja"], states=[ObjectState.GATED])
+    assert found["ja"].objects == ()
+    assert [o.ref for o in backend.find("ja").objects] == [a]
+
+
+def test_ended_trainjob_is_shown_with_its_cause(backend, api) -> None:
+    ref = backend.start(request())
+    backend.open(ref)
+    tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
+    from objects import terminated
+
+    api.put("pods", "dispatch", pod(phase="Failed", containers=[terminated(137, "OOMKilled")]))
+    api.put("nodes", None, node())
+    cause = backend.inspect(ref).executions[-1].cause
+    assert cause is not None and str(cause.kind) == "out-of-memory"
+
+
+def test_capabilities_follow_rbac_and_discovery(backend, api) -> None:
+    caps = backend.capabilities()
+    assert caps[next(iter(caps))] is not None
+    from jobdispatch.types import Capability
+    from jobdispatch_kubeflow import probe
+
+    assert caps[Capability.HOLD].answer is Tristate.YES
+    api.allowed = False
+    probe.forget()
+    assert backend.capabilities()[Capability.HOLD].answer is Tristate.NO
+    api.groups.pop("trainer.kubeflow.org")
+    probe.forget()
+    assert all(s.answer is Tristate.NO for s in backend.capabilities().values())
+
+
+def test_output_reads_the_log_of_the_rank(backend, api) -> None:
+    ref = backend.start(request())
+    api.put("pods", "dispatch", pod(name="p0", index=0))
+    api.logs["p0"] = b"hello\n"
+    assert backend.output(ref).read() == b"hello\n"
+    with pytest.raises(NotFound, match="rank 1"):
+        backend.output(ref, rank=1)
+    with pytest.raises(Unsupported, match="stderr"):
+        backend.output(ref, stream="stderr")
+
+
+def test_the_token_file_is_read_on_every_use(tmp_path) -> None:
+    path = tmp_path / "token"
+    path.write_text("one\n")
+    token = file_token(str(path))
+    assert token() == "one"
+    path.write_text("two\n")
+    assert token() == "two"
+
+
+def test_configuration_refuses_unknown_keys_and_contradictions() -> None:
+    with pytest.raises(ValidationError, match="bogus"):
+        Settings.from_config({"bogus": 1})
+    with pytest.raises(ValidationError, match="name"):
+        Settings.from_config({"runtime": {"kind": "TrainingRuntime"}})
+    with pytest.raises(ValidationError, match="in_cluster"):
+        Settings.from_config({"in_cluster": True, "kubeconfig": "/k"})
+    with pytest.raises(ValidationError, match="namespace"):
+        Settings.from_config({"namespace": "Not_DNS"})
+    s = Settings.from_config({"namespace": "ns", "capabilities": {"hold": "no"}})
+    assert s.namespace == "ns" and s.declared
+
+
+def test_names_and_selectors() -> None:
+    assert job_selector(["b", "a", "b"]) == "jobdispatch.dev/job in (a,b)"
+    assert matches("jobdispatch.dev/job in (a,b)", {"jobdispatch.dev/job": "b"})
+    assert not matches("jobdispatch.dev/job=a", {"jobdispatch.dev/job": "b"})
+    assert check_name("jd-abc-1-2") == "jd-abc-1-2"
+    from jobdispatch.spi import ObjectRef
+
+    assert split_ref(ObjectRef("ns/jd-a-1-1")) == ("ns", "jd-a-1-1")
+
+
+def test_the_hook_module_does_not_import_the_kubernetes_client() -> None:
+    code = "import sys, jobdispatch_kubeflow._hooks; print('kubernetes' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
