@@ -11,3 +11,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def kube_cluster() -> None:
+    """The real control plane answers (else skip, or fail under REQUIRE_SERVICES)."""
+    from jobdispatch_kubeflow import testing
+
+    testing.require(testing.cluster_problem())

@@ -177,30 +177,42 @@ class KubeApi:
         token: Callable[[], str] | None = None,
         timeout: float = 30.0,
     ) -> None:
-        from kubernetes import client, config
-
-        configuration = client.Configuration()
-        try:
-            if in_cluster:
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            else:
-                config.load_kube_config(  # type: ignore[no-untyped-call]
-                    config_file=kubeconfig, context=context, client_configuration=configuration
-                )
-        except Exception as exc:
-            where = "the in-cluster service account" if in_cluster else (kubeconfig or "~/.kube")
-            raise Unreachable(
-                f"cannot load the Kubernetes configuration from {where}: {exc}"
-            ) from exc
-        self.host = configuration.host
-        self._client = client.ApiClient(configuration)
+        self._where = "in-cluster" if in_cluster else (kubeconfig or "~/.kube/config")
+        self._kubeconfig = kubeconfig
+        self._context = context
+        self._in_cluster = in_cluster
+        self._client: Any = None
         self._token = token
         self._timeout = timeout
         self._lock = threading.Lock()
         self.requests: Counter[str] = Counter()
 
+    def _connect(self) -> Any:
+        """The client, made on first use: building a backend touches neither the
+        configuration files nor the network."""
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            from kubernetes import client, config
+
+            configuration = client.Configuration()
+            try:
+                if self._in_cluster:
+                    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                else:
+                    config.load_kube_config(  # type: ignore[no-untyped-call]
+                        config_file=self._kubeconfig,
+                        context=self._context,
+                        client_configuration=configuration,
+                    )
+            except Exception as exc:
+                msg = f"cannot load the Kubernetes configuration from {self._where}: {exc}"
+                raise Unreachable(msg) from exc
+            self._client = client.ApiClient(configuration)
+            return self._client
+
     def __repr__(self) -> str:
-        return f"KubeApi({self.host})"
+        return f"KubeApi({self._where}, context={self._context})"
 
     # ---------------------------------------------------------------- the one call
 
@@ -227,7 +239,8 @@ class KubeApi:
             auth = []
         with self._lock:
             self.requests[f"{method} {tag or path}"] += 1
-        request = self._client.param_serialize(
+        api_client = self._connect()
+        request = api_client.param_serialize(
             verb,
             path,
             query_params=list(query),
@@ -237,7 +250,7 @@ class KubeApi:
         )
         what = f"{method} {path}"
         try:
-            response = self._client.call_api(
+            response = api_client.call_api(
                 *request, _request_timeout=None if stream else (timeout or self._timeout)
             )
         except (HTTPError, OSError) as exc:
@@ -250,7 +263,7 @@ class KubeApi:
             raise Unreachable(f"{what}: {exc}") from exc
         if stream and 200 <= response.status < 300:
             return response.response
-        data = response.read()  # type: ignore[no-untyped-call]
+        data = response.read()
         if not 200 <= response.status < 300:
             raise _status_error(response.status, data, what, write=write)
         return json.loads(data) if data else {}
@@ -373,4 +386,5 @@ class KubeApi:
         return result
 
     def close(self) -> None:
-        self._client.close()  # type: ignore[no-untyped-call]
+        if self._client is not None:
+            self._client.close()

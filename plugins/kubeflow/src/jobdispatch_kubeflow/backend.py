@@ -88,6 +88,7 @@ class KubeflowBackend:
         self.settings = settings or Settings()
         if token is None and self.settings.token_file is not None:
             token = file_token(self.settings.token_file)
+        self._token = token
         self.api: Api = api or KubeApi(
             kubeconfig=self.settings.kubeconfig,
             context=self.settings.context,
@@ -112,7 +113,9 @@ class KubeflowBackend:
 
     def facts(self) -> probe.ClusterFacts:
         """The probed facts, cached per cluster for ``probe_ttl``: a poll costs no probe."""
-        return probe.probe(self.api, self.settings, key=repr(self.api))
+        s = self.settings
+        key = f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
+        return probe.probe(self.api, self.settings, key=key)
 
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
         return probe.capabilities(self.facts(), self.settings.declared)
