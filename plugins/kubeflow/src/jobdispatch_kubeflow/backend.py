@@ -10,6 +10,7 @@ reasons for each decision.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,7 +42,7 @@ from jobdispatch.types import (
     Tristate,
 )
 
-from jobdispatch_kubeflow import manifest, names, probe
+from jobdispatch_kubeflow import manifest, names, probe, restart
 from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
@@ -121,24 +122,57 @@ class KubeflowBackend:
         return probe.capabilities(self.facts(), self.settings.declared)
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
-        """Native: none (0010 §6). Perform: resubmit and escalate; hold as the cluster answers."""
+        """Native: a restart on causes a derived runtime's failure policy tells apart exactly
+        (0010 §6); nothing else. Perform: resubmit and escalate; hold as the cluster answers."""
         caps = self.capabilities(spec)
-        native = caps[Capability.NATIVE_RESTART]
-        answers = []
-        for rule in policy.rules:
-            perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
-            why = f"the cluster does not {rule.action} by a rule"
-            if rule.action is Action.RESTART:
-                why = native.detail
-            answers.append(RuleSupport(Support.no(Source.CATALOGUE, why), perform))
-        return answers
+        return [self._rule(rule, caps) for rule in policy.rules]
+
+    def _rule(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport:
+        perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
+        if rule.action is not Action.RESTART:
+            return RuleSupport(
+                Support.no(Source.CATALOGUE, f"the cluster does not {rule.action} by itself"),
+                perform,
+            )
+        cap = caps[Capability.NATIVE_RESTART]
+        if not restart.covered(rule):
+            on = ", ".join(str(k) for k in rule.on)
+            return RuleSupport(
+                Support.no(Source.CATALOGUE, f"no JobSet failure policy restarts on exactly {on}"),
+                perform,
+            )
+        if cap.answer is not Tristate.YES:
+            return RuleSupport(Support(cap.answer, cap.source, cap.detail), perform)
+        return RuleSupport(
+            Support.yes(Source.PROBED, "JobSet RestartJobSet, maxRestarts = the budget"), perform
+        )
 
     def compile(
         self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
     ) -> NativeOffer:
-        """No rule is enforced natively, so the offer is empty: the TrainJob cannot carry a
-        JobSet failure policy of its own (0010 §6)."""
-        return NativeOffer()
+        """Offer the restart rules a derived runtime enforces, with budget left. JobSet keeps
+        one restart counter, so the offered rules share the smallest remaining budget."""
+        caps = self.capabilities(spec)
+        chosen = sorted(
+            i
+            for i, rule in rules.items()
+            if self._rule(rule, caps).native.answer is Tristate.YES
+            and remaining.get(i, rule.budget) > 0
+        )
+        if not chosen:
+            return NativeOffer()
+        left = {i: remaining.get(i, rules[i].budget) for i in chosen}
+        on: set[int] = set()
+        for i in chosen:
+            on.update(restart.indices(rules[i].on) or ())
+        return NativeOffer(
+            rules=tuple(chosen),
+            remaining=left,
+            settings={
+                "restart-on": ",".join(str(x) for x in sorted(on)),
+                "max-restarts": str(min(left.values())),
+            },
+        )
 
     def identity_weakened(self, spec: JobSpec) -> str:
         """Why a run's identity is weak: the runtime lets Kubernetes rerun a rank in place (the
@@ -175,19 +209,44 @@ class KubeflowBackend:
                 raise Unsupported(
                     f"cannot start {request.name}: {cap} is not supported ({caps[cap].detail})"
                 )
-        identity = self.identity_weakened(spec)
+        runtime = self._derived_runtime(request) if request.native.rules else None
+        identity = "" if runtime else self.identity_weakened(spec)
         if identity and not self.settings.allow_rank_restart:
             raise Unsupported(
                 f"cannot start {request.name}: {identity}; set allow_rank_restart where "
                 "the site accepts it, or use a runtime with backoffLimit 0 and "
                 "restartPolicy Never"
             )
-        body = manifest.trainjob(request, self.settings)
+        body = manifest.trainjob(request, self.settings, runtime=runtime)
         try:
             self.api.create("trainjobs", self.namespace, body)
         except AlreadyExists as exc:
             raise Rejected(f"TrainJob {request.name} exists already: {exc}") from exc
         return names.ref_of(self.namespace, request.name)
+
+    def _derived_runtime(self, request: StartRequest) -> str:
+        """Create (or find) the TrainingRuntime that carries the offer's failure policy; its
+        name. The name is a hash of its content, so equal offers share one runtime."""
+        settings = request.native.settings
+        try:
+            restart_on = [int(x) for x in settings["restart-on"].split(",") if x]
+            max_restarts = int(settings["max-restarts"])
+        except (KeyError, ValueError) as exc:
+            raise Invalid(f"native offer of {request.name} is not this adapter's: {exc}") from exc
+        kind = "clustertrainingruntimes"
+        if self.settings.runtime.kind == "TrainingRuntime":
+            kind = "trainingruntimes"
+        base = self.api.get(
+            kind, None if kind.startswith("cluster") else self.namespace, self.settings.runtime.name
+        )
+        if base is None:
+            raise Rejected(f"the training runtime {self.settings.runtime.name} does not exist")
+        body = restart.runtime_body(
+            base, namespace=self.namespace, restart_on=restart_on, max_restarts=max_restarts
+        )
+        with contextlib.suppress(AlreadyExists):
+            self.api.create("trainingruntimes", self.namespace, body)
+        return str(body["metadata"]["name"])
 
     def _trainjob(self, ref: ObjectRef) -> tuple[str, str, Obj]:
         namespace, name = names.split_ref(ref)

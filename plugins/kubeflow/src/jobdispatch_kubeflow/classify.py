@@ -11,6 +11,7 @@ docs/specs/0010-kubeflow-adapter.md §5 gives each rule and where the research w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -343,6 +344,25 @@ def _failure_cause(chain: Chain, pods: Sequence[Obj], ran: bool) -> Cause:
     return Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=_evidence(chain, pods))
 
 
+def _restart_rule_cause(jobset: Obj | None) -> Cause | None:
+    """The cause of the run before the latest restart, from the failure-policy rule that
+    restarted it (``RestartingJobSet`` reason ``FailurePolicy_dispatch-restart-<index>``, whatever
+    the condition's status now): the derived runtime's rules name the pod failure they match
+    (0010 §6). None for a restart by any other rule."""
+    for c in _get(jobset, "status", "conditions") or ():
+        if c.get("type") != "RestartingJobSet":
+            continue
+        m = re.fullmatch(r"FailurePolicy_dispatch-restart-([0-9])", str(c.get("reason", "")))
+        if m is None:
+            return None
+        text = f"restarted by the JobSet failure policy ({_describe(c)})"
+        if m[1] == "2":
+            return Cause(CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, detail=text)
+        what = "a DisruptionTarget (preempted or node lost)" if m[1] == "0" else "exit code 137"
+        return Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=f"{text}: {what}")
+    return None
+
+
 def _first_failure(pod: Obj) -> str:
     times = [str(t.get("finishedAt") or "~") for t in _terminations(pod) if t.get("exitCode")]
     return min(times, default="~")
@@ -410,11 +430,15 @@ def observe(chain: Chain) -> Observation:
     for i in range(current):
         pods = by_attempt.get(i, [])
         earlier = _failure_cause(chain, pods, True) if pods else None
+        if (earlier is None or earlier.kind is CauseKind.UNKNOWN) and i == current - 1:
+            earlier = _restart_rule_cause(chain.jobset)
         if earlier is None or earlier.kind is CauseKind.UNKNOWN:
             detail = (
                 f"the JobSet restarted after this run; its pods were deleted with their "
                 f"evidence. {_describe(restart_cond)}".strip()
             )
+            if earlier is not None:
+                detail = f"{earlier.detail}; {detail}"
             earlier = Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=detail)
         start, end, nodes = _span(pods)
         executions.append(

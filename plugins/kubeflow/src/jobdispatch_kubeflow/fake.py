@@ -187,6 +187,12 @@ class FakeApi:
                     for g, vs in self.groups.items()
                 ]
             }
+        if path.startswith("/openapi/v3/apis/jobset"):
+            return {
+                "components": {
+                    "schemas": {"x": {"properties": {"onJobFailureMessagePatterns": {}}}}
+                }
+            }
         if path.endswith("selfsubjectaccessreviews"):
             return {"status": {"allowed": self.allowed}}
         raise NotFound(path)

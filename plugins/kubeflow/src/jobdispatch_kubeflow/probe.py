@@ -10,13 +10,14 @@ no probe. Capabilities are computed from facts by a pure function.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from jobdispatch.errors import Unauthorized
+from jobdispatch.errors import DispatchError, Unauthorized
 from jobdispatch.types import Capability, Source, Support
 
 from jobdispatch_kubeflow.api import KINDS, Api
@@ -37,6 +38,7 @@ NEEDED: Mapping[str, tuple[str, str, str, str]] = {
     "get pods/log": ("get", "", "pods", "log"),
     "list nodes": ("list", "", "nodes", ""),
     "list events": ("list", "", "events", ""),
+    "create trainingruntimes": ("create", "trainer.kubeflow.org", "trainingruntimes", ""),
 }
 
 
@@ -52,6 +54,9 @@ class ClusterFacts:
     #: The largest ``backoffLimit`` among the runtime's Jobs (None: unset, Kubernetes' 6).
     backoff_limit: int | None = None
     restart_policy: str | None = None
+    #: Whether JobSet failure-policy rules take onJobFailureMessagePatterns (JobSet v0.10+),
+    #: from the API server's OpenAPI document; None when it could not be read.
+    message_patterns: bool | None = None
 
     @property
     def trainer(self) -> bool:
@@ -141,6 +146,13 @@ def probe(api: Api, settings: Settings, *, key: str) -> ClusterFacts:
         except Unauthorized:
             runtime = None
     policy, limit, restart = _template_facts(runtime or {})
+    patterns: bool | None = None
+    if "v1alpha2" in groups.get("jobset.x-k8s.io", ()):
+        try:
+            document = api.raw("GET", "/openapi/v3/apis/jobset.x-k8s.io/v1alpha2")
+            patterns = "onJobFailureMessagePatterns" in json.dumps(document)
+        except DispatchError:
+            patterns = None
     facts = ClusterFacts(
         groups=groups,
         allowed=allowed,
@@ -148,6 +160,7 @@ def probe(api: Api, settings: Settings, *, key: str) -> ClusterFacts:
         failure_policy=policy,
         backoff_limit=limit,
         restart_policy=restart,
+        message_patterns=patterns,
     )
     with _CACHE_LOCK:
         _CACHE[cache_key] = (now, facts)
@@ -181,11 +194,7 @@ def capabilities(
         base = {
             C.CONTAINER_IMAGE: Support.yes(K, "trainer.image"),
             C.NATIVE_REQUEUE: Support.no(K, "Kubernetes has no requeue of an ended TrainJob"),
-            C.NATIVE_RESTART: Support.no(
-                K,
-                "a TrainJob cannot set its JobSet's failurePolicy (runtimePatches has no such "
-                "field); restarts are the runtime's, not a rule's (0010 §6)",
-            ),
+            C.NATIVE_RESTART: _native_restart(facts),
             C.HOLD: rbac("patch trainjobs", "spec.suspend with the instance in an annotation"),
             C.PRE_TERMINATION_SIGNAL: Support.yes(K, "SIGTERM, then the pod's grace period"),
             C.ACCOUNTING_HISTORY: Support.no(K, "pods and events are deleted; no history API"),
@@ -205,3 +214,17 @@ def capabilities(
             base = dict.fromkeys(C, why)
     base.update(declared)
     return base
+
+
+def _native_restart(facts: ClusterFacts) -> Support:
+    """Yes when a derived TrainingRuntime can carry the JobSet failure policy (0010 §6)."""
+    P = Source.PROBED
+    if not facts.jobset:
+        return Support.no(P, "JobSet is not served")
+    if not facts.allowed.get("create trainingruntimes", False):
+        return Support.no(P, "RBAC refuses creating trainingruntimes (the derived runtime)")
+    if facts.message_patterns is None:
+        return Support.unknown(P, "JobSet's OpenAPI document could not be read")
+    if not facts.message_patterns:
+        return Support.no(P, "JobSet has no onJobFailureMessagePatterns (needs v0.10+)")
+    return Support.yes(P, "JobSet failurePolicy in a derived TrainingRuntime")
