@@ -217,13 +217,20 @@ def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(backend, api) -> Non
     backend.stop(ref, "operator asked")
     assert api.requests["DELETE trainjobs"] == 1
     obs = backend.inspect(ref)
+    assert obs.state is ObjectState.RUNNING and "clean-up pending: 1 pods" in obs.detail
+    assert backend.ceased(ref).ceased is Tristate.NO
+    # The pod's container is killed: it fails, and is then deleted.
+    from objects import terminated
+
+    api.put("pods", "dispatch", pod(phase="Failed", containers=[terminated(143)]))
+    obs = backend.inspect(ref)
     assert obs.state is ObjectState.ENDED
     cause = obs.executions[-1].cause
     assert cause is not None and "operator asked" in cause.detail
-    assert "clean-up pending" in obs.detail
-    assert backend.ceased(ref).ceased is Tristate.UNKNOWN
-    del api.objects[("pods", "dispatch", "jd-j1-1-1-node-0-0-abcde")]
+    assert str(cause.kind) == "cancelled"
     assert backend.ceased(ref).ceased is Tristate.YES
+    del api.objects[("pods", "dispatch", "jd-j1-1-1-node-0-0-abcde")]
+    assert "clean-up clear" in backend.inspect(ref).detail
     backend.stop(ref, "again")
     assert api.requests["DELETE trainjobs"] == 1, "a second stop must not act"
     backend.forget(ref)

@@ -349,16 +349,22 @@ def test_a_failure_with_no_evidence_left_is_unknown_with_what_was_read() -> None
 # ---------------------------------------------------------------------------- stop and restarts
 
 
-def test_a_deleted_running_trainjob_is_cancelled_by_an_actor_with_clean_up_pending() -> None:
+def test_a_deleted_trainjob_runs_until_its_pods_are_gone_then_is_cancelled_by_an_actor() -> None:
     tj = trainjob(deleting=True, stop="conformance: stop")
     obs = observe(Chain(trainjob=tj, pods=[pod(deleting=True)], nodes=HEALTHY))
-    assert obs.state is ObjectState.ENDED
-    cause = obs.executions[-1].cause
+    assert obs.state is ObjectState.RUNNING, "its process may still run"
+    assert "clean-up pending: 1 pods remain" in obs.detail
+    assert obs.pods_left == 1
+    gone = observe(Chain(trainjob=tj, pods=[], jobset=None))
+    # With the pods gone, the run's start is only known from jobsStatus; here nothing shows it
+    # ran, so it ends without an execution. With a terminal pod still listed, it ran:
+    done = observe(Chain(trainjob=tj, pods=[pod(phase="Failed", containers=[terminated(143)])]))
+    assert gone.state is ObjectState.ENDED and done.state is ObjectState.ENDED
+    cause = done.executions[-1].cause
     assert cause is not None
     assert (cause.kind, cause.provenance) == (CauseKind.CANCELLED, Provenance.ACTOR)
     assert "conformance: stop" in cause.detail
-    assert "clean-up pending: 1 pods remain" in obs.detail
-    assert obs.pods_left == 1
+    assert done.pods_left == 0
 
 
 def test_a_deleted_trainjob_with_no_pods_left_says_clean_up_is_clear() -> None:
@@ -367,7 +373,8 @@ def test_a_deleted_trainjob_with_no_pods_left_says_clean_up_is_clear() -> None:
 
 
 def test_a_trainjob_deleted_by_someone_else_is_cancelled_and_says_so() -> None:
-    obs = observe(Chain(trainjob=trainjob(deleting=True), pods=[pod(deleting=True)], nodes=HEALTHY))
+    gone = pod(deleting=True, phase="Failed", containers=[terminated(143)])
+    obs = observe(Chain(trainjob=trainjob(deleting=True), pods=[gone], nodes=HEALTHY))
     cause = obs.executions[-1].cause
     assert cause is not None and cause.kind is CauseKind.CANCELLED
     assert "someone other than dispatch" in cause.detail
@@ -458,3 +465,13 @@ def test_every_observation_is_coherent(
 
 def test_pod_cause_of_a_healthy_running_pod_is_none() -> None:
     assert pod_cause(pod(), HEALTHY) is None
+
+
+def test_a_stopped_run_whose_pods_are_all_gone_is_still_an_execution_cancelled() -> None:
+    tj = trainjob(
+        deleting=True, stop="ops", jobs_status=[{"name": "node", "ready": 1, "active": 1}]
+    )
+    obs = observe(Chain(trainjob=tj))
+    assert obs.state is ObjectState.ENDED
+    cause = obs.executions[-1].cause
+    assert cause is not None and cause.kind is CauseKind.CANCELLED

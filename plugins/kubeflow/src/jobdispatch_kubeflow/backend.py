@@ -290,10 +290,10 @@ class KubeflowBackend:
         self._patch(ref, change)
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
-        """Write the reason, then delete the TrainJob with foreground propagation. The
-        adapter's finalizer keeps the deleted TrainJob readable as the receipt (ended,
-        cancelled by an actor, clean-up pending until its pods are gone). Already gone or
-        stopped: success."""
+        """Write the reason, then delete the TrainJob with foreground propagation. Until its
+        pods are gone it shows running with "clean-up pending" in its detail; then ended,
+        cancelled by an actor. The adapter's finalizer keeps the deleted TrainJob readable as
+        the receipt. Already gone or stopped: success."""
         try:
             namespace, name, obj = self._trainjob(ref)
         except NotFound:
@@ -476,8 +476,8 @@ class KubeflowBackend:
                     yield self._object(observe(chain))
 
     def ceased(self, ref: ObjectRef) -> CessationEvidence:
-        """Yes once the object has ended and none of its pods is left; unknown while an ended
-        object's pods are still being deleted (clean-up pending); no while it runs."""
+        """Yes once no pod of the object can still run (none left, or all Succeeded or Failed);
+        no while one can; never no of an ended object (it has none by then)."""
         try:
             chain = self.chain(ref)
         except NotFound:
@@ -485,17 +485,20 @@ class KubeflowBackend:
                 ceased=Tristate.YES, detail="the TrainJob is gone", at=self.now()
             )
         obs = observe(chain)
-        if obs.state is ObjectState.ENDED:
-            if obs.pods_left:
-                return CessationEvidence(
-                    ceased=Tristate.UNKNOWN,
-                    detail=f"clean-up pending: {obs.pods_left} pods remain",
-                    at=self.now(),
-                )
-            return CessationEvidence(ceased=Tristate.YES, detail="no pod left", at=self.now())
-        if obs.state is ObjectState.RUNNING:
-            return CessationEvidence(ceased=Tristate.NO, detail="its pods run", at=self.now())
-        return CessationEvidence(ceased=Tristate.UNKNOWN, detail=str(obs.state), at=self.now())
+        if obs.pods_left and obs.state is ObjectState.ENDED:
+            # Ended (its outcome is final) while some pods are still being deleted.
+            return CessationEvidence(
+                ceased=Tristate.UNKNOWN,
+                detail=f"clean-up pending: {obs.pods_left} pods remain",
+                at=self.now(),
+            )
+        if obs.pods_left:
+            return CessationEvidence(
+                ceased=Tristate.NO,
+                detail=f"{obs.pods_left} pods may still run ({obs.state})",
+                at=self.now(),
+            )
+        return CessationEvidence(ceased=Tristate.YES, detail="no pod can run", at=self.now())
 
     # ------------------------------------------------------------------ holds
 

@@ -81,7 +81,8 @@ class Observation:
     hold_instance: int | None = None
     lost_nodes: tuple[str, ...] = ()
     detail: str = ""
-    #: Pods of the object that still exist (stop's clean-up is pending while any do).
+    #: Pods of the object whose processes may still run (not Succeeded or Failed): a stop's
+    #: clean-up is pending while any is left.
     pods_left: int = 0
 
 
@@ -421,9 +422,14 @@ def observe(chain: Chain) -> Observation:
     succeeded = _condition(tj, "Complete") or _condition(chain.jobset, "Completed")
     failed = _condition(tj, "Failed") or _condition(chain.jobset, "Failed")
     deleting = bool(_get(tj, "metadata", "deletionTimestamp"))
+    #: Pods whose processes may still run (not yet Succeeded or Failed).
+    live = sum(1 for p in chain.pods if _get(p, "status", "phase") not in ("Succeeded", "Failed"))
     jobs_status = _get(tj, "status", "jobsStatus") or ()
     counted = sum(int(j.get("succeeded") or 0) + int(j.get("failed") or 0) for j in jobs_status)
-    ran_now = ran_now or ((succeeded or failed) is not None and counted > 0)
+    ready = sum(int(j.get("ready") or 0) for j in jobs_status)
+    # With the pods gone, the TrainJob's copy of the JobSet's counts is the evidence left
+    # that the run started (it was ready, or finished pods).
+    ran_now = ran_now or (((succeeded or failed) is not None or deleting) and counted + ready > 0)
 
     executions: list[ExecutionObs] = []
     restart_cond = _condition(chain.jobset, "RestartingJobSet")
@@ -476,6 +482,9 @@ def observe(chain: Chain) -> Observation:
         ):
             # The run that never started is still the one that ended: its cause must not be lost.
             ran_now = True
+    elif deleting and ran_now and live:
+        # Stopped, but its processes may still run: the run ends when its last pod is gone.
+        state = ObjectState.RUNNING
     elif deleting:
         state = ObjectState.ENDED
         if ran_now:
@@ -510,9 +519,8 @@ def observe(chain: Chain) -> Observation:
         if state is not ObjectState.RUNNING:
             ran_now = False
     if deleting:
-        left = len(chain.pods)
         details.append(
-            f"deleted; clean-up pending: {left} pods remain" if left else "deleted; clean-up clear"
+            f"deleted; clean-up pending: {live} pods remain" if live else "deleted; clean-up clear"
         )
     if ran_now:
         executions.append(
@@ -536,5 +544,5 @@ def observe(chain: Chain) -> Observation:
         hold_instance=_hold(annotations),
         lost_nodes=lost if state is not ObjectState.ENDED else (),
         detail="; ".join(details),
-        pods_left=len(chain.pods),
+        pods_left=live,
     )
