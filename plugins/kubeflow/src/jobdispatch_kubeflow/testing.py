@@ -149,6 +149,26 @@ class KubeDriver(Driver):
         assert isinstance(spec, dict)
         self.admin.delete("nodes", None, str(spec["nodeName"]), propagation="Background")
 
+    def evict(self, ref: ObjectRef) -> None:
+        """Evict the object's pods through the Eviction API, as a drain would: the pods get
+        ``DisruptionTarget`` ``EvictionByEvictionAPI`` (preempted, by an actor)."""
+        pods = self._pods(ref)
+        if not pods:
+            raise CannotDrive("evict", f"{ref} has no running pod")
+        for pod in pods:
+            meta = pod["metadata"]
+            assert isinstance(meta, dict)
+            name = str(meta["name"])
+            self.admin.raw(
+                "POST",
+                f"/api/v1/namespaces/{self.namespace}/pods/{name}/eviction",
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": self.namespace},
+                },
+            )
+
     def preempt(self, ref: ObjectRef) -> None:
         raise CannotDrive(
             "preempt", "a scheduler preemption needs priority classes and a preemptor"
