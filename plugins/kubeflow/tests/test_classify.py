@@ -475,3 +475,30 @@ def test_a_stopped_run_whose_pods_are_all_gone_is_still_an_execution_cancelled()
     assert obs.state is ObjectState.ENDED
     cause = obs.executions[-1].cause
     assert cause is not None and cause.kind is CauseKind.CANCELLED
+
+
+def test_a_job_failed_by_its_pod_failure_policy_keeps_the_exit_code_when_the_pods_are_gone() -> (
+    None
+):
+    message = (
+        "Container node for pod dispatch/jd-j1-1-1-node-0-0-abcde failed with exit code 3 "
+        "matching FailJob rule at index 2"
+    )
+    j = job(conditions=[cond("Failed", "PodFailurePolicy", message)])
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), jobs=[j]))
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Container node for pod dispatch/p failed with exit code 137 matching FailJob rule "
+        "at index 1",
+        "Pod dispatch/p has condition DisruptionTarget matching FailJob rule at index 0",
+    ],
+)
+def test_a_job_message_that_does_not_decide_stays_unknown(message: str) -> None:
+    j = job(conditions=[cond("Failed", "PodFailurePolicy", message)])
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), jobs=[j]))
+    assert cause.kind is CauseKind.UNKNOWN
+    assert message in cause.detail

@@ -342,7 +342,34 @@ def _failure_cause(chain: Chain, pods: Sequence[Obj], ran: bool) -> Cause:
     if exits:
         # The earliest failure is the cause; the later ones are its peers reacting to it.
         return min(exits, key=lambda pc: _first_failure(pc[0]))[1]
+    for job in chain.jobs:
+        from_job = _job_message_cause(_condition(job, "Failed"))
+        if from_job is not None:
+            return from_job
     return Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=_evidence(chain, pods))
+
+
+_EXIT_MESSAGE = re.compile(r"failed with exit code (?P<code>[0-9]+) matching FailJob rule")
+
+
+def _job_message_cause(failed: Obj | None) -> Cause | None:
+    """What a Job's ``PodFailurePolicy`` failure message still says once its pods are gone
+    ("Container node for pod ns/p failed with exit code 3 matching FailJob rule at index 2"):
+    a non-zero exit with its code. 137 is left undecided (an OOM kill or any SIGKILL), and so is
+    a pod condition (one ``DisruptionTarget`` for preemption and node loss alike)."""
+    if failed is None or failed.get("reason") != "PodFailurePolicy":
+        return None
+    m = _EXIT_MESSAGE.search(str(failed.get("message", "")))
+    if m is None or int(m["code"]) == 137:
+        return None
+    code = int(m["code"])
+    return Cause(
+        CauseKind.NON_ZERO_EXIT,
+        Provenance.APPLICATION,
+        detail=f"from the Job's failure: {failed.get('message')}",
+        exit_code=code,
+        signal=_signal_of(code),
+    )
 
 
 def _restart_rule_cause(jobset: Obj | None) -> Cause | None:
@@ -474,14 +501,9 @@ def observe(chain: Chain) -> Observation:
         state = ObjectState.ENDED
         cause = _failure_cause(chain, pods_now, ran_now)
         end = end or _time(failed.get("lastTransitionTime"))
-        if not ran_now and cause.kind in (
-            CauseKind.LAUNCH_FAILED,
-            CauseKind.NO_CAPACITY,
-            CauseKind.TIME_LIMIT,
-            CauseKind.UNKNOWN,
-        ):
-            # The run that never started is still the one that ended: its cause must not be lost.
-            ran_now = True
+        # A failed TrainJob always ended a run, even one that never started (a launch
+        # failure, no capacity before the deadline): its cause must not be lost.
+        ran_now = True
     elif deleting and ran_now and live:
         # Stopped, but its processes may still run: the run ends when its last pod is gone.
         state = ObjectState.RUNNING
