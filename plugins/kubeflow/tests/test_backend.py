@@ -343,3 +343,54 @@ def test_the_hook_module_does_not_import_the_kubernetes_client() -> None:
     code = "import sys, jobdispatch_kubeflow._hooks; print('kubernetes' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+class _GoneOnce(FakeApi):
+    """A watch whose first resourceVersion is too old (410), then one change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.versions: list[str] = []
+
+    def watch(self, kind, namespace, *, label_selector, resource_version, timeout):
+        from jobdispatch_kubeflow.api import Gone
+
+        self.requests[f"WATCH {kind}"] += 1
+        self.versions.append(resource_version)
+        if len(self.versions) == 1:
+            self._version += 5  # the server moved on; the version asked for is compacted
+            raise Gone("too old resource version")
+        obj = self.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+        return iter(
+            [
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "999"}}},
+                {"type": "MODIFIED", "object": obj},
+            ]
+        )
+
+
+def test_watch_lists_again_after_410_gone_and_follows_changes() -> None:
+    from jobdispatch_kubeflow import probe
+
+    probe.forget()
+    api = _GoneOnce()
+    api.put("clustertrainingruntimes", None, RUNTIME)
+    backend = KubeflowBackend(
+        Settings.from_config({"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}),
+        api=api,
+        clock=lambda: NOW,
+    )
+    ref = backend.start(request())
+    seen = list(backend.watch("j1"))
+    assert [o.ref for o in seen] == [ref, ref, ref], "initial list, the list after 410, the change"
+    assert api.requests["LIST trainjobs"] == 2
+    assert (len(api.versions) == 2 and api.versions[0] == api.versions[1]) or api.versions[1]
+
+
+def test_kueue_installed_is_said_in_the_hold_answer(backend, api) -> None:
+    from jobdispatch.types import Capability
+    from jobdispatch_kubeflow import probe
+
+    api.groups["kueue.x-k8s.io"] = ("v1beta2",)
+    probe.forget()
+    assert "Kueue is installed" in backend.capabilities()[Capability.HOLD].detail

@@ -207,6 +207,13 @@ def capabilities(
             C.OUTPUT_FOLLOW: rbac("get pods/log", "pod logs with follow=true"),
             C.OUTPUT_RETAINED: Support.no(K, "a pod's log goes with the pod"),
         }
+        if facts.kueue:
+            base[C.HOLD] = attrs.evolve(
+                base[C.HOLD],
+                detail=base[C.HOLD].detail
+                + "; Kueue is installed: a TrainJob it manages is unsuspended once admitted, "
+                "so do not hold Kueue-managed TrainJobs this way",
+            )
         if not facts.jobset:
             base[C.CONTAINER_IMAGE] = Support.no(P, "jobset.x-k8s.io/v1alpha2 is not served")
         if not facts.runtime_found:
