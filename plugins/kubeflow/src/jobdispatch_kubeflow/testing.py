@@ -8,8 +8,9 @@ never the adapter's; the adapter under test uses its own token identity.
 What the driver cannot cause says so (CannotDrive), and the checks that need it are skipped
 with that reason: a scheduler preemption (it would need priority classes and a node filled by a
 preemptor), a time limit (``activeDeadlineSeconds`` is immutable once created), a launch
-failure (kwok pulls no image), and output (kwok runs no container, so a pod has no log of its
-own; 0010 §7).
+failure (kwok pulls no image). Output: kwok runs no container, so a pod has no log of its
+own: tools/kube/up has kwok serve one file as every container's log, and ``emit_output``
+appends to it (0010 §7).
 """
 
 from __future__ import annotations
@@ -168,6 +169,17 @@ class KubeDriver(Driver):
                     "metadata": {"name": name, "namespace": self.namespace},
                 },
             )
+
+    def emit_output(
+        self, ref: ObjectRef, data: bytes, stream: str = "stdout", rank: int = 0
+    ) -> None:
+        """Append ``data`` to the file kwok serves as every container's log (tools/kube/up's
+        ClusterLogs): kwok runs no process, so this is how a pod "writes"."""
+        if stream != "stdout":
+            raise CannotDrive("emit_output", "a pod log has one stream")
+        state = os.environ.get("JOBDISPATCH_KUBE_STATE", "/var/lib/jobdispatch-kube")
+        with (Path(state) / "pod.log").open("ab") as log:
+            log.write(data)
 
     def preempt(self, ref: ObjectRef) -> None:
         raise CannotDrive(
