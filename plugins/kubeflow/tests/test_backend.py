@@ -394,3 +394,25 @@ def test_kueue_installed_is_said_in_the_hold_answer(backend, api) -> None:
     api.groups["kueue.x-k8s.io"] = ("v1beta2",)
     probe.forget()
     assert "Kueue is installed" in backend.capabilities()[Capability.HOLD].detail
+
+
+def test_the_real_client_reports_a_cluster_that_does_not_answer_as_unreachable(tmp_path) -> None:
+    from jobdispatch.errors import Unreachable
+    from jobdispatch_kubeflow.api import KubeApi
+
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: n\n  cluster:\n"
+        "    server: https://127.0.0.1:9\n    insecure-skip-tls-verify: true\n"
+        "users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: c\n  context:\n"
+        "    cluster: n\n    user: u\ncurrent-context: c\n"
+    )
+    calls = []
+    api = KubeApi(kubeconfig=str(config), token=lambda: calls.append(1) or "t", timeout=2)
+    with pytest.raises(Unreachable, match="Connection refused"):
+        api.list("trainjobs", "dispatch")
+    with pytest.raises(Unreachable):
+        api.list("trainjobs", "dispatch")
+    assert len(calls) == 2, "the token is read for every request"
+    with pytest.raises(Unreachable, match="cannot load"):
+        KubeApi(kubeconfig=str(tmp_path / "missing")).get("pods", "dispatch", "p")

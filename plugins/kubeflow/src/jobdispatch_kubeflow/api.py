@@ -208,6 +208,12 @@ class KubeApi:
             except Exception as exc:
                 msg = f"cannot load the Kubernetes configuration from {self._where}: {exc}"
                 raise Unreachable(msg) from exc
+            from urllib3.util.retry import Retry
+
+            # Retry a connection that was never made, once; never a request that was sent: a
+            # lost reply to a create must surface as OutcomeUnknown (find by name then), not
+            # be sent again behind the adapter's back.
+            configuration.retries = Retry(total=1, connect=1, read=0, status=0, other=0)
             self._client = client.ApiClient(configuration)
             return self._client
 
