@@ -216,6 +216,9 @@ def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(backend, api) -> Non
     api.put("nodes", None, node())
     backend.stop(ref, "operator asked")
     assert api.requests["DELETE trainjobs"] == 1
+    stopped = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert stopped["spec"]["suspend"] is True, "a JobSet the controller applies again must not run"
+    assert stopped["metadata"]["annotations"]["jobdispatch.dev/stop"] == "operator asked"
     obs = backend.inspect(ref)
     assert obs.state is ObjectState.RUNNING and "clean-up pending: 1 pods" in obs.detail
     assert backend.ceased(ref).ceased is Tristate.NO
@@ -416,3 +419,13 @@ def test_the_real_client_reports_a_cluster_that_does_not_answer_as_unreachable(t
     assert len(calls) == 2, "the token is read for every request"
     with pytest.raises(Unreachable, match="cannot load"):
         KubeApi(kubeconfig=str(tmp_path / "missing")).get("pods", "dispatch", "p")
+
+
+def test_open_after_stop_never_lifts_the_gate(backend, api) -> None:
+    ref = backend.start(request())
+    api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]["metadata"]["finalizers"].append("hold-on")
+    backend.stop(ref, "retired")
+    backend.open(ref)
+    obj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert obj["spec"]["suspend"] is True
+    assert backend.inspect(ref).state is ObjectState.ENDED

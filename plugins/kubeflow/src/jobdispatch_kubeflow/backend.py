@@ -278,7 +278,9 @@ class KubeflowBackend:
         def change(obj: Obj) -> Obj | None:
             meta = obj.get("metadata") or {}
             annotations = meta.get("annotations") or {}
-            if meta.get("deletionTimestamp") or annotations.get(names.GATE) != "closed":
+            if meta.get("deletionTimestamp") or names.STOP in annotations:
+                return None
+            if annotations.get(names.GATE) != "closed":
                 return None
             if _ended(obj):
                 return None
@@ -302,12 +304,18 @@ class KubeflowBackend:
         if meta.get("deletionTimestamp"):
             return
         if not _ended(obj):
+            # Suspended as well as deleted: the Trainer controller does not look at a
+            # TrainJob's deletionTimestamp and applies its JobSet again once the collector has
+            # deleted it; suspended, that JobSet has no pods (0010 §4).
             try:
                 self.api.patch(
                     "trainjobs",
                     namespace,
                     name,
-                    {"metadata": {"annotations": {names.STOP: reason or "stopped"}}},
+                    {
+                        "metadata": {"annotations": {names.STOP: reason or "stopped"}},
+                        "spec": {"suspend": True},
+                    },
                 )
             except NotFound:
                 return
