@@ -219,6 +219,7 @@ def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(backend, api) -> Non
     stopped = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
     assert stopped["spec"]["suspend"] is True, "a JobSet the controller applies again must not run"
     assert stopped["metadata"]["annotations"]["jobdispatch.dev/stop"] == "operator asked"
+    assert stopped["metadata"]["annotations"]["jobdispatch.dev/stopped-run"] == "0"
     obs = backend.inspect(ref)
     assert obs.state is ObjectState.RUNNING and "clean-up pending: 1 pods" in obs.detail
     assert backend.ceased(ref).ceased is Tristate.NO
@@ -429,3 +430,18 @@ def test_open_after_stop_never_lifts_the_gate(backend, api) -> None:
     obj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
     assert obj["spec"]["suspend"] is True
     assert backend.inspect(ref).state is ObjectState.ENDED
+
+
+def test_a_stopped_run_is_cancelled_even_when_its_pods_went_before_anyone_looked(
+    backend, api
+) -> None:
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("pods", "dispatch", pod())
+    api.put("nodes", None, node())
+    backend.stop(ref, "ops")
+    del api.objects[("pods", "dispatch", "jd-j1-1-1-node-0-0-abcde")]
+    obs = backend.inspect(ref)
+    assert obs.state is ObjectState.ENDED
+    cause = obs.executions[-1].cause
+    assert cause is not None and str(cause.kind) == "cancelled"

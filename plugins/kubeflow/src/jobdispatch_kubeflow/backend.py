@@ -304,6 +304,10 @@ class KubeflowBackend:
         if meta.get("deletionTimestamp"):
             return
         if not _ended(obj):
+            annotations = {names.STOP: reason or "stopped"}
+            latest = observe(self.chain(ref)).executions
+            if latest and latest[-1].state is ObjectState.RUNNING:
+                annotations[names.STOPPED_RUN] = str(latest[-1].index)
             # Suspended as well as deleted: the Trainer controller does not look at a
             # TrainJob's deletionTimestamp and applies its JobSet again once the collector has
             # deleted it; suspended, that JobSet has no pods (0010 §4).
@@ -312,10 +316,7 @@ class KubeflowBackend:
                     "trainjobs",
                     namespace,
                     name,
-                    {
-                        "metadata": {"annotations": {names.STOP: reason or "stopped"}},
-                        "spec": {"suspend": True},
-                    },
+                    {"metadata": {"annotations": annotations}, "spec": {"suspend": True}},
                 )
             except NotFound:
                 return

@@ -457,6 +457,8 @@ def observe(chain: Chain) -> Observation:
     # With the pods gone, the TrainJob's copy of the JobSet's counts is the evidence left
     # that the run started (it was ready, or finished pods).
     ran_now = ran_now or (((succeeded or failed) is not None or deleting) and counted + ready > 0)
+    # Stop wrote down that a run was going, whose pods may be gone before anyone looks.
+    ran_now = ran_now or (deleting and annotations.get(names.STOPPED_RUN) == str(current))
 
     executions: list[ExecutionObs] = []
     restart_cond = _condition(chain.jobset, "RestartingJobSet")

@@ -21,6 +21,7 @@ __all__ = [
     "MANAGED",
     "PATCH_MANAGER",
     "STOP",
+    "STOPPED_RUN",
     "SUBMISSION",
     "check_name",
     "job_selector",
@@ -40,6 +41,9 @@ GATE = f"{_DOMAIN}/gate"
 HOLD = f"{_DOMAIN}/hold"
 #: Annotation: the reason given to Stop, written before the delete.
 STOP = f"{_DOMAIN}/stop"
+#: Annotation written with STOP when a run was going: the run's pods may be gone before the
+#: stop is observed, and this says there was one to end.
+STOPPED_RUN = f"{_DOMAIN}/stopped-run"
 #: Finalizer that keeps a deleted TrainJob readable as the stop's receipt (0010 §4).
 FINALIZER = f"{_DOMAIN}/receipt"
 #: The manager name of the adapter's runtime patch (labels for the JobSet).
