@@ -557,10 +557,7 @@ class KubeflowBackend:
             gated = annotations.get(names.GATE) == "closed"
             return {"metadata": {"annotations": {names.HOLD: None}}, "spec": {"suspend": gated}}
 
-        try:
-            self._patch(ref, change)
-        except NotFound:
-            raise
+        self._patch(ref, change)
 
     # ------------------------------------------------------------------ output
 
