@@ -60,3 +60,67 @@ class TestKubeflowContract(AdapterSuite):
     @pytest.fixture
     def adapter_config(self) -> Mapping[str, Any] | None:
         return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
+
+
+class TestKubeflowOverFakeCluster(AdapterSuite):
+    """Every area of the contract over the in-memory API and its stand-in for the controllers
+    (jobdispatch_kubeflow.fake): the adapter's own side of the SPI, checked on every run. The
+    real control plane is TestKubeflowContract's."""
+
+    @pytest.fixture
+    def backend_factory(self) -> Callable[[], Backend]:
+        from jobdispatch_kubeflow import KubeflowBackend, Settings, probe
+        from jobdispatch_kubeflow.config import Runtime
+        from jobdispatch_kubeflow.fake import FakeCluster
+
+        probe.forget()
+        cluster = FakeCluster()
+        cluster.put("clustertrainingruntimes", None, FAKE_RUNTIME)
+        settings = Settings(namespace="dispatch", runtime=Runtime(name="dispatch-torch-test"))
+        return lambda: KubeflowBackend(settings, api=cluster)
+
+    @pytest.fixture
+    def driver_factory(self) -> Callable[[Backend], Driver]:
+        from jobdispatch_kubeflow.fake import FakeDriver
+
+        def make(backend: Backend) -> Driver:
+            driver: Driver = FakeDriver(backend)
+            return driver
+
+        return make
+
+    @pytest.fixture
+    def timeouts(self) -> Timeouts:
+        return Timeouts(settle=5.0, poll=0.001, quiet=0.0)
+
+    @pytest.fixture
+    def adapter_name(self) -> str | None:
+        return "kubeflow"
+
+    @pytest.fixture
+    def adapter_config(self) -> Mapping[str, Any] | None:
+        return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
+
+
+FAKE_RUNTIME = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "dispatch-torch-test"},
+    "spec": {
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {
+                            "spec": {
+                                "backoffLimit": 0,
+                                "template": {"spec": {"restartPolicy": "Never"}},
+                            }
+                        },
+                    }
+                ]
+            }
+        }
+    },
+}
