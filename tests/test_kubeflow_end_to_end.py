@@ -1,6 +1,8 @@
 """Supervised jobs on the real Kubernetes control plane (tools/kube/up), through the Kubeflow
 adapter: an evicted pod resumed by its resubmit rule, a lost node, a hold and a release, a
 cancel with its receipt, and two supervisors racing without ever opening a duplicate TrainJob.
+Each runs twice: over the in-memory API with its controllers' stand-in, and on the control
+plane.
 
 kwok plays every kubelet: a pod runs until the test annotates it (``dispatch.test/exit-code``),
 or until its node is deleted. Without the control plane every test skips with the reason;
@@ -21,7 +23,6 @@ from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule,
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch_supervise import Supervisor
 
-pytestmark = pytest.mark.kube
 T = TypeVar("T")
 
 
@@ -36,14 +37,36 @@ def wait_for(what: str, ok: Callable[[], T | None], timeout: float = 120) -> T:
         time.sleep(0.5)
 
 
-@pytest.fixture
-def kube() -> Iterator[Any]:
-    from jobdispatch_kubeflow import KubeflowBackend
-    from jobdispatch_kubeflow.testing import KubeDriver, cluster_problem, require, settings
+@pytest.fixture(
+    params=[
+        "stand-in",
+        pytest.param("control plane", marks=pytest.mark.kube),
+    ]
+)
+def kube(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The adapter with its driver: over the in-memory API and its controllers' stand-in
+    (jobdispatch_kubeflow.fake, always), and over the real control plane (skipped, or failed
+    under REQUIRE_SERVICES, when it is not running)."""
+    from jobdispatch_kubeflow import KubeflowBackend, Settings, probe
+    from jobdispatch_kubeflow.config import Runtime
 
-    require(cluster_problem())
-    backend = KubeflowBackend(settings())
-    driver = KubeDriver(backend)
+    if request.param == "stand-in":
+        from jobdispatch_kubeflow.fake import FakeCluster, FakeDriver
+
+        probe.forget()
+        cluster = FakeCluster()
+        cluster.put("clustertrainingruntimes", None, FAKE_RUNTIME)
+        backend = KubeflowBackend(
+            Settings(namespace="dispatch", runtime=Runtime(name="dispatch-torch-test")),
+            api=cluster,
+        )
+        driver = FakeDriver(backend)
+    else:
+        from jobdispatch_kubeflow.testing import KubeDriver, cluster_problem, require, settings
+
+        require(cluster_problem())
+        backend = KubeflowBackend(settings())
+        driver = KubeDriver(backend)
     made: list[str] = []
     yield backend, driver, made
     for job in made:
@@ -51,6 +74,30 @@ def kube() -> Iterator[Any]:
             backend.stop(obs.ref, "end-to-end test over")
             backend.forget(obs.ref)
     backend.close()
+
+
+FAKE_RUNTIME = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "dispatch-torch-test"},
+    "spec": {
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {
+                            "spec": {
+                                "backoffLimit": 0,
+                                "template": {"spec": {"restartPolicy": "Never"}},
+                            }
+                        },
+                    }
+                ]
+            }
+        }
+    },
+}
 
 
 def supervised(backend: Any, spec: JobSpec, *, holders: int = 1) -> tuple[Any, Any, list[Any]]:

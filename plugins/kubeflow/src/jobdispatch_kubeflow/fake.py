@@ -14,6 +14,7 @@ import builtins
 import copy
 import io
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import IO, Any
@@ -77,6 +78,8 @@ class FakeApi:
         }
         self.allowed = True
         self._version = 100
+        #: One lock for every call: supervisors in threads share one fake (the racing tests).
+        self.lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"FakeApi({id(self)})"
@@ -266,20 +269,27 @@ class FakeCluster(FakeApi):
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[builtins.list[Obj], str]:
-        self._gate("LIST")
-        return super().list(
-            kind, namespace, label_selector=label_selector, field_selector=field_selector
-        )
+        with self.lock:
+            self._gate("LIST")
+            return super().list(
+                kind, namespace, label_selector=label_selector, field_selector=field_selector
+            )
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
-        self._gate("GET")
-        return super().get(kind, namespace, name)
+        with self.lock:
+            self._gate("GET")
+            return super().get(kind, namespace, name)
 
     def raw(self, method: str, path: str, body: Obj | None = None) -> Obj:
-        self._gate(method)
-        return super().raw(method, path, body)
+        with self.lock:
+            self._gate(method)
+            return super().raw(method, path, body)
 
     def create(self, kind: str, namespace: str | None, body: Obj) -> Obj:
+        with self.lock:
+            return self._create(kind, namespace, body)
+
+    def _create(self, kind: str, namespace: str | None, body: Obj) -> Obj:
         from jobdispatch.errors import OutcomeUnknown
 
         self._gate("POST")
@@ -303,17 +313,19 @@ class FakeCluster(FakeApi):
         return made
 
     def patch(self, kind: str, namespace: str | None, name: str, body: Obj) -> Obj:
-        self._gate("PATCH")
-        out = super().patch(kind, namespace, name, body)
-        if kind == "trainjobs":
-            self.reconcile(namespace, name)
-        return out
+        with self.lock:
+            self._gate("PATCH")
+            out = super().patch(kind, namespace, name, body)
+            if kind == "trainjobs":
+                self.reconcile(namespace, name)
+            return out
 
     def delete(self, kind: str, namespace: str | None, name: str, *, propagation: str) -> None:
-        self._gate("DELETE")
-        super().delete(kind, namespace, name, propagation=propagation)
-        if kind == "trainjobs":
-            self.reconcile(namespace, name)
+        with self.lock:
+            self._gate("DELETE")
+            super().delete(kind, namespace, name, propagation=propagation)
+            if kind == "trainjobs":
+                self.reconcile(namespace, name)
 
     # ------------------------------------------------------------------ the stand-in
 
@@ -396,6 +408,12 @@ class FakeCluster(FakeApi):
         """End the current attempt: its pods take ``pod_status``; the JobSet restarts when the
         TrainJob's runtime restarts on ``restart_index`` with restarts left, else the TrainJob
         takes the ``trainjob`` condition."""
+        with self.lock:
+            self._end(name, pod_status, trainjob=trainjob, restart_index=restart_index)
+
+    def _end(
+        self, name: str, pod_status: Obj, *, trainjob: Obj | None, restart_index: int | None
+    ) -> None:
         attempt = self._attempt(name)
         for pod in self.pods_of(name):
             if pod["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == str(attempt):
@@ -536,6 +554,14 @@ class FakeDriver:
                 cluster.end(
                     name_of(ref),
                     failed(137, conditions=[_cond("DisruptionTarget", "PreemptionByScheduler")]),
+                    trainjob=jobs_failed,
+                    restart_index=0,
+                )
+
+            def evict(self, ref: Any) -> None:
+                cluster.end(
+                    name_of(ref),
+                    failed(137, conditions=[_cond("DisruptionTarget", "EvictionByEvictionAPI")]),
                     trainjob=jobs_failed,
                     restart_index=0,
                 )
