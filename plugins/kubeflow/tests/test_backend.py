@@ -445,3 +445,28 @@ def test_a_stopped_run_is_cancelled_even_when_its_pods_went_before_anyone_looked
     assert obs.state is ObjectState.ENDED
     cause = obs.executions[-1].cause
     assert cause is not None and str(cause.kind) == "cancelled"
+
+
+def test_a_webhook_that_does_not_answer_means_nothing_was_written() -> None:
+    import json as _json
+
+    from jobdispatch.errors import OutcomeUnknown, Unreachable
+    from jobdispatch_kubeflow.api import _status_error
+
+    # The status the real API server returned for a create while the Trainer was down.
+    body = _json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": 'Internal error occurred: failed calling webhook "defaulter.trainjob.'
+            'trainer.kubeflow.org": failed to call webhook: Post "https://kubeflow-trainer-'
+            "controller-manager.kubeflow-system.svc:19445/mutate-trainer-kubeflow-org-v1alpha1"
+            '-trainjob?timeout=10s": dial tcp 127.0.0.1:19445: connect: connection refused',
+            "reason": "InternalError",
+            "code": 500,
+        }
+    ).encode()
+    assert isinstance(_status_error(500, body, "POST trainjobs", write=True), Unreachable)
+    other = _json.dumps({"message": "etcdserver: request timed out", "code": 500}).encode()
+    assert isinstance(_status_error(500, other, "POST trainjobs", write=True), OutcomeUnknown)

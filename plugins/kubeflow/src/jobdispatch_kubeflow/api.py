@@ -149,6 +149,10 @@ def _status_error(status: int, body: bytes, what: str, *, write: bool) -> Except
         return AlreadyExists(text) if reason == "AlreadyExists" else Conflict(text)
     if status == 410:
         return Gone(text)
+    if status >= 500 and "failed calling webhook" in message:
+        # Admission runs before anything is stored: a webhook that did not answer means the
+        # write did not happen (seen on the real control plane with the Trainer down).
+        return Unreachable(text)
     if status >= 500 and write:
         return OutcomeUnknown(text)
     if status >= 500 or status == 429:

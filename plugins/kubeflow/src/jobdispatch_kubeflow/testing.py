@@ -174,12 +174,16 @@ class KubeDriver(Driver):
         self, ref: ObjectRef, data: bytes, stream: str = "stdout", rank: int = 0
     ) -> None:
         """Append ``data`` to the file kwok serves as every container's log (tools/kube/up's
-        ClusterLogs): kwok runs no process, so this is how a pod "writes"."""
+        ClusterLogs), one CRI log line per line: kwok runs no process, so this is how a pod
+        "writes"."""
         if stream != "stdout":
             raise CannotDrive("emit_output", "a pod log has one stream")
         state = os.environ.get("JOBDISPATCH_KUBE_STATE", "/var/lib/jobdispatch-kube")
+        # kwok reads the file in the CRI log format: "<RFC3339Nano> stdout F <text>" per line.
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z").encode()
+        lines = b"".join(stamp + b" stdout F " + line + b"\n" for line in data.splitlines() if line)
         with (Path(state) / "pod.log").open("ab") as log:
-            log.write(data)
+            log.write(lines)
 
     def preempt(self, ref: ObjectRef) -> None:
         raise CannotDrive(
