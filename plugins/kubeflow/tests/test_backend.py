@@ -470,3 +470,25 @@ def test_a_webhook_that_does_not_answer_means_nothing_was_written() -> None:
     assert isinstance(_status_error(500, body, "POST trainjobs", write=True), Unreachable)
     other = _json.dumps({"message": "etcdserver: request timed out", "code": 500}).encode()
     assert isinstance(_status_error(500, other, "POST trainjobs", write=True), OutcomeUnknown)
+
+
+def test_a_poll_pins_what_a_dying_pod_shows_once(backend, api) -> None:
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("nodes", None, node())
+    api.put(
+        "pods",
+        "dispatch",
+        pod(deleting=True, conditions=[cond("DisruptionTarget", "EvictionByEvictionAPI")]),
+    )
+    backend.find("j1")
+    tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert '"preempted"' in tj["metadata"]["annotations"]["jobdispatch.dev/evidence-0"]
+    writes = api.requests["PATCH trainjobs"]
+    backend.find("j1")
+    assert api.requests["PATCH trainjobs"] == writes, "pinned once"
+    # The pod goes; the Job fails; the TrainJob fails: the pin still tells why.
+    del api.objects[("pods", "dispatch", "jd-j1-1-1-node-0-0-abcde")]
+    tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
+    cause = backend.inspect(ref).executions[-1].cause
+    assert cause is not None and str(cause.kind) == "preempted"

@@ -502,3 +502,113 @@ def test_a_job_message_that_does_not_decide_stays_unknown(message: str) -> None:
     cause = ended(Chain(trainjob=trainjob(conditions=FAILED), jobs=[j]))
     assert cause.kind is CauseKind.UNKNOWN
     assert message in cause.detail
+
+
+# ---------------------------------------------------------------------------- pinned evidence
+
+
+def test_an_evicted_pod_is_pinned_and_the_failure_after_it_is_gone_reads_the_pin() -> None:
+    from jobdispatch_kubeflow.classify import pins
+
+    # As the control plane showed it: still Running, deletionTimestamp set, DisruptionTarget.
+    evicted = pod(
+        deleting=True,
+        conditions=[cond("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")],
+    )
+    live = trainjob()
+    annotations = pins(Chain(trainjob=live, jobset=jobset(), pods=[evicted], nodes=HEALTHY))
+    (key,) = annotations
+    assert key == "jobdispatch.dev/evidence-0"
+    pinned_tj = trainjob(conditions=FAILED)
+    pinned_tj["metadata"]["annotations"].update(annotations)
+    j = job(
+        conditions=[
+            cond("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        ]
+    )
+    cause = ended(Chain(trainjob=pinned_tj, jobs=[j]))
+    assert (cause.kind, cause.provenance) == (CauseKind.PREEMPTED, Provenance.ACTOR)
+    assert "pinned from pod" in cause.detail
+    assert pins(Chain(trainjob=pinned_tj, pods=[evicted])) == {}, "an ended TrainJob pins nothing"
+
+
+def test_a_pin_stands_over_the_exits_of_peers_left_behind() -> None:
+    from jobdispatch_kubeflow.classify import pins
+
+    evicted = pod("p-0", deleting=True, conditions=[cond("DisruptionTarget", "DeletionByPodGC")])
+    tj = trainjob(conditions=FAILED)
+    tj["metadata"]["annotations"].update(
+        pins(Chain(trainjob=trainjob(), pods=[evicted], nodes=HEALTHY))
+    )
+    peer = pod("p-1", phase="Failed", containers=[terminated(1)], index=1)
+    assert ended(Chain(trainjob=tj, pods=[peer], nodes=HEALTHY)).kind is CauseKind.NODE_LOST
+
+
+def test_a_healthy_pod_on_a_node_not_ready_for_a_moment_is_not_pinned() -> None:
+    from jobdispatch_kubeflow.classify import pins
+
+    n = nodes(node("kwok-node-1", ready="Unknown"))
+    assert pins(Chain(trainjob=trainjob(), pods=[pod()], nodes=n)) == {}
+    assert (
+        pins(
+            Chain(
+                trainjob=trainjob(),
+                pods=[pod(phase="Pending", containers=[waiting("ErrImagePull")])],
+                nodes=HEALTHY,
+            )
+        )
+        == {}
+    )
+
+
+def test_a_malformed_pin_is_ignored() -> None:
+    from jobdispatch_kubeflow.classify import pinned
+
+    tj = trainjob()
+    tj["metadata"]["annotations"]["jobdispatch.dev/evidence-0"] = "{not json"
+    assert pinned(tj, 0) == []
+
+
+# ---------------------------------------------------------------------------- captured objects
+
+_FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
+
+
+def _captured(name: str):
+    import json
+
+    return json.loads((_FIXTURES / name).read_text())
+
+
+def test_the_captured_oomkilled_pod_and_its_job_read_as_out_of_memory() -> None:
+    pod_obj = _captured("pod-oomkilled-kwok.json")
+    pod_obj["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = "jd-j1-1-1"
+    n = _captured("node-kwok-ready.json")
+    chain = Chain(
+        trainjob=trainjob(conditions=FAILED),
+        jobs=[_captured("job-failed-backoff-limit.json")],
+        pods=[pod_obj],
+        nodes={n["metadata"]["name"]: n},
+    )
+    cause = ended(chain)
+    assert (cause.kind, cause.exit_code) == (CauseKind.OUT_OF_MEMORY, 137)
+
+
+def test_the_captured_evicted_pod_is_pinned_as_preempted_by_an_actor() -> None:
+    from jobdispatch_kubeflow.classify import pins
+
+    evicted = _captured("pod-evicted-terminating.json")
+    n = _captured("node-kwok-ready.json")
+    cause = pod_cause(evicted, {n["metadata"]["name"]: n})
+    assert cause is not None
+    assert (cause.kind, cause.provenance) == (CauseKind.PREEMPTED, Provenance.ACTOR)
+    assert pins(Chain(trainjob=trainjob(), pods=[evicted], nodes={n["metadata"]["name"]: n}))
+
+
+def test_the_captured_kwok_node_is_ready() -> None:
+    n = _captured("node-kwok-ready.json")
+    p = pod(node=n["metadata"]["name"])
+    obs = observe(
+        Chain(trainjob=trainjob(), jobset=jobset(), pods=[p], nodes={n["metadata"]["name"]: n})
+    )
+    assert obs.lost_nodes == ()

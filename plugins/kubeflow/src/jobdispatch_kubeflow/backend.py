@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unsupported
+from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
@@ -42,7 +42,7 @@ from jobdispatch.types import (
     Tristate,
 )
 
-from jobdispatch_kubeflow import manifest, names, probe, restart
+from jobdispatch_kubeflow import classify, manifest, names, probe, restart
 from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
@@ -400,7 +400,7 @@ class KubeflowBackend:
         def under(objs: list[Obj], name: str) -> list[Obj]:
             return [o for o in objs if _labels(o).get(names.JOBSET_NAME) == name]
 
-        return [
+        chains = [
             Chain(
                 trainjob=tj,
                 jobset=by_name.get(tj["metadata"]["name"]),
@@ -410,6 +410,27 @@ class KubeflowBackend:
             )
             for tj in ours
         ]
+        for chain in chains:
+            self._pin(chain)
+        return chains
+
+    def _pin(self, chain: Chain) -> None:
+        """Write on the TrainJob what a failing pod shows, before the pod is deleted with it
+        (an evicted pod was gone within 1.5 s on the control plane): the one write an
+        observation makes, idempotent, and skipped (with a log line) when it cannot be made."""
+        annotations = classify.pins(chain)
+        if not annotations:
+            return
+        meta = chain.trainjob.get("metadata") or {}
+        try:
+            self.api.patch(
+                "trainjobs",
+                str(meta.get("namespace") or self.namespace),
+                str(meta.get("name")),
+                {"metadata": {"annotations": annotations}},
+            )
+        except (NotFound, Conflict, Rejected, Unauthorized) as exc:
+            log.info("could not pin the evidence of %s: %s", meta.get("name"), exc)
 
     def chain(self, ref: ObjectRef) -> Chain:
         """Every object beneath one TrainJob, events included (for inspect and the tests)."""
@@ -423,7 +444,9 @@ class KubeflowBackend:
             items, _ = self.api.list("nodes", None)
             nodes = {str(n["metadata"]["name"]): n for n in items}
         events, _ = self.api.list("events", namespace, field_selector=f"involvedObject.name={name}")
-        return Chain(trainjob=tj, jobset=jobset, jobs=jobs, pods=pods, nodes=nodes, events=events)
+        chain = Chain(trainjob=tj, jobset=jobset, jobs=jobs, pods=pods, nodes=nodes, events=events)
+        self._pin(chain)
+        return chain
 
     def inspect(self, ref: ObjectRef) -> ObjectObs:
         """One TrainJob now, with the events about it in the detail; NotFound when the API no

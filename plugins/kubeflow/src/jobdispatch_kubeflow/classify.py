@@ -11,6 +11,7 @@ docs/specs/0010-kubeflow-adapter.md §5 gives each rule and where the research w
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -22,7 +23,7 @@ from jobdispatch.types import Actor, Cause, CauseKind, ObjectState, Provenance
 
 from jobdispatch_kubeflow import names
 
-__all__ = ["Chain", "Observation", "observe", "pod_cause"]
+__all__ = ["Chain", "Observation", "observe", "pinned", "pins", "pod_cause"]
 
 Obj = Mapping[str, Any]
 
@@ -304,15 +305,17 @@ def _evidence(chain: Chain, pods: Iterable[Obj]) -> str:
     return "; ".join(p for p in parts if p) or "no evidence left (the pods are gone)"
 
 
-def _failure_cause(chain: Chain, pods: Sequence[Obj], ran: bool) -> Cause:
+def _failure_cause(chain: Chain, pods: Sequence[Obj], ran: bool, attempt: int = 0) -> Cause:
     """Why a run that failed ended: TrainJob and JobSet reasons first where they decide, then
-    the pods, then the Jobs, else unknown with every piece of evidence in the detail."""
+    the pods (and what an earlier look pinned of pods since deleted), then the Jobs, else
+    unknown with every piece of evidence in the detail."""
     failed = _condition(chain.trainjob, "Failed") or _condition(chain.jobset, "Failed") or {}
     reason = str(failed.get("reason", ""))
     if reason in CREATION_FAILED or _condition(chain.jobset, "JobCreationFailed"):
         return Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, detail=_describe(failed))
     causes = [(pod, pod_cause(pod, chain.nodes)) for pod in pods]
     found = [c for _, c in causes if c is not None]
+    found.extend(pinned(chain.trainjob, attempt))
     for kind in (CauseKind.OUT_OF_MEMORY, CauseKind.PREEMPTED, CauseKind.NODE_LOST):
         for cause in found:
             if cause.kind is kind:
@@ -339,6 +342,8 @@ def _failure_cause(chain: Chain, pods: Sequence[Obj], ran: bool) -> Cause:
             if cause.kind is kind:
                 return cause
     exits = [(p, c) for p, c in causes if c is not None and c.kind is CauseKind.NON_ZERO_EXIT]
+    if not exits:
+        exits = [({}, c) for c in found if c.kind is CauseKind.NON_ZERO_EXIT]
     if exits:
         # The earliest failure is the cause; the later ones are its peers reacting to it.
         return min(exits, key=lambda pc: _first_failure(pc[0]))[1]
@@ -370,6 +375,92 @@ def _job_message_cause(failed: Obj | None) -> Cause | None:
         exit_code=code,
         signal=_signal_of(code),
     )
+
+
+# ---------------------------------------------------------------------------- pinned evidence
+
+#: Causes worth pinning: the ones a pod shows and loses when it is deleted.
+_PINNED_KINDS = frozenset(
+    {
+        CauseKind.OUT_OF_MEMORY,
+        CauseKind.PREEMPTED,
+        CauseKind.NODE_LOST,
+        CauseKind.NON_ZERO_EXIT,
+        CauseKind.TIME_LIMIT,
+        CauseKind.LAUNCH_FAILED,
+    }
+)
+
+
+def _pin_key(attempt: int) -> str:
+    return f"{names.EVIDENCE}-{attempt}"
+
+
+def pinned(trainjob: Obj, attempt: int) -> list[Cause]:
+    """The cause an earlier look pinned on the TrainJob for ``attempt`` (see :func:`pins`)."""
+    raw = (_get(trainjob, "metadata", "annotations") or {}).get(_pin_key(attempt))
+    if not raw:
+        return []
+    try:
+        data = json.loads(raw)
+        kind = CauseKind(data["kind"])
+        provenance = Provenance(data["provenance"])
+    except (ValueError, KeyError, TypeError):
+        return []
+    return [
+        Cause(
+            kind,
+            provenance,
+            detail=f"pinned from pod {data.get('pod', '?')}: {data.get('detail', '')}",
+            exit_code=data.get("exit_code"),
+            signal=data.get("signal"),
+            actor=Actor.human(str(data["actor"])) if data.get("actor") else None,
+        )
+    ]
+
+
+def _dying(pod: Obj) -> bool:
+    """A pod that has failed or is being deleted or disrupted: what it shows now is an ending,
+    not a passing state (a node NotReady for a moment is not pinned)."""
+    if _get(pod, "status", "phase") == "Failed" or _get(pod, "metadata", "deletionTimestamp"):
+        return True
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in _get(pod, "status", "conditions") or ()
+    )
+
+
+def pins(chain: Chain) -> dict[str, str]:
+    """Annotations that pin what a failing pod of the current attempt shows, before it is
+    deleted with its evidence (an evicted pod is gone within a second or two; a JobSet restart
+    deletes a whole attempt). Pure: the backend writes them. Empty when there is nothing new to
+    pin: the TrainJob has ended, or the attempt is pinned already."""
+    tj = chain.trainjob
+    if _condition(tj, "Complete") or _condition(tj, "Failed"):
+        return {}
+    restarts = int(_get(chain.jobset, "status", "restarts") or 0)
+    attempt = max([restarts, *(_attempt(p) for p in chain.pods)])
+    if (_get(tj, "metadata", "annotations") or {}).get(_pin_key(attempt)):
+        return {}
+    for pod in chain.pods:
+        if _attempt(pod) != attempt or not _dying(pod):
+            continue
+        cause = pod_cause(pod, chain.nodes)
+        if cause is None or cause.kind not in _PINNED_KINDS:
+            continue
+        if cause.kind is CauseKind.LAUNCH_FAILED and _get(pod, "status", "phase") != "Failed":
+            continue  # a pull still being retried is not an ending yet
+        value = {
+            "kind": str(cause.kind),
+            "provenance": str(cause.provenance),
+            "detail": cause.detail,
+            "exit_code": cause.exit_code,
+            "signal": cause.signal,
+            "actor": cause.actor.id if cause.actor else None,
+            "pod": _pod_name(pod),
+        }
+        return {_pin_key(attempt): json.dumps(value, sort_keys=True)}
+    return {}
 
 
 def _restart_rule_cause(jobset: Obj | None) -> Cause | None:
@@ -464,7 +555,9 @@ def observe(chain: Chain) -> Observation:
     restart_cond = _condition(chain.jobset, "RestartingJobSet")
     for i in range(current):
         pods = by_attempt.get(i, [])
-        earlier = _failure_cause(chain, pods, True) if pods else None
+        earlier = (
+            _failure_cause(chain, pods, True, i) if pods or pinned(chain.trainjob, i) else None
+        )
         if (earlier is None or earlier.kind is CauseKind.UNKNOWN) and i == current - 1:
             earlier = _restart_rule_cause(chain.jobset)
         if earlier is None or earlier.kind is CauseKind.UNKNOWN:
@@ -501,7 +594,7 @@ def observe(chain: Chain) -> Observation:
         end = end or _time(succeeded.get("lastTransitionTime"))
     elif failed is not None:
         state = ObjectState.ENDED
-        cause = _failure_cause(chain, pods_now, ran_now)
+        cause = _failure_cause(chain, pods_now, ran_now, current)
         end = end or _time(failed.get("lastTransitionTime"))
         # A failed TrainJob always ended a run, even one that never started (a launch
         # failure, no capacity before the deadline): its cause must not be lost.

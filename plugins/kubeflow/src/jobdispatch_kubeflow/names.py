@@ -14,6 +14,7 @@ from jobdispatch.spi import ObjectRef, parse_discovery_name
 
 __all__ = [
     "ATTEMPT",
+    "EVIDENCE",
     "FINALIZER",
     "GATE",
     "HOLD",
@@ -44,6 +45,9 @@ STOP = f"{_DOMAIN}/stop"
 #: Annotation written with STOP when a run was going: the run's pods may be gone before the
 #: stop is observed, and this says there was one to end.
 STOPPED_RUN = f"{_DOMAIN}/stopped-run"
+#: Annotation prefix: ``<EVIDENCE>-<attempt>`` holds the cause a failing pod of that attempt
+#: showed, pinned before the pod is deleted with it (0010 §5).
+EVIDENCE = f"{_DOMAIN}/evidence"
 #: Finalizer that keeps a deleted TrainJob readable as the stop's receipt (0010 §4).
 FINALIZER = f"{_DOMAIN}/receipt"
 #: The manager name of the adapter's runtime patch (labels for the JobSet).
