@@ -492,3 +492,33 @@ def test_a_poll_pins_what_a_dying_pod_shows_once(backend, api) -> None:
     tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
     cause = backend.inspect(ref).executions[-1].cause
     assert cause is not None and str(cause.kind) == "preempted"
+
+
+def test_follow_ends_when_the_object_ends_whatever_the_servers_follow_does(backend, api) -> None:
+    """kwok's follow stream never ends (seen on the control plane): the adapter must not rely on
+    it, and must end its own stream once the object has ended."""
+
+    def no_server_follow(namespace, pod, *, container, follow):  # type: ignore[no-untyped-def]
+        assert not follow, "the server's follow stream may never end"
+        return FakeApi.log(api, namespace, pod, container=container, follow=False)
+
+    api.log = no_server_follow  # type: ignore[method-assign]
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("nodes", None, node())
+    api.put("pods", "dispatch", pod(name="p0"))
+    api.logs["p0"] = b"one\n"
+    stream = backend.output(ref, follow=True)
+    assert stream.read1(100) == b"one\n"
+    api.logs["p0"] += b"two\n"
+    from objects import terminated
+
+    api.put(
+        "pods",
+        "dispatch",
+        pod(name="p0", phase="Succeeded", containers=[terminated(0, "Completed")]),
+    )
+    api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]["status"] = {
+        "conditions": [cond("Complete", "AllJobsCompleted")]
+    }
+    assert stream.read() == b"two\n"

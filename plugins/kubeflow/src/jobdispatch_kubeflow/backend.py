@@ -11,6 +11,7 @@ reasons for each decision.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -588,7 +589,8 @@ class KubeflowBackend:
         self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
     ) -> IO[bytes]:
         """The log of rank ``rank``'s pod (its completion index) in the current attempt; with
-        ``follow``, the API server's follow stream, which ends when the container does. A pod
+        ``follow``, a stream that looks again every half second and ends once the object has
+        ended (:class:`_FollowedLog`; the server's own follow may never end). A pod
         log holds stdout and stderr together, so only ``stdout`` is asked for."""
         if stream not in ("stdout", "stderr"):
             raise Invalid(f"stream must be stdout or stderr, not {stream!r}")
@@ -598,6 +600,13 @@ class KubeflowBackend:
         cap = Capability.OUTPUT_FOLLOW if follow else Capability.OUTPUT_READ
         if caps[cap].answer is Tristate.NO:
             raise Unsupported(f"{cap} is not supported here ({caps[cap].detail})")
+        if follow:
+            return io.BufferedReader(_FollowedLog(self, ref, rank))
+        namespace, pod, container = self._log_source(ref, rank)
+        return self.api.log(namespace, pod, container=container, follow=False)
+
+    def _log_source(self, ref: ObjectRef, rank: int) -> tuple[str, str, str | None]:
+        """(namespace, pod, container) of rank ``rank``'s log in the current attempt."""
         chain = self.chain(ref)
         pods = [p for p in chain.pods if _rank(p) == rank]
         if not pods:
@@ -605,9 +614,54 @@ class KubeflowBackend:
         pod = max(pods, key=lambda p: int(_labels(p).get(names.RESTART_ATTEMPT, "0") or 0))
         containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
         container = "node" if "node" in containers else (containers[0] if containers else None)
-        return self.api.log(
-            self.namespace, str(pod["metadata"]["name"]), container=container, follow=follow
-        )
+        return self.namespace, str(pod["metadata"]["name"]), container
+
+
+class _FollowedLog(io.RawIOBase):
+    """A followed pod log that ends when the object ends.
+
+    The API server's own follow stream ends when the kubelet ends it; kwok's never does (it
+    tails its log file for ever, seen on the control plane), and a real kubelet's may outlive a
+    deleted object. So the log is read whole on each look, only what is new is returned, and
+    once the object has ended one last read ends the stream.
+    """
+
+    def __init__(self, backend: KubeflowBackend, ref: ObjectRef, rank: int, poll: float = 0.5):
+        super().__init__()
+        self._backend, self._ref, self._rank, self._poll = backend, ref, rank, poll
+        self._offset = 0
+        self._buffer = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _read_all(self) -> bytes:
+        try:
+            namespace, pod, container = self._backend._log_source(self._ref, self._rank)
+            with self._backend.api.log(namespace, pod, container=container, follow=False) as f:
+                return f.read()
+        except NotFound:
+            return b""
+
+    def readinto(self, b: Any) -> int:
+        while not self._buffer and not self._done:
+            try:
+                ended = self._backend.inspect(self._ref).state is ObjectState.ENDED
+            except NotFound:
+                ended = True
+            data = self._read_all()
+            self._buffer = data[self._offset :]
+            self._offset = max(self._offset, len(data))
+            if not self._buffer:
+                if ended:
+                    self._done = True
+                else:
+                    time.sleep(self._poll)
+        n = min(len(b), len(self._buffer))
+        b[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return n
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:

@@ -329,13 +329,6 @@ class FakeCluster(FakeApi):
 
     # ------------------------------------------------------------------ the stand-in
 
-    def log(self, namespace: str, pod: str, *, container: str | None, follow: bool) -> IO[bytes]:
-        self._gate("GET")
-        if not follow:
-            return super().log(namespace, pod, container=container, follow=False)
-        self.requests["GET pods/log"] += 1
-        return io.BufferedReader(_FollowLog(self, namespace, pod))
-
     def trainjob(self, name: str) -> Obj:
         return self.objects[("trainjobs", self.namespace, name)]
 
@@ -447,33 +440,6 @@ class FakeCluster(FakeApi):
         if ref.get("kind") == "TrainingRuntime":
             return self.objects.get(("trainingruntimes", self.namespace, ref["name"])) or {}
         return self.objects.get(("clustertrainingruntimes", None, ref["name"])) or {}
-
-
-class _FollowLog(io.RawIOBase):
-    """A followed pod log: what was written so far, then more as it comes, and the end once
-    the pod has finished or is gone (as the API server's follow stream ends)."""
-
-    def __init__(self, cluster: FakeCluster, namespace: str, pod: str) -> None:
-        super().__init__()
-        self._cluster, self._ns, self._pod, self._offset = cluster, namespace, pod, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        import time
-
-        while True:
-            data = self._cluster.logs.get(self._pod, b"")[self._offset :]
-            if data:
-                n = min(len(b), len(data))
-                b[:n] = data[:n]
-                self._offset += n
-                return n
-            obj = self._cluster.objects.get(("pods", self._ns, self._pod))
-            if obj is None or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                return 0
-            time.sleep(0.001)
 
 
 class FakeDriver:
