@@ -73,6 +73,8 @@ def kube(request: pytest.FixtureRequest) -> Iterator[Any]:
         for obs in backend.find(job).objects:
             backend.stop(obs.ref, "end-to-end test over")
             backend.forget(obs.ref)
+    if hasattr(driver, "cleanup"):
+        driver.cleanup()
     backend.close()
 
 

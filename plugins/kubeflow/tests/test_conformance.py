@@ -6,7 +6,7 @@ JOBDISPATCH_REQUIRE_SERVICES=1 it fails instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -39,15 +39,21 @@ class TestKubeflowContract(AdapterSuite):
         return lambda: KubeflowBackend(settings())
 
     @pytest.fixture
-    def driver_factory(self) -> Callable[[Backend], Driver]:
+    def driver_factory(self) -> Iterator[Callable[[Backend], Driver]]:
         from jobdispatch_kubeflow import KubeflowBackend
         from jobdispatch_kubeflow.testing import KubeDriver
 
+        made: list[KubeDriver] = []
+
         def make(backend: Backend) -> Driver:
             assert isinstance(backend, KubeflowBackend)
-            return KubeDriver(backend)
+            driver = KubeDriver(backend)
+            made.append(driver)
+            return driver
 
-        return make
+        yield make
+        for driver in made:
+            driver.cleanup()
 
     @pytest.fixture
     def timeouts(self) -> Timeouts:

@@ -21,6 +21,7 @@ import time
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.types import JobSpec
@@ -96,6 +97,8 @@ class KubeDriver(Driver):
         self.backend = backend
         self.admin = KubeApi(kubeconfig=os.environ.get("KUBECONFIG"))
         self.namespace = backend.namespace
+        #: Nodes lose_node deleted, as they were, for cleanup to create again.
+        self.lost: list[dict[str, Any]] = []
 
     def now(self) -> datetime:
         return datetime.now(UTC)
@@ -152,7 +155,37 @@ class KubeDriver(Driver):
             raise CannotDrive("lose_node", f"{ref} has no running pod")
         spec = pods[0]["spec"]
         assert isinstance(spec, dict)
-        self.admin.delete("nodes", None, str(spec["nodeName"]), propagation="Background")
+        name = str(spec["nodeName"])
+        node = self.admin.get("nodes", None, name)
+        if node is not None:
+            self.lost.append(node)
+        self.admin.delete("nodes", None, name, propagation="Background")
+
+    def cleanup(self) -> None:
+        """Create again every node this driver deleted (kwok takes them over again), so the
+        next check has somewhere to run."""
+        while self.lost:
+            node = self.lost.pop()
+            meta = node.get("metadata") or {}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": meta.get("name"),
+                    "labels": meta.get("labels") or {},
+                    "annotations": meta.get("annotations") or {},
+                },
+                "spec": {k: v for k, v in (node.get("spec") or {}).items() if k != "taints"},
+                "status": {
+                    k: v
+                    for k, v in (node.get("status") or {}).items()
+                    if k in ("allocatable", "capacity")
+                },
+            }
+            try:
+                self.admin.create("nodes", None, body)
+            except Exception as exc:  # reported, never hidden: the next up re-creates it too
+                print(f"could not re-create node {meta.get('name')}: {exc}")
 
     def evict(self, ref: ObjectRef) -> None:
         """Evict the object's pods through the Eviction API, as a drain would: the pods get
