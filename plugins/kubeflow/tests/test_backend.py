@@ -522,3 +522,25 @@ def test_follow_ends_when_the_object_ends_whatever_the_servers_follow_does(backe
         "conditions": [cond("Complete", "AllJobsCompleted")]
     }
     assert stream.read() == b"two\n"
+
+
+def test_forget_tries_again_when_the_collector_changed_the_finalizers_meanwhile(
+    backend, api
+) -> None:
+    ref = backend.start(request())
+    backend.stop(ref, "done")
+    real_patch = api.patch
+    calls = []
+
+    def racing_patch(kind, namespace, name, body):  # type: ignore[no-untyped-def]
+        calls.append(body)
+        if len(calls) == 1:
+            obj = api.objects[(kind, namespace, name)]
+            api._bump(obj)  # the collector's write lands first
+        return real_patch(kind, namespace, name, body)
+
+    api.patch = racing_patch  # type: ignore[method-assign]
+    backend.forget(ref)
+    assert len(calls) == 2
+    with pytest.raises(NotFound):
+        backend.inspect(ref)

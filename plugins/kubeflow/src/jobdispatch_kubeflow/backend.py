@@ -324,23 +324,20 @@ class KubeflowBackend:
         self.api.delete("trainjobs", namespace, name, propagation="Foreground")
 
     def forget(self, ref: ObjectRef) -> None:
-        """Remove the receipt of a stopped TrainJob (its finalizer), once nothing needs it."""
+        """Remove the receipt of a stopped TrainJob (its finalizer), once nothing needs it.
+        Read and written with its version, again on a conflict: the collector removes its own
+        finalizer from the same list meanwhile (a 409 seen on the control plane)."""
+
+        def change(obj: Obj) -> Obj | None:
+            finalizers = list(obj["metadata"].get("finalizers") or ())
+            if names.FINALIZER not in finalizers:
+                return None
+            return {"metadata": {"finalizers": [f for f in finalizers if f != names.FINALIZER]}}
+
         try:
-            namespace, name, obj = self._trainjob(ref)
+            self._patch(ref, change)
         except NotFound:
             return
-        left = [f for f in obj["metadata"].get("finalizers") or () if f != names.FINALIZER]
-        self.api.patch(
-            "trainjobs",
-            namespace,
-            name,
-            {
-                "metadata": {
-                    "finalizers": left,
-                    "resourceVersion": obj["metadata"]["resourceVersion"],
-                }
-            },
-        )
 
     def close(self) -> None:
         self.api.close()
