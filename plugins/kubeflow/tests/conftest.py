@@ -8,6 +8,7 @@ Real-cluster tests skip with the reason when the control plane is not up, except
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -16,8 +17,13 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def kube_cluster() -> None:
-    """The real control plane answers (else skip, or fail under REQUIRE_SERVICES)."""
+def kube_cluster() -> Iterator[None]:
+    """The real control plane answers (else skip, or fail under REQUIRE_SERVICES); afterwards
+    the receipts of the TrainJobs the tests stopped are removed."""
     from jobdispatch_kubeflow import testing
 
     testing.require(testing.cluster_problem())
+    try:
+        yield
+    finally:
+        testing.forget_receipts()

@@ -32,7 +32,7 @@ from jobdispatch_kubeflow.api import KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
 
-__all__ = ["KubeDriver", "cluster_problem", "require", "settings"]
+__all__ = ["KubeDriver", "cluster_problem", "forget_receipts", "require", "settings"]
 
 TEST_RUNTIME = "dispatch-torch-test"
 
@@ -88,6 +88,25 @@ def require(problem: str | None) -> None:
     if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
         pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {problem}")
     pytest.skip(problem)
+
+
+def forget_receipts() -> int:
+    """Remove the receipt finalizer of every stopped TrainJob of dispatch's in the test
+    namespace (the suite stops what it starts; the receipts would stay for ever). How many."""
+    backend = KubeflowBackend(settings())
+    try:
+        items, _ = backend.api.list(
+            "trainjobs", backend.namespace, label_selector=f"{names.MANAGED}=true"
+        )
+        done = 0
+        for obj in items:
+            meta = obj.get("metadata") or {}
+            if meta.get("deletionTimestamp") and names.FINALIZER in (meta.get("finalizers") or ()):
+                backend.forget(names.ref_of(backend.namespace, str(meta["name"])))
+                done += 1
+        return done
+    finally:
+        backend.close()
 
 
 class KubeDriver(Driver):
