@@ -223,7 +223,7 @@ def lowest(session: nox.Session) -> None:
     )
     session.run(_uv(), "pip", "list", env=uv_env)
     suites = [str(p / "tests") for name, p in MEMBERS.items() if name != "sim"]
-    # The real-cluster Slurm tests take whole nodes for minutes and test the cluster, not the
+    # The real-cluster Slurm and Kubernetes tests take minutes and test the cluster, not the
     # Python dependencies; the tests session runs them at the locked versions.
     session.run(
         str(env / "bin" / "pytest"),
@@ -231,7 +231,7 @@ def lowest(session: nox.Session) -> None:
         "-p",
         "no:cacheprovider",
         "-m",
-        "not slurm",
+        "not slurm and not kube",
         *suites,
         *session.posargs,
     )
@@ -244,7 +244,11 @@ def _root_group(name: str) -> list[str]:
 
 #: What a user installs for each adapter, as they would from PyPI: the command and the adapter.
 #: ``jobdispatch-cli`` alone gives the local adapter (it depends on it).
-SMOKE = {"local": ["jobdispatch-cli"], "slurm": ["jobdispatch-cli", "jobdispatch-slurm"]}
+SMOKE = {
+    "local": ["jobdispatch-cli"],
+    "slurm": ["jobdispatch-cli", "jobdispatch-slurm"],
+    "kubeflow": ["jobdispatch-cli", "jobdispatch-kubeflow"],
+}
 
 
 @nox.session

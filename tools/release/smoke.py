@@ -19,11 +19,20 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-#: A cluster of each adapter that can be planned on here without credentials. The Slurm one
-#: talks to the local controller through the local shell (tools/slurm/up starts one in CI).
+#: A cluster of each adapter that can be planned on here. The Slurm one talks to the local
+#: controller through the local shell (tools/slurm/up starts one in CI); the Kubeflow one to the
+#: control plane tools/kube/up starts, with the adapter's own token (its exports name them).
 CLUSTERS = {
     "local": 'adapter = "local"\n',
     "slurm": 'adapter = "slurm"\ntransport = "local"\n',
+    "kubeflow": (
+        'adapter = "kubeflow"\n'
+        'kubeconfig = "{JOBDISPATCH_KUBE_ADAPTER_KUBECONFIG}"\n'
+        'token_file = "{JOBDISPATCH_KUBE_TOKEN_FILE}"\n'
+        'namespace = "{JOBDISPATCH_KUBE_NAMESPACE}"\n'
+        'allow_rank_restart = true\n'
+        'runtime = {{ name = "dispatch-torch-test" }}\n'
+    ),
 }
 
 
@@ -49,7 +58,11 @@ def main(adapter: str) -> None:
         config = home / "config" / "jobdispatch" / "config.toml"
         config.parent.mkdir(parents=True)
         state = home / "state"
-        config.write_text(f"[clusters.smoke]\n{CLUSTERS[adapter]}")
+        try:
+            section = CLUSTERS[adapter].format(**os.environ)
+        except KeyError as missing:
+            fail(f"{adapter} needs {missing} (tools/kube/up prints it)")
+        config.write_text(f"[clusters.smoke]\n{section}")
         if adapter == "local":
             config.write_text(config.read_text() + f'state_dir = "{state}/local"\n')
         env = {

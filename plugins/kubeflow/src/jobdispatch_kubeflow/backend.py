@@ -1,0 +1,686 @@
+"""The Kubeflow backend: the adapter SPI over TrainJobs (Kubeflow Trainer v2).
+
+Objects are TrainJobs (their ref is ``<namespace>/<name>``), one per submission, created
+suspended under their discovery name; executions are the child JobSet's restart attempts.
+Everything the backend shows is read back from the cluster on every call: the gate, the hold
+instance and the stop reason are annotations on the TrainJob, so two backends, or a backend
+restarted after a crash, see the same thing. docs/specs/0010-kubeflow-adapter.md gives the
+reasons for each decision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
+from jobdispatch.spi import (
+    CessationEvidence,
+    Discovery,
+    NativeOffer,
+    ObjectObs,
+    ObjectRef,
+    StartRequest,
+    parse_discovery_name,
+)
+from jobdispatch.types import (
+    Action,
+    Capability,
+    HoldMeta,
+    JobID,
+    JobSpec,
+    ObjectState,
+    RecoveryPolicy,
+    Rule,
+    RuleSupport,
+    Source,
+    Support,
+    Tristate,
+)
+
+from jobdispatch_kubeflow import classify, manifest, names, probe, restart
+from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
+from jobdispatch_kubeflow.classify import Chain, Observation, observe
+from jobdispatch_kubeflow.config import Settings
+
+__all__ = ["KubeflowBackend"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+#: What a supervisor can have this backend do, per action.
+_PERFORM: Mapping[Action, Support] = {
+    Action.RESUBMIT: Support.yes(Source.CATALOGUE, "a new TrainJob"),
+    Action.ESCALATE: Support.yes(Source.CATALOGUE, "needs nothing of the cluster"),
+    Action.REQUEUE: Support.no(Source.CATALOGUE, "an ended TrainJob cannot be rerun"),
+    Action.RESTART: Support.no(Source.CATALOGUE, "restarts are the JobSet's, on its own policy"),
+}
+#: How long one watch call listens before it returns (call it again to go on).
+WATCH_WINDOW = 10
+
+
+class KubeflowBackend:
+    """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
+    NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener and
+    OutputReader.
+
+    Args:
+        settings: the validated configuration.
+        api: overrides the API built from the settings (tests count or fake requests).
+        token: a bearer token source, called on every request and never cached.
+        clock: now, for deadlines.
+    """
+
+    name = "kubeflow"
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        api: Api | None = None,
+        token: Callable[[], str] | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        if token is None and self.settings.token_file is not None:
+            token = file_token(self.settings.token_file)
+        self._token = token
+        self.api: Api = api or KubeApi(
+            kubeconfig=self.settings.kubeconfig,
+            context=self.settings.context,
+            in_cluster=self.settings.in_cluster,
+            token=token,
+            timeout=self.settings.request_timeout,
+        )
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.namespace = self.settings.namespace
+
+    @classmethod
+    def from_config(
+        cls, config: Mapping[str, Any], token: Callable[[], str] | None = None
+    ) -> KubeflowBackend:
+        """Build from a configuration (validated here; unknown keys refused)."""
+        return cls(Settings.from_config(config), token=token)
+
+    def __repr__(self) -> str:
+        return f"KubeflowBackend({self.api!r}, namespace={self.namespace})"
+
+    # ------------------------------------------------------------------ capabilities
+
+    def facts(self) -> probe.ClusterFacts:
+        """The probed facts, cached per cluster for ``probe_ttl``: a poll costs no probe."""
+        s = self.settings
+        key = f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
+        return probe.probe(self.api, self.settings, key=key)
+
+    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+        return probe.capabilities(self.facts(), self.settings.declared)
+
+    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+        """Native: a restart on causes a derived runtime's failure policy tells apart exactly
+        (0010 §6); nothing else. Perform: resubmit and escalate; hold as the cluster answers."""
+        caps = self.capabilities(spec)
+        return [self._rule(rule, caps) for rule in policy.rules]
+
+    def _rule(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport:
+        perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
+        if rule.action is not Action.RESTART:
+            return RuleSupport(
+                Support.no(Source.CATALOGUE, f"the cluster does not {rule.action} by itself"),
+                perform,
+            )
+        cap = caps[Capability.NATIVE_RESTART]
+        if not restart.covered(rule):
+            on = ", ".join(str(k) for k in rule.on)
+            return RuleSupport(
+                Support.no(Source.CATALOGUE, f"no JobSet failure policy restarts on exactly {on}"),
+                perform,
+            )
+        if cap.answer is not Tristate.YES:
+            return RuleSupport(Support(cap.answer, cap.source, cap.detail), perform)
+        return RuleSupport(
+            Support.yes(Source.PROBED, "JobSet RestartJobSet, maxRestarts = the budget"), perform
+        )
+
+    def compile(
+        self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
+    ) -> NativeOffer:
+        """Offer the restart rules a derived runtime enforces, with budget left. JobSet keeps
+        one restart counter, so the offered rules share the smallest remaining budget."""
+        caps = self.capabilities(spec)
+        chosen = sorted(
+            i
+            for i, rule in rules.items()
+            if self._rule(rule, caps).native.answer is Tristate.YES
+            and remaining.get(i, rule.budget) > 0
+        )
+        if not chosen:
+            return NativeOffer()
+        left = {i: remaining.get(i, rules[i].budget) for i in chosen}
+        on: set[int] = set()
+        for i in chosen:
+            on.update(restart.indices(rules[i].on) or ())
+        return NativeOffer(
+            rules=tuple(chosen),
+            remaining=left,
+            settings={
+                "restart-on": ",".join(str(x) for x in sorted(on)),
+                "max-restarts": str(min(left.values())),
+            },
+        )
+
+    def identity_weakened(self, spec: JobSpec) -> str:
+        """Why a run's identity is weak: the runtime lets Kubernetes rerun a rank in place (the
+        Job's ``backoffLimit`` or the pods' ``OnFailure``), so one execution may hold several
+        runs of a rank. Only where the site allows rank restarts; otherwise Start refuses."""
+        facts = self.facts()
+        if not facts.reruns_pods:
+            return ""
+        limit = 6 if facts.backoff_limit is None else facts.backoff_limit
+        return (
+            f"runtime {self.settings.runtime.name} lets Kubernetes rerun a rank in place "
+            f"(Job backoffLimit {limit}, pod restartPolicy {facts.restart_policy or 'OnFailure'})"
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def start(self, request: StartRequest) -> ObjectRef:
+        """Create the TrainJob suspended under the discovery name. Rejected when the API
+        refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
+        lost."""
+        spec = request.spec
+        caps = self.capabilities(spec)
+        needs = {
+            Capability.CONTAINER_IMAGE: spec.image is not None,
+            Capability.WORKING_DIRECTORY: spec.working_dir is not None,
+            Capability.OUTPUT_PATH: spec.output is not None,
+            Capability.PROCS_PER_NODE: spec.procs_per_node != 1,
+        }
+        for cap, needed in needs.items():
+            if needed and caps[cap].answer is Tristate.NO:
+                raise Unsupported(
+                    f"cannot start {request.name}: {cap} is not supported ({caps[cap].detail})"
+                )
+        runtime = self._derived_runtime(request) if request.native.rules else None
+        identity = "" if runtime else self.identity_weakened(spec)
+        if identity and not self.settings.allow_rank_restart:
+            raise Unsupported(
+                f"cannot start {request.name}: {identity}; set allow_rank_restart where "
+                "the site accepts it, or use a runtime with backoffLimit 0 and "
+                "restartPolicy Never"
+            )
+        body = manifest.trainjob(request, self.settings, runtime=runtime)
+        try:
+            self.api.create("trainjobs", self.namespace, body)
+        except AlreadyExists as exc:
+            raise Rejected(f"TrainJob {request.name} exists already: {exc}") from exc
+        return names.ref_of(self.namespace, request.name)
+
+    def _derived_runtime(self, request: StartRequest) -> str:
+        """Create (or find) the TrainingRuntime that carries the offer's failure policy; its
+        name. The name is a hash of its content, so equal offers share one runtime."""
+        settings = request.native.settings
+        try:
+            restart_on = [int(x) for x in settings["restart-on"].split(",") if x]
+            max_restarts = int(settings["max-restarts"])
+        except (KeyError, ValueError) as exc:
+            raise Invalid(f"native offer of {request.name} is not this adapter's: {exc}") from exc
+        kind = "clustertrainingruntimes"
+        if self.settings.runtime.kind == "TrainingRuntime":
+            kind = "trainingruntimes"
+        base = self.api.get(
+            kind, None if kind.startswith("cluster") else self.namespace, self.settings.runtime.name
+        )
+        if base is None:
+            raise Rejected(f"the training runtime {self.settings.runtime.name} does not exist")
+        body = restart.runtime_body(
+            base, namespace=self.namespace, restart_on=restart_on, max_restarts=max_restarts
+        )
+        with contextlib.suppress(AlreadyExists):
+            self.api.create("trainingruntimes", self.namespace, body)
+        return str(body["metadata"]["name"])
+
+    def _trainjob(self, ref: ObjectRef) -> tuple[str, str, Obj]:
+        namespace, name = names.split_ref(ref)
+        obj = self.api.get("trainjobs", namespace, name)
+        if obj is None:
+            raise NotFound(f"no TrainJob {ref}")
+        return namespace, name, obj
+
+    def _patch(self, ref: ObjectRef, change: Callable[[Obj], Obj | None]) -> None:
+        """Read, decide, write with the version read (so a write between is a Conflict, and
+        the decision is made again on what is there now)."""
+        for _ in range(5):
+            namespace, name, obj = self._trainjob(ref)
+            body = change(obj)
+            if body is None:
+                return
+            body.setdefault("metadata", {})["resourceVersion"] = obj["metadata"]["resourceVersion"]
+            try:
+                self.api.patch("trainjobs", namespace, name, body)
+                return
+            except Conflict:
+                continue
+        raise Rejected(f"TrainJob {ref} kept changing under five attempts to update it")
+
+    def open(self, ref: ObjectRef) -> None:
+        """Lift the gate: ``gate: open`` and ``suspend: false``. Under one of our holds only the
+        gate is lifted (the hold stays). Already open, running or ended: success."""
+
+        def change(obj: Obj) -> Obj | None:
+            meta = obj.get("metadata") or {}
+            annotations = meta.get("annotations") or {}
+            if meta.get("deletionTimestamp") or names.STOP in annotations:
+                return None
+            if annotations.get(names.GATE) != "closed":
+                return None
+            if _ended(obj):
+                return None
+            body: Obj = {"metadata": {"annotations": {names.GATE: "open"}}}
+            if names.HOLD not in annotations:
+                body["spec"] = {"suspend": False}
+            return body
+
+        self._patch(ref, change)
+
+    def stop(self, ref: ObjectRef, reason: str) -> None:
+        """Write the reason, then delete the TrainJob with foreground propagation. Until its
+        pods are gone it shows running with "clean-up pending" in its detail; then ended,
+        cancelled by an actor. The adapter's finalizer keeps the deleted TrainJob readable as
+        the receipt. Already gone or stopped: success."""
+        try:
+            namespace, name, obj = self._trainjob(ref)
+        except NotFound:
+            return
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        if not _ended(obj):
+            annotations = {names.STOP: reason or "stopped"}
+            latest = observe(self.chain(ref)).executions
+            if latest and latest[-1].state is ObjectState.RUNNING:
+                annotations[names.STOPPED_RUN] = str(latest[-1].index)
+            # Suspended as well as deleted: the Trainer controller does not look at a
+            # TrainJob's deletionTimestamp and applies its JobSet again once the collector has
+            # deleted it; suspended, that JobSet has no pods (0010 §4).
+            try:
+                self.api.patch(
+                    "trainjobs",
+                    namespace,
+                    name,
+                    {"metadata": {"annotations": annotations}, "spec": {"suspend": True}},
+                )
+            except NotFound:
+                return
+        self.api.delete("trainjobs", namespace, name, propagation="Foreground")
+
+    def forget(self, ref: ObjectRef) -> None:
+        """Remove the receipt of a stopped TrainJob (its finalizer), once nothing needs it.
+        Read and written with its version, again on a conflict: the collector removes its own
+        finalizer from the same list meanwhile (a 409 seen on the control plane)."""
+
+        def change(obj: Obj) -> Obj | None:
+            finalizers = list(obj["metadata"].get("finalizers") or ())
+            if names.FINALIZER not in finalizers:
+                return None
+            return {"metadata": {"finalizers": [f for f in finalizers if f != names.FINALIZER]}}
+
+        try:
+            self._patch(ref, change)
+        except NotFound:
+            return
+
+    def close(self) -> None:
+        self.api.close()
+
+    # ------------------------------------------------------------------ observation
+
+    def find(self, job: JobID) -> Discovery:
+        """Every TrainJob of ``job``: the same few LISTs as find_many."""
+        return self.find_many([job])[job]
+
+    def find_many(
+        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
+    ) -> Mapping[JobID, Discovery]:
+        """Every object of every job in ``jobs`` from one LIST of TrainJobs by label selector,
+        and at most one LIST each of JobSets, Jobs, Pods and Nodes for the evidence beneath
+        them, whatever the number of jobs."""
+        at = self.now()
+        wanted = list(dict.fromkeys(jobs))
+        found: dict[JobID, list[ObjectObs]] = {job: [] for job in wanted}
+        if not wanted:
+            return {}
+        selector = names.job_selector(wanted)
+        trainjobs, _ = self.api.list("trainjobs", self.namespace, label_selector=selector)
+        chains = self._chains(trainjobs, selector)
+        wanted_states = set(states)
+        for chain in chains:
+            obs = self._object(observe(chain))
+            ident = obs.identity
+            if ident is None or ident[0] not in found:
+                continue
+            if wanted_states and obs.state not in wanted_states:
+                continue
+            found[ident[0]].append(obs)
+        return {
+            job: Discovery(job=job, objects=tuple(sorted(objs, key=_order)), at=at)
+            for job, objs in found.items()
+        }
+
+    def _chains(self, trainjobs: list[Obj], selector: str) -> list[Chain]:
+        ours = [
+            tj
+            for tj in trainjobs
+            if parse_discovery_name(str((tj.get("metadata") or {}).get("name", ""))) is not None
+        ]
+        if not ours:
+            return []
+        tj_names = sorted(str(tj["metadata"]["name"]) for tj in ours)
+        beneath = f"{names.JOBSET_NAME} in ({','.join(tj_names)})"
+        jobsets, _ = self.api.list("jobsets", self.namespace, label_selector=selector)
+        jobs, _ = self.api.list("jobs", self.namespace, label_selector=beneath)
+        pods, _ = self.api.list("pods", self.namespace, label_selector=beneath)
+        nodes = None
+        if any((p.get("spec") or {}).get("nodeName") for p in pods):
+            items, _ = self.api.list("nodes", None)
+            nodes = {str(n["metadata"]["name"]): n for n in items}
+        by_name: dict[str, Obj] = {str(js["metadata"]["name"]): js for js in jobsets}
+
+        def under(objs: list[Obj], name: str) -> list[Obj]:
+            return [o for o in objs if _labels(o).get(names.JOBSET_NAME) == name]
+
+        chains = [
+            Chain(
+                trainjob=tj,
+                jobset=by_name.get(tj["metadata"]["name"]),
+                jobs=under(jobs, tj["metadata"]["name"]),
+                pods=under(pods, tj["metadata"]["name"]),
+                nodes=nodes,
+            )
+            for tj in ours
+        ]
+        for chain in chains:
+            self._pin(chain)
+        return chains
+
+    def _pin(self, chain: Chain) -> None:
+        """Write on the TrainJob what a failing pod shows, before the pod is deleted with it
+        (an evicted pod was gone within 1.5 s on the control plane): the one write an
+        observation makes, idempotent, and skipped (with a log line) when it cannot be made."""
+        annotations = classify.pins(chain)
+        if not annotations:
+            return
+        meta = chain.trainjob.get("metadata") or {}
+        try:
+            self.api.patch(
+                "trainjobs",
+                str(meta.get("namespace") or self.namespace),
+                str(meta.get("name")),
+                {"metadata": {"annotations": annotations}},
+            )
+        except (NotFound, Conflict, Rejected, Unauthorized) as exc:
+            log.info("could not pin the evidence of %s: %s", meta.get("name"), exc)
+
+    def chain(self, ref: ObjectRef) -> Chain:
+        """Every object beneath one TrainJob, events included (for inspect and the tests)."""
+        namespace, name, tj = self._trainjob(ref)
+        beneath = f"{names.JOBSET_NAME}={name}"
+        jobset = self.api.get("jobsets", namespace, name)
+        jobs, _ = self.api.list("jobs", namespace, label_selector=beneath)
+        pods, _ = self.api.list("pods", namespace, label_selector=beneath)
+        nodes = None
+        if any((p.get("spec") or {}).get("nodeName") for p in pods):
+            items, _ = self.api.list("nodes", None)
+            nodes = {str(n["metadata"]["name"]): n for n in items}
+        events, _ = self.api.list("events", namespace, field_selector=f"involvedObject.name={name}")
+        chain = Chain(trainjob=tj, jobset=jobset, jobs=jobs, pods=pods, nodes=nodes, events=events)
+        self._pin(chain)
+        return chain
+
+    def inspect(self, ref: ObjectRef) -> ObjectObs:
+        """One TrainJob now, with the events about it in the detail; NotFound when the API no
+        longer has it."""
+        return self._object(observe(self.chain(ref)))
+
+    def _object(self, obs: Observation) -> ObjectObs:
+        return ObjectObs(
+            ref=names.ref_of(self.namespace, obs.name),
+            name=obs.name,
+            state=obs.state,
+            executions=obs.executions,
+            hold_instance=obs.hold_instance,
+            requeue_bit=None,
+            lost_nodes=obs.lost_nodes,
+            detail=obs.detail,
+        )
+
+    def watch(self, job: JobID) -> Iterator[ObjectObs]:
+        """The job's objects as they are now (one LIST), then each change the API server sends
+        on a watch from that list's resourceVersion, for up to ``WATCH_WINDOW`` seconds. A 410
+        Gone (the version is too old) lists again and watches from the new version. Call it
+        again to go on."""
+        selector = names.job_selector([job])
+        deadline = time.monotonic() + WATCH_WINDOW
+        trainjobs, version = self.api.list("trainjobs", self.namespace, label_selector=selector)
+        for chain in self._chains(trainjobs, selector):
+            yield self._object(observe(chain))
+        while (left := int(deadline - time.monotonic())) > 0:
+            try:
+                for event in self.api.watch(
+                    "trainjobs",
+                    self.namespace,
+                    label_selector=selector,
+                    resource_version=version,
+                    timeout=left,
+                ):
+                    obj = event.get("object") or {}
+                    version = str((obj.get("metadata") or {}).get("resourceVersion", version))
+                    if event.get("type") == "BOOKMARK":
+                        continue
+                    name = str((obj.get("metadata") or {}).get("name", ""))
+                    if parse_discovery_name(name) is None:
+                        continue
+                    if event.get("type") == "DELETED":
+                        yield self._object(observe(Chain(trainjob=obj)))
+                        continue
+                    try:
+                        yield self.inspect(names.ref_of(self.namespace, name))
+                    except NotFound:
+                        continue
+                return
+            except Gone:
+                log.info("watch of %s: resourceVersion %s is gone; listing again", job, version)
+                trainjobs, version = self.api.list(
+                    "trainjobs", self.namespace, label_selector=selector
+                )
+                for chain in self._chains(trainjobs, selector):
+                    yield self._object(observe(chain))
+
+    def ceased(self, ref: ObjectRef) -> CessationEvidence:
+        """Yes once no pod of the object can still run (none left, or all Succeeded or Failed);
+        no while one can; never no of an ended object (it has none by then)."""
+        try:
+            chain = self.chain(ref)
+        except NotFound:
+            return CessationEvidence(
+                ceased=Tristate.YES, detail="the TrainJob is gone", at=self.now()
+            )
+        obs = observe(chain)
+        if obs.pods_left and obs.state is ObjectState.ENDED:
+            # Ended (its outcome is final) while some pods are still being deleted.
+            return CessationEvidence(
+                ceased=Tristate.UNKNOWN,
+                detail=f"clean-up pending: {obs.pods_left} pods remain",
+                at=self.now(),
+            )
+        if obs.pods_left:
+            return CessationEvidence(
+                ceased=Tristate.NO,
+                detail=f"{obs.pods_left} pods may still run ({obs.state})",
+                at=self.now(),
+            )
+        return CessationEvidence(ceased=Tristate.YES, detail="no pod can run", at=self.now())
+
+    # ------------------------------------------------------------------ holds
+
+    def _check(self, deadline: datetime, what: str) -> None:
+        now = self.now()
+        if now > deadline:
+            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
+            raise Rejected(msg)
+
+    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only
+        an object that has not run can be held: Rejected when it runs or has ended (suspending
+        a running TrainJob deletes its pods, which is a stop, not a hold), and past
+        ``meta.deadline``."""
+        self._check(meta.deadline, f"hold {meta.instance} of {ref}")
+        if meta.instance < 0:
+            raise Invalid(f"hold instance must be >= 0, not {meta.instance}")
+        state = self.inspect(ref).state
+        if state in (ObjectState.RUNNING, ObjectState.ENDED):
+            raise Rejected(
+                f"cannot hold {ref}: it is {state}; only an object not yet running can be"
+            )
+
+        def change(obj: Obj) -> Obj | None:
+            if _ended(obj) or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                raise Rejected(f"cannot hold {ref}: it has ended")
+            annotations = obj["metadata"].get("annotations") or {}
+            if annotations.get(names.HOLD) == str(meta.instance):
+                return None
+            return {
+                "metadata": {"annotations": {names.HOLD: str(meta.instance)}},
+                "spec": {"suspend": True},
+            }
+
+        self._patch(ref, change)
+
+    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
+        object was held before it was opened, else resumed. Another instance, or none: success
+        with no effect. Rejected past ``meta.deadline``."""
+        self._check(meta.deadline, f"release {meta.instance} of {ref}")
+
+        def change(obj: Obj) -> Obj | None:
+            annotations = obj["metadata"].get("annotations") or {}
+            if annotations.get(names.HOLD) != str(meta.instance):
+                return None
+            gated = annotations.get(names.GATE) == "closed"
+            return {"metadata": {"annotations": {names.HOLD: None}}, "spec": {"suspend": gated}}
+
+        self._patch(ref, change)
+
+    # ------------------------------------------------------------------ output
+
+    def output(
+        self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
+    ) -> IO[bytes]:
+        """The log of rank ``rank``'s pod (its completion index) in the current attempt; with
+        ``follow``, a stream that looks again every half second and ends once the object has
+        ended (:class:`_FollowedLog`; the server's own follow may never end). A pod
+        log holds stdout and stderr together, so only ``stdout`` is asked for."""
+        if stream not in ("stdout", "stderr"):
+            raise Invalid(f"stream must be stdout or stderr, not {stream!r}")
+        if stream == "stderr":
+            raise Unsupported(f"a pod log of {ref} holds stderr within stdout; ask for stdout")
+        caps = self.capabilities()
+        cap = Capability.OUTPUT_FOLLOW if follow else Capability.OUTPUT_READ
+        if caps[cap].answer is Tristate.NO:
+            raise Unsupported(f"{cap} is not supported here ({caps[cap].detail})")
+        if follow:
+            return io.BufferedReader(_FollowedLog(self, ref, rank))
+        namespace, pod, container = self._log_source(ref, rank)
+        return self.api.log(namespace, pod, container=container, follow=False)
+
+    def _log_source(self, ref: ObjectRef, rank: int) -> tuple[str, str, str | None]:
+        """(namespace, pod, container) of rank ``rank``'s log in the current attempt."""
+        chain = self.chain(ref)
+        pods = [p for p in chain.pods if _rank(p) == rank]
+        if not pods:
+            raise NotFound(f"TrainJob {ref} has no pod of rank {rank} (yet)")
+        pod = max(pods, key=lambda p: int(_labels(p).get(names.RESTART_ATTEMPT, "0") or 0))
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
+        container = "node" if "node" in containers else (containers[0] if containers else None)
+        return self.namespace, str(pod["metadata"]["name"]), container
+
+
+class _FollowedLog(io.RawIOBase):
+    """A followed pod log that ends when the object ends.
+
+    The API server's own follow stream ends when the kubelet ends it; kwok's never does (it
+    tails its log file for ever, seen on the control plane), and a real kubelet's may outlive a
+    deleted object. So the log is read whole on each look, only what is new is returned, and
+    once the object has ended one last read ends the stream.
+    """
+
+    def __init__(self, backend: KubeflowBackend, ref: ObjectRef, rank: int, poll: float = 0.5):
+        super().__init__()
+        self._backend, self._ref, self._rank, self._poll = backend, ref, rank, poll
+        self._offset = 0
+        self._buffer = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _read_all(self) -> bytes:
+        try:
+            namespace, pod, container = self._backend._log_source(self._ref, self._rank)
+            with self._backend.api.log(namespace, pod, container=container, follow=False) as f:
+                return f.read()
+        except NotFound:
+            return b""
+
+    def readinto(self, b: Any) -> int:
+        while not self._buffer and not self._done:
+            try:
+                ended = self._backend.inspect(self._ref).state is ObjectState.ENDED
+            except NotFound:
+                ended = True
+            data = self._read_all()
+            self._buffer = data[self._offset :]
+            self._offset = max(self._offset, len(data))
+            if not self._buffer:
+                if ended:
+                    self._done = True
+                else:
+                    time.sleep(self._poll)
+        n = min(len(b), len(self._buffer))
+        b[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return n
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _rank(pod: Mapping[str, Any]) -> int:
+    labels = _labels(pod)
+    value = labels.get("batch.kubernetes.io/job-completion-index") or labels.get(
+        "jobset.sigs.k8s.io/job-index", "0"
+    )
+    return int(value) if str(value).isdigit() else 0
+
+
+def _ended(obj: Obj) -> bool:
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return True
+    return False
+
+
+def _order(obs: ObjectObs) -> tuple[int, int, str]:
+    ident = obs.identity
+    n, k = (ident[1], ident[2]) if ident is not None else (0, 0)
+    return (n, k, obs.ref.id)

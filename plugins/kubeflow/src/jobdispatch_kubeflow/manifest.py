@@ -1,0 +1,99 @@
+"""The TrainJob a StartRequest becomes. Pure: a request and the settings in, a dict out.
+
+The TrainJob is created suspended (Start's gate) under the request's discovery name, labelled
+with job, submission and attempt, and annotated ``gate: closed``. Trainer v2.2 removed
+``spec.labels``, and the TrainJob's own labels do not reach the JobSet, so the labels are also
+given to the JobSet through a runtime patch of the adapter's own (manager
+``jobdispatch.dev/adapter``): the JobSet can then be found by the same selector.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from jobdispatch.spi import StartRequest
+
+from jobdispatch_kubeflow import names
+from jobdispatch_kubeflow.config import Settings
+
+__all__ = ["labels", "resources_per_node", "trainjob"]
+
+
+def labels(request: StartRequest) -> dict[str, str]:
+    """The labels every object of the request carries."""
+    return {
+        names.JOB: request.job,
+        names.SUBMISSION: str(request.submission),
+        names.ATTEMPT: str(request.attempt),
+        names.MANAGED: "true",
+    }
+
+
+def resources_per_node(request: StartRequest) -> Mapping[str, Any] | None:
+    """The seam for the job's resources (issue 11): ``trainer.resourcesPerNode``.
+
+    JobSpec carries no resources yet, so nothing is set and the runtime's own requests apply.
+    When JobSpec gains them, this is the one place that maps them (requests and limits per
+    node, node selectors through the adapter's runtime patch, the Kueue queue label later).
+    """
+    return None
+
+
+def trainjob(
+    request: StartRequest, settings: Settings, *, runtime: str | None = None
+) -> dict[str, Any]:
+    """The TrainJob body for ``request``: gated, labelled, its environment injected."""
+    spec = request.spec
+    name = names.check_name(request.name)
+    env = {
+        **spec.env,
+        **request.env,
+        "JOBDISPATCH_JOB": request.job,
+        "JOBDISPATCH_SUBMISSION": str(request.submission),
+        "JOBDISPATCH_ATTEMPT": str(request.attempt),
+        "JOBDISPATCH_OBJECT": f"{settings.namespace}/{name}",
+    }
+    trainer: dict[str, Any] = {
+        "image": spec.image or settings.image,
+        "command": list(spec.command),
+        "numNodes": spec.nodes,
+        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+    }
+    if spec.procs_per_node != 1:
+        trainer["numProcPerNode"] = spec.procs_per_node
+    resources = resources_per_node(request)
+    if resources is not None:
+        trainer["resourcesPerNode"] = dict(resources)
+    body: dict[str, Any] = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": labels(request),
+            "annotations": {names.GATE: "closed"},
+            "finalizers": [names.FINALIZER],
+        },
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": settings.runtime.kind if runtime is None else "TrainingRuntime",
+                "name": runtime or settings.runtime.name,
+            },
+            "suspend": True,
+            "trainer": trainer,
+            "runtimePatches": [
+                {
+                    "manager": names.PATCH_MANAGER,
+                    "trainingRuntimeSpec": {"template": {"metadata": {"labels": labels(request)}}},
+                }
+            ],
+        },
+    }
+    if spec.time_limit is not None:
+        # Whole seconds, rounded up: a limit is never cut short. The TrainJob's deadline
+        # restarts when it is resumed, so it bounds each run, not the job (0010 §3).
+        body["spec"]["activeDeadlineSeconds"] = max(1, math.ceil(spec.time_limit.total_seconds()))
+    return body

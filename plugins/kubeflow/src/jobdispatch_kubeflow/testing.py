@@ -1,0 +1,269 @@
+"""The conformance driver for the real control plane built by tools/kube/up, and its gate.
+
+The control plane runs kwok as every kubelet, with stages that end a Running pod when the test
+annotates it (``dispatch.test/exit-code=N``, ``dispatch.test/reason=OOMKilled``). The driver uses
+the admin identity (``KUBECONFIG``, for test set-up only: annotating pods, deleting nodes) and
+never the adapter's; the adapter under test uses its own token identity.
+
+What the driver cannot cause says so (CannotDrive), and the checks that need it are skipped
+with that reason: a scheduler preemption (it would need priority classes and a node filled by a
+preemptor), a time limit (``activeDeadlineSeconds`` is immutable once created), a launch
+failure (kwok pulls no image). Output: kwok runs no container, so a pod has no log of its
+own: tools/kube/up has kwok serve one file as every container's log, and ``emit_output``
+appends to it (0010 §7).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jobdispatch.spi import Backend, ObjectRef
+from jobdispatch.types import JobSpec
+from jobdispatch_conformance.adapter import CannotDrive, Driver
+
+from jobdispatch_kubeflow import names
+from jobdispatch_kubeflow.api import KubeApi
+from jobdispatch_kubeflow.backend import KubeflowBackend
+from jobdispatch_kubeflow.config import Runtime, Settings
+
+__all__ = ["KubeDriver", "cluster_problem", "forget_receipts", "require", "settings"]
+
+TEST_RUNTIME = "dispatch-torch-test"
+
+
+def settings(**overrides: object) -> Settings:
+    """The adapter's settings for the control plane tools/kube/up started."""
+    values: dict[str, object] = {
+        "kubeconfig": os.environ.get("JOBDISPATCH_KUBE_ADAPTER_KUBECONFIG"),
+        "namespace": os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch"),
+        "token_file": os.environ.get("JOBDISPATCH_KUBE_TOKEN_FILE"),
+        "runtime": Runtime(name=TEST_RUNTIME),
+        "probe_ttl": 30.0,
+        # dispatch-torch-test has backoffLimit 0 but leaves the pods' restartPolicy to JobSet's
+        # default, OnFailure: a real kubelet could rerun a rank in place. kwok never restarts a
+        # container, so the tests accept it (0010 §6).
+        "allow_rank_restart": True,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def cluster_problem() -> str | None:
+    """Why the real control plane cannot be used, or None when it answers."""
+    kubeconfig = os.environ.get("JOBDISPATCH_KUBE_ADAPTER_KUBECONFIG")
+    if not kubeconfig or not os.environ.get("KUBECONFIG"):
+        return (
+            'no Kubernetes control plane: run eval "$(tools/kube/up)" first '
+            "(JOBDISPATCH_KUBE_ADAPTER_KUBECONFIG and KUBECONFIG are not set)"
+        )
+    if not Path(kubeconfig).exists():
+        return f"the adapter kubeconfig {kubeconfig} does not exist"
+    server = os.environ.get("JOBDISPATCH_KUBE_SERVER", "https://127.0.0.1:6443")
+    try:
+        import ssl
+
+        context = ssl.create_default_context(cafile=os.environ.get("JOBDISPATCH_KUBE_CA_FILE"))
+        with urllib.request.urlopen(f"{server}/livez", context=context, timeout=5):  # noqa: S310
+            pass
+    except Exception as exc:
+        if "401" in str(exc) or "403" in str(exc):
+            return None
+        return f"the Kubernetes API at {server} does not answer: {exc}"
+    return None
+
+
+def require(problem: str | None) -> None:
+    """Skip with ``problem``; but fail when ``JOBDISPATCH_REQUIRE_SERVICES=1`` (CI, after
+    starting the services), where a missing service is an error, not a reason to skip."""
+    import pytest
+
+    if problem is None:
+        return
+    if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {problem}")
+    pytest.skip(problem)
+
+
+def forget_receipts() -> int:
+    """Remove the receipt finalizer of every stopped TrainJob of dispatch's in the test
+    namespace (the suite stops what it starts; the receipts would stay for ever). How many."""
+    backend = KubeflowBackend(settings())
+    try:
+        items, _ = backend.api.list(
+            "trainjobs", backend.namespace, label_selector=f"{names.MANAGED}=true"
+        )
+        done = 0
+        for obj in items:
+            meta = obj.get("metadata") or {}
+            if meta.get("deletionTimestamp") and names.FINALIZER in (meta.get("finalizers") or ()):
+                backend.forget(names.ref_of(backend.namespace, str(meta["name"])))
+                done += 1
+        return done
+    finally:
+        backend.close()
+
+
+class KubeDriver(Driver):
+    """Makes the control plane do things, with the admin identity."""
+
+    def __init__(self, backend: KubeflowBackend) -> None:
+        self.backend = backend
+        self.admin = KubeApi(kubeconfig=os.environ.get("KUBECONFIG"))
+        self.namespace = backend.namespace
+        #: Nodes lose_node deleted, as they were, for cleanup to create again.
+        self.lost: list[dict[str, Any]] = []
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def base_spec(self) -> JobSpec:
+        return JobSpec(command=("sleep", "3600"), nodes=1)
+
+    def unknown_ref(self) -> ObjectRef:
+        return names.ref_of(self.namespace, "jd-nosuchjob-9-9")
+
+    def _pods(self, ref: ObjectRef, timeout: float = 120.0) -> list[dict[str, object]]:
+        """The Running pods of ``ref``'s current attempt (waiting for one to run)."""
+        _, name = names.split_ref(ref)
+        end = time.monotonic() + timeout
+        while True:
+            pods, _ = self.admin.list(
+                "pods", self.namespace, label_selector=f"{names.JOBSET_NAME}={name}"
+            )
+            live = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+            if live or time.monotonic() > end:
+                return live
+            time.sleep(1)
+
+    def _annotate(self, ref: ObjectRef, **annotations: str) -> None:
+        pods = self._pods(ref)
+        if not pods:
+            raise CannotDrive("annotate", f"{ref} has no running pod")
+        for pod in pods:
+            meta = pod["metadata"]
+            assert isinstance(meta, dict)
+            self.admin.patch(
+                "pods",
+                self.namespace,
+                str(meta["name"]),
+                {"metadata": {"annotations": annotations}},
+            )
+
+    def complete(self, ref: ObjectRef) -> None:
+        self._annotate(ref, **{"dispatch.test/exit-code": "0"})
+
+    def fail(self, ref: ObjectRef, code: int) -> None:
+        self._annotate(ref, **{"dispatch.test/exit-code": str(code)})
+
+    def oom(self, ref: ObjectRef) -> None:
+        self._annotate(
+            ref, **{"dispatch.test/exit-code": "137", "dispatch.test/reason": "OOMKilled"}
+        )
+
+    def lose_node(self, ref: ObjectRef) -> None:
+        """Delete the node under the object's pod: PodGC fails the pod (DeletionByPodGC).
+        tools/kube/up re-creates missing nodes on its next run."""
+        pods = self._pods(ref)
+        if not pods:
+            raise CannotDrive("lose_node", f"{ref} has no running pod")
+        spec = pods[0]["spec"]
+        assert isinstance(spec, dict)
+        name = str(spec["nodeName"])
+        node = self.admin.get("nodes", None, name)
+        if node is not None:
+            self.lost.append(node)
+        self.admin.delete("nodes", None, name, propagation="Background")
+
+    def cleanup(self) -> None:
+        """Create again every node this driver deleted (kwok takes them over again), so the
+        next check has somewhere to run."""
+        while self.lost:
+            node = self.lost.pop()
+            meta = node.get("metadata") or {}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": meta.get("name"),
+                    "labels": meta.get("labels") or {},
+                    "annotations": meta.get("annotations") or {},
+                },
+                "spec": {k: v for k, v in (node.get("spec") or {}).items() if k != "taints"},
+                "status": {
+                    k: v
+                    for k, v in (node.get("status") or {}).items()
+                    if k in ("allocatable", "capacity")
+                },
+            }
+            try:
+                self.admin.create("nodes", None, body)
+            except Exception as exc:  # reported, never hidden: the next up re-creates it too
+                print(f"could not re-create node {meta.get('name')}: {exc}")
+
+    def evict(self, ref: ObjectRef) -> None:
+        """Evict the object's pods through the Eviction API, as a drain would: the pods get
+        ``DisruptionTarget`` ``EvictionByEvictionAPI`` (preempted, by an actor)."""
+        pods = self._pods(ref)
+        if not pods:
+            raise CannotDrive("evict", f"{ref} has no running pod")
+        for pod in pods:
+            meta = pod["metadata"]
+            assert isinstance(meta, dict)
+            name = str(meta["name"])
+            self.admin.raw(
+                "POST",
+                f"/api/v1/namespaces/{self.namespace}/pods/{name}/eviction",
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": self.namespace},
+                },
+            )
+
+    def emit_output(
+        self, ref: ObjectRef, data: bytes, stream: str = "stdout", rank: int = 0
+    ) -> None:
+        """Append ``data`` to the file kwok serves as every container's log (tools/kube/up's
+        ClusterLogs), one CRI log line per line: kwok runs no process, so this is how a pod
+        "writes"."""
+        if stream != "stdout":
+            raise CannotDrive("emit_output", "a pod log has one stream")
+        state = os.environ.get("JOBDISPATCH_KUBE_STATE", "/var/lib/jobdispatch-kube")
+        # kwok reads the file in the CRI log format: "<RFC3339Nano> stdout F <text>" per line.
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z").encode()
+        lines = b"".join(stamp + b" stdout F " + line + b"\n" for line in data.splitlines() if line)
+        with (Path(state) / "pod.log").open("ab") as log:
+            log.write(lines)
+
+    def preempt(self, ref: ObjectRef) -> None:
+        raise CannotDrive(
+            "preempt", "a scheduler preemption needs priority classes and a preemptor"
+        )
+
+    def time_out(self, ref: ObjectRef) -> None:
+        raise CannotDrive("time_out", "activeDeadlineSeconds is immutable once the TrainJob exists")
+
+    def launch_fail(self, ref: ObjectRef) -> None:
+        raise CannotDrive("launch_fail", "kwok pulls no image, so no pull can fail")
+
+    def unreachable_backend(self) -> Backend:
+        folder = Path(tempfile.mkdtemp(prefix="jd-kube-"))
+        config = folder / "kubeconfig"
+        config.write_text(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: nowhere\n  cluster:\n"
+            "    server: https://127.0.0.1:9\n    insecure-skip-tls-verify: true\n"
+            "users:\n- name: u\n  user: {token: none}\ncontexts:\n- name: c\n  context:\n"
+            "    cluster: nowhere\n    user: u\ncurrent-context: c\n"
+        )
+        return KubeflowBackend(settings(kubeconfig=str(config), token_file=None, probe_ttl=0))
+
+    def unauthorized_backend(self) -> Backend:
+        return KubeflowBackend(
+            settings(token_file=None, probe_ttl=0), token=lambda: "not-a-valid-token"
+        )

@@ -1,0 +1,237 @@
+"""Supervised jobs on the real Kubernetes control plane (tools/kube/up), through the Kubeflow
+adapter: an evicted pod resumed by its resubmit rule, a lost node, a hold and a release, a
+cancel with its receipt, and two supervisors racing without ever opening a duplicate TrainJob.
+Each runs twice: over the in-memory API with its controllers' stand-in, and on the control
+plane.
+
+kwok plays every kubelet: a pod runs until the test annotates it (``dispatch.test/exit-code``),
+or until its node is deleted. Without the control plane every test skips with the reason;
+under JOBDISPATCH_REQUIRE_SERVICES=1 they fail instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import jobdispatch
+import pytest
+from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch_supervise import Supervisor
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, ok: Callable[[], T | None], timeout: float = 120) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = ok()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout}s")
+        time.sleep(0.5)
+
+
+@pytest.fixture(
+    params=[
+        "stand-in",
+        pytest.param("control plane", marks=pytest.mark.kube),
+    ]
+)
+def kube(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The adapter with its driver: over the in-memory API and its controllers' stand-in
+    (jobdispatch_kubeflow.fake, always), and over the real control plane (skipped, or failed
+    under REQUIRE_SERVICES, when it is not running)."""
+    from jobdispatch_kubeflow import KubeflowBackend, Settings, probe
+    from jobdispatch_kubeflow.config import Runtime
+
+    if request.param == "stand-in":
+        from jobdispatch_kubeflow.fake import FakeCluster, FakeDriver
+
+        probe.forget()
+        cluster = FakeCluster()
+        cluster.put("clustertrainingruntimes", None, FAKE_RUNTIME)
+        backend = KubeflowBackend(
+            Settings(namespace="dispatch", runtime=Runtime(name="dispatch-torch-test")),
+            api=cluster,
+        )
+        driver = FakeDriver(backend)
+    else:
+        from jobdispatch_kubeflow.testing import KubeDriver, cluster_problem, require, settings
+
+        require(cluster_problem())
+        backend = KubeflowBackend(settings())
+        driver = KubeDriver(backend)
+    made: list[str] = []
+    yield backend, driver, made
+    for job in made:
+        for obs in backend.find(job).objects:
+            backend.stop(obs.ref, "end-to-end test over")
+            backend.forget(obs.ref)
+    if hasattr(driver, "cleanup"):
+        driver.cleanup()
+    backend.close()
+
+
+FAKE_RUNTIME = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "dispatch-torch-test"},
+    "spec": {
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {
+                            "spec": {
+                                "backoffLimit": 0,
+                                "template": {"spec": {"restartPolicy": "Never"}},
+                            }
+                        },
+                    }
+                ]
+            }
+        }
+    },
+}
+
+
+def supervised(backend: Any, spec: JobSpec, *, holders: int = 1) -> tuple[Any, Any, list[Any]]:
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(backend, store=store)
+    plan = cluster.operator.submit(spec, by=Actor.human("e2e"), supervised=True)
+    sups = [
+        Supervisor(backend, store, poll=0.5, lease_ttl=timedelta(seconds=5), holder=f"s{i}")
+        for i in range(holders)
+    ]
+    for sup in sups:
+        threading.Thread(target=sup.serve, daemon=True).start()
+    return cluster, plan, sups
+
+
+def running_submission(cluster: Any, job: str, n: int) -> Any:
+    def ok() -> Any:
+        status = cluster.observer.get(job)
+        if len(status.submissions) >= n and status.submissions[n - 1].executions:
+            sub = status.submissions[n - 1]
+            if status.state is State.RUNNING and sub.canonical is not None:
+                return sub.canonical
+        return None
+
+    return wait_for(f"submission {n} of {job} running", ok)
+
+
+def rule(cause: CauseKind) -> RecoveryPolicy:
+    return RecoveryPolicy(rules=[Rule(on=[cause], action=Action.RESUBMIT, budget=1)])
+
+
+def recovered(kube: Any, cause: CauseKind, end: Callable[[Any, Any], None]) -> None:
+    backend, driver, made = kube
+    spec = JobSpec(name=f"e2e-{cause}", command=("sleep", "600"), recovery=rule(cause))
+    cluster, plan, sups = supervised(backend, spec)
+    made.append(plan.job)
+    try:
+        first = running_submission(cluster, plan.job, 1)
+        end(driver, first)
+        second = running_submission(cluster, plan.job, 2)
+        driver.complete(second)
+        done = wait_for(
+            "the job settling", lambda: (s := cluster.observer.get(plan.job)).settled and s
+        )
+        assert done.state is State.SUCCEEDED, done
+        one, two = done.submissions
+        assert [e.cause.kind for e in one.executions if e.cause] == [cause]
+        assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE]
+    finally:
+        for sup in sups:
+            sup.stop()
+
+
+def test_an_evicted_pod_is_resumed_by_its_resubmit_rule(kube: Any) -> None:
+    recovered(kube, CauseKind.PREEMPTED, lambda driver, ref: driver.evict(ref))
+
+
+def test_a_lost_node_is_resumed_by_its_resubmit_rule(kube: Any) -> None:
+    recovered(kube, CauseKind.NODE_LOST, lambda driver, ref: driver.lose_node(ref))
+
+
+def test_a_hold_keeps_the_trainjob_suspended_until_released(kube: Any) -> None:
+    backend, driver, made = kube
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(backend, store=store)
+    plan = cluster.operator.submit(
+        JobSpec(name="e2e-hold", command=("sleep", "600")), by=Actor.human("e2e"), supervised=True
+    )
+    made.append(plan.job)
+    cluster.operator.hold(plan.job, by=Actor.human("e2e"), reason="wait for data")
+    sup = Supervisor(backend, store, poll=0.5)
+    threading.Thread(target=sup.serve, daemon=True).start()
+    try:
+        wait_for("the job held", lambda: cluster.observer.get(plan.job).state is State.HELD)
+        time.sleep(5)
+        for obs in backend.find(plan.job).objects:
+            assert obs.state in (jobdispatch.ObjectState.GATED, jobdispatch.ObjectState.HELD), obs
+            assert not obs.executions, "a held job must not run"
+        cluster.operator.release(plan.job, by=Actor.human("e2e"))
+        ref = running_submission(cluster, plan.job, 1)
+        driver.complete(ref)
+        done = wait_for("success", lambda: (s := cluster.observer.get(plan.job)).settled and s)
+        assert done.state is State.SUCCEEDED, done
+    finally:
+        sup.stop()
+
+
+def test_a_cancel_gives_its_receipt_and_the_trainjob_keeps_it(kube: Any) -> None:
+    backend, _, made = kube
+    cluster, plan, sups = supervised(backend, JobSpec(name="e2e-cancel", command=("sleep", "600")))
+    made.append(plan.job)
+    try:
+        ref = running_submission(cluster, plan.job, 1)
+        receipt = cluster.operator.cancel(plan.job, by=Actor.human("e2e"), reason="not needed")
+        assert receipt.committed
+        obs = wait_for(
+            "the TrainJob ended",
+            lambda: (o := backend.inspect(ref)).state is jobdispatch.ObjectState.ENDED and o,
+        )
+        cause = obs.executions[-1].cause
+        assert cause is not None and cause.kind is CauseKind.CANCELLED
+        assert "not needed" in cause.detail
+        wait_for("the record cancelled", lambda: cluster.observer.get(plan.job).settled)
+        assert cluster.observer.get(plan.job).state is State.CANCELLED
+    finally:
+        for sup in sups:
+            sup.stop()
+
+
+def test_two_supervisors_racing_never_open_a_duplicate_trainjob(kube: Any) -> None:
+    backend, driver, made = kube
+    spec = JobSpec(
+        name="e2e-race", command=("sleep", "600"), recovery=rule(CauseKind.NON_ZERO_EXIT)
+    )
+    cluster, plan, sups = supervised(backend, spec, holders=2)
+    made.append(plan.job)
+    try:
+        first = running_submission(cluster, plan.job, 1)
+        driver.fail(first, 3)
+        second = running_submission(cluster, plan.job, 2)
+        driver.complete(second)
+        done = wait_for("success", lambda: (s := cluster.observer.get(plan.job)).settled and s)
+        assert done.state is State.SUCCEEDED, done
+        objects = backend.find(plan.job).objects
+        opened: dict[int, list[str]] = {}
+        for obs in objects:
+            ident = obs.identity
+            assert ident is not None
+            if obs.executions:
+                opened.setdefault(ident[1], []).append(obs.name)
+        assert all(len(names) == 1 for names in opened.values()), opened
+        assert sorted(opened) == [1, 2]
+    finally:
+        for sup in sups:
+            sup.stop()
