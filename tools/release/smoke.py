@@ -30,7 +30,7 @@ CLUSTERS = {
         'kubeconfig = "{JOBDISPATCH_KUBE_ADAPTER_KUBECONFIG}"\n'
         'token_file = "{JOBDISPATCH_KUBE_TOKEN_FILE}"\n'
         'namespace = "{JOBDISPATCH_KUBE_NAMESPACE}"\n'
-        'allow_rank_restart = true\n'
+        "allow_rank_restart = true\n"
         'runtime = {{ name = "dispatch-torch-test" }}\n'
     ),
 }
