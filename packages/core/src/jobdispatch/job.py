@@ -13,7 +13,7 @@ The records kept here are mutable while folding and must be treated as read-only
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from jobdispatch._fast import blank, maker
 from jobdispatch.errors import Invalid
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
+from jobdispatch.timing import ABSENCE_GAP
 from jobdispatch.types import (
     Action,
     Cause,
@@ -883,15 +884,3 @@ class Replay:
         self._folder = folder
         self._events = events
         return job
-
-
-#: How long a known object may be absent from complete Finds before it is judged stopped.
-ABSENCE_GRACE = timedelta(seconds=60)
-#: How often a continuing absence is recorded again, and the longest gap between recorded
-#: misses that still counts as one absence (longer, and the object may have been seen between).
-ABSENCE_REFRESH = timedelta(seconds=10)
-ABSENCE_GAP = timedelta(seconds=30)
-#: How far ahead a hold-family, requeue or restore call's deadline is set.
-CALL_DEADLINE = timedelta(seconds=30)
-#: How often a site's cessation signal is asked again while a shared-checkpoint hold stands.
-CESSATION_INTERVAL = timedelta(minutes=1)

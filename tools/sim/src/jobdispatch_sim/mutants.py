@@ -210,7 +210,7 @@ def cancel_not_first() -> AbstractContextManager[None]:
         return cluster_mod.CancelReceipt(
             job=job,
             committed=committed,
-            already=None if committed else folded.outcome.state,
+            already=folded.outcome.state if not committed and folded.outcome else None,
             cleanup_complete=not report.live,
             live=report.live,
         )
