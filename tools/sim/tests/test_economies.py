@@ -1,10 +1,9 @@
 """The simulator's economies change what it costs, never what it computes.
 
 The fold checker follows each record with a ``Replay`` instead of folding it whole after every
-step, the executor extends its previous fold of a record by the events added since, the memory
-store hands out one View per revision. Each is checked here against the plain computation it
-replaces, on records the simulator wrote. (The cheaper constructors of ``jobdispatch._fast`` are
-the core's, and tested in packages/core/tests/test_fast.py.)
+step, the executor extends its previous fold of a record by the events added since,
+and the memory store hands out one View per revision. Each is checked here against the plain
+computation it replaces, on records the simulator wrote.
 """
 
 from __future__ import annotations

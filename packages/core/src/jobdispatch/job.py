@@ -18,7 +18,6 @@ from typing import Any
 
 import attrs
 
-from jobdispatch._fast import blank, maker
 from jobdispatch.errors import Invalid
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
@@ -326,15 +325,6 @@ class Job:
 
 # ------------------------------------------------------------------------ folding
 
-# The frozen values fold builds for every transition and hold it replays, made without the
-# attrs-generated __init__ (see jobdispatch._fast: the same instances, built for less).
-_transition = maker(Transition)
-_cause = maker(Cause)
-_hold = maker(Hold)
-#: An empty Job for a record (fold makes one per call): attrs' keyword __init__ and its eleven
-#: factory calls cost more than folding a few events.
-_new_job = blank(Job)
-
 
 def _bad(revision: int, job: Job, message: str) -> Invalid:
     return Invalid(f"record {job.id} revision {revision}: {message}")
@@ -368,7 +358,7 @@ class _Folder:
         # is what lets a reader that owns one reuse it for the same record (the executor does).
         # A handler that starts to depend on it must make those readers key on it too.
         self.now = now
-        self.job = _new_job(view.header, view.revision)
+        self.job = Job(header=view.header, revision=view.revision)
         self.calls: dict[int, CallRec] = {}
         #: The cause of each release reason met so far: releases by one person with one reason
         #: commit equal causes, and a frozen cause can be shared.
@@ -407,7 +397,7 @@ class _Folder:
         job = self.job
         if job.committed is to:
             return
-        job.history.append(_transition(job.committed, to, submission, cause, at, _LEVEL_JOB))
+        job.history.append(Transition(job.committed, to, submission, cause, at, _LEVEL_JOB))
         job.committed = to
 
     def _base_state(self) -> State:
@@ -468,9 +458,9 @@ class _Folder:
         by = e.by
         reason = e.reason
         at = e.at
-        holds.append(HoldRec(len(holds) + 1, _hold(_HOLD_OPERATOR, by, reason, e.until), at, n))
+        holds.append(HoldRec(len(holds) + 1, Hold(_HOLD_OPERATOR, by, reason, e.until), at, n))
         if job.committed is not _STATE_HELD:
-            self._move(_STATE_HELD, n, _cause(_CAUSE_HELD, _PROV_ACTOR, reason, None, None, by), at)
+            self._move(_STATE_HELD, n, Cause(_CAUSE_HELD, _PROV_ACTOR, reason, actor=by), at)
 
     def _lift(self, hold: HoldRec, at: datetime, reason: str, resume: bool) -> None:
         hold.active = False
@@ -483,7 +473,7 @@ class _Folder:
             if job.committed is not to:
                 cause = self.released.get(reason)
                 if cause is None:
-                    cause = _cause(_CAUSE_RELEASED, _PROV_ACTOR, reason, None, None, None)
+                    cause = Cause(_CAUSE_RELEASED, _PROV_ACTOR, reason)
                     self.released[reason] = cause
                 submissions = job.submissions
                 self._move(to, submissions[-1].n if submissions else 0, cause, at)

@@ -1,67 +1,18 @@
-"""``jobdispatch._fast``: the cheaper constructors fold uses build exactly what the classes'
-own ``__init__`` builds, and refuse every class where they could not; and ``Replay``, the
-incremental fold the executor uses, answers as ``fold`` on every revision."""
+"""The job level's hot path: ``Replay``, the incremental fold the executor uses, answers as
+``fold`` on every revision; and the enum aliases of job, status and steps (kept for the figure
+in spec 0001 D5) each hold the member their name says."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import attrs
 import pytest
 from jobdispatch import Action, CauseKind, ObjectState, Rule
-from jobdispatch._fast import blank, maker
-from jobdispatch.job import HoldRec, Job, Replay, Transition, fold
+from jobdispatch.job import Replay, fold
 from jobdispatch.records import events as ev
 from jobdispatch.testing import Story, execution, observation
-from jobdispatch.types import Actor, Cause, Hold, HoldKind, Level, Provenance, State
 
 NOW = datetime(2026, 1, 2, tzinfo=UTC)
-
-
-@pytest.mark.parametrize(
-    ("cls", "fields"),
-    [
-        (
-            Cause,
-            (CauseKind.HELD, Provenance.ACTOR, "why", None, 9, Actor.human("a")),
-        ),
-        (Hold, (HoldKind.OPERATOR, Actor.human("a"), "why", NOW)),
-        (Transition, (State.PENDING, State.HELD, 2, Cause(), NOW, Level.JOB)),
-    ],
-)
-def test_a_maker_builds_what_the_class_builds(cls: type, fields: tuple[object, ...]) -> None:
-    made = maker(cls)(*fields)
-    plain = cls(*fields)
-    assert type(made) is cls
-    assert made == plain
-    assert hash(made) == hash(plain)
-    assert repr(made) == repr(plain)
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        made.detail = "changed"
-
-
-def test_a_maker_refuses_what_it_cannot_build_alike() -> None:
-    with pytest.raises(TypeError):
-        maker(HoldRec)  # mutable: its own __init__ is as cheap
-
-    @attrs.frozen
-    class Converted:
-        value: int = attrs.field(converter=int)
-
-    with pytest.raises(TypeError):
-        maker(Converted)
-
-
-def test_a_blank_job_is_the_job_attrs_would_build() -> None:
-    header = Story.with_rules().header
-    made = blank(Job)(header, 7)
-    assert made == Job(header=header, revision=7)
-    again = blank(Job)(header, 7)
-    assert made.submissions is not again.submissions  # fresh containers, as attrs' factories
-    assert made.objects is not again.objects
-    assert made.triggers is not again.triggers
-    with pytest.raises(TypeError):
-        blank(Cause)  # frozen: maker builds those
 
 
 def _story() -> Story:
