@@ -7,12 +7,15 @@ suite's targeted test and its model test must both catch it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from jobdispatch.clock import ManualClock
-from jobdispatch.errors import Conflict, DispatchError
+from jobdispatch.errors import Conflict, DispatchError, LeaseLost
+from jobdispatch.records import rules
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import Lease
 from jobdispatch_conformance.records import RecordStoreSuite
@@ -27,13 +30,34 @@ class ForgetsTokens(MemoryRecords):
             self._records[lease.job].token = 0
 
 
-class FencesByHolderOnly(MemoryRecords):
-    """Accepts a decision from the right holder whatever its token or expiry."""
+def _holder_only(job: str, owner: Lease, current: Lease | None, now: datetime) -> None:
+    if current is None or current.holder != owner.holder:
+        msg = "not the holder"
+        raise LeaseLost(msg)
 
-    def _check_owner(self, job: str, record: Any, owner: Lease, *, now: Any = None) -> None:
-        if record.lease is None or record.lease.holder != owner.holder:
-            msg = "not the holder"
-            raise Conflict(msg)
+
+class FencesByHolderOnly(MemoryRecords):
+    """Accepts a decision (or a renewal) from the right holder whatever its token or expiry.
+
+    The stores' fencing rule is :func:`jobdispatch.records.rules.check_owner`; this store swaps
+    it for a weaker one only while its own calls run (the tests are single-threaded)."""
+
+    @contextmanager
+    def _weak(self) -> Iterator[None]:
+        saved = rules.check_owner
+        rules.check_owner = _holder_only
+        try:
+            yield
+        finally:
+            rules.check_owner = saved
+
+    def append(self, job: str, events: Any, *, expect_revision: int, owner: Any = None) -> int:
+        with self._weak():
+            return super().append(job, events, expect_revision=expect_revision, owner=owner)
+
+    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+        with self._weak():
+            return super().renew(lease, ttl)
 
 
 class IgnoresKeys(MemoryRecords):
@@ -52,6 +76,23 @@ class NoCompare(MemoryRecords):
         with self._lock:
             current = len(self._records[job].events) if job in self._records else 0
         return super().append(job, events, expect_revision=current, owner=owner)
+
+
+class PlainConflicts(MemoryRecords):
+    """Raises a bare Conflict where the rules raise a subclass (LeaseLost, RevisionMoved,
+    LeaseHeld), so a caller could tell them apart only by the message."""
+
+    def append(self, job: str, events: Any, *, expect_revision: int, owner: Any = None) -> int:
+        try:
+            return super().append(job, events, expect_revision=expect_revision, owner=owner)
+        except Conflict as exc:
+            raise Conflict(exc.message) from None
+
+    def acquire(self, job: str, holder: str, ttl: timedelta) -> Lease:
+        try:
+            return super().acquire(job, holder, ttl)
+        except Conflict as exc:
+            raise Conflict(exc.message) from None
 
 
 #: What "the suite caught it" looks like: a failed assertion, or an error the real store
@@ -76,6 +117,9 @@ def run_test(name: str, store_type: Callable[[ManualClock], Any]) -> None:
         (FencesByHolderOnly, "test_fencing_after_expiry_alone"),
         (IgnoresKeys, "test_create_is_idempotent_on_its_key"),
         (NoCompare, "test_append_is_conditional_on_the_revision"),
+        (PlainConflicts, "test_append_is_conditional_on_the_revision"),
+        (PlainConflicts, "test_fencing_after_release"),
+        (PlainConflicts, "test_a_live_lease_excludes_others"),
     ],
 )
 def test_a_targeted_test_catches_the_mutant(mutant: type[MemoryRecords], test: str) -> None:
@@ -90,7 +134,9 @@ class Unshrunk(RecordStoreSuite):
     model_shrink = False
 
 
-@pytest.mark.parametrize("mutant", [ForgetsTokens, FencesByHolderOnly, IgnoresKeys, NoCompare])
+@pytest.mark.parametrize(
+    "mutant", [ForgetsTokens, FencesByHolderOnly, IgnoresKeys, NoCompare, PlainConflicts]
+)
 def test_the_model_catches_the_mutant(mutant: type[MemoryRecords]) -> None:
     with pytest.raises(CAUGHT):
         Unshrunk().test_against_a_model(mutant)

@@ -60,7 +60,15 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from jobdispatch.clock import ManualClock
-from jobdispatch.errors import Conflict, Invalid, NotFound, Unreadable
+from jobdispatch.errors import (
+    Conflict,
+    Invalid,
+    LeaseHeld,
+    LeaseLost,
+    NotFound,
+    RevisionMoved,
+    Unreadable,
+)
 from jobdispatch.records.events import (
     AnyEvent,
     AttemptStarted,
@@ -426,11 +434,13 @@ class _Model:
                 self.store.append, job, events, expect_revision=expect, owner=lease
             )
             if decides and lease is None:
-                self.expect(Conflict, call)
+                self.expect(LeaseLost, call)
             elif model is None:
                 self.expect(NotFound, call)
-            elif expect != revision or (decides and not self.current(model, lease)):
-                self.expect(Conflict, call)
+            elif expect != revision:
+                self.expect(RevisionMoved, call)
+            elif decides and not self.current(model, lease):
+                self.expect(LeaseLost, call)
             else:
                 assert call() == revision + len(kinds)
                 token = lease.token if lease is not None else None
@@ -444,7 +454,7 @@ class _Model:
             if model is None:
                 self.expect(NotFound, call_a)
             elif self.live(model) and model.lease is not None and model.lease.holder != holder:
-                self.expect(Conflict, call_a)
+                self.expect(LeaseHeld, call_a)
             else:
                 if self.live(model) and model.lease is not None:
                     token = model.lease.token
@@ -466,7 +476,7 @@ class _Model:
                 assert call_r() == model.lease
                 self.held[(holder, job)] = model.lease
             else:
-                self.expect(Conflict, call_r)
+                self.expect(LeaseLost, call_r)
         elif name == "release":
             _, job, holder = op
             lease = self.held.get((holder, job))
@@ -595,8 +605,10 @@ class RecordStoreSuite:
 
     def test_create_existing_job_under_another_key_conflicts(self, store: Records) -> None:
         store.create(make_header("job-1"), [evidence(1)], idempotency_key="a")
-        with pytest.raises(Conflict):
+        with pytest.raises(Conflict) as got:
             store.create(make_header("job-1"), idempotency_key="b")
+        # A taken job id is neither a moved revision nor a lease problem.
+        assert not isinstance(got.value, (RevisionMoved, LeaseLost, LeaseHeld)), got.value
         with pytest.raises(Conflict):
             store.create(make_header("job-1"))
         store.create(make_header("job-2"))
@@ -637,7 +649,7 @@ class RecordStoreSuite:
         assert store.append("job-1", [evidence(1)], expect_revision=0) == 1
         assert store.append("job-1", [evidence(2), control()], expect_revision=1) == 3
         for stale in (0, 1, 2, 4, 100):
-            with pytest.raises(Conflict):
+            with pytest.raises(RevisionMoved):
                 store.append("job-1", [evidence(9)], expect_revision=stale)
         assert store.read("job-1").events == (evidence(1), evidence(2), control())
 
@@ -648,7 +660,7 @@ class RecordStoreSuite:
     def test_append_nothing_checks_the_revision_only(self, store: Records) -> None:
         store.create(make_header("job-1"), [evidence(1)])
         assert store.append("job-1", [], expect_revision=1) == 1
-        with pytest.raises(Conflict):
+        with pytest.raises(RevisionMoved):
             store.append("job-1", [], expect_revision=0)
 
     def test_append_is_all_or_nothing(self, store: Records, clock: ManualClock) -> None:
@@ -656,14 +668,14 @@ class RecordStoreSuite:
         naive = datetime(2026, 1, 1)
         with pytest.raises(Invalid):
             store.append("job-1", [evidence(1), evidence(2, at=naive)], expect_revision=0)
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.append("job-1", [evidence(1), decision(1)], expect_revision=0)
         with pytest.raises(Invalid):
             store.append("job-1", [evidence(1), "not an event"], expect_revision=0)  # type: ignore[list-item]
         assert store.read("job-1").revision == 0
         lease = store.acquire("job-1", "sup", _ttl(10))
         clock.advance(10)
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.append("job-1", [evidence(1), decision(1)], expect_revision=0, owner=lease)
         assert store.read("job-1").revision == 0
 
@@ -687,7 +699,7 @@ class RecordStoreSuite:
 
     def test_decisions_need_the_lease_and_carry_its_token(self, store: Records) -> None:
         store.create(make_header("job-1"))
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.append("job-1", [decision(1)], expect_revision=0)
         lease = store.acquire("job-1", "sup", _ttl(30))
         forged = attrs.evolve(decision(1), token=lease.token + 7)
@@ -702,7 +714,7 @@ class RecordStoreSuite:
         new = store.acquire("job-1", "b", _ttl(10))
         assert new.token > old.token
         # The revision is right, the lease is not: refused, and nothing is written.
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.append("job-1", [decision(2)], expect_revision=1, owner=old)
         assert store.append("job-1", [decision(2)], expect_revision=1, owner=new) == 2
         assert [e.token for e in store.read("job-1").events] == [old.token, new.token]
@@ -713,7 +725,7 @@ class RecordStoreSuite:
         clock.advance(9.999)
         assert store.append("job-1", [decision(1)], expect_revision=0, owner=lease) == 1
         clock.advance(0.001)  # exactly at expiry: no longer current
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.append("job-1", [decision(2)], expect_revision=1, owner=lease)
         assert store.read("job-1").revision == 1
 
@@ -721,7 +733,7 @@ class RecordStoreSuite:
         store.create(make_header("job-1"))
         lease = store.acquire("job-1", "a", _ttl(10))
         store.release(lease)
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.append("job-1", [decision(1)], expect_revision=0, owner=lease)
 
     def test_a_forged_or_foreign_lease_is_refused(self, store: Records) -> None:
@@ -734,7 +746,7 @@ class RecordStoreSuite:
             attrs.evolve(lease, holder="b"),
             other,
         ):
-            with pytest.raises(Conflict):
+            with pytest.raises(LeaseLost):
                 store.append("job-1", [decision(1)], expect_revision=0, owner=bad)
         assert store.read("job-1").revision == 0
 
@@ -748,7 +760,7 @@ class RecordStoreSuite:
         store.create(make_header("job-1"))
         lease = store.acquire("job-1", "a", _ttl(10))
         assert lease == Lease("job-1", "a", lease.token, clock() + _ttl(10))
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseHeld):
             store.acquire("job-1", "b", _ttl(10))
         clock.advance(10)
         taken = store.acquire("job-1", "b", _ttl(10))
@@ -774,7 +786,7 @@ class RecordStoreSuite:
         clock.advance(10)
         again = store.acquire("job-1", "a", _ttl(10))
         assert again.token > first.token
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.append("job-1", [decision(1)], expect_revision=0, owner=first)
 
     def test_tokens_only_grow(self, store: Records, clock: ManualClock) -> None:
@@ -812,13 +824,13 @@ class RecordStoreSuite:
         store.create(make_header("job-1"))
         lease = store.acquire("job-1", "a", _ttl(10))
         clock.advance(10)
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.renew(lease, _ttl(10))
         taken = store.acquire("job-1", "b", _ttl(10))
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.renew(lease, _ttl(10))
         store.release(taken)
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseLost):
             store.renew(taken, _ttl(10))
 
     def test_release_lets_anyone_acquire(self, store: Records, clock: ManualClock) -> None:
@@ -828,7 +840,7 @@ class RecordStoreSuite:
         b = store.acquire("job-1", "b", _ttl(60))
         assert b.token > a.token
         store.release(a)  # no longer current: ignored, b keeps the job
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseHeld):
             store.acquire("job-1", "c", _ttl(60))
         store.append("job-1", [decision(1)], expect_revision=0, owner=b)
 
@@ -1034,7 +1046,7 @@ class RecordStoreSuite:
             job="job-1", created=False
         )
         # The lease is still held, and its token still fences.
-        with pytest.raises(Conflict):
+        with pytest.raises(LeaseHeld):
             again.acquire("job-1", "b", _ttl(60))
         again.append("job-1", [decision(2)], expect_revision=2, owner=lease)
         again.release(lease)

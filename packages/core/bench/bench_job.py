@@ -3,7 +3,8 @@
 Every supervisor pass and every status read folds the whole record, so this is the core's hot
 path. The baseline, measured in the same run, is the least any fold must do: walk the same
 events once and dispatch on their type. The ratio says what the job level costs beyond that,
-and the per-event column whether the cost stays linear.
+and the per-event column whether the cost stays linear. The target (under 100 us at 100
+events) is for the evidence shape; the control shape is printed as the measured worst case.
 
 Run: ``python packages/core/bench/bench_job.py`` (``--quick`` for a short run).
 """
@@ -135,7 +136,10 @@ def main() -> int:
             f"{shape:>9} {size:>7} {t * 1e6:>15.1f} us {t * 1e6 / size:>7.2f} us "
             f"{b * 1e6:>11.1f} us {t / b:>6.1f}x"
         )
-    print("target: under 100 us at 100 events, linear or better beyond")
+    # Spec 0001 D5: the 100 us target is for evidence-shaped records (how records grow); the
+    # control-heavy shape is a measured worst case, printed with no target.
+    print("target (evidence): under 100 us at 100 events, linear or better beyond")
+    print("controls: the measured worst case (every event a committed transition); no target")
     return 0
 
 

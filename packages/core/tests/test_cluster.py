@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import jobdispatch
 import pytest
 from jobdispatch import (
@@ -180,3 +181,29 @@ def test_supersede_plans_first_so_a_refused_spec_changes_nothing(cluster):
     assert cluster.observer.get(new.job).supersedes == old.job
     cancel = next(e for e in cluster.store.read(old.job).events if e.kind == "cancel-requested")
     assert cancel.superseded_by == new.job
+
+
+def test_the_job_settings_have_one_carrier_and_its_defaults(cluster):
+    """``ev.Options`` holds the per-job defaults; submit and supersede take it whole, or any of
+    its fields by name over it, and nothing else restates a default."""
+    from typing import get_type_hints
+
+    from jobdispatch.cluster import OptionFields
+
+    assert set(get_type_hints(OptionFields)) == {f.name for f in attrs.fields(ev.Options)}
+    default = cluster.operator.submit(SPEC, by=ME, supervised=True)
+    assert cluster.store.read(default.job).header.options == ev.Options(supervised=True)
+    carried = ev.Options(submit_retries=0, unresolved_age=timedelta(minutes=1))
+    plan = cluster.operator.submit(SPEC, by=ME, options=carried, supervised=True)
+    stored = cluster.store.read(plan.job).header.options
+    assert stored == attrs.evolve(carried, supervised=True)
+    with pytest.raises(jobdispatch.Invalid, match="submit_retries must not be negative"):
+        cluster.operator.submit(SPEC, by=ME, options=ev.Options(supervised=True, submit_retries=-1))
+    # supersede takes the carrier it is given whole; without one it keeps only supervision.
+    given = ev.Options(supervised=True, submit_retries=1)
+    new = cluster.operator.supersede(plan.job, by=ME, options=given)
+    assert cluster.store.read(new.job).header.options == given
+    newer = cluster.operator.supersede(new.job, by=ME, cleanup_deadline=timedelta(hours=1))
+    assert cluster.store.read(newer.job).header.options == ev.Options(
+        supervised=True, cleanup_deadline=timedelta(hours=1)
+    )

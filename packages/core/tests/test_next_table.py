@@ -26,11 +26,10 @@ from jobdispatch import (
     Tristate,
     UnmatchedPolicy,
 )
-from jobdispatch.job import ABSENCE_GRACE, ABSENCE_REFRESH, CALL_DEADLINE
 from jobdispatch.records import events as ev
 from jobdispatch.spi import CessationEvidence
-from jobdispatch.steps import OPEN_RETRY, STOP_RETRY
 from jobdispatch.testing import PERSON, PREEMPTED, SUCCESS, Story, execution, observation
+from jobdispatch.timing import ABSENCE_GRACE, ABSENCE_REFRESH, CALL_DEADLINE, OPEN_RETRY, STOP_RETRY
 from jobdispatch.types import Hold, HoldKind
 
 RESUBMIT = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)

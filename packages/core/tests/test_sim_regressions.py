@@ -24,11 +24,11 @@ from jobdispatch import (
     compose,
 )
 from jobdispatch.clock import ManualClock
-from jobdispatch.job import ABSENCE_REFRESH
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import PERSON, SUCCESS, T0, Story, observation
+from jobdispatch.timing import ABSENCE_REFRESH
 
 OOM = Cause(CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER)
 

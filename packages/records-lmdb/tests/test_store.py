@@ -15,7 +15,17 @@ import jsonschema
 import lmdb
 import pytest
 from jobdispatch import plugins
-from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unavailable, Unreadable
+from jobdispatch.clock import ManualClock
+from jobdispatch.errors import (
+    Invalid,
+    LeaseLost,
+    NotFound,
+    ReadOnly,
+    RevisionMoved,
+    Unavailable,
+    Unreadable,
+)
+from jobdispatch.records import rules
 from jobdispatch.records.store import Records
 from jobdispatch_conformance.records import decision, evidence, make_header
 from jobdispatch_records_lmdb import FORMAT, FORMAT_VERSION, LmdbRecords
@@ -299,8 +309,26 @@ def test_a_conditional_write_is_one_transaction(tmp_path: Path) -> None:
     with LmdbRecords(tmp_path) as a, LmdbRecords(tmp_path) as b:
         a.create(make_header("j"))
         assert a.append("j", [evidence(1)], expect_revision=0) == 1
-        with pytest.raises(Conflict):
+        with pytest.raises(RevisionMoved):
             b.append("j", [evidence(2)], expect_revision=0)
+
+
+def test_the_store_is_fenced_by_the_shared_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fencing is ``jobdispatch.records.rules.check_owner``, looked up at each call: with the
+    rule reverted (as the simulator's no-fencing mutant reverts it), a stale lease's decision
+    lands here too, so the mutant guards this store as well as the memory store."""
+    clock = ManualClock()
+    with LmdbRecords(tmp_path, clock=clock) as store:
+        store.create(make_header("j"))
+        stale = store.acquire("j", "a", timedelta(seconds=10))
+        clock.advance(10)
+        store.acquire("j", "b", timedelta(seconds=10))
+        with pytest.raises(LeaseLost):
+            store.append("j", [decision(1)], expect_revision=0, owner=stale)
+        monkeypatch.setattr(rules, "check_owner", lambda *args: None)
+        assert store.append("j", [decision(1)], expect_revision=0, owner=stale) == 1
 
 
 # ------------------------------------------------------------------------------- plugins

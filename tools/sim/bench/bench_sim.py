@@ -14,7 +14,9 @@ Three rows, measured in the same run on the same seeds:
   (each revision folded and ``next`` asked), with no store, backend, executor or checker: the
   floor set by the core's pure functions.
 
-The ratio column compares each row with ``real code alone``.
+The ratio column compares each row with ``real code alone``. The last line gives the figure
+the simulator is judged by: seeds per second with faults on, and its ratio to the real-code
+ceiling (the same seeds run by the real code alone). There is no fixed target.
 
 A lifecycle is one job, from its submission to its settlement (or escalation). Run standalone
 (``python tools/sim/bench/bench_sim.py [--quick]``) or through ``nox -s bench``.
@@ -182,7 +184,14 @@ def main() -> None:
     )
     for label, jobs, secs, rate, detail in rows:
         print(f"{label:<18} {jobs:>10} {secs:>9.2f} {rate:>13.1f} {rate / floor:>8.2f}x  {detail}")
-    print(f"seeds/s with faults: {n / faulty[0]:.1f} per core; target 2,000 lifecycles/s")
+    # The measure of the simulator is seeds per second, against the same seeds' jobs run by the
+    # real code alone: no fixed target (the 2,000 lifecycles/s once set was withdrawn, spec
+    # 0005 D11), since the ceiling is the real code's own speed on this machine.
+    sim_rate, ceiling = n / faulty[0], n / alone[0]
+    print(
+        f"seeds/s with faults: {sim_rate:.1f} per core, {sim_rate / ceiling:.2f}x the real-code "
+        f"ceiling of {ceiling:.1f} seeds/s (the same seeds' jobs, real code alone)"
+    )
 
 
 if __name__ == "__main__":

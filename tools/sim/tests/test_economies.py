@@ -1,10 +1,9 @@
 """The simulator's economies change what it costs, never what it computes.
 
 The fold checker follows each record with a ``Replay`` instead of folding it whole after every
-step, the executor extends its previous fold of a record by the events added since, the memory
-store hands out one View per revision, and a few frozen values are built without attrs'
-``__init__``. Each is checked here against the plain computation it replaces, on records the
-simulator wrote.
+step, the executor extends its previous fold of a record by the events added since,
+and the memory store hands out one View per revision. Each is checked here against the plain
+computation it replaces, on records the simulator wrote.
 """
 
 from __future__ import annotations
@@ -13,11 +12,9 @@ from datetime import UTC, datetime
 
 import attrs
 import pytest
-from jobdispatch._fast import blank, maker
 from jobdispatch.errors import Invalid
-from jobdispatch.job import HoldRec, Job, Replay, Transition, fold
+from jobdispatch.job import Job, Replay, fold
 from jobdispatch.records.events import View
-from jobdispatch.types import Actor, Cause, CauseKind, Hold, HoldKind, Level, Provenance, State
 from jobdispatch_sim.options import derive
 from jobdispatch_sim.runner import quiet_logs
 from jobdispatch_sim.world import World
@@ -106,52 +103,6 @@ def test_the_executor_folds_each_pass_as_fold_would() -> None:
         shorter = View(view.header, view.events[:-1])  # not an extension: folded anew
         assert executor._fold(shorter, NOW) == fold(shorter, NOW)
         assert executor._fold(view, NOW) == fold(view, NOW)
-
-
-@pytest.mark.parametrize(
-    ("cls", "fields"),
-    [
-        (
-            Cause,
-            (CauseKind.HELD, Provenance.ACTOR, "why", None, 9, Actor.human("a")),
-        ),
-        (Hold, (HoldKind.OPERATOR, Actor.human("a"), "why", NOW)),
-        (Transition, (State.PENDING, State.HELD, 2, Cause(), NOW, Level.JOB)),
-    ],
-)
-def test_a_maker_builds_what_the_class_builds(cls: type, fields: tuple[object, ...]) -> None:
-    made = maker(cls)(*fields)
-    plain = cls(*fields)
-    assert type(made) is cls
-    assert made == plain
-    assert hash(made) == hash(plain)
-    assert repr(made) == repr(plain)
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        made.detail = "changed"
-
-
-def test_a_maker_refuses_what_it_cannot_build_alike() -> None:
-    with pytest.raises(TypeError):
-        maker(HoldRec)  # mutable: its own __init__ is as cheap
-
-    @attrs.frozen
-    class Converted:
-        value: int = attrs.field(converter=int)
-
-    with pytest.raises(TypeError):
-        maker(Converted)
-
-
-def test_a_blank_job_is_the_job_attrs_would_build() -> None:
-    header = _records(range(1))[0].header
-    made = blank(Job)(header, 7)
-    assert made == Job(header=header, revision=7)
-    again = blank(Job)(header, 7)
-    assert made.submissions is not again.submissions  # fresh containers, as attrs' factories
-    assert made.objects is not again.objects
-    assert made.triggers is not again.triggers
-    with pytest.raises(TypeError):
-        blank(Cause)  # frozen: maker builds those
 
 
 def test_the_executor_keeps_the_folds_of_a_bounded_number_of_jobs() -> None:

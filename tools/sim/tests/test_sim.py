@@ -36,12 +36,12 @@ def test_every_mutant_is_caught_within_a_bounded_number_of_seeds(name: str) -> N
 
 
 def test_a_mutants_patches_are_undone_after_the_run() -> None:
-    from jobdispatch.records.memory import MemoryRecords
+    from jobdispatch.records import rules
 
-    before = MemoryRecords.append
+    before = rules.check_revision
     with active("no-revision-check"):
-        assert MemoryRecords.append is not before
-    assert MemoryRecords.append is before
+        assert rules.check_revision is not before
+    assert rules.check_revision is before
 
 
 def test_a_failing_seed_replays_byte_for_byte() -> None:
@@ -83,3 +83,28 @@ def test_the_cli_fails_a_sweep_that_finds_a_violation(capsys: pytest.CaptureFixt
     assert code == 1
     assert "VIOLATION: invariant 2" in out
     assert "replay: nox -s sim -- --seed 0 --mutant open-before-canonical" in out
+
+
+def test_the_store_mutants_revert_the_shared_rules_for_the_memory_store() -> None:
+    """no-fencing and no-revision-check patch ``jobdispatch.records.rules``, which every store
+    calls (the LMDB store's own test shows the same for it); here, for the memory store."""
+    from datetime import timedelta
+
+    from jobdispatch.clock import ManualClock
+    from jobdispatch.errors import LeaseLost, RevisionMoved
+    from jobdispatch.records.memory import MemoryRecords
+    from jobdispatch_conformance.records import decision, evidence, make_header
+
+    clock = ManualClock()
+    store = MemoryRecords(clock)
+    store.create(make_header("j"))
+    expired = store.acquire("j", "a", timedelta(seconds=5))
+    clock.advance(5)  # nobody took it over: the lease only lapsed
+    with active("no-fencing"):
+        assert store.append("j", [decision(1)], expect_revision=0, owner=expired) == 1
+    with pytest.raises(LeaseLost):
+        store.append("j", [decision(2)], expect_revision=1, owner=expired)
+    with active("no-revision-check"):
+        assert store.append("j", [evidence(3)], expect_revision=0) == 2
+    with pytest.raises(RevisionMoved):
+        store.append("j", [evidence(4)], expect_revision=0)

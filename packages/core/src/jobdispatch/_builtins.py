@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from jobdispatch.hookspecs import hookimpl
 from jobdispatch.plugins import Registry
 
+if TYPE_CHECKING:  # imported only when a store or backend is made
+    from jobdispatch.memory import MemoryBackend
+    from jobdispatch.records.memory import MemoryRecords
 
-def _memory_backend(config: dict[str, Any], token: Any = None) -> Any:
+
+def _memory_backend(
+    config: dict[str, Any], token: Callable[[], str] | None = None
+) -> MemoryBackend:
     from jobdispatch.memory import MemoryBackend
 
     return MemoryBackend.from_config(config)
 
 
-def _memory_records(config: dict[str, Any]) -> Any:
+def _memory_records(config: dict[str, Any]) -> MemoryRecords:
     from jobdispatch.records.memory import MemoryRecords
 
     return MemoryRecords()

@@ -15,12 +15,12 @@ cancels wants the cluster's resources back now.
 
 from __future__ import annotations
 
-import secrets
+import secrets  # sim: allowed (only the default of random_job_id; the simulator injects new_id)
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from datetime import timedelta
-from typing import Any, overload
+from datetime import datetime, timedelta
+from typing import Any, TypedDict, Unpack, overload
 
 import attrs
 
@@ -28,7 +28,7 @@ from jobdispatch import plugins
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.config import validate_config
 from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unreadable, Unsupported
-from jobdispatch.job import Job, fold
+from jobdispatch.job import Job, Transition, fold
 from jobdispatch.plan import make_plan
 from jobdispatch.records import events as ev
 from jobdispatch.records.store import ListFilter, Records
@@ -192,6 +192,22 @@ class Observer:
         return Listing(statuses=tuple(out), unreadable=tuple(unreadable))
 
 
+#: The per-job settings a submit uses unless told otherwise: ``ev.Options``' own defaults.
+_DEFAULTS = ev.Options()
+
+
+class OptionFields(TypedDict, total=False):
+    """The fields of :class:`~jobdispatch.records.events.Options`, for naming one of them as a
+    keyword of ``submit`` or ``supersede`` (``supervised=True``); the defaults stay in
+    ``Options`` alone."""
+
+    supervised: bool
+    submit_retries: int
+    unresolved_age: timedelta
+    cleanup_deadline: timedelta
+    unmatched: UnmatchedPolicy
+
+
 class Operator:
     """Acts on jobs. Every action names its actor and is recorded in the job's record."""
 
@@ -210,32 +226,28 @@ class Operator:
         spec: JobSpec,
         *,
         by: Actor,
-        supervised: bool = False,
+        options: ev.Options = _DEFAULTS,
         idempotency_key: str = "",
         accept_unenforced: Collection[int] = (),
         accept_unverified: Mapping[int, Enforcer] | None = None,
-        unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL,
-        submit_retries: int = 2,
-        unresolved_age: timedelta = timedelta(minutes=10),
-        cleanup_deadline: timedelta = timedelta(minutes=30),
         supersedes: JobID = "",
+        **overrides: Unpack[OptionFields],
     ) -> Plan:
         """Record a new job and return its plan; a supervisor launches it.
 
-        With an ``idempotency_key`` seen before, the existing job's plan is returned and nothing
-        new is created, so a client may retry a submit whose reply it lost.
+        The job's settings are ``options`` (:class:`~jobdispatch.records.events.Options`, which
+        holds their defaults), with any of its fields given by name (``supervised=True``)
+        replacing the carrier's. With an ``idempotency_key`` seen before, the existing job's
+        plan is returned and nothing new is created, so a client may retry a submit whose reply
+        it lost.
         """
         header = self._header(
             spec,
             by=by,
-            supervised=supervised,
+            options=attrs.evolve(options, **overrides) if overrides else options,
             idempotency_key=idempotency_key,
             accept_unenforced=accept_unenforced,
             accept_unverified=accept_unverified,
-            unmatched=unmatched,
-            submit_retries=submit_retries,
-            unresolved_age=unresolved_age,
-            cleanup_deadline=cleanup_deadline,
             supersedes=supersedes,
         )
         return self._create(header)
@@ -251,22 +263,18 @@ class Operator:
         spec: JobSpec,
         *,
         by: Actor,
-        supervised: bool = False,
+        options: ev.Options,
         idempotency_key: str = "",
         accept_unenforced: Collection[int] = (),
         accept_unverified: Mapping[int, Enforcer] | None = None,
-        unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL,
-        submit_retries: int = 2,
-        unresolved_age: timedelta = timedelta(minutes=10),
-        cleanup_deadline: timedelta = timedelta(minutes=30),
         supersedes: JobID = "",
     ) -> ev.Header:
         """Everything a new record starts with, validated and planned; nothing is written."""
-        if submit_retries < 0:
-            raise Invalid(f"submit_retries must not be negative, got {submit_retries}")
+        if options.submit_retries < 0:
+            raise Invalid(f"submit_retries must not be negative, got {options.submit_retries}")
         for name, value in (
-            ("unresolved_age", unresolved_age),
-            ("cleanup_deadline", cleanup_deadline),
+            ("unresolved_age", options.unresolved_age),
+            ("cleanup_deadline", options.cleanup_deadline),
         ):
             if value <= timedelta(0):
                 raise Invalid(f"{name} must be positive, got {value}")
@@ -275,22 +283,16 @@ class Operator:
             self._backend,
             job,
             spec,
-            supervised=supervised,
+            supervised=options.supervised,
             accept_unverified=accept_unverified,
             accept_unenforced=accept_unenforced,
-            unmatched=unmatched,
+            unmatched=options.unmatched,
         )
         return ev.Header(
             job=job,
             spec=spec,
             plan=plan,
-            options=ev.Options(
-                supervised=supervised,
-                submit_retries=submit_retries,
-                unresolved_age=unresolved_age,
-                cleanup_deadline=cleanup_deadline,
-                unmatched=unmatched,
-            ),
+            options=options,
             idempotency_key=idempotency_key,
             supersedes=supersedes,
             created_by=by,
@@ -299,7 +301,7 @@ class Operator:
 
     # ---------------------------------------------------------------- intents
 
-    def _commit(self, job: JobID, make: Callable[[Any], ev.AnyEvent | None]) -> tuple[bool, Any]:
+    def _commit(self, job: JobID, make: Callable[[Job], ev.AnyEvent | None]) -> tuple[bool, Job]:
         """Fold, build the intent from the job, commit it at that revision; retry on Conflict.
 
         ``make`` returns None when there is nothing to commit. Returns (committed, job).
@@ -335,7 +337,8 @@ class Operator:
                 )
             ),
         )
-        already = None if committed else folded.outcome.state
+        # Not committed means the job was terminal already: its outcome is set.
+        already = folded.outcome.state if not committed and folded.outcome else None
         known = [o.ref for o in folded.objects.values() if not o.done]
         report = _stop_all(
             self._backend, job, f"cancelled by {by}: {reason}".rstrip(": "), known=known
@@ -349,12 +352,14 @@ class Operator:
             cessation_unproven=report.unproven_nodes,
         )
 
-    def hold(self, job: JobID, *, by: Actor, reason: str = "", until: Any = None) -> None:
+    def hold(
+        self, job: JobID, *, by: Actor, reason: str = "", until: datetime | None = None
+    ) -> None:
         """Hold the job: nothing new is opened until released (or ``until``)."""
         if until is not None and until <= self._clock():
             raise Invalid(f"hold until {until.isoformat()} is not in the future")
 
-        def make(j: Any) -> ev.AnyEvent | None:
+        def make(j: Job) -> ev.AnyEvent | None:
             _live(j, job, "hold")
             if j.active_hold is not None:
                 return None
@@ -365,7 +370,7 @@ class Operator:
     def release(self, job: JobID, *, by: Actor, reason: str = "") -> None:
         """Release the hold in force; a recovery hold released resumes the job."""
 
-        def make(j: Any) -> ev.AnyEvent | None:
+        def make(j: Job) -> ev.AnyEvent | None:
             _live(j, job, "release")
             if j.active_hold is None:
                 raise Invalid(f"job {job} is not held")
@@ -376,7 +381,7 @@ class Operator:
     def resubmit(self, job: JobID, *, by: Actor, reason: str = "") -> None:
         """Ask for a new submission of the same job (the current one is stopped first)."""
 
-        def make(j: Any) -> ev.AnyEvent:
+        def make(j: Job) -> ev.AnyEvent:
             _live(j, job, "resubmit")
             return ev.ResubmitRequested(at=self._clock(), by=by, reason=reason)
 
@@ -385,7 +390,7 @@ class Operator:
     def give_up(self, job: JobID, *, by: Actor, reason: str = "") -> None:
         """Stop recovering: the job fails with the cause of its last execution."""
 
-        def make(j: Any) -> ev.AnyEvent:
+        def make(j: Job) -> ev.AnyEvent:
             _live(j, job, "give up")
             return ev.GiveUpRequested(at=self._clock(), by=by, reason=reason)
 
@@ -396,7 +401,7 @@ class Operator:
     ) -> None:
         """Close an attempt whose outcome stayed unknown (the manual unmatched policy)."""
 
-        def make(j: Any) -> ev.AnyEvent:
+        def make(j: Job) -> ev.AnyEvent:
             sub = j.submission(submission)
             if sub is None or sub.attempt(attempt) is None:
                 raise NotFound(f"job {job} has no attempt {submission}.{attempt}")
@@ -415,7 +420,7 @@ class Operator:
             msg = f"adapter {self._backend.name!r} cannot requeue (it is not a Requeuer)"
             raise Unsupported(msg)
 
-        def make(j: Any) -> ev.AnyEvent:
+        def make(j: Job) -> ev.AnyEvent:
             _live(j, job, "requeue")
             return ev.RequeueRequested(at=self._clock(), by=by, reason=reason)
 
@@ -428,7 +433,10 @@ class Operator:
         by: Actor,
         reason: str = "",
         spec: JobSpec | None = None,
-        **options: Any,
+        options: ev.Options | None = None,
+        accept_unenforced: Collection[int] = (),
+        accept_unverified: Mapping[int, Enforcer] | None = None,
+        **overrides: Unpack[OptionFields],
     ) -> Plan:
         """Replace the job by a new one (its spec, or ``spec``).
 
@@ -437,16 +445,25 @@ class Operator:
         together; then the new record is created, naming the job it supersedes.
         """
         old = self._store.read(job).header
-        options.setdefault("supervised", old.options.supervised)
-        header = self._header(spec or old.spec, by=by, supersedes=job, **options)
+        # The new job keeps the old one's supervision unless told otherwise; the rest of its
+        # settings are the carrier's (the defaults when none is given).
+        base = options if options is not None else ev.Options(supervised=old.options.supervised)
+        header = self._header(
+            spec or old.spec,
+            by=by,
+            options=attrs.evolve(base, **overrides) if overrides else base,
+            accept_unenforced=accept_unenforced,
+            accept_unverified=accept_unverified,
+            supersedes=job,
+        )
         self._cancel(
             job, by=by, reason=reason or f"superseded by {header.job}", superseded_by=header.job
         )
         return self._create(header)
 
 
-def _live(folded: Any, job: JobID, what: str) -> None:
-    if folded.terminal:
+def _live(folded: Job, job: JobID, what: str) -> None:
+    if folded.outcome is not None:  # terminal
         msg = f"cannot {what} job {job}: it is {folded.outcome.state} already"
         raise Invalid(msg)
 
@@ -582,7 +599,7 @@ def watch(
     *,
     stop: threading.Event | None = None,
     sleep: Callable[[float], Any] = time.sleep,
-) -> Iterator[Any]:
+) -> Iterator[Transition]:
     """Yield each committed transition of the job as it happens, until ``stop`` is set or the
     job settles. Without a store a job is never terminal, so only ``stop`` ends the watch."""
     seen = 0

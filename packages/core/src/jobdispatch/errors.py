@@ -16,11 +16,14 @@ __all__ = [
     "Conflict",
     "DispatchError",
     "Invalid",
+    "LeaseHeld",
+    "LeaseLost",
     "NotFound",
     "OutcomeUnknown",
     "Problem",
     "ReadOnly",
     "Rejected",
+    "RevisionMoved",
     "Unauthorized",
     "Unavailable",
     "Unreachable",
@@ -172,3 +175,18 @@ class Conflict(DispatchError):
     ownership lease is no longer current. Re-read and recompute."""
 
     prefix = "conflict"
+
+
+class RevisionMoved(Conflict):
+    """An append expected a revision the record is no longer at: another writer committed
+    first. The caller re-reads and recomputes; its lease (if any) is still good."""
+
+
+class LeaseLost(Conflict):
+    """A write needed the job's current lease and the writer's is not it: expired, taken by
+    another holder, released, for another job, or not given at all. The writer no longer owns
+    the job and must stop acting for it until it acquires a new lease."""
+
+
+class LeaseHeld(Conflict):
+    """``acquire`` was refused because another holder's lease on the job is unexpired."""

@@ -13,15 +13,15 @@ The records kept here are mutable while folding and must be treated as read-only
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import attrs
 
-from jobdispatch._fast import blank, maker
 from jobdispatch.errors import Invalid
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
+from jobdispatch.timing import ABSENCE_GAP
 from jobdispatch.types import (
     Action,
     Actor,
@@ -364,15 +364,6 @@ class Job:
 
 # ------------------------------------------------------------------------ folding
 
-# The frozen values fold builds for every transition and hold it replays, made without the
-# attrs-generated __init__ (see jobdispatch._fast: the same instances, built for less).
-_transition = maker(Transition)
-_cause = maker(Cause)
-_hold = maker(Hold)
-#: An empty Job for a record (fold makes one per call): attrs' keyword __init__ and its eleven
-#: factory calls cost more than folding a few events.
-_new_job = blank(Job)
-
 
 def _bad(revision: int, job: Job, message: str) -> Invalid:
     return Invalid(f"record {job.id} revision {revision}: {message}")
@@ -406,7 +397,7 @@ class _Folder:
         # is what lets a reader that owns one reuse it for the same record (the executor does).
         # A handler that starts to depend on it must make those readers key on it too.
         self.now = now
-        self.job = _new_job(view.header, view.revision)
+        self.job = Job(header=view.header, revision=view.revision)
         self.calls: dict[int, CallRec] = {}
         #: The cause of each release reason met so far: releases by one person with one reason
         #: commit equal causes, and a frozen cause can be shared.
@@ -445,7 +436,7 @@ class _Folder:
         job = self.job
         if job.committed is to:
             return
-        job.history.append(_transition(job.committed, to, submission, cause, at, _LEVEL_JOB))
+        job.history.append(Transition(job.committed, to, submission, cause, at, _LEVEL_JOB))
         job.committed = to
 
     def _base_state(self) -> State:
@@ -506,9 +497,9 @@ class _Folder:
         by = e.by
         reason = e.reason
         at = e.at
-        holds.append(HoldRec(len(holds) + 1, _hold(_HOLD_OPERATOR, by, reason, e.until), at, n))
+        holds.append(HoldRec(len(holds) + 1, Hold(_HOLD_OPERATOR, by, reason, e.until), at, n))
         if job.committed is not _STATE_HELD:
-            self._move(_STATE_HELD, n, _cause(_CAUSE_HELD, _PROV_ACTOR, reason, None, None, by), at)
+            self._move(_STATE_HELD, n, Cause(_CAUSE_HELD, _PROV_ACTOR, reason, actor=by), at)
 
     def _lift(self, hold: HoldRec, at: datetime, reason: str, resume: bool) -> None:
         hold.active = False
@@ -521,7 +512,7 @@ class _Folder:
             if job.committed is not to:
                 cause = self.released.get(reason)
                 if cause is None:
-                    cause = _cause(_CAUSE_RELEASED, _PROV_ACTOR, reason, None, None, None)
+                    cause = Cause(_CAUSE_RELEASED, _PROV_ACTOR, reason)
                     self.released[reason] = cause
                 submissions = job.submissions
                 self._move(to, submissions[-1].n if submissions else 0, cause, at)
@@ -924,15 +915,3 @@ class Replay:
         self._folder = folder
         self._events = events
         return job
-
-
-#: How long a known object may be absent from complete Finds before it is judged stopped.
-ABSENCE_GRACE = timedelta(seconds=60)
-#: How often a continuing absence is recorded again, and the longest gap between recorded
-#: misses that still counts as one absence (longer, and the object may have been seen between).
-ABSENCE_REFRESH = timedelta(seconds=10)
-ABSENCE_GAP = timedelta(seconds=30)
-#: How far ahead a hold-family, requeue or restore call's deadline is set.
-CALL_DEADLINE = timedelta(seconds=30)
-#: How often a site's cessation signal is asked again while a shared-checkpoint hold stands.
-CESSATION_INTERVAL = timedelta(minutes=1)

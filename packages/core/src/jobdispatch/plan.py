@@ -20,7 +20,6 @@ I/O of its own: everything it knows comes from the backend's answers.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from datetime import timedelta
 
 import attrs
 
@@ -28,6 +27,7 @@ from jobdispatch.config import validate_config
 from jobdispatch.errors import Invalid, Rejected, Unsupported
 from jobdispatch.fit import fit
 from jobdispatch.spi import Backend, IdentityWeakener, InventoryReporter, ResourceTable
+from jobdispatch.timing import SHARED_HOLD_FOR
 from jobdispatch.types import (
     RECOVERABLE,
     Action,
@@ -48,9 +48,6 @@ from jobdispatch.types import (
 from jobdispatch.validate import validate
 
 __all__ = ["SHARED_HOLD_FOR", "check_resources", "make_plan", "required_capabilities"]
-
-#: The hold a rule becomes under a shared checkpoint: a day for a person to look.
-SHARED_HOLD_FOR = timedelta(hours=24)
 
 
 def required_capabilities(spec: JobSpec) -> list[tuple[Capability, str]]:

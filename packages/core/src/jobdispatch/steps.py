@@ -10,16 +10,11 @@ table of every situation and the steps it gives.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import attrs
 
 from jobdispatch.job import (
-    ABSENCE_GAP,
-    ABSENCE_GRACE,
-    ABSENCE_REFRESH,
-    CALL_DEADLINE,
-    CESSATION_INTERVAL,
     HoldRec,
     Job,
     ObjectRec,
@@ -28,6 +23,16 @@ from jobdispatch.job import (
 )
 from jobdispatch.records.events import CallOp, Reply
 from jobdispatch.spi import Discovery, ObjectObs, ObjectRef
+from jobdispatch.timing import (
+    ABSENCE_GAP,
+    ABSENCE_GRACE,
+    ABSENCE_REFRESH,
+    CALL_DEADLINE,
+    CESSATION_INTERVAL,
+    OPEN_RETRY,
+    REQUEUE_TRIES,
+    STOP_RETRY,
+)
 from jobdispatch.types import (
     Action,
     Actor,
@@ -47,11 +52,6 @@ from jobdispatch.types import (
 )
 
 __all__ = ["OPEN_RETRY", "STOP_RETRY", "Step", "StepKind", "next_steps"]
-
-#: How long after an open or stop call an object may keep its old state before the call is
-#: made again (both calls are idempotent).
-OPEN_RETRY = timedelta(seconds=10)
-STOP_RETRY = timedelta(seconds=30)
 
 
 class StepKind(_Word):
@@ -551,10 +551,6 @@ def _restore_bit(job: Job, now: datetime) -> list[Step]:
     if job.in_flight(obj.ref, _CALL_REQUEUE, now) or job.in_flight(obj.ref, _CALL_RESTORE, now):
         return []
     return [Step(kind=_STEP_RESTORE_REQUEUE, ref=obj.ref, deadline=now + CALL_DEADLINE)]
-
-
-#: How many times a requeue call is made for one recovery before the job fails with it.
-REQUEUE_TRIES = 3
 
 
 def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:

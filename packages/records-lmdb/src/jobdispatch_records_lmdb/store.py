@@ -42,8 +42,9 @@ import attrs
 import lmdb
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unavailable, Unreadable
-from jobdispatch.records.events import EVENT_TYPES, SCHEMA_VERSION, AnyEvent, Header, Settled, View
+from jobdispatch.errors import Invalid, NotFound, ReadOnly, Unavailable, Unreadable
+from jobdispatch.records import rules
+from jobdispatch.records.events import AnyEvent, Header, Settled, View
 from jobdispatch.records.store import Created, Lease, ListFilter
 from jobdispatch.types import JobID
 
@@ -75,15 +76,12 @@ _META_TAIL = struct.Struct("<QQ")
 _U32 = struct.Struct("<I")
 _MIN_PAGE = 512
 _DATABASES = ("meta", "jobs", "headers", "events", "keys", "order", "leases")
-#: Creator's token on decisions committed by ``create`` (leases hand out tokens from 1).
-CREATOR_TOKEN = 0
 _LIST_BATCH = 256
 _MAX_RETRIES = 64
 
 _U64 = struct.Struct(">Q")
 #: jobs db value: creation sequence, revision, settled.
 _JOB = struct.Struct(">QQB")
-_KNOWN_TYPES = frozenset(EVENT_TYPES.values())
 _Rows = list[tuple[bytes, bytes]]
 
 
@@ -466,25 +464,10 @@ def _release_env(shared: _Env) -> None:
 # ------------------------------------------------------------------------------ value helpers
 
 
-def _check_events(job: str, events: Sequence[AnyEvent]) -> None:
-    for i, event in enumerate(events):
-        if type(event) not in _KNOWN_TYPES:
-            msg = (
-                f"record {job}: event {i} of the batch is a {type(event).__name__}, "
-                "not one of the record's event types"
-            )
-            raise Invalid(msg)
-
-
 def _encode_events(events: Sequence[AnyEvent], token: int | None) -> list[tuple[bytes, bool]]:
     """Each event encoded with the token it is stored under (decisions: ``token``; controls and
     evidence: none), and whether it settles the job."""
-    out = []
-    for event in events:
-        want = token if event.decision else None
-        stamped = event if event.token == want else attrs.evolve(event, token=want)
-        out.append((codec.encode_event(stamped), isinstance(event, Settled)))
-    return out
+    return [(codec.encode_event(e), isinstance(e, Settled)) for e in rules.stamp(events, token)]
 
 
 def _key_bytes(what: str, value: str, limit: int) -> bytes:
@@ -503,12 +486,6 @@ def _key_bytes(what: str, value: str, limit: int) -> bytes:
     return raw
 
 
-def _check_ttl(ttl: timedelta) -> None:
-    if ttl <= timedelta(0):
-        msg = f"a lease needs a positive ttl, got {ttl}"
-        raise Invalid(msg)
-
-
 @attrs.frozen
 class _LeaseRow:
     holder: str | None
@@ -523,13 +500,20 @@ class _LeaseRow:
         expires = datetime.fromisoformat(data["expires"]) if data["expires"] else None
         return cls(data["holder"], int(data["token"]), expires)
 
+    @classmethod
+    def of(cls, lease: Lease) -> _LeaseRow:
+        return cls(lease.holder, lease.token, lease.expires)
+
     def dump(self) -> bytes:
         expires = self.expires.isoformat() if self.expires is not None else None
         body = {"holder": self.holder, "token": self.token, "expires": expires}
         return json.dumps(body, separators=(",", ":")).encode()
 
-    def live(self, now: datetime) -> bool:
-        return self.holder is not None and self.expires is not None and now < self.expires
+    def lease(self, job: JobID) -> Lease | None:
+        """The job's lease as the rules see it: None once released (or never taken)."""
+        if self.holder is None or self.expires is None:
+            return None
+        return Lease(job, self.holder, self.token, self.expires)
 
 
 @attrs.frozen
@@ -634,25 +618,14 @@ class LmdbRecords:
     ) -> Created:
         job = header.job
         job_key = self._job_key(job)
-        if header.idempotency_key and idempotency_key and header.idempotency_key != idempotency_key:
-            msg = (
-                f"record {job}: idempotency key {idempotency_key!r} differs from the header's "
-                f"{header.idempotency_key!r}"
-            )
-            raise Invalid(msg)
-        key = idempotency_key or header.idempotency_key
+        key = rules.effective_key(header, idempotency_key)
         if key != header.idempotency_key:
             header = attrs.evolve(header, idempotency_key=key)
-        if header.schema != SCHEMA_VERSION:
-            msg = (
-                f"record {job}: header schema {header.schema} cannot be written by this version "
-                f"(it writes schema {SCHEMA_VERSION})"
-            )
-            raise Invalid(msg)
+        rules.check_header(header)
         idem = _key_bytes("idempotency key", key, self._max_key) if key else b""
-        _check_events(job, events)
+        rules.check_events(job, events)
         head = codec.encode_header(header)
-        encoded = _encode_events(events, CREATOR_TOKEN)
+        encoded = _encode_events(events, rules.CREATOR_TOKEN)
 
         def txn_create(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Created:
             if idem:
@@ -660,8 +633,7 @@ class LmdbRecords:
                 if existing is not None:
                     return Created(job=bytes(existing).decode(), created=False)
             if _get(txn, job_key, db=dbs["jobs"]) is not None:
-                msg = f"record {job} exists already, created under another idempotency key"
-                raise Conflict(msg)
+                raise rules.exists_already(job)
             seq = _U64.unpack(_get(txn, b"next-seq", db=dbs["meta"]) or _u64(0))[0] + 1
             txn.put(b"next-seq", _u64(seq), db=dbs["meta"])
             settled = any(s for _, s in encoded)
@@ -733,26 +705,18 @@ class LmdbRecords:
         owner: Lease | None = None,
     ) -> int:
         job_key = self._job_key(job)
-        _check_events(job, events)
-        decides = any(e.decision for e in events)
-        if decides and owner is None:
-            msg = f"record {job}: decisions need the job's lease, and none was given"
-            raise Conflict(msg)
-        if decides and owner is not None and owner.job != job:
-            msg = f"record {job}: the lease given is for job {owner.job}"
-            raise Conflict(msg)
+        rules.check_events(job, events)
+        decides = rules.decides(job, events, owner)
         encoded = _encode_events(events, owner.token if owner is not None else None)
         settles = any(s for _, s in encoded)
 
         def txn_append(txn: lmdb.Transaction, dbs: dict[str, Any]) -> int:
             seq, revision, settled = self._job(txn, dbs, job, job_key)
-            if revision != expect_revision:
-                msg = f"record {job} is at revision {revision}, not {expect_revision}"
-                raise Conflict(msg)
+            rules.check_revision(job, revision, expect_revision)
             if decides:
                 assert owner is not None
                 row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
-                self._check_owner(job, row, owner, self._clock())
+                rules.check_owner(job, owner, row.lease(job), self._clock())
             for revision_, (data, _) in enumerate(encoded, start=revision + 1):
                 if not txn.put(_event_key(seq, revision_), data, db=dbs["events"], overwrite=False):
                     msg = f"record {job} is damaged: revision {revision_} exists past its revision"
@@ -803,42 +767,28 @@ class LmdbRecords:
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
         job_key = self._job_key(job)
-        _check_ttl(ttl)
-        if not holder:
-            msg = f"job {job}: a lease needs a non-empty holder"
-            raise Invalid(msg)
+        rules.check_ttl(ttl)
+        rules.check_holder(job, holder)
 
         def txn_acquire(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Lease:
             seq, _, _ = self._job(txn, dbs, job, job_key)
-            now = self._clock()
             row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
-            if row.live(now):
-                if row.holder != holder:
-                    msg = f"job {job} is owned by {row.holder} until {row.expires}"
-                    raise Conflict(msg)
-                token = row.token
-            else:
-                token = row.token + 1
-            expires = now + ttl
-            txn.put(_u64(seq), _LeaseRow(holder, token, expires).dump(), db=dbs["leases"])
-            return Lease(job, holder, token, expires)
+            lease = rules.acquired(job, holder, ttl, row.lease(job), row.token, self._clock())
+            txn.put(_u64(seq), _LeaseRow.of(lease).dump(), db=dbs["leases"])
+            return lease
 
         return self._transact(txn_acquire, write=True)
 
     def renew(self, lease: Lease, ttl: timedelta) -> Lease:
         job_key = self._job_key(lease.job)
-        _check_ttl(ttl)
+        rules.check_ttl(ttl)
 
         def txn_renew(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Lease:
             seq, _, _ = self._job(txn, dbs, lease.job, job_key)
-            now = self._clock()
             row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
-            self._check_owner(lease.job, row, lease, now)
-            expires = now + ttl
-            txn.put(
-                _u64(seq), _LeaseRow(lease.holder, lease.token, expires).dump(), db=dbs["leases"]
-            )
-            return Lease(lease.job, lease.holder, lease.token, expires)
+            renewed = rules.renewed(lease, ttl, row.lease(lease.job), self._clock())
+            txn.put(_u64(seq), _LeaseRow.of(renewed).dump(), db=dbs["leases"])
+            return renewed
 
         return self._transact(txn_renew, write=True)
 
@@ -848,7 +798,7 @@ class LmdbRecords:
         def txn_release(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
             seq, _, _ = self._job(txn, dbs, lease.job, job_key)
             row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
-            if row.holder == lease.holder and row.token == lease.token:
+            if rules.released(lease, row.lease(lease.job)):
                 # The token stays: the next acquisition must hand out a greater one.
                 txn.put(_u64(seq), _LeaseRow(None, row.token, None).dump(), db=dbs["leases"])
 
@@ -878,25 +828,6 @@ class LmdbRecords:
             raise NotFound(msg)
         seq, revision, settled = _JOB.unpack(row)
         return seq, revision, bool(settled)
-
-    @staticmethod
-    def _check_owner(job: str, row: _LeaseRow, owner: Lease, now: datetime) -> None:
-        if owner.job != job:
-            msg = f"record {job}: the lease given is for job {owner.job}"
-            raise Conflict(msg)
-        if row.holder != owner.holder or row.token != owner.token:
-            who = f"{row.holder} (token {row.token})" if row.holder else "nobody"
-            msg = (
-                f"job {job}: the lease of {owner.holder} (token {owner.token}) is not current; "
-                f"it is held by {who}"
-            )
-            raise Conflict(msg)
-        if not row.live(now):
-            msg = (
-                f"job {job}: the lease of {owner.holder} (token {owner.token}) expired at "
-                f"{row.expires}"
-            )
-            raise Conflict(msg)
 
     def _transact(self, body: Callable[[lmdb.Transaction, dict[str, Any]], T], *, write: bool) -> T:
         """Run ``body`` in one transaction (committed when it returns, aborted when it raises),

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobdispatch.hookspecs import hookimpl
 from jobdispatch.plugins import Registry
 
+if TYPE_CHECKING:  # the sinks module is imported only when a sink is made
+    from jobdispatch_supervise.sinks import CommandSink, LogSink
 
-def _log(config: dict[str, Any]) -> Any:
+
+def _log(config: dict[str, Any]) -> LogSink:
     from jobdispatch_supervise.sinks import LogSink
 
     return LogSink()
 
 
-def _command(config: dict[str, Any]) -> Any:
+def _command(config: dict[str, Any]) -> CommandSink:
     from jobdispatch_supervise.sinks import CommandSink
 
     return CommandSink(

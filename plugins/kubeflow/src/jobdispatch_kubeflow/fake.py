@@ -6,6 +6,7 @@ server does for what the adapter relies on: label selectors (``k=v`` and ``k in 
 ``resourceVersion`` checks on patch (409 on a stale one), 409 AlreadyExists on create, and
 finalizers that keep a deleted object readable with its ``deletionTimestamp``. No controller
 runs: a test sets the objects' status itself. Every request is counted like :class:`KubeApi`.
+:class:`FakeDriver` imports the conformance package: ``pip install jobdispatch-kubeflow[testing]``.
 """
 
 from __future__ import annotations

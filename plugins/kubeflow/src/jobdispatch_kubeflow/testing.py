@@ -1,5 +1,8 @@
 """The conformance driver for the real control plane built by tools/kube/up, and its gate.
 
+It imports the conformance package, so it needs the ``testing`` extra:
+``pip install jobdispatch-kubeflow[testing]``; nothing in the adapter itself imports it.
+
 The control plane runs kwok as every kubelet, with stages that end a Running pod when the test
 annotates it (``dispatch.test/exit-code=N``, ``dispatch.test/reason=OOMKilled``). The driver uses
 the admin identity (``KUBECONFIG``, for test set-up only: annotating pods, deleting nodes) and

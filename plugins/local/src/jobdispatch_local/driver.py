@@ -4,7 +4,7 @@ Ranks run :mod:`jobdispatch_local._puppet`, so a test can end a *running* execut
 wants: preempt it through the runner (SIGTERM, then SIGKILL), shorten its time limit, have a
 rank exit with a code, run it out of memory under a cgroup limit (where this machine has a
 writable memory controller), or kill its runner as a lost node. Imports the conformance
-package, which only the tests install.
+package, so it needs the ``testing`` extra: ``pip install jobdispatch-local[testing]``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 and the conformance suite's environment driver, which makes the cluster do real things
 (preempt through the ``high`` partition, set a node DOWN and back, shorten a time limit).
 
-Importing this module imports ``jobdispatch_conformance`` (a development dependency); nothing
-in the adapter itself imports it.
+Importing this module imports ``jobdispatch_conformance`` (and its helpers call pytest), so it
+needs the ``testing`` extra: ``pip install jobdispatch-slurm[testing]``; nothing in the adapter
+itself imports it.
 """
 
 from __future__ import annotations

@@ -34,10 +34,12 @@ import attrs
 
 #: The simulated path, relative to the repository root.
 SIMULATED = (
+    "packages/core/src/jobdispatch/cluster.py",
     "packages/core/src/jobdispatch/job.py",
     "packages/core/src/jobdispatch/steps.py",
     "packages/core/src/jobdispatch/status.py",
     "packages/core/src/jobdispatch/plan.py",
+    "packages/core/src/jobdispatch/timing.py",
     "packages/core/src/jobdispatch/validate.py",
     "packages/core/src/jobdispatch/records",
     "packages/core/src/jobdispatch/memory",

@@ -9,7 +9,7 @@ on exit, so one process can run the real code and every mutant in turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +20,7 @@ from jobdispatch import job as job_mod
 from jobdispatch import steps as steps_mod
 from jobdispatch.job import Job
 from jobdispatch.records import events as ev
-from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.records import rules
 from jobdispatch.records.store import Lease
 from jobdispatch.spi import Discovery
 from jobdispatch.steps import Step, StepKind
@@ -45,30 +45,20 @@ def _patched(*patches: tuple[object, str, object]) -> Iterator[None]:
 # ---------------------------------------------------------------------------- the store
 
 
+def _accept(*args: object, **kwargs: object) -> None:
+    return None
+
+
 def no_revision_check() -> AbstractContextManager[None]:
-    """Appends ignore ``expect_revision``: a decision computed from an old read lands anyway."""
-    original = MemoryRecords.append
-
-    def append(
-        self: MemoryRecords,
-        job: str,
-        events: Sequence[ev.AnyEvent],
-        *,
-        expect_revision: int,
-        owner: Lease | None = None,
-    ) -> int:
-        return original(self, job, events, expect_revision=self.read(job).revision, owner=owner)
-
-    return _patched((MemoryRecords, "append", append))
+    """Appends ignore ``expect_revision``: a decision computed from an old read lands anyway.
+    The rule is patched in :mod:`jobdispatch.records.rules`, so every store loses it."""
+    return _patched((rules, "check_revision", _accept))
 
 
 def no_fencing() -> AbstractContextManager[None]:
-    """Decisions are accepted from any holder, current lease or not."""
-
-    def check_owner(self: MemoryRecords, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    return _patched((MemoryRecords, "_check_owner", check_owner))
+    """Decisions (and renewals) are accepted from any holder, current lease or not. The rule
+    is patched in :mod:`jobdispatch.records.rules`, so every store loses it."""
+    return _patched((rules, "check_owner", _accept))
 
 
 # ---------------------------------------------------------------------------- the executor
@@ -220,7 +210,7 @@ def cancel_not_first() -> AbstractContextManager[None]:
         return cluster_mod.CancelReceipt(
             job=job,
             committed=committed,
-            already=None if committed else folded.outcome.state,
+            already=folded.outcome.state if not committed and folded.outcome else None,
             cleanup_complete=not report.live,
             live=report.live,
         )

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from jobdispatch.errors import Conflict, Unavailable
+from jobdispatch.errors import LeaseLost, Unavailable
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import Created, Lease, ListFilter
@@ -81,8 +81,8 @@ class SimStore:
                 raise Unavailable(msg)
         try:
             revision = self.inner.append(job, events, expect_revision=expect_revision, owner=owner)
-        except Conflict as exc:
-            if owner is not None and "lease" in str(exc):
+        except LeaseLost as exc:
+            if owner is not None:
                 world.cover("lease lost mid-step")
                 world.note("fenced", f"{owner.holder} (token {owner.token}): {exc}")
             raise

@@ -26,13 +26,13 @@ import attrs
 from jobdispatch.clock import ManualClock
 from jobdispatch.cluster import Cluster, compose
 from jobdispatch.errors import Conflict, DispatchError, Invalid, Rejected
-from jobdispatch.job import ABSENCE_GRACE
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import Lease, ListFilter
 from jobdispatch.spi import Discovery, ObjectRef, find_all
+from jobdispatch.timing import ABSENCE_GRACE
 from jobdispatch.types import Actor as JdActor
 from jobdispatch.types import HoldKind, ObjectState, Tristate
 from jobdispatch_supervise.executor import Executor, Pass

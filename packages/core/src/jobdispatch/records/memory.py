@@ -3,6 +3,8 @@
 It keeps the records of one process, lost when the process ends, and implements every promise
 of :class:`~jobdispatch.records.store.Records` that does not concern durability: the idempotent
 create, the conditional append, fencing by lease tokens, and ``list`` in creation order. The
+rules themselves (and their messages) are :mod:`jobdispatch.records.rules`, shared with every
+store; this module keeps the state they decide over. The
 conformance suite (``jobdispatch_conformance.records``) holds it to the same tests as the durable
 LMDB store, so code proven against this store behaves the same on disk.
 
@@ -17,72 +19,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import attrs
 
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, Invalid, NotFound, Unreadable
-from jobdispatch.records.events import EVENT_TYPES, SCHEMA_VERSION, AnyEvent, Header, Settled, View
+from jobdispatch.errors import Invalid, NotFound, Unreadable
+from jobdispatch.records import rules
+from jobdispatch.records.events import AnyEvent, Header, Settled, View
 from jobdispatch.records.store import Created, Lease, ListFilter
 from jobdispatch.types import JobID
 
 __all__ = ["MemoryRecords"]
-
-_KNOWN_TYPES = frozenset(EVENT_TYPES.values())
-
-#: The token stored on decisions committed by ``create``: nobody can own a job before it
-#: exists, and leases hand out tokens from 1, so 0 reads as "written by the creator".
-CREATOR_TOKEN = 0
-
-
-def _check_events(job: str, events: Sequence[AnyEvent]) -> None:
-    for i, event in enumerate(events):
-        if type(event) not in _KNOWN_TYPES:
-            msg = (
-                f"record {job}: event {i} of the batch is a {type(event).__name__}, "
-                "not one of the record's event types"
-            )
-            raise Invalid(msg)
-
-
-def _stamp(events: Sequence[AnyEvent], token: int | None) -> list[AnyEvent]:
-    """Decisions carry ``token``; controls and evidence carry none, whatever they were given,
-    so a stored token always means "committed under this lease"."""
-    out: list[AnyEvent] = []
-    for event in events:
-        want = token if event.decision else None
-        out.append(event if event.token == want else attrs.evolve(event, token=want))
-    return out
-
-
-def _effective_key(header: Header, idempotency_key: str) -> str:
-    if idempotency_key and header.idempotency_key and idempotency_key != header.idempotency_key:
-        msg = (
-            f"record {header.job}: idempotency key {idempotency_key!r} differs from the "
-            f"header's {header.idempotency_key!r}"
-        )
-        raise Invalid(msg)
-    return idempotency_key or header.idempotency_key
-
-
-def _check_header(header: Header) -> None:
-    if not isinstance(header.job, str) or not header.job:
-        msg = f"a record needs a non-empty job id, got {header.job!r}"
-        raise Invalid(msg)
-    if header.schema != SCHEMA_VERSION:
-        msg = (
-            f"record {header.job}: header schema {header.schema} cannot be written by this "
-            f"version (it writes schema {SCHEMA_VERSION})"
-        )
-        raise Invalid(msg)
-
-
-def _check_ttl(ttl: timedelta) -> None:
-    if ttl <= timedelta(0):
-        msg = f"a lease needs a positive ttl, got {ttl}"
-        raise Invalid(msg)
 
 
 @attrs.define
@@ -120,12 +69,12 @@ class MemoryRecords:
     def create(
         self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
     ) -> Created:
-        _check_header(header)
-        key = _effective_key(header, idempotency_key)
+        rules.check_header(header)
+        key = rules.effective_key(header, idempotency_key)
         if key != header.idempotency_key:
             header = attrs.evolve(header, idempotency_key=key)
-        _check_events(header.job, events)
-        stamped = _stamp(events, CREATOR_TOKEN)
+        rules.check_events(header.job, events)
+        stamped = rules.stamp(events, rules.CREATOR_TOKEN)
         if self._validate:
             codec.encode_header(header)
             for event in stamped:
@@ -134,8 +83,7 @@ class MemoryRecords:
             if key and key in self._keys:
                 return Created(job=self._keys[key], created=False)
             if header.job in self._records:
-                msg = f"record {header.job} exists already, created under another idempotency key"
-                raise Conflict(msg)
+                raise rules.exists_already(header.job)
             settled = any(isinstance(e, Settled) for e in stamped)
             self._records[header.job] = _Record(header, stamped, settled)
             if key:
@@ -162,24 +110,18 @@ class MemoryRecords:
         expect_revision: int,
         owner: Lease | None = None,
     ) -> int:
-        _check_events(job, events)
-        decides = any(e.decision for e in events)
-        if decides and owner is None:
-            msg = f"record {job}: decisions need the job's lease, and none was given"
-            raise Conflict(msg)
-        stamped = _stamp(events, owner.token if owner is not None else None)
+        rules.check_events(job, events)
+        decides = rules.decides(job, events, owner)
+        stamped = rules.stamp(events, owner.token if owner is not None else None)
         if self._validate:
             for event in stamped:
                 codec.encode_event(event)
         with self._lock:
             record = self._get(job)
-            revision = len(record.events)
-            if revision != expect_revision:
-                msg = f"record {job} is at revision {revision}, not {expect_revision}"
-                raise Conflict(msg)
+            rules.check_revision(job, len(record.events), expect_revision)
             if decides:
                 assert owner is not None
-                self._check_owner(job, record, owner)
+                rules.check_owner(job, owner, record.lease, self._clock())
             record.events.extend(stamped)
             record.view = None
             if not record.settled and any(isinstance(e, Settled) for e in stamped):
@@ -197,43 +139,25 @@ class MemoryRecords:
         return iter(jobs)
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
-        _check_ttl(ttl)
-        if not holder:
-            msg = f"job {job}: a lease needs a non-empty holder"
-            raise Invalid(msg)
+        rules.check_ttl(ttl)
+        rules.check_holder(job, holder)
         with self._lock:
             record = self._get(job)
-            now = self._clock()
-            current = record.lease
-            if current is not None and now < current.expires:
-                if current.holder != holder:
-                    msg = f"job {job} is owned by {current.holder} until {current.expires}"
-                    raise Conflict(msg)
-                token = current.token
-            else:
-                record.token += 1
-                token = record.token
-            record.lease = Lease(job, holder, token, now + ttl)
-            return record.lease
+            lease = rules.acquired(job, holder, ttl, record.lease, record.token, self._clock())
+            record.lease, record.token = lease, max(record.token, lease.token)
+            return lease
 
     def renew(self, lease: Lease, ttl: timedelta) -> Lease:
-        _check_ttl(ttl)
+        rules.check_ttl(ttl)
         with self._lock:
             record = self._get(lease.job)
-            now = self._clock()
-            self._check_owner(lease.job, record, lease, now=now)
-            record.lease = Lease(lease.job, lease.holder, lease.token, now + ttl)
+            record.lease = rules.renewed(lease, ttl, record.lease, self._clock())
             return record.lease
 
     def release(self, lease: Lease) -> None:
         with self._lock:
             record = self._get(lease.job)
-            current = record.lease
-            if (
-                current is not None
-                and current.holder == lease.holder
-                and current.token == lease.token
-            ):
+            if rules.released(lease, record.lease):
                 record.lease = None
 
     def close(self) -> None:
@@ -262,26 +186,3 @@ class MemoryRecords:
         except KeyError:
             msg = f"no record for job {job!r}"
             raise NotFound(msg) from None
-
-    def _check_owner(
-        self, job: JobID, record: _Record, owner: Lease, *, now: datetime | None = None
-    ) -> None:
-        """Conflict unless ``owner`` is the job's current, unexpired lease."""
-        when = self._clock() if now is None else now
-        current = record.lease
-        if owner.job != job:
-            msg = f"record {job}: the lease given is for job {owner.job}"
-            raise Conflict(msg)
-        if current is None or current.holder != owner.holder or current.token != owner.token:
-            who = f"{current.holder} (token {current.token})" if current else "nobody"
-            msg = (
-                f"job {job}: the lease of {owner.holder} (token {owner.token}) is not current; "
-                f"it is held by {who}"
-            )
-            raise Conflict(msg)
-        if not when < current.expires:
-            msg = (
-                f"job {job}: the lease of {owner.holder} (token {owner.token}) expired at "
-                f"{current.expires}"
-            )
-            raise Conflict(msg)

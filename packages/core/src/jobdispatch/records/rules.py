@@ -1,0 +1,195 @@
+"""The store's rules, written once: what every record store checks, decides and says.
+
+The promises of :class:`~jobdispatch.records.store.Records` (the idempotent create, the
+conditional append, fencing by lease tokens) are decisions over a few values: the record's
+revision, the lease it holds, the last token it handed out, and ``now``. This module makes
+those decisions and words their refusals; a store keeps the values (in a dict, in LMDB) and
+calls these functions inside its own transaction. So the memory store and the LMDB store cannot
+drift apart, the conformance suite tests one set of rules through both, and the simulator's
+mutants that revert a rule (``no-fencing``, ``no-revision-check``) patch it here and so revert
+it for every store. Stores therefore call these through the module (``rules.check_owner``), never
+bind them by name at import.
+
+Every function is pure: no I/O, no clock (``now`` is an argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import attrs
+
+from jobdispatch.errors import Conflict, Invalid, LeaseHeld, LeaseLost, RevisionMoved
+from jobdispatch.records.events import EVENT_TYPES, SCHEMA_VERSION, AnyEvent, Header
+from jobdispatch.records.store import Lease
+
+__all__ = [
+    "CREATOR_TOKEN",
+    "acquired",
+    "check_events",
+    "check_header",
+    "check_holder",
+    "check_owner",
+    "check_revision",
+    "check_ttl",
+    "decides",
+    "effective_key",
+    "exists_already",
+    "released",
+    "renewed",
+    "stamp",
+]
+
+#: The token stored on decisions committed by ``create``: nobody can own a job before it
+#: exists, and leases hand out tokens from 1, so 0 reads as "written by the creator".
+CREATOR_TOKEN = 0
+
+_KNOWN_TYPES = frozenset(EVENT_TYPES.values())
+
+
+# ---------------------------------------------------------------------------- what is written
+
+
+def check_header(header: Header) -> None:
+    """Invalid unless ``header`` names a job and is of the schema this version writes."""
+    if not isinstance(header.job, str) or not header.job:
+        msg = f"a record needs a non-empty job id, got {header.job!r}"
+        raise Invalid(msg)
+    if header.schema != SCHEMA_VERSION:
+        msg = (
+            f"record {header.job}: header schema {header.schema} cannot be written by this "
+            f"version (it writes schema {SCHEMA_VERSION})"
+        )
+        raise Invalid(msg)
+
+
+def effective_key(header: Header, idempotency_key: str) -> str:
+    """The idempotency key a create is filed under: the argument or the header's, which must
+    agree when both are given."""
+    if idempotency_key and header.idempotency_key and idempotency_key != header.idempotency_key:
+        msg = (
+            f"record {header.job}: idempotency key {idempotency_key!r} differs from the "
+            f"header's {header.idempotency_key!r}"
+        )
+        raise Invalid(msg)
+    return idempotency_key or header.idempotency_key
+
+
+def exists_already(job: str) -> Conflict:
+    """The refusal of a create whose job id is taken under another key (or none)."""
+    return Conflict(f"record {job} exists already, created under another idempotency key")
+
+
+def check_events(job: str, events: Sequence[AnyEvent]) -> None:
+    """Invalid unless every item of the batch is one of the record's event types."""
+    for i, event in enumerate(events):
+        if type(event) not in _KNOWN_TYPES:
+            msg = (
+                f"record {job}: event {i} of the batch is a {type(event).__name__}, "
+                "not one of the record's event types"
+            )
+            raise Invalid(msg)
+
+
+def stamp(events: Sequence[AnyEvent], token: int | None) -> list[AnyEvent]:
+    """The events as stored: decisions carry ``token``; controls and evidence carry none,
+    whatever they were given, so a stored token always means "committed under this lease"."""
+    out: list[AnyEvent] = []
+    for event in events:
+        want = token if event.decision else None
+        out.append(event if event.token == want else attrs.evolve(event, token=want))
+    return out
+
+
+# ---------------------------------------------------------------------------- the append
+
+
+def decides(job: str, events: Sequence[AnyEvent], owner: Lease | None) -> bool:
+    """Whether the batch holds a decision, which then needs a lease for this job: LeaseLost
+    when none is given or it is another job's (before any stored state is looked at)."""
+    if not any(e.decision for e in events):
+        return False
+    if owner is None:
+        msg = f"record {job}: decisions need the job's lease, and none was given"
+        raise LeaseLost(msg)
+    if owner.job != job:
+        msg = f"record {job}: the lease given is for job {owner.job}"
+        raise LeaseLost(msg)
+    return True
+
+
+def check_revision(job: str, revision: int, expect_revision: int) -> None:
+    """RevisionMoved unless the record is still at the revision its writer read."""
+    if revision != expect_revision:
+        msg = f"record {job} is at revision {revision}, not {expect_revision}"
+        raise RevisionMoved(msg)
+
+
+def check_owner(job: str, owner: Lease, current: Lease | None, now: datetime) -> None:
+    """LeaseLost unless ``owner`` is ``current``, the job's lease, and it is unexpired at
+    ``now``. This is fencing: a holder that lost the lease without knowing it is refused by
+    its token."""
+    if current is None or current.holder != owner.holder or current.token != owner.token:
+        who = f"{current.holder} (token {current.token})" if current else "nobody"
+        msg = (
+            f"job {job}: the lease of {owner.holder} (token {owner.token}) is not current; "
+            f"it is held by {who}"
+        )
+        raise LeaseLost(msg)
+    if not now < current.expires:
+        msg = (
+            f"job {job}: the lease of {owner.holder} (token {owner.token}) expired at "
+            f"{current.expires}"
+        )
+        raise LeaseLost(msg)
+
+
+# ---------------------------------------------------------------------------- leases
+
+
+def check_ttl(ttl: timedelta) -> None:
+    """Invalid unless a lease would last a positive time (checked before the job is looked
+    up, so a bad argument is reported as such even for an unknown job)."""
+    if ttl <= timedelta(0):
+        msg = f"a lease needs a positive ttl, got {ttl}"
+        raise Invalid(msg)
+
+
+def check_holder(job: str, holder: str) -> None:
+    """Invalid unless the holder asking for a lease is named."""
+    if not holder:
+        msg = f"job {job}: a lease needs a non-empty holder"
+        raise Invalid(msg)
+
+
+def acquired(
+    job: str, holder: str, ttl: timedelta, current: Lease | None, last_token: int, now: datetime
+) -> Lease:
+    """The lease ``acquire`` hands out, given the job's ``current`` lease (None when released
+    or never taken) and ``last_token``, the greatest token ever handed out for the job.
+
+    LeaseHeld while another holder's lease is unexpired. Re-acquiring one's own live lease
+    renews it under the same token; every other acquisition takes a token past ``last_token``.
+    """
+    if current is not None and now < current.expires:
+        if current.holder != holder:
+            msg = f"job {job} is owned by {current.holder} until {current.expires}"
+            raise LeaseHeld(msg)
+        token = current.token
+    else:
+        token = last_token + 1
+    return Lease(job, holder, token, now + ttl)
+
+
+def renewed(lease: Lease, ttl: timedelta, current: Lease | None, now: datetime) -> Lease:
+    """``lease`` extended to ``now + ttl``; LeaseLost (from :func:`check_owner`) unless it is
+    still the job's current, unexpired lease."""
+    check_owner(lease.job, lease, current, now)
+    return Lease(lease.job, lease.holder, lease.token, now + ttl)
+
+
+def released(lease: Lease, current: Lease | None) -> bool:
+    """Whether releasing ``lease`` gives the job up: only when it is the current one (a stale
+    lease's release is ignored). The job's last token stays, so the next lease's is greater."""
+    return current is not None and current.holder == lease.holder and current.token == lease.token
