@@ -488,15 +488,25 @@ def _launch(
                 if o.canonical and o.open_decided and not o.done:
                     # Submission n opens only once n-1's object is ended or verified stopped.
                     return _stop_steps(job, o, "a newer submission replaces it", now)
-        return [Step(kind=_STEP_OPEN, submission=sub.n, ref=obj.ref)], None
+        return [_open_step(sub.n, obj.ref, now)], None
     if obj.state is _OBJ_GATED or obj.state is None:
-        # Decided but still gated: the open call was lost or is slow. It is idempotent, so it
-        # is decided and made again once OPEN_RETRY has passed.
+        # Decided but still gated: the open call was lost, is slow, or was refused past its
+        # deadline. It is idempotent, so it is decided again (with a new deadline) and made
+        # again once OPEN_RETRY has passed.
         opened_at = job.open_at.get(obj.ref.id)
         if opened_at is not None and now < opened_at + OPEN_RETRY:
             return [], opened_at + OPEN_RETRY
-        return [Step(kind=_STEP_OPEN, submission=sub.n, ref=obj.ref)], None
+        return [_open_step(sub.n, obj.ref, now)], None
     return [], None
+
+
+def _open_step(n: int, ref: ObjectRef, now: datetime) -> Step:
+    """Open ``ref``, by a call that must land within CALL_DEADLINE of the decision.
+
+    The deadline is recorded with the decision and the adapter refuses the call past it: a
+    supervisor that paused between deciding and calling (and may have lost its lease, or seen
+    the job cancelled meanwhile) cannot lift the gate arbitrarily late (spec 0001, D8)."""
+    return Step(kind=_STEP_OPEN, submission=n, ref=ref, deadline=now + CALL_DEADLINE)
 
 
 def _stop_steps(

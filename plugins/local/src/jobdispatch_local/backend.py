@@ -267,9 +267,11 @@ class LocalBackend:
             raise OutcomeUnknown(msg)
         return ObjectRef(name)
 
-    def open(self, ref: ObjectRef) -> None:
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
         """Lift the gate: record it, then have a runner take the object. Idempotent; an object
-        that ended (or was stopped) stays as it is."""
+        that ended (or was stopped) stays as it is. Rejected past ``meta.deadline``."""
+        if meta is not None:
+            self._check_deadline(meta.deadline, f"open of {ref}")
         obj = self._dir(ref)
         with obj.lock():
             snap = Snapshot(obj, held=True)
