@@ -77,6 +77,9 @@ def _run(args: argparse.Namespace) -> int:
             failed.append(result)
             if len(failed) <= 3:
                 print(result.report(), flush=True)
+            else:  # one line each, so a long sweep cut short still names every failing seed
+                detail = str(result.violations[0]) if result.violations else "failed"
+                print(f"  FAILED seed {result.seed}: {detail[:160]}", flush=True)
             if args.stop:
                 break
         if i % 1000 == 0:
