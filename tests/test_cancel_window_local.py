@@ -12,6 +12,9 @@ waits for the 30 s deadline to pass.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -76,8 +79,12 @@ def state(tmp_path: Path) -> Iterator[Path]:
 
 
 def _cancel_while_the_open_is_paused(
-    state: Path, starts: Path, pause: timedelta
+    state: Path, starts: Path, pause: timedelta, *, on_the_lock: bool = False
 ) -> tuple[LocalBackend, MemoryRecords, str, _AsSeenBy, _Clock]:
+    """Submit, then supervise until settled; the first open call pauses for ``pause`` while a
+    person cancels and the operator dies before its stops. With ``on_the_lock`` the pause is
+    spent inside the call, waiting for the object's lock another process holds (how
+    reliability D2 paused it), so only a deadline judged under the lock can see it."""
     clock = _Clock()
     config = {"state_dir": str(state), "grace": TEST_GRACE, "poll": 0.02}
     backend = LocalBackend(parse_config(config), clock=clock)
@@ -91,25 +98,48 @@ def _cancel_while_the_open_is_paused(
     executor = Executor(mine, store, clock=clock, holder="a")  # type: ignore[arg-type]
     lease = store.acquire(job, "a", timedelta(hours=1))
 
+    died: list[bool] = []
+
     def cancel_then_die() -> None:
-        mine.before_open = lambda: None  # the first open call only
-        with pytest.raises(_OperatorDied):
+        try:
             operator.cancel(job, by=PERSON, reason="wrong data")
+        except _OperatorDied:
+            died.append(True)
         clock.shift += pause
 
-    mine.before_open = cancel_then_die
+    def pause_before_open() -> None:
+        mine.before_open = lambda: None  # the first open call only
+        if not on_the_lock:
+            cancel_then_die()
+            return
+        [obj] = (state / "objects").iterdir()
+        fd = os.open(obj / "lock", os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # find and inspect go on; open waits for it
+
+        def elsewhere() -> None:
+            try:
+                cancel_then_die()
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+        threading.Thread(target=elsewhere).start()
+
+    mine.before_open = pause_before_open
     for _ in range(60):
         if executor.run_pass(job, lease).settled:
             break
+    assert died == [True], "the operator was to die between its commit and its stops"
     return backend, store, job, mine, clock
 
 
+@pytest.mark.parametrize("on_the_lock", [False, True], ids=["paused", "waiting-for-the-lock"])
 def test_a_late_open_past_its_deadline_never_starts_the_cancelled_program(
-    state: Path, tmp_path: Path
+    state: Path, tmp_path: Path, on_the_lock: bool
 ) -> None:
     starts = tmp_path / "starts.log"
     backend, store, job, mine, clock = _cancel_while_the_open_is_paused(
-        state, starts, CALL_DEADLINE + timedelta(seconds=1)
+        state, starts, CALL_DEADLINE + timedelta(seconds=1), on_the_lock=on_the_lock
     )
 
     assert mine.gate_after_open == [ObjectState.GATED], "the late open lifted the gate"
