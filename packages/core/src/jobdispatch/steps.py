@@ -180,7 +180,7 @@ def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
             sub = job.submission(identity[1])
             if sub is None or sub.attempt(identity[2]) is None:
                 continue  # not an attempt this record made: not ours to record
-        elif rec.obs == obs and rec.absent_since is None:
+        elif rec.obs == obs and rec.absent_since is None and not _maybe_rerun(job, rec, now):
             continue
         steps.append(Step(kind=_STEP_OBSERVE, ref=obs.ref, obs=obs))
     if discovery.complete:
@@ -639,9 +639,33 @@ def _requeues(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
 # ------------------------------------------------------------------ the whole
 
 
+def _maybe_rerun(job: Job, obj: ObjectRec, now: datetime) -> bool:
+    """Whether ``obj`` may be running again unseen: it shows ended, but a requeue call on it
+    may have landed after the observation the record holds (seed 3033085: a requeue answered
+    ok, the job cancelled, and the rerun's end never observed before the job settled).
+
+    An observation committed after the call's answer was found after the call landed (it is
+    committed conditionally on the revision read before its find). An unanswered call may land
+    until its deadline, so only an observation made after the deadline tells; while it is in
+    flight, clean-up waits for it anyway."""
+    if obj.verified_stopped or obj.state is not _OBJ_ENDED:
+        return False
+    calls = job.calls_on(obj.ref, _CALL_REQUEUE)
+    if not calls:
+        return False
+    last = calls[-1]
+    if last.answered:
+        return last.ok and obj.seen_rev < last.answer_rev
+    if now <= last.deadline:
+        return False
+    seen = obj.seen_at
+    return obj.seen_rev < last.revision or seen is None or seen <= last.deadline
+
+
 def _cleanup(job: Job, now: datetime) -> list[Step]:
-    """After the outcome: stop everything live, then settle."""
-    pending = [o for o in job.objects.values() if not o.done]
+    """After the outcome: stop everything live (and what a requeue may have rerun unseen),
+    then settle."""
+    pending = [o for o in job.objects.values() if not o.done or _maybe_rerun(job, o, now)]
     wakes: list[datetime | None] = []
     for obj in pending:
         steps, wake = _stop_steps(job, obj, "the job has its outcome", now)
