@@ -106,13 +106,19 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def sim(session: nox.Session) -> None:
-    """The deterministic simulator (spec 0005): its lint of the simulated path, then 2,000 seeds.
+    """The deterministic simulator (spec 0005): its lint of the simulated path, 2,000 seeds, then
+    every seed that ever failed (tools/sim/regressions.txt).
 
-    ``-- --seeds 100000`` runs long; ``-- --seed N [--mutant M]`` replays one seed and prints
-    its whole trace.
+    ``-- --seeds 100000`` runs long (``--start N`` from another first seed); ``-- --seed N
+    [--mutant M]`` replays one seed and prints its whole trace. Given arguments, only they run.
     """
     session.run(sys.executable, "-m", "jobdispatch_sim.lint")
-    session.run(sys.executable, "-m", "jobdispatch_sim", *(session.posargs or ["--seeds", "2000"]))
+    if session.posargs:
+        session.run(sys.executable, "-m", "jobdispatch_sim", *session.posargs)
+        return
+    session.run(sys.executable, "-m", "jobdispatch_sim", "--seeds", "2000")
+    regressions = ROOT / "tools" / "sim" / "regressions.txt"
+    session.run(sys.executable, "-m", "jobdispatch_sim", "--seed-file", str(regressions))
 
 
 @nox.session

@@ -53,7 +53,7 @@ CHILD = textwrap.dedent("""
                 print("started", ref, flush=True)
                 time.sleep(600)  # killed here: the object exists, its reply is not recorded
             return ref
-        def open(self, ref): return proxy.open(ref)
+        def open(self, ref, meta=None): return proxy.open(ref, meta)
         def find(self, job): return proxy.find(job)
         def inspect(self, ref): return proxy.inspect(ref)
         def stop(self, ref, reason): return proxy.stop(ref, reason)

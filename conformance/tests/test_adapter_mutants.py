@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 from jobdispatch import (
+    CallMeta,
     CauseKind,
     Discovery,
     HoldMeta,
@@ -154,11 +155,18 @@ class RequeueForgetsIndex(MemoryBackend):
 class OpenNotIdempotent(MemoryBackend):
     """A second open of an object fails."""
 
-    def open(self, ref: ObjectRef) -> None:
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
         if self.inspect(ref).state is not ObjectState.GATED:
             msg = f"{ref} is open already"
             raise RuntimeError(msg)
-        super().open(ref)
+        super().open(ref, meta)
+
+
+class OpenIgnoresDeadline(MemoryBackend):
+    """Opens land however late they are."""
+
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+        super().open(ref, None)
 
 
 class HoldIgnoresDeadline(MemoryBackend):
@@ -206,6 +214,7 @@ MUTANTS: list[tuple[type[MemoryBackend], Check, tuple[Shape, ...]]] = [
     ),
     (OpenNotIdempotent, checks.open_lifts_the_gate_and_is_idempotent, (Shape.SLURM,)),
     (HoldIgnoresDeadline, checks.hold_refuses_past_deadline, (Shape.SLURM, Shape.KUBEFLOW)),
+    (OpenIgnoresDeadline, checks.open_refuses_past_deadline, (Shape.SLURM, Shape.KUBEFLOW)),
     (ClaimsRequeueBitItCannotShow, checks.requeue_bit_is_restored, (Shape.SLURM,)),
 ]
 

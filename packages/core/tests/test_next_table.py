@@ -95,6 +95,8 @@ def test_l7_canonical_gated_object_is_opened():
     story = Story().authorize().attempt().reply(ref="o1").observe(gated()).canonical(1, "o1")
     step = first(story.next(gated()))
     assert (step.kind, step.ref, step.submission) == (StepKind.OPEN, ObjectRef("o1"), 1)
+    # The call carries a deadline, recorded with the decision, past which adapters refuse it.
+    assert step.deadline == story.now + CALL_DEADLINE
 
 
 def test_l8_held_job_keeps_its_gate_closed():
@@ -118,7 +120,9 @@ def test_l10_open_decided_but_still_gated_is_opened_again_after_a_while():
     story.open(1, "o1")
     assert first(story.next(gated())).kind is StepKind.WAIT
     story.later(OPEN_RETRY.total_seconds())
-    assert first(story.next(gated())).kind is StepKind.OPEN
+    again = first(story.next(gated()))
+    # Decided again, with a deadline of its own: the first one may be what refused the call.
+    assert (again.kind, again.deadline) == (StepKind.OPEN, story.now + CALL_DEADLINE)
 
 
 def test_l11_unresolved_attempts_escalate_after_the_unresolved_age():

@@ -180,3 +180,41 @@ def test_seed_6217_cancel_stops_what_the_record_knows_even_when_find_lags() -> N
     assert backend.env.state(ref) is ObjectState.ENDED
     backend.open(ref)  # the paused supervisor's call lands late: it lifts nothing
     assert backend.env.state(ref) is ObjectState.ENDED
+
+
+def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen() -> None:
+    """Seed 3033085, invariant 5 (found by the sweep beyond CI's seeds): a requeue call on the
+    ended canonical object was answered ok, so the object ran again; the job was cancelled
+    before any Find showed the rerun, the record still showed the object ended, and clean-up
+    settled the job with the rerun's end never observed. An ended object a requeue may have
+    rerun since its last observation is no longer taken as done: it is stopped, and the job
+    settles once an observation made after the call shows it."""
+    from jobdispatch.job import CALL_DEADLINE
+    from jobdispatch.testing import execution
+
+    preempted = Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER)
+    story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1))
+    first_end = story.launched().ended(1, "o1", preempted)
+    o1 = ObjectRef("o1")
+    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=preempted, ref=o1, submission=1)
+    story.add(ev.CallIssued, op=ev.CallOp.REQUEUE, ref=o1, deadline=story.now + CALL_DEADLINE)
+    story.add(ev.CallAnswered, call=len(story.events), ok=True)
+    story.add(ev.CancelRequested, reason="stop")
+
+    # A lagging Find shows nothing: the rerun may be live, so it is stopped, not settled.
+    step = story.next()[0]
+    assert (step.kind, step.ref) == (StepKind.STOP, o1)
+    # A Find after the call that still shows the first end is recorded, though nothing
+    # changed, since it is the first sight of the object after the call.
+    assert story.next(first_end)[0].kind is StepKind.OBSERVE
+    rerun = observation(
+        "job1",
+        1,
+        1,
+        "o1",
+        ObjectState.ENDED,
+        execution(0, ObjectState.ENDED, preempted),
+        execution(1, ObjectState.ENDED, SUCCESS),
+    )
+    story.observe(rerun)
+    assert story.next(rerun)[0].kind is StepKind.SETTLE

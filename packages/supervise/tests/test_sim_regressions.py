@@ -7,12 +7,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobdispatch import ManualClock, State
-from jobdispatch.job import fold
+import pytest
+from jobdispatch import (
+    CallMeta,
+    CauseKind,
+    JobSpec,
+    ManualClock,
+    ObjectRef,
+    State,
+    StepKind,
+    compose,
+)
+from jobdispatch.job import CALL_DEADLINE, fold
 from jobdispatch.memory import MemoryBackend
+from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
-from jobdispatch.testing import SUCCESS, T0, Story
+from jobdispatch.testing import PERSON, SUCCESS, T0, Story
 from jobdispatch_supervise.executor import Executor
 from jobdispatch_supervise.sinks import EscalationMessage
 
@@ -57,3 +68,98 @@ def test_seed_346_two_supervisors_delivering_one_escalation_record_it_once() -> 
     delivered = [e for e in view.events if isinstance(e, ev.EscalationDelivered)]
     assert len(delivered) == 1
     assert fold(view, clock()).escalations["budget:0"].delivered == {"pager"}
+
+
+class _OperatorDied(BaseException):
+    """The operator's process dying: nothing after this point of its cancel runs."""
+
+
+class _Proxy:
+    """The backend as one process sees it: every call delegated, ``open`` and ``stop`` through
+    hooks that play a pause or a death at that very point."""
+
+    def __init__(self, inner: MemoryBackend) -> None:
+        self.inner = inner
+        self.before_open = lambda: None
+        self.stop_dies = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+        self.before_open()
+        self.inner.open(ref, meta)
+
+    def stop(self, ref: ObjectRef, reason: str) -> None:
+        if self.stop_dies:
+            raise _OperatorDied
+        self.inner.stop(ref, reason)
+
+
+def _paused_open_across_a_cancel(
+    pause: timedelta,
+) -> tuple[MemoryBackend, MemoryRecords, str, ManualClock]:
+    """Seed 1008073's situation, through the public API: a supervisor commits open-decided and
+    pauses before its open call; a person cancels; the operator's process dies after the
+    cancel's commit and before its stops; after ``pause`` the supervisor wakes and makes its
+    call. Then passes run until the job settles."""
+    clock = ManualClock(T0)
+    store = MemoryRecords(clock)
+    backend = MemoryBackend(clock=clock, auto_run=True)
+    mine, theirs = _Proxy(backend), _Proxy(backend)
+    theirs.stop_dies = True
+    spec = JobSpec(command=["train"], name="c")
+    job = compose(backend, store=store, clock=clock).operator.submit(spec, by=PERSON).job
+    operator = compose(theirs, store=store, clock=clock).operator  # type: ignore[arg-type]
+    executor = Executor(mine, store, clock=clock, holder="a")  # type: ignore[arg-type]
+    lease = store.acquire(job, "a", timedelta(hours=1))
+
+    def cancel_then_die() -> None:
+        mine.before_open = lambda: None  # the first open call only
+        with pytest.raises(_OperatorDied):
+            operator.cancel(job, by=PERSON, reason="wrong data")
+        clock.advance(pause)
+
+    mine.before_open = cancel_then_die
+    kinds = []
+    for _ in range(30):
+        done = executor.run_pass(job, lease)
+        kinds.append(done.step.kind if done.step is not None else None)
+        if done.settled:
+            break
+        clock.advance(timedelta(seconds=1))
+    assert StepKind.OPEN in kinds and done.settled, kinds
+    return backend, store, job, clock
+
+
+def test_seed_1008073_an_open_decided_before_a_cancel_is_refused_past_its_deadline() -> None:
+    """Seed 1008073, invariant 4: an open decided before a cancel was carried out after it, by
+    a supervisor that paused between its decision and its call while the operator's process
+    died before its stops. Nothing can keep a paused process from calling; what bounds it is
+    the deadline now recorded with the decision, which the adapter enforces. Woken past it, the
+    call is refused: the cancelled job's program never starts, the object is stopped gated."""
+    backend, store, job, clock = _paused_open_across_a_cancel(CALL_DEADLINE + timedelta(seconds=1))
+
+    history = backend.env.history
+    assert not history.select(h.ExecutionStarted)
+    assert [e.lifted for e in history.select(h.Opened)] == []
+    final = fold(store.read(job), clock())
+    assert final.settled and final.outcome is not None
+    assert final.outcome.state is State.CANCELLED
+    decided = [e for e in store.read(job).events if isinstance(e, ev.OpenDecided)]
+    assert [e.deadline for e in decided] == [e.at + CALL_DEADLINE for e in decided]
+
+
+def test_an_open_decided_before_a_cancel_within_its_deadline_runs_and_is_stopped() -> None:
+    """The limit of that promise (spec 0001, D8): woken within the deadline, the late call
+    lifts the gate, since no scheduler knows of the cancel until a stop reaches it. The next
+    pass stops the object, and the execution ends cancelled by an actor."""
+    backend, store, job, clock = _paused_open_across_a_cancel(timedelta(seconds=1))
+
+    history = backend.env.history
+    assert [e.lifted for e in history.select(h.Opened)] == [True]
+    ends = history.select(h.ExecutionEnded)
+    assert [e.cause.kind for e in ends] == [CauseKind.CANCELLED]
+    final = fold(store.read(job), clock())
+    assert final.settled and final.outcome is not None
+    assert final.outcome.state is State.CANCELLED

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ObjectRef
 from jobdispatch.testing import Story
-from jobdispatch.types import Action, Actor, Cause, CauseKind, Rule, State
+from jobdispatch.types import Action, Actor, Cause, CauseKind, ObjectState, Rule, State
 from jobdispatch_sim.checkers import Checker, Violation
 from jobdispatch_sim.checkers.budget import Budget
 from jobdispatch_sim.checkers.canonical_open import CanonicalOpen
@@ -54,8 +54,20 @@ def feed(checker: Checker, items: list[Item]) -> list[Violation]:
     return out
 
 
-def opened(ref: str, n: int = 1) -> Happened:
-    return happened(h.Opened(at=T, ref=ObjectRef(ref), name=name(n), lifted=True))
+#: The deadline an open decision records in these histories.
+DEADLINE = T + timedelta(seconds=30)
+
+
+def opened(
+    ref: str, n: int = 1, deadline: datetime | None = DEADLINE, at: datetime = T
+) -> Happened:
+    return happened(
+        h.Opened(at=at, ref=ObjectRef(ref), name=name(n), lifted=True, deadline=deadline)
+    )
+
+
+def open_decided(ref: str, n: int = 1, deadline: datetime = DEADLINE) -> Commit:
+    return commit(ev.OpenDecided(at=T, by=ME, submission=n, ref=ObjectRef(ref), deadline=deadline))
 
 
 def ended(ref: str, n: int = 1) -> Happened:
@@ -73,9 +85,40 @@ def test_single_live_sees_two_opened_objects_at_once_and_not_one_after_another()
 
 
 def test_canonical_open_needs_the_canonical_commit_first() -> None:
-    assert feed(CanonicalOpen(), [canonical("1"), opened("1")]) == []
-    found = feed(CanonicalOpen(), [opened("1"), canonical("1")])
+    assert feed(CanonicalOpen(), [canonical("1"), open_decided("1"), opened("1")]) == []
+    found = feed(CanonicalOpen(), [opened("1"), canonical("1"), open_decided("1")])
     assert [v.invariant for v in found] == [2]
+
+
+def test_canonical_open_needs_a_recorded_decision_and_its_deadline() -> None:
+    # The call carries no deadline, or one no decision recorded before the gate was lifted.
+    for items in (
+        [canonical("1"), open_decided("1"), opened("1", deadline=None)],
+        [canonical("1"), open_decided("1"), opened("1", deadline=DEADLINE + timedelta(1))],
+        [canonical("1"), opened("1"), open_decided("1")],
+    ):
+        assert [v.invariant for v in feed(CanonicalOpen(), items)] == [2], items
+    # Lifted later than the deadline its decision recorded.
+    late = opened("1", at=DEADLINE + timedelta(seconds=1))
+    found = feed(CanonicalOpen(), [canonical("1"), open_decided("1"), late])
+    assert [v.detail for v in found] == [
+        "1 was opened 1.0s past the deadline its decision recorded"
+    ]
+    # A requeue back to run is held to its call's recorded deadline the same way.
+    issued = commit(
+        ev.CallIssued(at=T, by=ME, op=ev.CallOp.REQUEUE, ref=ObjectRef("1"), deadline=DEADLINE)
+    )
+
+    def requeued(at: datetime) -> Happened:
+        return happened(
+            h.Requeued(
+                at=at, ref=ObjectRef("1"), name=name(), was=ObjectState.ENDED, deadline=DEADLINE
+            )
+        )
+
+    assert feed(CanonicalOpen(), [canonical("1"), issued, requeued(T)]) == []
+    over = feed(CanonicalOpen(), [canonical("1"), issued, requeued(DEADLINE + timedelta(1))])
+    assert [v.invariant for v in over] == [2]
 
 
 def test_budget_counts_by_cause_and_refuses_a_reused_trigger() -> None:
@@ -98,7 +141,16 @@ def test_outcome_final_sees_a_second_outcome_an_open_after_cancel_and_a_stop_bef
     outcome = ev.OutcomeDecided(at=T, by=ME, state=State.FAILED, cause=Cause(CauseKind.UNKNOWN))
     cancel = ev.CancelRequested(at=T, by=Actor.human("p"))
     assert [v.invariant for v in feed(OutcomeFinal(), [commit(cancel), commit(outcome)])] == [4]
+    # An open decided after the cancel (or never) is a violation; one decided before it is
+    # what a supervisor that paused between deciding and calling does, and is allowed.
+    late = [commit(cancel), open_decided("1"), opened("1")]
+    assert [v.invariant for v in feed(OutcomeFinal(), late)] == [4]
     assert [v.invariant for v in feed(OutcomeFinal(), [commit(cancel), opened("1")])] == [4]
+    assert feed(OutcomeFinal(), [open_decided("1"), commit(cancel), opened("1")]) == []
+    # ... but never once a stop reached the object while it was gated.
+    stopped = happened(h.Stopped(at=T, ref=ObjectRef("1"), name=name(), was=ObjectState.GATED))
+    after_stop = [open_decided("1"), commit(cancel), stopped, opened("1")]
+    assert [v.invariant for v in feed(OutcomeFinal(), after_stop)] == [4]
     stop = Call(seq=seq(), at=T, actor="op:cancel", op="stop", job=JOB, target="1", result="ok")
     assert [v.invariant for v in feed(OutcomeFinal(), [stop, commit(cancel)])] == [4]
     assert feed(OutcomeFinal(), [commit(cancel), stop]) == []

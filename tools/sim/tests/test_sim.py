@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from jobdispatch_sim.cli import main
+from jobdispatch_sim.cli import main, read_seed_file
 from jobdispatch_sim.mutants import MUTANTS, active
 from jobdispatch_sim.options import derive
 from jobdispatch_sim.runner import run_seed, sweep
@@ -108,3 +109,39 @@ def test_the_store_mutants_revert_the_shared_rules_for_the_memory_store() -> Non
         assert store.append("j", [evidence(3)], expect_revision=0) == 2
     with pytest.raises(RevisionMoved):
         store.append("j", [evidence(4)], expect_revision=0)
+
+
+REGRESSIONS = Path(__file__).parents[1] / "regressions.txt"
+
+
+def test_every_seed_that_ever_failed_passes() -> None:
+    """The regression list ``nox -s sim`` replays: every seed the simulator ever failed on,
+    seed 1008073 (an open decided before a cancel, carried out after it) among them."""
+    seeds = read_seed_file(REGRESSIONS)
+    assert 1008073 in seeds and len(seeds) == len(set(seeds))
+    failing = [r.report() for r in sweep(seeds) if not r.ok]
+    assert not failing, failing[0]
+
+
+def test_seed_1008073_the_open_it_carries_out_after_the_cancel_was_decided_before_it() -> None:
+    """What the restated invariant 4 allows there, and nothing more: the gate lifted after the
+    cancel's commit by the open decided before it, within that decision's deadline (spec
+    0001, D8). Before the fix the open carried no deadline and the checkers refused it."""
+    result = run_seed(1008073, trace=True)
+    assert result.ok, result.report()
+    trace = result.report()
+    assert trace.index("open-decided n=1 1001") < trace.index("CANCEL requested")
+    assert trace.index("CANCEL requested") < trace.index("opened 1001 lifted=True")
+
+
+def test_a_seed_file_names_its_bad_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    listed = tmp_path / "seeds.txt"
+    listed.write_text("# a comment\n\n12  # why\n7\n", encoding="utf-8")
+    assert read_seed_file(listed) == [12, 7]
+    assert main(["--seed-file", str(listed), "--workers", "1"]) == 0
+    assert "sim: 2 seeds from" in capsys.readouterr().out
+    listed.write_text("12\nseven\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"seeds.txt:2: 'seven' is not a seed"):
+        read_seed_file(listed)
+    with pytest.raises(SystemExit, match="cannot read the seed file"):
+        read_seed_file(tmp_path / "missing.txt")

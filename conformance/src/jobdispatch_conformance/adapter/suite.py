@@ -110,6 +110,9 @@ class LifecycleTests(AdapterFixtures):
     def test_open_after_stop_has_no_effect(self, harness: Harness) -> None:
         checks.open_after_stop_has_no_effect(harness)
 
+    def test_open_refuses_past_deadline(self, harness: Harness) -> None:
+        checks.open_refuses_past_deadline(harness)
+
     def test_stop_running_is_cancelled_by_an_actor(self, harness: Harness) -> None:
         checks.stop_running_is_cancelled_by_an_actor(harness)
 

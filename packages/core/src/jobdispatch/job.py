@@ -195,6 +195,10 @@ class ObjectRec:
     ever_opened: bool = False
     ceased: Tristate = Tristate.UNKNOWN
     ceased_at: datetime | None = None
+    #: The revision and time of its latest observation (-1, None: never observed): whether
+    #: what the record shows was seen after a call that may have changed the object.
+    seen_rev: int = -1
+    seen_at: datetime | None = None
 
     @property
     def state(self) -> ObjectState | None:
@@ -239,6 +243,8 @@ class CallRec:
     answered: bool = False
     ok: bool = False
     detail: str = ""
+    #: The revision of its answer, once answered.
+    answer_rev: int = -1
 
     def in_flight(self, now: datetime) -> bool:
         """Unanswered and not past its deadline: its effect may still land."""
@@ -595,6 +601,8 @@ class _Folder:
             obj = ObjectRec(obs.ref, n, k, obs.name)
             job.objects[obs.ref.id] = obj
         obj.obs = obs
+        obj.seen_rev = i
+        obj.seen_at = e.at
         obj.absent_since = None
         obj.absent_last = None
         if obs.state is not _OBJ_GATED:
@@ -679,6 +687,7 @@ class _Folder:
         call.answered = True
         call.ok = e.ok
         call.detail = e.detail
+        call.answer_rev = i
 
     def _on_cessation_answered(self, i: int, e: ev.CessationAnswered) -> None:
         obj = self._object(i, e.ref)

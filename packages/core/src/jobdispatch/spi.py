@@ -222,8 +222,11 @@ class Backend(Protocol):
         """Create the object with its gate closed; OutcomeUnknown when it cannot tell."""
         ...
 
-    def open(self, ref: ObjectRef) -> None:
-        """Lift the object's gate. Idempotent: an object past its gate is success."""
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+        """Lift the object's gate. Idempotent: an object past its gate is success, and an
+        object a stop reached while gated never opens. Rejected past ``meta.deadline`` (the
+        deadline the supervisor recorded with its decision); ``None`` (a direct call) has none.
+        """
         ...
 
     def find(self, job: JobID) -> Discovery:

@@ -180,7 +180,7 @@ def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
             sub = job.submission(identity[1])
             if sub is None or sub.attempt(identity[2]) is None:
                 continue  # not an attempt this record made: not ours to record
-        elif rec.obs == obs and rec.absent_since is None:
+        elif rec.obs == obs and rec.absent_since is None and not _maybe_rerun(job, rec, now):
             continue
         steps.append(Step(kind=_STEP_OBSERVE, ref=obs.ref, obs=obs))
     if discovery.complete:
@@ -487,15 +487,25 @@ def _launch(
                 if o.canonical and o.open_decided and not o.done:
                     # Submission n opens only once n-1's object is ended or verified stopped.
                     return _stop_steps(job, o, "a newer submission replaces it", now)
-        return [Step(kind=_STEP_OPEN, submission=sub.n, ref=obj.ref)], None
+        return [_open_step(sub.n, obj.ref, now)], None
     if obj.state is _OBJ_GATED or obj.state is None:
-        # Decided but still gated: the open call was lost or is slow. It is idempotent, so it
-        # is decided and made again once OPEN_RETRY has passed.
+        # Decided but still gated: the open call was lost, is slow, or was refused past its
+        # deadline. It is idempotent, so it is decided again (with a new deadline) and made
+        # again once OPEN_RETRY has passed.
         opened_at = job.open_at.get(obj.ref.id)
         if opened_at is not None and now < opened_at + OPEN_RETRY:
             return [], opened_at + OPEN_RETRY
-        return [Step(kind=_STEP_OPEN, submission=sub.n, ref=obj.ref)], None
+        return [_open_step(sub.n, obj.ref, now)], None
     return [], None
+
+
+def _open_step(n: int, ref: ObjectRef, now: datetime) -> Step:
+    """Open ``ref``, by a call that must land within CALL_DEADLINE of the decision.
+
+    The deadline is recorded with the decision and the adapter refuses the call past it: a
+    supervisor that paused between deciding and calling (and may have lost its lease, or seen
+    the job cancelled meanwhile) cannot lift the gate arbitrarily late (spec 0001, D8)."""
+    return Step(kind=_STEP_OPEN, submission=n, ref=ref, deadline=now + CALL_DEADLINE)
 
 
 def _stop_steps(
@@ -624,9 +634,33 @@ def _requeues(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
 # ------------------------------------------------------------------ the whole
 
 
+def _maybe_rerun(job: Job, obj: ObjectRec, now: datetime) -> bool:
+    """Whether ``obj`` may be running again unseen: it shows ended, but a requeue call on it
+    may have landed after the observation the record holds (seed 3033085: a requeue answered
+    ok, the job cancelled, and the rerun's end never observed before the job settled).
+
+    An observation committed after the call's answer was found after the call landed (it is
+    committed conditionally on the revision read before its find). An unanswered call may land
+    until its deadline, so only an observation made after the deadline tells; while it is in
+    flight, clean-up waits for it anyway."""
+    if obj.verified_stopped or obj.state is not _OBJ_ENDED:
+        return False
+    calls = job.calls_on(obj.ref, _CALL_REQUEUE)
+    if not calls:
+        return False
+    last = calls[-1]
+    if last.answered:
+        return last.ok and obj.seen_rev < last.answer_rev
+    if now <= last.deadline:
+        return False
+    seen = obj.seen_at
+    return obj.seen_rev < last.revision or seen is None or seen <= last.deadline
+
+
 def _cleanup(job: Job, now: datetime) -> list[Step]:
-    """After the outcome: stop everything live, then settle."""
-    pending = [o for o in job.objects.values() if not o.done]
+    """After the outcome: stop everything live (and what a requeue may have rerun unseen),
+    then settle."""
+    pending = [o for o in job.objects.values() if not o.done or _maybe_rerun(job, o, now)]
     wakes: list[datetime | None] = []
     for obj in pending:
         steps, wake = _stop_steps(job, obj, "the job has its outcome", now)

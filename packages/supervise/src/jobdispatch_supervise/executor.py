@@ -285,10 +285,22 @@ class Executor:
     def _open(
         self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
     ) -> None:
-        assert step.ref is not None
-        event = ev.OpenDecided(at=now, by=self.actor, submission=step.submission, ref=step.ref)
+        """Commit the open with its deadline, then make the call under that deadline.
+
+        An adapter refuses the call once the deadline has passed (this process paused between
+        the two, say, while the job was cancelled or its lease taken). The refusal is only
+        logged: nothing was lifted, and ``next`` decides again, with a new deadline, if the
+        job still wants the object open."""
+        assert step.ref is not None and step.deadline is not None
+        me = self.actor
+        event = ev.OpenDecided(
+            at=now, by=me, submission=step.submission, ref=step.ref, deadline=step.deadline
+        )
         self._decide(job, [event], revision, lease)
-        self.backend.open(step.ref)
+        try:
+            self.backend.open(step.ref, CallMeta(deadline=step.deadline, by=me))
+        except Rejected as exc:
+            log.warning("job %s: open of %s refused: %s", job, step.ref, exc)
 
     def _stop(
         self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime

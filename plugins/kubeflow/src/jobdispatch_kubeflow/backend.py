@@ -30,6 +30,7 @@ from jobdispatch.spi import (
 )
 from jobdispatch.types import (
     Action,
+    CallMeta,
     Capability,
     HoldMeta,
     JobID,
@@ -272,14 +273,17 @@ class KubeflowBackend:
                 continue
         raise Rejected(f"TrainJob {ref} kept changing under five attempts to update it")
 
-    def open(self, ref: ObjectRef) -> None:
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
         """Lift the gate: ``gate: open`` and ``suspend: false``. Under one of our holds only the
-        gate is lifted (the hold stays). Already open, running or ended: success."""
+        gate is lifted (the hold stays). Already open, running or ended: success. Rejected past
+        ``meta.deadline``, judged just before each conditional patch (spec 0001, D8)."""
 
         def change(obj: Obj) -> Obj | None:
-            meta = obj.get("metadata") or {}
-            annotations = meta.get("annotations") or {}
-            if meta.get("deletionTimestamp") or names.STOP in annotations:
+            if meta is not None:
+                self._check(meta.deadline, f"open of {ref}")
+            md = obj.get("metadata") or {}
+            annotations = md.get("annotations") or {}
+            if md.get("deletionTimestamp") or names.STOP in annotations:
                 return None
             if annotations.get(names.GATE) != "closed":
                 return None

@@ -377,11 +377,14 @@ class LocalBackend:
             raise OutcomeUnknown(msg)
         return ObjectRef(name)
 
-    def open(self, ref: ObjectRef) -> None:
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
         """Lift the gate: record it, then have a runner take the object. Idempotent; an object
-        that ended (or was stopped) stays as it is."""
+        that ended (or was stopped) stays as it is. Rejected past ``meta.deadline``, judged
+        once the object's lock is held: a wait for the lock is time the deadline counts."""
         obj = self._dir(ref)
         with _changing(obj, f"open {ref}"):
+            if meta is not None:
+                self._check_deadline(meta.deadline, f"open of {ref}")
             snap = Snapshot(obj, held=True)
             if snap.state is ObjectState.ENDED:
                 return

@@ -332,9 +332,12 @@ class SlurmBackend:
         job_id = self._id(ref)
         return job_id is not None and bool(self.slurm.sacct(job_id=job_id))
 
-    def open(self, ref: ObjectRef) -> None:
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
         """Lift the gate (begin time → now). Under one of our holds, the hold stays and only
-        the gate beneath it is lifted. Already open, running or ended: success."""
+        the gate beneath it is lifted. Already open, running or ended: success. Rejected past
+        ``meta.deadline`` (checked here, before scontrol: Slurm itself cannot check it)."""
+        if meta is not None:
+            self._check(meta.deadline, f"open of {ref}")
         row = self._row(ref)
         if row is None:
             if self._known(ref):

@@ -125,8 +125,8 @@ class SimBackend:
     def start(self, request: StartRequest) -> ObjectRef:
         return self._act("start", request.job, request.name, lambda: self.inner.start(request))
 
-    def open(self, ref: ObjectRef) -> None:
-        self._act("open", self._job(ref), ref.id, lambda: self.inner.open(ref))
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+        self._act("open", self._job(ref), ref.id, lambda: self.inner.open(ref, meta))
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         self._act("stop", self._job(ref), ref.id, lambda: self.inner.stop(ref, reason))

@@ -3,6 +3,8 @@
     python -m jobdispatch_sim run --seeds 2000          # a sweep, with the coverage report
     python -m jobdispatch_sim run --seed 1014           # one seed, its options and whole trace
     python -m jobdispatch_sim run --seed 7 --mutant no-fencing
+    python -m jobdispatch_sim run --seed-file tools/sim/regressions.txt   # every seed that failed
+    python -m jobdispatch_sim run --start 2000000 --seeds 200000         # seeds CI never runs
     python -m jobdispatch_sim mutants                   # every mutant must be caught
 
 A sweep fails on any violation, and (from ``--coverage-gate`` seeds on, 500 by default) when a
@@ -16,6 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from jobdispatch_sim.coverage import REQUIRED, Coverage
 from jobdispatch_sim.mutants import MUTANTS
@@ -26,17 +29,42 @@ def _workers(value: int | None) -> int:
     return value if value else max(1, min(4, os.cpu_count() or 1))
 
 
+def read_seed_file(path: Path) -> list[int]:
+    """The seeds of a regression list: one per line, ``#`` starts a comment, blank lines are
+    skipped. A line that is not a seed is an error naming the file and the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        msg = f"cannot read the seed file {path}: {exc.strerror or exc}"
+        raise SystemExit(msg) from None
+    seeds: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        word = line.split("#", 1)[0].strip()
+        if not word:
+            continue
+        if not word.isdigit():
+            msg = f"{path}:{number}: {word!r} is not a seed (a non-negative integer)"
+            raise SystemExit(msg)
+        seeds.append(int(word))
+    return seeds
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         result = run_seed(args.seed, args.mutant, trace=True)
         print(result.report())
         return 0 if result.ok else 1
-    seeds = range(args.start, args.start + args.seeds)
+    seeds: Sequence[int]
     workers = _workers(args.workers)
-    print(
-        f"sim: seeds {seeds.start}..{seeds.stop - 1} ({len(seeds)}), {workers} workers"
-        + (f", mutant {args.mutant}" if args.mutant else "")
-    )
+    if args.seed_file is not None:
+        seeds = read_seed_file(args.seed_file)
+        print(f"sim: {len(seeds)} seeds from {args.seed_file}, {workers} workers")
+    else:
+        seeds = range(args.start, args.start + args.seeds)
+        print(
+            f"sim: seeds {seeds.start}..{seeds.stop - 1} ({len(seeds)}), {workers} workers"
+            + (f", mutant {args.mutant}" if args.mutant else "")
+        )
     began = time.perf_counter()
     coverage = Coverage()
     failed: list[Result] = []
@@ -49,6 +77,9 @@ def _run(args: argparse.Namespace) -> int:
             failed.append(result)
             if len(failed) <= 3:
                 print(result.report(), flush=True)
+            else:  # one line each, so a long sweep cut short still names every failing seed
+                detail = str(result.violations[0]) if result.violations else "failed"
+                print(f"  FAILED seed {result.seed}: {detail[:160]}", flush=True)
             if args.stop:
                 break
         if i % 1000 == 0:
@@ -115,6 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--seed", type=int, help="replay one seed and print its whole trace")
     run.add_argument("--seeds", type=int, default=2000, help="how many seeds to sweep")
     run.add_argument("--start", type=int, default=0, help="the first seed of the sweep")
+    run.add_argument(
+        "--seed-file",
+        type=Path,
+        help="sweep the seeds listed in this file (one per line, # comments) instead",
+    )
     run.add_argument("--mutant", choices=sorted(MUTANTS), help="run under one mutant")
     run.add_argument("--workers", type=int, default=0, help="processes (default: cores, <=4)")
     run.add_argument("--stop", action="store_true", help="stop at the first failing seed")

@@ -15,7 +15,7 @@ from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.types import HoldKind
 
-from jobdispatch_sim.timeline import Commit, Control, Happened, Item
+from jobdispatch_sim.timeline import Call, Commit, Control, Happened, Item
 
 # Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
 # through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
@@ -29,6 +29,7 @@ REQUIRED: tuple[str, ...] = (
     "crash between Start and its reply commit",
     "crash between canonical and open",
     "crash between open decision and open call",
+    "open refused past its deadline",
     "operator crashed between cancel commit and its stops",
     "crash after a commit applied",
     "commit applied, reply lost",
@@ -67,6 +68,7 @@ class Coverage:
         self.counts: Counter[str] = Counter()
         self._unknown: set[tuple[str, int, int]] = set()
         self._canonical: set[str] = set()
+        self._cancelled: set[str] = set()
 
     def cover(self, name: str, n: int = 1) -> None:
         self.counts[name] += n
@@ -77,8 +79,15 @@ class Coverage:
     def observe(self, item: Item) -> None:
         """Derive situations from one timeline item."""
         if isinstance(item, Happened):
-            if isinstance(item.entry, h.NativeRerun):
-                self.cover(f"native {item.entry.mode} by the backend")
+            entry = item.entry
+            if isinstance(entry, h.NativeRerun):
+                self.cover(f"native {entry.mode} by the backend")
+            elif isinstance(entry, h.Opened) and entry.lifted and entry.job in self._cancelled:
+                self.cover("open decided before a cancel lifted a gate after it")
+            return
+        if isinstance(item, Call):
+            if item.op == "open" and item.result == "Rejected":
+                self.cover("open refused past its deadline")
             return
         if isinstance(item, Control):
             if item.phase == "ok":
@@ -128,6 +137,7 @@ class Coverage:
                 self.cover(f"outcome {e.state}")
             case ev.CancelRequested():
                 self.cover("outcome cancelled")
+                self._cancelled.add(job)
             case ev.GiveUpRequested():
                 self.cover("given up")
             case ev.VerifiedStopped():

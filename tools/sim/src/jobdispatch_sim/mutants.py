@@ -19,6 +19,7 @@ from jobdispatch import cluster as cluster_mod
 from jobdispatch import job as job_mod
 from jobdispatch import steps as steps_mod
 from jobdispatch.job import Job
+from jobdispatch.memory.cluster import Cluster as _MemCluster
 from jobdispatch.records import events as ev
 from jobdispatch.records import rules
 from jobdispatch.records.store import Lease
@@ -189,6 +190,21 @@ def no_absence_grace() -> AbstractContextManager[None]:
     return _patched((steps_mod, "ABSENCE_GRACE", timedelta(0)))
 
 
+# ---------------------------------------------------------------------------- the adapter
+
+
+def open_ignores_deadline() -> AbstractContextManager[None]:
+    """The memory adapter lifts a gate however late the open call lands: it keeps the deadline
+    the call carries (its history shows it) but no longer refuses the call past it."""
+    original = _MemCluster.check_deadline
+
+    def check_deadline(self: _MemCluster, deadline: datetime, what: str) -> None:
+        if not what.startswith("open of "):
+            original(self, deadline, what)
+
+    return _patched((_MemCluster, "check_deadline", check_deadline))
+
+
 # ---------------------------------------------------------------------------- the operator
 
 
@@ -252,6 +268,11 @@ MUTANTS: dict[str, Mutant] = {
         Mutant("trigger-ignored", "one trigger authorizes at most one recovery", trigger_ignored),
         Mutant("outcome-overwritten", "a committed outcome is final", outcome_overwritten),
         Mutant("cancel-not-first", "cancel commits before it stops anything", cancel_not_first),
+        Mutant(
+            "open-ignores-deadline",
+            "an open call is refused past the deadline its decision recorded",
+            open_ignores_deadline,
+        ),
         Mutant(
             "no-absence-grace",
             "an object is judged stopped only after absence across a grace period",

@@ -43,6 +43,7 @@ from jobdispatch_conformance.adapter.checks.holds import (
 from jobdispatch_conformance.adapter.checks.lifecycle import (
     open_after_stop_has_no_effect,
     open_lifts_the_gate_and_is_idempotent,
+    open_refuses_past_deadline,
     start_creates_a_gated_object,
     stop_affects_one_object_only,
     stop_gated_never_runs,
@@ -81,6 +82,7 @@ __all__ = [
     "native_rerun_tells_executions_apart",
     "open_after_stop_has_no_effect",
     "open_lifts_the_gate_and_is_idempotent",
+    "open_refuses_past_deadline",
     "output_follows_until_the_end",
     "output_is_read",
     "preview_is_what_start_creates",

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from jobdispatch.errors import Rejected
 from jobdispatch.spi import ObjectObs
-from jobdispatch.types import CauseKind, ObjectState, Provenance
+from jobdispatch.types import Actor, CallMeta, CauseKind, ObjectState, Provenance
 
 from jobdispatch_conformance.adapter.harness import CheckFailed, Harness, expect
 
 __all__ = [
     "open_after_stop_has_no_effect",
     "open_lifts_the_gate_and_is_idempotent",
+    "open_refuses_past_deadline",
     "start_creates_a_gated_object",
     "stop_affects_one_object_only",
     "stop_gated_never_runs",
@@ -69,6 +73,28 @@ def open_after_stop_has_no_effect(h: Harness) -> None:
         ref,
         lambda o: o.state is ObjectState.ENDED and not o.executions,
         "ended without an execution after a late open",
+    )
+
+
+def open_refuses_past_deadline(h: Harness) -> None:
+    """Open refuses with Rejected once the deadline its decision recorded has passed, and the
+    gate stays closed; within the deadline it opens.
+
+    This is what bounds an open decided before a cancel and carried out after it by a process
+    that paused in between (docs/specs/0001-contract.md, D8): it cannot land arbitrarily late.
+    """
+    ref = h.start()
+    me = Actor.supervisor("conformance")
+    try:
+        h.backend.open(ref, CallMeta(deadline=h.driver.now() - timedelta(hours=1), by=me))
+    except Rejected:
+        pass
+    else:
+        raise CheckFailed("open past its deadline must raise Rejected")
+    h.stays(ref, _not_run, "gated and never run after an open refused for its deadline")
+    h.backend.open(ref, CallMeta(deadline=h.driver.now() + timedelta(hours=1), by=me))
+    h.wait(
+        ref, lambda o: o.state in (ObjectState.PENDING, ObjectState.RUNNING), "pending or running"
     )
 
 

@@ -202,11 +202,19 @@ class MemoryBackend:
         """
         return self._call("start", lambda: self._cluster.create(request))
 
-    def open(self, ref: ObjectRef) -> None:
-        """Lift the gate; an object already open, running or ended is success with no effect."""
+    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+        """Lift the gate; an object already open, running or ended (a gated one that was
+        stopped included) is success with no effect. Rejected past ``meta.deadline``, judged by
+        this backend's clock under its lock, where nothing can come between the check and the
+        lift."""
 
         def body() -> None:
-            self._cluster.lift_gate(self._cluster.get(ref))
+            c = self._cluster
+            obj = c.get(ref)
+            deadline = None if meta is None else meta.deadline
+            if deadline is not None:
+                c.check_deadline(deadline, f"open of {ref}")
+            c.lift_gate(obj, deadline)
 
         self._call("open", body)
 
@@ -286,7 +294,7 @@ class MemoryBackend:
             c = self._cluster
             self._refuse_requeue(f"cannot requeue {ref}")
             c.check_deadline(meta.deadline, f"requeue of {ref}")
-            c.requeue(c.get(ref), meta.by, meta.reason)
+            c.requeue(c.get(ref), meta.by, meta.reason, meta.deadline)
 
         self._call("requeue", body)
 

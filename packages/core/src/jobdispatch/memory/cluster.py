@@ -241,11 +241,13 @@ class Cluster:
             rules.append(NativeRule(index, causes & possible, remaining))
         return rules
 
-    def lift_gate(self, obj: MemObject) -> None:
+    def lift_gate(self, obj: MemObject, deadline: datetime | None = None) -> None:
         lifted = obj.gated and not obj.ended
         if lifted:
             obj.gated = False
-        self.history.append(h.Opened(at=self.clock(), ref=obj.ref, name=obj.name, lifted=lifted))
+        self.history.append(
+            h.Opened(at=self.clock(), ref=obj.ref, name=obj.name, lifted=lifted, deadline=deadline)
+        )
         if lifted:
             self.touch(obj)
             self.maybe_run(obj)
@@ -411,12 +413,16 @@ class Cluster:
             self.touch(obj)
             self.maybe_run(obj)
 
-    def requeue(self, obj: MemObject, by: Actor | None, reason: str) -> None:
+    def requeue(
+        self, obj: MemObject, by: Actor | None, reason: str, deadline: datetime | None = None
+    ) -> None:
         was = obj.state
         if was not in (_OBJ_RUNNING, _OBJ_ENDED):
             # Nothing runs, so nothing to requeue: a repeated call after a lost reply lands here.
             self.history.append(
-                h.Requeued(at=self.clock(), ref=obj.ref, name=obj.name, was=was, by=by)
+                h.Requeued(
+                    at=self.clock(), ref=obj.ref, name=obj.name, was=was, by=by, deadline=deadline
+                )
             )
             return
         execution = obj.running
@@ -425,7 +431,11 @@ class Cluster:
             self.finish(obj, execution, cause)
         obj.ended = False
         obj.detail = ""
-        self.history.append(h.Requeued(at=self.clock(), ref=obj.ref, name=obj.name, was=was, by=by))
+        self.history.append(
+            h.Requeued(
+                at=self.clock(), ref=obj.ref, name=obj.name, was=was, by=by, deadline=deadline
+            )
+        )
         self.touch(obj)
         self.maybe_run(obj)
 

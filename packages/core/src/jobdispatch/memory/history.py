@@ -75,9 +75,12 @@ class StartRefused(Entry):
 
 @attrs.frozen(kw_only=True)
 class Opened(Entry):
-    """Open was called. ``lifted`` is False when the call had no effect (already open, ended)."""
+    """Open was called. ``lifted`` is False when the call had no effect (already open, ended).
+    ``deadline`` is the one the call carried (None for a direct call without one), so a
+    history shows whether a gate was lifted within the deadline its decision recorded."""
 
     lifted: bool
+    deadline: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -128,10 +131,12 @@ class Released(Entry):
 
 @attrs.frozen(kw_only=True)
 class Requeued(Entry):
-    """A requeue call put the object back to pending from state ``was``."""
+    """A requeue call put the object back to pending from state ``was``, under the call's
+    ``deadline``."""
 
     was: ObjectState
     by: Actor | None = None
+    deadline: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -279,12 +279,19 @@ class CanonicalChosen(Event):
 
 @attrs.frozen(kw_only=True)
 class OpenDecided(Event):
-    """The canonical object's gate is to be lifted."""
+    """The canonical object's gate is to be lifted, by a call that must land by ``deadline``.
+
+    The deadline is what bounds an open decided before a cancel (or by a supervisor that has
+    since lost its lease) and carried out after it: the adapter refuses the call past it
+    (docs/specs/0001-contract.md, D8). ``None`` only in records written before opens carried
+    one.
+    """
 
     kind: ClassVar[str] = "open-decided"
     cls: ClassVar[EventClass] = EventClass.DECISION
     submission: int
     ref: ObjectRef
+    deadline: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)

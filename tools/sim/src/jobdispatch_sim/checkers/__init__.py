@@ -14,9 +14,11 @@ from datetime import datetime
 from typing import ClassVar, Protocol
 
 import attrs
+from jobdispatch.memory import history as h
+from jobdispatch.records import events as ev
 from jobdispatch.records.events import View
 
-from jobdispatch_sim.timeline import Item
+from jobdispatch_sim.timeline import Commit, Item
 
 
 @attrs.frozen(kw_only=True)
@@ -63,6 +65,51 @@ class Checker:
 
     def violation(self, job: str, detail: str, seq: int) -> Violation:
         return Violation(invariant=self.invariant, name=self.name, job=job, detail=detail, seq=seq)
+
+
+class Decided:
+    """The deadlines decisions recorded for the calls that can make an object run: an open
+    (``open-decided``) and a requeue (``call-issued`` of op requeue), each with the timeline
+    position of its first commit.
+
+    A backend's history says which deadline the call that lifted a gate (or requeued an ended
+    object) carried, so a checker can tell which decision that call carried out, and when it
+    was committed.
+    """
+
+    def __init__(self) -> None:
+        #: (job, object id, "open" or "requeue", deadline) -> seq of the decision's commit
+        self._seq: dict[tuple[str, str, str, datetime], int] = {}
+
+    def feed(self, item: Item) -> None:
+        if not isinstance(item, Commit):
+            return
+        e = item.event
+        if isinstance(e, ev.OpenDecided) and e.deadline is not None:
+            key = (item.job, e.ref.id, "open", e.deadline)
+        elif isinstance(e, ev.CallIssued) and e.op is ev.CallOp.REQUEUE:
+            key = (item.job, e.ref.id, "requeue", e.deadline)
+        else:
+            return
+        self._seq.setdefault(key, item.seq)
+
+    def seq(self, job: str, entry: h.Opened | h.Requeued) -> int | None:
+        """Where the decision whose deadline ``entry``'s call carried was committed, or None
+        when no decision recorded that deadline (or the call carried none)."""
+        if entry.deadline is None:
+            return None
+        what = "open" if isinstance(entry, h.Opened) else "requeue"
+        return self._seq.get((job, entry.ref.id, what, entry.deadline))
+
+
+def runs_again(entry: h.Entry) -> h.Opened | h.Requeued | None:
+    """``entry`` when it made an object able to run: a lifted gate, or an ended object
+    requeued back to pending; else None."""
+    if isinstance(entry, h.Opened) and entry.lifted:
+        return entry
+    if isinstance(entry, h.Requeued) and entry.was.value == "ended":
+        return entry
+    return None
 
 
 def all_checkers() -> list[Checker]:

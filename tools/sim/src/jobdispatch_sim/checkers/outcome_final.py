@@ -1,9 +1,18 @@
-"""Invariant 4: a committed outcome never changes; a cancelled job opens nothing after the
-cancel commit; and a cancel commits before it stops anything.
+"""Invariant 4: a committed outcome never changes; after a cancel, nothing is opened that was
+not decided before it (and then only within its recorded deadline); and a cancel commits before
+it stops anything.
 
 The outcome is fixed by the first commit that makes the job terminal (an outcome decision, a
-cancel, a give-up); any later outcome decision is a change, whatever fold makes of it. After a
-cancel took effect, no gate of the job may be lifted and no ended object requeued back to run.
+cancel, a give-up); any later outcome decision is a change, whatever fold makes of it.
+
+After a cancel took effect, a gate of the job may be lifted (or an ended object requeued back
+to run) only by a call whose decision was committed before the cancel: a supervisor that
+decided, then paused, cannot be kept from calling, since nothing in the scheduler knows of the
+cancel until a stop reaches it (spec 0001, D8). What is checked is what the protocol promises:
+no such call is decided after the cancel (decisions are conditional on the revision), and the
+one decided before lands within the deadline it recorded (invariant 2 checks the deadline of
+every call) and never lifts the gate of an object a stop reached first.
+
 And every stop the operator's cancel makes must come after its commit in the timeline: stopping
 first lets a supervisor see the stopped execution end and recover it before the cancel lands.
 """
@@ -14,7 +23,7 @@ from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.types import State
 
-from jobdispatch_sim.checkers import Checker, Context, Violation
+from jobdispatch_sim.checkers import Checker, Context, Decided, Violation, runs_again
 from jobdispatch_sim.timeline import Call, Commit, Happened, Item
 
 # Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
@@ -30,9 +39,13 @@ class OutcomeFinal(Checker):
     def __init__(self) -> None:
         self.outcome: dict[str, tuple[State, int]] = {}
         self.cancelled: dict[str, int] = {}
+        self.decided = Decided()
+        #: Objects a stop reached before it ended: (job, object id).
+        self.stopped: set[tuple[str, str]] = set()
 
     def feed(self, item: Item) -> list[Violation]:
         if isinstance(item, Commit):
+            self.decided.feed(item)
             e = item.event
             job = item.job
             first = self.outcome.get(job)
@@ -64,17 +77,32 @@ class OutcomeFinal(Checker):
                 ]
             return []
         if isinstance(item, Happened):
-            e2 = item.entry
-            job2 = e2.job
-            if job2 is None or job2 not in self.cancelled:
+            entry = item.entry
+            job2 = entry.job
+            if job2 is None:
                 return []
-            if (isinstance(e2, h.Opened) and e2.lifted) or (
-                isinstance(e2, h.Requeued) and e2.was.value == "ended"
-            ):
+            if isinstance(entry, h.Stopped) and entry.was.value != "ended":
+                self.stopped.add((job2, entry.ref.id))
+                return []
+            cancel = self.cancelled.get(job2)
+            e2 = runs_again(entry)
+            if cancel is None or e2 is None:
+                return []
+            what = "opened" if isinstance(e2, h.Opened) else "requeued back to run"
+            if isinstance(e2, h.Opened) and (job2, e2.ref.id) in self.stopped:
+                return [
+                    self.violation(
+                        job2, f"{e2.ref} was opened after a stop reached it gated", item.seq
+                    )
+                ]
+            decided = self.decided.seq(job2, e2)
+            if decided is None or decided > cancel:
+                when = "never recorded" if decided is None else f"decided at #{decided}"
                 return [
                     self.violation(
                         job2,
-                        f"{e2.ref} was opened after the cancel commit at #{self.cancelled[job2]}",
+                        f"{e2.ref} was {what} after the cancel commit at #{cancel} by a call "
+                        f"{when}, not before the cancel",
                         item.seq,
                     )
                 ]
