@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
+from jobdispatch.plan import required_capabilities
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
@@ -121,7 +122,17 @@ class KubeflowBackend:
         return probe.probe(self.api, self.settings, key=key)
 
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
-        return probe.capabilities(self.facts(), self.settings.declared)
+        """Every capability, probed per cluster (cached for ``probe_ttl``); a spec that names a
+        GPU model is told no, since the model is a node label this adapter does not select by."""
+        answers = probe.capabilities(self.facts(), self.settings.declared)
+        if spec is not None and spec.resources.gpu_type is not None:
+            answers = dict(answers)
+            answers[Capability.GPUS] = Support.no(
+                Source.CATALOGUE,
+                f"GPUs of type {spec.resources.gpu_type!r}: the model is a node label, and node "
+                "selectors are not yet mapped by this adapter; ask for GPUs without a type",
+            )
+        return answers
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
         """Native: a restart on causes a derived runtime's failure policy tells apart exactly
@@ -200,16 +211,11 @@ class KubeflowBackend:
         lost."""
         spec = request.spec
         caps = self.capabilities(spec)
-        needs = {
-            Capability.CONTAINER_IMAGE: spec.image is not None,
-            Capability.WORKING_DIRECTORY: spec.working_dir is not None,
-            Capability.OUTPUT_PATH: spec.output is not None,
-            Capability.PROCS_PER_NODE: spec.procs_per_node != 1,
-        }
-        for cap, needed in needs.items():
-            if needed and caps[cap].answer is Tristate.NO:
+        for cap, field in required_capabilities(spec):  # the plan's own list
+            if caps[cap].answer is Tristate.NO:
                 raise Unsupported(
-                    f"cannot start {request.name}: {cap} is not supported ({caps[cap].detail})"
+                    f"cannot start {request.name}: {field} needs {cap}, which is not supported "
+                    f"({caps[cap].detail})"
                 )
         runtime = self._derived_runtime(request) if request.native.rules else None
         identity = "" if runtime else self.identity_weakened(spec)

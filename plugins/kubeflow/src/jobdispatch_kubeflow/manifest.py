@@ -31,14 +31,29 @@ def labels(request: StartRequest) -> dict[str, str]:
     }
 
 
-def resources_per_node(request: StartRequest) -> Mapping[str, Any] | None:
-    """The seam for the job's resources (issue 11): ``trainer.resourcesPerNode``.
+#: The extended resource GPUs are asked for by (the NVIDIA device plugin's name).
+GPU_RESOURCE = "nvidia.com/gpu"
 
-    JobSpec carries no resources yet, so nothing is set and the runtime's own requests apply.
-    When JobSpec gains them, this is the one place that maps them (requests and limits per
-    node, node selectors through the adapter's runtime patch, the Kueue queue label later).
+
+def resources_per_node(request: StartRequest) -> Mapping[str, Any] | None:
+    """The job's resources as ``trainer.resourcesPerNode``: requests equal to limits, so a node
+    gets exactly what it asked for (spec 0011). GPUs are the extended resource
+    ``nvidia.com/gpu``; CPUs are ``cpus_per_proc`` for each of the node's processes; memory is
+    in ``Mi``. None when the spec asks for none of them: the runtime's own requests apply.
+    The fields this adapter cannot map (a GPU type, a queue, constraints, accounts, exclusive
+    nodes) are answered ``no`` by its capabilities, so the plan refuses them before this runs.
     """
-    return None
+    res = request.spec.resources
+    amounts: dict[str, Any] = {}
+    if res.gpus_per_node:
+        amounts[GPU_RESOURCE] = str(res.gpus_per_node)
+    if res.cpus_per_proc is not None:
+        amounts["cpu"] = str(res.cpus_per_proc * request.spec.procs_per_node)
+    if res.memory_per_node_mib is not None:
+        amounts["memory"] = f"{res.memory_per_node_mib}Mi"
+    if not amounts:
+        return None
+    return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
 def trainjob(

@@ -206,6 +206,13 @@ def capabilities(
             C.OUTPUT_READ: rbac("get pods/log", "pod logs through the API"),
             C.OUTPUT_FOLLOW: rbac("get pods/log", "pod logs with follow=true"),
             C.OUTPUT_RETAINED: Support.no(K, "a pod's log goes with the pod"),
+            C.GPUS: Support.yes(K, "trainer.resourcesPerNode, as nvidia.com/gpu"),
+            C.MEMORY_LIMIT: Support.yes(K, "trainer.resourcesPerNode memory, requests = limits"),
+            C.CPUS_PER_PROC: Support.yes(K, "trainer.resourcesPerNode cpu, per node"),
+            C.QUEUES: Support.no(K, "Kueue LocalQueues are not yet mapped by this adapter"),
+            C.ACCOUNTS: Support.no(K, "Kubernetes has no accounts or QoS to charge a job to"),
+            C.NODE_CONSTRAINTS: Support.no(K, "node selectors are not yet mapped by this adapter"),
+            C.EXCLUSIVE_NODES: Support.no(K, "exclusive placement is not yet mapped"),
         }
         if facts.kueue:
             base[C.HOLD] = attrs.evolve(
