@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from jobdispatch import CallMeta, JobSpec, ObjectRef, ObjectState, State, compose
 from jobdispatch.clock import system_clock
-from jobdispatch.job import CALL_DEADLINE, fold
+from jobdispatch.job import fold
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.timing import CALL_DEADLINE
 from jobdispatch.types import Actor, CauseKind
 from jobdispatch_local import LocalBackend
 from jobdispatch_local.config import parse_config

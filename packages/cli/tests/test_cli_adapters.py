@@ -65,10 +65,10 @@ def test_an_unknown_adapter_lists_only_the_ones_users_may_name(invoke: Invoke, h
     ran = invoke("clusters")
     assert ran.code == 2
     unknown = next(line for line in ran.err.splitlines() if "clusters.odd.adapter" in line)
-    assert "no adapter named 'nosuch' (adapters: local" in unknown
+    assert "no adapter named 'nosuch' (adapters: kubeflow, local" in unknown
     assert "memory" not in unknown
     required = next(line for line in ran.err.splitlines() if "clusters.bare.adapter" in line)
-    assert "is required: one of local" in required and "memory" not in required
+    assert "is required: one of kubeflow, local" in required and "memory" not in required
 
 
 def test_clusters_lists_no_test_adapter(invoke: Invoke) -> None:

@@ -189,8 +189,8 @@ def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen
     settled the job with the rerun's end never observed. An ended object a requeue may have
     rerun since its last observation is no longer taken as done: it is stopped, and the job
     settles once an observation made after the call shows it."""
-    from jobdispatch.job import CALL_DEADLINE
     from jobdispatch.testing import execution
+    from jobdispatch.timing import CALL_DEADLINE
 
     preempted = Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER)
     story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1))

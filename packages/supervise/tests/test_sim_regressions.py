@@ -18,12 +18,13 @@ from jobdispatch import (
     StepKind,
     compose,
 )
-from jobdispatch.job import CALL_DEADLINE, fold
+from jobdispatch.job import fold
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import PERSON, SUCCESS, T0, Story
+from jobdispatch.timing import CALL_DEADLINE
 from jobdispatch_supervise.executor import Executor
 from jobdispatch_supervise.sinks import EscalationMessage
 
