@@ -310,11 +310,13 @@ def test_a_failed_exec_is_launch_failed_only_with_its_mark(job_exit, step_exit):
     cause = obs.executions[0].cause
     assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, S)
     assert cause.detail == "rank 1 on node2 cannot start /no/prog (exit 127)"
-    # No mark: the application's own 126 or 127 (or srun's status) stays non-zero-exit.
+    # No mark: the application's own 126 or 127 stays non-zero-exit, with the code the failed
+    # step shows where there is one (the job's own 15:0 is srun's, not the application's).
     obs = observe("5", None, _failed_run(job_exit, step_exit), Accounting.ANSWERED, lambda n, i: "")
     assert obs is not None
     cause = obs.executions[0].cause
-    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, int(job_exit.split(":")[0]))
+    code = int((step_exit or job_exit).split(":")[0])
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, code)
 
 
 @pytest.mark.parametrize("job_exit", ["1:0", "2:0", "0:9", "128:0"])

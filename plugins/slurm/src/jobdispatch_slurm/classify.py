@@ -133,12 +133,12 @@ def _oom(record: Record) -> bool:
     return any(s is not None and s.code == 0 and s.signal == OOM_SIGNAL for s in statuses)
 
 
-def _failed_step(record: Record) -> SacctRow | None:
-    """The earliest-ending step that failed (application truth for masked failures)."""
+def _failed_step(record: Record, *, launched_only: bool = False) -> SacctRow | None:
+    """The earliest-ending step that failed (application truth for masked failures); with
+    ``launched_only``, among the steps srun launched (not the batch shell)."""
+    skip = ("extern", "batch") if launched_only else ("extern",)
     failed = [
-        s
-        for s in record.steps
-        if s.step not in ("extern",) and s.exit is not None and not s.exit.clean
+        s for s in record.steps if s.step not in skip and s.exit is not None and not s.exit.clean
     ]
     failed.sort(key=lambda s: (s.end is None, s.end))
     return failed[0] if failed else None
@@ -198,8 +198,25 @@ def cause_of(record: Record, *, reason: str = "", launch_mark: str = "") -> Caus
     if state == "FAILED":
         if exit_ is not None and exit_.code > 0:
             signal = derived.signal if derived is not None and derived.signal else None
+            # Under srun the job's own status is srun's, which may be what it saw of a rank it
+            # terminated after another failed (15:0, 0007 §8); the earliest failed step holds
+            # the application's own code, so that is the one reported.
+            step = _failed_step(record, launched_only=True)
+            shown, detail = exit_, ""
+            if (
+                step is not None
+                and step.exit is not None
+                and step.exit.code > 0
+                and (step.exit != exit_)
+            ):
+                shown = step.exit
+                detail = f"step {step.step} exited {step.exit}; the job's own status was {exit_}"
             return Cause(
-                CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, exit_code=exit_.code, signal=signal
+                CauseKind.NON_ZERO_EXIT,
+                Provenance.APPLICATION,
+                detail,
+                exit_code=shown.code,
+                signal=signal,
             )
         if exit_ is not None and exit_.signal in KILL_SIGNALS:
             # 0007 §8: a batch shell killed by a signal shows Reason=JobLaunchFailure; the
