@@ -21,6 +21,7 @@ import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
 from jobdispatch_supervise import Supervisor
 
 T = TypeVar("T")
@@ -78,28 +79,7 @@ def kube(request: pytest.FixtureRequest) -> Iterator[Any]:
     backend.close()
 
 
-FAKE_RUNTIME = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "ClusterTrainingRuntime",
-    "metadata": {"name": "dispatch-torch-test"},
-    "spec": {
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "spec": {
-                                "backoffLimit": 0,
-                                "template": {"spec": {"restartPolicy": "Never"}},
-                            }
-                        },
-                    }
-                ]
-            }
-        }
-    },
-}
+FAKE_RUNTIME = TEST_RUNTIME_OBJECT
 
 
 def supervised(backend: Any, spec: JobSpec, *, holders: int = 1) -> tuple[Any, Any, list[Any]]:

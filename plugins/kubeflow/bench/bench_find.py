@@ -28,29 +28,9 @@ from jobdispatch.spi import StartRequest, find_all
 from jobdispatch.types import JobSpec
 from jobdispatch_kubeflow import KubeflowBackend, Settings
 from jobdispatch_kubeflow.config import Runtime
+from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
 
-RUNTIME = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "ClusterTrainingRuntime",
-    "metadata": {"name": "dispatch-torch-test"},
-    "spec": {
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "spec": {
-                                "backoffLimit": 0,
-                                "template": {"spec": {"restartPolicy": "Never"}},
-                            }
-                        },
-                    }
-                ]
-            }
-        }
-    },
-}
+RUNTIME = TEST_RUNTIME_OBJECT
 
 
 def _measure(backend: KubeflowBackend, poll: Callable[[], Any]) -> tuple[int, float, Any]:

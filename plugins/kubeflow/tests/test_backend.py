@@ -13,33 +13,12 @@ from jobdispatch.spi import StartRequest
 from jobdispatch.types import HoldMeta, JobSpec, ObjectState, Tristate
 from jobdispatch_kubeflow import KubeflowBackend, Settings
 from jobdispatch_kubeflow.api import file_token
-from jobdispatch_kubeflow.fake import FakeApi, matches
+from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi, matches
 from jobdispatch_kubeflow.names import check_name, job_selector, split_ref
 from objects import cond, node, pod
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-RUNTIME = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "ClusterTrainingRuntime",
-    "metadata": {"name": "dispatch-torch-test"},
-    "spec": {
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "spec": {
-                                "backoffLimit": 0,
-                                "template": {"spec": {"restartPolicy": "Never"}},
-                            }
-                        },
-                    }
-                ]
-            }
-        }
-    },
-}
+RUNTIME = TEST_RUNTIME_OBJECT
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from jobdispatch.spi import Backend
 from jobdispatch_conformance.adapter import AdapterSuite, ConfigurationTests, Driver, Timeouts
+from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
 
 
 class TestKubeflowConfiguration(ConfigurationTests):
@@ -108,25 +109,4 @@ class TestKubeflowOverFakeCluster(AdapterSuite):
         return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
 
 
-FAKE_RUNTIME = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "ClusterTrainingRuntime",
-    "metadata": {"name": "dispatch-torch-test"},
-    "spec": {
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "spec": {
-                                "backoffLimit": 0,
-                                "template": {"spec": {"restartPolicy": "Never"}},
-                            }
-                        },
-                    }
-                ]
-            }
-        }
-    },
-}
+FAKE_RUNTIME = TEST_RUNTIME_OBJECT

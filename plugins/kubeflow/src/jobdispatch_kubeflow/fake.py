@@ -24,9 +24,35 @@ from jobdispatch.errors import Conflict, NotFound
 
 from jobdispatch_kubeflow.api import AlreadyExists
 
-__all__ = ["FakeApi", "matches"]
+__all__ = ["TEST_RUNTIME_OBJECT", "FakeApi", "matches"]
 
 Obj = dict[str, Any]
+
+#: The ClusterTrainingRuntime the tests' runtime is, as tools/kube/up applies it, for an
+#: in-memory API to hold: one replicated job, "node", whose pods never restart in place.
+TEST_RUNTIME_OBJECT: Obj = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "dispatch-torch-test"},
+    "spec": {
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {
+                            "spec": {
+                                "backoffLimit": 0,
+                                "template": {"spec": {"restartPolicy": "Never"}},
+                            }
+                        },
+                    }
+                ]
+            }
+        }
+    },
+}
+
 _IN = re.compile(r"^\s*([^\s!=]+)\s+in\s+\(([^)]*)\)\s*$")
 
 
