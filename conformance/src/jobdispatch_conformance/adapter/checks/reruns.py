@@ -77,13 +77,18 @@ def native_rerun_tells_executions_apart(h: Harness) -> None:
     ref = h.running(h.request(spec=spec, native=offer))
     with h.driving():
         ENDINGS[operation].drive(h.driver, ref)
+    # The rerun may be visible before the ended execution's cause is (Slurm's accounting
+    # lands a moment after squeue shows the requeued job running, 0007): wait for both.
     obs = h.wait(
         ref,
         lambda o: (
-            any(e.index > 0 and e.state is ObjectState.RUNNING for e in o.executions)
+            (
+                any(e.index > 0 and e.state is ObjectState.RUNNING for e in o.executions)
+                and o.executions[0].cause is not None
+            )
             or o.state is ObjectState.ENDED
         ),
-        f"rerun after {operation}",
+        f"rerun after {operation}, with the first execution's cause known",
     )
     _told_apart(obs, ref)
     expect(
