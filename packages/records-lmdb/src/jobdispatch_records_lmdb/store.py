@@ -42,15 +42,16 @@ import attrs
 import lmdb
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Invalid, NotFound, ReadOnly, Unavailable, Unreadable
+from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unavailable, Unreadable
 from jobdispatch.records import rules
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
-from jobdispatch.records.store import Created, Lease, ListFilter
+from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Refusal
 from jobdispatch.types import JobID
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "LmdbRecords"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 #: The marker written in the ``meta`` database: a directory without it is not ours.
 FORMAT = b"jobdispatch-records"
@@ -517,6 +518,24 @@ class _LeaseRow:
 
 
 @attrs.frozen
+class _Prepared:
+    """One job's part of an append batch, checked and encoded outside the transaction."""
+
+    request: AppendRequest
+    job_key: bytes
+    decides: bool
+    encoded: list[tuple[bytes, bool]]
+
+
+def _raised(answers: Sequence[U | Refusal]) -> U:
+    """The single form's answer from a batch of one: the value, or its refusal raised."""
+    (answer,) = answers
+    if isinstance(answer, (Conflict, NotFound)):
+        raise answer
+    return answer
+
+
+@attrs.frozen
 class _Fetched:
     """What a read transaction brings out: raw rows after the cached prefix, if any."""
 
@@ -704,30 +723,65 @@ class LmdbRecords:
         expect_revision: int,
         owner: Lease | None = None,
     ) -> int:
-        job_key = self._job_key(job)
-        rules.check_events(job, events)
-        decides = rules.decides(job, events, owner)
-        encoded = _encode_events(events, owner.token if owner is not None else None)
-        settles = any(s for _, s in encoded)
+        request = AppendRequest(
+            job=job, events=tuple(events), expect_revision=expect_revision, owner=owner
+        )
+        return _raised(self.append_many([request]))
 
-        def txn_append(txn: lmdb.Transaction, dbs: dict[str, Any]) -> int:
-            seq, revision, settled = self._job(txn, dbs, job, job_key)
-            rules.check_revision(job, revision, expect_revision)
-            if decides:
-                assert owner is not None
-                row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
-                rules.check_owner(job, owner, row.lease(job), self._clock())
-            for revision_, (data, _) in enumerate(encoded, start=revision + 1):
-                if not txn.put(_event_key(seq, revision_), data, db=dbs["events"], overwrite=False):
-                    msg = f"record {job} is damaged: revision {revision_} exists past its revision"
-                    raise Invalid(msg)
-            if not encoded:
-                return revision  # nothing to write: no dirty page, so no sync either
-            new = revision + len(encoded)
-            txn.put(job_key, _JOB.pack(seq, new, settled or settles), db=dbs["jobs"])
-            return new
+    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        rules.check_batch_jobs([r.job for r in requests])
+        # Everything that needs no stored state is checked and encoded before the write
+        # transaction opens, so the writer lock is held only for the conditional part.
+        prepared: list[_Prepared | Refusal] = []
+        for request in requests:
+            job_key = self._job_key(request.job)
+            rules.check_events(request.job, request.events)
+            try:
+                decides = rules.decides(request.job, request.events, request.owner)
+            except Conflict as refused:
+                prepared.append(refused)
+                continue
+            token = request.owner.token if request.owner is not None else None
+            prepared.append(
+                _Prepared(request, job_key, decides, _encode_events(request.events, token))
+            )
+
+        def txn_append(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[int | Refusal, ...]:
+            now = self._clock()
+            return tuple(
+                part
+                if isinstance(part, (Conflict, NotFound))
+                else self._append_one(txn, dbs, part, now)
+                for part in prepared
+            )
 
         return self._transact(txn_append, write=True)
+
+    def _append_one(
+        self, txn: lmdb.Transaction, dbs: dict[str, Any], part: _Prepared, now: datetime
+    ) -> int | Refusal:
+        """One job's part of a batch inside its transaction. Every refusal is decided before
+        the first write of the part, so a refused part leaves nothing behind."""
+        job, request = part.request.job, part.request
+        try:
+            seq, revision, settled = self._job(txn, dbs, job, part.job_key)
+            rules.check_revision(job, revision, request.expect_revision)
+            if part.decides:
+                assert request.owner is not None
+                row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
+                rules.check_owner(job, request.owner, row.lease(job), now)
+        except (Conflict, NotFound) as refused:
+            return refused
+        for revision_, (data, _) in enumerate(part.encoded, start=revision + 1):
+            if not txn.put(_event_key(seq, revision_), data, db=dbs["events"], overwrite=False):
+                msg = f"record {job} is damaged: revision {revision_} exists past its revision"
+                raise Invalid(msg)
+        if not part.encoded:
+            return revision  # nothing to write: no dirty page, so no sync either
+        new = revision + len(part.encoded)
+        settles = any(s for _, s in part.encoded)
+        txn.put(part.job_key, _JOB.pack(seq, new, settled or settles), db=dbs["jobs"])
+        return new
 
     def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
         want = filter.settled if filter is not None else None
@@ -766,41 +820,73 @@ class LmdbRecords:
             after = last
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
-        job_key = self._job_key(job)
-        rules.check_ttl(ttl)
-        rules.check_holder(job, holder)
+        return _raised(self.acquire_many([job], holder, ttl))
 
-        def txn_acquire(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Lease:
-            seq, _, _ = self._job(txn, dbs, job, job_key)
-            row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
-            lease = rules.acquired(job, holder, ttl, row.lease(job), row.token, self._clock())
-            txn.put(_u64(seq), _LeaseRow.of(lease).dump(), db=dbs["leases"])
-            return lease
+    def acquire_many(
+        self, jobs: Sequence[JobID], holder: str, ttl: timedelta
+    ) -> tuple[Lease | Refusal, ...]:
+        keys = [self._job_key(job) for job in jobs]
+        rules.check_ttl(ttl)
+        rules.check_batch_jobs(jobs)
+        for job in jobs:
+            rules.check_holder(job, holder)
+
+        def txn_acquire(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[Lease | Refusal, ...]:
+            now = self._clock()
+            answers: list[Lease | Refusal] = []
+            for job, job_key in zip(jobs, keys, strict=True):
+                try:
+                    seq, _, _ = self._job(txn, dbs, job, job_key)
+                    row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
+                    lease = rules.acquired(job, holder, ttl, row.lease(job), row.token, now)
+                except (Conflict, NotFound) as refused:
+                    answers.append(refused)
+                    continue
+                txn.put(_u64(seq), _LeaseRow.of(lease).dump(), db=dbs["leases"])
+                answers.append(lease)
+            return tuple(answers)
 
         return self._transact(txn_acquire, write=True)
 
     def renew(self, lease: Lease, ttl: timedelta) -> Lease:
-        job_key = self._job_key(lease.job)
-        rules.check_ttl(ttl)
+        return _raised(self.renew_many([lease], ttl))
 
-        def txn_renew(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Lease:
-            seq, _, _ = self._job(txn, dbs, lease.job, job_key)
-            row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
-            renewed = rules.renewed(lease, ttl, row.lease(lease.job), self._clock())
-            txn.put(_u64(seq), _LeaseRow.of(renewed).dump(), db=dbs["leases"])
-            return renewed
+    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+        keys = [self._job_key(lease.job) for lease in leases]
+        rules.check_ttl(ttl)
+        rules.check_batch_jobs([lease.job for lease in leases])
+
+        def txn_renew(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[Lease | Refusal, ...]:
+            now = self._clock()
+            answers: list[Lease | Refusal] = []
+            for lease, job_key in zip(leases, keys, strict=True):
+                try:
+                    seq, _, _ = self._job(txn, dbs, lease.job, job_key)
+                    row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
+                    renewed = rules.renewed(lease, ttl, row.lease(lease.job), now)
+                except (Conflict, NotFound) as refused:
+                    answers.append(refused)
+                    continue
+                txn.put(_u64(seq), _LeaseRow.of(renewed).dump(), db=dbs["leases"])
+                answers.append(renewed)
+            return tuple(answers)
 
         return self._transact(txn_renew, write=True)
 
     def release(self, lease: Lease) -> None:
-        job_key = self._job_key(lease.job)
+        self.release_many([lease])
+
+    def release_many(self, leases: Sequence[Lease]) -> None:
+        keys = [self._job_key(lease.job) for lease in leases]
+        rules.check_batch_jobs([lease.job for lease in leases])
 
         def txn_release(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
-            seq, _, _ = self._job(txn, dbs, lease.job, job_key)
-            row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
-            if rules.released(lease, row.lease(lease.job)):
-                # The token stays: the next acquisition must hand out a greater one.
-                txn.put(_u64(seq), _LeaseRow(None, row.token, None).dump(), db=dbs["leases"])
+            for lease, job_key in zip(leases, keys, strict=True):
+                seq, _, _ = self._job(txn, dbs, lease.job, job_key)
+                row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))
+                if rules.released(lease, row.lease(lease.job)):
+                    # The token stays: the next acquisition must hand out a greater one.
+                    txn.put(_u64(seq), _LeaseRow(None, row.token, None).dump(), db=dbs["leases"])
 
         self._transact(txn_release, write=True)
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from jobdispatch.errors import LeaseLost, Unavailable
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.records.memory import MemoryRecords
-from jobdispatch.records.store import Created, Lease, ListFilter
+from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Refusal
 from jobdispatch.types import JobID
 
 from jobdispatch_sim.faults import Crash, PowerCut
@@ -98,8 +98,65 @@ class SimStore:
                 raise Unavailable(msg)
         return revision
 
+    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        """The batch as one commit, with one commit's faults: refused or cut by a power cut
+        before it applies (nothing of it lands), or applied with its reply lost or its writer
+        crashed after it (all of it lands)."""
+        world = self.world
+        for request in requests:
+            world.point("store.before", request.job, request.events)
+        if self._faulty():
+            opts = world.opts
+            if world.chance(opts.p_power_cut):
+                world.cover("power cut with a commit in flight")
+                raise PowerCut(f"power cut during a batch of {len(requests)} commits")
+            if world.chance(opts.p_store_unavailable):
+                world.cover("store append refused")
+                msg = f"record store unavailable (a batch of {len(requests)} appends)"
+                raise Unavailable(msg)
+        answers = self.inner.append_many(requests)
+        for request, answer in zip(requests, answers, strict=True):
+            if isinstance(answer, int):
+                first = answer - len(request.events) + 1
+                world.note_commit(request.job, first, request.events, request.owner)
+            elif isinstance(answer, LeaseLost) and request.owner is not None:
+                world.cover("lease lost mid-step")
+                world.note(
+                    "fenced", f"{request.owner.holder} (token {request.owner.token}): {answer}"
+                )
+        if self._faulty():
+            opts = world.opts
+            if world.chance(opts.p_store_crash_after):
+                world.cover("crash after a commit applied")
+                raise Crash(f"crash after committing a batch of {len(requests)}")
+            if world.chance(opts.p_store_reply_lost):
+                world.cover("commit applied, reply lost")
+                msg = f"record store: the reply to a batch of {len(requests)} appends was lost"
+                raise Unavailable(msg)
+        return answers
+
     def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
         return self.inner.list(filter)
+
+    def acquire_many(
+        self, jobs: Sequence[JobID], holder: str, ttl: timedelta
+    ) -> tuple[Lease | Refusal, ...]:
+        leases = self.inner.acquire_many(jobs, holder, ttl)
+        if self._faulty() and self.world.chance(self.world.opts.p_store_reply_lost):
+            self.world.cover("lease granted, reply lost")
+            msg = f"record store: the reply to acquiring {len(jobs)} jobs was lost"
+            raise Unavailable(msg)
+        return leases
+
+    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+        renewed = self.inner.renew_many(leases, ttl)
+        if self._faulty() and self.world.chance(self.world.opts.p_store_reply_lost):
+            msg = f"record store: the reply to renewing {len(leases)} leases was lost"
+            raise Unavailable(msg)
+        return renewed
+
+    def release_many(self, leases: Sequence[Lease]) -> None:
+        self.inner.release_many(leases)
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
         lease = self.inner.acquire(job, holder, ttl)

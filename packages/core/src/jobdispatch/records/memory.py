@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import attrs
 
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Invalid, NotFound, Unreadable
+from jobdispatch.errors import Conflict, Invalid, NotFound, Unreadable
 from jobdispatch.records import rules
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
-from jobdispatch.records.store import Created, Lease, ListFilter
+from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Refusal
 from jobdispatch.types import JobID
 
 __all__ = ["MemoryRecords"]
@@ -110,23 +110,55 @@ class MemoryRecords:
         expect_revision: int,
         owner: Lease | None = None,
     ) -> int:
-        rules.check_events(job, events)
-        decides = rules.decides(job, events, owner)
-        stamped = rules.stamp(events, owner.token if owner is not None else None)
-        if self._validate:
-            for event in stamped:
-                codec.encode_event(event)
+        request = AppendRequest(
+            job=job, events=tuple(events), expect_revision=expect_revision, owner=owner
+        )
+        (answer,) = self.append_many([request])
+        if isinstance(answer, int):
+            return answer
+        raise answer
+
+    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        rules.check_batch_jobs([r.job for r in requests])
+        prepared: list[tuple[AppendRequest, list[AnyEvent], bool] | Refusal] = []
+        for request in requests:
+            rules.check_events(request.job, request.events)
+            try:
+                decides = rules.decides(request.job, request.events, request.owner)
+            except Conflict as refused:
+                prepared.append(refused)
+                continue
+            token = request.owner.token if request.owner is not None else None
+            stamped = rules.stamp(request.events, token)
+            if self._validate:
+                for event in stamped:
+                    codec.encode_event(event)
+            prepared.append((request, stamped, decides))
         with self._lock:
+            now = self._clock()
+            return tuple(
+                part if isinstance(part, (Conflict, NotFound)) else self._append_one(*part, now)
+                for part in prepared
+            )
+
+    def _append_one(
+        self, request: AppendRequest, stamped: list[AnyEvent], decides: bool, now: datetime
+    ) -> int | Refusal:
+        """One job's part of a batch, under the lock: its refusal is answered, not raised."""
+        job = request.job
+        try:
             record = self._get(job)
-            rules.check_revision(job, len(record.events), expect_revision)
+            rules.check_revision(job, len(record.events), request.expect_revision)
             if decides:
-                assert owner is not None
-                rules.check_owner(job, owner, record.lease, self._clock())
-            record.events.extend(stamped)
-            record.view = None
-            if not record.settled and any(isinstance(e, Settled) for e in stamped):
-                record.settled = True
-            return len(record.events)
+                assert request.owner is not None
+                rules.check_owner(job, request.owner, record.lease, now)
+        except (Conflict, NotFound) as refused:
+            return refused
+        record.events.extend(stamped)
+        record.view = None
+        if not record.settled and any(isinstance(e, Settled) for e in stamped):
+            record.settled = True
+        return len(record.events)
 
     def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
         want = filter.settled if filter is not None else None
@@ -139,26 +171,58 @@ class MemoryRecords:
         return iter(jobs)
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
+        return _one(self.acquire_many([job], holder, ttl))
+
+    def acquire_many(
+        self, jobs: Sequence[JobID], holder: str, ttl: timedelta
+    ) -> tuple[Lease | Refusal, ...]:
         rules.check_ttl(ttl)
-        rules.check_holder(job, holder)
+        rules.check_batch_jobs(jobs)
+        for job in jobs:
+            rules.check_holder(job, holder)
         with self._lock:
-            record = self._get(job)
-            lease = rules.acquired(job, holder, ttl, record.lease, record.token, self._clock())
-            record.lease, record.token = lease, max(record.token, lease.token)
-            return lease
+            now = self._clock()
+            answers: list[Lease | Refusal] = []
+            for job in jobs:
+                try:
+                    record = self._get(job)
+                    lease = rules.acquired(job, holder, ttl, record.lease, record.token, now)
+                except (Conflict, NotFound) as refused:
+                    answers.append(refused)
+                    continue
+                record.lease, record.token = lease, max(record.token, lease.token)
+                answers.append(lease)
+            return tuple(answers)
 
     def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+        return _one(self.renew_many([lease], ttl))
+
+    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
         rules.check_ttl(ttl)
+        rules.check_batch_jobs([lease.job for lease in leases])
         with self._lock:
-            record = self._get(lease.job)
-            record.lease = rules.renewed(lease, ttl, record.lease, self._clock())
-            return record.lease
+            now = self._clock()
+            answers: list[Lease | Refusal] = []
+            for lease in leases:
+                try:
+                    record = self._get(lease.job)
+                    record.lease = rules.renewed(lease, ttl, record.lease, now)
+                except (Conflict, NotFound) as refused:
+                    answers.append(refused)
+                    continue
+                answers.append(record.lease)
+            return tuple(answers)
 
     def release(self, lease: Lease) -> None:
+        self.release_many([lease])
+
+    def release_many(self, leases: Sequence[Lease]) -> None:
+        rules.check_batch_jobs([lease.job for lease in leases])
         with self._lock:
-            record = self._get(lease.job)
-            if rules.released(lease, record.lease):
-                record.lease = None
+            for lease in leases:
+                record = self._get(lease.job)
+                if rules.released(lease, record.lease):
+                    record.lease = None
 
     def close(self) -> None:
         """Nothing to release; the records stay readable until the object is dropped."""
@@ -186,3 +250,11 @@ class MemoryRecords:
         except KeyError:
             msg = f"no record for job {job!r}"
             raise NotFound(msg) from None
+
+
+def _one(answers: Sequence[Lease | Refusal]) -> Lease:
+    """The single form's answer from a batch of one: the lease, or its refusal raised."""
+    (answer,) = answers
+    if isinstance(answer, Lease):
+        return answer
+    raise answer

@@ -27,6 +27,7 @@ from jobdispatch.records.store import Lease
 __all__ = [
     "CREATOR_TOKEN",
     "acquired",
+    "check_batch_jobs",
     "check_events",
     "check_header",
     "check_holder",
@@ -103,6 +104,17 @@ def stamp(events: Sequence[AnyEvent], token: int | None) -> list[AnyEvent]:
 
 
 # ---------------------------------------------------------------------------- the append
+
+
+def check_batch_jobs(jobs: Sequence[str]) -> None:
+    """Invalid when a batch names a job twice: each job's part of a batch is one conditional
+    step, so two parts of one job would race each other inside one commit."""
+    seen: set[str] = set()
+    for i, job in enumerate(jobs):
+        if job in seen:
+            msg = f"a batch names job {job} twice (again at item {i}); give one part per job"
+            raise Invalid(msg)
+        seen.add(job)
 
 
 def decides(job: str, events: Sequence[AnyEvent], owner: Lease | None) -> bool:

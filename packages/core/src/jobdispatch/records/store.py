@@ -9,6 +9,11 @@ store:
   decision events also need the owner's current, unexpired lease, and carry its token.
 * Lease tokens strictly increase per job, so a holder whose lease expired or was taken is
   fenced off: its decisions are refused even if it does not know it lost the lease.
+* The batch forms (``append_many``, ``acquire_many``, ``renew_many``, ``release_many``) keep
+  each job's promise exactly as the single forms do and answer per job, in request order: one
+  job's refusal never affects another's part, each job's part is applied whole or not at all,
+  and everything a batch answered as applied is durable when it returns. They exist so a
+  supervisor of thousands of jobs pays one durable commit (one sync) per batch, not per job.
 """
 
 from __future__ import annotations
@@ -19,8 +24,14 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from jobdispatch.errors import Conflict, NotFound
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.types import JobID
+
+#: Why a store refused one job's part of a batch: the conflict a single call would have raised
+#: (RevisionMoved, LeaseLost, LeaseHeld), or NotFound for a job it has no record of. Answered,
+#: not raised, so that the other jobs of the batch still get theirs.
+Refusal = Conflict | NotFound
 
 
 @attrs.frozen
@@ -38,6 +49,16 @@ class ListFilter:
     """Which records ``list`` streams. ``settled=None`` streams every record."""
 
     settled: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AppendRequest:
+    """One job's part of :meth:`Records.append_many`: the arguments of one ``append``."""
+
+    job: JobID
+    events: tuple[AnyEvent, ...]
+    expect_revision: int
+    owner: Lease | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -100,6 +121,28 @@ class Records(Protocol):
 
     def release(self, lease: Lease) -> None:
         """Give ownership up; a lease no longer current is ignored."""
+        ...
+
+    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        """Every request's conditional append, in one durable commit: answered in request
+        order with the job's new revision, or the :data:`Refusal` that ``append`` would have
+        raised for it. Invalid for the whole batch, before anything is written, when a request
+        is malformed (an unknown event type) or a job appears twice. Unavailable means no
+        answer: each part may or may not have been applied, but each whole or not at all."""
+        ...
+
+    def acquire_many(
+        self, jobs: Sequence[JobID], holder: str, ttl: timedelta
+    ) -> tuple[Lease | Refusal, ...]:
+        """``acquire`` for every job, in one durable commit, answered in order."""
+        ...
+
+    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+        """``renew`` for every lease, in one durable commit, answered in order."""
+        ...
+
+    def release_many(self, leases: Sequence[Lease]) -> None:
+        """``release`` for every lease, in one durable commit; stale leases are ignored."""
         ...
 
     def close(self) -> None:
