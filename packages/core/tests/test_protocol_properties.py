@@ -26,18 +26,8 @@ from jobdispatch import (
     Provenance,
     Rule,
     State,
+    calls,
     project,
-)
-from jobdispatch.calls import (
-    Call,
-    CeaseCall,
-    HoldCall,
-    OpenCall,
-    ReleaseCall,
-    RequeueCall,
-    RestoreCall,
-    StartCall,
-    StopCall,
 )
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, discovery_name
@@ -126,40 +116,40 @@ class World:
         assert {type(e) for e in answer} <= set(step.answers), (step, answer)
         s.commit(answer)
 
-    def answer(self, call: Call, revision: int) -> Answer:
+    def answer(self, call: calls.Call, revision: int) -> Answer:
         """The toy backend: what ``call`` does to this world, and its answer."""
         at = self.story.now
         match call:
-            case StartCall(submission=n, attempt=k):
+            case calls.StartCall(submission=n, attempt=k):
                 obj = ToyObject(f"o{len(self.objects) + 1}", n, k)
                 self.objects.append(obj)
                 if self.lose_replies:
                     return Answer(at=at, revision=revision, error=OutcomeUnknown("reply lost"))
                 return Answer(at=at, revision=revision, value=ObjectRef(obj.ref))
-            case OpenCall(ref=ref):
+            case calls.OpenCall(ref=ref):
                 obj = self.find(ref)
                 if obj.state is ObjectState.GATED:
                     self.run(obj)
-            case StopCall(ref=ref):
+            case calls.StopCall(ref=ref):
                 obj = self.find(ref)
                 if obj.state is ObjectState.RUNNING:
                     self.end(obj, Cause(CauseKind.CANCELLED, Provenance.ACTOR))
                 obj.state = ObjectState.ENDED
-            case RequeueCall(ref=ref):
+            case calls.RequeueCall(ref=ref):
                 obj = self.find(ref)
                 if obj.state is ObjectState.RUNNING:
                     self.end(obj, Cause(CauseKind.REQUEUED, Provenance.ACTOR))
                 self.run(obj)
-            case HoldCall(ref=ref, meta=meta):
+            case calls.HoldCall(ref=ref, meta=meta):
                 obj = self.find(ref)
                 obj.hold, obj.state = meta.instance, ObjectState.HELD
-            case ReleaseCall(ref=ref, meta=meta):
+            case calls.ReleaseCall(ref=ref, meta=meta):
                 obj = self.find(ref)
                 if obj.hold == meta.instance:
                     obj.hold, obj.state = None, ObjectState.PENDING
-            case RestoreCall():
+            case calls.RestoreCall():
                 pass  # the toy objects keep no requeue bit
-            case CeaseCall():
+            case calls.CeaseCall():
                 pytest.fail("no shared checkpoint in these stories")
         return Answer(at=at, revision=revision)
 

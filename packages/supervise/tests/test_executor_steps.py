@@ -46,7 +46,7 @@ def test_a_release_on_an_adapter_that_cannot_hold_is_issued_and_answered_failed(
     assert issued.instance == 1 and issued.token == lease.token
     assert isinstance(answered, ev.CallAnswered)
     assert (answered.call, answered.ok) == (len(story.events) + 1, False)
-    assert answered.detail == "unsupported: the adapter cannot release a hold"
+    assert answered.detail == "unsupported: the adapter cannot hold"
 
 
 def test_observations_are_committed_at_the_revision_read_without_the_lease() -> None:

@@ -52,72 +52,80 @@ class StartCall:
 
 
 @attrs.frozen(kw_only=True)
-class OpenCall:
-    """``open(ref, meta)``, carrying the deadline its decision recorded."""
+class _OnObject:
+    """A call about one object; any failure is its answer unless the class says otherwise."""
+
+    method: ClassVar[str]
+    answers: ClassVar[tuple[type[Exception], ...]] = _ANY_FAILURE
+    ref: ObjectRef
+
+
+@attrs.frozen(kw_only=True)
+class OpenCall(_OnObject):
+    """``open(ref, meta)``, carrying the deadline its decision recorded; refused past it."""
 
     method: ClassVar[str] = "open(ref, meta)"
     answers: ClassVar[tuple[type[Exception], ...]] = (Rejected,)
-    ref: ObjectRef
     meta: CallMeta
 
 
 @attrs.frozen(kw_only=True)
-class StopCall:
+class StopCall(_OnObject):
     """``stop(ref, reason)``; NotFound (gone already) is success."""
 
     method: ClassVar[str] = "stop(ref, reason)"
     answers: ClassVar[tuple[type[Exception], ...]] = (NotFound,)
-    ref: ObjectRef
     reason: str
 
 
 @attrs.frozen(kw_only=True)
-class HoldCall:
-    """``hold(ref, meta)`` on a ``Holder``, by hold instance and deadline."""
-
-    method: ClassVar[str] = "hold(ref, meta)"
-    answers: ClassVar[tuple[type[Exception], ...]] = _ANY_FAILURE
-    ref: ObjectRef
-    meta: HoldMeta
-
-
-@attrs.frozen(kw_only=True)
-class ReleaseCall:
-    """``release(ref, meta)`` on a ``Holder``: lifts only the instance named."""
-
-    method: ClassVar[str] = "release(ref, meta)"
-    answers: ClassVar[tuple[type[Exception], ...]] = _ANY_FAILURE
-    ref: ObjectRef
-    meta: HoldMeta
-
-
-@attrs.frozen(kw_only=True)
-class RequeueCall:
-    """``requeue(ref, meta)`` on a ``Requeuer``: the same object runs again."""
-
-    method: ClassVar[str] = "requeue(ref, meta)"
-    answers: ClassVar[tuple[type[Exception], ...]] = _ANY_FAILURE
-    ref: ObjectRef
-    meta: CallMeta
-
-
-@attrs.frozen(kw_only=True)
-class RestoreCall:
-    """``restore_requeue_bit(ref, meta)`` on a ``Requeuer``."""
-
-    method: ClassVar[str] = "restore_requeue_bit(ref, meta)"
-    answers: ClassVar[tuple[type[Exception], ...]] = _ANY_FAILURE
-    ref: ObjectRef
-    meta: CallMeta
-
-
-@attrs.frozen(kw_only=True)
-class CeaseCall:
+class CeaseCall(_OnObject):
     """``ceased(ref)`` on a ``CessationSignal``; an adapter without one answers unknown."""
 
     method: ClassVar[str] = "ceased(ref)"
     answers: ClassVar[tuple[type[Exception], ...]] = ()
-    ref: ObjectRef
+
+
+@attrs.frozen(kw_only=True)
+class _ByInstance(_OnObject):
+    """A call of the hold family: about one hold instance, by a deadline."""
+
+    meta: HoldMeta
+
+
+@attrs.frozen(kw_only=True)
+class HoldCall(_ByInstance):
+    """``hold(ref, meta)`` on a ``Holder``, by hold instance and deadline."""
+
+    method: ClassVar[str] = "hold(ref, meta)"
+
+
+@attrs.frozen(kw_only=True)
+class ReleaseCall(_ByInstance):
+    """``release(ref, meta)`` on a ``Holder``: lifts only the instance named."""
+
+    method: ClassVar[str] = "release(ref, meta)"
+
+
+@attrs.frozen(kw_only=True)
+class _ByDeadline(_OnObject):
+    """A call of the requeue family: it carries its recorded deadline, who asked and why."""
+
+    meta: CallMeta
+
+
+@attrs.frozen(kw_only=True)
+class RequeueCall(_ByDeadline):
+    """``requeue(ref, meta)`` on a ``Requeuer``: the same object runs again."""
+
+    method: ClassVar[str] = "requeue(ref, meta)"
+
+
+@attrs.frozen(kw_only=True)
+class RestoreCall(_ByDeadline):
+    """``restore_requeue_bit(ref, meta)`` on a ``Requeuer``."""
+
+    method: ClassVar[str] = "restore_requeue_bit(ref, meta)"
 
 
 #: Every call a step can ask for.

@@ -32,17 +32,8 @@ from typing import ClassVar, TypeAlias
 
 import attrs
 
-from jobdispatch.calls import (
-    Call,
-    CeaseCall,
-    HoldCall,
-    OpenCall,
-    ReleaseCall,
-    RequeueCall,
-    RestoreCall,
-    StartCall,
-    StopCall,
-)
+from jobdispatch import calls
+from jobdispatch.calls import Call
 from jobdispatch.errors import DispatchError, Invalid, OutcomeUnknown, Rejected, Unsupported
 from jobdispatch.job import (
     HoldRec,
@@ -302,7 +293,7 @@ class Start(_Step):
 
     kind: ClassVar[str] = "start"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.AttemptStarted,)
-    call_type: ClassVar[type[Call] | None] = StartCall
+    call_type: ClassVar[type[Call] | None] = calls.StartCall
     answers: ClassVar[tuple[type[ev.Event], ...]] = (ev.AttemptReplied,)
     submission: int
     attempt: int
@@ -315,7 +306,7 @@ class Start(_Step):
         ]
 
     def call(self, ctx: Context) -> Call:
-        return StartCall(submission=self.submission, attempt=self.attempt)
+        return calls.StartCall(submission=self.submission, attempt=self.attempt)
 
     def answer(self, ctx: Context, result: Answer) -> list[ev.AnyEvent]:
         ref: ObjectRef | None = None
@@ -331,12 +322,13 @@ class Start(_Step):
             ref, reply = result.value, _REPLY_CREATED
         else:  # an adapter that answered something else cannot say what it created
             reply, detail = _REPLY_UNKNOWN, f"start answered {result.value!r}, not a reference"
+        n, k = self.submission, self.attempt
         return [
             ev.AttemptReplied(
                 at=result.at,
                 by=ctx.by,
-                submission=self.submission,
-                attempt=self.attempt,
+                submission=n,
+                attempt=k,
                 reply=reply,
                 ref=ref,
                 detail=detail,
@@ -373,7 +365,7 @@ class Retire(_Step):
 
     kind: ClassVar[str] = "retire"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Retired,)
-    call_type: ClassVar[type[Call] | None] = StopCall
+    call_type: ClassVar[type[Call] | None] = calls.StopCall
     ref: ObjectRef
     submission: int
     attempt: int
@@ -386,7 +378,9 @@ class Retire(_Step):
         ]
 
     def call(self, ctx: Context) -> Call:
-        return StopCall(ref=self.ref, reason="a duplicate of the canonical object; it never ran")
+        return calls.StopCall(
+            ref=self.ref, reason="a duplicate of the canonical object; it never ran"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -403,7 +397,7 @@ class Open(_Step):
 
     kind: ClassVar[str] = "open"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.OpenDecided,)
-    call_type: ClassVar[type[Call] | None] = OpenCall
+    call_type: ClassVar[type[Call] | None] = calls.OpenCall
     submission: int
     ref: ObjectRef
     deadline: datetime
@@ -420,7 +414,7 @@ class Open(_Step):
         ]
 
     def call(self, ctx: Context) -> Call:
-        return OpenCall(ref=self.ref, meta=CallMeta(deadline=self.deadline, by=ctx.by))
+        return calls.OpenCall(ref=self.ref, meta=CallMeta(deadline=self.deadline, by=ctx.by))
 
 
 @attrs.frozen(kw_only=True)
@@ -431,7 +425,7 @@ class Stop(_Step):
 
     kind: ClassVar[str] = "stop"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StopDecided,)
-    call_type: ClassVar[type[Call] | None] = StopCall
+    call_type: ClassVar[type[Call] | None] = calls.StopCall
     ref: ObjectRef
     reason: str
 
@@ -439,7 +433,7 @@ class Stop(_Step):
         return [ev.StopDecided(at=ctx.at, by=ctx.by, ref=self.ref, reason=self.reason)]
 
     def call(self, ctx: Context) -> Call:
-        return StopCall(ref=self.ref, reason=self.reason)
+        return calls.StopCall(ref=self.ref, reason=self.reason)
 
 
 @attrs.frozen(kw_only=True)
@@ -608,7 +602,7 @@ class BackendHold(_Recorded):
     kind: ClassVar[str] = "backend-hold"
     op: ClassVar[CallOp] = _CALL_HOLD
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
-    call_type: ClassVar[type[Call] | None] = HoldCall
+    call_type: ClassVar[type[Call] | None] = calls.HoldCall
     instance: int
     hold: Hold
 
@@ -624,7 +618,7 @@ class BackendHold(_Recorded):
             reason=hold.reason,
             until=hold.until,
         )
-        return HoldCall(ref=self.ref, meta=meta)
+        return calls.HoldCall(ref=self.ref, meta=meta)
 
 
 @attrs.frozen(kw_only=True)
@@ -636,7 +630,7 @@ class BackendRelease(_Recorded):
     kind: ClassVar[str] = "backend-release"
     op: ClassVar[CallOp] = _CALL_RELEASE
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
-    call_type: ClassVar[type[Call] | None] = ReleaseCall
+    call_type: ClassVar[type[Call] | None] = calls.ReleaseCall
     instance: int
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
@@ -644,7 +638,7 @@ class BackendRelease(_Recorded):
 
     def call(self, ctx: Context) -> Call:
         meta = HoldMeta(instance=self.instance, deadline=self.deadline, by=ctx.by)
-        return ReleaseCall(ref=self.ref, meta=meta)
+        return calls.ReleaseCall(ref=self.ref, meta=meta)
 
 
 @attrs.frozen(kw_only=True)
@@ -652,13 +646,13 @@ class _Requeues(_Recorded):
     """A requeue call on the canonical object of submission ``submission``, for ``trigger``."""
 
     op: ClassVar[CallOp] = _CALL_REQUEUE
-    call_type: ClassVar[type[Call] | None] = RequeueCall
+    call_type: ClassVar[type[Call] | None] = calls.RequeueCall
     submission: int
     trigger: str
 
     def call(self, ctx: Context) -> Call:
         meta = CallMeta(deadline=self.deadline, by=ctx.by, reason=self.trigger)
-        return RequeueCall(ref=self.ref, meta=meta)
+        return calls.RequeueCall(ref=self.ref, meta=meta)
 
 
 @attrs.frozen(kw_only=True)
@@ -709,13 +703,13 @@ class RestoreRequeue(_Recorded):
     kind: ClassVar[str] = "restore-requeue"
     op: ClassVar[CallOp] = _CALL_RESTORE
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
-    call_type: ClassVar[type[Call] | None] = RestoreCall
+    call_type: ClassVar[type[Call] | None] = calls.RestoreCall
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         return [self._issued(ctx)]
 
     def call(self, ctx: Context) -> Call:
-        return RestoreCall(ref=self.ref, meta=CallMeta(deadline=self.deadline, by=ctx.by))
+        return calls.RestoreCall(ref=self.ref, meta=CallMeta(deadline=self.deadline, by=ctx.by))
 
 
 @attrs.frozen(kw_only=True)
@@ -727,12 +721,12 @@ class Cease(_Step):
     Row H6."""
 
     kind: ClassVar[str] = "cease"
-    call_type: ClassVar[type[Call] | None] = CeaseCall
+    call_type: ClassVar[type[Call] | None] = calls.CeaseCall
     answers: ClassVar[tuple[type[ev.Event], ...]] = (ev.CessationAnswered,)
     ref: ObjectRef
 
     def call(self, ctx: Context) -> Call:
-        return CeaseCall(ref=self.ref)
+        return calls.CeaseCall(ref=self.ref)
 
     def answer(self, ctx: Context, result: Answer) -> list[ev.AnyEvent]:
         evidence = result.value

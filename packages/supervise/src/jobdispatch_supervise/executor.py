@@ -20,17 +20,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
-from jobdispatch.calls import (
-    Call,
-    CeaseCall,
-    HoldCall,
-    OpenCall,
-    ReleaseCall,
-    RequeueCall,
-    RestoreCall,
-    StartCall,
-    StopCall,
-)
+from jobdispatch import calls
+from jobdispatch.calls import Call
 from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict, Unsupported
 from jobdispatch.job import Job, Replay
@@ -209,7 +200,7 @@ class Executor:
         adapter without a cessation signal answers unknown."""
         backend = self.backend
         match call:
-            case StartCall(submission=n, attempt=k):
+            case calls.StartCall(submission=n, attempt=k):
                 header = folded.header
                 request = start_request(
                     backend,
@@ -221,27 +212,23 @@ class Executor:
                     firings=folded.firings,
                 )
                 return functools.partial(backend.start, request)
-            case OpenCall(ref=ref, meta=meta):
+            case calls.OpenCall(ref=ref, meta=meta):
                 return functools.partial(backend.open, ref, meta)
-            case StopCall(ref=ref, reason=reason):
+            case calls.StopCall(ref=ref, reason=reason):
                 return functools.partial(backend.stop, ref, reason)
-            case HoldCall(ref=ref, meta=hold_meta):
-                if not isinstance(backend, Holder):
-                    return _cannot("hold")
+            case calls.HoldCall(ref=ref, meta=hold_meta) if isinstance(backend, Holder):
                 return functools.partial(backend.hold, ref, hold_meta)
-            case ReleaseCall(ref=ref, meta=hold_meta):
-                if not isinstance(backend, Holder):
-                    return _cannot("release a hold")
+            case calls.ReleaseCall(ref=ref, meta=hold_meta) if isinstance(backend, Holder):
                 return functools.partial(backend.release, ref, hold_meta)
-            case RequeueCall(ref=ref, meta=meta):
-                if not isinstance(backend, Requeuer):
-                    return _cannot("requeue")
+            case calls.RequeueCall(ref=ref, meta=meta) if isinstance(backend, Requeuer):
                 return functools.partial(backend.requeue, ref, meta)
-            case RestoreCall(ref=ref, meta=meta):
-                if not isinstance(backend, Requeuer):
-                    return _cannot("requeue")
+            case calls.RestoreCall(ref=ref, meta=meta) if isinstance(backend, Requeuer):
                 return functools.partial(backend.restore_requeue_bit, ref, meta)
-            case CeaseCall(ref=ref):
+            case calls.HoldCall() | calls.ReleaseCall():
+                return _cannot("hold")
+            case calls.RequeueCall() | calls.RestoreCall():
+                return _cannot("requeue")
+            case calls.CeaseCall(ref=ref):
                 if isinstance(backend, CessationSignal):
                     return functools.partial(backend.ceased, ref)
                 unknown = CessationEvidence(
