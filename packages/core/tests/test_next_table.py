@@ -21,13 +21,34 @@ from jobdispatch import (
     Provenance,
     Rule,
     State,
-    StepKind,
     Support,
     Tristate,
     UnmatchedPolicy,
 )
 from jobdispatch.records import events as ev
 from jobdispatch.spi import CessationEvidence
+from jobdispatch.steps import (
+    Authorize,
+    BackendHold,
+    BackendRelease,
+    Canonical,
+    Cease,
+    Escalate,
+    LiftHold,
+    Observe,
+    Open,
+    Outcome,
+    Requeue,
+    RestoreRequeue,
+    Retire,
+    RuleHold,
+    RuleRequeue,
+    Settle,
+    Start,
+    Stop,
+    VerifiedStopped,
+    Wait,
+)
 from jobdispatch.testing import PERSON, PREEMPTED, SUCCESS, Story, execution, observation
 from jobdispatch.timing import ABSENCE_GRACE, ABSENCE_REFRESH, CALL_DEADLINE, OPEN_RETRY, STOP_RETRY
 from jobdispatch.types import Hold, HoldKind
@@ -53,31 +74,31 @@ def first(steps):
 
 def test_l1_nothing_yet_authorizes_submission_one():
     step = first(Story().next())
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 1, "submit")
+    assert (type(step), step.submission, step.trigger) == (Authorize, 1, "submit")
 
 
 def test_l2_authorized_starts_attempt_one():
     step = first(Story().authorize().next())
-    assert (step.kind, step.submission, step.attempt) == (StepKind.START, 1, 1)
+    assert (type(step), step.submission, step.attempt) == (Start, 1, 1)
 
 
 def test_l3_unanswered_attempt_with_nothing_found_tries_again():
     step = first(Story().authorize().attempt().next())
-    assert (step.kind, step.attempt) == (StepKind.START, 2)
+    assert (type(step), step.attempt) == (Start, 2)
 
 
 def test_l4_lost_reply_object_found_by_name_is_recorded_first():
     story = Story().authorize().attempt().reply(reply=ev.Reply.UNKNOWN)
     step = first(story.next(gated()))
-    assert step.kind is StepKind.OBSERVE and step.obs == gated()
+    assert step == Observe(seen=(gated(),))
     story.observe(gated())
     step = first(story.next(gated()))
-    assert (step.kind, step.ref, step.attempt) == (StepKind.CANONICAL, ObjectRef("o1"), 1)
+    assert (type(step), step.ref, step.attempt) == (Canonical, ObjectRef("o1"), 1)
 
 
 def test_l5_created_reply_makes_its_object_canonical():
     story = Story().authorize().attempt().reply(ref="o1").observe(gated())
-    assert first(story.next(gated())).kind is StepKind.CANONICAL
+    assert type(first(story.next(gated()))) is Canonical
 
 
 def test_l6_first_matched_attempt_is_canonical_and_the_other_is_retired():
@@ -85,16 +106,16 @@ def test_l6_first_matched_attempt_is_canonical_and_the_other_is_retired():
     story.reply(1, 2, ref="o2").observe(gated(ref="o2", k=2)).observe(gated(ref="o1", k=1))
     shown = (gated(ref="o1"), gated(ref="o2", k=2))
     step = first(story.next(*shown))
-    assert (step.kind, step.ref) == (StepKind.CANONICAL, ObjectRef("o1"))
+    assert (type(step), step.ref) == (Canonical, ObjectRef("o1"))
     story.canonical(1, "o1", 1)
     step = first(story.next(*shown))
-    assert (step.kind, step.ref) == (StepKind.RETIRE, ObjectRef("o2"))
+    assert (type(step), step.ref) == (Retire, ObjectRef("o2"))
 
 
 def test_l7_canonical_gated_object_is_opened():
     story = Story().authorize().attempt().reply(ref="o1").observe(gated()).canonical(1, "o1")
     step = first(story.next(gated()))
-    assert (step.kind, step.ref, step.submission) == (StepKind.OPEN, ObjectRef("o1"), 1)
+    assert (type(step), step.ref, step.submission) == (Open, ObjectRef("o1"), 1)
     # The call carries a deadline, recorded with the decision, past which adapters refuse it.
     assert step.deadline == story.now + CALL_DEADLINE
 
@@ -102,7 +123,7 @@ def test_l7_canonical_gated_object_is_opened():
 def test_l8_held_job_keeps_its_gate_closed():
     story = Story().authorize().attempt().reply(ref="o1").observe(gated()).canonical(1, "o1")
     story.add(ev.HoldRequested, reason="wait")
-    assert first(story.next(gated())).kind is StepKind.WAIT
+    assert type(first(story.next(gated()))) is Wait
 
 
 def test_l9_newer_submission_stops_the_older_object_before_it_opens():
@@ -112,17 +133,17 @@ def test_l9_newer_submission_stops_the_older_object_before_it_opens():
     assert story.events[6].kind == "resubmit-requested"
     story.attempt(2, 1).reply(2, 1, ref="o2").observe(gated(2, "o2")).canonical(2, "o2")
     step = first(story.next(running(), gated(2, "o2")))
-    assert (step.kind, step.ref) == (StepKind.STOP, ObjectRef("o1"))
+    assert (type(step), step.ref) == (Stop, ObjectRef("o1"))
 
 
 def test_l10_open_decided_but_still_gated_is_opened_again_after_a_while():
     story = Story().authorize().attempt().reply(ref="o1").observe(gated()).canonical(1, "o1")
     story.open(1, "o1")
-    assert first(story.next(gated())).kind is StepKind.WAIT
+    assert type(first(story.next(gated()))) is Wait
     story.later(OPEN_RETRY.total_seconds())
     again = first(story.next(gated()))
     # Decided again, with a deadline of its own: the first one may be what refused the call.
-    assert (again.kind, again.deadline) == (StepKind.OPEN, story.now + CALL_DEADLINE)
+    assert (type(again), again.deadline) == (Open, story.now + CALL_DEADLINE)
 
 
 def test_l11_unresolved_attempts_escalate_after_the_unresolved_age():
@@ -130,17 +151,17 @@ def test_l11_unresolved_attempts_escalate_after_the_unresolved_age():
     for k in (1, 2, 3):
         story.attempt(1, k).reply(1, k, reply=ev.Reply.UNKNOWN)
     step = first(story.next())
-    assert step.kind is StepKind.WAIT and step.wake is not None
+    assert type(step) is Wait and step.wake is not None
     story.later(timedelta(minutes=10).total_seconds())
     step = first(story.next())
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "unresolved:1")
+    assert (type(step), step.escalation) == (Escalate, "unresolved:1")
 
 
 def test_l12_refused_start_is_a_launch_failure_that_rules_see():
     story = Story.with_rules(Rule(on=[CauseKind.LAUNCH_FAILED], action=Action.RESUBMIT, budget=1))
     story.authorize().attempt().reply(reply=ev.Reply.REFUSED, detail="bad partition")
     step = first(story.next())
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "launch:1")
+    assert (type(step), step.submission, step.trigger) == (Authorize, 2, "launch:1")
     assert step.cause.kind is CauseKind.LAUNCH_FAILED and "bad partition" in step.cause.detail
 
 
@@ -151,7 +172,7 @@ def test_l12_abandoned_abandoned_attempts_end_the_submission_as_launch_failed():
         story.attempt(1, k).reply(1, k, reply=ev.Reply.UNKNOWN)
         story.add(ev.AbandonRequested, submission=1, attempt=k)
     step = first(story.next())
-    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert (type(step), step.state) == (Outcome, State.FAILED)
     assert step.cause.kind is CauseKind.LAUNCH_FAILED
 
 
@@ -166,7 +187,7 @@ def test_l12_attempts_only_abandoned_are_the_persons_doing_not_a_refusal():
     for k in (1, 2, 3):
         story.add(ev.AbandonRequested, submission=1, attempt=k, reason="no such object")
     step = first(story.next())
-    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert (type(step), step.state) == (Outcome, State.FAILED)
     cause = step.cause
     assert (cause.kind, cause.provenance, cause.actor) == (
         CauseKind.LAUNCH_FAILED,
@@ -201,39 +222,38 @@ def test_o1_a_changed_observation_is_recorded_before_anything_is_decided():
         "job1", 1, 1, "o1", ObjectState.ENDED, execution(0, ObjectState.ENDED, SUCCESS)
     )
     step = first(story.next(done))
-    assert (step.kind, step.obs) == (StepKind.OBSERVE, done)
+    assert step == Observe(seen=(done,))
 
 
 def test_o2_missing_from_a_complete_find_is_recorded_absent():
     step = first(Story().launched(1, "o1").next())
-    assert (step.kind, step.ref, step.obs) == (StepKind.OBSERVE, ObjectRef("o1"), None)
-    assert step.find_at is not None
+    assert type(step) is Observe and [m.ref for m in step.missing] == [ObjectRef("o1")]
 
 
 def test_o3_absent_past_the_grace_is_verified_stopped_and_then_ends_the_run():
     story = Story.with_rules(Rule(on=[CauseKind.UNKNOWN], action=Action.RESUBMIT, budget=1))
     story.launched(1, "o1").add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
-    assert first(story.next()).kind is StepKind.WAIT
+    assert type(first(story.next())) is Wait
     for _ in range(int(ABSENCE_GRACE / ABSENCE_REFRESH)):  # the absence goes on, recorded
         story.later(ABSENCE_REFRESH.total_seconds())
         story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
     step = first(story.next())
-    assert (step.kind, step.ref) == (StepKind.VERIFIED_STOPPED, ObjectRef("o1"))
+    assert (type(step), step.ref) == (VerifiedStopped, ObjectRef("o1"))
     story.add(ev.VerifiedStopped, ref=ObjectRef("o1"), find_at=story.now)
     step = first(story.next())
-    assert step.kind is StepKind.AUTHORIZE and step.cause.kind is CauseKind.UNKNOWN
+    assert type(step) is Authorize and step.cause.kind is CauseKind.UNKNOWN
 
 
 def test_o4_an_incomplete_find_proves_no_absence():
     step = first(Story().launched(1, "o1").next(complete=False))
-    assert step.kind is StepKind.WAIT
+    assert type(step) is Wait
 
 
 def test_o5_objects_of_attempts_never_made_are_not_recorded():
     foreign = observation("job1", 4, 1, "x9", ObjectState.RUNNING, execution(0))
     other_job = observation("job2", 1, 1, "y1", ObjectState.RUNNING, execution(0))
     story = Story().launched(1, "o1")
-    assert first(story.next(running(), foreign, other_job)).kind is StepKind.WAIT
+    assert type(first(story.next(running(), foreign, other_job))) is Wait
 
 
 # ------------------------------------------------------------------------------ endings
@@ -243,22 +263,22 @@ def test_e1_success_is_the_outcome():
     story = Story().launched()
     story.ended(1, "o1", SUCCESS)
     step = first(story.next(story.events[-1].obs))
-    assert (step.kind, step.state, step.cause) == (StepKind.OUTCOME, State.SUCCEEDED, SUCCESS)
+    assert (type(step), step.state, step.cause) == (Outcome, State.SUCCEEDED, SUCCESS)
 
 
 def test_e2_an_uncovered_cause_fails_the_job_with_that_cause():
     story = Story.with_rules(RESUBMIT).launched()
     obs = story.ended(1, "o1", OOM)
     step = first(story.next(obs))
-    assert (step.kind, step.state, step.cause) == (StepKind.OUTCOME, State.FAILED, OOM)
+    assert (type(step), step.state, step.cause) == (Outcome, State.FAILED, OOM)
 
 
 def test_e3_a_covered_cause_with_budget_resubmits_charged_to_its_rule():
     story = Story.with_rules(RESUBMIT).launched()
     obs = story.ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.submission, step.rule, step.trigger) == (
-        StepKind.AUTHORIZE,
+    assert (type(step), step.submission, step.rule, step.trigger) == (
+        Authorize,
         2,
         0,
         "end:o1:0",
@@ -272,8 +292,8 @@ def test_e4_a_spent_budget_fails_the_job_and_escalates():
     story.launched(2, "o2", trigger="end:o1:0", rule=0, cause=PREEMPTED)
     obs = story.ended(2, "o2", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.state, step.cause.kind) == (
-        StepKind.OUTCOME,
+    assert (type(step), step.state, step.cause.kind) == (
+        Outcome,
         State.FAILED,
         CauseKind.PREEMPTED,
     )
@@ -284,7 +304,7 @@ def test_e5_requeue_rule_decides_and_calls_with_a_deadline():
     story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1))
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.decided, step.rule) == (StepKind.REQUEUE, False, 0)
+    assert (type(step), step.rule) == (RuleRequeue, 0)
     assert step.deadline == story.now + CALL_DEADLINE
 
 
@@ -294,7 +314,7 @@ def test_e6_hold_rule_places_a_recovery_hold_for_a_person():
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert step.kind is StepKind.PLACE_HOLD and step.ref is None
+    assert type(step) is RuleHold
     assert step.hold.kind is HoldKind.RECOVERY and step.hold.until == story.now + timedelta(hours=2)
 
 
@@ -302,7 +322,7 @@ def test_e7_escalate_rule_fails_the_job_and_tells_a_person():
     story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.ESCALATE))
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert (type(step), step.state) == (Outcome, State.FAILED)
     assert step.escalation.startswith("rule:0:")
 
 
@@ -310,7 +330,7 @@ def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation():
     story = Story.with_rules(RESUBMIT, enforcers={0: Enforcer.NOBODY})
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert (type(step), step.state) == (Outcome, State.FAILED)
     assert step.escalation.startswith("unenforced:0:")
 
 
@@ -319,7 +339,7 @@ def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job():
     story = Story.with_rules(rule, enforcers={0: Enforcer.BACKEND})
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert (type(step), step.state) == (Outcome, State.FAILED)
     assert step.escalation.startswith("native-spent:0:")
 
 
@@ -338,7 +358,7 @@ def test_e10_a_native_rerun_is_observed_not_acted_on():
     story.observe(rerun)
     job = story.fold()
     assert job.firings == {0: 1} and job.committed is State.RECOVERING
-    assert first(story.next(rerun)).kind is StepKind.WAIT
+    assert type(first(story.next(rerun))) is Wait
 
 
 def test_e11_e12_requeue_call_that_failed_fails_the_job():
@@ -355,10 +375,10 @@ def test_e11_e12_requeue_call_that_failed_fails_the_job():
     story.add(
         ev.CallIssued, op=ev.CallOp.REQUEUE, ref=ObjectRef("o1"), deadline=story.now + CALL_DEADLINE
     )
-    assert first(story.next(obs)).kind is StepKind.WAIT  # in flight
+    assert type(first(story.next(obs))) is Wait  # in flight
     story.add(ev.CallAnswered, call=len(story.events), ok=False, detail="refused")
     step = first(story.next(obs))
-    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert (type(step), step.state) == (Outcome, State.FAILED)
     assert step.escalation.startswith("requeue-failed:")
 
 
@@ -374,22 +394,22 @@ def test_h1_operator_hold_on_a_queued_object_becomes_a_backend_hold_by_instance(
     story = Story.with_rules(capabilities={Capability.HOLD: Support.yes()})
     story.launched(running=False).observe(pending()).add(ev.HoldRequested, reason="maintenance")
     step = first(story.next(pending()))
-    assert (step.kind, step.instance, step.decided) == (StepKind.PLACE_HOLD, 1, True)
+    assert (type(step), step.instance) == (BackendHold, 1)
 
 
 def test_h2_a_backend_hold_with_no_standing_hold_is_released_by_its_instance():
     story = Story.with_rules(capabilities={Capability.HOLD: Support.yes()})
     story.launched(running=False).observe(pending(instance=1))
     step = first(story.next(pending(instance=1)))
-    assert (step.kind, step.instance, step.ref) == (StepKind.RELEASE_HOLD, 1, ObjectRef("o1"))
+    assert (type(step), step.instance, step.ref) == (BackendRelease, 1, ObjectRef("o1"))
 
 
 def test_h3_an_operator_hold_past_its_until_is_lifted():
     story = Story().launched().add(ev.HoldRequested, until=Story().now + timedelta(minutes=5))
-    assert first(story.next(running())).kind is StepKind.WAIT
+    assert type(first(story.next(running()))) is Wait
     story.later(300)
     step = first(story.next(running()))
-    assert (step.kind, step.ref, step.instance) == (StepKind.RELEASE_HOLD, None, 1)
+    assert (type(step), step.instance) == (LiftHold, 1)
 
 
 def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
@@ -405,7 +425,7 @@ def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
     assert story.fold().committed is State.HELD
     story.later(3600)
     step = first(story.next(obs))
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "hold-expired:1")
+    assert (type(step), step.escalation) == (Escalate, "hold-expired:1")
 
 
 def test_h5_a_released_recovery_hold_resubmits():
@@ -418,7 +438,7 @@ def test_h5_a_released_recovery_hold_resubmits():
     story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
     story.add(ev.ReleaseRequested, reason="checked the checkpoint")
     step = first(story.next(obs))
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "release:1")
+    assert (type(step), step.submission, step.trigger) == (Authorize, 2, "release:1")
 
 
 def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
@@ -431,12 +451,12 @@ def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
     hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "shared", None)
     story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.ref) == (StepKind.CEASE, ObjectRef("o1"))
+    assert (type(step), step.ref) == (Cease, ObjectRef("o1"))
     story.add(
         ev.CessationAnswered, ref=ObjectRef("o1"), evidence=CessationEvidence(ceased=Tristate.YES)
     )
     step = first(story.next(obs))
-    assert (step.kind, step.resume) == (StepKind.RELEASE_HOLD, True)
+    assert (type(step), step.resume) == (LiftHold, True)
 
 
 # ------------------------------------------------------------------------------ intents
@@ -445,14 +465,14 @@ def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
 def test_i1_a_persons_resubmit_authorizes_the_next_submission():
     story = Story().launched().add(ev.ResubmitRequested)
     step = first(story.next(running()))
-    assert (step.kind, step.submission, step.rule) == (StepKind.AUTHORIZE, 2, None)
+    assert (type(step), step.submission, step.rule) == (Authorize, 2, None)
     assert step.trigger == f"resubmit:{len(story.events)}"
 
 
 def test_i2_a_persons_requeue_calls_requeue():
     story = Story().launched().add(ev.RequeueRequested)
     step = first(story.next(running()))
-    assert (step.kind, step.decided, step.ref) == (StepKind.REQUEUE, True, ObjectRef("o1"))
+    assert (type(step), step.ref) == (Requeue, ObjectRef("o1"))
 
 
 def test_i3_a_requeue_bit_left_set_is_restored():
@@ -460,7 +480,7 @@ def test_i3_a_requeue_bit_left_set_is_restored():
     obs = observation("job1", 1, 1, "o1", ObjectState.RUNNING, execution(0), requeue_bit=True)
     story.observe(obs)
     step = first(story.next(obs))
-    assert (step.kind, step.ref) == (StepKind.RESTORE_REQUEUE, ObjectRef("o1"))
+    assert (type(step), step.ref) == (RestoreRequeue, ObjectRef("o1"))
 
 
 # ------------------------------------------------------------------------------ terminal
@@ -470,33 +490,33 @@ def test_t1_cancel_stops_everything_live():
     story = Story().launched().add(ev.CancelRequested, reason="wrong data")
     assert story.fold().outcome.state is State.CANCELLED
     step = first(story.next(running()))
-    assert (step.kind, step.ref) == (StepKind.STOP, ObjectRef("o1"))
+    assert (type(step), step.ref) == (Stop, ObjectRef("o1"))
 
 
 def test_t2_a_stop_is_repeated_only_after_its_retry_interval():
     story = Story().launched().add(ev.CancelRequested).add(ev.StopDecided, ref=ObjectRef("o1"))
-    assert first(story.next(running())).kind is StepKind.WAIT
+    assert type(first(story.next(running()))) is Wait
     story.later(STOP_RETRY.total_seconds())
-    assert first(story.next(running())).kind is StepKind.STOP
+    assert type(first(story.next(running()))) is Stop
 
 
 def test_t3_everything_done_settles():
     story = Story().launched()
     obs = story.ended(1, "o1", SUCCESS)
     story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS)
-    assert first(story.next(obs)).kind is StepKind.SETTLE
+    assert type(first(story.next(obs))) is Settle
 
 
 def test_t4_cleanup_past_its_deadline_escalates():
     story = Story().launched().add(ev.CancelRequested).add(ev.StopDecided, ref=ObjectRef("o1"))
     story.later(timedelta(minutes=30).total_seconds())
     steps = story.next(running())
-    assert any(s.kind is StepKind.ESCALATE and s.escalation == "cleanup" for s in steps) or (
-        first(steps).kind is StepKind.STOP
+    assert any(type(s) is Escalate and s.escalation == "cleanup" for s in steps) or (
+        type(first(steps)) is Stop
     )
     story.add(ev.StopDecided, ref=ObjectRef("o1"))
     step = first(story.next(running()))
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "cleanup")
+    assert (type(step), step.escalation) == (Escalate, "cleanup")
 
 
 @pytest.mark.parametrize(
@@ -512,7 +532,7 @@ def test_t5_unresolved_attempts_block_settling_only_under_manual(policy, settles
     story.observe(obs).canonical(1, "o2", 2).add(
         ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS
     )
-    assert (first(story.next(obs)).kind is StepKind.SETTLE) is settles
+    assert (type(first(story.next(obs))) is Settle) is settles
 
 
 def test_t6_a_settled_job_needs_nothing():
@@ -520,7 +540,7 @@ def test_t6_a_settled_job_needs_nothing():
     obs = story.ended(1, "o1", SUCCESS)
     story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS).add(ev.Settled)
     step = first(story.next(obs))
-    assert step.kind is StepKind.WAIT and step.wake is None
+    assert type(step) is Wait and step.wake is None
 
 
 def test_e10_an_object_shown_running_whose_only_run_ended_is_not_a_rerun():
@@ -533,10 +553,10 @@ def test_e10_an_object_shown_running_whose_only_run_ended_is_not_a_rerun():
     )
     story.observe(between)
     assert story.fold().reruns_seen == set()
-    assert first(story.next(between)).kind is StepKind.WAIT
+    assert type(first(story.next(between))) is Wait
     obs = story.ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "end:o1:0")
+    assert (type(step), step.submission, step.trigger) == (Authorize, 2, "end:o1:0")
 
 
 def test_e10_a_rerun_that_never_shows_still_ends_the_job():
@@ -549,4 +569,4 @@ def test_e10_a_rerun_that_never_shows_still_ends_the_job():
     assert story.fold().firings == {0: 1}
     obs = story.ended(1, "o1", PREEMPTED)  # cancelled while queued: no second run
     step = first(story.next(obs))
-    assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
+    assert (type(step), step.state) == (Outcome, State.FAILED)

@@ -1,9 +1,10 @@
 """Properties of the protocol: whatever happens, every record next and its executor write folds,
 and records corrupted in ways the protocol cannot write are refused.
 
-A small fake executor turns each step into the events a supervisor would commit, while a toy
-backend answers (sometimes losing Start replies); hypothesis interleaves the supervisor's steps
-with backend endings, operator intents and the passing of time.
+Each step runs by its own three parts, as the supervisor's executor runs them (commit what it
+decides, make its call, commit its answer), while a toy backend answers its calls (sometimes
+losing Start replies); hypothesis interleaves the steps with backend endings, operator intents
+and the passing of time.
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ from jobdispatch import (
     Invalid,
     ObjectRef,
     ObjectState,
+    OutcomeUnknown,
     Provenance,
     Rule,
     State,
-    StepKind,
+    calls,
     project,
 )
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, discovery_name
-from jobdispatch.steps import next_steps
-from jobdispatch.testing import Story
+from jobdispatch.steps import Answer, Context, Wait, next_steps
+from jobdispatch.testing import SUPERVISOR, Story
 
 ENDINGS = [
     Cause(CauseKind.NONE, exit_code=0),
@@ -89,119 +91,67 @@ class World:
         obj.executions[-1] = attrs.evolve(last, state=ObjectState.ENDED, cause=cause)
         obj.state = ObjectState.ENDED
 
-    # ------------------------------------------------------------ the fake executor
+    # ---------------------------------------------------- the steps, as an executor runs them
 
     def execute(self) -> None:
+        """Run ``next``'s first step by its own three parts (commit, call, answer), this world
+        playing the backend; and check that each part stays within what its class declares
+        (the declarations the docs' tables are checked against)."""
         s = self.story
-        steps = next_steps(s.fold(), self.discovery(), s.now)
-        step = steps[0]
-        k = step.kind
-        if k is StepKind.WAIT:
+        job = s.fold()
+        step = next_steps(job, self.discovery(), s.now)[0]
+        event(f"step {step.kind}")
+        if isinstance(step, Wait):
             s.later(5)
-        elif k is StepKind.OBSERVE:
-            for o in (x for x in steps if x.kind is StepKind.OBSERVE):
-                if o.obs is not None:
-                    s.observe(o.obs)
-                else:
-                    s.add(ev.Absent, ref=o.ref, find_at=o.find_at)
-        elif k is StepKind.AUTHORIZE:
-            s.add(
-                ev.SubmissionAuthorized,
-                n=step.submission,
-                trigger=step.trigger,
-                rule=step.rule,
-                cause=step.cause,
-            )
-        elif k is StepKind.START:
-            s.attempt(step.submission, step.attempt)
-            obj = ToyObject(f"o{len(self.objects) + 1}", step.submission, step.attempt)
-            self.objects.append(obj)
-            if self.lose_replies:
-                s.reply(step.submission, step.attempt, reply=ev.Reply.UNKNOWN)
-            else:
-                s.reply(step.submission, step.attempt, ref=obj.ref)
-        elif k is StepKind.CANONICAL:
-            s.canonical(step.submission, step.ref.id, step.attempt)
-        elif k is StepKind.RETIRE:
-            s.add(ev.Retired, ref=step.ref, submission=step.submission, attempt=step.attempt)
-            self.find(step.ref).state = ObjectState.ENDED
-        elif k is StepKind.OPEN:
-            s.open(step.submission, step.ref.id)
-            obj = self.find(step.ref)
-            if obj.state is ObjectState.GATED:
-                self.run(obj)
-        elif k is StepKind.STOP:
-            s.add(ev.StopDecided, ref=step.ref, reason=step.detail)
-            obj = self.find(step.ref)
-            if obj.state is ObjectState.RUNNING:
-                self.end(obj, Cause(CauseKind.CANCELLED, Provenance.ACTOR))
-            obj.state = ObjectState.ENDED
-        elif k is StepKind.VERIFIED_STOPPED:
-            s.add(ev.VerifiedStopped, ref=step.ref, find_at=step.find_at)
-        elif k is StepKind.OUTCOME:
-            if step.escalation and step.escalation not in s.fold().escalations:
-                s.add(ev.Escalated, id=step.escalation, detail=step.detail)
-            s.add(ev.OutcomeDecided, state=step.state, cause=step.cause)
-        elif k is StepKind.ESCALATE:
-            s.add(ev.Escalated, id=step.escalation, detail=step.detail)
-        elif k is StepKind.SETTLE:
-            s.add(ev.Settled)
-        elif k is StepKind.PLACE_HOLD and step.ref is None:
-            s.add(
-                ev.RecoveryDecided,
-                rule=step.rule,
-                trigger=step.trigger,
-                cause=step.cause,
-                submission=step.submission,
-            )
-            s.add(
-                ev.HoldPlaced,
-                instance=step.instance,
-                hold=step.hold,
-                submission=step.submission,
-                cause=step.cause,
-            )
-        elif k is StepKind.RELEASE_HOLD and step.ref is None:
-            s.add(ev.HoldLifted, instance=step.instance, reason=step.detail, resume=step.resume)
-        elif k in (
-            StepKind.REQUEUE,
-            StepKind.RESTORE_REQUEUE,
-            StepKind.PLACE_HOLD,
-            StepKind.RELEASE_HOLD,
-        ):
-            if k is StepKind.REQUEUE and not step.decided:
-                s.add(
-                    ev.RecoveryDecided,
-                    rule=step.rule,
-                    trigger=step.trigger,
-                    cause=step.cause,
-                    ref=step.ref,
-                    submission=step.submission,
-                )
-            op = {
-                StepKind.REQUEUE: ev.CallOp.REQUEUE,
-                StepKind.RESTORE_REQUEUE: ev.CallOp.RESTORE,
-                StepKind.PLACE_HOLD: ev.CallOp.HOLD,
-                StepKind.RELEASE_HOLD: ev.CallOp.RELEASE,
-            }[k]
-            s.add(
-                ev.CallIssued, op=op, ref=step.ref, deadline=step.deadline, instance=step.instance
-            )
-            issued = len(s.events)
-            obj = self.find(step.ref)
-            if k is StepKind.REQUEUE:
+            return
+        ctx = Context(at=s.now, by=SUPERVISOR, job=job)
+        decided = step.before(ctx)
+        assert {type(e) for e in decided} <= set(step.commits), (step, decided)
+        revision = s.commit(decided)
+        call = step.call(ctx)
+        assert type(call) is step.call_type or call is step.call_type is None, (step, call)
+        if call is None:
+            return
+        answer = step.answer(ctx, self.answer(call, revision))
+        assert {type(e) for e in answer} <= set(step.answers), (step, answer)
+        s.commit(answer)
+
+    def answer(self, call: calls.Call, revision: int) -> Answer:
+        """The toy backend: what ``call`` does to this world, and its answer."""
+        at = self.story.now
+        match call:
+            case calls.StartCall(submission=n, attempt=k):
+                obj = ToyObject(f"o{len(self.objects) + 1}", n, k)
+                self.objects.append(obj)
+                if self.lose_replies:
+                    return Answer(at=at, revision=revision, error=OutcomeUnknown("reply lost"))
+                return Answer(at=at, revision=revision, value=ObjectRef(obj.ref))
+            case calls.OpenCall(ref=ref):
+                obj = self.find(ref)
+                if obj.state is ObjectState.GATED:
+                    self.run(obj)
+            case calls.StopCall(ref=ref):
+                obj = self.find(ref)
+                if obj.state is ObjectState.RUNNING:
+                    self.end(obj, Cause(CauseKind.CANCELLED, Provenance.ACTOR))
+                obj.state = ObjectState.ENDED
+            case calls.RequeueCall(ref=ref):
+                obj = self.find(ref)
                 if obj.state is ObjectState.RUNNING:
                     self.end(obj, Cause(CauseKind.REQUEUED, Provenance.ACTOR))
                 self.run(obj)
-            elif k is StepKind.PLACE_HOLD:
-                obj.hold, obj.state = step.instance, ObjectState.HELD
-            elif k is StepKind.RELEASE_HOLD and obj.hold == step.instance:
-                obj.hold, obj.state = None, ObjectState.PENDING
-            s.add(ev.CallAnswered, call=issued, ok=True)
-        elif k is StepKind.CEASE:
-            pytest.fail("no shared checkpoint in these stories")
-        else:
-            pytest.fail(f"unexpected step {k}")
+            case calls.HoldCall(ref=ref, meta=meta):
+                obj = self.find(ref)
+                obj.hold, obj.state = meta.instance, ObjectState.HELD
+            case calls.ReleaseCall(ref=ref, meta=meta):
+                obj = self.find(ref)
+                if obj.hold == meta.instance:
+                    obj.hold, obj.state = None, ObjectState.PENDING
+            case calls.RestoreCall():
+                pass  # the toy objects keep no requeue bit
+            case calls.CeaseCall():
+                pytest.fail("no shared checkpoint in these stories")
+        return Answer(at=at, revision=revision)
 
 
 ACTIONS = st.one_of(
@@ -321,7 +271,7 @@ def test_ended_is_what_the_backend_shows_and_always_has_a_step_to_take(actions, 
         assert obs is not None and obs.state is ObjectState.ENDED
         assert status.cause == max(obs.executions, key=lambda e: e.index).cause
         steps = next_steps(job, discovery, world.story.now)
-        assert steps and steps[0].kind is not StepKind.WAIT, steps
+        assert steps and not isinstance(steps[0], Wait), steps
 
 
 # ------------------------------------------------------------------------------ corruptions

@@ -19,7 +19,6 @@ from jobdispatch import (
     Provenance,
     Rule,
     State,
-    StepKind,
     UnmatchedPolicy,
     compose,
 )
@@ -27,6 +26,18 @@ from jobdispatch.clock import ManualClock
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.steps import (
+    Escalate,
+    Miss,
+    Observe,
+    Outcome,
+    RuleHold,
+    Settle,
+    Start,
+    Stop,
+    VerifiedStopped,
+    Wait,
+)
 from jobdispatch.testing import PERSON, SUCCESS, T0, Story, observation
 from jobdispatch.timing import ABSENCE_REFRESH
 
@@ -42,11 +53,11 @@ def test_seed_10_rule_hold_waits_while_an_operator_hold_stands() -> None:
     ).launched(1, "o1")
     story.add(ev.HoldRequested, reason="looking")
     ended = story.ended(1, "o1", OOM)
-    assert all(s.kind is not StepKind.PLACE_HOLD for s in story.next(ended))
+    assert all(type(s) is not RuleHold for s in story.next(ended))
 
     story.add(ev.ReleaseRequested)
     steps = story.next(ended)
-    assert steps[0].kind is StepKind.PLACE_HOLD
+    assert type(steps[0]) is RuleHold
     story.add(ev.RecoveryDecided, rule=0, trigger=steps[0].trigger, cause=OOM, submission=1).add(
         ev.HoldPlaced, instance=2, hold=steps[0].hold, submission=1, cause=OOM
     )
@@ -61,15 +72,15 @@ def test_seed_20_a_refused_attempt_after_an_unresolved_one_does_not_stall_the_la
     story = Story().authorize().attempt(1, 1).attempt(1, 2)
     story.reply(1, 2, reply=ev.Reply.REFUSED, detail="no capacity")
     steps = story.next()
-    assert (steps[0].kind, steps[0].attempt) == (StepKind.START, 3)
+    assert (type(steps[0]), steps[0].attempt) == (Start, 3)
 
     story = Story(options=ev.Options(supervised=True, submit_retries=1))
     story.authorize().attempt(1, 1).attempt(1, 2)
     story.reply(1, 2, reply=ev.Reply.REFUSED, detail="no capacity")
-    assert story.next()[0].kind is StepKind.WAIT
+    assert type(story.next()[0]) is Wait
     story.later(timedelta(minutes=11).total_seconds())
     steps = story.next()
-    assert (steps[0].kind, steps[0].escalation) == (StepKind.ESCALATE, "unresolved:1")
+    assert (type(steps[0]), steps[0].escalation) == (Escalate, "unresolved:1")
 
 
 def test_seed_114_a_requeue_rule_on_a_failed_launch_fails_the_job() -> None:
@@ -80,7 +91,7 @@ def test_seed_114_a_requeue_rule_on_a_failed_launch_fails_the_job() -> None:
     story = Story.with_rules(Rule(on=[CauseKind.LAUNCH_FAILED], action=Action.REQUEUE, budget=2))
     story.authorize().attempt(1, 1).add(ev.AbandonRequested, submission=1, attempt=1)
     step = story.next()[0]
-    assert step.kind is StepKind.OUTCOME
+    assert type(step) is Outcome
     assert step.cause is not None and step.cause.kind is CauseKind.LAUNCH_FAILED
     assert step.escalation == "rule:0:launch:1"
 
@@ -111,14 +122,14 @@ def test_seed_2_manual_policy_escalates_attempts_that_block_settlement() -> None
     story.authorize().attempt(1, 1).attempt(1, 2).reply(1, 2, "o2")
     story.canonical(1, "o2", 2).open(1, "o2").ended(1, "o2", SUCCESS)
     story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS)
-    assert story.next()[0].kind is StepKind.WAIT
+    assert type(story.next()[0]) is Wait
     story.later(timedelta(minutes=10).total_seconds())
     step = story.next()[0]
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "unresolved:1")
+    assert (type(step), step.escalation) == (Escalate, "unresolved:1")
     story.add(ev.Escalated, id="unresolved:1", detail=step.detail)
-    assert story.next()[0].kind is StepKind.WAIT
+    assert type(story.next()[0]) is Wait
     story.add(ev.AbandonRequested, submission=1, attempt=1)
-    assert story.next()[0].kind is StepKind.SETTLE
+    assert type(story.next()[0]) is Settle
 
 
 def test_seed_1014_misses_far_apart_do_not_prove_an_absence() -> None:
@@ -131,16 +142,16 @@ def test_seed_1014_misses_far_apart_do_not_prove_an_absence() -> None:
     story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
     story.later(333)
     step = story.next()[0]
-    assert step.kind is StepKind.OBSERVE and step.find_at == story.now
+    assert step == Observe(missing=(Miss(ref=ObjectRef("o1"), find_at=story.now),))
     story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
-    assert story.next()[0].kind is StepKind.WAIT
+    assert type(story.next()[0]) is Wait
     for _ in range(6):  # a continuing absence, recorded every ABSENCE_REFRESH
         story.later(ABSENCE_REFRESH.total_seconds())
         steps = story.next()
-        if steps[0].kind is StepKind.OBSERVE:
+        if type(steps[0]) is Observe:
             story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
             steps = story.next()
-    assert steps[0].kind is StepKind.VERIFIED_STOPPED
+    assert type(steps[0]) is VerifiedStopped
 
 
 def test_seed_3265_a_start_reply_recorded_after_settlement_folds() -> None:
@@ -203,10 +214,10 @@ def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen
 
     # A lagging Find shows nothing: the rerun may be live, so it is stopped, not settled.
     step = story.next()[0]
-    assert (step.kind, step.ref) == (StepKind.STOP, o1)
+    assert (type(step), step.ref) == (Stop, o1)
     # A Find after the call that still shows the first end is recorded, though nothing
     # changed, since it is the first sight of the object after the call.
-    assert story.next(first_end)[0].kind is StepKind.OBSERVE
+    assert type(story.next(first_end)[0]) is Observe
     rerun = observation(
         "job1",
         1,
@@ -217,4 +228,4 @@ def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen
         execution(1, ObjectState.ENDED, SUCCESS),
     )
     story.observe(rerun)
-    assert story.next(rerun)[0].kind is StepKind.SETTLE
+    assert type(story.next(rerun)[0]) is Settle

@@ -15,7 +15,6 @@ from jobdispatch import (
     ManualClock,
     ObjectRef,
     State,
-    StepKind,
     compose,
 )
 from jobdispatch.job import fold
@@ -23,6 +22,7 @@ from jobdispatch.memory import MemoryBackend
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.steps import Open
 from jobdispatch.testing import PERSON, SUCCESS, T0, Story
 from jobdispatch.timing import CALL_DEADLINE
 from jobdispatch_supervise.executor import Executor
@@ -125,11 +125,11 @@ def _paused_open_across_a_cancel(
     kinds = []
     for _ in range(30):
         done = executor.run_pass(job, lease)
-        kinds.append(done.step.kind if done.step is not None else None)
+        kinds.append(type(done.step) if done.step is not None else None)
         if done.settled:
             break
         clock.advance(timedelta(seconds=1))
-    assert StepKind.OPEN in kinds and done.settled, kinds
+    assert Open in kinds and done.settled, kinds
     return backend, store, job, clock
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.memory import Shape
-from jobdispatch.steps import StepKind
+from jobdispatch.steps import Wait
 from jobdispatch_supervise import Supervisor
 
 from .conftest import Scenario
@@ -91,7 +91,7 @@ def test_a_supervisor_restarted_between_every_pair_of_steps_reaches_the_same_out
         result = sup.executor.run_pass(sc.job, lease)
         if result.settled:
             break
-        if result.step is not None and result.step.kind is StepKind.WAIT:
+        if result.step is not None and isinstance(result.step, Wait):
             sc.tick(1.0)
         else:
             executed += 1

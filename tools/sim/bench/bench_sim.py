@@ -38,7 +38,7 @@ from jobdispatch.memory import MemoryBackend
 from jobdispatch.records.events import View
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.spi import Discovery
-from jobdispatch.steps import StepKind, next_steps
+from jobdispatch.steps import Wait, next_steps
 from jobdispatch.types import Actor, ObjectState
 from jobdispatch_sim import workload
 from jobdispatch_sim.options import SimOptions, derive
@@ -119,7 +119,7 @@ def _alone(seeds: range) -> tuple[float, int, int]:
                 passes += 1
                 if result.settled:
                     break
-                if result.step is not None and result.step.kind is StepKind.WAIT:
+                if result.step is not None and isinstance(result.step, Wait):
                     for ref in backend.env.objects_of(submitted.job):
                         if backend.env.state(ref) is ObjectState.RUNNING:
                             backend.env.complete(ref)

@@ -77,7 +77,7 @@ from jobdispatch.spi import (
     find_all,
 )
 from jobdispatch.status import Escalation, Status, Submission, project
-from jobdispatch.steps import Step, StepKind
+from jobdispatch.steps import Step
 from jobdispatch.steps import next_steps as next
 from jobdispatch.types import (
     RECOVERABLE,
@@ -191,7 +191,6 @@ __all__ = [
     "State",
     "Status",
     "Step",
-    "StepKind",
     "StopReceipt",
     "StopReport",
     "Stopper",

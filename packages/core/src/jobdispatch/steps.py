@@ -6,14 +6,35 @@ performs the first, then reads and recomputes: evidence is recorded before anyth
 on it, an outcome before clean-up, and the launch of a submission strictly in its order
 (authorize, start, canonical, retire the others, open). docs/specs/0001-contract.md has the
 table of every situation and the steps it gives.
+
+A step is a frozen value of one of the classes below (the closed union ``Step``), and it carries
+everything that executing it means, in three parts an executor runs in order:
+
+1. ``before(ctx)``: the events committed before any call, conditionally on the revision ``next``
+   was computed from and (for every step but ``Observe``) under the owner's lease;
+2. ``call(ctx)``: the backend call to make once that commit landed (a value from
+   :mod:`jobdispatch.calls`), or None;
+3. ``answer(ctx, result)``: the evidence the call's result commits afterwards, at whatever
+   revision the record has reached.
+
+So the supervisor's executor, the property tests and the simulator all run the same code for a
+step, and the tables of spec 0004 D2 and docs/reference/steps.md are checked against the
+classes' declarations (``commits``, ``call_type``, ``answers``), which the property tests check
+against what the methods return. Each class's docstring names the rows of spec 0001 D6 that
+give it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import ClassVar, TypeAlias
 
 import attrs
 
+from jobdispatch import calls
+from jobdispatch.calls import Call
+from jobdispatch.errors import DispatchError, Invalid, OutcomeUnknown, Rejected, Unsupported
 from jobdispatch.job import (
     HoldRec,
     Job,
@@ -21,8 +42,9 @@ from jobdispatch.job import (
     SubmissionRec,
     end_key,
 )
+from jobdispatch.records import events as ev
 from jobdispatch.records.events import CallOp, Reply
-from jobdispatch.spi import Discovery, ObjectObs, ObjectRef
+from jobdispatch.spi import CessationEvidence, Discovery, ObjectObs, ObjectRef
 from jobdispatch.timing import (
     ABSENCE_GAP,
     ABSENCE_GRACE,
@@ -36,6 +58,7 @@ from jobdispatch.timing import (
 from jobdispatch.types import (
     Action,
     Actor,
+    CallMeta,
     Capability,
     Cause,
     CauseKind,
@@ -43,38 +66,44 @@ from jobdispatch.types import (
     Enforcer,
     Hold,
     HoldKind,
+    HoldMeta,
     ObjectState,
     Provenance,
     State,
     Tristate,
     UnmatchedPolicy,
-    _Word,
 )
 
-__all__ = ["OPEN_RETRY", "STOP_RETRY", "Step", "StepKind", "next_steps"]
-
-
-class StepKind(_Word):
-    """The closed set of things ``next`` can ask for."""
-
-    WAIT = "wait"
-    OBSERVE = "observe"
-    AUTHORIZE = "authorize"
-    START = "start"
-    CANONICAL = "canonical"
-    OPEN = "open"
-    RETIRE = "retire"
-    PLACE_HOLD = "place-hold"
-    RELEASE_HOLD = "release-hold"
-    REQUEUE = "requeue"
-    RESTORE_REQUEUE = "restore-requeue"
-    STOP = "stop"
-    STOP_JOB = "stop-job"
-    VERIFIED_STOPPED = "verified-stopped"
-    OUTCOME = "outcome"
-    ESCALATE = "escalate"
-    SETTLE = "settle"
-    CEASE = "cease"
+__all__ = [
+    "OPEN_RETRY",
+    "STEPS",
+    "STOP_RETRY",
+    "Answer",
+    "Authorize",
+    "BackendHold",
+    "BackendRelease",
+    "Canonical",
+    "Cease",
+    "Context",
+    "Escalate",
+    "LiftHold",
+    "Miss",
+    "Observe",
+    "Open",
+    "Outcome",
+    "Requeue",
+    "RestoreRequeue",
+    "Retire",
+    "RuleHold",
+    "RuleRequeue",
+    "Settle",
+    "Start",
+    "Step",
+    "Stop",
+    "VerifiedStopped",
+    "Wait",
+    "next_steps",
+]
 
 
 # Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
@@ -101,76 +130,676 @@ _OBJ_ENDED = ObjectState.ENDED
 _OBJ_GATED = ObjectState.GATED
 _OBJ_PENDING = ObjectState.PENDING
 _PROV_SCHEDULER = Provenance.SCHEDULER
+_REPLY_CREATED = Reply.CREATED
 _REPLY_REFUSED = Reply.REFUSED
 _REPLY_UNKNOWN = Reply.UNKNOWN
 _STATE_FAILED = State.FAILED
 _STATE_SUCCEEDED = State.SUCCEEDED
-_STEP_AUTHORIZE = StepKind.AUTHORIZE
-_STEP_CANONICAL = StepKind.CANONICAL
-_STEP_CEASE = StepKind.CEASE
-_STEP_ESCALATE = StepKind.ESCALATE
-_STEP_OBSERVE = StepKind.OBSERVE
-_STEP_OPEN = StepKind.OPEN
-_STEP_OUTCOME = StepKind.OUTCOME
-_STEP_PLACE_HOLD = StepKind.PLACE_HOLD
-_STEP_RELEASE_HOLD = StepKind.RELEASE_HOLD
-_STEP_REQUEUE = StepKind.REQUEUE
-_STEP_RESTORE_REQUEUE = StepKind.RESTORE_REQUEUE
-_STEP_RETIRE = StepKind.RETIRE
-_STEP_SETTLE = StepKind.SETTLE
-_STEP_START = StepKind.START
-_STEP_STOP = StepKind.STOP
-_STEP_VERIFIED_STOPPED = StepKind.VERIFIED_STOPPED
-_STEP_WAIT = StepKind.WAIT
+_TRI_UNKNOWN = Tristate.UNKNOWN
 _TRI_YES = Tristate.YES
 _UNMATCHED_MANUAL = UnmatchedPolicy.MANUAL
 
 
-@attrs.frozen(kw_only=True)
-class Step:
-    """One thing to do. Only the fields its kind uses are set; docs/specs/0004-supervisor.md says
-    what an executor commits and calls for each."""
+# ------------------------------------------------------------------ what executing a step reads
 
-    kind: StepKind
-    submission: int = 0
-    attempt: int = 0
-    ref: ObjectRef | None = None
-    trigger: str = ""
+
+@attrs.frozen(kw_only=True)
+class Context:
+    """What an executor tells a step when it runs it: the time of the pass (``now``, which
+    every decision carries), who acts, and the job as folded from the revision read."""
+
+    at: datetime
+    by: Actor
+    job: Job
+
+
+@attrs.frozen(kw_only=True)
+class Answer:
+    """A call's result, as the executor hands it to the step's ``answer``.
+
+    ``value`` is what the backend method returned, ``error`` the exception it raised (one of
+    the call's ``answers``), ``at`` when the call returned and ``revision`` the revision of the
+    commit made before the call (a recorded call's id, which its answer names)."""
+
+    at: datetime
+    revision: int
+    value: object = None
+    error: Exception | None = None
+
+
+def describe(exc: Exception) -> str:
+    """An exception as an answer's detail: the project's own errors say what happened in their
+    message; anything else is an adapter's own failure and is named by its type as well."""
+    if isinstance(exc, DispatchError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ------------------------------------------------------------------ the steps
+
+
+@attrs.frozen(kw_only=True)
+class _Step:
+    """What every step has: its name, what it declares it commits and calls, and the three
+    parts an executor runs. The declarations (``commits``, ``call_type``, ``answers``) are what
+    the docs' tables show; the property tests check the methods never go beyond them."""
+
+    #: The step's name, as logs and the docs show it.
+    kind: ClassVar[str]
+    #: The event types ``before`` may commit (a decision, or for Observe, the evidence).
+    commits: ClassVar[tuple[type[ev.Event], ...]] = ()
+    #: The class of the call ``call`` returns, or None for a step with no call.
+    call_type: ClassVar[type[Call] | None] = None
+    #: The event types ``answer`` may commit.
+    answers: ClassVar[tuple[type[ev.Event], ...]] = ()
+    #: Whether ``before`` commits under the owner's lease. Only Observe's evidence does not:
+    #: it is conditional on the revision read (the find was made after it) but it is a fact
+    #: any reader may record.
+    fenced: ClassVar[bool] = True
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        """The events to commit before the call (none by default)."""
+        del ctx
+        return []
+
+    def call(self, ctx: Context) -> Call | None:
+        """The backend call to make after ``before``'s commit (none by default)."""
+        del ctx
+        return None
+
+    def answer(self, ctx: Context, result: Answer) -> list[ev.AnyEvent]:
+        """The evidence to commit from the call's result (none by default)."""
+        del ctx, result
+        return []
+
+
+@attrs.frozen(kw_only=True)
+class Wait(_Step):
+    """Nothing to do until ``wake`` (None: until the next poll or news).
+
+    Rows L8, L10, L11, E10, E12, O4, O5, T2, T5, T6."""
+
+    kind: ClassVar[str] = "wait"
+    wake: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Miss:
+    """A known object a complete Find made at ``find_at`` did not show."""
+
+    ref: ObjectRef
+    find_at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class Observe(_Step):
+    """Record what the backend shows that the record does not: every differing observation,
+    then every absence, in one commit.
+
+    Rows L4, O1, O2, T7."""
+
+    kind: ClassVar[str] = "observe"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Observed, ev.Absent)
+    fenced: ClassVar[bool] = False
+    seen: tuple[ObjectObs, ...] = ()
+    missing: tuple[Miss, ...] = ()
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        events: list[ev.AnyEvent] = [ev.Observed(at=ctx.at, by=ctx.by, obs=o) for o in self.seen]
+        events.extend(
+            ev.Absent(at=ctx.at, by=ctx.by, ref=m.ref, find_at=m.find_at) for m in self.missing
+        )
+        return events
+
+
+@attrs.frozen(kw_only=True)
+class Authorize(_Step):
+    """Authorize submission ``submission``, used up by ``trigger``; a rule's authorization
+    reserves its budget in the same event.
+
+    Rows L1, L12, E3, H5, I1."""
+
+    kind: ClassVar[str] = "authorize"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.SubmissionAuthorized,)
+    submission: int
+    trigger: str
     rule: int | None = None
-    obs: ObjectObs | None = None
-    state: State | None = None
     cause: Cause | None = None
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.SubmissionAuthorized(
+                at=ctx.at,
+                by=ctx.by,
+                n=self.submission,
+                trigger=self.trigger,
+                rule=self.rule,
+                cause=self.cause,
+            )
+        ]
+
+
+#: The exceptions of Start that are a refusal: the backend said no, so nothing was created.
+_REFUSALS = (Rejected, Invalid, Unsupported)
+
+
+@attrs.frozen(kw_only=True)
+class Start(_Step):
+    """Number the attempt, then call Start with the gate closed, then record whatever the reply
+    was: created (with the object), refused, or unknown (``next`` then looks for the object by
+    its discovery name).
+
+    Rows L2, L3."""
+
+    kind: ClassVar[str] = "start"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.AttemptStarted,)
+    call_type: ClassVar[type[Call] | None] = calls.StartCall
+    answers: ClassVar[tuple[type[ev.Event], ...]] = (ev.AttemptReplied,)
+    submission: int
+    attempt: int
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.AttemptStarted(
+                at=ctx.at, by=ctx.by, submission=self.submission, attempt=self.attempt
+            )
+        ]
+
+    def call(self, ctx: Context) -> Call:
+        return calls.StartCall(submission=self.submission, attempt=self.attempt)
+
+    def answer(self, ctx: Context, result: Answer) -> list[ev.AnyEvent]:
+        ref: ObjectRef | None = None
+        detail = ""
+        exc = result.error
+        if isinstance(exc, OutcomeUnknown):
+            reply, detail = _REPLY_UNKNOWN, str(exc)
+        elif isinstance(exc, _REFUSALS):
+            reply, detail = _REPLY_REFUSED, str(exc)
+        elif exc is not None:  # an adapter's own failure: the object may exist or not
+            reply, detail = _REPLY_UNKNOWN, f"{type(exc).__name__}: {exc}"
+        elif isinstance(result.value, ObjectRef):
+            ref, reply = result.value, _REPLY_CREATED
+        else:  # an adapter that answered something else cannot say what it created
+            reply, detail = _REPLY_UNKNOWN, f"start answered {result.value!r}, not a reference"
+        n, k = self.submission, self.attempt
+        return [
+            ev.AttemptReplied(
+                at=result.at,
+                by=ctx.by,
+                submission=n,
+                attempt=k,
+                reply=reply,
+                ref=ref,
+                detail=detail,
+            )
+        ]
+
+
+@attrs.frozen(kw_only=True)
+class Canonical(_Step):
+    """Choose ``ref`` (of attempt ``attempt``) as the one object of its submission that may run.
+
+    Row L5."""
+
+    kind: ClassVar[str] = "canonical"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CanonicalChosen,)
+    submission: int
+    ref: ObjectRef
+    attempt: int
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.CanonicalChosen(
+                at=ctx.at, by=ctx.by, submission=self.submission, ref=self.ref, attempt=self.attempt
+            )
+        ]
+
+
+@attrs.frozen(kw_only=True)
+class Retire(_Step):
+    """Retire a duplicate object of a submission whose canonical is chosen, then stop it (it
+    never ran: its gate was never lifted).
+
+    Row L6."""
+
+    kind: ClassVar[str] = "retire"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Retired,)
+    call_type: ClassVar[type[Call] | None] = calls.StopCall
+    ref: ObjectRef
+    submission: int
+    attempt: int
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.Retired(
+                at=ctx.at, by=ctx.by, ref=self.ref, submission=self.submission, attempt=self.attempt
+            )
+        ]
+
+    def call(self, ctx: Context) -> Call:
+        return calls.StopCall(
+            ref=self.ref, reason="a duplicate of the canonical object; it never ran"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Open(_Step):
+    """Decide to open the canonical object, with a deadline, then lift its gate by a call
+    carrying that deadline.
+
+    An adapter refuses the call past the deadline (the process paused between the two, say,
+    while the job was cancelled or its lease taken, spec 0001 D8). A refusal commits nothing:
+    ``next`` decides again, with a new deadline, if the object is still to be opened; the next
+    Find shows whether it opened.
+
+    Rows L7, L10."""
+
+    kind: ClassVar[str] = "open"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.OpenDecided,)
+    call_type: ClassVar[type[Call] | None] = calls.OpenCall
+    submission: int
+    ref: ObjectRef
+    deadline: datetime
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.OpenDecided(
+                at=ctx.at,
+                by=ctx.by,
+                submission=self.submission,
+                ref=self.ref,
+                deadline=self.deadline,
+            )
+        ]
+
+    def call(self, ctx: Context) -> Call:
+        return calls.OpenCall(ref=self.ref, meta=CallMeta(deadline=self.deadline, by=ctx.by))
+
+
+@attrs.frozen(kw_only=True)
+class Stop(_Step):
+    """Decide to stop an object, then stop it (again after ``STOP_RETRY`` while it lives).
+
+    Rows L9, T1, T2, T7."""
+
+    kind: ClassVar[str] = "stop"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StopDecided,)
+    call_type: ClassVar[type[Call] | None] = calls.StopCall
+    ref: ObjectRef
+    reason: str
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [ev.StopDecided(at=ctx.at, by=ctx.by, ref=self.ref, reason=self.reason)]
+
+    def call(self, ctx: Context) -> Call:
+        return calls.StopCall(ref=self.ref, reason=self.reason)
+
+
+@attrs.frozen(kw_only=True)
+class VerifiedStopped(_Step):
+    """Judge an object stopped after its absence lasted ``ABSENCE_GRACE``.
+
+    Row O3."""
+
+    kind: ClassVar[str] = "verified-stopped"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.VerifiedStopped,)
+    ref: ObjectRef
+    find_at: datetime
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [ev.VerifiedStopped(at=ctx.at, by=ctx.by, ref=self.ref, find_at=self.find_at)]
+
+
+@attrs.frozen(kw_only=True)
+class Outcome(_Step):
+    """The job's outcome, and in the same commit the escalation it carries (once per id),
+    which tells a person why no rule recovered it.
+
+    Rows L12, E1, E2, E4, E7, E8, E9, E11."""
+
+    kind: ClassVar[str] = "outcome"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Escalated, ev.OutcomeDecided)
+    state: State
+    cause: Cause
     escalation: str = ""
     detail: str = ""
-    hold: Hold | None = None
-    instance: int = 0
-    op: CallOp | None = None
-    deadline: datetime | None = None
-    find_at: datetime | None = None
-    wake: datetime | None = None
-    #: For open, stop, place-hold and requeue: the decision is committed already (or needs none)
-    #: and only the backend call remains.
-    decided: bool = False
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        events: list[ev.AnyEvent] = []
+        if self.escalation and self.escalation not in ctx.job.escalations:
+            escalated = ev.Escalated(at=ctx.at, by=ctx.by, id=self.escalation, detail=self.detail)
+            events.append(escalated)
+        events.append(ev.OutcomeDecided(at=ctx.at, by=ctx.by, state=self.state, cause=self.cause))
+        return events
+
+
+@attrs.frozen(kw_only=True)
+class Escalate(_Step):
+    """Tell a person (the sinks deliver it at the next pass, one delivery recorded per sink).
+
+    Rows L11, H4, T4, T5."""
+
+    kind: ClassVar[str] = "escalate"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Escalated,)
+    escalation: str
+    detail: str
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [ev.Escalated(at=ctx.at, by=ctx.by, id=self.escalation, detail=self.detail)]
+
+
+@attrs.frozen(kw_only=True)
+class Settle(_Step):
+    """The job is done with: everything stopped, nothing in flight.
+
+    Rows T3, T5."""
+
+    kind: ClassVar[str] = "settle"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Settled,)
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [ev.Settled(at=ctx.at, by=ctx.by)]
+
+
+@attrs.frozen(kw_only=True)
+class RuleHold(_Step):
+    """A rule's hold for a person: the recovery (charged to the rule's budget) and the hold, in
+    one commit; the record alone holds it, no backend call.
+
+    Row E6."""
+
+    kind: ClassVar[str] = "rule-hold"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.RecoveryDecided, ev.HoldPlaced)
+    submission: int
+    trigger: str
+    rule: int
+    cause: Cause
+    hold: Hold
+    instance: int
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.RecoveryDecided(
+                at=ctx.at,
+                by=ctx.by,
+                rule=self.rule,
+                trigger=self.trigger,
+                cause=self.cause,
+                submission=self.submission,
+            ),
+            ev.HoldPlaced(
+                at=ctx.at,
+                by=ctx.by,
+                instance=self.instance,
+                hold=self.hold,
+                submission=self.submission,
+                cause=self.cause,
+            ),
+        ]
+
+
+@attrs.frozen(kw_only=True)
+class LiftHold(_Step):
+    """Lift a hold in the record (an operator hold whose time ran out, or a recovery hold the
+    cessation signal ends with ``resume``); no backend call.
+
+    Rows H3, H6."""
+
+    kind: ClassVar[str] = "lift-hold"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.HoldLifted,)
+    instance: int
+    reason: str
     resume: bool = False
 
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.HoldLifted(
+                at=ctx.at, by=ctx.by, instance=self.instance, reason=self.reason, resume=self.resume
+            )
+        ]
 
-#: The wait with no time to wake at (only news ends it). Steps are frozen values, so the one most
-#: calls of next end with is built once (a Step costs about 20,000 instructions to make).
-_WAIT_FOR_NEWS = Step(kind=_STEP_WAIT, wake=None)
+
+@attrs.frozen(kw_only=True)
+class _Recorded(_Step):
+    """A call recorded both ways: ``call-issued`` (with its deadline; its revision is the call's
+    id) committed before it, and ``call-answered`` naming that id after it, whatever happened."""
+
+    op: ClassVar[CallOp]
+    answers: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallAnswered,)
+    ref: ObjectRef
+    deadline: datetime
+
+    def _issued(self, ctx: Context, instance: int = 0) -> ev.CallIssued:
+        return ev.CallIssued(
+            at=ctx.at,
+            by=ctx.by,
+            op=self.op,
+            ref=self.ref,
+            deadline=self.deadline,
+            instance=instance,
+        )
+
+    def answer(self, ctx: Context, result: Answer) -> list[ev.AnyEvent]:
+        exc = result.error
+        return [
+            ev.CallAnswered(
+                at=result.at,
+                by=ctx.by,
+                call=result.revision,
+                ok=exc is None,
+                detail="" if exc is None else describe(exc),
+            )
+        ]
+
+
+@attrs.frozen(kw_only=True)
+class BackendHold(_Recorded):
+    """Place an operator's hold on the scheduler, by its instance, on a queued object.
+
+    Row H1."""
+
+    kind: ClassVar[str] = "backend-hold"
+    op: ClassVar[CallOp] = _CALL_HOLD
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
+    call_type: ClassVar[type[Call] | None] = calls.HoldCall
+    instance: int
+    hold: Hold
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [self._issued(ctx, self.instance)]
+
+    def call(self, ctx: Context) -> Call:
+        hold = self.hold
+        meta = HoldMeta(
+            instance=self.instance,
+            deadline=self.deadline,
+            by=hold.by,
+            reason=hold.reason,
+            until=hold.until,
+        )
+        return calls.HoldCall(ref=self.ref, meta=meta)
+
+
+@attrs.frozen(kw_only=True)
+class BackendRelease(_Recorded):
+    """Release a scheduler hold whose instance no longer stands, by that instance.
+
+    Row H2."""
+
+    kind: ClassVar[str] = "backend-release"
+    op: ClassVar[CallOp] = _CALL_RELEASE
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
+    call_type: ClassVar[type[Call] | None] = calls.ReleaseCall
+    instance: int
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [self._issued(ctx, self.instance)]
+
+    def call(self, ctx: Context) -> Call:
+        meta = HoldMeta(instance=self.instance, deadline=self.deadline, by=ctx.by)
+        return calls.ReleaseCall(ref=self.ref, meta=meta)
+
+
+@attrs.frozen(kw_only=True)
+class _Requeues(_Recorded):
+    """A requeue call on the canonical object of submission ``submission``, for ``trigger``."""
+
+    op: ClassVar[CallOp] = _CALL_REQUEUE
+    call_type: ClassVar[type[Call] | None] = calls.RequeueCall
+    submission: int
+    trigger: str
+
+    def call(self, ctx: Context) -> Call:
+        meta = CallMeta(deadline=self.deadline, by=ctx.by, reason=self.trigger)
+        return calls.RequeueCall(ref=self.ref, meta=meta)
+
+
+@attrs.frozen(kw_only=True)
+class Requeue(_Requeues):
+    """Requeue the canonical object for an intent decided already: a person's request, or the
+    retry of a rule's requeue whose call showed no effect.
+
+    Rows I2, E11."""
+
+    kind: ClassVar[str] = "requeue"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [self._issued(ctx)]
+
+
+@attrs.frozen(kw_only=True)
+class RuleRequeue(_Requeues):
+    """A rule's requeue (or restart the supervisor performs): the recovery, charged to the
+    rule's budget, committed with the call's issue, then the call.
+
+    Row E5."""
+
+    kind: ClassVar[str] = "rule-requeue"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.RecoveryDecided, ev.CallIssued)
+    rule: int
+    cause: Cause
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        decided = ev.RecoveryDecided(
+            at=ctx.at,
+            by=ctx.by,
+            rule=self.rule,
+            trigger=self.trigger,
+            cause=self.cause,
+            ref=self.ref,
+            submission=self.submission,
+        )
+        return [decided, self._issued(ctx)]
+
+
+@attrs.frozen(kw_only=True)
+class RestoreRequeue(_Recorded):
+    """Clear a requeue bit a crash or an operator left set on the canonical object.
+
+    Row I3."""
+
+    kind: ClassVar[str] = "restore-requeue"
+    op: ClassVar[CallOp] = _CALL_RESTORE
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
+    call_type: ClassVar[type[Call] | None] = calls.RestoreCall
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [self._issued(ctx)]
+
+    def call(self, ctx: Context) -> Call:
+        return calls.RestoreCall(ref=self.ref, meta=CallMeta(deadline=self.deadline, by=ctx.by))
+
+
+@attrs.frozen(kw_only=True)
+class Cease(_Step):
+    """Ask the site's cessation signal whether the processes of a held job's object are gone,
+    and record the answer (unknown from an adapter without one). The signal answers within the
+    pass, so its evidence carries the pass's time; the evidence has its own time besides.
+
+    Row H6."""
+
+    kind: ClassVar[str] = "cease"
+    call_type: ClassVar[type[Call] | None] = calls.CeaseCall
+    answers: ClassVar[tuple[type[ev.Event], ...]] = (ev.CessationAnswered,)
+    ref: ObjectRef
+
+    def call(self, ctx: Context) -> Call:
+        return calls.CeaseCall(ref=self.ref)
+
+    def answer(self, ctx: Context, result: Answer) -> list[ev.AnyEvent]:
+        evidence = result.value
+        if not isinstance(evidence, CessationEvidence):
+            evidence = CessationEvidence(
+                ceased=_TRI_UNKNOWN,
+                detail=f"the cessation signal answered {evidence!r}, not evidence",
+                at=ctx.at,
+            )
+        return [ev.CessationAnswered(at=ctx.at, by=ctx.by, ref=self.ref, evidence=evidence)]
+
+
+#: Every step ``next`` can return: a closed union, so an executor that handles a step by its
+#: class is checked for every one of them.
+Step: TypeAlias = (
+    Wait
+    | Observe
+    | Authorize
+    | Start
+    | Canonical
+    | Retire
+    | Open
+    | Stop
+    | VerifiedStopped
+    | Outcome
+    | Escalate
+    | Settle
+    | RuleHold
+    | LiftHold
+    | BackendHold
+    | BackendRelease
+    | Requeue
+    | RuleRequeue
+    | RestoreRequeue
+    | Cease
+)
+
+#: The classes of ``Step``, in the order the docs list them.
+STEPS: Sequence[type[_Step]] = (
+    Wait,
+    Observe,
+    Authorize,
+    Start,
+    Canonical,
+    Retire,
+    Open,
+    Stop,
+    VerifiedStopped,
+    Outcome,
+    Escalate,
+    Settle,
+    RuleHold,
+    LiftHold,
+    BackendHold,
+    BackendRelease,
+    Requeue,
+    RuleRequeue,
+    RestoreRequeue,
+    Cease,
+)
 
 
 def _wait(*times: datetime | None) -> list[Step]:
     due = [t for t in times if t is not None]
-    if not due:
-        return [_WAIT_FOR_NEWS]
-    return [Step(kind=_STEP_WAIT, wake=min(due))]
+    return [Wait(wake=min(due) if due else None)]
 
 
 # ------------------------------------------------------------------ evidence first
 
 
 def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
-    steps: list[Step] = []
+    seen: list[ObjectObs] = []
+    missing: list[Miss] = []
     for obs in discovery.objects:
         identity = obs.identity
         if identity is None or identity[0] != job.id:
@@ -182,7 +811,7 @@ def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
                 continue  # not an attempt this record made: not ours to record
         elif rec.obs == obs and rec.absent_since is None and not _maybe_rerun(job, rec, now):
             continue
-        steps.append(Step(kind=_STEP_OBSERVE, ref=obs.ref, obs=obs))
+        seen.append(obs)
     if discovery.complete:
         present = {o.ref.id for o in discovery.objects}
         at = discovery.at or now
@@ -191,8 +820,10 @@ def _observations(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
                 continue
             if rec.absent_last is not None and at - rec.absent_last < ABSENCE_REFRESH:
                 continue  # a recent miss is on record already
-            steps.append(Step(kind=_STEP_OBSERVE, ref=rec.ref, find_at=at))
-    return steps
+            missing.append(Miss(ref=rec.ref, find_at=at))
+    if not seen and not missing:
+        return []
+    return [Observe(seen=tuple(seen), missing=tuple(missing))]
 
 
 def _absence(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
@@ -205,7 +836,7 @@ def _absence(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
             continue  # no recent miss on record: only a fresh one continues the absence
         due = rec.absent_since + ABSENCE_GRACE
         if now >= due:
-            return [Step(kind=_STEP_VERIFIED_STOPPED, ref=rec.ref, find_at=now)], None
+            return [VerifiedStopped(ref=rec.ref, find_at=now)], None
         wake = due if wake is None else min(wake, due)
     return [], wake
 
@@ -255,62 +886,51 @@ def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
     return key, sub.launch_failure()
 
 
-def _failed(cause: Cause, key: str, escalation: str = "", detail: str = "") -> Step:
+def _failed(cause: Cause, escalation: str = "", detail: str = "") -> Outcome:
     """The job's outcome: failed with the execution's own cause. ``escalation`` (committed with
     the outcome, once per id) tells a person why no rule recovered it, where one covered it."""
-    return Step(
-        kind=_STEP_OUTCOME,
-        state=_STATE_FAILED,
-        cause=cause,
-        trigger=key,
-        escalation=escalation,
-        detail=detail,
-    )
+    return Outcome(state=_STATE_FAILED, cause=cause, escalation=escalation, detail=detail)
 
 
 def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: datetime) -> Step:
     """What an ended execution (or failed launch) leads to: an outcome, or a rule's action."""
     if cause.kind is _CAUSE_NONE:
-        return Step(kind=_STEP_OUTCOME, state=_STATE_SUCCEEDED, cause=cause, trigger=key)
+        return Outcome(state=_STATE_SUCCEEDED, cause=cause)
     match = next((a for a in job.header.plan.rules if cause.kind in a.effective.on), None)
     if match is None:
-        return _failed(cause, key)
+        return _failed(cause)
     rule = match.effective
     n = match.index
     if match.enforcer is _ENFORCER_NOBODY:
         return _failed(
             cause,
-            key,
             f"unenforced:{n}:{key}",
             f"rule {n} covers {cause.kind} but nobody enforces it",
         )
     if match.enforcer is _ENFORCER_BACKEND:
         return _failed(
-            cause, key, f"native-spent:{n}:{key}", f"the backend did not rerun it under rule {n}"
+            cause, f"native-spent:{n}:{key}", f"the backend did not rerun it under rule {n}"
         )
     if rule.action is _ACTION_ESCALATE:
-        return _failed(cause, key, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
+        return _failed(cause, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
     if job.remaining(n) <= 0:
         return _failed(
             cause,
-            key,
             f"budget:{n}",
             f"rule {n} ({rule.action} on {cause.kind}) has spent its budget of {rule.budget}",
         )
     if rule.action is _ACTION_RESUBMIT:
-        return Step(kind=_STEP_AUTHORIZE, submission=sub.n + 1, trigger=key, rule=n, cause=cause)
-    if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART) and sub.canonical is None:
-        # A launch that failed left no object to run again in place.
-        return _failed(
-            cause,
-            key,
-            f"rule:{n}:{key}",
-            f"rule {n} would {rule.action} on {cause.kind}, but submission {sub.n} has no "
-            f"object to {rule.action}",
-        )
+        return Authorize(submission=sub.n + 1, trigger=key, rule=n, cause=cause)
     if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART):
-        return Step(
-            kind=_STEP_REQUEUE,
+        if sub.canonical is None:
+            # A launch that failed left no object to run again in place.
+            return _failed(
+                cause,
+                f"rule:{n}:{key}",
+                f"rule {n} would {rule.action} on {cause.kind}, but submission {sub.n} has no "
+                f"object to {rule.action}",
+            )
+        return RuleRequeue(
             submission=sub.n,
             ref=sub.canonical,
             trigger=key,
@@ -326,8 +946,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             f"rule {n}: {cause.kind}; a person decides",
             until,
         )
-        return Step(
-            kind=_STEP_PLACE_HOLD,
+        return RuleHold(
             submission=sub.n,
             trigger=key,
             rule=match.index,
@@ -335,7 +954,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             hold=hold,
             instance=len(job.holds) + 1,
         )
-    return _failed(cause, key, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
+    return _failed(cause, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
 
 
 # ------------------------------------------------------------------ holds
@@ -346,18 +965,11 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
         return [], None
     if hold.hold.until is not None and now >= hold.hold.until:
         if hold.hold.kind is _HOLD_OPERATOR:
-            return [
-                Step(
-                    kind=_STEP_RELEASE_HOLD,
-                    instance=hold.instance,
-                    detail="the hold's time ran out",
-                )
-            ], None
+            return [LiftHold(instance=hold.instance, reason="the hold's time ran out")], None
         esc = f"hold-expired:{hold.instance}"
         if esc not in job.escalations:
             return [
-                Step(
-                    kind=_STEP_ESCALATE,
+                Escalate(
                     escalation=esc,
                     detail=f"hold {hold.instance} ({hold.hold.reason}) passed its deadline "
                     "with nobody releasing it; it stays held",
@@ -374,16 +986,15 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
         if obj is not None:
             if obj.ceased is _TRI_YES:
                 return [
-                    Step(
-                        kind=_STEP_RELEASE_HOLD,
+                    LiftHold(
                         instance=hold.instance,
                         resume=True,
-                        detail="the site's cessation signal says its processes are gone",
+                        reason="the site's cessation signal says its processes are gone",
                     )
                 ], None
             due = obj.ceased_at + CESSATION_INTERVAL if obj.ceased_at else now
             if now >= due:
-                return [Step(kind=_STEP_CEASE, ref=obj.ref)], None
+                return [Cease(ref=obj.ref)], None
             wake = due if wake is None else min(wake, due)
     return [], wake
 
@@ -400,15 +1011,7 @@ def _backend_holds(job: Job, hold: HoldRec | None, now: datetime) -> list[Step]:
     standing = obj.obs.hold_instance
     if standing is not None and (hold is None or hold.instance != standing):
         if job.in_flight(obj.ref, _CALL_RELEASE, now) is None:
-            return [
-                Step(
-                    kind=_STEP_RELEASE_HOLD,
-                    ref=obj.ref,
-                    instance=standing,
-                    deadline=now + CALL_DEADLINE,
-                    decided=True,
-                )
-            ]
+            return [BackendRelease(ref=obj.ref, instance=standing, deadline=now + CALL_DEADLINE)]
         return []
     can_hold = job.header.plan.capabilities.get(_CAP_HOLD)
     if (
@@ -423,13 +1026,11 @@ def _backend_holds(job: Job, hold: HoldRec | None, now: datetime) -> list[Step]:
         tried = [c for c in job.calls_on(obj.ref, _CALL_HOLD) if c.instance == hold.instance]
         if not tried or (not tried[-1].in_flight(now) and not tried[-1].ok):
             return [
-                Step(
-                    kind=_STEP_PLACE_HOLD,
+                BackendHold(
                     ref=obj.ref,
                     instance=hold.instance,
                     deadline=now + CALL_DEADLINE,
                     hold=hold.hold,
-                    decided=True,
                 )
             ]
     return []
@@ -449,11 +1050,9 @@ def _launch(
         )
         if known:
             first = known[0]
-            return [
-                Step(kind=_STEP_CANONICAL, submission=sub.n, ref=first.ref, attempt=first.attempt)
-            ], None
+            return [Canonical(submission=sub.n, ref=first.ref, attempt=first.attempt)], None
         if not sub.attempts:
-            return [Step(kind=_STEP_START, submission=sub.n, attempt=1)], None
+            return [Start(submission=sub.n, attempt=1)], None
         last = sub.attempts[-1]
         unresolved = [
             a for a in sub.attempts if not a.abandoned and a.reply in (None, _REPLY_UNKNOWN)
@@ -461,14 +1060,13 @@ def _launch(
         if (last.reply is _REPLY_REFUSED or last.abandoned) and not unresolved:
             return [], None  # a launch failure; _launch_failure handles it
         if len(sub.attempts) < 1 + opts.submit_retries:
-            return [Step(kind=_STEP_START, submission=sub.n, attempt=len(sub.attempts) + 1)], None
+            return [Start(submission=sub.n, attempt=len(sub.attempts) + 1)], None
         first_at = min(a.started_at for a in unresolved)
         due = first_at + opts.unresolved_age
         esc = f"unresolved:{sub.n}"
         if now >= due and esc not in job.escalations:
             return [
-                Step(
-                    kind=_STEP_ESCALATE,
+                Escalate(
                     escalation=esc,
                     detail=f"submission {sub.n}: {len(unresolved)} attempts stayed "
                     f"unresolved for {opts.unresolved_age}; find or abandon them",
@@ -505,17 +1103,17 @@ def _open_step(n: int, ref: ObjectRef, now: datetime) -> Step:
     The deadline is recorded with the decision and the adapter refuses the call past it: a
     supervisor that paused between deciding and calling (and may have lost its lease, or seen
     the job cancelled meanwhile) cannot lift the gate arbitrarily late (spec 0001, D8)."""
-    return Step(kind=_STEP_OPEN, submission=n, ref=ref, deadline=now + CALL_DEADLINE)
+    return Open(submission=n, ref=ref, deadline=now + CALL_DEADLINE)
 
 
 def _stop_steps(
     job: Job, obj: ObjectRec, reason: str, now: datetime
 ) -> tuple[list[Step], datetime | None]:
     if not obj.stop_decided:
-        return [Step(kind=_STEP_STOP, ref=obj.ref, detail=reason)], None
+        return [Stop(ref=obj.ref, reason=reason)], None
     last = job.stop_at.get(obj.ref.id)
     if last is None or now >= last + STOP_RETRY:
-        return [Step(kind=_STEP_STOP, ref=obj.ref, detail=reason + " (again)")], None
+        return [Stop(ref=obj.ref, reason=reason + " (again)")], None
     return [], last + STOP_RETRY
 
 
@@ -534,14 +1132,7 @@ def _retire(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
         if (sub is not None and sub.canonical is not None) or (
             latest is not None and obj.submission < latest.n
         ):
-            return [
-                Step(
-                    kind=_STEP_RETIRE,
-                    ref=obj.ref,
-                    submission=obj.submission,
-                    attempt=obj.attempt,
-                )
-            ], None
+            return [Retire(ref=obj.ref, submission=obj.submission, attempt=obj.attempt)], None
     return [], wake
 
 
@@ -560,7 +1151,7 @@ def _restore_bit(job: Job, now: datetime) -> list[Step]:
         return []
     if job.in_flight(obj.ref, _CALL_REQUEUE, now) or job.in_flight(obj.ref, _CALL_RESTORE, now):
         return []
-    return [Step(kind=_STEP_RESTORE_REQUEUE, ref=obj.ref, deadline=now + CALL_DEADLINE)]
+    return [RestoreRequeue(ref=obj.ref, deadline=now + CALL_DEADLINE)]
 
 
 def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
@@ -585,8 +1176,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
     if (last.answered and not last.ok) or len(calls) >= REQUEUE_TRIES:
         why = last.detail if last.answered else "no effect showed"
         return [
-            Step(
-                kind=_STEP_OUTCOME,
+            Outcome(
                 state=_STATE_FAILED,
                 cause=cause,
                 escalation=f"requeue-failed:{last.revision}",
@@ -594,13 +1184,11 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
             )
         ], None
     return [
-        Step(
-            kind=_STEP_REQUEUE,
+        Requeue(
             ref=obj.ref,
             submission=latest.n,
             trigger=f"retry:{last.revision}",
             deadline=now + CALL_DEADLINE,
-            decided=True,
         )
     ], None
 
@@ -620,13 +1208,11 @@ def _requeues(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
         return [], flying.deadline
     trigger, _, _ = job.requeues[0]
     return [
-        Step(
-            kind=_STEP_REQUEUE,
+        Requeue(
             ref=obj.ref,
             submission=latest.n,
             trigger=trigger,
             deadline=now + CALL_DEADLINE,
-            decided=True,
         )
     ], None
 
@@ -677,8 +1263,7 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
         if now >= due and "cleanup" not in job.escalations:
             names = ", ".join(o.ref.id for o in pending)
             return [
-                Step(
-                    kind=_STEP_ESCALATE,
+                Escalate(
                     escalation="cleanup",
                     detail=f"clean-up is still pending after "
                     f"{job.header.options.cleanup_deadline}: {names} still live",
@@ -696,8 +1281,7 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
         esc = f"unresolved:{unresolved[0].n}"
         if now >= due and esc not in job.escalations:
             return [
-                Step(
-                    kind=_STEP_ESCALATE,
+                Escalate(
                     escalation=esc,
                     detail=f"{len(unresolved)} attempts stayed unresolved for "
                     f"{job.header.options.unresolved_age} and block settlement under the "
@@ -705,7 +1289,7 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
                 )
             ]
         return _wait(*wakes, due if now < due else None)
-    return [Step(kind=_STEP_SETTLE)]
+    return [Settle()]
 
 
 def _sweep(job: Job, now: datetime) -> list[Step]:
@@ -722,14 +1306,14 @@ def _sweep(job: Job, now: datetime) -> list[Step]:
 def _drive(job: Job, now: datetime) -> list[Step]:
     latest = job.latest
     if latest is None:
-        return [Step(kind=_STEP_AUTHORIZE, submission=1, trigger="submit")]
+        return [Authorize(submission=1, trigger="submit")]
     hold = job.active_hold
     wakes: list[datetime | None] = []
     ended = _end_of(job, latest) or _launch_failure(job, latest)
     if ended is not None:
         step = _apply_rules(job, latest, ended[0], ended[1], now)
         # One hold at a time: a rule's hold for a person waits until a standing hold is lifted.
-        if step.kind is not _STEP_PLACE_HOLD or hold is None:
+        if not isinstance(step, RuleHold) or hold is None:
             return [step]
     steps, wake = _requeue_trouble(job, now)
     if steps:
@@ -749,13 +1333,10 @@ def _drive(job: Job, now: datetime) -> list[Step]:
             and h.hold.kind is _HOLD_RECOVERY
             and trigger not in job.triggers
         ):
-            return [
-                Step(kind=_STEP_AUTHORIZE, submission=latest.n + 1, trigger=trigger, cause=h.cause)
-            ]
+            return [Authorize(submission=latest.n + 1, trigger=trigger, cause=h.cause)]
     if job.resubmits:
         return [
-            Step(
-                kind=_STEP_AUTHORIZE,
+            Authorize(
                 submission=latest.n + 1,
                 trigger=f"resubmit:{job.resubmits[0]}",
             )

@@ -6,6 +6,7 @@ situation and ask ``next`` what follows, without a store, a backend or a supervi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -154,6 +155,13 @@ class Story:
         token = 1 if event_type.cls is ev.EventClass.DECISION else None
         self.events.append(event_type(at=self.now, by=by, token=token, **fields))  # type: ignore[arg-type]
         return self
+
+    def commit(self, events: Sequence[ev.AnyEvent]) -> int:
+        """Append events as a store commits them (a decision carries the lease's token, which
+        a step's events leave to the store); returns the revision reached."""
+        for e in events:
+            self.events.append(attrs.evolve(e, token=1) if e.decision else e)
+        return len(self.events)
 
     # ---------------------------------------------------------------- the launch, abridged
 

@@ -14,53 +14,26 @@ The rules it follows (docs/specs/0004-supervisor.md):
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
+from jobdispatch import calls
+from jobdispatch.calls import Call
 from jobdispatch.clock import Clock
-from jobdispatch.errors import (
-    Conflict,
-    DispatchError,
-    Invalid,
-    NotFound,
-    OutcomeUnknown,
-    Rejected,
-    Unsupported,
-)
+from jobdispatch.errors import Conflict, Unsupported
 from jobdispatch.job import Job, Replay
 from jobdispatch.launch import start_request
 from jobdispatch.records import events as ev
 from jobdispatch.records.store import Lease, Records
-from jobdispatch.spi import (
-    Backend,
-    CessationEvidence,
-    CessationSignal,
-    Discovery,
-    Holder,
-    ObjectRef,
-    Requeuer,
-)
-from jobdispatch.steps import Step, StepKind, next_steps
-from jobdispatch.types import Actor, CallMeta, Enforcer, HoldMeta, Tristate
+from jobdispatch.spi import Backend, CessationEvidence, CessationSignal, Discovery, Holder, Requeuer
+from jobdispatch.steps import Answer, Context, Step, Wait, next_steps
+from jobdispatch.types import Actor, Tristate
 
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
 
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_CALL_HOLD = ev.CallOp.HOLD
-_CALL_RELEASE = ev.CallOp.RELEASE
-_CALL_REQUEUE = ev.CallOp.REQUEUE
-_CALL_RESTORE = ev.CallOp.RESTORE
-_ENFORCER_BACKEND = Enforcer.BACKEND
-_REPLY_CREATED = ev.Reply.CREATED
-_REPLY_REFUSED = ev.Reply.REFUSED
-_REPLY_UNKNOWN = ev.Reply.UNKNOWN
-_STEP_OBSERVE = StepKind.OBSERVE
-_STEP_REQUEUE = StepKind.REQUEUE
-_STEP_WAIT = StepKind.WAIT
 _TRI_UNKNOWN = Tristate.UNKNOWN
 
 __all__ = ["Executor", "Pass"]
@@ -116,16 +89,11 @@ class Executor:
         now = self.clock()
         folded = self._fold(view, now)
         self._deliver(folded, view.revision)
-        steps = next_steps(folded, discovery, now)
-        step = steps[0]
-        if step.kind is _STEP_WAIT:
+        step = next_steps(folded, discovery, now)[0]
+        if isinstance(step, Wait):
             return Pass(step=step, settled=folded.settled, wake=step.wake, revision=view.revision)
         try:
-            if step.kind is _STEP_OBSERVE:
-                observe = [s for s in steps if s.kind is _STEP_OBSERVE]
-                self._observe(job, observe, view.revision, now)
-            else:
-                self._execute(job, folded, step, view.revision, lease, now)
+            self._execute(job, folded, step, view.revision, lease, now)
         except Conflict as exc:
             log.debug("job %s: %s; re-reading", job, exc)
             return Pass(step=step, conflict=True, revision=view.revision)
@@ -154,10 +122,7 @@ class Executor:
         replays[job] = replay
         return replay.extend(view, now)
 
-    # ---------------------------------------------------------------- commits
-
-    def _decide(self, job: str, events: Sequence[ev.AnyEvent], revision: int, lease: Lease) -> int:
-        return self.store.append(job, events, expect_revision=revision, owner=lease)
+    # ---------------------------------------------------------------- evidence
 
     def _evidence(
         self,
@@ -182,314 +147,94 @@ class Executor:
         msg = f"job {job}: could not record evidence; the record kept moving"
         raise Conflict(msg)
 
-    def _observe(self, job: str, steps: Sequence[Step], revision: int, now: datetime) -> None:
-        events: list[ev.AnyEvent] = []
-        for s in steps:
-            if s.obs is not None:
-                events.append(ev.Observed(at=now, by=self.actor, obs=s.obs))
-            elif s.ref is not None and s.find_at is not None:
-                events.append(ev.Absent(at=now, by=self.actor, ref=s.ref, find_at=s.find_at))
-        self.store.append(job, events, expect_revision=revision)
-
-    # ---------------------------------------------------------------- steps
+    # ---------------------------------------------------------------- one step
 
     def _execute(
         self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
     ) -> None:
-        """Commit ``step``'s decision at ``revision`` under ``lease``, then make its call.
+        """Run any step in its three parts: commit what it decides, make its call, commit its
+        answer.
 
-        Each kind has one method, named in ``_EXECUTE``; they are looked up on the instance, so
-        a subclass (or the simulator's mutants) can replace one."""
-        name = _EXECUTE.get(step.kind)
-        if name is None:  # STOP_JOB is the stopper's, never next's
-            msg = f"step {step.kind} cannot be executed by the supervisor"
-            raise Invalid(msg)
-        getattr(self, name)(job, folded, step, revision, lease, now)
+        1. ``step.before``'s events are committed at ``revision`` (the one ``next`` computed
+           from) and, unless the step is not fenced (Observe's evidence), under ``lease``. A
+           Conflict ends the pass here: nothing is called on a decision that did not land.
+        2. ``step.call``'s value is made on the backend (:meth:`_make`). The exceptions the
+           call lists as its ``answers`` become its answer; any other ends the pass.
+        3. ``step.answer``'s events are committed as evidence, from the revision of step 1's
+           commit on (:meth:`_evidence`).
 
-    def _authorize(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        event = ev.SubmissionAuthorized(
-            at=now,
-            by=self.actor,
-            n=step.submission,
-            trigger=step.trigger,
-            rule=step.rule,
-            cause=step.cause,
-        )
-        self._decide(job, [event], revision, lease)
-
-    def _start(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        """Number the attempt, call Start, and record whatever the reply was (unknown included:
-        ``next`` then searches for the object by its discovery name)."""
-        me = self.actor
-        revision = self._decide(
-            job,
-            [ev.AttemptStarted(at=now, by=me, submission=step.submission, attempt=step.attempt)],
-            revision,
-            lease,
-        )
-        header = folded.header
-        request = start_request(
-            self.backend,
-            job,
-            header.spec,
-            header.plan,
-            submission=step.submission,
-            attempt=step.attempt,
-            firings=folded.firings,
-        )
-        ref: ObjectRef | None = None
-        detail = ""
-        try:
-            ref = self.backend.start(request)
-            reply = _REPLY_CREATED
-        except OutcomeUnknown as exc:
-            reply, detail = _REPLY_UNKNOWN, str(exc)
-        except (Rejected, Invalid, Unsupported) as exc:
-            reply, detail = _REPLY_REFUSED, str(exc)
-        except Exception as exc:  # an adapter's own failure: the object may exist or not
-            reply, detail = _REPLY_UNKNOWN, f"{type(exc).__name__}: {exc}"
-        answer = ev.AttemptReplied(
-            at=self.clock(),
-            by=me,
-            submission=step.submission,
-            attempt=step.attempt,
-            reply=reply,
-            ref=ref,
-            detail=detail,
-        )
-        self._evidence(job, [answer], revision)
-
-    def _canonical(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        assert step.ref is not None
-        event = ev.CanonicalChosen(
-            at=now, by=self.actor, submission=step.submission, ref=step.ref, attempt=step.attempt
-        )
-        self._decide(job, [event], revision, lease)
-
-    def _retire(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        assert step.ref is not None
-        event = ev.Retired(
-            at=now, by=self.actor, ref=step.ref, submission=step.submission, attempt=step.attempt
-        )
-        self._decide(job, [event], revision, lease)
-        self._call_stop(step, "a duplicate of the canonical object; it never ran")
-
-    def _open(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        """Commit the open with its deadline, then make the call under that deadline.
-
-        An adapter refuses the call once the deadline has passed (this process paused between
-        the two, say, while the job was cancelled or its lease taken). The refusal is only
-        logged: nothing was lifted, and ``next`` decides again, with a new deadline, if the
-        job still wants the object open."""
-        assert step.ref is not None and step.deadline is not None
-        me = self.actor
-        event = ev.OpenDecided(
-            at=now, by=me, submission=step.submission, ref=step.ref, deadline=step.deadline
-        )
-        self._decide(job, [event], revision, lease)
-        try:
-            self.backend.open(step.ref, CallMeta(deadline=step.deadline, by=me))
-        except Rejected as exc:
-            log.warning("job %s: open of %s refused: %s", job, step.ref, exc)
-
-    def _stop(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        assert step.ref is not None
-        event = ev.StopDecided(at=now, by=self.actor, ref=step.ref, reason=step.detail)
-        self._decide(job, [event], revision, lease)
-        self._call_stop(step, step.detail)
-
-    def _call_stop(self, step: Step, reason: str) -> None:
-        assert step.ref is not None
-        with contextlib.suppress(NotFound):  # already gone is success
-            self.backend.stop(step.ref, reason)
-
-    def _verified_stopped(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        assert step.ref is not None and step.find_at is not None
-        event = ev.VerifiedStopped(at=now, by=self.actor, ref=step.ref, find_at=step.find_at)
-        self._decide(job, [event], revision, lease)
-
-    def _outcome(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        """The outcome, and in the same commit the escalation it carries (once per id)."""
-        assert step.state is not None and step.cause is not None
-        me = self.actor
-        events: list[ev.AnyEvent] = []
-        if step.escalation and step.escalation not in folded.escalations:
-            events.append(ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail))
-        events.append(ev.OutcomeDecided(at=now, by=me, state=step.state, cause=step.cause))
-        self._decide(job, events, revision, lease)
-
-    def _escalate(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        event = ev.Escalated(at=now, by=self.actor, id=step.escalation, detail=step.detail)
-        self._decide(job, [event], revision, lease)
-
-    def _settle(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        self._decide(job, [ev.Settled(at=now, by=self.actor)], revision, lease)
-
-    def _cease(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        """Ask the site's cessation signal, and record its answer as evidence."""
-        assert step.ref is not None
-        if isinstance(self.backend, CessationSignal):
-            evidence = self.backend.ceased(step.ref)
-        else:
-            evidence = CessationEvidence(
-                ceased=_TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
-            )
-        answer = ev.CessationAnswered(at=now, by=self.actor, ref=step.ref, evidence=evidence)
-        self._evidence(job, [answer], revision)
-
-    # ---------------------------------------------------------------- recorded calls
-
-    def _issue(
-        self,
-        job: str,
-        step: Step,
-        op: ev.CallOp,
-        revision: int,
-        lease: Lease,
-        now: datetime,
-        decided: Sequence[ev.AnyEvent] = (),
-    ) -> int:
-        """Commit ``decided`` and the call's CallIssued (with its deadline) as one decision; the
-        revision of the CallIssued is the call's id, which its answer names."""
-        assert step.ref is not None and step.deadline is not None
-        issued = ev.CallIssued(
-            at=now,
-            by=self.actor,
-            op=op,
-            ref=step.ref,
-            deadline=step.deadline,
-            instance=step.instance,
-        )
-        return self._decide(job, [*decided, issued], revision, lease)
-
-    def _call(self, job: str, issued: int, fn: Callable[..., object], *args: object) -> None:
-        """Make a recorded call and commit its answer as evidence."""
-        ok, detail = True, ""
-        try:
-            fn(*args)
-        except DispatchError as exc:
-            ok, detail = False, str(exc)
-        except Exception as exc:
-            ok, detail = False, f"{type(exc).__name__}: {exc}"
-        self._answer(job, issued, ok, detail)
-
-    def _answer(self, job: str, issued: int, ok: bool, detail: str) -> None:
-        answer = ev.CallAnswered(at=self.clock(), by=self.actor, call=issued, ok=ok, detail=detail)
-        self._evidence(job, [answer], issued)
-
-    def _place_hold(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        me = self.actor
-        if step.ref is None:  # a rule's hold for a person: recorded, no backend call
-            assert step.rule is not None and step.cause is not None and step.hold is not None
-            self._decide(
-                job,
-                [
-                    ev.RecoveryDecided(
-                        at=now,
-                        by=me,
-                        rule=step.rule,
-                        trigger=step.trigger,
-                        cause=step.cause,
-                        submission=step.submission,
-                    ),
-                    ev.HoldPlaced(
-                        at=now,
-                        by=me,
-                        instance=step.instance,
-                        hold=step.hold,
-                        submission=step.submission,
-                        cause=step.cause,
-                    ),
-                ],
-                revision,
-                lease,
-            )
+        The three are kept apart (and this is the one method that runs them) so that a caller
+        can run them in batches, and the simulator's mutants can wrap this one method."""
+        ctx = Context(at=now, by=self.actor, job=folded)
+        decided = step.before(ctx)
+        if decided:
+            owner = lease if step.fenced else None
+            revision = self.store.append(job, decided, expect_revision=revision, owner=owner)
+        call = step.call(ctx)
+        if call is None:
             return
-        assert step.deadline is not None and isinstance(self.backend, Holder)
-        issued = self._issue(job, step, _CALL_HOLD, revision, lease, now)
-        hold = step.hold
-        meta = HoldMeta(
-            instance=step.instance,
-            deadline=step.deadline,
-            by=hold.by if hold else me,
-            reason=hold.reason if hold else "",
-            until=hold.until if hold else None,
-        )
-        self._call(job, issued, self.backend.hold, step.ref, meta)
+        result = self._make(job, folded, call, revision, now)
+        answer = step.answer(ctx, result)
+        if answer:
+            self._evidence(job, answer, revision)
 
-    def _release_hold(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        if step.ref is None:  # a rule's hold for a person lifts in the record alone
-            event = ev.HoldLifted(
-                at=now,
-                by=self.actor,
-                instance=step.instance,
-                reason=step.detail,
-                resume=step.resume,
-            )
-            self._decide(job, [event], revision, lease)
-            return
-        assert step.deadline is not None
-        if not isinstance(self.backend, Holder):
-            return
-        issued = self._issue(job, step, _CALL_RELEASE, revision, lease, now)
-        meta = HoldMeta(instance=step.instance, deadline=step.deadline, by=self.actor)
-        self._call(job, issued, self.backend.release, step.ref, meta)
+    def _make(self, job: str, folded: Job, call: Call, revision: int, now: datetime) -> Answer:
+        """Make ``call`` and hand back its result; the exceptions it lists as its answers are
+        its result too (logged), and any other ends the pass."""
+        method = self._method(job, folded, call, now)
+        value: object = None
+        error: Exception | None = None
+        try:
+            value = method()
+        except call.answers as exc:
+            log.warning("job %s: %s answered %s: %s", job, call.method, type(exc).__name__, exc)
+            error = exc
+        return Answer(at=self.clock(), revision=revision, value=value, error=error)
 
-    def _requeue(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        """A requeue (the rule's decision committed with its call, unless decided before) or
-        the restoring of a requeue bit left set."""
-        assert step.ref is not None and step.deadline is not None
-        requeue = step.kind is _STEP_REQUEUE
-        decided: list[ev.AnyEvent] = []
-        if requeue and not step.decided:
-            assert step.rule is not None and step.cause is not None
-            decided.append(
-                ev.RecoveryDecided(
-                    at=now,
-                    by=self.actor,
-                    rule=step.rule,
-                    trigger=step.trigger,
-                    cause=step.cause,
-                    ref=step.ref,
-                    submission=step.submission,
+    def _method(self, job: str, folded: Job, call: Call, now: datetime) -> Callable[[], object]:
+        """The backend method a call value is, bound to its arguments: the one place a step's
+        call becomes an SPI call.
+
+        A call on an optional ability the adapter lacks (a Holder's hold, a Requeuer's
+        requeue) fails with Unsupported, which a recorded call commits as its answer; an
+        adapter without a cessation signal answers unknown."""
+        backend = self.backend
+        match call:
+            case calls.StartCall(submission=n, attempt=k):
+                header = folded.header
+                request = start_request(
+                    backend,
+                    job,
+                    header.spec,
+                    header.plan,
+                    submission=n,
+                    attempt=k,
+                    firings=folded.firings,
                 )
-            )
-        op = _CALL_REQUEUE if requeue else _CALL_RESTORE
-        issued = self._issue(job, step, op, revision, lease, now, decided)
-        if not isinstance(self.backend, Requeuer):
-            self._answer(job, issued, False, "the adapter cannot requeue")
-            return
-        meta = CallMeta(deadline=step.deadline, by=self.actor, reason=step.trigger)
-        fn = self.backend.requeue if requeue else self.backend.restore_requeue_bit
-        self._call(job, issued, fn, step.ref, meta)
+                return functools.partial(backend.start, request)
+            case calls.OpenCall(ref=ref, meta=meta):
+                return functools.partial(backend.open, ref, meta)
+            case calls.StopCall(ref=ref, reason=reason):
+                return functools.partial(backend.stop, ref, reason)
+            case calls.HoldCall(ref=ref, meta=hold_meta) if isinstance(backend, Holder):
+                return functools.partial(backend.hold, ref, hold_meta)
+            case calls.ReleaseCall(ref=ref, meta=hold_meta) if isinstance(backend, Holder):
+                return functools.partial(backend.release, ref, hold_meta)
+            case calls.RequeueCall(ref=ref, meta=meta) if isinstance(backend, Requeuer):
+                return functools.partial(backend.requeue, ref, meta)
+            case calls.RestoreCall(ref=ref, meta=meta) if isinstance(backend, Requeuer):
+                return functools.partial(backend.restore_requeue_bit, ref, meta)
+            case calls.HoldCall() | calls.ReleaseCall():
+                return _cannot("hold")
+            case calls.RequeueCall() | calls.RestoreCall():
+                return _cannot("requeue")
+            case calls.CeaseCall(ref=ref):
+                if isinstance(backend, CessationSignal):
+                    return functools.partial(backend.ceased, ref)
+                unknown = CessationEvidence(
+                    ceased=_TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
+                )
+                return lambda: unknown
 
     # ---------------------------------------------------------------- escalations
 
@@ -524,24 +269,14 @@ class Executor:
                 )
 
 
-#: The method that executes each kind of step (``Executor._execute``).
-_EXECUTE: dict[StepKind, str] = {
-    StepKind.AUTHORIZE: "_authorize",
-    StepKind.START: "_start",
-    StepKind.CANONICAL: "_canonical",
-    StepKind.RETIRE: "_retire",
-    StepKind.OPEN: "_open",
-    StepKind.STOP: "_stop",
-    StepKind.VERIFIED_STOPPED: "_verified_stopped",
-    StepKind.OUTCOME: "_outcome",
-    StepKind.ESCALATE: "_escalate",
-    StepKind.SETTLE: "_settle",
-    StepKind.PLACE_HOLD: "_place_hold",
-    StepKind.RELEASE_HOLD: "_release_hold",
-    StepKind.REQUEUE: "_requeue",
-    StepKind.RESTORE_REQUEUE: "_requeue",
-    StepKind.CEASE: "_cease",
-}
+def _cannot(what: str) -> Callable[[], object]:
+    """The call of an optional ability (Holder, Requeuer) the adapter lacks: it fails."""
+
+    def refuse() -> object:
+        msg = f"the adapter cannot {what}"
+        raise Unsupported(msg)
+
+    return refuse
 
 
 def _has_delivery(escalation: str, sink: str) -> Callable[[ev.View], bool]:

@@ -21,6 +21,7 @@ from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable, Unreach
 from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, find_all
+from jobdispatch.steps import Wait
 from jobdispatch.validate import MAX_DURATION
 
 from jobdispatch_supervise.executor import Executor, Pass
@@ -163,7 +164,7 @@ class Supervisor:
                     # Lost a race or the lease: forget the lease so ownership is checked anew.
                     self._leases.pop(job, None)
                     continue
-                if result.step is None or result.step.kind == "wait":
+                if result.step is None or isinstance(result.step, Wait):
                     self._wait_for(result.wake)
         finally:
             self._disown(job)
@@ -240,7 +241,7 @@ class Supervisor:
             first = False
             if result.settled or result.conflict or result.step is None:
                 return result
-            if result.step.kind == "wait" or self._stopping.is_set():
+            if isinstance(result.step, Wait) or self._stopping.is_set():
                 return result
             renewed = self._own(job)
             if renewed is None:

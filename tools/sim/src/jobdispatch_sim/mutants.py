@@ -24,7 +24,7 @@ from jobdispatch.records import events as ev
 from jobdispatch.records import rules
 from jobdispatch.records.store import Lease
 from jobdispatch.spi import Discovery
-from jobdispatch.steps import Step, StepKind
+from jobdispatch.steps import Authorize, Canonical, Observe, Outcome, Start, Step
 from jobdispatch.types import Actor
 from jobdispatch_supervise import executor as executor_mod
 from jobdispatch_supervise.executor import Executor
@@ -72,7 +72,7 @@ def open_before_canonical() -> AbstractContextManager[None]:
     def execute(
         self: Executor, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: Any
     ) -> None:
-        if step.kind is StepKind.CANONICAL and step.ref is not None:
+        if isinstance(step, Canonical):
             self.backend.open(step.ref)
         original(self, job, folded, step, revision, lease, now)
 
@@ -89,40 +89,40 @@ def _rule_for(folded: Job, kind: object) -> int | None:
 def budget_after_start() -> AbstractContextManager[None]:
     """A rule's submission is authorized without its budget reservation, and the budget is
     charged only once the first Start has answered (a crash in between loses the charge)."""
-    original_execute = Executor._execute
-    original_start = Executor._start
+    original = Executor._execute
 
     def execute(
         self: Executor, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: Any
     ) -> None:
-        if step.kind is StepKind.AUTHORIZE and step.rule is not None:
+        if isinstance(step, Authorize) and step.rule is not None:
             step = attrs.evolve(step, rule=None)
-        original_execute(self, job, folded, step, revision, lease, now)
+        original(self, job, folded, step, revision, lease, now)
+        if isinstance(step, Start):
+            _charge_after_start(self, job, folded, step, lease)
 
-    def start(
-        self: Executor, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: Any
-    ) -> None:
-        original_start(self, job, folded, step, revision, lease, now)
-        sub = folded.submission(step.submission)
-        if step.attempt != 1 or sub is None or sub.cause is None:
-            return
-        if not sub.trigger.startswith(("end:", "launch:")):
-            return
-        rule = _rule_for(folded, sub.cause.kind)
-        if rule is None:
-            return
-        view = self.store.read(job)
-        charge = ev.RecoveryDecided(
-            at=self.clock(),
-            by=self.actor,
-            rule=rule,
-            trigger=f"charge:{step.submission}",
-            cause=sub.cause,
-            submission=step.submission,
-        )
-        self.store.append(job, [charge], expect_revision=view.revision, owner=lease)
+    return _patched((Executor, "_execute", execute))
 
-    return _patched((Executor, "_execute", execute), (Executor, "_start", start))
+
+def _charge_after_start(self: Executor, job: str, folded: Job, step: Start, lease: Lease) -> None:
+    """Charge a rule's budget for the submission whose first Start just answered."""
+    sub = folded.submission(step.submission)
+    if step.attempt != 1 or sub is None or sub.cause is None:
+        return
+    if not sub.trigger.startswith(("end:", "launch:")):
+        return
+    rule = _rule_for(folded, sub.cause.kind)
+    if rule is None:
+        return
+    view = self.store.read(job)
+    charge = ev.RecoveryDecided(
+        at=self.clock(),
+        by=self.actor,
+        rule=rule,
+        trigger=f"charge:{step.submission}",
+        cause=sub.cause,
+        submission=step.submission,
+    )
+    self.store.append(job, [charge], expect_revision=view.revision, owner=lease)
 
 
 # ---------------------------------------------------------------------------- fold and next
@@ -168,14 +168,14 @@ def outcome_overwritten() -> AbstractContextManager[None]:
 
     def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
         steps = original_next(job, discovery, now)
-        if job.terminal and not job.settled and steps[0].kind is not StepKind.OBSERVE:
+        if job.terminal and not job.settled and not isinstance(steps[0], Observe):
             saved = job.outcome
             job.outcome = None
             try:
                 again = steps_mod._drive(job, now)
             finally:
                 job.outcome = saved
-            if again and again[0].kind is StepKind.OUTCOME:
+            if again and isinstance(again[0], Outcome):
                 return again
         return steps
 

@@ -32,6 +32,7 @@ from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import Lease, ListFilter
 from jobdispatch.spi import Discovery, ObjectRef, find_all
+from jobdispatch.steps import Wait
 from jobdispatch.timing import ABSENCE_GRACE
 from jobdispatch.types import Actor as JdActor
 from jobdispatch.types import HoldKind, ObjectState, Tristate
@@ -930,7 +931,7 @@ class World:
                             break
                     if result is None or result.step is None:
                         break
-                    if result.step.kind == "wait" and not result.conflict:
+                    if isinstance(result.step, Wait) and not result.conflict:
                         if result.wake is not None:
                             w = result.wake - (proc.skew if proc else timedelta(0))
                             wake = w if wake is None else min(wake, w)

@@ -30,11 +30,9 @@ def diagnose(ctx: Context, job: str, discovery: Discovery) -> str:
     hold = folded.active_hold
     if hold is not None:
         where += f", held ({hold.hold.kind}, until {hold.hold.until})"
-    wake = f" until {first.wake}" if first.wake else ""
-    detail = f" ({first.detail})" if first.detail else ""
     live = [o.ref.id for o in folded.objects.values() if not o.done]
     return (
-        f"{where}; next asks for {first.kind}{wake}{detail}; "
+        f"{where}; next asks for {first!r}; "
         f"objects not done: {', '.join(live) or 'none'}; "
         f"unresolved attempts: {len(folded.unresolved_attempts())}"
     )
