@@ -64,7 +64,7 @@ ENDED_STATES = frozenset(
 REQUEUE_STATES = frozenset({"REQUEUED", "SPECIAL_EXIT", "REQUEUE_HOLD", "REQUEUE_FED"})
 #: Endings Slurm gives only a job that was allocated and launched: a record with one of them
 #: ran even when accounting lost its Start (0007 §4).
-RUN_ONLY_ENDINGS = frozenset({"PREEMPTED", "TIMEOUT", "OUT_OF_MEMORY", "COMPLETED"})
+RUN_ONLY_ENDINGS = frozenset({"PREEMPTED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "COMPLETED"})
 #: squeue states in which processes may be running: the object is running (or ending).
 RUNNING_STATES = frozenset(
     {"RUNNING", "CONFIGURING", "COMPLETING", "SIGNALING", "RESIZING", "STAGE_OUT", "EXPEDITING"}
