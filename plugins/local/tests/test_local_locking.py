@@ -350,12 +350,37 @@ def test_a_runner_that_dies_before_recording_its_ranks_is_adopted_as_node_lost(
 # ------------------------------------------------------------------ the races of a late spawn
 
 
+def _runner_processes(obj: ObjectDir) -> list[int]:
+    """Every live process started as a runner of ``obj``, whether or not it has taken the
+    object yet: the adapter's runner and this file's wrapper both carry the object's directory
+    as an argument, and a detached runner keeps its arguments."""
+    target = os.fsencode(obj.path)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # it exited while we looked
+        if target in argv and procs.start_ticks(int(entry.name)) is not None:  # not a zombie
+            found.append(int(entry.name))
+    return found
+
+
 def _settle(backend: LocalBackend, obj: ObjectDir) -> None:
-    """Wait until no runner serves the object any more (every spawned runner has left)."""
+    """Wait until every runner spawned for the object has left: none serves it and no runner
+    process is still on its way to it.
+
+    The recorded runner alone does not tell: a spawn returns once the runner has detached,
+    before it registers, so on a loaded machine the object can show no runner while one is
+    about to take it and start an execution. Waiting on the record alone let the property
+    check an object that was still changing (an execution "left open", seen on 3.12 in CI)
+    or, more often, check nothing at all."""
     from jobdispatch_local.runner import serving
 
     def idle() -> bool:
-        return not serving(obj.read_runner())
+        return not serving(obj.read_runner()) and not _runner_processes(obj)
 
     wait_for(backend, ObjectRef(obj.name), lambda _: idle(), "left by every runner")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -44,6 +45,11 @@ CASES = {
     "out-of-memory-batch": [(0, CauseKind.OUT_OF_MEMORY, A, None, None)],
     "preempted-no-requeue": [(0, CauseKind.PREEMPTED, S, None, None)],
     "preempted-requeued": [
+        (0, CauseKind.PREEMPTED, S, None, None),
+        (1, CauseKind.CANCELLED, Provenance.ACTOR, None, None),
+    ],
+    # 0007 §4: the preempted run's record has no Start; it is an execution all the same
+    "preempted-start-lost": [
         (0, CauseKind.PREEMPTED, S, None, None),
         (1, CauseKind.CANCELLED, Provenance.ACTOR, None, None),
     ],
@@ -182,6 +188,47 @@ def test_running_after_requeue_ahead_of_sacct():
     assert [(e.index, e.state) for e in obs.executions] == [
         (0, ObjectState.ENDED),
         (1, ObjectState.RUNNING),
+    ]
+
+
+@pytest.mark.parametrize("with_steps", [True, False], ids=["inspect", "find_many"])
+def test_a_run_whose_start_accounting_lost_keeps_its_execution(fixture_text, with_steps):
+    """The conformance check that went flaky in CI: slurmdbd kept no Start for a run preempted
+    two seconds after it started (0007 §4). That run was dropped, so the object showed only
+    its rerun, #1, and the preemption was never seen. It must stay execution #0, ended
+    preempted, beside the running #1, whether the rows come with their steps (inspect) or
+    without (find_many's ``-X``)."""
+    rows = parse_sacct(fixture_text("sacct-D-preempted-start-lost.txt"))
+    first, first_batch, second, _ = rows
+    assert first.start is None and first.nodes == ("node1",)
+    # While the rerun ran, its record read RUNNING with no end.
+    running = attrs.evolve(second, state="RUNNING", end=None)
+    history = [first, first_batch, running] if with_steps else [first, running]
+    sq = SqueueRow(
+        "639", first.name, "RUNNING", "None", start=running.start, nodes=("node1",), restarts=1
+    )
+    obs = observe("639", sq, history, Accounting.ANSWERED)
+    assert obs is not None and obs.state is ObjectState.RUNNING
+    assert [(e.index, e.state) for e in obs.executions] == [
+        (0, ObjectState.ENDED),
+        (1, ObjectState.RUNNING),
+    ]
+    ended = obs.executions[0]
+    assert ended.cause is not None and ended.cause.kind is CauseKind.PREEMPTED
+    assert ended.nodes == ("node1",) and ended.ended_at == first.end
+    assert ended.started_at == (first_batch.start if with_steps else None)
+
+
+def test_a_pending_stint_is_no_execution_whatever_its_state():
+    """Nodes are what makes a record a run: a record cancelled while pending (``None
+    assigned``) is none, even with the lost-Start rule in place."""
+    now = datetime.now(UTC)
+    ran = SacctRow("9", "n", "PREEMPTED", start=None, end=now, nodes=("node1",))
+    pending = SacctRow("9", "n", "CANCELLED by 0", start=None, end=now, nodes=())
+    obs = observe("9", None, [ran, pending], Accounting.ANSWERED)
+    assert obs is not None
+    assert [(e.index, e.cause.kind if e.cause else None) for e in obs.executions] == [
+        (0, CauseKind.PREEMPTED)
     ]
 
 

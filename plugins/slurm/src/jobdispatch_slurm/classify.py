@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 import attrs
 from jobdispatch.spi import ExecutionObs
@@ -61,6 +62,9 @@ ENDED_STATES = frozenset(
 #: States an earlier record of a requeued job can carry (0007 §4-§6): the run ended, the job
 #: did not.
 REQUEUE_STATES = frozenset({"REQUEUED", "SPECIAL_EXIT", "REQUEUE_HOLD", "REQUEUE_FED"})
+#: Endings Slurm gives only a job that was allocated and launched: a record with one of them
+#: ran even when accounting lost its Start (0007 §4).
+RUN_ONLY_ENDINGS = frozenset({"PREEMPTED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "COMPLETED"})
 #: squeue states in which processes may be running: the object is running (or ending).
 RUNNING_STATES = frozenset(
     {"RUNNING", "CONFIGURING", "COMPLETING", "SIGNALING", "RESIZING", "STAGE_OUT", "EXPEDITING"}
@@ -108,9 +112,25 @@ class Record:
     steps: tuple[SacctRow, ...] = ()
 
     @property
+    def started(self) -> datetime | None:
+        """When the run started: the record's Start, or, when accounting lost that (0007 §4:
+        a run preempted within seconds of its start can read ``Start=None``), its earliest
+        step's."""
+        if self.job.start is not None:
+            return self.job.start
+        starts = [s.start for s in self.steps if s.start is not None]
+        return min(starts) if starts else None
+
+    @property
     def ran(self) -> bool:
-        """Whether the record got nodes and a start: only those are executions."""
-        return self.job.start is not None and bool(self.job.nodes)
+        """Whether the record is a run, so an execution: it got nodes (Slurm names them only
+        with an allocation, ``None assigned`` otherwise) and it started, as its Start, a
+        step's start or an ending only a run can have tells. The Start alone is not enough:
+        slurmdbd can lose it for a run preempted just after it started (0007 §4), and
+        dropping that run would renumber nothing but hide its cause."""
+        if not self.job.nodes:
+            return False
+        return self.started is not None or self.job.base_state in RUN_ONLY_ENDINGS
 
 
 def records(rows: Sequence[SacctRow]) -> list[Record]:
@@ -337,8 +357,8 @@ def _execution(
         index=index,
         state=ObjectState.ENDED if ended else ObjectState.RUNNING,
         cause=cause_of(record, reason=reason, launch_mark=mark) if ended else None,
-        started_at=job.start if record.ran else None,
-        ended_at=(job.end or job.start) if ended else None,
+        started_at=record.started if record.ran else None,
+        ended_at=(job.end or record.started) if ended else None,
         nodes=job.nodes,
     )
 
