@@ -27,7 +27,8 @@ def test_serve_leaves_an_unreadable_job_and_supervises_the_others(
     store.damage(bad, 0, "written by a newer version (schema 2, this reads 1)")
     sup = Supervisor(backend, store, poll=0.02)
     thread = threading.Thread(target=sup.serve, daemon=True)
-    caplog.set_level(logging.ERROR)
+    # Named, so a level an in-process simulator run set on "jobdispatch" cannot hide it.
+    caplog.set_level(logging.ERROR, logger="jobdispatch.supervise")
     thread.start()
     try:
         deadline = time.monotonic() + 20
