@@ -28,6 +28,7 @@ from jobdispatch.steps import Step, StepKind
 from jobdispatch.types import Actor
 from jobdispatch_supervise import executor as executor_mod
 from jobdispatch_supervise.executor import Executor
+from jobdispatch_supervise.ownership import Ownership
 
 
 @contextmanager
@@ -60,6 +61,27 @@ def no_fencing() -> AbstractContextManager[None]:
     """Decisions (and renewals) are accepted from any holder, current lease or not. The rule
     is patched in :mod:`jobdispatch.records.rules`, so every store loses it."""
     return _patched((rules, "check_owner", _accept))
+
+
+# ---------------------------------------------------------------------------- ownership
+
+
+def refused_never_retried() -> AbstractContextManager[None]:
+    """A holder refused a job once (another held it, or its own lease was lost) never tries
+    to own it again: the Supervisor's :class:`Ownership` no longer drops a refused lease to try
+    afresh, so a job every live supervisor was once refused is left unsupervised."""
+    original = Ownership.own
+
+    def own(self: Ownership, job: str) -> Lease | None:
+        refused: set[str] = self.__dict__.setdefault("_refused", set())
+        if job in refused:
+            return None
+        lease = original(self, job)
+        if lease is None:
+            refused.add(job)
+        return lease
+
+    return _patched((Ownership, "own", own))
 
 
 # ---------------------------------------------------------------------------- the executor
@@ -250,6 +272,11 @@ MUTANTS: dict[str, Mutant] = {
             "no-revision-check", "decisions conditional on the revision read", no_revision_check
         ),
         Mutant("no-fencing", "decisions conditional on the owner's lease token", no_fencing),
+        Mutant(
+            "refused-never-retried",
+            "a holder refused a job tries to own it again",
+            refused_never_retried,
+        ),
         Mutant(
             "open-before-canonical",
             "open only after the canonical commit",
