@@ -30,6 +30,21 @@ from jobdispatch.records import events as ev
 from jobdispatch.spi import CessationEvidence
 from jobdispatch.testing import PERSON, PREEMPTED, SUCCESS, Story, execution, observation
 from jobdispatch.timing import ABSENCE_GRACE, ABSENCE_REFRESH, CALL_DEADLINE, OPEN_RETRY, STOP_RETRY
+from jobdispatch.triggers import (
+    CLEANUP,
+    SUBMIT,
+    BudgetSpent,
+    End,
+    HoldExpired,
+    Launch,
+    NativeSpent,
+    Release,
+    RequeueFailed,
+    Resubmit,
+    RuleEscalates,
+    Unenforced,
+    Unresolved,
+)
 from jobdispatch.types import Hold, HoldKind
 
 RESUBMIT = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)
@@ -53,7 +68,7 @@ def first(steps):
 
 def test_l1_nothing_yet_authorizes_submission_one():
     step = first(Story().next())
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 1, "submit")
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 1, SUBMIT)
 
 
 def test_l2_authorized_starts_attempt_one():
@@ -107,7 +122,7 @@ def test_l8_held_job_keeps_its_gate_closed():
 
 def test_l9_newer_submission_stops_the_older_object_before_it_opens():
     story = Story().launched(1, "o1").add(ev.ResubmitRequested, reason="new data")
-    story.authorize(2, "resubmit:7")
+    story.authorize(2, Resubmit(7))
     # The trigger above names revision 7, where the request stands.
     assert story.events[6].kind == "resubmit-requested"
     story.attempt(2, 1).reply(2, 1, ref="o2").observe(gated(2, "o2")).canonical(2, "o2")
@@ -133,14 +148,14 @@ def test_l11_unresolved_attempts_escalate_after_the_unresolved_age():
     assert step.kind is StepKind.WAIT and step.wake is not None
     story.later(timedelta(minutes=10).total_seconds())
     step = first(story.next())
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "unresolved:1")
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, Unresolved(1))
 
 
 def test_l12_refused_start_is_a_launch_failure_that_rules_see():
     story = Story.with_rules(Rule(on=[CauseKind.LAUNCH_FAILED], action=Action.RESUBMIT, budget=1))
     story.authorize().attempt().reply(reply=ev.Reply.REFUSED, detail="bad partition")
     step = first(story.next())
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "launch:1")
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, Launch(1))
     assert step.cause.kind is CauseKind.LAUNCH_FAILED and "bad partition" in step.cause.detail
 
 
@@ -261,7 +276,7 @@ def test_e3_a_covered_cause_with_budget_resubmits_charged_to_its_rule():
         StepKind.AUTHORIZE,
         2,
         0,
-        "end:o1:0",
+        End("o1", 0),
     )
 
 
@@ -269,7 +284,7 @@ def test_e4_a_spent_budget_fails_the_job_and_escalates():
     story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1))
     story.launched(1, "o1")
     story.ended(1, "o1", PREEMPTED)
-    story.launched(2, "o2", trigger="end:o1:0", rule=0, cause=PREEMPTED)
+    story.launched(2, "o2", trigger=End("o1", 0), rule=0, cause=PREEMPTED)
     obs = story.ended(2, "o2", PREEMPTED)
     step = first(story.next(obs))
     assert (step.kind, step.state, step.cause.kind) == (
@@ -277,7 +292,7 @@ def test_e4_a_spent_budget_fails_the_job_and_escalates():
         State.FAILED,
         CauseKind.PREEMPTED,
     )
-    assert step.escalation == "budget:0"
+    assert step.escalation == BudgetSpent(0)
 
 
 def test_e5_requeue_rule_decides_and_calls_with_a_deadline():
@@ -303,7 +318,7 @@ def test_e7_escalate_rule_fails_the_job_and_tells_a_person():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
-    assert step.escalation.startswith("rule:0:")
+    assert isinstance(step.escalation, RuleEscalates) and step.escalation.rule == 0
 
 
 def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation():
@@ -311,7 +326,7 @@ def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
-    assert step.escalation.startswith("unenforced:0:")
+    assert isinstance(step.escalation, Unenforced) and step.escalation.rule == 0
 
 
 def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job():
@@ -320,7 +335,7 @@ def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
-    assert step.escalation.startswith("native-spent:0:")
+    assert isinstance(step.escalation, NativeSpent) and step.escalation.rule == 0
 
 
 def test_e10_a_native_rerun_is_observed_not_acted_on():
@@ -347,7 +362,7 @@ def test_e11_e12_requeue_call_that_failed_fails_the_job():
     story.add(
         ev.RecoveryDecided,
         rule=0,
-        trigger="end:o1:0",
+        trigger=End("o1", 0),
         cause=PREEMPTED,
         ref=ObjectRef("o1"),
         submission=1,
@@ -359,7 +374,7 @@ def test_e11_e12_requeue_call_that_failed_fails_the_job():
     story.add(ev.CallAnswered, call=len(story.events), ok=False, detail="refused")
     step = first(story.next(obs))
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
-    assert step.escalation.startswith("requeue-failed:")
+    assert isinstance(step.escalation, RequeueFailed)
 
 
 # ------------------------------------------------------------------------------ holds
@@ -397,7 +412,7 @@ def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(
         HoldKind.RECOVERY, Story().header.created_by, "rule 0", story.now + timedelta(hours=1)
     )
@@ -405,7 +420,7 @@ def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
     assert story.fold().committed is State.HELD
     story.later(3600)
     step = first(story.next(obs))
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "hold-expired:1")
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, HoldExpired(1))
 
 
 def test_h5_a_released_recovery_hold_resubmits():
@@ -413,12 +428,12 @@ def test_h5_a_released_recovery_hold_resubmits():
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "rule 0", None)
     story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
     story.add(ev.ReleaseRequested, reason="checked the checkpoint")
     step = first(story.next(obs))
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "release:1")
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, Release(1))
 
 
 def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
@@ -427,7 +442,7 @@ def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
         checkpoint=CheckpointMode.SHARED,
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "shared", None)
     story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
     step = first(story.next(obs))
@@ -446,7 +461,7 @@ def test_i1_a_persons_resubmit_authorizes_the_next_submission():
     story = Story().launched().add(ev.ResubmitRequested)
     step = first(story.next(running()))
     assert (step.kind, step.submission, step.rule) == (StepKind.AUTHORIZE, 2, None)
-    assert step.trigger == f"resubmit:{len(story.events)}"
+    assert step.trigger == Resubmit(len(story.events))
 
 
 def test_i2_a_persons_requeue_calls_requeue():
@@ -491,12 +506,12 @@ def test_t4_cleanup_past_its_deadline_escalates():
     story = Story().launched().add(ev.CancelRequested).add(ev.StopDecided, ref=ObjectRef("o1"))
     story.later(timedelta(minutes=30).total_seconds())
     steps = story.next(running())
-    assert any(s.kind is StepKind.ESCALATE and s.escalation == "cleanup" for s in steps) or (
+    assert any(s.kind is StepKind.ESCALATE and s.escalation == CLEANUP for s in steps) or (
         first(steps).kind is StepKind.STOP
     )
     story.add(ev.StopDecided, ref=ObjectRef("o1"))
     step = first(story.next(running()))
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, "cleanup")
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, CLEANUP)
 
 
 @pytest.mark.parametrize(
@@ -536,7 +551,7 @@ def test_e10_an_object_shown_running_whose_only_run_ended_is_not_a_rerun():
     assert first(story.next(between)).kind is StepKind.WAIT
     obs = story.ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, "end:o1:0")
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, End("o1", 0))
 
 
 def test_e10_a_rerun_that_never_shows_still_ends_the_job():

@@ -19,7 +19,6 @@ from jobdispatch.job import (
     Job,
     ObjectRec,
     SubmissionRec,
-    end_key,
 )
 from jobdispatch.records.events import CallOp, Reply
 from jobdispatch.spi import Discovery, ObjectObs, ObjectRef
@@ -32,6 +31,24 @@ from jobdispatch.timing import (
     OPEN_RETRY,
     REQUEUE_TRIES,
     STOP_RETRY,
+)
+from jobdispatch.triggers import (
+    CLEANUP,
+    SUBMIT,
+    BudgetSpent,
+    End,
+    EscalationId,
+    HoldExpired,
+    Launch,
+    NativeSpent,
+    Release,
+    RequeueFailed,
+    Resubmit,
+    Retry,
+    RuleEscalates,
+    Trigger,
+    Unenforced,
+    Unresolved,
 )
 from jobdispatch.types import (
     Action,
@@ -135,12 +152,12 @@ class Step:
     submission: int = 0
     attempt: int = 0
     ref: ObjectRef | None = None
-    trigger: str = ""
+    trigger: Trigger | None = None
     rule: int | None = None
     obs: ObjectObs | None = None
     state: State | None = None
     cause: Cause | None = None
-    escalation: str = ""
+    escalation: EscalationId | None = None
     detail: str = ""
     hold: Hold | None = None
     instance: int = 0
@@ -213,7 +230,7 @@ def _absence(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
 # ------------------------------------------------------------------ endings and rules
 
 
-def _end_of(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
+def _end_of(job: Job, sub: SubmissionRec) -> tuple[End, Cause] | None:
     """The unhandled end of the submission's canonical object: its trigger key and cause."""
     if sub.canonical is None:
         return None
@@ -223,25 +240,25 @@ def _end_of(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
     executions = obj.executions()
     if executions:
         last = max(executions, key=lambda x: x.index)
-        key = end_key(obj.ref, last.index)
+        key = End(obj.ref.id, last.index)
         if last.state is _OBJ_ENDED:
             cause = last.cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
         else:
             cause = Cause(_CAUSE_UNKNOWN, detail="vanished from the backend while it ran")
     elif obj.ever_opened or obj.open_decided:
-        key = end_key(obj.ref, -1)
+        key = End(obj.ref.id, -1)
         cause = Cause(_CAUSE_UNKNOWN, detail="ended without a run the backend showed")
         if not obj.ever_opened:
             cause = Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, "vanished before it ran")
     else:
-        key = end_key(obj.ref, -1)
+        key = End(obj.ref.id, -1)
         cause = Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, "vanished while gated")
     if key in job.handled_ends:
         return None
     return key, cause
 
 
-def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
+def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[Launch, Cause] | None:
     """A submission whose every attempt was refused or abandoned, with no object to show."""
     if sub.canonical is not None or not sub.attempts:
         return None
@@ -249,13 +266,15 @@ def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
         return None
     if not all(a.reply is _REPLY_REFUSED or a.abandoned for a in sub.attempts):
         return None
-    key = f"launch:{sub.n}"
-    if key in job.triggers or key in job.handled_ends:
+    key = Launch(sub.n)
+    if key in job.triggers:
         return None
     return key, sub.launch_failure()
 
 
-def _failed(cause: Cause, key: str, escalation: str = "", detail: str = "") -> Step:
+def _failed(
+    cause: Cause, key: Trigger, escalation: EscalationId | None = None, detail: str = ""
+) -> Step:
     """The job's outcome: failed with the execution's own cause. ``escalation`` (committed with
     the outcome, once per id) tells a person why no rule recovered it, where one covered it."""
     return Step(
@@ -268,7 +287,7 @@ def _failed(cause: Cause, key: str, escalation: str = "", detail: str = "") -> S
     )
 
 
-def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: datetime) -> Step:
+def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: datetime) -> Step:
     """What an ended execution (or failed launch) leads to: an outcome, or a rule's action."""
     if cause.kind is _CAUSE_NONE:
         return Step(kind=_STEP_OUTCOME, state=_STATE_SUCCEEDED, cause=cause, trigger=key)
@@ -281,20 +300,20 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
         return _failed(
             cause,
             key,
-            f"unenforced:{n}:{key}",
+            Unenforced(n, key),
             f"rule {n} covers {cause.kind} but nobody enforces it",
         )
     if match.enforcer is _ENFORCER_BACKEND:
         return _failed(
-            cause, key, f"native-spent:{n}:{key}", f"the backend did not rerun it under rule {n}"
+            cause, key, NativeSpent(n, key), f"the backend did not rerun it under rule {n}"
         )
     if rule.action is _ACTION_ESCALATE:
-        return _failed(cause, key, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
+        return _failed(cause, key, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
     if job.remaining(n) <= 0:
         return _failed(
             cause,
             key,
-            f"budget:{n}",
+            BudgetSpent(n),
             f"rule {n} ({rule.action} on {cause.kind}) has spent its budget of {rule.budget}",
         )
     if rule.action is _ACTION_RESUBMIT:
@@ -304,7 +323,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
         return _failed(
             cause,
             key,
-            f"rule:{n}:{key}",
+            RuleEscalates(n, key),
             f"rule {n} would {rule.action} on {cause.kind}, but submission {sub.n} has no "
             f"object to {rule.action}",
         )
@@ -335,7 +354,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             hold=hold,
             instance=len(job.holds) + 1,
         )
-    return _failed(cause, key, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
+    return _failed(cause, key, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
 
 
 # ------------------------------------------------------------------ holds
@@ -353,7 +372,7 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
                     detail="the hold's time ran out",
                 )
             ], None
-        esc = f"hold-expired:{hold.instance}"
+        esc = HoldExpired(hold.instance)
         if esc not in job.escalations:
             return [
                 Step(
@@ -464,7 +483,7 @@ def _launch(
             return [Step(kind=_STEP_START, submission=sub.n, attempt=len(sub.attempts) + 1)], None
         first_at = min(a.started_at for a in unresolved)
         due = first_at + opts.unresolved_age
-        esc = f"unresolved:{sub.n}"
+        esc = Unresolved(sub.n)
         if now >= due and esc not in job.escalations:
             return [
                 Step(
@@ -573,7 +592,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
         return [], None
     calls = job.calls_on(obj.ref, _CALL_REQUEUE)
     ended = [x for x in obj.executions() if x.state is _OBJ_ENDED]
-    if not calls or not ended or end_key(obj.ref, ended[-1].index) not in job.handled_ends:
+    if not calls or not ended or End(obj.ref.id, ended[-1].index) not in job.handled_ends:
         return [], None
     last = calls[-1]
     if last.in_flight(now):
@@ -589,7 +608,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
                 kind=_STEP_OUTCOME,
                 state=_STATE_FAILED,
                 cause=cause,
-                escalation=f"requeue-failed:{last.revision}",
+                escalation=RequeueFailed(last.revision),
                 detail=f"the requeue of {obj.ref} failed after {len(calls)} calls: {why}",
             )
         ], None
@@ -598,7 +617,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
             kind=_STEP_REQUEUE,
             ref=obj.ref,
             submission=latest.n,
-            trigger=f"retry:{last.revision}",
+            trigger=Retry(last.revision),
             deadline=now + CALL_DEADLINE,
             decided=True,
         )
@@ -674,12 +693,12 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
     assert job.outcome is not None
     if pending:
         due = job.outcome.at + job.header.options.cleanup_deadline
-        if now >= due and "cleanup" not in job.escalations:
+        if now >= due and CLEANUP not in job.escalations:
             names = ", ".join(o.ref.id for o in pending)
             return [
                 Step(
                     kind=_STEP_ESCALATE,
-                    escalation="cleanup",
+                    escalation=CLEANUP,
                     detail=f"clean-up is still pending after "
                     f"{job.header.options.cleanup_deadline}: {names} still live",
                 )
@@ -693,7 +712,7 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
     if job.header.options.unmatched is _UNMATCHED_MANUAL and unresolved:
         # Only a person can abandon them: tell one, as the launch does, once they are old.
         due = min(a.started_at for a in unresolved) + job.header.options.unresolved_age
-        esc = f"unresolved:{unresolved[0].n}"
+        esc = Unresolved(unresolved[0].n)
         if now >= due and esc not in job.escalations:
             return [
                 Step(
@@ -722,7 +741,7 @@ def _sweep(job: Job, now: datetime) -> list[Step]:
 def _drive(job: Job, now: datetime) -> list[Step]:
     latest = job.latest
     if latest is None:
-        return [Step(kind=_STEP_AUTHORIZE, submission=1, trigger="submit")]
+        return [Step(kind=_STEP_AUTHORIZE, submission=1, trigger=SUBMIT)]
     hold = job.active_hold
     wakes: list[datetime | None] = []
     ended = _end_of(job, latest) or _launch_failure(job, latest)
@@ -742,7 +761,7 @@ def _drive(job: Job, now: datetime) -> list[Step]:
     wakes.append(wake)
 
     for h in job.holds:
-        trigger = f"release:{h.instance}"
+        trigger = Release(h.instance)
         if (
             not h.active
             and h.resume
@@ -757,7 +776,7 @@ def _drive(job: Job, now: datetime) -> list[Step]:
             Step(
                 kind=_STEP_AUTHORIZE,
                 submission=latest.n + 1,
-                trigger=f"resubmit:{job.resubmits[0]}",
+                trigger=Resubmit(job.resubmits[0]),
             )
         ]
 

@@ -44,6 +44,7 @@ from jobdispatch.spi import (
     Requeuer,
 )
 from jobdispatch.steps import Step, StepKind, next_steps
+from jobdispatch.triggers import EscalationId
 from jobdispatch.types import Actor, CallMeta, Enforcer, HoldMeta, Tristate
 
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
@@ -209,6 +210,7 @@ class Executor:
     def _authorize(
         self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
     ) -> None:
+        assert step.trigger is not None
         event = ev.SubmissionAuthorized(
             at=now,
             by=self.actor,
@@ -329,7 +331,7 @@ class Executor:
         assert step.state is not None and step.cause is not None
         me = self.actor
         events: list[ev.AnyEvent] = []
-        if step.escalation and step.escalation not in folded.escalations:
+        if step.escalation is not None and step.escalation not in folded.escalations:
             events.append(ev.Escalated(at=now, by=me, id=step.escalation, detail=step.detail))
         events.append(ev.OutcomeDecided(at=now, by=me, state=step.state, cause=step.cause))
         self._decide(job, events, revision, lease)
@@ -337,6 +339,7 @@ class Executor:
     def _escalate(
         self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
     ) -> None:
+        assert step.escalation is not None
         event = ev.Escalated(at=now, by=self.actor, id=step.escalation, detail=step.detail)
         self._decide(job, [event], revision, lease)
 
@@ -405,6 +408,7 @@ class Executor:
         me = self.actor
         if step.ref is None:  # a rule's hold for a person: recorded, no backend call
             assert step.rule is not None and step.cause is not None and step.hold is not None
+            assert step.trigger is not None
             self._decide(
                 job,
                 [
@@ -470,7 +474,7 @@ class Executor:
         requeue = step.kind is _STEP_REQUEUE
         decided: list[ev.AnyEvent] = []
         if requeue and not step.decided:
-            assert step.rule is not None and step.cause is not None
+            assert step.rule is not None and step.cause is not None and step.trigger is not None
             decided.append(
                 ev.RecoveryDecided(
                     at=now,
@@ -487,7 +491,8 @@ class Executor:
         if not isinstance(self.backend, Requeuer):
             self._answer(job, issued, False, "the adapter cannot requeue")
             return
-        meta = CallMeta(deadline=step.deadline, by=self.actor, reason=step.trigger)
+        reason = "" if step.trigger is None else str(step.trigger)
+        meta = CallMeta(deadline=step.deadline, by=self.actor, reason=reason)
         fn = self.backend.requeue if requeue else self.backend.restore_requeue_bit
         self._call(job, issued, fn, step.ref, meta)
 
@@ -502,7 +507,7 @@ class Executor:
                 message = EscalationMessage(
                     job=folded.id,
                     name=folded.header.spec.name,
-                    id=rec.id,
+                    id=str(rec.id),
                     detail=rec.detail,
                     at=rec.at,
                 )
@@ -544,7 +549,7 @@ _EXECUTE: dict[StepKind, str] = {
 }
 
 
-def _has_delivery(escalation: str, sink: str) -> Callable[[ev.View], bool]:
+def _has_delivery(escalation: EscalationId, sink: str) -> Callable[[ev.View], bool]:
     """Whether a record holds the delivery of ``escalation`` to ``sink`` already."""
 
     def recorded(view: ev.View) -> bool:

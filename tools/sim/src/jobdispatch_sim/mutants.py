@@ -25,6 +25,7 @@ from jobdispatch.records import rules
 from jobdispatch.records.store import Lease
 from jobdispatch.spi import Discovery
 from jobdispatch.steps import Step, StepKind
+from jobdispatch.triggers import End, Launch, Retry, Trigger
 from jobdispatch.types import Actor
 from jobdispatch_supervise import executor as executor_mod
 from jobdispatch_supervise.executor import Executor
@@ -128,17 +129,19 @@ def budget_after_start() -> AbstractContextManager[None]:
         sub = folded.submission(step.submission)
         if step.attempt != 1 or sub is None or sub.cause is None:
             return
-        if not sub.trigger.startswith(("end:", "launch:")):
+        if not isinstance(sub.trigger, End | Launch):
             return
         rule = _rule_for(folded, sub.cause.kind)
         if rule is None:
             return
         view = self.store.read(job)
+        # The late charge needs a trigger of its own that no rule's accounting reads: a retry
+        # named by the revision it lands at is used by nothing else in a record.
         charge = ev.RecoveryDecided(
             at=self.clock(),
             by=self.actor,
             rule=rule,
-            trigger=f"charge:{step.submission}",
+            trigger=Retry(view.revision + 1),
             cause=sub.cause,
             submission=step.submission,
         )
@@ -174,7 +177,7 @@ def open_next_before_stopped() -> AbstractContextManager[None]:
 def trigger_ignored() -> AbstractContextManager[None]:
     """Fold forgets which triggers were used, so one trigger can authorize again and again."""
 
-    def use_trigger(self: Any, i: int, trigger: str) -> None:
+    def use_trigger(self: Any, i: int, trigger: Trigger) -> None:
         return None
 
     return _patched((job_mod._Folder, "_use_trigger", use_trigger))

@@ -33,6 +33,7 @@ from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import Lease, ListFilter
 from jobdispatch.spi import Discovery, ObjectRef, find_all
 from jobdispatch.timing import ABSENCE_GRACE
+from jobdispatch.triggers import Unresolved
 from jobdispatch.types import Actor as JdActor
 from jobdispatch.types import HoldKind, ObjectState, Tristate
 from jobdispatch_supervise.executor import Executor, Pass
@@ -986,7 +987,7 @@ class World:
             if not folded.terminal and hold is not None and hold.hold.kind is _HOLD_OPERATOR:
                 self.person("release", job, functools.partial(operator.release, job, by=person))
             unresolved = folded.unresolved_attempts()
-            if unresolved and any(e.startswith("unresolved:") for e in folded.escalations):
+            if unresolved and any(isinstance(e, Unresolved) for e in folded.escalations):
                 a = unresolved[0]
                 self.person(
                     "abandon", job, functools.partial(operator.abandon, job, a.n, a.k, by=person)
