@@ -120,7 +120,7 @@ def test_the_printed_forms_are_the_ones_records_hold() -> None:
         ("end:o1:01", "index '01' is not a whole number written plainly"),
         ("end:o1", "end:REF:INDEX"),
         ("launch:-1", "submission must be a whole number from 0"),
-        ("submit:", "the form 0"),
+        ("submit:", "1 field(s) follow 'submit' where the form has 0"),
         ("charge:1", "no known word (known: submit, end:REF:INDEX"),
         ("", "no known word"),
     ],

@@ -300,7 +300,7 @@ class _Grammar(Generic[T]):
         parts = rest.split(":") if colon else []
         try:
             if len(parts) < len(fields) or (len(parts) > len(fields) and not _free(fields)):
-                msg = f"it has {len(parts)} field(s) after {word!r}, the form {len(fields)}"
+                msg = f"{len(parts)} field(s) follow {word!r} where the form has {len(fields)}"
                 raise ValueError(msg)
             values = _values(fields, parts)
             return cls(*values)
