@@ -26,25 +26,11 @@ from jobdispatch import (
     Tristate,
     UnmatchedPolicy,
 )
+from jobdispatch import triggers as tr
 from jobdispatch.records import events as ev
 from jobdispatch.spi import CessationEvidence
 from jobdispatch.testing import PERSON, PREEMPTED, SUCCESS, Story, execution, observation
 from jobdispatch.timing import ABSENCE_GRACE, ABSENCE_REFRESH, CALL_DEADLINE, OPEN_RETRY, STOP_RETRY
-from jobdispatch.triggers import (
-    CLEANUP,
-    SUBMIT,
-    BudgetSpent,
-    End,
-    HoldExpired,
-    Launch,
-    NativeSpent,
-    Release,
-    RequeueFailed,
-    Resubmit,
-    RuleEscalates,
-    Unenforced,
-    Unresolved,
-)
 from jobdispatch.types import Hold, HoldKind
 
 RESUBMIT = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)
@@ -68,7 +54,7 @@ def first(steps):
 
 def test_l1_nothing_yet_authorizes_submission_one():
     step = first(Story().next())
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 1, SUBMIT)
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 1, tr.SUBMIT)
 
 
 def test_l2_authorized_starts_attempt_one():
@@ -122,7 +108,7 @@ def test_l8_held_job_keeps_its_gate_closed():
 
 def test_l9_newer_submission_stops_the_older_object_before_it_opens():
     story = Story().launched(1, "o1").add(ev.ResubmitRequested, reason="new data")
-    story.authorize(2, Resubmit(7))
+    story.authorize(2, tr.Resubmit(7))
     # The trigger above names revision 7, where the request stands.
     assert story.events[6].kind == "resubmit-requested"
     story.attempt(2, 1).reply(2, 1, ref="o2").observe(gated(2, "o2")).canonical(2, "o2")
@@ -148,14 +134,14 @@ def test_l11_unresolved_attempts_escalate_after_the_unresolved_age():
     assert step.kind is StepKind.WAIT and step.wake is not None
     story.later(timedelta(minutes=10).total_seconds())
     step = first(story.next())
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, Unresolved(1))
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, tr.Unresolved(1))
 
 
 def test_l12_refused_start_is_a_launch_failure_that_rules_see():
     story = Story.with_rules(Rule(on=[CauseKind.LAUNCH_FAILED], action=Action.RESUBMIT, budget=1))
     story.authorize().attempt().reply(reply=ev.Reply.REFUSED, detail="bad partition")
     step = first(story.next())
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, Launch(1))
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, tr.Launch(1))
     assert step.cause.kind is CauseKind.LAUNCH_FAILED and "bad partition" in step.cause.detail
 
 
@@ -276,7 +262,7 @@ def test_e3_a_covered_cause_with_budget_resubmits_charged_to_its_rule():
         StepKind.AUTHORIZE,
         2,
         0,
-        End("o1", 0),
+        tr.End("o1", 0),
     )
 
 
@@ -284,7 +270,7 @@ def test_e4_a_spent_budget_fails_the_job_and_escalates():
     story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1))
     story.launched(1, "o1")
     story.ended(1, "o1", PREEMPTED)
-    story.launched(2, "o2", trigger=End("o1", 0), rule=0, cause=PREEMPTED)
+    story.launched(2, "o2", trigger=tr.End("o1", 0), rule=0, cause=PREEMPTED)
     obs = story.ended(2, "o2", PREEMPTED)
     step = first(story.next(obs))
     assert (step.kind, step.state, step.cause.kind) == (
@@ -292,7 +278,7 @@ def test_e4_a_spent_budget_fails_the_job_and_escalates():
         State.FAILED,
         CauseKind.PREEMPTED,
     )
-    assert step.escalation == BudgetSpent(0)
+    assert step.escalation == tr.BudgetSpent(0)
 
 
 def test_e5_requeue_rule_decides_and_calls_with_a_deadline():
@@ -318,7 +304,7 @@ def test_e7_escalate_rule_fails_the_job_and_tells_a_person():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
-    assert isinstance(step.escalation, RuleEscalates) and step.escalation.rule == 0
+    assert isinstance(step.escalation, tr.RuleEscalates) and step.escalation.rule == 0
 
 
 def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation():
@@ -326,7 +312,7 @@ def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
-    assert isinstance(step.escalation, Unenforced) and step.escalation.rule == 0
+    assert isinstance(step.escalation, tr.Unenforced) and step.escalation.rule == 0
 
 
 def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job():
@@ -335,7 +321,7 @@ def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
-    assert isinstance(step.escalation, NativeSpent) and step.escalation.rule == 0
+    assert isinstance(step.escalation, tr.NativeSpent) and step.escalation.rule == 0
 
 
 def test_e10_a_native_rerun_is_observed_not_acted_on():
@@ -362,7 +348,7 @@ def test_e11_e12_requeue_call_that_failed_fails_the_job():
     story.add(
         ev.RecoveryDecided,
         rule=0,
-        trigger=End("o1", 0),
+        trigger=tr.End("o1", 0),
         cause=PREEMPTED,
         ref=ObjectRef("o1"),
         submission=1,
@@ -374,7 +360,7 @@ def test_e11_e12_requeue_call_that_failed_fails_the_job():
     story.add(ev.CallAnswered, call=len(story.events), ok=False, detail="refused")
     step = first(story.next(obs))
     assert (step.kind, step.state) == (StepKind.OUTCOME, State.FAILED)
-    assert isinstance(step.escalation, RequeueFailed)
+    assert isinstance(step.escalation, tr.RequeueFailed)
 
 
 # ------------------------------------------------------------------------------ holds
@@ -412,7 +398,7 @@ def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger=End("o1", 0), cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=tr.End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(
         HoldKind.RECOVERY, Story().header.created_by, "rule 0", story.now + timedelta(hours=1)
     )
@@ -420,7 +406,7 @@ def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
     assert story.fold().committed is State.HELD
     story.later(3600)
     step = first(story.next(obs))
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, HoldExpired(1))
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, tr.HoldExpired(1))
 
 
 def test_h5_a_released_recovery_hold_resubmits():
@@ -428,12 +414,12 @@ def test_h5_a_released_recovery_hold_resubmits():
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger=End("o1", 0), cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=tr.End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "rule 0", None)
     story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
     story.add(ev.ReleaseRequested, reason="checked the checkpoint")
     step = first(story.next(obs))
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, Release(1))
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, tr.Release(1))
 
 
 def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
@@ -442,7 +428,7 @@ def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
         checkpoint=CheckpointMode.SHARED,
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger=End("o1", 0), cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=tr.End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "shared", None)
     story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
     step = first(story.next(obs))
@@ -461,7 +447,7 @@ def test_i1_a_persons_resubmit_authorizes_the_next_submission():
     story = Story().launched().add(ev.ResubmitRequested)
     step = first(story.next(running()))
     assert (step.kind, step.submission, step.rule) == (StepKind.AUTHORIZE, 2, None)
-    assert step.trigger == Resubmit(len(story.events))
+    assert step.trigger == tr.Resubmit(len(story.events))
 
 
 def test_i2_a_persons_requeue_calls_requeue():
@@ -506,12 +492,12 @@ def test_t4_cleanup_past_its_deadline_escalates():
     story = Story().launched().add(ev.CancelRequested).add(ev.StopDecided, ref=ObjectRef("o1"))
     story.later(timedelta(minutes=30).total_seconds())
     steps = story.next(running())
-    assert any(s.kind is StepKind.ESCALATE and s.escalation == CLEANUP for s in steps) or (
+    assert any(s.kind is StepKind.ESCALATE and s.escalation == tr.CLEANUP for s in steps) or (
         first(steps).kind is StepKind.STOP
     )
     story.add(ev.StopDecided, ref=ObjectRef("o1"))
     step = first(story.next(running()))
-    assert (step.kind, step.escalation) == (StepKind.ESCALATE, CLEANUP)
+    assert (step.kind, step.escalation) == (StepKind.ESCALATE, tr.CLEANUP)
 
 
 @pytest.mark.parametrize(
@@ -551,7 +537,7 @@ def test_e10_an_object_shown_running_whose_only_run_ended_is_not_a_rerun():
     assert first(story.next(between)).kind is StepKind.WAIT
     obs = story.ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, End("o1", 0))
+    assert (step.kind, step.submission, step.trigger) == (StepKind.AUTHORIZE, 2, tr.End("o1", 0))
 
 
 def test_e10_a_rerun_that_never_shows_still_ends_the_job():

@@ -23,7 +23,9 @@ from jobdispatch.triggers import (
     End,
     EscalationId,
     Launch,
+    Requeue,
     Resubmit,
+    Retry,
     RuleEscalates,
     Trigger,
     parse_escalation,
@@ -112,6 +114,11 @@ def test_the_printed_forms_are_the_ones_records_hold() -> None:
     assert str(RuleEscalates(2, Launch(1))) == "rule:2:launch:1"
     assert str(Resubmit(7)) == "resubmit:7"
     assert parse_trigger("end:a:b:3") == End("a:b", 3)  # an id may hold ':'
+
+
+def test_ids_of_different_kinds_with_the_same_fields_differ() -> None:
+    assert Resubmit(3) != Requeue(3) and len({Resubmit(3), Requeue(3), Retry(3)}) == 3
+    assert parse_trigger("requeue:3") == Requeue(3)
 
 
 @pytest.mark.parametrize(

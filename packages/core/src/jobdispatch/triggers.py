@@ -89,6 +89,27 @@ class _Id:
         return ":".join([self.word, *(str(getattr(self, f.name)) for f in _fields(type(self)))])
 
 
+@attrs.frozen
+class _OfSubmission(_Id):
+    """An id that names a submission; the shared field, never a value of its own."""
+
+    submission: int = attrs.field(validator=_COUNT)
+
+
+@attrs.frozen
+class _AtRevision(_Id):
+    """An id that names the record's revision of a request or a call."""
+
+    revision: int = attrs.field(validator=_COUNT)
+
+
+@attrs.frozen
+class _OfInstance(_Id):
+    """An id that names a hold instance."""
+
+    instance: int = attrs.field(validator=_COUNT)
+
+
 # ------------------------------------------------------------------ triggers
 
 
@@ -110,44 +131,39 @@ class End(_Id):
 
 
 @attrs.frozen
-class Launch(_Id):
+class Launch(_OfSubmission):
     """Every attempt of submission ``submission`` was refused or abandoned (``launch:N``)."""
 
     word: ClassVar[str] = "launch"
-    submission: int = attrs.field(validator=_COUNT)
 
 
 @attrs.frozen
-class Resubmit(_Id):
+class Resubmit(_AtRevision):
     """A person's resubmit request, committed at revision ``revision`` (``resubmit:REV``)."""
 
     word: ClassVar[str] = "resubmit"
-    revision: int = attrs.field(validator=_COUNT)
 
 
 @attrs.frozen
-class Release(_Id):
+class Release(_OfInstance):
     """The release of rule hold ``instance`` with a resume (``release:INSTANCE``)."""
 
     word: ClassVar[str] = "release"
-    instance: int = attrs.field(validator=_COUNT)
 
 
 @attrs.frozen
-class Requeue(_Id):
+class Requeue(_AtRevision):
     """A person's requeue request, committed at revision ``revision`` (``requeue:REV``)."""
 
     word: ClassVar[str] = "requeue"
-    revision: int = attrs.field(validator=_COUNT)
 
 
 @attrs.frozen
-class Retry(_Id):
+class Retry(_AtRevision):
     """Another requeue call after the one issued at revision ``revision`` showed no effect
     (``retry:REV``)."""
 
     word: ClassVar[str] = "retry"
-    revision: int = attrs.field(validator=_COUNT)
 
 
 #: The one first-submission trigger (every ``Submit()`` equals it).
@@ -176,32 +192,34 @@ def _is_trigger(_: object, attribute: attrs.Attribute[Any], value: object) -> No
 
 
 @attrs.frozen
-class RuleEscalates(_Id):
+class _RuleOf(_Id):
+    """An escalation id that names a rule and the trigger it was asked to act on."""
+
+    rule: int = attrs.field(validator=_COUNT)
+    trigger: Trigger = attrs.field(validator=_is_trigger)
+
+
+@attrs.frozen
+class RuleEscalates(_RuleOf):
     """Rule ``rule`` escalates the end ``trigger`` (its action, or no object to act on)
     (``rule:N:TRIGGER``)."""
 
     word: ClassVar[str] = "rule"
-    rule: int = attrs.field(validator=_COUNT)
-    trigger: Trigger = attrs.field(validator=_is_trigger)
 
 
 @attrs.frozen
-class Unenforced(_Id):
+class Unenforced(_RuleOf):
     """Rule ``rule`` covered ``trigger`` but nobody enforces it (``unenforced:N:TRIGGER``)."""
 
     word: ClassVar[str] = "unenforced"
-    rule: int = attrs.field(validator=_COUNT)
-    trigger: Trigger = attrs.field(validator=_is_trigger)
 
 
 @attrs.frozen
-class NativeSpent(_Id):
+class NativeSpent(_RuleOf):
     """The backend enforces rule ``rule`` and did not rerun ``trigger``
     (``native-spent:N:TRIGGER``)."""
 
     word: ClassVar[str] = "native-spent"
-    rule: int = attrs.field(validator=_COUNT)
-    trigger: Trigger = attrs.field(validator=_is_trigger)
 
 
 @attrs.frozen
@@ -213,30 +231,27 @@ class BudgetSpent(_Id):
 
 
 @attrs.frozen
-class HoldExpired(_Id):
+class HoldExpired(_OfInstance):
     """Rule hold ``instance`` passed its deadline with nobody releasing it
     (``hold-expired:INSTANCE``)."""
 
     word: ClassVar[str] = "hold-expired"
-    instance: int = attrs.field(validator=_COUNT)
 
 
 @attrs.frozen
-class Unresolved(_Id):
+class Unresolved(_OfSubmission):
     """Submission ``submission`` has an attempt nobody can tell the outcome of
     (``unresolved:N``)."""
 
     word: ClassVar[str] = "unresolved"
-    submission: int = attrs.field(validator=_COUNT)
 
 
 @attrs.frozen
-class RequeueFailed(_Id):
+class RequeueFailed(_AtRevision):
     """The requeue call issued at revision ``revision`` failed for good
     (``requeue-failed:REV``)."""
 
     word: ClassVar[str] = "requeue-failed"
-    revision: int = attrs.field(validator=_COUNT)
 
 
 @attrs.frozen
@@ -341,7 +356,14 @@ def _values(fields: tuple[attrs.Attribute[Any], ...], parts: list[str]) -> list[
     return [*head, value, *tail]
 
 
-for _cls in (*TRIGGER_CLASSES, *ESCALATION_CLASSES):
+for _cls in (
+    _OfSubmission,
+    _AtRevision,
+    _OfInstance,
+    _RuleOf,
+    *TRIGGER_CLASSES,
+    *ESCALATION_CLASSES,
+):
     attrs.resolve_types(_cls, globals(), locals())
 
 _TRIGGERS: _Grammar[Trigger] = _Grammar("trigger", TRIGGER_CLASSES)
