@@ -30,6 +30,7 @@ from jobdispatch.records import events as ev
 from jobdispatch.records.store import Lease, Records
 from jobdispatch.spi import Backend, CessationEvidence, CessationSignal, Discovery, Holder, Requeuer
 from jobdispatch.steps import Answer, Context, Step, Wait, next_steps
+from jobdispatch.triggers import EscalationId
 from jobdispatch.types import Actor, Tristate
 
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
@@ -247,7 +248,7 @@ class Executor:
                 message = EscalationMessage(
                     job=folded.id,
                     name=folded.header.spec.name,
-                    id=rec.id,
+                    id=str(rec.id),
                     detail=rec.detail,
                     at=rec.at,
                 )
@@ -279,7 +280,7 @@ def _cannot(what: str) -> Callable[[], object]:
     return refuse
 
 
-def _has_delivery(escalation: str, sink: str) -> Callable[[ev.View], bool]:
+def _has_delivery(escalation: EscalationId, sink: str) -> Callable[[ev.View], bool]:
     """Whether a record holds the delivery of ``escalation`` to ``sink`` already."""
 
     def recorded(view: ev.View) -> bool:
