@@ -456,18 +456,26 @@ _append_op = st.tuples(
     _deltas,
     _holders,
 )
-# A batch's parts: jobs may repeat (the batch is then Invalid, and changes nothing) and a
-# part may be empty (it checks the revision only).
+
+
+def _batch_of(item: st.SearchStrategy[T], job: Callable[[T], str]) -> st.SearchStrategy[list[T]]:
+    """Batches of up to four items: mostly of distinct jobs, sometimes naming a job twice
+    (the batch is then Invalid, and changes nothing)."""
+    distinct = st.lists(item, max_size=4, unique_by=job)
+    return st.one_of(distinct, distinct, distinct, st.lists(item, min_size=2, max_size=4))
+
+
+# A part may be empty: it checks the revision only.
 _append_many_op = st.tuples(
     st.just("append_many"),
-    st.lists(
+    _batch_of(
         st.tuples(
             st.sampled_from(_JOBS), st.lists(st.sampled_from(_KINDS), max_size=3), _deltas, _holders
         ),
-        max_size=4,
+        lambda part: part[0],
     ),
 )
-_held = st.tuples(st.sampled_from(_JOBS), st.sampled_from(_HOLDERS))
+_held = _batch_of(st.tuples(st.sampled_from(_JOBS), st.sampled_from(_HOLDERS)), lambda p: p[0])
 _ops = st.one_of(
     st.tuples(
         st.just("create"),
@@ -484,16 +492,16 @@ _ops = st.one_of(
     ),
     st.tuples(
         st.just("acquire_many"),
-        st.lists(st.sampled_from(_JOBS), max_size=4),
+        _batch_of(st.sampled_from(_JOBS), str),
         st.sampled_from(_HOLDERS),
         st.integers(1, 10),
     ),
     st.tuples(
         st.just("renew"), st.sampled_from(_JOBS), st.sampled_from(_HOLDERS), st.integers(1, 10)
     ),
-    st.tuples(st.just("renew_many"), st.lists(_held, max_size=4), st.integers(1, 10)),
+    st.tuples(st.just("renew_many"), _held, st.integers(1, 10)),
     st.tuples(st.just("release"), st.sampled_from(_JOBS), st.sampled_from(_HOLDERS)),
-    st.tuples(st.just("release_many"), st.lists(_held, max_size=4)),
+    st.tuples(st.just("release_many"), _held),
     st.tuples(st.just("advance"), st.integers(0, 12)),
 )
 
