@@ -254,18 +254,19 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(r[0]) for r in rows)
     print(
         f"{'commits':<{width}}  {'LMDB/s':>9}  {'sync/s':>7}  {'ratio':>5}  {'LMDB jobs/s':>11}  "
-        f"{'LMDB per job':>13}  {'memory per job':>14}  {'LMDB/memory':>11}"
+        f"{'LMDB per job':>13}  {'memory/s':>9}  {'memory per job':>14}  {'LMDB/memory':>11}"
     )
     print(
-        f"{'-' * width}  {'-' * 9}  {'-' * 7}  {'-' * 5}  {'-' * 11}  {'-' * 13}  {'-' * 14}  "
-        f"{'-' * 11}"
+        f"{'-' * width}  {'-' * 9}  {'-' * 7}  {'-' * 5}  {'-' * 11}  {'-' * 13}  {'-' * 9}  "
+        f"{'-' * 14}  {'-' * 11}"
     )
     for label, lmdb_rate, memory_rate, size, baseline in rows:
         per_lmdb, per_memory = 1 / (lmdb_rate * size), 1 / (memory_rate * size)
         print(
             f"{label:<{width}}  {lmdb_rate:>9,.0f}  {baseline:>7,.0f}  "
             f"{lmdb_rate / baseline:>5.2f}  "
-            f"{lmdb_rate * size:>11,.0f}  {_fmt_us(per_lmdb):>13}  {_fmt_us(per_memory):>14}  "
+            f"{lmdb_rate * size:>11,.0f}  {_fmt_us(per_lmdb):>13}  {memory_rate:>9,.0f}  "
+            f"{_fmt_us(per_memory):>14}  "
             f"{per_lmdb / per_memory:>10.1f}x"
         )
     print()
