@@ -1438,6 +1438,7 @@ class RecordStoreSuite:
             # Malformed is Invalid even where the part would be refused for its lease.
             [good, AppendRequest(job="job-2", events=(decision(1, at=naive),), expect_revision=0)],
             [good, ("job-2", [evidence(1)], 0)],
+            [good, AppendRequest(job="", events=(evidence(1),), expect_revision=0)],
             good,
         ]
         for bad in bad_appends:
@@ -1449,6 +1450,7 @@ class RecordStoreSuite:
             lambda: store.acquire_many([free], "sup", _ttl(0)),
             lambda: store.acquire_many([free], "", _ttl(10)),
             lambda: store.acquire_many(free, "sup", _ttl(10)),
+            lambda: store.acquire_many([free, ""], "sup", _ttl(10)),
             lambda: store.renew_many([held, held], _ttl(10)),
             lambda: store.renew_many([held], timedelta(seconds=-1)),
             lambda: store.renew_many([held, "job-1"], _ttl(10)),  # type: ignore[list-item]

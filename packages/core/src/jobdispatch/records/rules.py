@@ -136,9 +136,13 @@ def batch(items: Iterable[object], kind: type[T], what: str) -> tuple[T, ...]:
 
 def check_batch_jobs(jobs: Sequence[str]) -> None:
     """Invalid when a batch names a job twice: each job's part of a batch is one conditional
-    step, so two parts of one job would race each other inside one commit."""
+    step, so two parts of one job would race each other inside one commit. Invalid too for an
+    item that is not a job id (a non-empty string), which no store could have a record of."""
     seen: set[str] = set()
     for i, job in enumerate(jobs):
+        if not isinstance(job, str) or not job:
+            msg = f"a batch's item {i} names the job {job!r}; a job id is a non-empty string"
+            raise Invalid(msg)
         if job in seen:
             msg = f"a batch names job {job} twice (again at item {i}); give one part per job"
             raise Invalid(msg)
