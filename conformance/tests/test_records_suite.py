@@ -1,7 +1,8 @@
 """The record-store suite fails stores that break its promises (mutants of MemoryRecords).
 
 A suite that passes everything proves nothing; each mutant here breaks one promise, and the
-suite's targeted test and its model test must both catch it.
+suite's targeted test and its model test must both catch it (ReleasesHalfway only the targeted
+one: the model never holds a lease of a job the store does not have).
 """
 
 from __future__ import annotations
@@ -51,13 +52,14 @@ class FencesByHolderOnly(MemoryRecords):
         finally:
             rules.check_owner = saved
 
-    def append(self, job: str, events: Any, *, expect_revision: int, owner: Any = None) -> int:
+    # The single forms are batches of one, so weakening the batch forms weakens both.
+    def append_many(self, requests: Any) -> Any:
         with self._weak():
-            return super().append(job, events, expect_revision=expect_revision, owner=owner)
+            return super().append_many(requests)
 
-    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+    def renew_many(self, leases: Any, ttl: timedelta) -> Any:
         with self._weak():
-            return super().renew(lease, ttl)
+            return super().renew_many(leases, ttl)
 
 
 class IgnoresKeys(MemoryRecords):
@@ -95,6 +97,78 @@ class PlainConflicts(MemoryRecords):
             raise Conflict(exc.message) from None
 
 
+class RefusesWholeBatches(MemoryRecords):
+    """One part refused refuses the whole batch: a refusal affects the other jobs' parts."""
+
+    def append_many(self, requests: Any) -> tuple[Any, ...]:
+        requests = list(requests)
+        with self._lock:
+            before = {
+                r.job: len(self._records[r.job].events) for r in requests if r.job in self._records
+            }
+        answers = super().append_many(requests)
+        refused = next((a for a in answers if not isinstance(a, int)), None)
+        if refused is None:
+            return answers
+        with self._lock:  # undo the parts that applied, and answer the refusal for all
+            for request, answer in zip(requests, answers, strict=True):
+                if isinstance(answer, int):
+                    record = self._records[request.job]
+                    del record.events[before[request.job] :]
+                    record.view = None
+        return tuple(refused for _ in requests)
+
+
+class HalfAppliedParts(MemoryRecords):
+    """A part refused for its lease still writes its evidence and controls: not whole."""
+
+    def _append_one(self, request: Any, stamped: Any, decides: bool, now: datetime) -> Any:
+        answer = super()._append_one(request, stamped, decides, now)
+        if isinstance(answer, LeaseLost) and request.job in self._records:
+            record = self._records[request.job]
+            record.events.extend(e for e in stamped if not e.decision)
+            record.view = None
+        return answer
+
+
+class TakesDuplicates(MemoryRecords):
+    """Lets a batch name a job twice (each part then judged after the one before it)."""
+
+    @contextmanager
+    def _no_check(self) -> Iterator[None]:
+        saved = rules.check_batch_jobs
+        rules.check_batch_jobs = lambda jobs: None
+        try:
+            yield
+        finally:
+            rules.check_batch_jobs = saved
+
+    def append_many(self, requests: Any) -> Any:
+        with self._no_check():
+            return super().append_many(requests)
+
+    def acquire_many(self, jobs: Any, holder: str, ttl: timedelta) -> Any:
+        with self._no_check():
+            return super().acquire_many(jobs, holder, ttl)
+
+    def renew_many(self, leases: Any, ttl: timedelta) -> Any:
+        with self._no_check():
+            return super().renew_many(leases, ttl)
+
+    def release_many(self, leases: Any) -> None:
+        with self._no_check():
+            super().release_many(leases)
+
+
+class ReleasesHalfway(MemoryRecords):
+    """Releases lease after lease and stops at the first unknown job, keeping what it
+    released (the batch is half applied when it raises)."""
+
+    def release_many(self, leases: Any) -> None:
+        for lease in leases:
+            super().release_many([lease])
+
+
 #: What "the suite caught it" looks like: a failed assertion, or an error the real store
 #: would not have raised.
 CAUGHT = (AssertionError, pytest.fail.Exception, DispatchError)
@@ -120,6 +194,12 @@ def run_test(name: str, store_type: Callable[[ManualClock], Any]) -> None:
         (PlainConflicts, "test_append_is_conditional_on_the_revision"),
         (PlainConflicts, "test_fencing_after_release"),
         (PlainConflicts, "test_a_live_lease_excludes_others"),
+        (PlainConflicts, "test_batch_acquire_answers_every_job"),
+        (RefusesWholeBatches, "test_batch_append_one_refusal_never_affects_another"),
+        (HalfAppliedParts, "test_batch_append_one_refusal_never_affects_another"),
+        (HalfAppliedParts, "test_append_is_all_or_nothing"),
+        (TakesDuplicates, "test_an_invalid_batch_changes_nothing"),
+        (ReleasesHalfway, "test_batch_release"),
     ],
 )
 def test_a_targeted_test_catches_the_mutant(mutant: type[MemoryRecords], test: str) -> None:
@@ -135,7 +215,17 @@ class Unshrunk(RecordStoreSuite):
 
 
 @pytest.mark.parametrize(
-    "mutant", [ForgetsTokens, FencesByHolderOnly, IgnoresKeys, NoCompare, PlainConflicts]
+    "mutant",
+    [
+        ForgetsTokens,
+        FencesByHolderOnly,
+        IgnoresKeys,
+        NoCompare,
+        PlainConflicts,
+        RefusesWholeBatches,
+        HalfAppliedParts,
+        TakesDuplicates,
+    ],
 )
 def test_the_model_catches_the_mutant(mutant: type[MemoryRecords]) -> None:
     with pytest.raises(CAUGHT):

@@ -36,6 +36,28 @@ Fixtures:
   from then on (the same one, or the records reopened). The unreadable-record test skips
   without it.
 
+What the fixtures must give, whatever the store (the PostgreSQL store runs the same suite):
+
+* every store from ``make_store`` is empty and independent of the others (the model test
+  compares ``list`` against the jobs it created, so no record may leak from one to another);
+* lease expiry is judged by the clock passed in, at the moment of each commit, for the single
+  forms and the batch forms alike (``append_many``, ``acquire_many``, ``renew_many``,
+  ``release_many``): the tests move that clock and expect the store to see it;
+* the launcher's workers run the suite's own module-level workers (``race_rounds``,
+  ``race_batch_rounds``, ``race_batch_acquire``...) on a store of their own opened on the same
+  records; racing batches name their jobs in different orders, so a store that locks per job
+  must not deadlock (or must answer, not hang) when two batches take the same jobs in
+  opposite orders.
+
+The batch tests check that a batch answers every part as its single form would, in request
+order; that one part's refusal (each kind: RevisionMoved, LeaseLost for a missing, stale,
+expired or foreign lease, LeaseHeld, NotFound) leaves every other part as it would have been;
+that each part is applied whole or not at all; that a malformed batch (a job named twice, a
+part that is not an AppendRequest, an event the store cannot record, a bad ttl or holder, one
+string where job ids are wanted) is Invalid and changes nothing; that ``release_many`` of a
+lease of an unknown job is NotFound and releases nothing; and that tokens keep growing through
+batch acquisitions.
+
 Class attributes a subclass may tune: :attr:`RecordStoreSuite.model_examples` (hypothesis
 examples of the model test; lower it for a slow store), :attr:`RecordStoreSuite.model_shrink`
 (shrink a failure to a minimal sequence), :attr:`RecordStoreSuite.appenders` and
@@ -78,7 +100,7 @@ from jobdispatch.records.events import (
     Settled,
     View,
 )
-from jobdispatch.records.store import Created, Lease, ListFilter, Records
+from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Records
 from jobdispatch.types import Actor, CheckpointMode, JobSpec, Plan, UnmatchedPolicy
 
 __all__ = [
@@ -318,6 +340,96 @@ def race_acquire(
     return tokens
 
 
+def _rotated(jobs: list[str], index: int) -> list[str]:
+    """The jobs starting at a different one for each worker: racing batches name their jobs
+    in different orders, as a store that locks per job must survive without deadlock."""
+    k = index % len(jobs)
+    return jobs[k:] + jobs[:k]
+
+
+def race_batch_rounds(
+    store: Records, barrier: Barrier, index: int, jobs: list[str], rounds: int
+) -> list[list[bool]]:
+    """Each round, every worker appends one event to every job at the same revision, all in
+    one batch, at once. Report per round which jobs (in ``jobs`` order) it won; a part lost
+    must be answered RevisionMoved, never raised."""
+    won: list[list[bool]] = []
+    for r in range(rounds):
+        order = _rotated(jobs, index + r)
+        requests = [
+            AppendRequest(
+                job=job, events=(evidence(r, detail=f"appender-{index}"),), expect_revision=r
+            )
+            for job in order
+        ]
+        barrier.wait(_WORKER_TIMEOUT)
+        answers = dict(zip(order, store.append_many(requests), strict=True))
+        for job, answer in answers.items():
+            assert answer == r + 1 or isinstance(answer, RevisionMoved), (job, answer)
+        won.append([answers[job] == r + 1 for job in jobs])
+    return won
+
+
+def batch_append_until(
+    store: Records, barrier: Barrier, index: int, jobs: list[str], wins: int
+) -> dict[str, list[int]]:
+    """Append ``wins`` events to every job in batches, each time to the jobs still short of
+    them, at the revision just read; report the revisions won per job."""
+    barrier.wait(_WORKER_TIMEOUT)
+    won: dict[str, list[int]] = {job: [] for job in jobs}
+    while pending := [job for job in _rotated(jobs, index) if len(won[job]) < wins]:
+        requests = [
+            AppendRequest(
+                job=job,
+                events=(evidence(len(won[job]), detail=f"appender-{index}"),),
+                expect_revision=store.read(job).revision,
+            )
+            for job in pending
+        ]
+        for job, answer in zip(pending, store.append_many(requests), strict=True):
+            if isinstance(answer, int):
+                won[job].append(answer)
+            else:
+                assert isinstance(answer, RevisionMoved), (job, answer)
+    return won
+
+
+def race_batch_acquire(
+    store: Records, barrier: Barrier, index: int, jobs: list[str], rounds: int
+) -> list[dict[str, int]]:
+    """Each round every worker acquires every job in one batch at once; for the jobs it won
+    it renews the leases in a batch, appends a decision to each in a batch, then releases
+    them in a batch. Report the token won per job each round."""
+    holder = f"holder-{index}"
+    tokens: list[dict[str, int]] = []
+    for r in range(rounds):
+        order = _rotated(jobs, index + r)
+        barrier.wait(_WORKER_TIMEOUT)
+        answers = store.acquire_many(order, holder, timedelta(minutes=5))
+        leases = [a for a in answers if isinstance(a, Lease)]
+        for answer in answers:
+            assert isinstance(answer, (Lease, LeaseHeld)), answer
+        barrier.wait(_WORKER_TIMEOUT)
+        renewed = store.renew_many(leases, timedelta(minutes=5))
+        mine = [lease for lease in renewed if isinstance(lease, Lease)]
+        assert len(mine) == len(leases), renewed
+        requests = [
+            AppendRequest(
+                job=lease.job,
+                events=(decision(index),),
+                expect_revision=store.read(lease.job).revision,
+                owner=lease,
+            )
+            for lease in mine
+        ]
+        applied = store.append_many(requests)
+        assert all(isinstance(a, int) for a in applied), applied
+        store.release_many(mine)
+        tokens.append({lease.job: lease.token for lease in mine})
+        barrier.wait(_WORKER_TIMEOUT)
+    return tokens
+
+
 # ------------------------------------------------------------------------------------ model
 
 
@@ -329,19 +441,41 @@ class _ModelJob:
     token: int = 0
 
 
-_JOBS = ("job-a", "job-b")
+_JOBS = ("job-a", "job-b", "job-c")
 _KEYS = ("", "key-1", "key-2", "key-3")
 _HOLDERS = ("h1", "h2", "h3")
 _KINDS = ("evidence", "control", "decision", "settle")
 
+_deltas = st.sampled_from((0, 0, 0, 0, -1, 1))
+# "owner": whoever holds the job's lease in the model, so that decisions get through.
+_holders = st.sampled_from((None, "owner", "owner", "owner", *_HOLDERS))
 _append_op = st.tuples(
     st.just("append"),
     st.sampled_from(_JOBS),
     st.lists(st.sampled_from(_KINDS), min_size=1, max_size=3),
-    st.sampled_from((0, 0, 0, 0, -1, 1)),
-    # "owner": whoever holds the job's lease in the model, so that decisions get through.
-    st.sampled_from((None, "owner", "owner", "owner", *_HOLDERS)),
+    _deltas,
+    _holders,
 )
+
+
+def _batch_of(item: st.SearchStrategy[T], job: Callable[[T], str]) -> st.SearchStrategy[list[T]]:
+    """Batches of up to four items: mostly of distinct jobs, sometimes naming a job twice
+    (the batch is then Invalid, and changes nothing)."""
+    distinct = st.lists(item, max_size=4, unique_by=job)
+    return st.one_of(distinct, distinct, distinct, st.lists(item, min_size=2, max_size=4))
+
+
+# A part may be empty: it checks the revision only.
+_append_many_op = st.tuples(
+    st.just("append_many"),
+    _batch_of(
+        st.tuples(
+            st.sampled_from(_JOBS), st.lists(st.sampled_from(_KINDS), max_size=3), _deltas, _holders
+        ),
+        lambda part: part[0],
+    ),
+)
+_held = _batch_of(st.tuples(st.sampled_from(_JOBS), st.sampled_from(_HOLDERS)), lambda p: p[0])
 _ops = st.one_of(
     st.tuples(
         st.just("create"),
@@ -351,13 +485,23 @@ _ops = st.one_of(
     ),
     _append_op,
     _append_op,  # twice: appends are what the store is for
+    _append_many_op,
+    _append_many_op,
     st.tuples(
         st.just("acquire"), st.sampled_from(_JOBS), st.sampled_from(_HOLDERS), st.integers(1, 10)
     ),
     st.tuples(
+        st.just("acquire_many"),
+        _batch_of(st.sampled_from(_JOBS), str),
+        st.sampled_from(_HOLDERS),
+        st.integers(1, 10),
+    ),
+    st.tuples(
         st.just("renew"), st.sampled_from(_JOBS), st.sampled_from(_HOLDERS), st.integers(1, 10)
     ),
+    st.tuples(st.just("renew_many"), _held, st.integers(1, 10)),
     st.tuples(st.just("release"), st.sampled_from(_JOBS), st.sampled_from(_HOLDERS)),
+    st.tuples(st.just("release_many"), _held),
     st.tuples(st.just("advance"), st.integers(0, 12)),
 )
 
@@ -372,8 +516,27 @@ def _event(kind: str, at: datetime) -> AnyEvent:
     return settle(at=at)
 
 
+#: What the model says one call (or one job's part of a batch) answers: a value, or the type of
+#: the refusal; and what it changes when it applies.
+_Outcome = tuple[Any, Callable[[], None]]
+
+
+def _nothing() -> None:
+    """The change a refused call makes."""
+
+
+def _answers_match(answer: Any, expected: Any) -> bool:
+    if isinstance(expected, type):
+        return isinstance(answer, expected)
+    return bool(answer == expected)
+
+
 class _Model:
-    """The store's promises stated as plain Python, to compare a real store against."""
+    """The store's promises stated as plain Python, to compare a real store against. Each kind
+    of write is stated once (``_append``, ``_acquire``, ``_renew``, ``_release``: the answer
+    and the change for one job), and both its single form and its batch form are checked
+    against that statement: a batch answers every part as its own single call would, in
+    order, and is Invalid, changing nothing, when it names a job twice."""
 
     def __init__(self, store: Records, clock: ManualClock) -> None:
         self.store = store
@@ -400,6 +563,109 @@ class _Model:
             and (job.lease.holder, job.lease.token) == (lease.holder, lease.token)
         )
 
+    # ------------------------------------------------------------------ one job's outcome
+
+    def _append(
+        self, job: str, kinds: list[str], delta: int, holder: str | None, now: datetime
+    ) -> tuple[AppendRequest, _Outcome]:
+        model = self.jobs.get(job)
+        if holder == "owner":
+            owner = model.lease if model is not None else None
+            holder = owner.holder if owner is not None else None
+        lease = self.held.get((holder, job)) if holder else None
+        decides = any(k in ("decision", "settle") for k in kinds)
+        revision = len(model.kinds) if model else 0
+        expect = max(revision + delta, 0)
+        request = AppendRequest(
+            job=job,
+            events=tuple(_event(k, now) for k in kinds),
+            expect_revision=expect,
+            owner=lease,
+        )
+        if decides and lease is None:
+            return request, (LeaseLost, _nothing)
+        if model is None:
+            return request, (NotFound, _nothing)
+        if expect != revision:
+            return request, (RevisionMoved, _nothing)
+        if decides and not self.current(model, lease):
+            return request, (LeaseLost, _nothing)
+
+        def apply() -> None:
+            assert model is not None
+            token = lease.token if lease is not None else None
+            for k in kinds:
+                model.kinds.append((k, token if k in ("decision", "settle") else None))
+            model.settled = model.settled or "settle" in kinds
+
+        return request, (revision + len(kinds), apply)
+
+    def _acquire(self, job: str, holder: str, ttl: int, now: datetime) -> _Outcome:
+        model = self.jobs.get(job)
+        if model is None:
+            return NotFound, _nothing
+        if self.live(model) and model.lease is not None and model.lease.holder != holder:
+            return LeaseHeld, _nothing
+        if self.live(model) and model.lease is not None:
+            token = model.lease.token
+        else:
+            token = model.token + 1
+        lease = Lease(job, holder, token, now + timedelta(seconds=ttl))
+
+        def apply() -> None:
+            assert model is not None
+            model.token = max(model.token, token)
+            model.lease = lease
+            self.held[(holder, job)] = lease
+
+        return lease, apply
+
+    def _renew(self, lease: Lease, ttl: int, now: datetime) -> _Outcome:
+        model = self.jobs[lease.job]
+        if not self.current(model, lease):
+            return LeaseLost, _nothing
+        renewed = Lease(lease.job, lease.holder, lease.token, now + timedelta(seconds=ttl))
+
+        def apply() -> None:
+            model.lease = renewed
+            self.held[(lease.holder, lease.job)] = renewed
+
+        return renewed, apply
+
+    def _release(self, lease: Lease) -> Callable[[], None]:
+        model = self.jobs[lease.job]
+
+        def apply() -> None:
+            if model.lease is not None and (model.lease.holder, model.lease.token) == (
+                lease.holder,
+                lease.token,
+            ):
+                model.lease = None
+
+        return apply
+
+    def _single(self, outcome: _Outcome, call: Callable[[], Any]) -> None:
+        expected, apply = outcome
+        if isinstance(expected, type):
+            self.expect(expected, call)
+            return
+        assert call() == expected
+        apply()
+
+    def _batch(self, jobs: list[str], outcomes: list[_Outcome], call: Callable[[], Any]) -> None:
+        if len(set(jobs)) < len(jobs):
+            self.expect(Invalid, call)  # a job named twice: nothing is applied
+            return
+        answers = call()
+        assert isinstance(answers, tuple), answers
+        assert len(answers) == len(outcomes)
+        for i, (answer, (expected, apply)) in enumerate(zip(answers, outcomes, strict=True)):
+            assert _answers_match(answer, expected), (i, answer, expected)
+            if not isinstance(expected, type):
+                apply()
+
+    # ---------------------------------------------------------------------------- a step
+
     def step(self, op: tuple[Any, ...]) -> None:
         now = self.clock()
         name = op[0]
@@ -421,74 +687,69 @@ class _Model:
                     self.keys[key] = job
         elif name == "append":
             _, job, kinds, delta, holder = op
-            model = self.jobs.get(job)
-            if holder == "owner":
-                owner = model.lease if model is not None else None
-                holder = owner.holder if owner is not None else None
-            lease = self.held.get((holder, job)) if holder else None
-            decides = any(k in ("decision", "settle") for k in kinds)
-            events = [_event(k, now) for k in kinds]
-            revision = len(model.kinds) if model else 0
-            expect = max(revision + delta, 0)
+            request, outcome = self._append(job, kinds, delta, holder, now)
             call = functools.partial(
-                self.store.append, job, events, expect_revision=expect, owner=lease
+                self.store.append,
+                job,
+                list(request.events),
+                expect_revision=request.expect_revision,
+                owner=request.owner,
             )
-            if decides and lease is None:
-                self.expect(LeaseLost, call)
-            elif model is None:
-                self.expect(NotFound, call)
-            elif expect != revision:
-                self.expect(RevisionMoved, call)
-            elif decides and not self.current(model, lease):
-                self.expect(LeaseLost, call)
-            else:
-                assert call() == revision + len(kinds)
-                token = lease.token if lease is not None else None
-                for k in kinds:
-                    model.kinds.append((k, token if k in ("decision", "settle") else None))
-                model.settled = model.settled or "settle" in kinds
+            self._single(outcome, call)
+        elif name == "append_many":
+            parts = [self._append(job, kinds, d, h, now) for job, kinds, d, h in op[1]]
+            requests = [request for request, _ in parts]
+            self._batch(
+                [r.job for r in requests],
+                [outcome for _, outcome in parts],
+                functools.partial(self.store.append_many, requests),
+            )
         elif name == "acquire":
             _, job, holder, ttl = op
-            model = self.jobs.get(job)
-            call_a = functools.partial(self.store.acquire, job, holder, timedelta(seconds=ttl))
-            if model is None:
-                self.expect(NotFound, call_a)
-            elif self.live(model) and model.lease is not None and model.lease.holder != holder:
-                self.expect(LeaseHeld, call_a)
-            else:
-                if self.live(model) and model.lease is not None:
-                    token = model.lease.token
-                else:
-                    model.token += 1
-                    token = model.token
-                model.lease = Lease(job, holder, token, now + timedelta(seconds=ttl))
-                assert call_a() == model.lease
-                self.held[(holder, job)] = model.lease
+            outcome = self._acquire(job, holder, ttl, now)
+            self._single(
+                outcome,
+                functools.partial(self.store.acquire, job, holder, timedelta(seconds=ttl)),
+            )
+        elif name == "acquire_many":
+            _, jobs, holder, ttl = op
+            self._batch(
+                jobs,
+                [self._acquire(job, holder, ttl, now) for job in jobs],
+                functools.partial(self.store.acquire_many, jobs, holder, timedelta(seconds=ttl)),
+            )
         elif name == "renew":
             _, job, holder, ttl = op
             lease = self.held.get((holder, job))
             if lease is None:
                 return
-            model = self.jobs[job]
-            call_r = functools.partial(self.store.renew, lease, timedelta(seconds=ttl))
-            if self.current(model, lease):
-                model.lease = Lease(job, holder, lease.token, now + timedelta(seconds=ttl))
-                assert call_r() == model.lease
-                self.held[(holder, job)] = model.lease
-            else:
-                self.expect(LeaseLost, call_r)
+            self._single(
+                self._renew(lease, ttl, now),
+                functools.partial(self.store.renew, lease, timedelta(seconds=ttl)),
+            )
+        elif name == "renew_many":
+            _, pairs, ttl = op
+            leases = [self.held[(h, j)] for j, h in pairs if (h, j) in self.held]
+            self._batch(
+                [lease.job for lease in leases],
+                [self._renew(lease, ttl, now) for lease in leases],
+                functools.partial(self.store.renew_many, leases, timedelta(seconds=ttl)),
+            )
         elif name == "release":
             _, job, holder = op
             lease = self.held.get((holder, job))
             if lease is None:
                 return
-            model = self.jobs[job]
             self.store.release(lease)
-            if model.lease is not None and (model.lease.holder, model.lease.token) == (
-                lease.holder,
-                lease.token,
-            ):
-                model.lease = None
+            self._release(lease)()
+        elif name == "release_many":
+            leases = [self.held[(h, j)] for j, h in op[1] if (h, j) in self.held]
+            if len({lease.job for lease in leases}) < len(leases):
+                self.expect(Invalid, functools.partial(self.store.release_many, leases))
+                return
+            self.store.release_many(leases)
+            for lease in leases:
+                self._release(lease)()
         elif name == "advance":
             self.clock.advance(op[1])
 
@@ -522,6 +783,16 @@ def _kind(event: AnyEvent) -> str:
 
 def _ttl(seconds: float) -> timedelta:
     return timedelta(seconds=seconds)
+
+
+_KINDS_OF_REFUSAL = (RevisionMoved, LeaseLost, LeaseHeld, NotFound)
+
+
+def _assert_refusal(answer: object, kind: type[Exception]) -> None:
+    """``answer`` is the refusal ``kind`` and no other: callers tell them apart by type."""
+    assert isinstance(answer, kind), f"expected {kind.__name__}, got {answer!r}"
+    others = [k for k in _KINDS_OF_REFUSAL if k is not kind and isinstance(answer, k)]
+    assert not others, f"{answer!r} is also a {others[0].__name__}"
 
 
 class RecordStoreSuite:
@@ -952,6 +1223,58 @@ class RecordStoreSuite:
         view = store.read("owned")
         assert [e.token for e in view.events] == tokens
 
+    def test_racing_batches_one_wins_each_job_each_revision(
+        self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
+    ) -> None:
+        jobs = ["race-1", "race-2", "race-3"]
+        for job in jobs:
+            store.create(make_header(job))
+        launch = make_concurrent_appenders(store)
+        n, rounds = self.appenders, self.race_rounds
+        results = launch(race_batch_rounds, n, jobs, rounds)
+        for k, job in enumerate(jobs):
+            view = store.read(job)
+            assert view.revision == rounds, job
+            for r in range(rounds):
+                winners = [i for i in range(n) if results[i][r][k]]
+                assert len(winners) == 1, f"{job} round {r}: winners {winners}"
+                assert view.events[r] == evidence(r, detail=f"appender-{winners[0]}")
+
+    def test_batches_retrying_leave_no_gap_and_no_duplicate(
+        self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
+    ) -> None:
+        jobs = ["race-1", "race-2", "race-3"]
+        for job in jobs:
+            store.create(make_header(job))
+        launch = make_concurrent_appenders(store)
+        n, wins = self.appenders, max(3, self.race_rounds // 3)
+        results = launch(batch_append_until, n, jobs, wins)
+        for job in jobs:
+            every = sorted(r for won in results for r in won[job])
+            assert every == list(range(1, n * wins + 1)), job
+            view = store.read(job)
+            for i, won in enumerate(results):
+                for k, revision in enumerate(won[job]):
+                    assert view.events[revision - 1] == evidence(k, detail=f"appender-{i}")
+
+    def test_racing_batch_acquirers_one_owner_per_job_at_a_time(
+        self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
+    ) -> None:
+        jobs = ["owned-1", "owned-2", "owned-3"]
+        for job in jobs:
+            store.create(make_header(job))
+        launch = make_concurrent_appenders(store)
+        n, rounds = self.appenders, max(3, self.race_rounds // 3)
+        results = launch(race_batch_acquire, n, jobs, rounds)
+        for job in jobs:
+            tokens: list[int] = []
+            for r in range(rounds):
+                won = [results[i][r][job] for i in range(n) if job in results[i][r]]
+                assert len(won) == 1, f"{job} round {r}: tokens {won}"
+                tokens.extend(won)
+            assert tokens == sorted(set(tokens)), (job, tokens)
+            assert [e.token for e in store.read(job).events] == tokens
+
     # ---------------------------------------------------------------------- unreadable records
 
     @pytest.mark.parametrize("revision", [0, 2], ids=["header", "event"])
@@ -983,6 +1306,266 @@ class RecordStoreSuite:
         # Refusing to read changed nothing: it is still refused.
         with pytest.raises(Unreadable):
             store.read("job-2")
+
+    # ------------------------------------------------------------------------------ batches
+
+    def test_batch_append_answers_every_job_in_request_order(self, store: Records) -> None:
+        for job in ("job-1", "job-2", "job-3"):
+            store.create(make_header(job), [evidence(1)])
+        # Two leases with different tokens: each part's decisions carry its own.
+        store.release(store.acquire("job-2", "sup", _ttl(60)))
+        second = store.acquire("job-2", "sup", _ttl(60))
+        first = store.acquire("job-3", "sup", _ttl(60))
+        assert second.token != first.token or second.job != first.job
+        answers = store.append_many(
+            [
+                AppendRequest(job="job-3", events=(decision(1),), expect_revision=1, owner=first),
+                AppendRequest(job="job-1", events=(evidence(2), control()), expect_revision=1),
+                AppendRequest(
+                    job="job-2", events=(decision(1), evidence(2)), expect_revision=1, owner=second
+                ),
+            ]
+        )
+        assert answers == (2, 3, 3)
+        assert store.read("job-1").events == (evidence(1), evidence(2), control())
+        assert [e.token for e in store.read("job-2").events] == [None, second.token, None]
+        assert [e.token for e in store.read("job-3").events] == [None, first.token]
+
+    def test_batch_append_one_refusal_never_affects_another(
+        self, store: Records, clock: ManualClock
+    ) -> None:
+        jobs = ("ok-1", "moved", "no-lease", "fenced", "expired", "foreign", "ok-2", "ok-3")
+        for job in jobs:
+            store.create(make_header(job), [evidence(1)])
+        ok = store.acquire("ok-1", "sup", _ttl(60))
+        stale = store.acquire("fenced", "sup", _ttl(5))
+        expiring = store.acquire("expired", "sup", _ttl(5))
+        other_job = store.acquire("ok-2", "sup", _ttl(60))
+        clock.advance(5)  # "fenced" and "expired" lapse; the others are still live
+        taken = store.acquire("fenced", "thief", _ttl(60))
+        assert taken.token > stale.token
+        ok = store.renew(ok, _ttl(60))
+
+        def part(job: str, owner: Lease | None = None, revision: int = 1) -> AppendRequest:
+            # Evidence first, then a decision: a refused part must leave neither behind.
+            events = (evidence(2, detail=job), decision(2))
+            return AppendRequest(job=job, events=events, expect_revision=revision, owner=owner)
+
+        requests = [
+            part("ok-1", ok),
+            AppendRequest(job="moved", events=(evidence(2),), expect_revision=0),
+            part("no-lease"),  # LeaseLost: decisions without a lease
+            part("fenced", stale),  # LeaseLost: the right revision, a stale token
+            part("expired", expiring),  # LeaseLost: expired, nobody took it
+            part("foreign", other_job),  # LeaseLost: another job's lease
+            AppendRequest(job="nobody", events=(evidence(2),), expect_revision=1),
+            part("ok-2", other_job),
+            AppendRequest(job="ok-3", events=(evidence(2, detail="ok-3"),), expect_revision=1),
+        ]
+        answers = store.append_many(requests)
+        assert len(answers) == len(requests)
+        assert answers[0] == 3
+        _assert_refusal(answers[1], RevisionMoved)
+        for i in (2, 3, 4, 5):
+            _assert_refusal(answers[i], LeaseLost)
+        _assert_refusal(answers[6], NotFound)
+        assert answers[7:] == (3, 2)
+        for job in ("moved", "no-lease", "fenced", "expired", "foreign"):
+            assert store.read(job).events == (evidence(1),), job
+        assert [e.token for e in store.read("ok-1").events] == [None, None, ok.token]
+        assert [e.token for e in store.read("ok-2").events] == [None, None, other_job.token]
+        assert store.read("ok-3").events == (evidence(1), evidence(2, detail="ok-3"))
+        # The refusals are the ones the single form raises for the same part.
+        for request, answer in zip(requests[1:7], answers[1:7], strict=True):
+            assert isinstance(answer, (Conflict, NotFound))
+            with pytest.raises(type(answer)):
+                store.append(
+                    request.job,
+                    request.events,
+                    expect_revision=request.expect_revision,
+                    owner=request.owner,
+                )
+
+    def test_batch_append_applies_each_part_whole(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        store.create(make_header("job-2"))
+        lease = store.acquire("job-2", "sup", _ttl(60))
+        answers = store.append_many(
+            [
+                AppendRequest(job="job-1", events=(evidence(1), control()), expect_revision=0),
+                AppendRequest(
+                    job="job-2",
+                    events=(evidence(1), decision(1), settle()),
+                    expect_revision=0,
+                    owner=lease,
+                ),
+            ]
+        )
+        assert answers == (2, 3)
+        assert list(store.list(ListFilter(settled=True))) == ["job-2"]
+        assert list(store.list(ListFilter(settled=False))) == ["job-1"]
+        assert [_kind(e) for e in store.read("job-2").events] == ["evidence", "decision", "settle"]
+        # A part that checks the revision only, and one given its events as an iterator.
+        again = store.append_many(
+            [
+                AppendRequest(job="job-1", events=(), expect_revision=2),
+                AppendRequest(job="job-2", events=(e for e in [evidence(2)]), expect_revision=3),
+            ]
+        )
+        assert again == (2, 4)
+        assert store.read("job-2").events[-1] == evidence(2)
+        moved = store.append_many([AppendRequest(job="job-1", events=(), expect_revision=1)])
+        _assert_refusal(moved[0], RevisionMoved)
+
+    def test_an_empty_batch_answers_nothing(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        assert store.append_many([]) == ()
+        assert store.acquire_many([], "sup", _ttl(10)) == ()
+        assert store.renew_many([], _ttl(10)) == ()
+        store.release_many([])
+        assert store.read("job-1").revision == 0
+
+    def test_an_invalid_batch_changes_nothing(self, store: Records, clock: ManualClock) -> None:
+        store.create(make_header("job-1"))
+        store.create(make_header("job-2"))
+        held = store.acquire("job-2", "sup", _ttl(60))
+        naive = datetime(2026, 1, 1)
+        good = AppendRequest(job="job-1", events=(evidence(1),), expect_revision=0)
+        bad_appends: list[Any] = [
+            [good, AppendRequest(job="job-1", events=(evidence(2),), expect_revision=0)],
+            [good, AppendRequest(job="job-2", events=("no event",), expect_revision=0)],  # type: ignore[arg-type]
+            [good, AppendRequest(job="job-2", events=(evidence(1, at=naive),), expect_revision=0)],
+            # Malformed is Invalid even where the part would be refused for its lease.
+            [good, AppendRequest(job="job-2", events=(decision(1, at=naive),), expect_revision=0)],
+            [good, ("job-2", [evidence(1)], 0)],
+            [good, AppendRequest(job="", events=(evidence(1),), expect_revision=0)],
+            good,
+        ]
+        for bad in bad_appends:
+            with pytest.raises(Invalid):
+                store.append_many(bad)
+        free = "job-1"
+        bad_leases: list[Callable[[], Any]] = [
+            lambda: store.acquire_many([free, free], "sup", _ttl(10)),
+            lambda: store.acquire_many([free], "sup", _ttl(0)),
+            lambda: store.acquire_many([free], "", _ttl(10)),
+            lambda: store.acquire_many(free, "sup", _ttl(10)),
+            lambda: store.acquire_many([free, ""], "sup", _ttl(10)),
+            lambda: store.renew_many([held, held], _ttl(10)),
+            lambda: store.renew_many([held], timedelta(seconds=-1)),
+            lambda: store.renew_many([held, "job-1"], _ttl(10)),  # type: ignore[list-item]
+            lambda: store.release_many([held, held]),
+            lambda: store.release_many([held, "job-1"]),  # type: ignore[list-item]
+        ]
+        for call in bad_leases:
+            with pytest.raises(Invalid):
+                call()
+        # Nothing was written: no event, no lease taken, none renewed or released.
+        assert store.read("job-1").revision == store.read("job-2").revision == 0
+        clock.advance(30)
+        other = store.acquire("job-1", "other", _ttl(10))
+        assert other.token == 1  # job-1's first lease: no token was handed out before
+        with pytest.raises(LeaseHeld):
+            store.acquire("job-2", "other", _ttl(10))
+        clock.advance(30)  # held's own expiry: it was not renewed by the refused batches
+        assert store.acquire("job-2", "other", _ttl(10)).token > held.token
+
+    def test_batch_acquire_answers_every_job(self, store: Records, clock: ManualClock) -> None:
+        jobs = ("free", "held", "mine", "lapsed", "released")
+        for job in jobs:
+            store.create(make_header(job))
+        theirs = store.acquire("held", "other", _ttl(60))
+        mine = store.acquire("mine", "sup", _ttl(60))
+        lapsed = store.acquire("lapsed", "other", _ttl(5))
+        store.release(store.acquire("released", "other", _ttl(60)))
+        clock.advance(5)
+        answers = store.acquire_many([*jobs, "nobody"], "sup", _ttl(30))
+        assert answers[0] == Lease("free", "sup", 1, clock() + _ttl(30))
+        _assert_refusal(answers[1], LeaseHeld)
+        # One's own live lease: renewed under the same token.
+        assert answers[2] == Lease("mine", "sup", mine.token, clock() + _ttl(30))
+        assert answers[3] == Lease("lapsed", "sup", lapsed.token + 1, clock() + _ttl(30))
+        assert isinstance(answers[4], Lease)
+        assert answers[4].token == 2
+        _assert_refusal(answers[5], NotFound)
+        # What was acquired is owned: anyone else is refused; "held" is still theirs.
+        for job in ("free", "mine", "lapsed", "released"):
+            with pytest.raises(LeaseHeld):
+                store.acquire(job, "third", _ttl(10))
+        assert store.acquire("held", "other", _ttl(60)).token == theirs.token
+
+    def test_batch_renew_answers_every_lease(self, store: Records, clock: ManualClock) -> None:
+        jobs = ("live", "lapsed", "taken", "released")
+        for job in jobs:
+            store.create(make_header(job))
+        live = store.acquire("live", "sup", _ttl(10))
+        lapsed = store.acquire("lapsed", "sup", _ttl(5))
+        taken = store.acquire("taken", "sup", _ttl(5))
+        released = store.acquire("released", "sup", _ttl(60))
+        store.release(released)
+        clock.advance(5)
+        store.acquire("taken", "thief", _ttl(60))
+        ghost = Lease("nobody", "sup", 1, clock() + _ttl(60))
+        answers = store.renew_many([live, lapsed, taken, released, ghost], _ttl(20))
+        assert answers[0] == Lease("live", "sup", live.token, clock() + _ttl(20))
+        for i in (1, 2, 3):
+            _assert_refusal(answers[i], LeaseLost)
+        _assert_refusal(answers[4], NotFound)
+        clock.advance(15)  # past the first expiry, within the renewed one
+        assert store.append("live", [decision(1)], expect_revision=0, owner=live) == 1
+        # An expired lease is never revived: its holder must acquire again, with a new token.
+        with pytest.raises(LeaseLost):
+            store.append("lapsed", [decision(1)], expect_revision=0, owner=lapsed)
+
+    def test_batch_release(self, store: Records, clock: ManualClock) -> None:
+        for job in ("job-1", "job-2", "job-3"):
+            store.create(make_header(job))
+        one = store.acquire("job-1", "sup", _ttl(60))
+        old = store.acquire("job-2", "sup", _ttl(5))
+        clock.advance(5)
+        new = store.acquire("job-2", "next", _ttl(60))
+        three = store.acquire("job-3", "sup", _ttl(60))
+        # A lease of a job the store never had cannot be one of its own: NotFound, and
+        # nothing of the batch is released.
+        with pytest.raises(NotFound):
+            store.release_many([one, three, Lease("nobody", "sup", 1, clock() + _ttl(60))])
+        for job in ("job-1", "job-3"):
+            with pytest.raises(LeaseHeld):
+                store.acquire(job, "other", _ttl(10))
+        store.release_many([one, old, three])  # old is stale: ignored
+        assert store.acquire("job-1", "other", _ttl(10)).token > one.token
+        assert store.acquire("job-3", "other", _ttl(10)).token > three.token
+        with pytest.raises(LeaseHeld):
+            store.acquire("job-2", "other", _ttl(10))
+        assert store.append("job-2", [decision(1)], expect_revision=0, owner=new) == 1
+
+    def test_tokens_only_grow_through_batches(self, store: Records, clock: ManualClock) -> None:
+        jobs = ["job-1", "job-2", "job-3"]
+        for job in jobs:
+            store.create(make_header(job))
+        tokens: dict[str, list[int]] = {job: [] for job in jobs}
+        for i in range(12):
+            holder = ("a", "b", "a", "c")[i % 4]
+            if i % 4 == 3:
+                got: list[Lease | Conflict | NotFound] = [
+                    store.acquire(job, holder, _ttl(10)) for job in jobs
+                ]
+            else:
+                got = list(store.acquire_many(jobs[i % 3 :] + jobs[: i % 3], holder, _ttl(10)))
+            leases = [lease for lease in got if isinstance(lease, Lease)]
+            assert len(leases) == len(jobs), got
+            for lease in leases:
+                tokens[lease.job].append(lease.token)
+            if i % 3 == 0:
+                store.release_many(leases)
+            elif i % 3 == 1:
+                clock.advance(10)
+            else:
+                store.release_many(leases[:1])
+                store.release(leases[1])
+                store.release_many(leases)  # the first two a second time: ignored
+        for job, seen in tokens.items():
+            assert seen == sorted(set(seen)), (job, seen)
 
     # ------------------------------------------------------------------------------- model
 

@@ -12,12 +12,25 @@ mid-commit, mid map growth, whenever. After every kill it checks, in this proces
 * the next writer carries on: this process appends at once (the dead writer's lock is
   recovered), then the next writer continues from there.
 
+Batches too: writers append to six batch jobs with ``append_many`` (several jobs' parts, each a
+few evidence events and a decision under the writer's lease) and renew their leases with
+``renew_many``, so many kills land while a batch is in flight. After every kill:
+
+* every job's part of every batch is there whole or not at all (the record is a sequence of
+  whole parts), and every reported part is there at its reported revision;
+* a batch is one write transaction in this store, so an announced batch's parts are all there
+  or none (whether or not it was reported);
+* every acknowledged renewal is still in force: this process renews each lease with its clock
+  set just before the expiry the writer was told, which succeeds only if that renewal (or a
+  later one) is stored; and tokens never go back, growing past any lease this process released.
+
 The default run kills 40 writers; ``--crash-kills=500`` is the long run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import queue
 import random
@@ -27,16 +40,121 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 
+import attrs
 import pytest
+from jobdispatch.clock import ManualClock
+from jobdispatch.records.events import AttemptStarted, CallAnswered
+from jobdispatch.records.store import Lease
 from jobdispatch_conformance.records import evidence, make_header
 from jobdispatch_records_lmdb import LmdbRecords
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 DEFAULT_KILLS = 40
 LINE_TIMEOUT = 60.0
+
+
+def _load_writer() -> ModuleType:
+    """crash_writer.py is a script beside this file, not an importable module."""
+    spec = importlib.util.spec_from_file_location("crash_writer", WRITER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CW = _load_writer()
+
+
+@attrs.define
+class Batches:
+    """What the writers said about their batches, and the checks of it after each kill."""
+
+    announced: dict[str, list[str]] = attrs.Factory(dict)  # prefix -> its jobs
+    applied: dict[str, dict[str, int]] = attrs.Factory(dict)  # prefix -> job -> revision
+    held: dict[str, Lease] = attrs.Factory(dict)  # job -> the lease last reported
+    released: dict[str, int] = attrs.Factory(dict)  # job -> the token this process released
+    revisions: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(CW.BATCH_JOBS, 0))
+    renewals: int = 0
+    landed_unreported: set[str] = attrs.Factory(set)  # batches stored but never reported
+
+    def report(self, kind: str, rest: list[str]) -> None:
+        if kind == "b":
+            self.announced[rest[0]] = rest[1:]
+        elif kind == "B":
+            self.applied[rest[0]] = {
+                job: int(revision) for job, revision in (p.split(":") for p in rest[1:])
+            }
+        elif kind in ("L", "R"):
+            self.renewals += kind == "R"
+            if rest[0] == "-":
+                return
+            expires = datetime.fromisoformat(rest[0])
+            for part in rest[1:]:
+                job, token = part.split(":")
+                lease = Lease(job, CW.BATCH_HOLDER, int(token), expires)
+                before = self.held.get(job)
+                assert before is None or lease.token >= before.token, f"{job}: token went back"
+                if job in self.released:
+                    assert lease.token > self.released[job], f"{job}: a released token again"
+                    del self.released[job]
+                self.held[job] = lease
+
+    def check(self, store: LmdbRecords, judge: LmdbRecords, clock: ManualClock) -> None:
+        found: dict[str, dict[str, int]] = {}  # prefix -> job -> the revision its part ends at
+        for job in CW.BATCH_JOBS:
+            view = store.read(job)
+            events, i, last_token = view.events, 0, 0
+            while i < len(events):
+                first = events[i]
+                assert isinstance(first, CallAnswered), (job, i + 1, first)
+                head = first.detail.split(":", 1)[0]
+                prefix, place = head.rsplit("-", 1)
+                count = int(place.split("/")[1])
+                for k in range(count):
+                    event = events[i + k] if i + k < len(events) else None
+                    assert isinstance(event, CallAnswered), f"{job}: part {prefix} is torn"
+                    assert event.detail.startswith(f"{prefix}-{k}/{count}:"), (job, i + k + 1)
+                closing = events[i + count] if i + count < len(events) else None
+                assert isinstance(closing, AttemptStarted), f"{job}: part {prefix} is torn"
+                assert closing.submission == count, (job, i + count + 1)
+                assert closing.token is not None and closing.token >= max(last_token, 1)
+                last_token = closing.token
+                i += count + 1
+                found.setdefault(prefix, {})[job] = i
+            self.revisions[job] = view.revision
+        for prefix, parts in self.applied.items():
+            assert found.get(prefix) == parts, (
+                f"batch {prefix}: reported {parts}, stored {found.get(prefix)}"
+            )
+        for prefix, jobs in self.announced.items():
+            stored = found.get(prefix, {})
+            # One write transaction per batch: all of its parts, or none.
+            assert not stored or sorted(stored) == sorted(jobs), (prefix, jobs, stored)
+            if stored and prefix not in self.applied:
+                self.landed_unreported.add(prefix)
+        # Every acknowledged renewal is in force: renewing with the clock just before the
+        # expiry the writer was told succeeds only if that expiry (or a later one) is stored.
+        by_expiry: dict[datetime, list[Lease]] = {}
+        for lease in self.held.values():
+            by_expiry.setdefault(lease.expires, []).append(lease)
+        for expires, leases in by_expiry.items():
+            clock.set(expires - timedelta(microseconds=1))
+            answers = judge.renew_many(leases, CW.BATCH_TTL)
+            for lease, answer in zip(leases, answers, strict=True):
+                assert isinstance(answer, Lease), f"{lease.job}: acknowledged lease lost: {answer}"
+                assert answer.token == lease.token
+
+    def release_some(self, store: LmdbRecords, rng: random.Random) -> None:
+        """Give some batch jobs up, so the next writer must take them with greater tokens."""
+        leases = [lease for lease in self.held.values() if rng.random() < 0.5]
+        store.release_many(leases)
+        for lease in leases:
+            self.released[lease.job] = lease.token
+            del self.held[lease.job]
 
 
 class Zygote:
@@ -66,9 +184,10 @@ class Zygote:
             pytest.fail(f"the zygote ended (status {self.proc.wait()})")
         return got
 
-    def run(self, job: str, revision: int, seed: int, map_size: int) -> int:
+    def run(self, job: str, revision: int, seed: int, map_size: int, batch: dict[str, int]) -> int:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(f"run {job} {revision} {seed} {map_size}\n")
+        revisions = ",".join(f"{k}:{v}" for k, v in batch.items())
+        self.proc.stdin.write(f"run {job} {revision} {seed} {map_size} {revisions}\n")
         self.proc.stdin.flush()
         first = self.line()
         assert first.startswith("pid "), first
@@ -99,6 +218,11 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
     # A tiny first map: writers grow it as they go, and some are killed while at it.
     store = LmdbRecords(path, map_size=1 << 16)
     store.create(make_header("tokens"))
+    for batch_job in CW.BATCH_JOBS:
+        store.create(make_header(batch_job))
+    judge_clock = ManualClock()
+    judge = LmdbRecords(path, judge_clock)  # shares the environment; judges by its own clock
+    batches = Batches()
     reported: dict[str, dict[int, tuple[int, str]]] = defaultdict(dict)  # job -> rev -> report
     created: list[str] = []
     tokens: list[int] = []
@@ -116,7 +240,9 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
                 revisions[job] = 0
             # Map sizes far below the data make most writers grow the map as they go.
             map_size = rng.choice((1 << 16, 1 << 20, 1 << 26))
-            pid = zygote.run(job, revisions[job], rng.randrange(1 << 30), map_size)
+            pid = zygote.run(
+                job, revisions[job], rng.randrange(1 << 30), map_size, batches.revisions
+            )
             lines: list[str] = []
             if rng.random() < 0.2:
                 # Anywhere from before the store is open to the first commits.
@@ -150,6 +276,8 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
                     created.append(rest[0])
                 elif kind == "T":
                     tokens.append(int(rest[0]))
+                else:
+                    batches.report(kind, rest)
 
             # ---- what must hold after the kill
             # A write first. A writer killed after writing its meta page but before publishing
@@ -169,6 +297,9 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
                 for i in range(count):
                     event = view.events[revision - count + i]
                     assert event.detail.startswith(f"{prefix}-{i}:"), (job, revision, i)  # type: ignore[union-attr]
+            batches.check(store, judge, judge_clock)
+            if rng.random() < 0.3:
+                batches.release_some(store, rng)
             listed = set(store.list())
             missing = [j for j in created if j not in listed]
             assert not missing, f"created but not listed: {missing[:5]}"
@@ -177,6 +308,8 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
             assert revisions[job] == view.revision + 1
     finally:
         zygote.close()
+    batches.check(store, judge, judge_clock)
+    judge.close()
 
     # Everything, once more, after the last kill.
     appended = 0
@@ -191,5 +324,9 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
         f"crash test: {kills} kills ({early} before any report, {unreported} after a commit "
         f"landed but before it returned), {clean_exits} clean exits, "
         f"{sum(len(r) for r in reported.values())} appends reported, {appended} events, "
-        f"{len(created)} jobs created, {len(tokens)} tokens, {elapsed:.1f} s"
+        f"{len(created)} jobs created, {len(tokens)} tokens; {len(batches.announced)} batches "
+        f"announced, {len(batches.applied)} reported "
+        f"({sum(len(p) for p in batches.applied.values())} parts), "
+        f"{len(batches.landed_unreported)} landed unreported, {batches.renewals} batch renewals; "
+        f"{elapsed:.1f} s"
     )

@@ -724,27 +724,33 @@ class LmdbRecords:
         owner: Lease | None = None,
     ) -> int:
         request = AppendRequest(
-            job=job, events=tuple(events), expect_revision=expect_revision, owner=owner
+            job=job, events=events, expect_revision=expect_revision, owner=owner
         )
         return _raised(self.append_many([request]))
 
     def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        requests = rules.batch(requests, AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
         # Everything that needs no stored state is checked and encoded before the write
-        # transaction opens, so the writer lock is held only for the conditional part.
-        prepared: list[_Prepared | Refusal] = []
+        # transaction opens, so the writer lock is held only for the conditional part. The
+        # whole batch is checked and encoded before any part is refused for its lease: a
+        # malformed part makes the batch Invalid whatever the other checks would say.
+        encoded: list[tuple[bytes, list[tuple[bytes, bool]]]] = []
         for request in requests:
             job_key = self._job_key(request.job)
             rules.check_events(request.job, request.events)
+            token = request.owner.token if request.owner is not None else None
+            encoded.append((job_key, _encode_events(request.events, token)))
+        prepared: list[_Prepared | Refusal] = []
+        for request, (job_key, values) in zip(requests, encoded, strict=True):
             try:
                 decides = rules.decides(request.job, request.events, request.owner)
             except Conflict as refused:
                 prepared.append(refused)
                 continue
-            token = request.owner.token if request.owner is not None else None
-            prepared.append(
-                _Prepared(request, job_key, decides, _encode_events(request.events, token))
-            )
+            prepared.append(_Prepared(request, job_key, decides, values))
+        if not prepared:
+            return ()  # nothing to decide: no write transaction, no writer lock
 
         def txn_append(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[int | Refusal, ...]:
             now = self._clock()
@@ -825,6 +831,7 @@ class LmdbRecords:
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
+        jobs = rules.batch(jobs, str, "acquire_many")
         keys = [self._job_key(job) for job in jobs]
         rules.check_ttl(ttl)
         rules.check_batch_jobs(jobs)
@@ -852,6 +859,7 @@ class LmdbRecords:
         return _raised(self.renew_many([lease], ttl))
 
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+        leases = rules.batch(leases, Lease, "renew_many")
         keys = [self._job_key(lease.job) for lease in leases]
         rules.check_ttl(ttl)
         rules.check_batch_jobs([lease.job for lease in leases])
@@ -877,10 +885,13 @@ class LmdbRecords:
         self.release_many([lease])
 
     def release_many(self, leases: Sequence[Lease]) -> None:
+        leases = rules.batch(leases, Lease, "release_many")
         keys = [self._job_key(lease.job) for lease in leases]
         rules.check_batch_jobs([lease.job for lease in leases])
 
         def txn_release(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+            # An unknown job raises NotFound from inside the transaction, which aborts it:
+            # nothing of the batch is released.
             for lease, job_key in zip(leases, keys, strict=True):
                 seq, _, _ = self._job(txn, dbs, lease.job, job_key)
                 row = _LeaseRow.load(_get(txn, _u64(seq), db=dbs["leases"]))

@@ -111,7 +111,7 @@ class MemoryRecords:
         owner: Lease | None = None,
     ) -> int:
         request = AppendRequest(
-            job=job, events=tuple(events), expect_revision=expect_revision, owner=owner
+            job=job, events=events, expect_revision=expect_revision, owner=owner
         )
         (answer,) = self.append_many([request])
         if isinstance(answer, int):
@@ -119,21 +119,28 @@ class MemoryRecords:
         raise answer
 
     def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        requests = rules.batch(requests, AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
-        prepared: list[tuple[AppendRequest, list[AnyEvent], bool] | Refusal] = []
+        # The whole batch is checked (and encoded) before any part is refused for its lease:
+        # a malformed part makes the batch Invalid whatever the other checks would say.
+        stamped: list[list[AnyEvent]] = []
         for request in requests:
             rules.check_events(request.job, request.events)
+            token = request.owner.token if request.owner is not None else None
+            stamped.append(rules.stamp(request.events, token))
+            if self._validate:
+                for event in stamped[-1]:
+                    codec.encode_event(event)
+        prepared: list[tuple[AppendRequest, list[AnyEvent], bool] | Refusal] = []
+        for request, events in zip(requests, stamped, strict=True):
             try:
                 decides = rules.decides(request.job, request.events, request.owner)
             except Conflict as refused:
                 prepared.append(refused)
                 continue
-            token = request.owner.token if request.owner is not None else None
-            stamped = rules.stamp(request.events, token)
-            if self._validate:
-                for event in stamped:
-                    codec.encode_event(event)
-            prepared.append((request, stamped, decides))
+            prepared.append((request, events, decides))
+        if not prepared:
+            return ()
         with self._lock:
             now = self._clock()
             return tuple(
@@ -176,6 +183,7 @@ class MemoryRecords:
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
+        jobs = rules.batch(jobs, str, "acquire_many")
         rules.check_ttl(ttl)
         rules.check_batch_jobs(jobs)
         for job in jobs:
@@ -198,6 +206,7 @@ class MemoryRecords:
         return _one(self.renew_many([lease], ttl))
 
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+        leases = rules.batch(leases, Lease, "renew_many")
         rules.check_ttl(ttl)
         rules.check_batch_jobs([lease.job for lease in leases])
         with self._lock:
@@ -217,10 +226,12 @@ class MemoryRecords:
         self.release_many([lease])
 
     def release_many(self, leases: Sequence[Lease]) -> None:
+        leases = rules.batch(leases, Lease, "release_many")
         rules.check_batch_jobs([lease.job for lease in leases])
         with self._lock:
-            for lease in leases:
-                record = self._get(lease.job)
+            # Every job is looked up before any lease is dropped: NotFound releases nothing.
+            records = [self._get(lease.job) for lease in leases]
+            for lease, record in zip(leases, records, strict=True):
                 if rules.released(lease, record.lease):
                     record.lease = None
 

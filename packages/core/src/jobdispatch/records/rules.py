@@ -15,8 +15,9 @@ Every function is pure: no I/O, no clock (``now`` is an argument).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 import attrs
 
@@ -27,6 +28,7 @@ from jobdispatch.records.store import Lease
 __all__ = [
     "CREATOR_TOKEN",
     "acquired",
+    "batch",
     "check_batch_jobs",
     "check_events",
     "check_header",
@@ -45,6 +47,8 @@ __all__ = [
 #: The token stored on decisions committed by ``create``: nobody can own a job before it
 #: exists, and leases hand out tokens from 1, so 0 reads as "written by the creator".
 CREATOR_TOKEN = 0
+
+T = TypeVar("T")
 
 _KNOWN_TYPES = frozenset(EVENT_TYPES.values())
 
@@ -106,11 +110,39 @@ def stamp(events: Sequence[AnyEvent], token: int | None) -> list[AnyEvent]:
 # ---------------------------------------------------------------------------- the append
 
 
+def batch(items: Iterable[object], kind: type[T], what: str) -> tuple[T, ...]:
+    """The items of a batch as a tuple, each checked to be a ``kind`` (a job id, an
+    AppendRequest, a Lease): Invalid, naming the item's place, before anything is written.
+
+    A batch is taken whole first, so one given as an iterator is not consumed by the checks
+    and then found empty by the write. One string where a sequence of job ids is wanted is
+    Invalid too: it is a sequence of its characters, so ``acquire_many("job-1", ...)`` would
+    otherwise ask for the jobs "j", "o", "b"...
+    """
+    if isinstance(items, (str, bytes)):
+        msg = f"{what} takes a sequence of {kind.__name__}s, got the single value {items!r}"
+        raise Invalid(msg)
+    try:
+        taken = tuple(items)
+    except TypeError:
+        msg = f"{what} takes a sequence of {kind.__name__}s, got a {type(items).__name__}"
+        raise Invalid(msg) from None
+    for i, item in enumerate(taken):
+        if not isinstance(item, kind):
+            msg = f"{what}: item {i} is a {type(item).__name__}, not a {kind.__name__}"
+            raise Invalid(msg)
+    return taken  # type: ignore[return-value]
+
+
 def check_batch_jobs(jobs: Sequence[str]) -> None:
     """Invalid when a batch names a job twice: each job's part of a batch is one conditional
-    step, so two parts of one job would race each other inside one commit."""
+    step, so two parts of one job would race each other inside one commit. Invalid too for an
+    item that is not a job id (a non-empty string), which no store could have a record of."""
     seen: set[str] = set()
     for i, job in enumerate(jobs):
+        if not isinstance(job, str) or not job:
+            msg = f"a batch's item {i} names the job {job!r}; a job id is a non-empty string"
+            raise Invalid(msg)
         if job in seen:
             msg = f"a batch names job {job} twice (again at item {i}); give one part per job"
             raise Invalid(msg)

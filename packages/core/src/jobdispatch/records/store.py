@@ -18,7 +18,7 @@ store:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -51,12 +51,19 @@ class ListFilter:
     settled: bool | None = None
 
 
+def _as_tuple(events: Iterable[AnyEvent]) -> tuple[AnyEvent, ...]:
+    return tuple(events)
+
+
 @attrs.frozen(kw_only=True)
 class AppendRequest:
-    """One job's part of :meth:`Records.append_many`: the arguments of one ``append``."""
+    """One job's part of :meth:`Records.append_many`: the arguments of one ``append``.
+
+    ``events`` is taken as a tuple whatever iterable it is given as, so a generator is read
+    once, here, and never found empty by a store that looks at it twice."""
 
     job: JobID
-    events: tuple[AnyEvent, ...]
+    events: tuple[AnyEvent, ...] = attrs.field(converter=_as_tuple)
     expect_revision: int
     owner: Lease | None = None
 
@@ -127,8 +134,10 @@ class Records(Protocol):
         """Every request's conditional append, in one durable commit: answered in request
         order with the job's new revision, or the :data:`Refusal` that ``append`` would have
         raised for it. Invalid for the whole batch, before anything is written, when a request
-        is malformed (an unknown event type) or a job appears twice. Unavailable means no
-        answer: each part may or may not have been applied, but each whole or not at all."""
+        is malformed (not an AppendRequest, an unknown event type, a value the store cannot
+        encode: checked for every part before any part is refused for its lease) or a job
+        appears twice. Unavailable means no answer: each part may or may not have been
+        applied, but each whole or not at all."""
         ...
 
     def acquire_many(
@@ -142,7 +151,9 @@ class Records(Protocol):
         ...
 
     def release_many(self, leases: Sequence[Lease]) -> None:
-        """``release`` for every lease, in one durable commit; stale leases are ignored."""
+        """``release`` for every lease, in one durable commit; stale leases are ignored.
+        NotFound, releasing nothing, when a lease names a job the store has no record of
+        (such a lease cannot be one it handed out)."""
         ...
 
     def close(self) -> None:
