@@ -14,6 +14,7 @@ import contextlib
 import io
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -45,7 +46,7 @@ from jobdispatch.types import (
     Tristate,
 )
 
-from jobdispatch_kubeflow import classify, manifest, names, probe, restart
+from jobdispatch_kubeflow import admission, classify, manifest, names, probe, restart
 from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
@@ -124,7 +125,9 @@ class KubeflowBackend:
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
         """Every capability, probed per cluster (cached for ``probe_ttl``); a spec that names a
         GPU model is told no, since the model is a node label this adapter does not select by."""
-        answers = probe.capabilities(self.facts(), self.settings.declared)
+        answers = probe.capabilities(
+            self.facts(), self.settings.declared, kueue_mode=self.settings.kueue is not None
+        )
         if spec is not None and spec.resources.gpu_type is not None:
             answers = dict(answers)
             answers[Capability.GPUS] = Support.no(
@@ -291,9 +294,11 @@ class KubeflowBackend:
             annotations = md.get("annotations") or {}
             if md.get("deletionTimestamp") or names.STOP in annotations:
                 return None
-            if annotations.get(names.GATE) != "closed":
-                return None
             if _ended(obj):
+                return None
+            if self.settings.kueue is not None:
+                return self._kueue_open(obj, meta)
+            if annotations.get(names.GATE) != "closed":
                 return None
             body: Obj = {"metadata": {"annotations": {names.GATE: "open"}}}
             if names.HOLD not in annotations:
@@ -301,6 +306,28 @@ class KubeflowBackend:
             return body
 
         self._patch(ref, change)
+
+    def _kueue_open(self, obj: Obj, meta: CallMeta | None) -> Obj | None:
+        """Kueue mode (spec 0012 §3): Kueue owns ``suspend``. The first open removes dispatch's
+        gate from ``admission-gated-by`` (Kueue may then reserve quota); every open writes a
+        fresh ``jobdispatch.dev/open`` (an id and the deadline), which the admission controller
+        answers Ready for once, before the deadline. An open of a TrainJob that runs (Kueue
+        admitted it) changes nothing; one of an open TrainJob that Kueue suspended again (an
+        eviction) is the readmission the controller waits for."""
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(names.GATE) != "closed" and not (obj.get("spec") or {}).get("suspend"):
+            return None
+        new: dict[str, str | None] = {
+            names.GATE: "open",
+            names.OPEN: admission.open_annotation(
+                uuid.uuid4().hex[:16], meta.deadline if meta is not None else None
+            ),
+        }
+        gates = [g.strip() for g in annotations.get(names.ADMISSION_GATED_BY, "").split(",")]
+        if manifest.ADMISSION_GATE in gates:
+            rest = [g for g in gates if g and g != manifest.ADMISSION_GATE]
+            new[names.ADMISSION_GATED_BY] = ",".join(rest) if rest else None
+        return {"metadata": {"annotations": new}}
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """Write the reason, then delete the TrainJob with foreground propagation. Until its

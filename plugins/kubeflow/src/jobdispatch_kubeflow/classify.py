@@ -616,6 +616,12 @@ def observe(chain: Chain) -> Observation:
                 details.append("held before its gate was lifted")
         elif suspended and gate_closed:
             state = ObjectState.GATED
+        elif suspended and names.QUEUE_NAME in (_get(tj, "metadata", "labels") or {}):
+            # Kueue mode (spec 0012): Kueue suspends until it admits, and again when it
+            # evicts; opened by dispatch, the TrainJob waits in its LocalQueue.
+            state = ObjectState.PENDING
+            queue = _get(tj, "metadata", "labels")[names.QUEUE_NAME]
+            details.append(f"queued in Kueue LocalQueue {queue}: not admitted (suspended by Kueue)")
         elif suspended:
             state = ObjectState.HELD
             details.append("suspended by someone other than dispatch (Kueue or a user)")
