@@ -208,6 +208,13 @@ def leader(admin: Any, controllers: Controllers) -> str:
     return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
+def renew_time(admin: Any, controllers: Controllers) -> str:
+    lease = admin.get(
+        "leases", os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch"), controllers.lease
+    )
+    return str(((lease or {}).get("spec") or {}).get("renewTime") or "")
+
+
 def test_a_gated_submission_reserves_no_quota_until_opened(admin, backend, controllers) -> None:
     controllers.start("solo")
     ref = start(backend)
@@ -363,15 +370,31 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
             lambda: cond(workload(admin, ref), "Evicted") == ("True", "Preempted"),
         )
         assert cond(workload(admin, ref), "Preempted") == ("True", "InClusterQueue")
-        controllers.stop("restarted", kill=True)
+        controllers.stop("restarted", kill=True)  # no release: the next one waits it out
         controllers.start("again")
         _kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
-        wait_for(
-            "the readmission waiting for the next open",
-            lambda: "readmission waits" in check(workload(admin, ref)).get("message", ""),
-        )
-        assert not admitted(admin, ref)
+
+        def held_at_the_gate() -> bool:
+            # Requeued with the quota back: Kueue reserved it again, and only our Pending check
+            # keeps the Workload from being admitted.
+            wl = workload(admin, ref)
+            return (
+                cond(wl, "QuotaReserved")[0] == "True"
+                and cond(wl, "Admitted")[0] != "True"
+                and "readmission waits" in check(wl).get("message", "")
+            )
+
+        wait_for("the readmission held at the gate, quota reserved", held_at_the_gate)
         assert backend.inspect(ref).state is ObjectState.PENDING
+        # Killed and restarted once more: after a whole round of the new leader, still held.
+        controllers.stop("again", kill=True)
+        controllers.start("last")
+        wait_for("the last replica leading", lambda: leader(admin, controllers) == "last")
+        renewed = renew_time(admin, controllers)
+        wait_for(
+            "a whole round of the last replica", lambda: renew_time(admin, controllers) != renewed
+        )
+        assert held_at_the_gate()
     finally:
         _kubectl("-n", namespace, "delete", "trainjob", high, "--ignore-not-found", "--wait=false")
     backend.open(ref, meta())  # the supervisor's next open

@@ -91,14 +91,30 @@ def _parse_open(value: str | None) -> tuple[str, datetime | None] | None:
         return None
 
 
-def _parse_spent(value: str | None) -> tuple[str, str] | None:
+#: How many spent opens a Workload remembers besides the latest (a restored old annotation
+#: must not readmit either).
+SPENT_HISTORY = 32
+
+
+def _parse_spent(value: str | None) -> tuple[str, str, list[str]] | None:
     if not value:
         return None
     try:
         data = json.loads(value)
-        return str(data["open"]), str(data["check_time"])
+        return str(data["open"]), str(data["check_time"]), [str(x) for x in data.get("earlier", [])]
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def spent_annotation(open_id: str, check_time: str, previous: str | None) -> str:
+    """The Workload's record of the open spent on its admission, keeping earlier ones."""
+    earlier: list[str] = []
+    old = _parse_spent(previous)
+    if old is not None and old[0] != open_id:
+        earlier = [*old[2], old[0]][-SPENT_HISTORY:]
+    return json.dumps(
+        {"open": open_id, "check_time": check_time, "earlier": earlier}, sort_keys=True
+    )
 
 
 @attrs.frozen
@@ -151,6 +167,10 @@ def decide(
     wl_annotations = (workload.get("metadata") or {}).get("annotations") or {}
     spent = _parse_spent(wl_annotations.get(names.ADMISSION_SPENT))
     check_time = str(check.get("lastTransitionTime") or "")
+    if spent is not None and open_id in spent[2]:
+        return _pending(
+            check, f"open {open_id} was spent on an earlier admission: waiting for a new open"
+        )
     if spent is not None and spent[0] == open_id:
         if spent[1] != check_time or str(check.get("message", "")).startswith(_RESET):
             # The open was spent on an admission and Kueue has reset the check since: an
@@ -397,9 +417,9 @@ class Controller:
         namespace, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
         rv = wl["metadata"]["resourceVersion"]
         if answer.spend is not None:
-            spent = json.dumps(
-                {"open": answer.spend, "check_time": check.get("lastTransitionTime")},
-                sort_keys=True,
+            previous = (wl["metadata"].get("annotations") or {}).get(names.ADMISSION_SPENT)
+            spent = spent_annotation(
+                answer.spend, str(check.get("lastTransitionTime") or ""), previous
             )
             result = self.api.patch(
                 "workloads",
