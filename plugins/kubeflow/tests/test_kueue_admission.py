@@ -385,7 +385,10 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
             )
 
         wait_for("the readmission held at the gate, quota reserved", held_at_the_gate)
-        assert backend.inspect(ref).state is ObjectState.PENDING
+        seen = backend.inspect(ref)
+        # The adapter reads the Workload: gated again, the last eviction's cause in the detail.
+        assert seen.state is ObjectState.GATED, seen
+        assert "readmission gated" in seen.detail and "Preempted" in seen.detail, seen.detail
         # Killed and restarted once more: after a whole round of the new leader, still held.
         controllers.stop("again", kill=True)
         controllers.start("last")

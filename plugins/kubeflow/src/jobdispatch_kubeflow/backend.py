@@ -431,6 +431,7 @@ class KubeflowBackend:
             items, _ = self.api.list("nodes", None)
             nodes = {str(n["metadata"]["name"]): n for n in items}
         by_name: dict[str, Obj] = {str(js["metadata"]["name"]): js for js in jobsets}
+        workloads = self._workloads(self.namespace, ours)
 
         def under(objs: list[Obj], name: str) -> list[Obj]:
             return [o for o in objs if _labels(o).get(names.JOBSET_NAME) == name]
@@ -442,12 +443,28 @@ class KubeflowBackend:
                 jobs=under(jobs, tj["metadata"]["name"]),
                 pods=under(pods, tj["metadata"]["name"]),
                 nodes=nodes,
+                workload=workloads.get(str(tj["metadata"].get("uid"))),
             )
             for tj in ours
         ]
         for chain in chains:
             self._pin(chain)
         return chains
+
+    def _workloads(self, namespace: str, trainjobs: Sequence[Obj]) -> dict[str, Obj]:
+        """Kueue mode: the Workloads of ``trainjobs`` by their owner's uid, from one LIST (none
+        made otherwise, or when no TrainJob is suspended, which is all a Workload explains)."""
+        if self.settings.kueue is None or not any(
+            (tj.get("spec") or {}).get("suspend") for tj in trainjobs
+        ):
+            return {}
+        items, _ = self.api.list("workloads", namespace)
+        out: dict[str, Obj] = {}
+        for wl in items:
+            for owner in (wl.get("metadata") or {}).get("ownerReferences") or ():
+                if owner.get("kind") == "TrainJob":
+                    out[str(owner.get("uid"))] = wl
+        return out
 
     def _pin(self, chain: Chain) -> None:
         """Write on the TrainJob what a failing pod shows, before the pod is deleted with it
@@ -479,7 +496,16 @@ class KubeflowBackend:
             items, _ = self.api.list("nodes", None)
             nodes = {str(n["metadata"]["name"]): n for n in items}
         events, _ = self.api.list("events", namespace, field_selector=f"involvedObject.name={name}")
-        chain = Chain(trainjob=tj, jobset=jobset, jobs=jobs, pods=pods, nodes=nodes, events=events)
+        workload = self._workloads(namespace, [tj]).get(str(tj["metadata"].get("uid")))
+        chain = Chain(
+            trainjob=tj,
+            jobset=jobset,
+            jobs=jobs,
+            pods=pods,
+            nodes=nodes,
+            events=events,
+            workload=workload,
+        )
         self._pin(chain)
         return chain
 
