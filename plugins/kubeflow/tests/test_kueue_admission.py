@@ -133,6 +133,8 @@ class Controllers:
     def stop_all(self) -> None:
         for identity in list(self.procs):
             self.stop(identity)
+        namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
+        _kubectl("-n", namespace, "delete", "lease", self.lease, "--ignore-not-found")
 
 
 @pytest.fixture
@@ -297,7 +299,11 @@ def test_of_two_replicas_only_the_leader_answers(admin, backend, controllers) ->
     first = start(backend)
     backend.open(first, meta())
     wait_for("the first submission admitted", lambda: admitted(admin, first))
-    assert "check jobdispatch-admission Ready" in controllers.log("one")
+    # The log line follows the write that admitted it: wait for it, do not race it.
+    wait_for(
+        "replica one's answer in its log",
+        lambda: "check jobdispatch-admission Ready" in controllers.log("one"),
+    )
     assert "check jobdispatch-admission" not in controllers.log("two")
     assert leader(admin, controllers) == "one"
 
@@ -307,7 +313,7 @@ def test_of_two_replicas_only_the_leader_answers(admin, backend, controllers) ->
     backend.open(second, meta())
     wait_for("the second submission admitted by replica two", lambda: admitted(admin, second))
     name = second.id.split("/")[1]
-    assert name in controllers.log("two"), controllers.log("two")
+    wait_for("replica two's answer in its log", lambda: name in controllers.log("two"))
     assert name not in controllers.log("one")
 
 
