@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jobdispatch.errors import Unsupported
 from jobdispatch.spi import StartRequest
-from jobdispatch.types import CallMeta, JobSpec, ObjectState
+from jobdispatch.types import CallMeta, HoldMeta, JobSpec, ObjectState
 from jobdispatch_kubeflow import KubeflowBackend, admission, names
 from jobdispatch_kubeflow.config import Kueue, Settings
 from jobdispatch_kubeflow.fake import FakeApi
@@ -313,3 +314,15 @@ def test_kueue_mode_starts_gated_by_admission_gated_by_and_open_writes_the_open(
     before = api.count()
     backend.open(ref)
     assert api.count() == before + 1  # the read only
+
+
+def test_kueue_mode_refuses_holds() -> None:
+    backend, _ = kueue_backend()
+    ref = backend.start(
+        StartRequest(job="j", submission=1, attempt=1, spec=JobSpec(command=("true",)))
+    )
+    hold = HoldMeta(instance=1, deadline=NOW + timedelta(minutes=1))
+    with pytest.raises(Unsupported, match="Kueue mode"):
+        backend.hold(ref, hold)
+    with pytest.raises(Unsupported, match="Kueue mode"):
+        backend.release(ref, hold)

@@ -601,11 +601,20 @@ class KubeflowBackend:
             msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
             raise Rejected(msg)
 
+    def _no_kueue_holds(self, what: str, ref: ObjectRef) -> None:
+        if self.settings.kueue is not None:
+            raise Unsupported(
+                f"{what} of {ref}: holds are not supported in Kueue mode (Kueue owns suspend; "
+                "Workload.spec.active holds are not mapped yet)"
+            )
+
     def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only
         an object that has not run can be held: Rejected when it runs or has ended (suspending
         a running TrainJob deletes its pods, which is a stop, not a hold), and past
-        ``meta.deadline``."""
+        ``meta.deadline``. Unsupported in Kueue mode (spec 0012 §6: Kueue owns suspend, and
+        holds through ``Workload.spec.active`` are not mapped yet)."""
+        self._no_kueue_holds("hold", ref)
         self._check(meta.deadline, f"hold {meta.instance} of {ref}")
         if meta.instance < 0:
             raise Invalid(f"hold instance must be >= 0, not {meta.instance}")
@@ -631,7 +640,8 @@ class KubeflowBackend:
     def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
         object was held before it was opened, else resumed. Another instance, or none: success
-        with no effect. Rejected past ``meta.deadline``."""
+        with no effect. Rejected past ``meta.deadline``. Unsupported in Kueue mode, as hold."""
+        self._no_kueue_holds("release", ref)
         self._check(meta.deadline, f"release {meta.instance} of {ref}")
 
         def change(obj: Obj) -> Obj | None:
