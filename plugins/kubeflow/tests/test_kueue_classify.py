@@ -147,3 +147,29 @@ def test_observe_reads_the_workload_of_a_suspended_opened_trainjob() -> None:
     assert obs.state is ObjectState.PENDING
     assert "(no-capacity): never fits" in obs.detail
     assert observe(Chain(trainjob=tj)).detail.startswith("queued in Kueue LocalQueue q")
+
+
+def test_a_workload_lagging_its_opened_trainjob_reads_pending_not_gated() -> None:
+    """Regression (the Kueue-flavoured conformance run): just after open removed the gate, the
+    Workload still said AdmissionGated, and the opened object read as gated."""
+    wl = captured("never-fits")
+    wl["status"]["conditions"] = [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "AdmissionGated",
+            "message": "Admission is gated",
+        }
+    ]
+    assert kueue_view(wl, gated_by="jobdispatch.dev/admission").state is ObjectState.GATED
+    assert kueue_view(wl, gated_by=None).state is ObjectState.PENDING
+    # Likewise a readmission wait for an open that a newer open has superseded.
+    wl["status"]["admissionChecks"] = [
+        {
+            "name": "jobdispatch-admission",
+            "state": "Pending",
+            "message": "evicted after the admission open o1 allowed: readmission waits",
+        }
+    ]
+    assert kueue_view(wl, open_id="o1").state is ObjectState.GATED
+    assert kueue_view(wl, open_id="o2").state is ObjectState.PENDING

@@ -520,6 +520,14 @@ def _hold(annotations: Mapping[str, str]) -> int | None:
     return int(value)
 
 
+def _open_id(value: str | None) -> str | None:
+    """The id of the TrainJob's latest open (spec 0012 §3), None when it has none."""
+    try:
+        return str(json.loads(value)["id"]) if value else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 @attrs.frozen
 class KueueView:
     """What a Workload's conditions say of a TrainJob Kueue keeps suspended (spec 0012 §5).
@@ -539,11 +547,20 @@ class KueueView:
 _NEVER_FITS = re.compile(r"maximum capacity|exceeds.*(quota|capacity)", re.IGNORECASE)
 
 
-def kueue_view(workload: Obj, check: str = "jobdispatch-admission") -> KueueView:
+def kueue_view(
+    workload: Obj,
+    check: str = "jobdispatch-admission",
+    *,
+    gated_by: str | None = None,
+    open_id: str | None = None,
+) -> KueueView:
     """Read a Workload's conditions, first match wins (classification.md §3.2, as observed).
 
     Pure. ``check`` is the admission check of dispatch's controller, whose Pending message says
-    whether the Workload waits for dispatch's open (the readmission gate)."""
+    whether the Workload waits for dispatch's open (the readmission gate). ``gated_by`` and
+    ``open_id`` are what the TrainJob says now (its admission-gated-by annotation, its latest
+    open): a Workload lags its job, so a gate the job no longer has, or a readmission wait for an
+    open already superseded, is the Workload not having caught up, and reads as pending."""
 
     def cond(kind: str) -> Obj | None:
         for c in _get(workload, "status", "conditions") or ():
@@ -589,6 +606,8 @@ def kueue_view(workload: Obj, check: str = "jobdispatch-admission") -> KueueView
             and c.get("state") == "Pending"
             and "waits" in str(c.get("message", ""))
         ):
+            if open_id is not None and f"open {open_id} " not in str(c.get("message", "")):
+                return KueueView(S.PENDING, None, None, "opened again: waiting for its check")
             # Requeued with quota reserved again, Kueue has turned Evicted (and Preempted) False:
             # their reasons still name the last eviction.
             was, how = cond("Evicted"), cond("Preempted")
@@ -605,6 +624,8 @@ def kueue_view(workload: Obj, check: str = "jobdispatch-admission") -> KueueView
         and reserved.get("status") == "False"
         and reserved.get("reason") == "AdmissionGated"
     ):
+        if not gated_by:
+            return KueueView(S.PENDING, None, None, "admission gate lifted; Kueue has not seen it")
         return KueueView(S.GATED, None, None, f"admission gated ({said(reserved)})")
     if (
         reserved
@@ -762,7 +783,11 @@ def observe(chain: Chain) -> Observation:
                 state = ObjectState.PENDING
                 details.append(f"queued in Kueue LocalQueue {queue}: no Workload yet")
             else:
-                view = kueue_view(chain.workload)
+                view = kueue_view(
+                    chain.workload,
+                    gated_by=annotations.get(names.ADMISSION_GATED_BY),
+                    open_id=_open_id(annotations.get(names.OPEN)),
+                )
                 state = view.state
                 kind = f" ({view.cause.value})" if view.cause else ""
                 details.append(f"Kueue LocalQueue {queue}{kind}: {view.detail}")
