@@ -69,6 +69,55 @@ class TestKubeflowContract(AdapterSuite):
         return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
 
 
+@pytest.mark.kube
+class TestKubeflowKueueContract(TestKubeflowContract):
+    """The same on a Kueue-flavoured cluster: every TrainJob goes through real Kueue v0.19.2's
+    LocalQueue ``jobdispatch`` (no admission check there: the open removes the adapter's
+    admission-gated-by gate and Kueue admits), so suspend is Kueue's throughout (spec 0012).
+
+    The areas Kueue cannot change (output, watch, errors of reach, native reruns, lost replies)
+    are TestKubeflowContract's alone: they run through the same code with or without Kueue, and
+    running them twice would add minutes of CI for nothing.
+    """
+
+    SAME_WITHOUT_KUEUE = frozenset(
+        {
+            "test_output_is_read",
+            "test_output_follows_until_the_end",
+            "test_watch_shows_the_job",
+            "test_unreachable_is_reported",
+            "test_unauthorized_is_reported",
+            "test_native_rerun_tells_executions_apart",
+            "test_requeue_reruns_as_a_new_execution",
+            "test_requeue_refuses_past_deadline",
+            "test_requeue_bit_is_restored",
+            "test_find_includes_lost_replies",
+            "test_preview_is_what_start_creates",
+        }
+    )
+
+    @pytest.fixture(autouse=True)
+    def _kueue_areas(self, request: pytest.FixtureRequest) -> None:
+        if request.node.originalname in self.SAME_WITHOUT_KUEUE:
+            pytest.skip("not changed by Kueue: checked by TestKubeflowContract")
+
+    @pytest.fixture
+    def backend_factory(self, kube_cluster: None) -> Callable[[], Backend]:
+        from jobdispatch_kubeflow import KubeflowBackend
+        from jobdispatch_kubeflow.config import Kueue
+        from jobdispatch_kubeflow.testing import settings
+
+        return lambda: KubeflowBackend(settings(kueue=Kueue(queue="jobdispatch")))
+
+    @pytest.fixture
+    def adapter_config(self) -> Mapping[str, Any] | None:
+        return {
+            "namespace": "dispatch",
+            "runtime": {"name": "dispatch-torch-test"},
+            "kueue": {"queue": "jobdispatch"},
+        }
+
+
 class TestKubeflowOverFakeCluster(AdapterSuite):
     """Every area of the contract over the in-memory API and its stand-in for the controllers
     (jobdispatch_kubeflow.fake): the adapter's own side of the SPI, checked on every run. The

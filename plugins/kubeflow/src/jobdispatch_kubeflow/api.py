@@ -47,11 +47,20 @@ class Gone(Exception):
 class Kind:
     """Where one resource kind lives in the REST paths."""
 
-    def __init__(self, group: str, version: str, plural: str, *, namespaced: bool = True):
+    def __init__(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        *,
+        namespaced: bool = True,
+        subresource: str | None = None,
+    ):
         self.group = group
         self.version = version
         self.plural = plural
         self.namespaced = namespaced
+        self.subresource = subresource
 
     @property
     def group_version(self) -> str:
@@ -62,7 +71,9 @@ class Kind:
         if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
         base += f"/{self.plural}"
-        return f"{base}/{name}" if name else base
+        if not name:
+            return base
+        return f"{base}/{name}/{self.subresource}" if self.subresource else f"{base}/{name}"
 
 
 KINDS: Mapping[str, Kind] = {
@@ -76,6 +87,13 @@ KINDS: Mapping[str, Kind] = {
     "pods": Kind("", "v1", "pods"),
     "nodes": Kind("", "v1", "nodes", namespaced=False),
     "events": Kind("", "v1", "events"),
+    "leases": Kind("coordination.k8s.io", "v1", "leases"),
+    "workloads": Kind("kueue.x-k8s.io", "v1beta2", "workloads"),
+    "workloads/status": Kind("kueue.x-k8s.io", "v1beta2", "workloads", subresource="status"),
+    "admissionchecks": Kind("kueue.x-k8s.io", "v1beta2", "admissionchecks", namespaced=False),
+    "admissionchecks/status": Kind(
+        "kueue.x-k8s.io", "v1beta2", "admissionchecks", namespaced=False, subresource="status"
+    ),
 }
 
 

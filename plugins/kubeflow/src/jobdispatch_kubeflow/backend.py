@@ -14,6 +14,7 @@ import contextlib
 import io
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -45,7 +46,7 @@ from jobdispatch.types import (
     Tristate,
 )
 
-from jobdispatch_kubeflow import classify, manifest, names, probe, restart
+from jobdispatch_kubeflow import admission, classify, manifest, names, probe, restart
 from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
@@ -124,7 +125,9 @@ class KubeflowBackend:
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
         """Every capability, probed per cluster (cached for ``probe_ttl``); a spec that names a
         GPU model is told no, since the model is a node label this adapter does not select by."""
-        answers = probe.capabilities(self.facts(), self.settings.declared)
+        answers = probe.capabilities(
+            self.facts(), self.settings.declared, kueue_mode=self.settings.kueue is not None
+        )
         if spec is not None and spec.resources.gpu_type is not None:
             answers = dict(answers)
             answers[Capability.GPUS] = Support.no(
@@ -291,9 +294,11 @@ class KubeflowBackend:
             annotations = md.get("annotations") or {}
             if md.get("deletionTimestamp") or names.STOP in annotations:
                 return None
-            if annotations.get(names.GATE) != "closed":
-                return None
             if _ended(obj):
+                return None
+            if self.settings.kueue is not None:
+                return self._kueue_open(obj, meta)
+            if annotations.get(names.GATE) != "closed":
                 return None
             body: Obj = {"metadata": {"annotations": {names.GATE: "open"}}}
             if names.HOLD not in annotations:
@@ -301,6 +306,28 @@ class KubeflowBackend:
             return body
 
         self._patch(ref, change)
+
+    def _kueue_open(self, obj: Obj, meta: CallMeta | None) -> Obj | None:
+        """Kueue mode (spec 0012 §3): Kueue owns ``suspend``. The first open removes dispatch's
+        gate from ``admission-gated-by`` (Kueue may then reserve quota); every open writes a
+        fresh ``jobdispatch.dev/open`` (an id and the deadline), which the admission controller
+        answers Ready for once, before the deadline. An open of a TrainJob that runs (Kueue
+        admitted it) changes nothing; one of an open TrainJob that Kueue suspended again (an
+        eviction) is the readmission the controller waits for."""
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(names.GATE) != "closed" and not (obj.get("spec") or {}).get("suspend"):
+            return None
+        new: dict[str, str | None] = {
+            names.GATE: "open",
+            names.OPEN: admission.open_annotation(
+                uuid.uuid4().hex[:16], meta.deadline if meta is not None else None
+            ),
+        }
+        gates = [g.strip() for g in annotations.get(names.ADMISSION_GATED_BY, "").split(",")]
+        if manifest.ADMISSION_GATE in gates:
+            rest = [g for g in gates if g and g != manifest.ADMISSION_GATE]
+            new[names.ADMISSION_GATED_BY] = ",".join(rest) if rest else None
+        return {"metadata": {"annotations": new}}
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """Write the reason, then delete the TrainJob with foreground propagation. Until its
@@ -404,6 +431,7 @@ class KubeflowBackend:
             items, _ = self.api.list("nodes", None)
             nodes = {str(n["metadata"]["name"]): n for n in items}
         by_name: dict[str, Obj] = {str(js["metadata"]["name"]): js for js in jobsets}
+        workloads = self._workloads(self.namespace, ours)
 
         def under(objs: list[Obj], name: str) -> list[Obj]:
             return [o for o in objs if _labels(o).get(names.JOBSET_NAME) == name]
@@ -415,12 +443,28 @@ class KubeflowBackend:
                 jobs=under(jobs, tj["metadata"]["name"]),
                 pods=under(pods, tj["metadata"]["name"]),
                 nodes=nodes,
+                workload=workloads.get(str(tj["metadata"].get("uid"))),
             )
             for tj in ours
         ]
         for chain in chains:
             self._pin(chain)
         return chains
+
+    def _workloads(self, namespace: str, trainjobs: Sequence[Obj]) -> dict[str, Obj]:
+        """Kueue mode: the Workloads of ``trainjobs`` by their owner's uid, from one LIST (none
+        made otherwise, or when no TrainJob is suspended, which is all a Workload explains)."""
+        if self.settings.kueue is None or not any(
+            (tj.get("spec") or {}).get("suspend") for tj in trainjobs
+        ):
+            return {}
+        items, _ = self.api.list("workloads", namespace)
+        out: dict[str, Obj] = {}
+        for wl in items:
+            for owner in (wl.get("metadata") or {}).get("ownerReferences") or ():
+                if owner.get("kind") == "TrainJob":
+                    out[str(owner.get("uid"))] = wl
+        return out
 
     def _pin(self, chain: Chain) -> None:
         """Write on the TrainJob what a failing pod shows, before the pod is deleted with it
@@ -452,7 +496,16 @@ class KubeflowBackend:
             items, _ = self.api.list("nodes", None)
             nodes = {str(n["metadata"]["name"]): n for n in items}
         events, _ = self.api.list("events", namespace, field_selector=f"involvedObject.name={name}")
-        chain = Chain(trainjob=tj, jobset=jobset, jobs=jobs, pods=pods, nodes=nodes, events=events)
+        workload = self._workloads(namespace, [tj]).get(str(tj["metadata"].get("uid")))
+        chain = Chain(
+            trainjob=tj,
+            jobset=jobset,
+            jobs=jobs,
+            pods=pods,
+            nodes=nodes,
+            events=events,
+            workload=workload,
+        )
         self._pin(chain)
         return chain
 
@@ -548,11 +601,20 @@ class KubeflowBackend:
             msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
             raise Rejected(msg)
 
+    def _no_kueue_holds(self, what: str, ref: ObjectRef) -> None:
+        if self.settings.kueue is not None:
+            raise Unsupported(
+                f"{what} of {ref}: holds are not supported in Kueue mode (Kueue owns suspend; "
+                "Workload.spec.active holds are not mapped yet)"
+            )
+
     def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only
         an object that has not run can be held: Rejected when it runs or has ended (suspending
         a running TrainJob deletes its pods, which is a stop, not a hold), and past
-        ``meta.deadline``."""
+        ``meta.deadline``. Unsupported in Kueue mode (spec 0012 §6: Kueue owns suspend, and
+        holds through ``Workload.spec.active`` are not mapped yet)."""
+        self._no_kueue_holds("hold", ref)
         self._check(meta.deadline, f"hold {meta.instance} of {ref}")
         if meta.instance < 0:
             raise Invalid(f"hold instance must be >= 0, not {meta.instance}")
@@ -578,7 +640,8 @@ class KubeflowBackend:
     def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
         object was held before it was opened, else resumed. Another instance, or none: success
-        with no effect. Rejected past ``meta.deadline``."""
+        with no effect. Rejected past ``meta.deadline``. Unsupported in Kueue mode, as hold."""
+        self._no_kueue_holds("release", ref)
         self._check(meta.deadline, f"release {meta.instance} of {ref}")
 
         def change(obj: Obj) -> Obj | None:

@@ -70,6 +70,8 @@ class Chain:
     pods: Sequence[Obj] = ()
     nodes: Mapping[str, Obj] | None = None
     events: Sequence[Obj] = ()
+    #: The TrainJob's Kueue Workload (Kueue mode), None when there is none (yet).
+    workload: Obj | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -518,6 +520,162 @@ def _hold(annotations: Mapping[str, str]) -> int | None:
     return int(value)
 
 
+def _open_id(value: str | None) -> str | None:
+    """The id of the TrainJob's latest open (spec 0012 §3), None when it has none."""
+    try:
+        return str(json.loads(value)["id"]) if value else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@attrs.frozen
+class KueueView:
+    """What a Workload's conditions say of a TrainJob Kueue keeps suspended (spec 0012 §5).
+
+    state: the object state it means; cause: the cause the evidence names (of the last eviction,
+    or of why it waits), with its provenance, or None; detail: Kueue's own reason and message.
+    """
+
+    state: ObjectState
+    cause: CauseKind | None
+    provenance: Provenance | None
+    detail: str
+
+
+#: QuotaReserved=False messages of a workload that can never fit its ClusterQueue (v0.19.2:
+#: "... request (16) > maximum capacity (8)"), as opposed to one waiting for quota in use.
+_NEVER_FITS = re.compile(r"maximum capacity|exceeds.*(quota|capacity)", re.IGNORECASE)
+
+
+def kueue_view(
+    workload: Obj,
+    check: str = "jobdispatch-admission",
+    *,
+    gated_by: str | None = None,
+    open_id: str | None = None,
+) -> KueueView:
+    """Read a Workload's conditions, first match wins (classification.md §3.2, as observed).
+
+    Pure. ``check`` is the admission check of dispatch's controller, whose Pending message says
+    whether the Workload waits for dispatch's open (the readmission gate). ``gated_by`` and
+    ``open_id`` are what the TrainJob says now (its admission-gated-by annotation, its latest
+    open): a Workload lags its job, so a gate the job no longer has, or a readmission wait for an
+    open already superseded, is the Workload not having caught up, and reads as pending."""
+
+    def cond(kind: str) -> Obj | None:
+        for c in _get(workload, "status", "conditions") or ():
+            if c.get("type") == kind:
+                return dict(c)
+        return None
+
+    def said(c: Obj | None) -> str:
+        return f"{c.get('reason', '')}: {c.get('message', '')}" if c else ""
+
+    evicted = cond("Evicted")
+    evicted = evicted if evicted and evicted.get("status") == "True" else None
+    reserved = cond("QuotaReserved")
+    admitted = cond("Admitted")
+    S, K, P = ObjectState, CauseKind, Provenance
+    if _get(workload, "spec", "active") is False:
+        why = said(evicted) if evicted else "spec.active=false"
+        if evicted and "RequeuingLimitExceeded" in str(evicted.get("message", "")):
+            return KueueView(
+                S.HELD,
+                K.NO_CAPACITY,
+                P.SCHEDULER,
+                f"deactivated by Kueue, requeuing limit exceeded ({why})",
+            )
+        if evicted and "MaximumExecutionTimeExceeded" in str(evicted.get("message", "")):
+            return KueueView(
+                S.HELD,
+                K.TIME_LIMIT,
+                P.SCHEDULER,
+                f"deactivated by Kueue, maximum execution time ({why})",
+            )
+        if evicted and evicted.get("reason") == "AdmissionCheck":
+            return KueueView(
+                S.HELD,
+                K.NO_CAPACITY,
+                P.SCHEDULER,
+                f"deactivated: an admission check rejected it ({why})",
+            )
+        return KueueView(S.HELD, None, P.ACTOR, f"deactivated in Kueue ({why})")
+    for c in _get(workload, "status", "admissionChecks") or ():
+        if (
+            c.get("name") == check
+            and c.get("state") == "Pending"
+            and "waits" in str(c.get("message", ""))
+        ):
+            if open_id is not None and f"open {open_id} " not in str(c.get("message", "")):
+                return KueueView(S.PENDING, None, None, "opened again: waiting for its check")
+            # Requeued with quota reserved again, Kueue has turned Evicted (and Preempted) False:
+            # their reasons still name the last eviction.
+            was, how = cond("Evicted"), cond("Preempted")
+            last = f"; last eviction {said(was)}" if was else ""
+            if how and was and was.get("reason") == "Preempted":
+                last += f" ({how.get('reason')})"
+            return KueueView(
+                S.GATED, None, None, f"readmission gated by dispatch: {c.get('message')}{last}"
+            )
+    if admitted and admitted.get("status") == "True":
+        return KueueView(S.PENDING, None, None, "admitted by Kueue, starting")
+    if (
+        reserved
+        and reserved.get("status") == "False"
+        and reserved.get("reason") == "AdmissionGated"
+    ):
+        if not gated_by:
+            return KueueView(S.PENDING, None, None, "admission gate lifted; Kueue has not seen it")
+        return KueueView(S.GATED, None, None, f"admission gated ({said(reserved)})")
+    if (
+        reserved
+        and reserved.get("status") == "False"
+        and _NEVER_FITS.search(str(reserved.get("message", "")))
+    ):
+        return KueueView(
+            S.PENDING, K.NO_CAPACITY, P.SCHEDULER, f"never fits its ClusterQueue ({said(reserved)})"
+        )
+    if evicted is not None:
+        reason = evicted.get("reason")
+        if reason == "Preempted":
+            how = cond("Preempted")
+            return KueueView(
+                S.PENDING,
+                K.PREEMPTED,
+                P.SCHEDULER,
+                f"preempted by Kueue ({how.get('reason') if how else 'unknown'}): "
+                f"{evicted.get('message', '')}",
+            )
+        if reason == "PodsReadyTimeout":
+            return KueueView(
+                S.PENDING,
+                K.NO_CAPACITY,
+                P.SCHEDULER,
+                f"evicted by Kueue: pods not ready in time ({said(evicted)})",
+            )
+        if reason == "AdmissionCheck":
+            return KueueView(
+                S.PENDING,
+                K.NO_CAPACITY,
+                P.SCHEDULER,
+                f"evicted by Kueue: an admission check asked a retry ({said(evicted)})",
+            )
+        if reason == "NodeFailures":
+            return KueueView(
+                S.PENDING, K.NODE_LOST, P.SCHEDULER, f"evicted by Kueue ({said(evicted)})"
+            )
+        if reason in ("ClusterQueueStopped", "LocalQueueStopped"):
+            return KueueView(S.HELD, None, P.ACTOR, f"its queue was stopped ({said(evicted)})")
+        return KueueView(S.PENDING, None, P.SCHEDULER, f"evicted by Kueue ({said(evicted)})")
+    if reserved and reserved.get("status") == "False":
+        return KueueView(
+            S.PENDING, K.NO_CAPACITY, P.SCHEDULER, f"waiting for quota ({said(reserved)})"
+        )
+    return KueueView(
+        S.PENDING, None, None, f"queued in Kueue ({said(reserved) or 'no conditions yet'})"
+    )
+
+
 def observe(chain: Chain) -> Observation:
     """State, executions and causes of one TrainJob, from ``chain`` alone.
 
@@ -616,6 +774,23 @@ def observe(chain: Chain) -> Observation:
                 details.append("held before its gate was lifted")
         elif suspended and gate_closed:
             state = ObjectState.GATED
+        elif suspended and names.QUEUE_NAME in (_get(tj, "metadata", "labels") or {}):
+            # Kueue mode (spec 0012): Kueue suspends until it admits, and again when it
+            # evicts; opened by dispatch, the TrainJob waits in its LocalQueue, and its
+            # Workload says why.
+            queue = _get(tj, "metadata", "labels")[names.QUEUE_NAME]
+            if chain.workload is None:
+                state = ObjectState.PENDING
+                details.append(f"queued in Kueue LocalQueue {queue}: no Workload yet")
+            else:
+                view = kueue_view(
+                    chain.workload,
+                    gated_by=annotations.get(names.ADMISSION_GATED_BY),
+                    open_id=_open_id(annotations.get(names.OPEN)),
+                )
+                state = view.state
+                kind = f" ({view.cause.value})" if view.cause else ""
+                details.append(f"Kueue LocalQueue {queue}{kind}: {view.detail}")
         elif suspended:
             state = ObjectState.HELD
             details.append("suspended by someone other than dispatch (Kueue or a user)")

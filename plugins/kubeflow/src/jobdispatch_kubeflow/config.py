@@ -16,7 +16,7 @@ from jobdispatch.config import validate_config
 from jobdispatch.errors import Problem, ValidationError
 from jobdispatch.types import Capability, Source, Support, Tristate
 
-__all__ = ["CONFIG_SCHEMA", "Runtime", "Settings"]
+__all__ = ["CONFIG_SCHEMA", "Kueue", "Runtime", "Settings"]
 
 _PATH = {"type": "string", "minLength": 1, "pattern": r"^[^\x00\n]+$"}
 _DNS = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
@@ -50,6 +50,15 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
             "type": "boolean",
             "description": "the site accepts ranks rerun in place (the runtime's Job retries)",
         },
+        "kueue": {
+            "type": "object",
+            "description": "submit through Kueue (spec 0012): the LocalQueue, and optionally "
+            "the WorkloadPriorityClass, of every TrainJob; admission is gated by "
+            "jobdispatch-kueue-admission",
+            "properties": {"queue": _DNS, "priority_class": _DNS},
+            "required": ["queue"],
+            "additionalProperties": False,
+        },
         "capabilities": {
             "type": "object",
             "properties": {c.value: {"enum": ["yes", "no", "unknown"]} for c in Capability},
@@ -68,6 +77,14 @@ class Runtime:
     kind: str = "ClusterTrainingRuntime"
 
 
+@attrs.frozen
+class Kueue:
+    """Kueue mode: every TrainJob goes to this LocalQueue (with this priority class)."""
+
+    queue: str
+    priority_class: str | None = None
+
+
 @attrs.frozen(kw_only=True)
 class Settings:
     """The validated configuration."""
@@ -82,6 +99,7 @@ class Settings:
     request_timeout: float = 30.0
     probe_ttl: float = 300.0
     allow_rank_restart: bool = False
+    kueue: Kueue | None = None
     declared: Mapping[Capability, Support] = attrs.field(factory=dict)
 
     @classmethod
@@ -100,4 +118,5 @@ class Settings:
             for k, v in (data.pop("capabilities", None) or {}).items()
         }
         runtime = Runtime(**data.pop("runtime")) if "runtime" in data else Runtime()
-        return cls(declared=declared, runtime=runtime, **data)
+        kueue = Kueue(**data.pop("kueue")) if "kueue" in data else None
+        return cls(declared=declared, runtime=runtime, kueue=kueue, **data)

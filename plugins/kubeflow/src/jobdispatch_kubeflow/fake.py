@@ -167,6 +167,11 @@ class FakeApi:
 
     def patch(self, kind: str, namespace: str | None, name: str, body: Obj) -> Obj:
         self.requests[f"PATCH {kind}"] += 1
+        if kind.endswith("/status"):
+            # The status subresource: the same object; only its status is written.
+            kind = kind.removesuffix("/status")
+            body = {"metadata": body.get("metadata") or {}, "status": body.get("status") or {}}
+            body["metadata"] = {k: v for k, v in body["metadata"].items() if k == "resourceVersion"}
         obj = self.objects.get((kind, namespace, name))
         if obj is None:
             raise NotFound(f"{kind} {name} not found")

@@ -18,7 +18,10 @@ from jobdispatch.spi import StartRequest
 from jobdispatch_kubeflow import names
 from jobdispatch_kubeflow.config import Settings
 
-__all__ = ["labels", "resources_per_node", "trainjob"]
+__all__ = ["ADMISSION_GATE", "labels", "resources_per_node", "trainjob"]
+
+#: The gate dispatch puts in kueue.x-k8s.io/admission-gated-by (the admission controller's name).
+ADMISSION_GATE = "jobdispatch.dev/admission"
 
 
 def labels(request: StartRequest) -> dict[str, str]:
@@ -107,6 +110,15 @@ def trainjob(
             ],
         },
     }
+    if settings.kueue is not None:
+        # Kueue mode (spec 0012): Kueue owns suspend. The Workload is kept from reserving quota
+        # by admission-gated-by (settable at creation only), which open() removes; readmission
+        # after an eviction is gated by the jobdispatch-kueue-admission check.
+        md = body["metadata"]
+        md["labels"][names.QUEUE_NAME] = settings.kueue.queue
+        if settings.kueue.priority_class:
+            md["labels"][names.PRIORITY_CLASS] = settings.kueue.priority_class
+        md["annotations"][names.ADMISSION_GATED_BY] = ADMISSION_GATE
     if spec.time_limit is not None:
         # Whole seconds, rounded up: a limit is never cut short. The TrainJob's deadline
         # restarts when it is resumed, so it bounds each run, not the job (0010 §3).

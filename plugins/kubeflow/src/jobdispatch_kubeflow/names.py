@@ -13,6 +13,8 @@ from jobdispatch.errors import Invalid, NotFound
 from jobdispatch.spi import ObjectRef, parse_discovery_name
 
 __all__ = [
+    "ADMISSION_GATED_BY",
+    "ADMISSION_SPENT",
     "ATTEMPT",
     "EVIDENCE",
     "FINALIZER",
@@ -20,7 +22,10 @@ __all__ = [
     "HOLD",
     "JOB",
     "MANAGED",
+    "OPEN",
     "PATCH_MANAGER",
+    "PRIORITY_CLASS",
+    "QUEUE_NAME",
     "STOP",
     "STOPPED_RUN",
     "SUBMISSION",
@@ -48,6 +53,16 @@ STOPPED_RUN = f"{_DOMAIN}/stopped-run"
 #: Annotation prefix: ``<EVIDENCE>-<attempt>`` holds the cause a failing pod of that attempt
 #: showed, pinned before the pod is deleted with it (0010 §5).
 EVIDENCE = f"{_DOMAIN}/evidence"
+#: Annotation (Kueue mode): the latest open, ``{"id", "deadline"}`` as JSON; the admission
+#: controller answers its check Ready for that open only, and only before its deadline.
+OPEN = f"{_DOMAIN}/open"
+#: Workload annotation the admission controller writes: the open spent on an admission.
+ADMISSION_SPENT = f"{_DOMAIN}/admission-spent"
+#: Kueue's labels and annotation on a job: its LocalQueue, its WorkloadPriorityClass, and the
+#: gates that keep its Workload from reserving quota (creation only; removable, never re-added).
+QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
 #: Finalizer that keeps a deleted TrainJob readable as the stop's receipt (0010 §4).
 FINALIZER = f"{_DOMAIN}/receipt"
 #: The manager name of the adapter's runtime patch (labels for the JobSet).

@@ -174,9 +174,10 @@ def forget() -> None:
 
 
 def capabilities(
-    facts: ClusterFacts, declared: Mapping[Capability, Support]
+    facts: ClusterFacts, declared: Mapping[Capability, Support], *, kueue_mode: bool = False
 ) -> dict[Capability, Support]:
-    """Every capability from the facts, then the site's declarations over them."""
+    """Every capability from the facts, then the site's declarations over them.
+    ``kueue_mode``: the backend submits through Kueue (spec 0012)."""
     C, P, K = Capability, Source.PROBED, Source.CATALOGUE
     can = facts.allowed
 
@@ -214,7 +215,14 @@ def capabilities(
             C.NODE_CONSTRAINTS: Support.no(K, "node selectors are not yet mapped by this adapter"),
             C.EXCLUSIVE_NODES: Support.no(K, "exclusive placement is not yet mapped"),
         }
-        if facts.kueue:
+        if kueue_mode:
+            base[C.HOLD] = Support.no(
+                K, "Kueue mode: holds through Workload.spec.active are not mapped yet"
+            )
+            base[C.READMISSION_GATE] = Support.yes(
+                K, "the jobdispatch-kueue-admission check answers Ready only for a fresh open"
+            )
+        elif facts.kueue:
             base[C.HOLD] = attrs.evolve(
                 base[C.HOLD],
                 detail=base[C.HOLD].detail

@@ -1,0 +1,328 @@
+"""The Kueue admission controller without a cluster: ``decide`` (pure), the Lease over the
+in-memory API, one reconcile round, the RBAC command, and the adapter's Kueue mode."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from jobdispatch.errors import Unsupported
+from jobdispatch.spi import StartRequest
+from jobdispatch.types import CallMeta, HoldMeta, JobSpec, ObjectState
+from jobdispatch_kubeflow import KubeflowBackend, admission, names
+from jobdispatch_kubeflow.config import Kueue, Settings
+from jobdispatch_kubeflow.fake import FakeApi
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+T0 = "2026-12-01T11:59:00Z"
+
+
+def trainjob(open_id: str | None = None, deadline: datetime | None = None, **labels: str) -> Any:
+    annotations = {names.GATE: "open" if open_id else "closed"}
+    if open_id:
+        annotations[names.OPEN] = admission.open_annotation(open_id, deadline)
+    return {
+        "metadata": {
+            "name": "jd-j-1-1",
+            "namespace": "dispatch",
+            "uid": "u1",
+            "labels": {names.JOB: "j", **labels},
+            "annotations": annotations,
+        }
+    }
+
+
+def workload(spent: str | None = None, check_time: str = T0) -> Any:
+    annotations = {}
+    if spent:
+        annotations[names.ADMISSION_SPENT] = json.dumps({"open": spent, "check_time": check_time})
+    return {"metadata": {"name": "wl", "namespace": "dispatch", "annotations": annotations}}
+
+
+def pending(message: str = "", ltt: str = T0) -> Any:
+    return {
+        "name": "jobdispatch-admission",
+        "state": "Pending",
+        "message": message,
+        "lastTransitionTime": ltt,
+    }
+
+
+def test_no_open_stays_pending() -> None:
+    answer = admission.decide(pending(), workload(), trainjob(), NOW)
+    assert answer == admission.Answer("Pending", "gated by dispatch: waiting for its open")
+    # The same message again is not written again.
+    assert admission.decide(pending(answer.message), workload(), trainjob(), NOW) is None
+
+
+def test_a_fresh_open_is_spent_then_ready() -> None:
+    answer = admission.decide(pending(), workload(), trainjob("o1", NOW + timedelta(1)), NOW)
+    assert answer == admission.Answer("Ready", "opened by dispatch (open o1)", spend="o1")
+
+
+def test_an_open_past_its_deadline_is_refused() -> None:
+    answer = admission.decide(
+        pending(), workload(), trainjob("o1", NOW - timedelta(seconds=1)), NOW
+    )
+    assert answer is not None and answer.state == "Pending" and "too late" in answer.message
+
+
+def test_spent_but_not_answered_is_answered_after_a_restart() -> None:
+    # Killed between recording the spend and answering Ready: the check has not moved since.
+    answer = admission.decide(pending(ltt=T0), workload("o1", T0), trainjob("o1"), NOW)
+    assert answer == admission.Answer("Ready", "opened by dispatch (open o1)")
+
+
+def test_after_an_eviction_the_spent_open_no_longer_admits() -> None:
+    reset = pending("Reset to Pending after eviction. Previously: Ready", "2026-12-01T11:59:30Z")
+    answer = admission.decide(reset, workload("o1", T0), trainjob("o1"), NOW)
+    assert answer is not None and answer.state == "Pending"
+    assert "readmission waits" in answer.message
+    # The next open admits again.
+    answer = admission.decide(reset, workload("o1", T0), trainjob("o2"), NOW)
+    assert answer == admission.Answer("Ready", "opened by dispatch (open o2)", spend="o2")
+
+
+def test_not_a_dispatch_submission_is_ready_and_other_states_are_left_alone() -> None:
+    other = {"metadata": {"labels": {}, "annotations": {}}}
+    assert admission.decide(pending(), workload(), other, NOW) == admission.Answer(
+        "Ready", "not a dispatch submission: not gated by dispatch"
+    )
+    for state in ("Ready", "Retry", "Rejected"):
+        assert (
+            admission.decide(dict(pending(), state=state), workload(), trainjob("o"), NOW) is None
+        )
+    assert admission.decide(pending(), workload(), None, NOW) is None
+
+
+@given(
+    opens=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=8),
+    evict=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_each_open_admits_at_most_once(opens: list[str], evict: list[bool]) -> None:
+    """Replaying opens and evictions in any order, an open id never yields two admissions."""
+    wl = workload()
+    check = pending()
+    admitted_by: list[str] = []
+    tick = 0
+    for open_id, evicted in zip(opens, evict, strict=False):
+        for _ in range(2):  # two rounds each: a repeated round must not admit again
+            answer = admission.decide(check, wl, trainjob(open_id), NOW)
+            if answer is None or answer.state != "Ready":
+                continue
+            if answer.spend:
+                previous = wl["metadata"]["annotations"].get(names.ADMISSION_SPENT)
+                wl = {
+                    "metadata": {
+                        "annotations": {
+                            names.ADMISSION_SPENT: admission.spent_annotation(
+                                answer.spend, check["lastTransitionTime"], previous
+                            )
+                        }
+                    }
+                }
+            tick += 1
+            check = dict(check, state="Ready", lastTransitionTime=f"2026-12-01T12:00:{tick:02d}Z")
+            admitted_by.append(open_id)
+        if evicted and check["state"] == "Ready":
+            tick += 1
+            check = pending(
+                "Reset to Pending after eviction. Previously: Ready",
+                f"2026-12-01T12:00:{tick:02d}Z",
+            )
+    assert len(admitted_by) == len(set(admitted_by)), admitted_by
+
+
+# ---------------------------------------------------------------------------- Lease
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_only_one_candidate_holds_the_lease_and_a_standby_takes_over_when_it_lapses() -> None:
+    api, clock = FakeApi(), Clock()
+    a = admission.Lease(api, "ns", "l", "a", duration=10, renew_deadline=6, monotonic=clock)
+    b = admission.Lease(api, "ns", "l", "b", duration=10, renew_deadline=6, monotonic=clock)
+    assert a.round() and a.held()
+    assert not b.round() and not b.held()
+    clock.t = 5
+    assert a.round() and not b.round()
+    # a stops renewing: a lapses for itself first, then b takes over.
+    clock.t = 12
+    assert not a.held()
+    assert not b.round()  # b saw a's renewal at 5 only now: it waits the full duration
+    clock.t = 23
+    assert b.round() and b.held()
+    lease = api.get("leases", "ns", "l")
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+    assert not a.round()
+
+
+def test_a_released_lease_is_taken_at_once() -> None:
+    api, clock = FakeApi(), Clock()
+    a = admission.Lease(api, "ns", "l", "a", duration=10, renew_deadline=6, monotonic=clock)
+    b = admission.Lease(api, "ns", "l", "b", duration=10, renew_deadline=6, monotonic=clock)
+    assert a.round()
+    a.release()
+    assert not a.held()
+    assert b.round()
+
+
+def test_renew_deadline_must_be_shorter_than_the_duration() -> None:
+    with pytest.raises(ValueError, match="renew_deadline"):
+        admission.Lease(FakeApi(), "ns", "l", "a", duration=5, renew_deadline=5)
+
+
+# ---------------------------------------------------------------------------- one round
+
+
+def cluster() -> FakeApi:
+    api = FakeApi()
+    api.put(
+        "admissionchecks",
+        None,
+        {
+            "metadata": {"name": "jobdispatch-admission", "generation": 1},
+            "spec": {"controllerName": admission.CONTROLLER_NAME},
+        },
+    )
+    api.put("trainjobs", "dispatch", trainjob("o1"))
+    api.put(
+        "workloads",
+        "dispatch",
+        {
+            "metadata": {
+                "name": "wl",
+                "namespace": "dispatch",
+                "ownerReferences": [{"kind": "TrainJob", "uid": "u1", "name": "jd-j-1-1"}],
+            },
+            "status": {"admissionChecks": [pending()]},
+        },
+    )
+    return api
+
+
+def test_a_round_marks_the_check_active_spends_the_open_and_answers_ready() -> None:
+    api = cluster()
+    lease = admission.Lease(api, "dispatch", "l", "me")
+    assert lease.round()
+    ctl = admission.Controller(api, lease, clock=lambda: NOW)
+    assert ctl.reconcile() == 1
+    wl = api.get("workloads", "dispatch", "wl")
+    assert json.loads(wl["metadata"]["annotations"][names.ADMISSION_SPENT])["open"] == "o1"
+    (entry,) = wl["status"]["admissionChecks"]
+    assert entry["state"] == "Ready" and entry["message"] == "opened by dispatch (open o1)"
+    ac = api.get("admissionchecks", None, "jobdispatch-admission")
+    assert ac["status"]["conditions"][0]["type"] == "Active"
+    assert ctl.reconcile() == 0  # nothing more to say
+
+
+def test_a_follower_writes_nothing() -> None:
+    api = cluster()
+    assert admission.Lease(api, "dispatch", "l", "leader").round()
+    follower = admission.Lease(api, "dispatch", "l", "follower")
+    assert not follower.round()
+    before = api.get("workloads", "dispatch", "wl")
+    assert admission.Controller(api, follower, clock=lambda: NOW).reconcile() == 0
+    assert api.get("workloads", "dispatch", "wl") == before
+
+
+# ---------------------------------------------------------------------------- RBAC and CLI
+
+
+def test_rbac_prints_the_roles_the_controller_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    assert admission.main(["rbac", "--namespace", "ops"]) == 0
+    docs = [json.loads(d) for d in capsys.readouterr().out.split("---\n") if d.strip()]
+    kinds = {d["kind"]: d for d in docs}
+    assert set(kinds) == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    }
+    rules = {
+        (r["apiGroups"][0], res): set(r["verbs"])
+        for r in kinds["ClusterRole"]["rules"]
+        for res in r["resources"]
+    }
+    assert "patch" in rules[("kueue.x-k8s.io", "workloads/status")]
+    assert "patch" in rules[("kueue.x-k8s.io", "admissionchecks/status")]
+    assert rules[("trainer.kubeflow.org", "trainjobs")] == {"get", "list", "watch"}
+    assert kinds["Role"]["metadata"]["namespace"] == "ops"
+    assert kinds["Role"]["rules"][0]["resources"] == ["leases"]
+
+
+def test_run_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        admission.main(["run"])  # no --lease-namespace
+    assert exc.value.code == 2
+    assert "--lease-namespace" in capsys.readouterr().err
+    assert admission.main(["run", "--lease-namespace", "x", "--interval", "0"]) == 2
+    assert (
+        admission.main(
+            ["run", "--lease-namespace", "x", "--lease-duration", "5", "--renew-deadline", "9"]
+        )
+        == 2
+    )
+    assert "renew_deadline" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- Kueue mode
+
+
+def kueue_backend() -> tuple[KubeflowBackend, FakeApi]:
+    api = FakeApi()
+    settings = Settings(
+        namespace="dispatch", allow_rank_restart=True, kueue=Kueue(queue="q", priority_class="low")
+    )
+    return KubeflowBackend(settings, api=api, clock=lambda: NOW), api
+
+
+def test_kueue_mode_starts_gated_by_admission_gated_by_and_open_writes_the_open() -> None:
+    backend, api = kueue_backend()
+    ref = backend.start(
+        StartRequest(job="j", submission=1, attempt=1, spec=JobSpec(command=("true",)))
+    )
+    md = api.objects[("trainjobs", "dispatch", "jd-j-1-1")]["metadata"]
+    assert md["labels"][names.QUEUE_NAME] == "q" and md["labels"][names.PRIORITY_CLASS] == "low"
+    assert md["annotations"][names.ADMISSION_GATED_BY] == "jobdispatch.dev/admission"
+    backend.open(ref, CallMeta(deadline=NOW + timedelta(minutes=1)))
+    tj = api.objects[("trainjobs", "dispatch", "jd-j-1-1")]
+    assert names.ADMISSION_GATED_BY not in tj["metadata"]["annotations"]
+    assert tj["spec"]["suspend"] is True  # Kueue's to lift
+    opened = json.loads(tj["metadata"]["annotations"][names.OPEN])
+    assert opened["deadline"] == (NOW + timedelta(minutes=1)).isoformat()
+    assert backend.inspect(ref).state is ObjectState.PENDING
+    # Suspended again by Kueue (an eviction): the next open is a new one.
+    backend.open(ref, CallMeta(deadline=NOW + timedelta(minutes=1)))
+    again = json.loads(
+        api.objects[("trainjobs", "dispatch", "jd-j-1-1")]["metadata"]["annotations"][names.OPEN]
+    )
+    assert again["id"] != opened["id"]
+    # Admitted (Kueue unsuspended it): an open changes nothing.
+    api.objects[("trainjobs", "dispatch", "jd-j-1-1")]["spec"]["suspend"] = False
+    before = api.count()
+    backend.open(ref)
+    assert api.count() == before + 1  # the read only
+
+
+def test_kueue_mode_refuses_holds() -> None:
+    backend, _ = kueue_backend()
+    ref = backend.start(
+        StartRequest(job="j", submission=1, attempt=1, spec=JobSpec(command=("true",)))
+    )
+    hold = HoldMeta(instance=1, deadline=NOW + timedelta(minutes=1))
+    with pytest.raises(Unsupported, match="Kueue mode"):
+        backend.hold(ref, hold)
+    with pytest.raises(Unsupported, match="Kueue mode"):
+        backend.release(ref, hold)

@@ -1,0 +1,411 @@
+"""jobdispatch-kueue-admission on the real control plane with real Kueue (spec 0012 §3).
+
+The controller runs as its console module in a subprocess, under the identity its own `rbac`
+command grants (a ServiceAccount token), against LocalQueue ``jobdispatch-gated``, whose
+ClusterQueue lists the AdmissionCheck ``jobdispatch-admission``. Every wait is on a condition
+with a generous deadline; nothing is timed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobdispatch.errors import Rejected
+from jobdispatch.spi import StartRequest
+from jobdispatch.types import CallMeta, JobSpec, ObjectState, Resources
+
+pytestmark = pytest.mark.kube
+
+CHECK = "jobdispatch-admission"
+QUEUE = "jobdispatch-gated"
+WAIT = 180.0
+
+
+def _kubectl(*args: str, stdin: str | None = None) -> str:
+    kubectl = Path(os.environ["JOBDISPATCH_KUBE_BIN"]) / "kubectl"
+    done = subprocess.run(
+        [str(kubectl), *args], input=stdin, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = WAIT) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def admin(kube_cluster: None) -> Any:
+    from jobdispatch_kubeflow.api import KubeApi
+
+    return KubeApi(kubeconfig=os.environ["KUBECONFIG"])
+
+
+@pytest.fixture(scope="module")
+def token_file(admin: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A token of the ServiceAccount bound by the manifest `rbac` prints: the controller runs
+    with exactly the RBAC the project generates."""
+    namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
+    manifest = subprocess.run(
+        [sys.executable, "-m", "jobdispatch_kubeflow.admission", "rbac", "--namespace", namespace],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    _kubectl("apply", "-f", "-", stdin=manifest)
+    token = _kubectl(
+        "create", "token", "jobdispatch-kueue-admission", "-n", namespace, "--duration=2h"
+    ).strip()
+    path = tmp_path_factory.mktemp("kueue-admission") / "token"
+    path.write_text(token)
+    return path
+
+
+class Controllers:
+    """The controller processes a test starts; all stopped (by their own pid) at its end."""
+
+    def __init__(self, token: Path, tmp: Path) -> None:
+        self.token, self.tmp = token, tmp
+        self.lease = f"jd-kueue-adm-{uuid.uuid4().hex[:8]}"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, identity: str, **env: str) -> subprocess.Popen[bytes]:
+        with (self.tmp / f"{identity}.log").open("ab") as log:
+            return self._start(identity, log, env)
+
+    def _start(self, identity: str, log: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jobdispatch_kubeflow.admission",
+                "run",
+                "--kubeconfig",
+                os.environ["JOBDISPATCH_KUBE_ADAPTER_KUBECONFIG"],
+                "--token-file",
+                str(self.token),
+                "--lease-namespace",
+                os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch"),
+                "--lease-name",
+                self.lease,
+                "--identity",
+                identity,
+                "--lease-duration",
+                "8",
+                "--renew-deadline",
+                "5",
+                "--interval",
+                "0.5",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+        )
+        self.procs[identity] = proc
+        return proc
+
+    def log(self, identity: str) -> str:
+        return (self.tmp / f"{identity}.log").read_text()
+
+    def stop(self, identity: str, *, kill: bool = False) -> None:
+        proc = self.procs.pop(identity)
+        if proc.poll() is None:
+            proc.kill() if kill else proc.terminate()
+            proc.wait(timeout=60)
+
+    def stop_all(self) -> None:
+        for identity in list(self.procs):
+            self.stop(identity)
+        namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
+        _kubectl("-n", namespace, "delete", "lease", self.lease, "--ignore-not-found")
+
+
+@pytest.fixture
+def controllers(token_file: Path, tmp_path: Path) -> Iterator[Controllers]:
+    made = Controllers(token_file, tmp_path)
+    yield made
+    made.stop_all()
+
+
+@pytest.fixture
+def backend(kube_cluster: None) -> Iterator[Any]:
+    from jobdispatch_kubeflow import KubeflowBackend
+    from jobdispatch_kubeflow.config import Kueue
+    from jobdispatch_kubeflow.testing import settings
+
+    made = KubeflowBackend(settings(kueue=Kueue(queue=QUEUE, priority_class="jobdispatch-low")))
+    refs: list[Any] = []
+    made.started = refs  # type: ignore[attr-defined]
+    yield made
+    for ref in refs:
+        made.stop(ref, "test over")
+
+
+def start(backend: Any, gpus: int = 0) -> Any:
+    """A gated submission asking one CPU (and ``gpus`` GPUs). It must ask for some resource the
+    ClusterQueue covers: Kueue applies a check through the flavors it assigns, and a workload
+    asking nothing is assigned none and admitted without any check (spec 0012 §2)."""
+    job = f"kq{uuid.uuid4().hex[:10]}"
+    resources = Resources(gpus_per_node=gpus, cpus_per_proc=1)
+    spec = JobSpec(command=("sh", "-c", "true"), resources=resources)
+    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
+    backend.started.append(ref)
+    return ref
+
+
+def meta(minutes: float = 5) -> CallMeta:
+    return CallMeta(deadline=datetime.now(UTC) + timedelta(minutes=minutes))
+
+
+def workload(admin: Any, ref: Any) -> dict[str, Any] | None:
+    namespace, name = ref.id.split("/")
+    tj = admin.get("trainjobs", namespace, name)
+    if tj is None:
+        return None
+    items, _ = admin.list(
+        "workloads", namespace, label_selector=f"kueue.x-k8s.io/job-uid={tj['metadata']['uid']}"
+    )
+    return items[0] if items else None
+
+
+def cond(wl: dict[str, Any] | None, kind: str) -> tuple[str, str]:
+    for c in ((wl or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return c["status"], c.get("reason", "")
+    return "", ""
+
+
+def check(wl: dict[str, Any] | None) -> dict[str, Any]:
+    for c in ((wl or {}).get("status") or {}).get("admissionChecks") or []:
+        if c["name"] == CHECK:
+            return dict(c)
+    return {}
+
+
+def admitted(admin: Any, ref: Any) -> bool:
+    return cond(workload(admin, ref), "Admitted")[0] == "True"
+
+
+def leader(admin: Any, controllers: Controllers) -> str:
+    lease = admin.get(
+        "leases", os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch"), controllers.lease
+    )
+    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
+def renew_time(admin: Any, controllers: Controllers) -> str:
+    lease = admin.get(
+        "leases", os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch"), controllers.lease
+    )
+    return str(((lease or {}).get("spec") or {}).get("renewTime") or "")
+
+
+def test_a_gated_submission_reserves_no_quota_until_opened(admin, backend, controllers) -> None:
+    controllers.start("solo")
+    ref = start(backend)
+    wl = wait_for("the Workload of the gated TrainJob", lambda: workload(admin, ref))
+    wait_for(
+        "the Workload gated by admission-gated-by (QuotaReserved=False AdmissionGated)",
+        lambda: cond(workload(admin, ref), "QuotaReserved") == ("False", "AdmissionGated"),
+    )
+    wait_for("the controller leading", lambda: leader(admin, controllers) == "solo")
+    wait_for(
+        "the AdmissionCheck Active",
+        lambda: any(
+            c["type"] == "Active" and c["status"] == "True"
+            for c in (admin.get("admissionchecks", None, CHECK).get("status") or {}).get(
+                "conditions"
+            )
+            or []
+        ),
+    )
+    # With the check Active (so its ClusterQueue is active) and the controller leading, the
+    # Workload is still gated, reserving nothing.
+    wl = workload(admin, ref)
+    assert cond(wl, "QuotaReserved") == ("False", "AdmissionGated"), wl
+    assert cond(wl, "Admitted")[0] != "True"
+    assert "admission" not in (wl.get("status") or {}), wl["status"]
+    assert backend.inspect(ref).state is ObjectState.GATED
+
+    backend.open(ref, meta())
+    wait_for("admission after the open", lambda: admitted(admin, ref))
+    opened = json.loads(
+        admin.get("trainjobs", *ref.id.split("/"))["metadata"]["annotations"][
+            "jobdispatch.dev/open"
+        ]
+    )
+    wl = workload(admin, ref)
+    assert check(wl).get("message") == f"opened by dispatch (open {opened['id']})", wl["status"]
+    wait_for("the TrainJob running", lambda: backend.inspect(ref).state is ObjectState.RUNNING)
+
+
+def test_an_open_past_its_deadline_is_refused_by_adapter_and_controller(
+    admin, backend, controllers
+) -> None:
+    controllers.start("solo")
+    ref = start(backend)
+    with pytest.raises(Rejected, match="deadline"):
+        backend.open(ref, CallMeta(deadline=datetime.now(UTC) - timedelta(seconds=1)))
+    # An open that reached the controller only after its deadline: written as the adapter
+    # would have, with a deadline already past when the controller reads it.
+    namespace, name = ref.id.split("/")
+    from jobdispatch_kubeflow.admission import open_annotation
+
+    admin.patch(
+        "trainjobs",
+        namespace,
+        name,
+        {
+            "metadata": {
+                "annotations": {
+                    "jobdispatch.dev/gate": "open",
+                    "jobdispatch.dev/open": open_annotation(
+                        "late", datetime.now(UTC) - timedelta(seconds=1)
+                    ),
+                    "kueue.x-k8s.io/admission-gated-by": None,
+                }
+            }
+        },
+    )
+    wait_for(
+        "the late open answered Pending",
+        lambda: "came too late" in check(workload(admin, ref)).get("message", ""),
+    )
+    assert check(workload(admin, ref))["state"] == "Pending"
+    assert not admitted(admin, ref)
+
+
+def test_of_two_replicas_only_the_leader_answers(admin, backend, controllers) -> None:
+    controllers.start("one")
+    wait_for("replica one leading", lambda: leader(admin, controllers) == "one")
+    controllers.start("two")
+    first = start(backend)
+    backend.open(first, meta())
+    wait_for("the first submission admitted", lambda: admitted(admin, first))
+    # The log line follows the write that admitted it: wait for it, do not race it.
+    wait_for(
+        "replica one's answer in its log",
+        lambda: "check jobdispatch-admission Ready" in controllers.log("one"),
+    )
+    assert "check jobdispatch-admission" not in controllers.log("two")
+    assert leader(admin, controllers) == "one"
+
+    controllers.stop("one")  # a clean exit gives the lease up
+    wait_for("replica two leading", lambda: leader(admin, controllers) == "two")
+    second = start(backend)
+    backend.open(second, meta())
+    wait_for("the second submission admitted by replica two", lambda: admitted(admin, second))
+    name = second.id.split("/")[1]
+    wait_for("replica two's answer in its log", lambda: name in controllers.log("two"))
+    assert name not in controllers.log("one")
+
+
+def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
+    admin, backend, controllers
+) -> None:
+    ref = start(backend, gpus=8)
+    controllers.start("crashing", JOBDISPATCH_KUEUE_ADMISSION_FAULT="exit-after-spend")
+    backend.open(ref, meta())
+    assert controllers.procs["crashing"].wait(timeout=WAIT) == 3
+    wl = workload(admin, ref)
+    spent = json.loads(wl["metadata"]["annotations"]["jobdispatch.dev/admission-spent"])
+    assert check(wl)["state"] == "Pending" and not admitted(admin, ref)
+    controllers.procs.pop("crashing")
+
+    controllers.start("restarted")
+    wait_for("admission after the restart", lambda: admitted(admin, ref))
+    wl = workload(admin, ref)
+    assert f"(open {spent['open']})" in check(wl)["message"]
+
+    # A higher-priority workload that is not dispatch's takes the queue's 8 GPUs.
+    namespace = ref.id.split("/")[0]
+    high = f"kqhigh{uuid.uuid4().hex[:8]}"
+    _kubectl(
+        "-n",
+        namespace,
+        "create",
+        "-f",
+        "-",
+        stdin=json.dumps(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {
+                    "name": high,
+                    "labels": {
+                        "kueue.x-k8s.io/queue-name": QUEUE,
+                        "kueue.x-k8s.io/priority-class": "jobdispatch-high",
+                    },
+                },
+                "spec": {
+                    "runtimeRef": {
+                        "apiGroup": "trainer.kubeflow.org",
+                        "kind": "ClusterTrainingRuntime",
+                        "name": "dispatch-torch-test",
+                    },
+                    "trainer": {
+                        "numNodes": 1,
+                        "image": "registry.invalid/x:1",
+                        "command": ["true"],
+                        "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}},
+                    },
+                },
+            }
+        ),
+    )
+    try:
+        wait_for(
+            "the dispatch workload preempted",
+            lambda: cond(workload(admin, ref), "Evicted") == ("True", "Preempted"),
+        )
+        assert cond(workload(admin, ref), "Preempted") == ("True", "InClusterQueue")
+        controllers.stop("restarted", kill=True)  # no release: the next one waits it out
+        controllers.start("again")
+        _kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
+
+        def held_at_the_gate() -> bool:
+            # Requeued with the quota back: Kueue reserved it again, and only our Pending check
+            # keeps the Workload from being admitted.
+            wl = workload(admin, ref)
+            return (
+                cond(wl, "QuotaReserved")[0] == "True"
+                and cond(wl, "Admitted")[0] != "True"
+                and "readmission waits" in check(wl).get("message", "")
+            )
+
+        wait_for("the readmission held at the gate, quota reserved", held_at_the_gate)
+        seen = backend.inspect(ref)
+        # The adapter reads the Workload: gated again, the last eviction's cause in the detail.
+        assert seen.state is ObjectState.GATED, seen
+        assert "readmission gated" in seen.detail and "Preempted" in seen.detail, seen.detail
+        # Killed and restarted once more: after a whole round of the new leader, still held.
+        controllers.stop("again", kill=True)
+        controllers.start("last")
+        wait_for("the last replica leading", lambda: leader(admin, controllers) == "last")
+        renewed = renew_time(admin, controllers)
+        wait_for(
+            "a whole round of the last replica", lambda: renew_time(admin, controllers) != renewed
+        )
+        assert held_at_the_gate()
+    finally:
+        _kubectl("-n", namespace, "delete", "trainjob", high, "--ignore-not-found", "--wait=false")
+    backend.open(ref, meta())  # the supervisor's next open
+    wait_for("readmission after the next open", lambda: admitted(admin, ref))
+    assert f"(open {spent['open']})" not in check(workload(admin, ref))["message"]

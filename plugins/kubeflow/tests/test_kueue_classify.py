@@ -1,0 +1,175 @@
+"""Reading Kueue Workloads (spec 0012 §5): the conditions captured from real Kueue v0.19.2 on the
+control plane (tests/fixtures/kueue-*.json), and variants of them for the reasons the plane
+was not driven to."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobdispatch.types import CauseKind, ObjectState, Provenance
+from jobdispatch_kubeflow import names
+from jobdispatch_kubeflow.classify import Chain, kueue_view, observe
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def captured(name: str) -> Any:
+    return json.loads((FIXTURES / f"kueue-workload-{name}.json").read_text())
+
+
+def with_evicted(reason: str, message: str = "m", *, active: bool | None = None) -> Any:
+    wl = captured("admitted")
+    wl["status"]["conditions"] = [
+        {"type": "Evicted", "status": "True", "reason": reason, "message": message},
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "x"},
+    ]
+    if active is not None:
+        wl["spec"]["active"] = active
+    return wl
+
+
+def test_a_captured_preemption_is_preempted_with_kueues_reason() -> None:
+    wl = captured("preempted-deactivated")
+    del wl["spec"]["active"]  # as it was before the capture deactivated it
+    view = kueue_view(wl)
+    assert (view.state, view.cause, view.provenance) == (
+        ObjectState.PENDING,
+        CauseKind.PREEMPTED,
+        Provenance.SCHEDULER,
+    )
+    assert "InClusterQueue" in view.detail and "Preempted to accommodate" in view.detail
+
+
+def test_a_captured_deactivation_is_a_hold() -> None:
+    view = kueue_view(captured("preempted-deactivated"))
+    assert view.state is ObjectState.HELD and view.provenance is Provenance.ACTOR
+
+
+def test_a_captured_workload_that_never_fits_is_no_capacity() -> None:
+    view = kueue_view(captured("never-fits"))
+    assert (view.state, view.cause) == (ObjectState.PENDING, CauseKind.NO_CAPACITY)
+    assert "never fits" in view.detail and "maximum capacity (8)" in view.detail
+
+
+def test_waiting_for_quota_is_told_from_never_fitting() -> None:
+    wl = captured("never-fits")
+    wl["status"]["conditions"][0]["message"] = (
+        "couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu "
+        "in flavor jobdispatch-default, 8 more needed"
+    )
+    view = kueue_view(wl)
+    assert view.cause is CauseKind.NO_CAPACITY and "waiting for quota" in view.detail
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "active", "state", "cause"),
+    [
+        (
+            "PodsReadyTimeout",
+            "Exceeded the PodsReady timeout",
+            None,
+            ObjectState.PENDING,
+            CauseKind.NO_CAPACITY,
+        ),
+        (
+            "AdmissionCheck",
+            "At least one admission check is false",
+            None,
+            ObjectState.PENDING,
+            CauseKind.NO_CAPACITY,
+        ),
+        ("AdmissionCheck", "rejected", False, ObjectState.HELD, CauseKind.NO_CAPACITY),
+        (
+            "Deactivated",
+            "The workload is deactivated due to RequeuingLimitExceeded",
+            False,
+            ObjectState.HELD,
+            CauseKind.NO_CAPACITY,
+        ),
+        (
+            "Deactivated",
+            "deactivated due to MaximumExecutionTimeExceeded",
+            False,
+            ObjectState.HELD,
+            CauseKind.TIME_LIMIT,
+        ),
+        ("Deactivated", "The workload is deactivated", False, ObjectState.HELD, None),
+        ("NodeFailures", "node lost", None, ObjectState.PENDING, CauseKind.NODE_LOST),
+        ("ClusterQueueStopped", "stopped", None, ObjectState.HELD, None),
+    ],
+)
+def test_evictions_are_told_apart(
+    reason: str, message: str, active: bool | None, state: ObjectState, cause: CauseKind | None
+) -> None:
+    view = kueue_view(with_evicted(reason, message, active=active))
+    assert (view.state, view.cause) == (state, cause), view
+    assert reason in view.detail
+
+
+def test_a_readmission_waiting_for_dispatch_is_gated() -> None:
+    wl = captured("preempted-deactivated")
+    del wl["spec"]["active"]
+    wl["status"]["admissionChecks"] = [
+        {
+            "name": "jobdispatch-admission",
+            "state": "Pending",
+            "message": "evicted after the admission open o1 allowed: readmission waits for "
+            "dispatch's next open",
+        }
+    ]
+    # Requeued with its quota reserved again, as the plane showed: Evicted and Preempted False.
+    for c in wl["status"]["conditions"]:
+        if c["type"] in ("Evicted", "Preempted"):
+            c["status"] = "False"
+    view = kueue_view(wl)
+    assert view.state is ObjectState.GATED
+    assert "readmission gated" in view.detail
+    assert "last eviction Preempted: Preempted to accommodate" in view.detail
+    assert "(InClusterQueue)" in view.detail
+
+
+def test_observe_reads_the_workload_of_a_suspended_opened_trainjob() -> None:
+    tj = {
+        "metadata": {
+            "name": "jd-j-1-1",
+            "uid": "u",
+            "labels": {names.JOB: "j", names.QUEUE_NAME: "q"},
+            "annotations": {names.GATE: "open"},
+        },
+        "spec": {"suspend": True},
+    }
+    wl = captured("never-fits")
+    obs = observe(Chain(trainjob=copy.deepcopy(tj), workload=wl))
+    assert obs.state is ObjectState.PENDING
+    assert "(no-capacity): never fits" in obs.detail
+    assert observe(Chain(trainjob=tj)).detail.startswith("queued in Kueue LocalQueue q")
+
+
+def test_a_workload_lagging_its_opened_trainjob_reads_pending_not_gated() -> None:
+    """Regression (the Kueue-flavoured conformance run): just after open removed the gate, the
+    Workload still said AdmissionGated, and the opened object read as gated."""
+    wl = captured("never-fits")
+    wl["status"]["conditions"] = [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "AdmissionGated",
+            "message": "Admission is gated",
+        }
+    ]
+    assert kueue_view(wl, gated_by="jobdispatch.dev/admission").state is ObjectState.GATED
+    assert kueue_view(wl, gated_by=None).state is ObjectState.PENDING
+    # Likewise a readmission wait for an open that a newer open has superseded.
+    wl["status"]["admissionChecks"] = [
+        {
+            "name": "jobdispatch-admission",
+            "state": "Pending",
+            "message": "evicted after the admission open o1 allowed: readmission waits",
+        }
+    ]
+    assert kueue_view(wl, open_id="o1").state is ObjectState.GATED
+    assert kueue_view(wl, open_id="o2").state is ObjectState.PENDING
