@@ -385,6 +385,7 @@ SOAK = os.environ.get("JOBDISPATCH_SOAK") == "1"
 
 
 @pytest.mark.skipif(not SOAK, reason="the soak runs on request: JOBDISPATCH_SOAK=1")
+@pytest.mark.timeout(3 * 3600)
 def test_soak(world: dict[str, Any]) -> None:
     """3 supervisors, JOBDISPATCH_SOAK_JOBS jobs (default 100) and JOBDISPATCH_SOAK_FAULTS
     random SIGKILLs and partitions (default 50), with preemptions and completions between them;
@@ -401,7 +402,8 @@ def test_soak(world: dict[str, Any]) -> None:
     jobs = _submit(world, n_jobs)
     procs = {i: world["spawn"](i, ttl) for i in range(3)}
     kills = partitions = preempted = completed = 0
-    for _ in range(n_faults):
+    for fault in range(n_faults):
+        print(f"soak: fault {fault} at {time.monotonic() - started:.0f} s", flush=True)
         # Some scheduler events while the supervisors come and go.
         for job in rng.sample(jobs, k=min(len(jobs), 5)):
             status = cluster.observer.get(job)
