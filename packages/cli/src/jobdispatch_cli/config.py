@@ -5,6 +5,15 @@
     default_cluster = "local"          # what --cluster falls back to
     store = "~/jd-records"             # default: $XDG_STATE_HOME/jobdispatch/records
 
+    # or, instead of that line, a shared PostgreSQL store (jobdispatch-records-postgres):
+    # store = "postgresql://dispatch@db.example.org/dispatch"
+    # or a table, with the store's settings (the password from a file, TLS):
+    # [store]
+    # kind = "postgresql"
+    # dsn = "postgresql://dispatch@db.example.org/dispatch"
+    # password_file = "/etc/jobdispatch/pg-password"
+    # sslmode = "verify-full"
+
     [clusters.local]                   # "local" exists even when not written here
     adapter = "local"
     grace = 5
@@ -26,6 +35,7 @@ naming the key and its line.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -42,14 +52,19 @@ from jobdispatch_cli.locate import line_of
 __all__ = [
     "ADAPTER_DISTRIBUTIONS",
     "DEFAULT_CLUSTER",
+    "POSTGRES_SCHEMES",
+    "STORE_DISTRIBUTIONS",
     "TEST_ONLY_ADAPTERS",
     "Cluster",
     "Config",
     "EscalationSink",
+    "SharedStore",
+    "cluster_schema",
     "config_path",
     "load_config",
     "missing_adapter",
     "state_home",
+    "store_label",
     "user_adapters",
 ]
 
@@ -65,6 +80,10 @@ ADAPTER_DISTRIBUTIONS: Mapping[str, str] = {
 #: in-process memory scheduler forgets everything when the command exits.
 TEST_ONLY_ADAPTERS = frozenset({"memory"})
 _TOP_KEYS = ("default_cluster", "store", "clusters", "escalations")
+#: What a ``store`` (or ``--store``) that names a PostgreSQL database starts with.
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: The record store a ``[store]`` table may name besides a directory, and what brings it.
+STORE_DISTRIBUTIONS: Mapping[str, str] = {"postgresql": "jobdispatch-records-postgres"}
 #: The sink every supervisor of the command delivers to, configured or not.
 LOG_SINK = "log"
 
@@ -108,6 +127,16 @@ class EscalationSink:
 
 
 @attrs.frozen
+class SharedStore:
+    """A record store other than the LMDB directories: its registered kind (``postgresql``)
+    and its settings, checked against that store's schema."""
+
+    kind: str
+    settings: Mapping[str, Any]
+    source: str
+
+
+@attrs.frozen
 class Config:
     """The whole configuration, checked."""
 
@@ -117,6 +146,8 @@ class Config:
     default_cluster: str
     records_root: Path
     escalations: tuple[EscalationSink, ...] = ()
+    #: ``store`` naming a database (a URL or a ``[store]`` table); None: LMDB directories.
+    shared_store: SharedStore | None = None
 
     def cluster(self, name: str | None) -> Cluster:
         name = name or self.default_cluster
@@ -185,8 +216,17 @@ def load_config(
     elif default not in clusters and not problems:
         problem("default_cluster", f"names no cluster (clusters: {', '.join(sorted(clusters))})")
     store = data.get("store")
+    shared: SharedStore | None = None
+    if isinstance(store, dict):
+        shared = _store_table(plugins, store, f"{file}, [store]", problem)
+        store = None
+    elif isinstance(store, str) and store.startswith(POSTGRES_SCHEMES):
+        shared = _store_table(
+            plugins, {"kind": "postgresql", "dsn": store}, f"{file}, store", problem
+        )
+        store = None
     if store is not None and not (isinstance(store, str) and store and "\x00" not in store):
-        problem("store", f"must be a directory, got {store!r}")
+        problem("store", f"must be a directory, a postgresql:// URL or a table, got {store!r}")
         store = None
     root = state_home(env) / "jobdispatch" / "records"
     if store:
@@ -203,7 +243,48 @@ def load_config(
         default_cluster=default,
         records_root=root,
         escalations=escalations,
+        shared_store=shared,
     )
+
+
+def cluster_schema(shared: SharedStore, cluster: str) -> str:
+    """The PostgreSQL schema a cluster's records live in: the ``schema`` setting, else one per
+    cluster (``jobdispatch_CLUSTER``), as each cluster gets its own LMDB directory, so that a
+    job id always belongs to one cluster's objects."""
+    given = shared.settings.get("schema")
+    if isinstance(given, str):
+        return given
+    return ("jobdispatch_" + re.sub(r"[^a-z0-9_]", "_", cluster.lower()))[:63]
+
+
+def store_label(config: Config, cluster: str) -> str:
+    """Where a cluster's records are, for ``clusters`` and messages: a directory or a schema."""
+    shared = config.shared_store
+    if shared is None:
+        return str(config.records_root / cluster)
+    return f"{shared.kind} schema {cluster_schema(shared, cluster)}"
+
+
+def _store_table(
+    plugins: Plugins, table: dict[str, Any], source: str, problem: Callable[[str, str], None]
+) -> SharedStore | None:
+    """The ``[store]`` table: ``kind`` names a registered record store (not installed: what
+    to install), the rest are its settings, checked against its schema."""
+    registry = plugins.registry("record-store")
+    kind = table.get("kind")
+    if isinstance(kind, str) and kind not in registry and kind in STORE_DISTRIBUTIONS:
+        problem(
+            "store.kind",
+            f"record store {kind!r} is not installed: pip install {STORE_DISTRIBUTIONS[kind]}",
+        )
+        return None
+    if kind == "lmdb":
+        problem("store.kind", 'an LMDB store is a directory: write store = "/the/records/root"')
+        return None
+    checked = _plugin_table(registry, table, "store", "kind", "the record store", problem)
+    if checked is None:
+        return None
+    return SharedStore(checked[0], checked[1], source)
 
 
 def user_adapters(plugins: Plugins) -> list[str]:

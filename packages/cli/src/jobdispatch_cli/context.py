@@ -11,14 +11,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
 import jobdispatch
 from jobdispatch import plugins
-from jobdispatch.errors import Invalid, ReadOnly
+from jobdispatch.config import validate_config
+from jobdispatch.errors import Invalid, NotFound, ReadOnly
 from jobdispatch.records.store import Records
 from jobdispatch.types import Actor, JobID, State
 from rich.console import Console
 
-from jobdispatch_cli.config import Cluster, Config, load_config
+from jobdispatch_cli.config import (
+    POSTGRES_SCHEMES,
+    STORE_DISTRIBUTIONS,
+    Cluster,
+    Config,
+    SharedStore,
+    cluster_schema,
+    load_config,
+)
 from jobdispatch_cli.jobfile import FileError, FileProblem
 
 __all__ = ["App", "default_actor"]
@@ -65,14 +75,15 @@ class App:
         *,
         config_path: Path | None,
         cluster: str | None,
-        store: Path | None,
+        store: str | None,
         actor: str,
         console: Console | None = None,
         err: Console | None = None,
     ) -> None:
         self.config_path = config_path
         self.cluster_name = cluster
-        self.store_path = store
+        #: ``--store`` as given: a directory, or a postgresql:// URL.
+        self.store_option = store
         self.actor_name = actor
         self.console = console or Console()
         self.err = err or Console(stderr=True)
@@ -102,6 +113,14 @@ class App:
         return Actor.human(self.actor_name)
 
     @property
+    def store_path(self) -> Path | None:
+        """``--store`` when it names a directory."""
+        given = self.store_option
+        if given is None or given.startswith(POSTGRES_SCHEMES):
+            return None
+        return Path(given)
+
+    @property
     def store_dir(self) -> Path:
         """``--store``, else one store per cluster under the records root, so a job id always
         belongs to one cluster's objects."""
@@ -109,7 +128,45 @@ class App:
             return self.store_path
         return self.config.records_root / self.cluster_config.name
 
+    def shared_store(self) -> SharedStore | None:
+        """The PostgreSQL store ``--store URL`` or the configuration names; None for LMDB.
+
+        ``--store URL`` replaces the configured DSN but keeps the ``[store]`` table's other
+        settings (where the password is, TLS). Without a ``schema`` setting each cluster gets
+        a schema of its own (``jobdispatch_CLUSTER``), as each gets its own LMDB directory."""
+        configured = None if self.store_path is not None else self.config.shared_store
+        given = self.store_option
+        if given is not None and given.startswith(POSTGRES_SCHEMES):
+            settings = dict(configured.settings) if configured is not None else {}
+            settings.pop("host", None)
+            settings["dsn"] = given
+            configured = SharedStore("postgresql", settings, "--store or $JOBDISPATCH_STORE")
+        if configured is None:
+            return None
+        settings = dict(configured.settings)
+        settings["schema"] = cluster_schema(configured, self.cluster_config.name)
+        return attrs.evolve(configured, settings=settings)
+
+    @property
+    def store_label(self) -> str:
+        """Where the records are, for messages and --json: the directory, or the database."""
+        shared = self.shared_store()
+        if shared is None:
+            return str(self.store_dir)
+        if self._store is not None:
+            return repr(self._store)
+        return f"{shared.kind} store {shared.settings.get('dsn') or shared.settings.get('host')}"
+
     def store(self) -> Records:
+        if self._store is None and (shared := self.shared_store()) is not None:
+            try:
+                entry = self.plugins.registry("record-store").get(shared.kind)
+            except NotFound:
+                need = STORE_DISTRIBUTIONS.get(shared.kind, f"a {shared.kind} record store")
+                msg = f"record store {shared.kind!r} (from {shared.source}) is not installed: "
+                raise Invalid(msg + f"pip install {need}") from None
+            validate_config(dict(shared.settings), entry.schema, subject=shared.source)
+            self._store = entry.factory(dict(shared.settings))
         if self._store is None:
             from jobdispatch_records_lmdb import LmdbRecords
 

@@ -51,8 +51,11 @@ def _actor(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.option(
     "--store",
     envvar="JOBDISPATCH_STORE",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="The records' LMDB directory (default: $XDG_STATE_HOME/jobdispatch/records/CLUSTER).",
+    metavar="DIR|URL",
+    help=(
+        "The records' LMDB directory (default: $XDG_STATE_HOME/jobdispatch/records/CLUSTER), "
+        "or a shared PostgreSQL store, postgresql://USER@HOST[:PORT]/DB."
+    ),
 )
 @click.option(
     "--config",
@@ -75,7 +78,7 @@ def _actor(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 def cli(
     ctx: click.Context,
     cluster: str | None,
-    store: Path | None,
+    store: str | None,
     config_path: Path | None,
     actor: str,
 ) -> None:
@@ -91,7 +94,7 @@ def cli(
 
 
 #: The group's options a subcommand takes too, and the App attribute each sets.
-_GLOBAL = {"cluster": "cluster_name", "store": "store_path", "config_path": "config_path"}
+_GLOBAL = {"cluster": "cluster_name", "store": "store_option", "config_path": "config_path"}
 _GLOBAL_ACTOR = "actor"
 
 

@@ -21,6 +21,7 @@ from rich.text import Text
 from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import Seconds, extra_answers
+from jobdispatch_cli.config import store_label
 from jobdispatch_cli.context import App
 from jobdispatch_cli.jobfile import load_job_file
 from jobdispatch_cli.render import (
@@ -229,7 +230,7 @@ def register(group: click.Group) -> None:
                 "adapter": c.adapter,
                 "default": c.name == config.default_cluster,
                 "source": c.source,
-                "store": str(config.records_root / c.name),
+                "store": store_label(config, c.name),
             }
             for c in config.clusters.values()
         ]

@@ -230,7 +230,7 @@ def register(group: click.Group) -> None:
                 {
                     "job": plan.job,
                     "cluster": app.cluster_config.name,
-                    "store": str(app.store_dir),
+                    "store": app.store_label,
                     "plan": to_data(plan),
                 },
             )
@@ -404,7 +404,7 @@ def register(group: click.Group) -> None:
         sinks = app.sinks()
         supervisor = Supervisor(cluster.backend, store, sinks=sinks, poll=poll, lease_ttl=lease_ttl)
         app.err.print(
-            f"supervising {app.store_dir} on cluster {app.cluster_config.name} "
+            f"supervising {app.store_label} on cluster {app.cluster_config.name} "
             f"as {supervisor.holder}; escalations to {', '.join(s.name for s in sinks)}; "
             "Ctrl-C or SIGTERM stops",
             style="dim",

@@ -1,0 +1,196 @@
+"""The store's tables, created and migrated by version.
+
+``meta`` holds the marker and the schema version. :func:`ensure` creates the tables in an empty
+schema, migrates an older version step by step (each step and the version bump in one
+transaction, serialized across processes by an advisory lock), and refuses a schema written by
+a newer version, changing nothing.
+
+What the database itself enforces, whatever a client sends (so that a store bug, or a client
+that skips a check, still cannot break the promises):
+
+* ``events`` is keyed by (job, revision): two appends at one revision cannot both commit.
+* ``guard_event``: an event with a lease token (a decision) commits only while that token is the
+  job's current lease, unexpired at the transaction's time, in the same transaction.
+* ``guard_job``: revisions never go back; ``last_token`` never goes back; a new lease's token is
+  greater than every token before it, and none is handed out while another holder's lease is
+  unexpired; an expired lease is not renewed.
+* Lease times are the database's: :func:`pin_now` fixes the transaction's instant from
+  ``clock_timestamp()`` (a test may pin one of its own instead, see
+  :class:`~jobdispatch_records_postgres.PostgresRecords`' ``clock``), and every check above
+  reads it back with ``store_now()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from jobdispatch.errors import Invalid
+from psycopg import sql
+
+__all__ = ["FORMAT", "SCHEMA_VERSION", "ensure"]
+
+#: The marker in ``meta``: a schema without it is not a dispatch store.
+FORMAT = "jobdispatch-records"
+#: The layout version this code writes and reads. A newer one is refused, never guessed at.
+SCHEMA_VERSION = 1
+#: The advisory lock (per database) under which schemas are created and migrated.
+_LOCK = 0x6A6F6264  # "jobd"
+
+_V1 = """
+CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE {s}.jobs (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job text NOT NULL UNIQUE,
+    idempotency_key text UNIQUE,
+    header bytea NOT NULL,
+    revision bigint NOT NULL DEFAULT 0 CHECK (revision >= 0),
+    settled boolean NOT NULL DEFAULT false,
+    holder text,
+    lease_token bigint,
+    lease_expires timestamptz,
+    last_token bigint NOT NULL DEFAULT 0,
+    CHECK ((holder IS NULL) = (lease_token IS NULL) AND (holder IS NULL) = (lease_expires IS NULL)),
+    CHECK (lease_token IS NULL OR (lease_token >= 1 AND lease_token <= last_token))
+);
+-- list(settled=...) walks one of these in creation order; list() walks the primary key.
+CREATE INDEX jobs_unsettled ON {s}.jobs (seq) WHERE NOT settled;
+CREATE INDEX jobs_settled ON {s}.jobs (seq) WHERE settled;
+CREATE TABLE {s}.events (
+    job text NOT NULL REFERENCES {s}.jobs (job),
+    revision bigint NOT NULL CHECK (revision >= 1),
+    token bigint,
+    body bytea NOT NULL,
+    PRIMARY KEY (job, revision)
+);
+
+CREATE FUNCTION {s}.pin_now(pinned timestamptz) RETURNS timestamptz LANGUAGE sql AS $$
+    SELECT set_config('jobdispatch.now', coalesce(pinned, clock_timestamp())::text, true)
+        ::timestamptz
+$$;
+CREATE FUNCTION {s}.store_now() RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT coalesce(nullif(current_setting('jobdispatch.now', true), '')::timestamptz,
+                    clock_timestamp())
+$$;
+
+CREATE FUNCTION {s}.guard_event() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    j {s}.jobs%ROWTYPE;
+BEGIN
+    IF NEW.token IS NULL THEN
+        RETURN NEW;  -- evidence and controls need no lease
+    END IF;
+    SELECT * INTO j FROM {s}.jobs WHERE job = NEW.job;
+    IF NEW.token = 0 THEN
+        -- The creator's token: only on the events create commits with the job's row.
+        IF (SELECT xmin::text FROM {s}.jobs WHERE job = NEW.job)
+                = (pg_current_xact_id()::text::numeric % 4294967296)::text THEN
+            RETURN NEW;
+        END IF;
+        RAISE EXCEPTION 'job %: token 0 (the creator''s) on an event appended after create',
+            NEW.job USING ERRCODE = 'JD001';
+    END IF;
+    IF j.lease_token IS DISTINCT FROM NEW.token OR NOT j.lease_expires > {s}.store_now() THEN
+        RAISE EXCEPTION 'job %: a decision under token % but the current lease is % until %',
+            NEW.job, NEW.token, j.lease_token, j.lease_expires
+            USING ERRCODE = 'JD001';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER guard_event BEFORE INSERT ON {s}.events
+    FOR EACH ROW EXECUTE FUNCTION {s}.guard_event();
+
+CREATE FUNCTION {s}.guard_job() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.revision < OLD.revision THEN
+        RAISE EXCEPTION 'job %: revision % would go back to %', OLD.job, OLD.revision,
+            NEW.revision USING ERRCODE = 'JD002';
+    END IF;
+    IF NEW.last_token < OLD.last_token THEN
+        RAISE EXCEPTION 'job %: last token % would go back to %', OLD.job, OLD.last_token,
+            NEW.last_token USING ERRCODE = 'JD002';
+    END IF;
+    -- A new lease: a new token, or a new holder (a token names one holder, ever).
+    IF NEW.lease_token IS NOT NULL AND (NEW.lease_token IS DISTINCT FROM OLD.lease_token
+                                        OR NEW.holder IS DISTINCT FROM OLD.holder) THEN
+        IF NEW.lease_token <= OLD.last_token THEN
+            RAISE EXCEPTION 'job %: new lease token % is not past the last one, %', OLD.job,
+                NEW.lease_token, OLD.last_token USING ERRCODE = 'JD002';
+        END IF;
+        IF OLD.holder IS NOT NULL AND OLD.lease_expires > {s}.store_now() THEN
+            RAISE EXCEPTION 'job %: % holds the lease until %', OLD.job, OLD.holder,
+                OLD.lease_expires USING ERRCODE = 'JD002';
+        END IF;
+    ELSIF NEW.lease_token IS NOT NULL AND NEW.lease_expires IS DISTINCT FROM OLD.lease_expires
+          AND NOT OLD.lease_expires > {s}.store_now() THEN
+        RAISE EXCEPTION 'job %: the lease under token % expired at %, so cannot be renewed',
+            OLD.job, OLD.lease_token, OLD.lease_expires USING ERRCODE = 'JD002';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER guard_job BEFORE UPDATE ON {s}.jobs
+    FOR EACH ROW EXECUTE FUNCTION {s}.guard_job();
+"""
+
+#: Migrations: ``_STEPS[v]`` takes a schema at version ``v`` to ``v + 1``. Version 0 is an
+#: empty schema.
+_STEPS: dict[int, str] = {0: _V1}
+
+
+def ensure(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str]) -> int:
+    """Create or migrate ``schema`` to :data:`SCHEMA_VERSION`; returns the version found.
+
+    Invalid (naming both versions) for a schema written by a newer version, or one that holds
+    tables but no dispatch marker; nothing is changed then.
+    """
+    s = sql.Identifier(schema)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+        found = _version(conn, schema, where)
+        if found > SCHEMA_VERSION:
+            msg = (
+                f"{where()}: the store's schema is version {found}, written by a newer "
+                f"version of jobdispatch-records-postgres (this one reads up to "
+                f"{SCHEMA_VERSION}); upgrade it. Nothing was changed"
+            )
+            raise Invalid(msg)
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
+        for version in range(found, SCHEMA_VERSION):
+            conn.execute(sql.SQL(_STEPS[version]).format(s=s))
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {}.meta VALUES ('format', %s), ('version', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                ).format(s),
+                (FORMAT, str(version + 1)),
+            )
+    return found
+
+
+def _version(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str]) -> int:
+    """The version the schema holds: 0 when it is missing or empty."""
+    row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)).fetchone()
+    tables = int(row[0]) if row else 0
+    if not tables:
+        return 0
+    has_meta = conn.execute(
+        "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'meta'", (schema,)
+    ).fetchone()
+    marker: dict[str, str] = {}
+    if has_meta:
+        rows = conn.execute(
+            sql.SQL("SELECT key, value FROM {}.meta").format(sql.Identifier(schema))
+        ).fetchall()
+        marker = {str(k): str(v) for k, v in rows}
+    if marker.get("format") != FORMAT:
+        msg = (
+            f"{where()}: the schema holds {tables} tables but no dispatch record store; give "
+            "another schema (the store's setting `schema`). Nothing was changed"
+        )
+        raise Invalid(msg)
+    try:
+        return int(marker.get("version", ""))
+    except ValueError:
+        msg = f"{where()}: the store's schema version {marker.get('version')!r} is not a number"
+        raise Invalid(msg) from None

@@ -1,0 +1,577 @@
+"""The shared record store: every job's record and lease in one PostgreSQL database.
+
+How each promise of :class:`~jobdispatch.records.store.Records` is kept
+(docs/specs/0013-postgres-store.md says it at length):
+
+* **One transaction per call, one per batch.** Every write locks the rows of the jobs it
+  touches (``SELECT ... FOR UPDATE``, in job order, so batches never deadlock), fixes the
+  transaction's instant from the database's clock, lets :mod:`jobdispatch.records.rules` decide
+  each job's part on what it locked, and writes the parts accepted. A batch is one commit: one
+  WAL flush whatever its size.
+* **The database enforces what matters even against a wrong client.** Events are keyed by
+  (job, revision); triggers refuse a decision whose token is not the job's current unexpired
+  lease, a token that is not past every earlier one, a lease taken from a live holder and a
+  revision or token that goes back (see :mod:`jobdispatch_records_postgres.schema`). The rules
+  decide first, so their refusals are answered per job with their own words; the triggers only
+  ever fire when a client's checks are missing or wrong, and then abort its whole transaction.
+* **Time is the database's.** Lease expiry is judged at the instant the transaction pins from
+  ``clock_timestamp()`` once it holds its rows: every supervisor, on whichever host, is judged
+  by one clock, and a client's skewed clock cannot stretch a lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import attrs
+import psycopg
+import psycopg_pool
+from jobdispatch import codec
+from jobdispatch.clock import Clock
+from jobdispatch.errors import Conflict, Invalid, LeaseLost, NotFound, Unavailable, Unreadable
+from jobdispatch.records import rules
+from jobdispatch.records.events import AnyEvent, Header, Settled, View
+from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Refusal
+from jobdispatch.types import JobID
+from psycopg import sql
+
+from jobdispatch_records_postgres import schema as schema_module
+from jobdispatch_records_postgres.settings import Settings
+
+__all__ = ["PostgresRecords"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+#: Jobs fetched per query while ``list`` streams.
+_LIST_BATCH = 256
+#: The longest job id or idempotency key, in UTF-8 bytes (well under a B-tree entry's limit).
+_MAX_KEY = 1024
+#: SQLSTATEs the schema's guards raise.
+_GUARDS = frozenset({"JD001", "JD002"})
+#: The one of them that is fencing: a decision without the current lease.
+_FENCED = "JD001"
+
+
+@attrs.frozen
+class _Row:
+    """A job's row as a write transaction locked it."""
+
+    revision: int
+    settled: bool
+    holder: str | None
+    token: int | None
+    expires: datetime | None
+    last_token: int
+
+    def lease(self, job: JobID) -> Lease | None:
+        """The job's lease as the rules see it: None once released (or never taken)."""
+        if self.holder is None or self.token is None or self.expires is None:
+            return None
+        return Lease(job, self.holder, self.token, self.expires)
+
+
+@attrs.frozen
+class _Prepared:
+    """One job's part of an append batch, checked and encoded before the transaction."""
+
+    request: AppendRequest
+    decides: bool
+    encoded: list[tuple[bytes, int | None, bool]]  # (body, token, settles) per event
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def _check_key(what: str, value: object) -> str:
+    """Invalid unless ``value`` is text PostgreSQL can hold as a key."""
+    if not isinstance(value, str) or not value:
+        msg = f"a {what} is a non-empty string, got {value!r}"
+        raise Invalid(msg)
+    try:
+        raw = value.encode()
+    except UnicodeEncodeError:
+        msg = f"the {what} {value!r} is not UTF-8 text"
+        raise Invalid(msg) from None
+    if b"\x00" in raw:
+        msg = f"the {what} {value!r} holds a NUL character, which PostgreSQL text cannot"
+        raise Invalid(msg)
+    if len(raw) > _MAX_KEY:
+        msg = f"the {what} {value[:40]!r}... is {len(raw)} bytes long; the store takes {_MAX_KEY}"
+        raise Invalid(msg)
+    return value
+
+
+def _raised(answers: Sequence[U | Refusal]) -> U:
+    """The single form's answer from a batch of one: the value, or its refusal raised."""
+    (answer,) = answers
+    if isinstance(answer, (Conflict, NotFound)):
+        raise answer
+    return answer
+
+
+class PostgresRecords:
+    """Records in a PostgreSQL database, shared by every process on every host that opens it.
+
+    Args:
+        config: the settings (:data:`~jobdispatch_records_postgres.settings.CONFIG_SCHEMA`: a
+            DSN or its fields, TLS, where the password is, the schema, the pool's size), or
+            :class:`~jobdispatch_records_postgres.settings.Settings` built from them. The
+            schema is created or migrated when the store opens; one written by a newer version
+            is refused (Invalid) and left as it is.
+        clock: None (the default, and what production uses) judges leases by the database's
+            clock. A clock given here is pinned as every write transaction's instant instead,
+            so tests (the conformance suite's ManualClock) can move time; the database still
+            does the judging, at that instant. Never give one to stores that share a database
+            with supervisors on the database's time.
+
+    Raises Unavailable (naming the database, never the password) when it cannot connect.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | Settings, clock: Clock | None = None) -> None:
+        self.settings = config if isinstance(config, Settings) else Settings.from_config(config)
+        self._clock = clock
+        self._closed = False
+        s = sql.Identifier(self.settings.schema)
+        self._q = _Queries(s)
+        self._pool = psycopg_pool.ConnectionPool(
+            kwargs=self._connect_kwargs,
+            min_size=1,
+            max_size=self.settings.pool_size,
+            timeout=self.settings.connect_timeout,
+            open=False,
+            name=f"jobdispatch-{self.settings.schema}",
+            # A dead server's connections are found before use, not mid-transaction.
+            check=psycopg_pool.ConnectionPool.check_connection,
+            reconnect_timeout=max(30.0, self.settings.connect_timeout),
+        )
+        try:
+            self._pool.open(wait=False)
+            self._run(
+                lambda conn: schema_module.ensure(conn, self.settings.schema, self.settings.where)
+            )
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        kwargs = self.settings.connect_kwargs()
+        kwargs["autocommit"] = True  # transactions are explicit blocks
+        return kwargs
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> PostgresRecords:
+        """The store the ``postgresql`` record store's configuration describes."""
+        return cls(config)
+
+    def __repr__(self) -> str:
+        return f"PostgresRecords({self.settings.where()!r})"
+
+    def __enter__(self) -> PostgresRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --------------------------------------------------------------------------- the interface
+
+    def create(
+        self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
+    ) -> Created:
+        job = _check_key("job id", header.job)
+        key = rules.effective_key(header, idempotency_key)
+        if key != header.idempotency_key:
+            header = attrs.evolve(header, idempotency_key=key)
+        rules.check_header(header)
+        if key:
+            _check_key("idempotency key", key)
+        rules.check_events(job, events)
+        head = codec.encode_header(header)
+        stamped = rules.stamp(events, rules.CREATOR_TOKEN)
+        bodies = [codec.encode_event(e) for e in stamped]
+        tokens = [e.token for e in stamped]
+        settled = any(isinstance(e, Settled) for e in stamped)
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> Created:
+            if key:
+                row = conn.execute(q.by_key, (key,)).fetchone()
+                if row is not None:
+                    return Created(job=row[0], created=False)
+            inserted = conn.execute(
+                q.insert_job, (job, key or None, head, len(bodies), settled)
+            ).fetchone()
+            if inserted is None:
+                # Taken meanwhile: by a create under the same key (then that job is the answer;
+                # this statement's snapshot sees it committed), or the id under another key.
+                if key:
+                    row = conn.execute(q.by_key, (key,)).fetchone()
+                    if row is not None:
+                        return Created(job=row[0], created=False)
+                raise rules.exists_already(job)
+            if bodies:
+                revisions = list(range(1, len(bodies) + 1))
+                conn.execute(q.insert_events, ([job] * len(bodies), revisions, tokens, bodies))
+            return Created(job=job, created=True)
+
+        return self._run(body, transaction=True)
+
+    def read(self, job: JobID) -> View:
+        _check_key("job id", job)
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> tuple[bytes, int, list[tuple[int, bytes]]]:
+            row = conn.execute(q.read_job, (job,)).fetchone()
+            if row is None:
+                msg = f"no record for job {job!r}"
+                raise NotFound(msg)
+            head, revision = bytes(row[0]), int(row[1])
+            # Events only ever grow: those past the revision just read are not this view's.
+            rows = conn.execute(q.read_events, (job, revision)).fetchall()
+            return head, revision, [(int(r), bytes(b)) for r, b in rows]
+
+        head, revision, rows = self._run(body, transaction=True)
+        header = codec.decode_header(head, job=job)
+        if header.job != job:
+            msg = f"record {job} is damaged: its row holds the header of {header.job}"
+            raise Unreadable(msg, job=job, revision=0)
+        events: list[AnyEvent] = []
+        for expected, (got, data) in enumerate(rows, start=1):
+            if got != expected:
+                msg = f"record {job} is damaged: revision {expected} is missing"
+                raise Unreadable(msg, job=job, revision=expected)
+            events.append(codec.decode_event(data, revision=expected, job=job))
+        if len(events) != revision:
+            msg = f"record {job} is damaged: {len(events)} events stored, revision {revision}"
+            raise Unreadable(msg, job=job)
+        return View(header, tuple(events))
+
+    def append(
+        self,
+        job: JobID,
+        events: Sequence[AnyEvent],
+        *,
+        expect_revision: int,
+        owner: Lease | None = None,
+    ) -> int:
+        request = AppendRequest(
+            job=job, events=tuple(events), expect_revision=expect_revision, owner=owner
+        )
+        return _raised(self.append_many([request]))
+
+    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        rules.check_batch_jobs([r.job for r in requests])
+        # Everything that needs no stored state is checked and encoded before the transaction,
+        # so rows stay locked only for the conditional part.
+        prepared: list[_Prepared | Refusal] = []
+        for request in requests:
+            _check_key("job id", request.job)
+            rules.check_events(request.job, request.events)
+            try:
+                decides = rules.decides(request.job, request.events, request.owner)
+            except Conflict as refused:
+                prepared.append(refused)
+                continue
+            token = request.owner.token if request.owner is not None else None
+            encoded = [
+                (codec.encode_event(e), e.token, isinstance(e, Settled))
+                for e in rules.stamp(request.events, token)
+            ]
+            prepared.append(_Prepared(request, decides, encoded))
+        parts = [p for p in prepared if isinstance(p, _Prepared)]
+        if not parts:
+            return tuple(p for p in prepared if not isinstance(p, _Prepared))
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> tuple[int | Refusal, ...]:
+            locked, now = self._lock(conn, [p.request.job for p in parts])
+            answers: list[int | Refusal] = []
+            ev_jobs: list[str] = []
+            ev_revisions: list[int] = []
+            ev_tokens: list[int | None] = []
+            ev_bodies: list[bytes] = []
+            up_jobs: list[str] = []
+            up_revisions: list[int] = []
+            up_settles: list[bool] = []
+            for part in prepared:
+                if not isinstance(part, _Prepared):
+                    answers.append(part)
+                    continue
+                job, request = part.request.job, part.request
+                try:
+                    row = locked.get(job)
+                    if row is None:
+                        msg = f"no record for job {job!r}"
+                        raise NotFound(msg)
+                    rules.check_revision(job, row.revision, request.expect_revision)
+                    if part.decides:
+                        assert request.owner is not None
+                        rules.check_owner(job, request.owner, row.lease(job), now)
+                except (Conflict, NotFound) as refused:
+                    answers.append(refused)
+                    continue
+                for i, (data, token, _) in enumerate(part.encoded, start=row.revision + 1):
+                    ev_jobs.append(job)
+                    ev_revisions.append(i)
+                    ev_tokens.append(token)
+                    ev_bodies.append(data)
+                new = row.revision + len(part.encoded)
+                if part.encoded:
+                    up_jobs.append(job)
+                    up_revisions.append(new)
+                    up_settles.append(any(s for _, _, s in part.encoded))
+                answers.append(new)
+            if ev_jobs:
+                conn.execute(q.insert_events, (ev_jobs, ev_revisions, ev_tokens, ev_bodies))
+                conn.execute(q.update_revisions, (up_jobs, up_revisions, up_settles))
+            return tuple(answers)
+
+        return self._run(body, transaction=True)
+
+    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+        want = filter.settled if filter is not None else None
+        query = {None: self._q.list_all, True: self._q.list_settled, False: self._q.list_unsettled}[
+            want
+        ]
+        return self._list(query)
+
+    def _list(self, query: sql.Composed) -> Iterator[JobID]:
+        # Pages by creation sequence, each its own short query: a caller who stops iterating
+        # (or iterates slowly) holds no connection and no snapshot.
+        after = 0
+        while True:
+
+            def page(conn: psycopg.Connection[Any], after: int = after) -> list[Any]:
+                return conn.execute(query, (after, _LIST_BATCH)).fetchall()
+
+            rows = self._run(page)
+            for _, job in rows:
+                yield job
+            if len(rows) < _LIST_BATCH:
+                return
+            after = rows[-1][0]
+
+    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
+        return _raised(self.acquire_many([job], holder, ttl))
+
+    def acquire_many(
+        self, jobs: Sequence[JobID], holder: str, ttl: timedelta
+    ) -> tuple[Lease | Refusal, ...]:
+        for job in jobs:
+            _check_key("job id", job)
+        rules.check_ttl(ttl)
+        rules.check_batch_jobs(jobs)
+        for job in jobs:
+            rules.check_holder(job, holder)
+        if not jobs:
+            return ()
+
+        def body(conn: psycopg.Connection[Any]) -> tuple[Lease | Refusal, ...]:
+            locked, now = self._lock(conn, jobs)
+            answers: list[Lease | Refusal] = []
+            granted: list[Lease] = []
+            for job in jobs:
+                try:
+                    row = locked.get(job)
+                    if row is None:
+                        msg = f"no record for job {job!r}"
+                        raise NotFound(msg)
+                    lease = rules.acquired(job, holder, ttl, row.lease(job), row.last_token, now)
+                except (Conflict, NotFound) as refused:
+                    answers.append(refused)
+                    continue
+                granted.append(lease)
+                answers.append(lease)
+            self._write_leases(conn, granted)
+            return tuple(answers)
+
+        return self._run(body, transaction=True)
+
+    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+        return _raised(self.renew_many([lease], ttl))
+
+    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+        for lease in leases:
+            _check_key("job id", lease.job)
+        rules.check_ttl(ttl)
+        rules.check_batch_jobs([lease.job for lease in leases])
+        if not leases:
+            return ()
+
+        def body(conn: psycopg.Connection[Any]) -> tuple[Lease | Refusal, ...]:
+            locked, now = self._lock(conn, [lease.job for lease in leases])
+            answers: list[Lease | Refusal] = []
+            renewed: list[Lease] = []
+            for lease in leases:
+                try:
+                    row = locked.get(lease.job)
+                    if row is None:
+                        msg = f"no record for job {lease.job!r}"
+                        raise NotFound(msg)
+                    extended = rules.renewed(lease, ttl, row.lease(lease.job), now)
+                except (Conflict, NotFound) as refused:
+                    answers.append(refused)
+                    continue
+                renewed.append(extended)
+                answers.append(extended)
+            self._write_leases(conn, renewed)
+            return tuple(answers)
+
+        return self._run(body, transaction=True)
+
+    def release(self, lease: Lease) -> None:
+        self.release_many([lease])
+
+    def release_many(self, leases: Sequence[Lease]) -> None:
+        for lease in leases:
+            _check_key("job id", lease.job)
+        rules.check_batch_jobs([lease.job for lease in leases])
+        if not leases:
+            return
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            locked, _ = self._lock(conn, [lease.job for lease in leases])
+            given_up: list[str] = []
+            for lease in leases:
+                row = locked.get(lease.job)
+                if row is None:
+                    msg = f"no record for job {lease.job!r}"
+                    raise NotFound(msg)
+                if rules.released(lease, row.lease(lease.job)):
+                    # The last token stays: the next acquisition must hand out a greater one.
+                    given_up.append(lease.job)
+            if given_up:
+                conn.execute(q.release, (given_up,))
+
+        self._run(body, transaction=True)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close the pool's connections; the records stay in the database."""
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _lock(
+        self, conn: psycopg.Connection[Any], jobs: Sequence[JobID]
+    ) -> tuple[dict[str, _Row], datetime]:
+        """Lock the jobs' rows (in job order) and pin the transaction's instant, after the
+        locks, so that no other writer of these jobs commits between that instant and ours."""
+        rows = conn.execute(self._q.lock, (list(jobs),)).fetchall()
+        locked = {
+            job: _Row(int(rev), bool(settled), holder, token, _utc(exp) if exp else None, int(last))
+            for job, rev, settled, holder, token, exp, last in rows
+        }
+        pinned = self._clock() if self._clock is not None else None
+        row = conn.execute(self._q.pin_now, (pinned,)).fetchone()
+        assert row is not None
+        return locked, _utc(row[0])
+
+    def _write_leases(self, conn: psycopg.Connection[Any], leases: Sequence[Lease]) -> None:
+        if leases:
+            conn.execute(
+                self._q.write_leases,
+                (
+                    [lease.job for lease in leases],
+                    [lease.holder for lease in leases],
+                    [lease.token for lease in leases],
+                    [lease.expires for lease in leases],
+                ),
+            )
+
+    def _run(self, body: Callable[[psycopg.Connection[Any]], T], *, transaction: bool = False) -> T:
+        """Run ``body`` on a pooled connection (in one transaction when asked), turning the
+        driver's failures into the store's errors: a guard of the schema's refusing is a
+        Conflict; anything that keeps the database from answering is Unavailable, naming the
+        database and never the password."""
+        if self._closed:
+            msg = f"{self.settings.where()}: the store is closed"
+            raise Unavailable(msg)
+        try:
+            with self._pool.connection() as conn:
+                if not transaction:
+                    return body(conn)
+                with conn.transaction():
+                    return body(conn)
+        except psycopg_pool.PoolTimeout as exc:
+            msg = (
+                f"{self.settings.where()}: no connection within "
+                f"{self.settings.connect_timeout:g} s: {exc}"
+            )
+            raise Unavailable(msg) from None
+        except psycopg.Error as exc:
+            if exc.sqlstate in _GUARDS:
+                # Only a client whose own checks are missing or wrong gets here.
+                detail = exc.diag.message_primary or str(exc)
+                msg = f"{self.settings.where()}: the database refused the write: {detail}"
+                raise (LeaseLost if exc.sqlstate == _FENCED else Conflict)(msg) from None
+            msg = f"{self.settings.where()}: {type(exc).__name__}: {_first_line(exc)}"
+            raise Unavailable(msg) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no message"
+
+
+class _Queries:
+    """Every statement, composed once per store with its schema's name."""
+
+    def __init__(self, s: sql.Identifier) -> None:
+        def q(text: str) -> sql.Composed:
+            return sql.SQL(text).format(s=s)
+
+        self.by_key = q("SELECT job FROM {s}.jobs WHERE idempotency_key = %s")
+        self.insert_job = q(
+            "INSERT INTO {s}.jobs (job, idempotency_key, header, revision, settled) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING seq"
+        )
+        self.insert_events = q(
+            "INSERT INTO {s}.events (job, revision, token, body) "
+            "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bytea[])"
+        )
+        self.update_revisions = q(
+            "UPDATE {s}.jobs AS j SET revision = u.revision, settled = j.settled OR u.settles "
+            "FROM unnest(%s::text[], %s::bigint[], %s::boolean[]) AS u(job, revision, settles) "
+            "WHERE j.job = u.job"
+        )
+        self.read_job = q("SELECT header, revision FROM {s}.jobs WHERE job = %s")
+        self.read_events = q(
+            "SELECT revision, body FROM {s}.events WHERE job = %s AND revision <= %s "
+            "ORDER BY revision"
+        )
+        self.lock = q(
+            "SELECT job, revision, settled, holder, lease_token, lease_expires, last_token "
+            "FROM {s}.jobs WHERE job = ANY(%s::text[]) ORDER BY job FOR UPDATE"
+        )
+        self.pin_now = q("SELECT {s}.pin_now(%s::timestamptz)")
+        self.write_leases = q(
+            "UPDATE {s}.jobs AS j SET holder = u.holder, lease_token = u.token, "
+            "lease_expires = u.expires, last_token = greatest(j.last_token, u.token) "
+            "FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::timestamptz[]) "
+            "AS u(job, holder, token, expires) WHERE j.job = u.job"
+        )
+        self.release = q(
+            "UPDATE {s}.jobs SET holder = NULL, lease_token = NULL, lease_expires = NULL "
+            "WHERE job = ANY(%s::text[])"
+        )
+        self.list_all = q(
+            "SELECT seq, job FROM {s}.jobs WHERE seq > %s::bigint ORDER BY seq LIMIT %s"
+        )
+        self.list_settled = q(
+            "SELECT seq, job FROM {s}.jobs WHERE settled AND seq > %s::bigint ORDER BY seq LIMIT %s"
+        )
+        self.list_unsettled = q(
+            "SELECT seq, job FROM {s}.jobs WHERE NOT settled AND seq > %s::bigint "
+            "ORDER BY seq LIMIT %s"
+        )

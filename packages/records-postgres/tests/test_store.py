@@ -1,0 +1,339 @@
+"""What the PostgreSQL store promises beyond the conformance suite: its settings and secrets,
+its versioned schema, the database's own guards and clock, the per-job answers of a batch,
+the indexes behind ``list``, and its registration."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from jobdispatch import plugins
+from jobdispatch.clock import ManualClock
+from jobdispatch.errors import (
+    Conflict,
+    Invalid,
+    LeaseLost,
+    NotFound,
+    RevisionMoved,
+    Unavailable,
+    ValidationError,
+)
+from jobdispatch.records import rules
+from jobdispatch.records.store import AppendRequest, Lease
+from jobdispatch_conformance.records import decision, evidence, make_header
+from jobdispatch_records_postgres import SCHEMA_VERSION, PostgresRecords, Settings
+from psycopg import sql
+
+SECRET = "not-the-password-4711"
+
+
+def _conn(settings: Settings) -> psycopg.Connection[Any]:
+    return psycopg.connect(**settings.connect_kwargs(), autocommit=True)
+
+
+def _db_now(settings: Settings) -> datetime:
+    with _conn(settings) as conn:
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize(
+    ("config", "where"),
+    [
+        ({"host": "db", "sslmode": "sometimes"}, "sslmode"),
+        ({"host": "db", "port": 0}, "port"),
+        ({"host": "db", "pasword_file": "/x"}, "pasword_file"),
+        ({"host": "db", "schema": "Has Space"}, "schema"),
+        ({"dsn": "mysql://db/x"}, "dsn"),
+    ],
+)
+def test_settings_are_checked_by_their_schema(config: dict[str, Any], where: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        Settings.from_config(config)
+    assert where in str(info.value)
+
+
+def test_a_password_comes_from_one_place_only() -> None:
+    with pytest.raises(ValidationError):
+        Settings.from_config({"host": "db", "password_file": "/p", "password_env": "PG_PW"})
+
+
+def test_a_dsn_with_a_password_is_refused_without_showing_it() -> None:
+    with pytest.raises(Invalid) as info:
+        Settings.from_config({"dsn": f"postgresql://me:{SECRET}@db/dispatch"})
+    assert "password_file" in str(info.value)
+    assert SECRET not in str(info.value)
+
+
+def test_dsn_fields_and_overrides() -> None:
+    settings = Settings.from_config(
+        {"dsn": "postgresql://me@db:6000/dispatch?sslmode=verify-full", "port": 6001}
+    )
+    assert settings.conninfo["host"] == "db"
+    assert settings.conninfo["port"] == "6001"
+    assert settings.conninfo["sslmode"] == "verify-full"
+    assert settings.where() == "postgresql://me@db:6001/dispatch (schema jobdispatch)"
+    with pytest.raises(Invalid, match="options"):
+        Settings.from_config({"dsn": "postgresql://db/x?options=-csearch_path%3Devil"})
+    with pytest.raises(Invalid, match="no host"):
+        Settings.from_config({"dbname": "x"})
+
+
+def test_the_password_is_read_on_use_and_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text(SECRET + "\n")
+    settings = Settings.from_config({"host": "db", "password_file": str(secret)})
+    assert settings.connect_kwargs()["password"] == SECRET
+    secret.write_text("rotated\n")
+    assert settings.connect_kwargs()["password"] == "rotated"  # read again, not kept
+    assert SECRET not in repr(settings)
+    assert "rotated" not in repr(settings)
+    secret.unlink()
+    with pytest.raises(Unavailable, match="password file"):
+        settings.connect_kwargs()
+    monkeypatch.setenv("PG_SECRET", SECRET)
+    from_env = Settings.from_config({"host": "db", "password_env": "PG_SECRET"})
+    assert from_env.connect_kwargs()["password"] == SECRET
+    assert SECRET not in repr(from_env)
+    monkeypatch.delenv("PG_SECRET")
+    with pytest.raises(Unavailable, match=r"\$PG_SECRET is not set"):
+        from_env.connect_kwargs()
+
+
+def test_a_wrong_password_is_unavailable_without_showing_it(
+    new_config: Callable[[], dict[str, Any]], tmp_path: Path
+) -> None:
+    wrong = tmp_path / "pw"
+    wrong.write_text(SECRET)
+    config = {**new_config(), "password_file": str(wrong), "connect_timeout": 3}
+    with pytest.raises(Unavailable) as info:
+        PostgresRecords(config)
+    assert SECRET not in str(info.value)
+    assert "127.0.0.1" in str(info.value)
+
+
+def test_no_server_is_unavailable() -> None:
+    # Port 1 on loopback: nothing listens, so the refusal is immediate.
+    with pytest.raises(Unavailable, match=r"127\.0\.0\.1:1\b"):
+        PostgresRecords({"host": "127.0.0.1", "port": 1, "dbname": "x", "connect_timeout": 1})
+
+
+# --------------------------------------------------------------------------------- schema
+
+
+def test_the_schema_is_created_then_reopened(new_config: Callable[[], dict[str, Any]]) -> None:
+    config = new_config()
+    with PostgresRecords(config) as store:
+        store.create(make_header("job-1"))
+    with PostgresRecords(config) as again:
+        assert list(again.list()) == ["job-1"]
+        with _conn(again.settings) as conn:
+            row = conn.execute(
+                sql.SQL("SELECT value FROM {}.meta WHERE key = 'version'").format(
+                    sql.Identifier(again.settings.schema)
+                )
+            ).fetchone()
+        assert row == (str(SCHEMA_VERSION),)
+
+
+def test_a_newer_schema_is_refused_and_left_alone(
+    new_config: Callable[[], dict[str, Any]],
+) -> None:
+    config = new_config()
+    with PostgresRecords(config) as store:
+        store.create(make_header("job-1"))
+        s = sql.Identifier(store.settings.schema)
+        with _conn(store.settings) as conn:
+            conn.execute(sql.SQL("UPDATE {}.meta SET value = '99' WHERE key = 'version'").format(s))
+    with pytest.raises(Invalid, match=r"version 99, written by a newer version.*up to 1"):
+        PostgresRecords(config)
+    with _conn(store.settings) as conn:
+        count = conn.execute(sql.SQL("SELECT count(*) FROM {}.jobs").format(s)).fetchone()
+        version = conn.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE key = 'version'").format(s)
+        ).fetchone()
+    assert (count, version) == ((1,), ("99",))
+
+
+def test_a_foreign_schema_is_refused(new_config: Callable[[], dict[str, Any]]) -> None:
+    config = new_config()
+    settings = Settings.from_config(config)
+    with _conn(settings) as conn:
+        s = sql.Identifier(settings.schema)
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(s))
+        conn.execute(sql.SQL("CREATE TABLE {}.orders (id int)").format(s))
+    with pytest.raises(Invalid, match="no dispatch record store"):
+        PostgresRecords(config)
+
+
+# ------------------------------------------------------------------------- the database
+
+
+def test_leases_run_on_the_database_clock(new_config: Callable[[], dict[str, Any]]) -> None:
+    """With no clock given, a lease's expiry is the database's time plus the ttl, and the
+    database says when it has passed."""
+    with PostgresRecords(new_config()) as store:
+        store.create(make_header("job-1"))
+        before = _db_now(store.settings)
+        lease = store.acquire("job-1", "a", timedelta(seconds=1))
+        after = _db_now(store.settings)
+        assert before + timedelta(seconds=1) <= lease.expires <= after + timedelta(seconds=1)
+        deadline = time.monotonic() + 60
+        while _db_now(store.settings) <= lease.expires:
+            assert time.monotonic() < deadline, "the database clock did not pass the expiry"
+            time.sleep(0.1)
+        with pytest.raises(LeaseLost, match="expired"):
+            store.append("job-1", [decision(1)], expect_revision=0, owner=lease)
+        taken = store.acquire("job-1", "b", timedelta(minutes=5))
+        assert taken.token > lease.token
+
+
+def test_the_database_fences_even_when_the_rules_are_skipped(
+    new_config: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The simulator's no-fencing mutant makes ``rules.check_owner`` accept anything: this
+    store still refuses, because the database checks the token in the same transaction."""
+    clock = ManualClock()
+    with PostgresRecords(new_config(), clock) as store:
+        store.create(make_header("job-1"))
+        old = store.acquire("job-1", "a", timedelta(seconds=10))
+        clock.advance(10)
+        new = store.acquire("job-1", "b", timedelta(seconds=10))
+        monkeypatch.setattr(rules, "check_owner", lambda *args: None)
+        with pytest.raises(LeaseLost, match="the database refused"):
+            store.append("job-1", [decision(1)], expect_revision=0, owner=old)
+        assert store.read("job-1").revision == 0
+        # The rules still run for the current owner, and its decision commits.
+        assert store.append("job-1", [decision(2)], expect_revision=0, owner=new) == 1
+
+
+def test_the_database_hands_out_no_token_twice(
+    new_config: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock()
+    with PostgresRecords(new_config(), clock) as store:
+        store.create(make_header("job-1"))
+        first = store.acquire("job-1", "a", timedelta(seconds=10))
+
+        def careless(job: str, holder: str, ttl: timedelta, *rest: Any) -> Lease:
+            return Lease(job, holder, 1, clock() + ttl)  # ignores who holds it, reuses token 1
+
+        monkeypatch.setattr(rules, "acquired", careless)
+        with pytest.raises(Conflict, match="the database refused"):
+            store.acquire("job-1", "b", timedelta(seconds=10))
+        monkeypatch.undo()
+        with pytest.raises(Conflict):
+            store.acquire("job-1", "b", timedelta(seconds=10))
+        assert store.renew(first, timedelta(seconds=10)).token == first.token
+
+
+def test_raw_sql_cannot_break_the_promises(new_config: Callable[[], dict[str, Any]]) -> None:
+    """Writes that bypass the store entirely meet the same guards."""
+    clock = ManualClock()
+    with PostgresRecords(new_config(), clock) as store:
+        store.create(make_header("job-1"), [evidence(1)])
+        lease = store.acquire("job-1", "a", timedelta(hours=1))
+        s = sql.Identifier(store.settings.schema)
+        insert = sql.SQL(
+            "INSERT INTO {}.events (job, revision, token, body) VALUES ('job-1', %s, %s, 'x')"
+        ).format(s)
+        with _conn(store.settings) as conn:
+            conn.execute("SELECT set_config('jobdispatch.now', %s, false)", (str(clock()),))
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                conn.execute(insert, (1, None))  # revision 1 is taken
+            with pytest.raises(psycopg.Error, match="current lease") as fenced:
+                conn.execute(insert, (2, lease.token + 1))
+            assert fenced.value.sqlstate == "JD001"
+            with pytest.raises(psycopg.Error, match="creator"):
+                conn.execute(insert, (2, 0))
+            with pytest.raises(psycopg.Error, match="go back"):
+                conn.execute(
+                    sql.SQL(
+                        "UPDATE {}.jobs SET last_token = 0, lease_token = NULL, "
+                        "holder = NULL, lease_expires = NULL"
+                    ).format(s)
+                )
+            with pytest.raises(psycopg.Error, match="holds the lease"):
+                conn.execute(
+                    sql.SQL(
+                        "UPDATE {}.jobs SET holder = 'b', lease_token = last_token + 1, "
+                        "last_token = last_token + 1"
+                    ).format(s)
+                )
+        assert store.read("job-1").revision == 1
+
+
+# ---------------------------------------------------------------------------- batches
+
+
+def test_a_batch_answers_each_job(new_config: Callable[[], dict[str, Any]]) -> None:
+    with PostgresRecords(new_config(), ManualClock()) as store:
+        for job in ("a", "b", "c"):
+            store.create(make_header(job))
+        lease = store.acquire("c", "sup", timedelta(minutes=1))
+        answers = store.append_many(
+            [
+                AppendRequest(job="a", events=(evidence(1), evidence(2)), expect_revision=0),
+                AppendRequest(job="b", events=(evidence(1),), expect_revision=3),
+                AppendRequest(job="nobody", events=(evidence(1),), expect_revision=0),
+                AppendRequest(job="c", events=(decision(1),), expect_revision=0, owner=lease),
+            ]
+        )
+        assert answers[0] == 2
+        assert isinstance(answers[1], RevisionMoved)
+        assert isinstance(answers[2], NotFound)
+        assert answers[3] == 1
+        assert [store.read(j).revision for j in ("a", "b", "c")] == [2, 0, 1]
+        leases = store.acquire_many(["a", "nobody", "c"], "sup", timedelta(minutes=1))
+        assert isinstance(leases[0], Lease)
+        assert isinstance(leases[1], NotFound)
+        assert leases[2] == Lease("c", "sup", lease.token, leases[2].expires)  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------------------- indexes
+
+
+@pytest.mark.parametrize("settled", [None, True, False])
+def test_list_is_served_by_an_index(
+    new_config: Callable[[], dict[str, Any]], settled: bool | None
+) -> None:
+    with PostgresRecords(new_config()) as store:
+        query = (
+            store._q.list_all
+            if settled is None
+            else (store._q.list_settled if settled else store._q.list_unsettled)
+        )
+        with _conn(store.settings) as conn:
+            conn.execute("SET enable_seqscan = off")
+            plan = "\n".join(
+                str(row[0])
+                for row in conn.execute(sql.SQL("EXPLAIN ") + query, (0, 256)).fetchall()
+            )
+    index = {None: "jobs_pkey", True: "jobs_settled", False: "jobs_unsettled"}[settled]
+    assert index in plan, plan
+    assert "Seq Scan" not in plan, plan
+
+
+# ------------------------------------------------------------------------------ plugins
+
+
+def test_registered_as_the_postgresql_store(new_config: Callable[[], dict[str, Any]]) -> None:
+    entry = plugins.default().registry("record-store").get("postgresql")
+    assert entry.schema is not None
+    assert "dsn" in entry.schema["properties"]
+    store = entry.factory(new_config())
+    try:
+        assert isinstance(store, PostgresRecords)
+    finally:
+        store.close()

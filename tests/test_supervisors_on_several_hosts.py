@@ -1,0 +1,474 @@
+"""Supervisors on several hosts over one PostgreSQL store (spec 0013 D7).
+
+Each "host" is a network namespace joined to this one by a veth pair: a supervisor process
+runs inside it and reaches the world only through its link, so taking the link down cuts it off
+from the store and the scheduler at once, as a network partition would. In this namespace the
+test keeps:
+
+* a relay from every link's address to the PostgreSQL of tools/postgres/up (which listens on
+  loopback only), so the supervisors reach the one database over their links;
+* the scheduler: the memory adapter, served to the supervisors over a multiprocessing manager
+  (the jobs need a scheduler every host shares and the test can drive: preempt, complete, and
+  ask whether two executions of one job ever overlapped).
+
+Shown: a supervisor SIGKILLed has its jobs taken over by the other, under greater tokens; one
+cut off from the network loses its leases on the database's clock, the other takes over, and
+once back none of its late decisions commits; in both, every job settles once, with no
+overlapping executions. Needs root (network namespaces) and the server; skips without them,
+and fails under JOBDISPATCH_REQUIRE_SERVICES=1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from multiprocessing.managers import BaseManager
+from typing import Any, TypeVar
+
+import pytest
+from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
+from jobdispatch.memory import MemoryBackend, Shape
+
+pg_testing = pytest.importorskip("jobdispatch_records_postgres.testing")
+from jobdispatch_records_postgres import PostgresRecords, Settings  # noqa: E402
+
+T = TypeVar("T")
+DEADLINE = 180.0  # generous: a loaded 2-core machine
+LEASE_TTL = 3.0
+BUDGET = 1
+
+CHILD = textwrap.dedent("""
+    import json, os, sys
+    from datetime import timedelta
+    from multiprocessing.managers import BaseManager
+    from jobdispatch_records_postgres import PostgresRecords
+    from jobdispatch_supervise import Supervisor
+
+    class M(BaseManager):
+        pass
+
+    M.register("backend")
+    host, port = os.environ["JD_SCHEDULER"].split(":")
+    m = M(address=(host, int(port)), authkey=b"jobdispatch-test")
+    m.connect()
+    proxy = m.backend()
+
+    class Remote:
+        name = "memory"
+        def capabilities(self, spec=None): return proxy.capabilities(spec)
+        def rules(self, spec, policy): return proxy.rules(spec, policy)
+        def start(self, request): return proxy.start(request)
+        def open(self, ref, meta=None): return proxy.open(ref, meta)
+        def find(self, job): return proxy.find(job)
+        def inspect(self, ref): return proxy.inspect(ref)
+        def stop(self, ref, reason): return proxy.stop(ref, reason)
+        def hold(self, ref, meta): return proxy.hold(ref, meta)
+        def release(self, ref, meta): return proxy.release(ref, meta)
+        def requeue(self, ref, meta): return proxy.requeue(ref, meta)
+        def restore_requeue_bit(self, ref, meta): return proxy.restore_requeue_bit(ref, meta)
+        def close(self): pass
+
+    store = PostgresRecords(json.loads(os.environ["JD_STORE"]))
+    print("ready", flush=True)
+    Supervisor(Remote(), store, poll=0.2, lease_ttl=timedelta(seconds=float(sys.argv[2])),
+               holder=sys.argv[1]).serve()
+""")
+
+
+def wait(predicate: Callable[[], T | None], what: str, timeout: float = DEADLINE) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    msg = f"timed out waiting for {what}"
+    raise AssertionError(msg)
+
+
+def _require(problem: str | None) -> None:
+    if problem is None:
+        return
+    if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {problem}")
+    pytest.skip(problem)
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+class Host:
+    """A network namespace joined to this one by a veth pair (``gateway`` is this side)."""
+
+    def __init__(self, tag: str, index: int, subnet: int) -> None:
+        self.name = f"jd-{tag}-{index}"
+        self.outer = f"jd{tag}{index}o"
+        self.inner = f"jd{tag}{index}i"
+        self.gateway = f"10.231.{subnet}.1"
+        self.address = f"10.231.{subnet}.2"
+        _ip("netns", "add", self.name)
+        try:
+            _ip("link", "add", self.outer, "type", "veth", "peer", "name", self.inner)
+            _ip("link", "set", self.inner, "netns", self.name)
+            _ip("addr", "add", f"{self.gateway}/30", "dev", self.outer)
+            _ip("link", "set", self.outer, "up")
+            _ip("-n", self.name, "addr", "add", f"{self.address}/30", "dev", self.inner)
+            _ip("-n", self.name, "link", "set", self.inner, "up")
+            _ip("-n", self.name, "link", "set", "lo", "up")
+        except BaseException:
+            self.remove()
+            raise
+
+    def link(self, up: bool) -> None:
+        _ip("link", "set", self.outer, "up" if up else "down")
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            _ip("link", "del", self.outer)
+        with contextlib.suppress(subprocess.CalledProcessError):
+            _ip("netns", "del", self.name)
+
+
+class Relay:
+    """TCP from any local address's ``port`` to ``target``, one pump thread per direction."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("0.0.0.0", 0))
+        self.port = self.listener.getsockname()[1]
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.listener.close()
+        for s in self._open:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+class Manager(BaseManager):
+    pass
+
+
+@pytest.fixture
+def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
+    """Three hosts, the relay to PostgreSQL, the shared scheduler, and a schema of its own."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        _require("network namespaces need root and iproute2's ip")
+    _require(pg_testing.problem())
+    server = pg_testing.server_config()
+    assert server is not None
+    config = {**server, "schema": pg_testing.new_schema_name("hosts")}
+    settings = Settings.from_config(config)
+    tag = secrets.token_hex(2)
+    hosts: list[Host] = []
+    try:
+        for i in range(3):
+            hosts.append(Host(tag, i, 16 + (int(tag, 16) * 3 + i) % 200))
+    except (subprocess.CalledProcessError, OSError) as exc:
+        for host in hosts:
+            host.remove()
+        _require(f"cannot make network namespaces: {exc}")
+    relay = Relay((settings.conninfo["host"], int(settings.conninfo.get("port", "5432"))))
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    Manager.register("backend", callable=lambda: backend)
+    manager = Manager(address=("0.0.0.0", 0), authkey=b"jobdispatch-test")
+    scheduler = manager.get_server()
+
+    def serve() -> None:
+        with contextlib.suppress(SystemExit):
+            scheduler.serve_forever()
+
+    threading.Thread(target=serve, daemon=True).start()
+    script = tmp_path / "supervisor.py"
+    script.write_text(CHILD)
+    store = PostgresRecords(config)
+    procs: list[subprocess.Popen[str]] = []
+
+    def spawn(index: int, ttl: float = LEASE_TTL) -> subprocess.Popen[str]:
+        host = hosts[index]
+        # The DSN's user and database, reached through this host's link and the relay.
+        through = {k: v for k, v in config.items() if k != "dsn"}
+        through.update(
+            host=host.gateway,
+            port=relay.port,
+            user=settings.conninfo["user"],
+            dbname=settings.conninfo["dbname"],
+        )
+        env = {
+            **os.environ,
+            "JD_STORE": json.dumps(through),
+            "JD_SCHEDULER": f"{host.gateway}:{scheduler.address[1]}",
+        }
+        proc = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                host.name,
+                sys.executable,
+                str(script),
+                f"h{index}",
+                str(ttl),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", f"supervisor h{index} did not start: {line!r}"
+        return proc
+
+    try:
+        yield {
+            "hosts": hosts,
+            "backend": backend,
+            "store": store,
+            "cluster": compose(backend, store=store),
+            "spawn": spawn,
+            "settings": settings,
+        }
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+        store.close()
+        relay.close()
+        scheduler.stop_event.set()
+        for host in hosts:
+            host.remove()
+        pg_testing.drop_schema(config, config["schema"])
+
+
+def _holders(world: dict[str, Any]) -> dict[str, tuple[str | None, int | None]]:
+    """Every job's lease holder and token, read from the table (leases are the store's own)."""
+    import psycopg
+    from psycopg import sql
+
+    settings: Settings = world["settings"]
+    with psycopg.connect(**settings.connect_kwargs(), autocommit=True) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT job, holder, lease_token FROM {}.jobs "
+                "WHERE lease_expires > clock_timestamp()"
+            ).format(sql.Identifier(settings.schema))
+        ).fetchall()
+    return {job: (holder, token) for job, holder, token in rows}
+
+
+def _owned_by(
+    world: dict[str, Any], holder: str, jobs: list[str]
+) -> dict[str, tuple[str | None, int | None]] | None:
+    """The live leases when ``holder`` holds every one of ``jobs``, else None."""
+    held = _holders(world)
+    return held if all(held.get(job, (None, None))[0] == holder for job in jobs) else None
+
+
+def _submit(world: dict[str, Any], n: int) -> list[str]:
+    """``n`` jobs of 2 nodes, each resubmitted once on preemption."""
+    spec = JobSpec(
+        command=["train"],
+        nodes=2,
+        recovery=RecoveryPolicy(
+            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=BUDGET)]
+        ),
+    )
+    op = world["cluster"].operator
+    return [op.submit(spec, by=Actor.human("ops"), supervised=True).job for _ in range(n)]
+
+
+def _settle_all(world: dict[str, Any], jobs: list[str]) -> None:
+    cluster, backend = world["cluster"], world["backend"]
+    for job in jobs:
+        status = wait(
+            lambda job=job: (s := cluster.observer.get(job)).state is State.RUNNING and s,
+            f"{job} running",
+        )
+        backend.env.complete(status.submissions[-1].canonical)
+    for job in jobs:
+        wait(lambda job=job: cluster.observer.get(job).settled, f"{job} settled")
+
+
+def _check_no_duplicates(world: dict[str, Any], jobs: list[str]) -> None:
+    cluster, backend, store = world["cluster"], world["backend"], world["store"]
+    for job in jobs:
+        status = cluster.observer.get(job)
+        assert status.state is State.SUCCEEDED, (job, status.state)
+        assert not backend.env.history.overlapping_live(job), job
+        assert status.plan.rules[0].firings <= BUDGET
+        tokens = [e.token for e in store.read(job).events if e.decision]
+        assert tokens == sorted(tokens), (job, tokens)
+
+
+def test_a_killed_supervisors_jobs_are_taken_over(world: dict[str, Any]) -> None:
+    jobs = _submit(world, 4)
+    first = world["spawn"](0)
+    before = wait(lambda: _owned_by(world, "h0", jobs), "h0 owning every job")
+    world["spawn"](1)
+    first.send_signal(signal.SIGKILL)
+    after = wait(lambda: _owned_by(world, "h1", jobs), "h1 taking every job over")
+    for job in jobs:
+        assert after[job][1] > before[job][1]  # type: ignore[operator]
+    _settle_all(world, jobs)
+    _check_no_duplicates(world, jobs)
+
+
+def test_a_supervisor_cut_off_is_fenced_when_it_comes_back(world: dict[str, Any]) -> None:
+    jobs = _submit(world, 3)
+    world["spawn"](0)
+    before = wait(lambda: _owned_by(world, "h0", jobs), "h0 owning every job")
+    world["spawn"](1)
+    cut = world["hosts"][0]
+    cut.link(up=False)
+    after = wait(
+        lambda: _owned_by(world, "h1", jobs), "h1 taking every job over from the cut-off h0"
+    )
+    # A preemption while h0 is away: h1 recovers it. Then h0 comes back.
+    cluster, backend = world["cluster"], world["backend"]
+    running = cluster.observer.get(jobs[0])
+    backend.env.preempt(running.submissions[0].canonical)
+    wait(lambda: len(cluster.observer.get(jobs[0]).submissions) == 2, "the resubmission")
+    cut.link(up=True)
+    _settle_all(world, jobs)
+    _check_no_duplicates(world, jobs)
+    # Nothing h0 decided after losing its leases committed: no decision under a token older
+    # than the takeover's comes after one under the takeover's token or a later one.
+    for job in jobs:
+        taken = after[job][1]
+        assert taken is not None
+        tokens = [e.token or 0 for e in world["store"].read(job).events if e.decision]
+        split = next((i for i, t in enumerate(tokens) if t >= taken), len(tokens))
+        assert all(t < taken for t in tokens[:split]), (job, tokens, taken)
+        assert all(t >= taken for t in tokens[split:]), (job, tokens, taken)
+        assert all(t <= (before[job][1] or 0) for t in tokens[:split]), (job, tokens)
+
+
+SOAK = os.environ.get("JOBDISPATCH_SOAK") == "1"
+
+
+@pytest.mark.skipif(not SOAK, reason="the soak runs on request: JOBDISPATCH_SOAK=1")
+@pytest.mark.timeout(3 * 3600)
+def test_soak(world: dict[str, Any]) -> None:
+    """3 supervisors, JOBDISPATCH_SOAK_JOBS jobs (default 100) and JOBDISPATCH_SOAK_FAULTS
+    random SIGKILLs and partitions (default 50), with preemptions and completions between them;
+    then every job settles with no duplicate execution and no budget overspent. Prints its
+    figures (spec 0013 D7 records a run)."""
+    import random
+
+    rng = random.Random(int(os.environ.get("JOBDISPATCH_SOAK_SEED", "13")))
+    n_jobs = int(os.environ.get("JOBDISPATCH_SOAK_JOBS", "100"))
+    n_faults = int(os.environ.get("JOBDISPATCH_SOAK_FAULTS", "50"))
+    ttl = float(os.environ.get("JOBDISPATCH_SOAK_TTL", "10"))
+    cluster, backend = world["cluster"], world["backend"]
+    started = time.monotonic()
+    jobs = _submit(world, n_jobs)
+    procs = {i: world["spawn"](i, ttl) for i in range(3)}
+    kills = partitions = preempted = completed = 0
+    for fault in range(n_faults):
+        print(f"soak: fault {fault} at {time.monotonic() - started:.0f} s", flush=True)
+        # Some scheduler events while the supervisors come and go.
+        for job in rng.sample(jobs, k=min(len(jobs), 5)):
+            status = cluster.observer.get(job)
+            if status.settled or status.state is not State.RUNNING:
+                continue
+            ref = status.submissions[-1].canonical
+            if ref is None:
+                continue
+            if rng.random() < 0.5:
+                backend.env.preempt(ref)
+                preempted += 1
+            else:
+                backend.env.complete(ref)
+                completed += 1
+        victim = rng.randrange(3)
+        if rng.random() < 0.5:
+            procs[victim].send_signal(signal.SIGKILL)
+            procs[victim].communicate(timeout=30)
+            kills += 1
+            time.sleep(rng.uniform(0, ttl / 2))
+            procs[victim] = world["spawn"](victim, ttl)
+        else:
+            host = world["hosts"][victim]
+            host.link(up=False)
+            partitions += 1
+            time.sleep(rng.uniform(ttl / 2, ttl * 1.5))  # sometimes past its leases' expiry
+            host.link(up=True)
+    # Everything left running completes; recovering jobs get there on their own.
+    deadline = time.monotonic() + 30 * 60
+    while True:
+        open_jobs = [j for j in jobs if not cluster.observer.get(j).settled]
+        if not open_jobs:
+            break
+        assert time.monotonic() < deadline, f"{len(open_jobs)} jobs never settled"
+        for job in open_jobs:
+            status = cluster.observer.get(job)
+            ref = status.submissions[-1].canonical if status.submissions else None
+            if status.state is State.RUNNING and ref is not None:
+                backend.env.complete(ref)
+        time.sleep(1)
+    duplicates = sum(len(backend.env.history.overlapping_live(j)) for j in jobs)
+    overspent = sum(1 for j in jobs if cluster.observer.get(j).plan.rules[0].firings > BUDGET)
+    listed = set(world["store"].list())
+    lost = len(set(jobs) - listed)
+    states: dict[str, int] = {}
+    for job in jobs:
+        state = cluster.observer.get(job).state.value
+        states[state] = states.get(state, 0) + 1
+    print(
+        f"\nsoak: {n_jobs} jobs, 3 supervisors, {kills} SIGKILLs, {partitions} partitions, "
+        f"{preempted} preemptions, {completed} completions during faults; "
+        f"{duplicates} duplicate executions, {lost} lost jobs, {overspent} overspent budgets, "
+        f"states {states}; {time.monotonic() - started:.0f} s"
+    )
+    assert (duplicates, lost, overspent) == (0, 0, 0)
+    _check_no_duplicates_or_failures(world, jobs)
+
+
+def _check_no_duplicates_or_failures(world: dict[str, Any], jobs: list[str]) -> None:
+    """What _check_no_duplicates checks, allowing a job preempted past its budget to fail."""
+    cluster, backend, store = world["cluster"], world["backend"], world["store"]
+    for job in jobs:
+        status = cluster.observer.get(job)
+        assert status.settled, job
+        assert not backend.env.history.overlapping_live(job), job
+        tokens = [e.token for e in store.read(job).events if e.decision]
+        assert tokens == sorted(tokens), (job, tokens)
