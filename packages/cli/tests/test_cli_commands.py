@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from jobdispatch import Actor
 from jobdispatch.records import events as ev
+from jobdispatch.triggers import SUBMIT
 from jobdispatch_records_lmdb import LmdbRecords
 
 Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
@@ -241,7 +242,7 @@ def test_abandon_closes_an_attempt_that_was_made_and_only_that(
         store.append(
             job,
             [
-                ev.SubmissionAuthorized(at=now, by=me, n=1, trigger="submit"),
+                ev.SubmissionAuthorized(at=now, by=me, n=1, trigger=SUBMIT),
                 ev.AttemptStarted(at=now, by=me, submission=1, attempt=1),
             ],
             expect_revision=store.read(job).revision,
@@ -275,7 +276,7 @@ def test_a_launch_whose_attempts_were_abandoned_fails_as_the_persons_doing(
         lease = store.acquire(job, "sup", timedelta(seconds=30))
         me = Actor.supervisor("sup")
         now = datetime.now(UTC)
-        events: list[ev.AnyEvent] = [ev.SubmissionAuthorized(at=now, by=me, n=1, trigger="submit")]
+        events: list[ev.AnyEvent] = [ev.SubmissionAuthorized(at=now, by=me, n=1, trigger=SUBMIT)]
         events += [ev.AttemptStarted(at=now, by=me, submission=1, attempt=k) for k in (1, 2, 3)]
         store.append(job, events, expect_revision=store.read(job).revision, owner=lease)
         store.release(lease)
@@ -325,7 +326,7 @@ def test_status_marks_an_ended_run_the_supervisor_has_not_committed(
         store.append(
             job,
             [
-                ev.SubmissionAuthorized(at=now, by=me, n=1, trigger="submit"),
+                ev.SubmissionAuthorized(at=now, by=me, n=1, trigger=SUBMIT),
                 ev.AttemptStarted(at=now, by=me, submission=1, attempt=1),
                 ev.AttemptReplied(
                     at=now, by=me, submission=1, attempt=1, reply=ev.Reply.CREATED, ref=ref

@@ -25,6 +25,7 @@ from jobdispatch import (
     Tristate,
     UnmatchedPolicy,
 )
+from jobdispatch import triggers as tr
 from jobdispatch.records import events as ev
 from jobdispatch.spi import CessationEvidence
 from jobdispatch.steps import (
@@ -74,7 +75,7 @@ def first(steps):
 
 def test_l1_nothing_yet_authorizes_submission_one():
     step = first(Story().next())
-    assert (type(step), step.submission, step.trigger) == (Authorize, 1, "submit")
+    assert (type(step), step.submission, step.trigger) == (Authorize, 1, tr.SUBMIT)
 
 
 def test_l2_authorized_starts_attempt_one():
@@ -128,7 +129,7 @@ def test_l8_held_job_keeps_its_gate_closed():
 
 def test_l9_newer_submission_stops_the_older_object_before_it_opens():
     story = Story().launched(1, "o1").add(ev.ResubmitRequested, reason="new data")
-    story.authorize(2, "resubmit:7")
+    story.authorize(2, tr.Resubmit(7))
     # The trigger above names revision 7, where the request stands.
     assert story.events[6].kind == "resubmit-requested"
     story.attempt(2, 1).reply(2, 1, ref="o2").observe(gated(2, "o2")).canonical(2, "o2")
@@ -154,14 +155,14 @@ def test_l11_unresolved_attempts_escalate_after_the_unresolved_age():
     assert type(step) is Wait and step.wake is not None
     story.later(timedelta(minutes=10).total_seconds())
     step = first(story.next())
-    assert (type(step), step.escalation) == (Escalate, "unresolved:1")
+    assert (type(step), step.escalation) == (Escalate, tr.Unresolved(1))
 
 
 def test_l12_refused_start_is_a_launch_failure_that_rules_see():
     story = Story.with_rules(Rule(on=[CauseKind.LAUNCH_FAILED], action=Action.RESUBMIT, budget=1))
     story.authorize().attempt().reply(reply=ev.Reply.REFUSED, detail="bad partition")
     step = first(story.next())
-    assert (type(step), step.submission, step.trigger) == (Authorize, 2, "launch:1")
+    assert (type(step), step.submission, step.trigger) == (Authorize, 2, tr.Launch(1))
     assert step.cause.kind is CauseKind.LAUNCH_FAILED and "bad partition" in step.cause.detail
 
 
@@ -281,7 +282,7 @@ def test_e3_a_covered_cause_with_budget_resubmits_charged_to_its_rule():
         Authorize,
         2,
         0,
-        "end:o1:0",
+        tr.End("o1", 0),
     )
 
 
@@ -289,7 +290,7 @@ def test_e4_a_spent_budget_fails_the_job_and_escalates():
     story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1))
     story.launched(1, "o1")
     story.ended(1, "o1", PREEMPTED)
-    story.launched(2, "o2", trigger="end:o1:0", rule=0, cause=PREEMPTED)
+    story.launched(2, "o2", trigger=tr.End("o1", 0), rule=0, cause=PREEMPTED)
     obs = story.ended(2, "o2", PREEMPTED)
     step = first(story.next(obs))
     assert (type(step), step.state, step.cause.kind) == (
@@ -297,7 +298,7 @@ def test_e4_a_spent_budget_fails_the_job_and_escalates():
         State.FAILED,
         CauseKind.PREEMPTED,
     )
-    assert step.escalation == "budget:0"
+    assert step.escalation == tr.BudgetSpent(0)
 
 
 def test_e5_requeue_rule_decides_and_calls_with_a_deadline():
@@ -323,7 +324,7 @@ def test_e7_escalate_rule_fails_the_job_and_tells_a_person():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (type(step), step.state) == (Outcome, State.FAILED)
-    assert step.escalation.startswith("rule:0:")
+    assert isinstance(step.escalation, tr.RuleEscalates) and step.escalation.rule == 0
 
 
 def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation():
@@ -331,7 +332,7 @@ def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (type(step), step.state) == (Outcome, State.FAILED)
-    assert step.escalation.startswith("unenforced:0:")
+    assert isinstance(step.escalation, tr.Unenforced) and step.escalation.rule == 0
 
 
 def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job():
@@ -340,7 +341,7 @@ def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job():
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert (type(step), step.state) == (Outcome, State.FAILED)
-    assert step.escalation.startswith("native-spent:0:")
+    assert isinstance(step.escalation, tr.NativeSpent) and step.escalation.rule == 0
 
 
 def test_e10_a_native_rerun_is_observed_not_acted_on():
@@ -367,7 +368,7 @@ def test_e11_e12_requeue_call_that_failed_fails_the_job():
     story.add(
         ev.RecoveryDecided,
         rule=0,
-        trigger="end:o1:0",
+        trigger=tr.End("o1", 0),
         cause=PREEMPTED,
         ref=ObjectRef("o1"),
         submission=1,
@@ -379,7 +380,7 @@ def test_e11_e12_requeue_call_that_failed_fails_the_job():
     story.add(ev.CallAnswered, call=len(story.events), ok=False, detail="refused")
     step = first(story.next(obs))
     assert (type(step), step.state) == (Outcome, State.FAILED)
-    assert step.escalation.startswith("requeue-failed:")
+    assert isinstance(step.escalation, tr.RequeueFailed)
 
 
 # ------------------------------------------------------------------------------ holds
@@ -417,7 +418,7 @@ def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=tr.End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(
         HoldKind.RECOVERY, Story().header.created_by, "rule 0", story.now + timedelta(hours=1)
     )
@@ -425,7 +426,7 @@ def test_h4_a_recovery_hold_past_its_deadline_escalates_and_stays_held():
     assert story.fold().committed is State.HELD
     story.later(3600)
     step = first(story.next(obs))
-    assert (type(step), step.escalation) == (Escalate, "hold-expired:1")
+    assert (type(step), step.escalation) == (Escalate, tr.HoldExpired(1))
 
 
 def test_h5_a_released_recovery_hold_resubmits():
@@ -433,12 +434,12 @@ def test_h5_a_released_recovery_hold_resubmits():
         Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=tr.End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "rule 0", None)
     story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
     story.add(ev.ReleaseRequested, reason="checked the checkpoint")
     step = first(story.next(obs))
-    assert (type(step), step.submission, step.trigger) == (Authorize, 2, "release:1")
+    assert (type(step), step.submission, step.trigger) == (Authorize, 2, tr.Release(1))
 
 
 def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
@@ -447,7 +448,7 @@ def test_h6_shared_checkpoint_hold_asks_cessation_then_resumes_when_ceased():
         checkpoint=CheckpointMode.SHARED,
     )
     obs = story.launched().ended(1, "o1", PREEMPTED)
-    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=PREEMPTED, submission=1)
+    story.add(ev.RecoveryDecided, rule=0, trigger=tr.End("o1", 0), cause=PREEMPTED, submission=1)
     hold = Hold(HoldKind.RECOVERY, Story().header.created_by, "shared", None)
     story.add(ev.HoldPlaced, instance=1, hold=hold, submission=1, cause=PREEMPTED)
     step = first(story.next(obs))
@@ -466,7 +467,7 @@ def test_i1_a_persons_resubmit_authorizes_the_next_submission():
     story = Story().launched().add(ev.ResubmitRequested)
     step = first(story.next(running()))
     assert (type(step), step.submission, step.rule) == (Authorize, 2, None)
-    assert step.trigger == f"resubmit:{len(story.events)}"
+    assert step.trigger == tr.Resubmit(len(story.events))
 
 
 def test_i2_a_persons_requeue_calls_requeue():
@@ -511,12 +512,12 @@ def test_t4_cleanup_past_its_deadline_escalates():
     story = Story().launched().add(ev.CancelRequested).add(ev.StopDecided, ref=ObjectRef("o1"))
     story.later(timedelta(minutes=30).total_seconds())
     steps = story.next(running())
-    assert any(type(s) is Escalate and s.escalation == "cleanup" for s in steps) or (
+    assert any(type(s) is Escalate and s.escalation == tr.CLEANUP for s in steps) or (
         type(first(steps)) is Stop
     )
     story.add(ev.StopDecided, ref=ObjectRef("o1"))
     step = first(story.next(running()))
-    assert (type(step), step.escalation) == (Escalate, "cleanup")
+    assert (type(step), step.escalation) == (Escalate, tr.CLEANUP)
 
 
 @pytest.mark.parametrize(
@@ -556,7 +557,7 @@ def test_e10_an_object_shown_running_whose_only_run_ended_is_not_a_rerun():
     assert type(first(story.next(between))) is Wait
     obs = story.ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
-    assert (type(step), step.submission, step.trigger) == (Authorize, 2, "end:o1:0")
+    assert (type(step), step.submission, step.trigger) == (Authorize, 2, tr.End("o1", 0))
 
 
 def test_e10_a_rerun_that_never_shows_still_ends_the_job():

@@ -40,6 +40,7 @@ from jobdispatch.steps import (
 )
 from jobdispatch.testing import PERSON, SUCCESS, T0, Story, observation
 from jobdispatch.timing import ABSENCE_REFRESH
+from jobdispatch.triggers import End, Launch, RuleEscalates, Unresolved
 
 OOM = Cause(CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER)
 
@@ -80,7 +81,7 @@ def test_seed_20_a_refused_attempt_after_an_unresolved_one_does_not_stall_the_la
     assert type(story.next()[0]) is Wait
     story.later(timedelta(minutes=11).total_seconds())
     steps = story.next()
-    assert (type(steps[0]), steps[0].escalation) == (Escalate, "unresolved:1")
+    assert (type(steps[0]), steps[0].escalation) == (Escalate, Unresolved(1))
 
 
 def test_seed_114_a_requeue_rule_on_a_failed_launch_fails_the_job() -> None:
@@ -93,7 +94,7 @@ def test_seed_114_a_requeue_rule_on_a_failed_launch_fails_the_job() -> None:
     step = story.next()[0]
     assert type(step) is Outcome
     assert step.cause is not None and step.cause.kind is CauseKind.LAUNCH_FAILED
-    assert step.escalation == "rule:0:launch:1"
+    assert step.escalation == RuleEscalates(0, Launch(1))
 
 
 def test_seed_123_abandon_refuses_a_settled_job() -> None:
@@ -125,8 +126,8 @@ def test_seed_2_manual_policy_escalates_attempts_that_block_settlement() -> None
     assert type(story.next()[0]) is Wait
     story.later(timedelta(minutes=10).total_seconds())
     step = story.next()[0]
-    assert (type(step), step.escalation) == (Escalate, "unresolved:1")
-    story.add(ev.Escalated, id="unresolved:1", detail=step.detail)
+    assert (type(step), step.escalation) == (Escalate, Unresolved(1))
+    story.add(ev.Escalated, id=Unresolved(1), detail=step.detail)
     assert type(story.next()[0]) is Wait
     story.add(ev.AbandonRequested, submission=1, attempt=1)
     assert type(story.next()[0]) is Settle
@@ -207,7 +208,9 @@ def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen
     story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1))
     first_end = story.launched().ended(1, "o1", preempted)
     o1 = ObjectRef("o1")
-    story.add(ev.RecoveryDecided, rule=0, trigger="end:o1:0", cause=preempted, ref=o1, submission=1)
+    story.add(
+        ev.RecoveryDecided, rule=0, trigger=End("o1", 0), cause=preempted, ref=o1, submission=1
+    )
     story.add(ev.CallIssued, op=ev.CallOp.REQUEUE, ref=o1, deadline=story.now + CALL_DEADLINE)
     story.add(ev.CallAnswered, call=len(story.events), ok=True)
     story.add(ev.CancelRequested, reason="stop")

@@ -20,6 +20,7 @@ from jobdispatch import (
 )
 from jobdispatch.records import events as ev
 from jobdispatch.testing import PREEMPTED, SUCCESS, Story, execution, observation
+from jobdispatch.triggers import End
 
 FAILED_3 = Cause(CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, exit_code=3)
 
@@ -64,7 +65,7 @@ def test_a_recovery_committed_for_the_end_is_recovering_not_ended():
     rule = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)
     story = Story.with_rules(rule).launched(1, "o1")
     obs = story.ended(1, "o1", PREEMPTED)
-    story.authorize(2, "end:o1:0", rule=0, cause=PREEMPTED)
+    story.authorize(2, End("o1", 0), rule=0, cause=PREEMPTED)
     got = status(story, obs)
     assert (got.state, got.cause.kind, got.committed) == (
         State.RECOVERING,

@@ -18,6 +18,7 @@ from jobdispatch import (
     State,
 )
 from jobdispatch.memory import Shape
+from jobdispatch.triggers import BudgetSpent
 
 from .conftest import ME, Scenario
 
@@ -154,7 +155,9 @@ def test_escalate_rule_fails_the_job_and_delivers_once(scenario):
     end_then_complete(scenario, CauseKind.TIME_LIMIT)
     status = scenario.run()
     assert (status.state, status.cause.kind) == (State.FAILED, CauseKind.TIME_LIMIT)
-    assert delivered == [status.escalations[0].id] and status.escalations[0].delivered == ("test",)
+    assert delivered == [str(status.escalations[0].id)] and status.escalations[0].delivered == (
+        "test",
+    )
     # A new supervisor over the same record delivers nothing again.
     scenario.supervisor().executor.run_pass(
         scenario.job, scenario.store.acquire(scenario.job, "again", timedelta(seconds=30))
@@ -172,7 +175,7 @@ def test_preempted_three_times_under_a_budget_of_two_fails_with_an_escalation(sc
     status = scenario.run()
     assert (status.state, status.cause.kind) == (State.FAILED, CauseKind.PREEMPTED)
     assert len(status.submissions) == 3 and status.plan.rules[0].firings == 2
-    assert [e.id for e in status.escalations] == ["budget:0"]
+    assert [e.id for e in status.escalations] == [BudgetSpent(0)]
     assert not scenario.live_overlaps()
 
 

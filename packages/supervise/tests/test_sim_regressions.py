@@ -25,6 +25,7 @@ from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.steps import Open
 from jobdispatch.testing import PERSON, SUCCESS, T0, Story
 from jobdispatch.timing import CALL_DEADLINE
+from jobdispatch.triggers import BudgetSpent
 from jobdispatch_supervise.executor import Executor
 from jobdispatch_supervise.sinks import EscalationMessage
 
@@ -50,7 +51,7 @@ def test_seed_346_two_supervisors_delivering_one_escalation_record_it_once() -> 
     from then on ("delivered to pager twice"). A now sees B's record and adds nothing."""
     story = Story().authorize().attempt().reply(1, 1, "o1").canonical(1, "o1").open(1, "o1")
     story.ended(1, "o1", SUCCESS)
-    story.add(ev.Escalated, id="budget:0", detail="spent")
+    story.add(ev.Escalated, id=BudgetSpent(0), detail="spent")
     story.add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS).add(ev.Settled)
     clock = ManualClock(T0)
     store = MemoryRecords(clock)
@@ -68,7 +69,7 @@ def test_seed_346_two_supervisors_delivering_one_escalation_record_it_once() -> 
     view = store.read("job1")
     delivered = [e for e in view.events if isinstance(e, ev.EscalationDelivered)]
     assert len(delivered) == 1
-    assert fold(view, clock()).escalations["budget:0"].delivered == {"pager"}
+    assert fold(view, clock()).escalations[BudgetSpent(0)].delivered == {"pager"}
 
 
 class _OperatorDied(BaseException):

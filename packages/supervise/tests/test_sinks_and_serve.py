@@ -90,7 +90,7 @@ def test_an_escalation_is_delivered_once_per_sink_across_restarts():
     status = sc.run()
     assert status.state is State.FAILED
     esc = status.escalations[0]
-    assert sorted(calls) == [("mail", esc.id), ("pager", esc.id)]
+    assert sorted(calls) == [("mail", str(esc.id)), ("pager", str(esc.id))]
     assert esc.delivered == ("mail", "pager")
     for generation in range(3):  # later supervisors of the same record deliver nothing again
         sup = sc.supervisor(holder=f"later{generation}")

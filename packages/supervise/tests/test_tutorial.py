@@ -84,10 +84,10 @@ def test_a_supervisor_restarted_between_every_pair_of_steps_reaches_the_same_out
             lease_ttl=ttl,
             holder=f"gen{generation}",
         )
-        lease = sup._own(sc.job)
+        lease = sup.ownership.own(sc.job)
         while lease is None:
             sc.tick(1.0)
-            lease = sup._own(sc.job)
+            lease = sup.ownership.own(sc.job)
         result = sup.executor.run_pass(sc.job, lease)
         if result.settled:
             break

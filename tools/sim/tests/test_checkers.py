@@ -8,6 +8,7 @@ from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ObjectRef
 from jobdispatch.testing import Story
+from jobdispatch.triggers import SUBMIT, End, Trigger
 from jobdispatch.types import Action, Actor, Cause, CauseKind, ObjectState, Rule, State
 from jobdispatch_sim.checkers import Checker, Violation
 from jobdispatch_sim.checkers.budget import Budget
@@ -126,12 +127,12 @@ def test_budget_counts_by_cause_and_refuses_a_reused_trigger() -> None:
     header = story.header
     cause = Cause(CauseKind.PREEMPTED)
 
-    def authorize(n: int, trigger: str) -> Commit:
+    def authorize(n: int, trigger: Trigger) -> Commit:
         return commit(ev.SubmissionAuthorized(at=T, by=ME, n=n, trigger=trigger, cause=cause))
 
     start = Submitted(seq=seq(), at=T, job=JOB, header=header)
-    assert feed(Budget(), [start, authorize(2, "end:1:0")]) == []
-    over = feed(Budget(), [start, authorize(2, "end:1:0"), authorize(3, "end:2:0")])
+    assert feed(Budget(), [start, authorize(2, End("1", 0))]) == []
+    over = feed(Budget(), [start, authorize(2, End("1", 0)), authorize(3, End("2", 0))])
     assert [v.invariant for v in over] == [3]
     again = feed(Budget(), [start, authorize(2, "resubmit:4"), authorize(3, "resubmit:4")])
     assert [v.invariant for v in again] == [3]
@@ -158,7 +159,7 @@ def test_outcome_final_sees_a_second_outcome_an_open_after_cancel_and_a_stop_bef
 
 def test_causes_want_the_cause_of_the_execution_that_ended_the_job() -> None:
     preempted = Cause(CauseKind.PREEMPTED)
-    authorize = commit(ev.SubmissionAuthorized(at=T, by=ME, n=1, trigger="submit"))
+    authorize = commit(ev.SubmissionAuthorized(at=T, by=ME, n=1, trigger=SUBMIT))
     run = happened(h.ExecutionStarted(at=T, ref=ObjectRef("1"), name=name(), index=0))
     end = happened(
         h.ExecutionEnded(at=T, ref=ObjectRef("1"), name=name(), index=0, cause=preempted)

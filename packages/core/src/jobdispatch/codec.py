@@ -26,6 +26,14 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from jobdispatch.errors import Invalid, Unreadable
 from jobdispatch.records import events as ev
+from jobdispatch.triggers import (
+    ESCALATION_CLASSES,
+    TRIGGER_CLASSES,
+    EscalationId,
+    Trigger,
+    parse_escalation,
+    parse_trigger,
+)
 from jobdispatch.types import EXTENSIONS, Actor, ActorKind, AdapterValue, JobSpec, Resources
 
 T = TypeVar("T")
@@ -118,6 +126,12 @@ def _make() -> cattrs.Converter:
         JobSpec, make_dict_unstructure_fn(JobSpec, c, resources=override(omit_if_default=True))
     )
     c.register_structure_hook_func(lambda t: t == AdapterValue, _structure_adapter_value)
+    # Triggers and escalation ids are recorded as the text they print, and read back through
+    # their one parser: a text it refuses makes the record Unreadable, naming the revision.
+    for id_cls in (*TRIGGER_CLASSES, *ESCALATION_CLASSES):
+        c.register_unstructure_hook(id_cls, str)
+    c.register_structure_hook_func(lambda t: t == Trigger, lambda v, _: parse_trigger(v))
+    c.register_structure_hook_func(lambda t: t == EscalationId, lambda v, _: parse_escalation(v))
 
     plain = {cls: make_dict_unstructure_fn(cls, c) for cls in ev.EVENT_TYPES.values()}
     plain_s = {

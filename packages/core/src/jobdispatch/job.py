@@ -22,6 +22,7 @@ from jobdispatch.errors import Invalid
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
 from jobdispatch.timing import ABSENCE_GAP
+from jobdispatch.triggers import End, EscalationId, Requeue, Resubmit, Trigger
 from jobdispatch.types import (
     Action,
     Actor,
@@ -79,14 +80,8 @@ __all__ = [
     "Replay",
     "SubmissionRec",
     "Transition",
-    "end_key",
     "fold",
 ]
-
-
-def end_key(ref: ObjectRef, index: int) -> str:
-    """The trigger key of one execution's end: a rule fires at most once per ended execution."""
-    return f"end:{ref.id}:{index}"
 
 
 @attrs.frozen
@@ -132,7 +127,7 @@ class SubmissionRec:
     """Submission ``n``: why it was authorized, its attempts, its canonical object."""
 
     n: int
-    trigger: str
+    trigger: Trigger
     rule: int | None
     cause: Cause | None
     authorized_at: datetime
@@ -255,7 +250,7 @@ class CallRec:
 class EscalationRec:
     """An escalation committed once (its id derives from its cause), and where it was delivered."""
 
-    id: str
+    id: EscalationId
     detail: str
     at: datetime
     delivered: set[str] = attrs.Factory(set)
@@ -277,16 +272,16 @@ class Job:
     calls: list[CallRec] = attrs.Factory(list)
     rule_use: dict[int, int] = attrs.Factory(dict)
     firings: dict[int, int] = attrs.Factory(dict)
-    triggers: set[str] = attrs.Factory(set)
+    triggers: set[Trigger] = attrs.Factory(set)
     #: Execution ends already accounted for (a rule fired, an outcome, or a native rerun seen).
-    handled_ends: set[str] = attrs.Factory(set)
+    handled_ends: set[End] = attrs.Factory(set)
     #: Execution ends the backend was seen to rerun by itself (each counted as a firing once).
-    reruns_seen: set[str] = attrs.Factory(set)
+    reruns_seen: set[End] = attrs.Factory(set)
     #: Revisions of person's resubmit requests not yet turned into a submission.
     resubmits: list[int] = attrs.Factory(list)
     #: Requeue intents (a person's, or a rule's) waiting for their call, by trigger key.
-    requeues: list[tuple[str, int | None, Cause | None]] = attrs.Factory(list)
-    escalations: dict[str, EscalationRec] = attrs.Factory(dict)
+    requeues: list[tuple[Trigger, int | None, Cause | None]] = attrs.Factory(list)
+    escalations: dict[EscalationId, EscalationRec] = attrs.Factory(dict)
     #: When an open or a stop of each object was last decided, for retrying the idempotent call.
     open_at: dict[str, datetime] = attrs.Factory(dict)
     stop_at: dict[str, datetime] = attrs.Factory(dict)
@@ -453,9 +448,9 @@ class _Folder:
         if self.job.active_hold is None:
             self._move(_STATE_RECOVERING, submission, cause, at)
 
-    def _use_trigger(self, i: int, trigger: str) -> None:
+    def _use_trigger(self, i: int, trigger: Trigger) -> None:
         if trigger in self.job.triggers:
-            raise _bad(i, self.job, f"trigger {trigger!r} authorized twice")
+            raise _bad(i, self.job, f"trigger {str(trigger)!r} authorized twice")
         self.job.triggers.add(trigger)
 
     def _charge(self, i: int, rule: int | None) -> None:
@@ -551,7 +546,7 @@ class _Folder:
 
     def _on_requeue_requested(self, i: int, e: ev.RequeueRequested) -> None:
         self._not_terminal(i, "a requeue request")
-        self.job.requeues.append((f"requeue:{i}", None, None))
+        self.job.requeues.append((Requeue(i), None, None))
 
     def _on_give_up_requested(self, i: int, e: ev.GiveUpRequested) -> None:
         job = self.job
@@ -625,7 +620,7 @@ class _Folder:
             return
         latest_index = max(x.index for x in executions)
         for x in ended:
-            key = end_key(obj.ref, x.index)
+            key = End(obj.ref.id, x.index)
             if key in job.handled_ends or key in job.reruns_seen:
                 continue
             # A rerun shows as a newer execution, or as the object queued again after its run
@@ -697,9 +692,11 @@ class _Folder:
     def _on_escalation_delivered(self, i: int, e: ev.EscalationDelivered) -> None:
         rec = self.job.escalations.get(e.escalation)
         if rec is None:
-            raise _bad(i, self.job, f"delivery of escalation {e.escalation!r}, never committed")
+            msg = f"delivery of escalation {str(e.escalation)!r}, never committed"
+            raise _bad(i, self.job, msg)
         if e.sink in rec.delivered:
-            raise _bad(i, self.job, f"escalation {e.escalation!r} delivered to {e.sink} twice")
+            msg = f"escalation {str(e.escalation)!r} delivered to {e.sink} twice"
+            raise _bad(i, self.job, msg)
         rec.delivered.add(e.sink)
 
     # -------------------------------------------------------------- decisions
@@ -712,12 +709,12 @@ class _Folder:
             raise _bad(i, job, f"submission {e.n} authorized, expected {expected}")
         self._use_trigger(i, e.trigger)
         self._charge(i, e.rule)
-        if e.trigger.startswith("resubmit:"):
-            rev = int(e.trigger.split(":", 1)[1])
-            if rev not in job.resubmits:
-                raise _bad(i, job, f"resubmit trigger {e.trigger!r} names no pending request")
-            job.resubmits.remove(rev)
-        if e.trigger.startswith("end:"):
+        if isinstance(e.trigger, Resubmit):
+            if e.trigger.revision not in job.resubmits:
+                msg = f"resubmit trigger {str(e.trigger)!r} names no pending request"
+                raise _bad(i, job, msg)
+            job.resubmits.remove(e.trigger.revision)
+        if isinstance(e.trigger, End):
             job.handled_ends.add(e.trigger)
         job.submissions.append(SubmissionRec(e.n, e.trigger, e.rule, e.cause, e.at))
         if e.n > 1:
@@ -796,7 +793,7 @@ class _Folder:
         self._not_terminal(i, "a recovery")
         self._use_trigger(i, e.trigger)
         self._charge(i, e.rule)
-        if e.trigger.startswith("end:"):
+        if isinstance(e.trigger, End):
             job.handled_ends.add(e.trigger)
         action = job.assignment(e.rule).effective.action
         if action in (_ACTION_REQUEUE, _ACTION_RESTART):
@@ -850,13 +847,13 @@ class _Folder:
             if obj is not None:
                 for x in obj.executions():
                     if x.state is _OBJ_ENDED:
-                        job.handled_ends.add(end_key(obj.ref, x.index))
+                        job.handled_ends.add(End(obj.ref.id, x.index))
         self._outcome(e.state, e.cause, e.at)
 
     def _on_escalated(self, i: int, e: ev.Escalated) -> None:
         job = self.job
         if e.id in job.escalations:
-            raise _bad(i, job, f"escalation {e.id!r} committed twice")
+            raise _bad(i, job, f"escalation {str(e.id)!r} committed twice")
         job.escalations[e.id] = EscalationRec(e.id, e.detail, e.at)
 
     def _on_settled(self, i: int, e: ev.Settled) -> None:

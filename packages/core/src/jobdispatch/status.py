@@ -13,9 +13,10 @@ from datetime import datetime
 
 import attrs
 
-from jobdispatch.job import EscalationRec, Job, Transition, end_key
+from jobdispatch.job import EscalationRec, Job, Transition
 from jobdispatch.plan import with_firings
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef
+from jobdispatch.triggers import CLEANUP, End, EscalationId
 from jobdispatch.types import (
     NO_CAUSE,
     Cause,
@@ -83,7 +84,7 @@ DUPLICATE = Cause(
 class Escalation:
     """An escalation of the job and the sinks it reached."""
 
-    id: str
+    id: EscalationId
     detail: str
     at: datetime
     delivered: tuple[str, ...] = ()
@@ -203,7 +204,7 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
             if not o.done and not (shown.get(o.ref.id) and shown[o.ref.id].state is _OBJ_ENDED)
         ]
         if live:
-            cleanup = _CLEANUP_BLOCKED if "cleanup" in job.escalations else _CLEANUP_PENDING
+            cleanup = _CLEANUP_BLOCKED if CLEANUP in job.escalations else _CLEANUP_PENDING
 
     return Status(
         job=job.id,
@@ -229,7 +230,7 @@ def _unhandled_end(job: Job, obs: ObjectObs) -> Cause | None:
     if not obs.executions:
         return None  # it never ran: nothing shown to report; next judges it from the record
     last = max(obs.executions, key=lambda x: x.index)
-    if end_key(obs.ref, last.index) in job.handled_ends:
+    if End(obs.ref.id, last.index) in job.handled_ends:
         return None
     return last.cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
 

@@ -40,7 +40,6 @@ from jobdispatch.job import (
     Job,
     ObjectRec,
     SubmissionRec,
-    end_key,
 )
 from jobdispatch.records import events as ev
 from jobdispatch.records.events import CallOp, Reply
@@ -54,6 +53,24 @@ from jobdispatch.timing import (
     OPEN_RETRY,
     REQUEUE_TRIES,
     STOP_RETRY,
+)
+from jobdispatch.triggers import (
+    CLEANUP,
+    SUBMIT,
+    BudgetSpent,
+    End,
+    EscalationId,
+    HoldExpired,
+    Launch,
+    NativeSpent,
+    Release,
+    RequeueFailed,
+    Resubmit,
+    Retry,
+    RuleEscalates,
+    Trigger,
+    Unenforced,
+    Unresolved,
 )
 from jobdispatch.types import (
     Action,
@@ -262,7 +279,7 @@ class Authorize(_Step):
     kind: ClassVar[str] = "authorize"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.SubmissionAuthorized,)
     submission: int
-    trigger: str
+    trigger: Trigger
     rule: int | None = None
     cause: Cause | None = None
 
@@ -462,12 +479,12 @@ class Outcome(_Step):
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Escalated, ev.OutcomeDecided)
     state: State
     cause: Cause
-    escalation: str = ""
+    escalation: EscalationId | None = None
     detail: str = ""
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         events: list[ev.AnyEvent] = []
-        if self.escalation and self.escalation not in ctx.job.escalations:
+        if self.escalation is not None and self.escalation not in ctx.job.escalations:
             escalated = ev.Escalated(at=ctx.at, by=ctx.by, id=self.escalation, detail=self.detail)
             events.append(escalated)
         events.append(ev.OutcomeDecided(at=ctx.at, by=ctx.by, state=self.state, cause=self.cause))
@@ -482,7 +499,7 @@ class Escalate(_Step):
 
     kind: ClassVar[str] = "escalate"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Escalated,)
-    escalation: str
+    escalation: EscalationId
     detail: str
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
@@ -512,7 +529,7 @@ class RuleHold(_Step):
     kind: ClassVar[str] = "rule-hold"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.RecoveryDecided, ev.HoldPlaced)
     submission: int
-    trigger: str
+    trigger: Trigger
     rule: int
     cause: Cause
     hold: Hold
@@ -648,10 +665,10 @@ class _Requeues(_Recorded):
     op: ClassVar[CallOp] = _CALL_REQUEUE
     call_type: ClassVar[type[Call] | None] = calls.RequeueCall
     submission: int
-    trigger: str
+    trigger: Trigger
 
     def call(self, ctx: Context) -> Call:
-        meta = CallMeta(deadline=self.deadline, by=ctx.by, reason=self.trigger)
+        meta = CallMeta(deadline=self.deadline, by=ctx.by, reason=str(self.trigger))
         return calls.RequeueCall(ref=self.ref, meta=meta)
 
 
@@ -844,7 +861,7 @@ def _absence(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
 # ------------------------------------------------------------------ endings and rules
 
 
-def _end_of(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
+def _end_of(job: Job, sub: SubmissionRec) -> tuple[End, Cause] | None:
     """The unhandled end of the submission's canonical object: its trigger key and cause."""
     if sub.canonical is None:
         return None
@@ -854,25 +871,25 @@ def _end_of(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
     executions = obj.executions()
     if executions:
         last = max(executions, key=lambda x: x.index)
-        key = end_key(obj.ref, last.index)
+        key = End(obj.ref.id, last.index)
         if last.state is _OBJ_ENDED:
             cause = last.cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
         else:
             cause = Cause(_CAUSE_UNKNOWN, detail="vanished from the backend while it ran")
     elif obj.ever_opened or obj.open_decided:
-        key = end_key(obj.ref, -1)
+        key = End(obj.ref.id, -1)
         cause = Cause(_CAUSE_UNKNOWN, detail="ended without a run the backend showed")
         if not obj.ever_opened:
             cause = Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, "vanished before it ran")
     else:
-        key = end_key(obj.ref, -1)
+        key = End(obj.ref.id, -1)
         cause = Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, "vanished while gated")
     if key in job.handled_ends:
         return None
     return key, cause
 
 
-def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
+def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[Launch, Cause] | None:
     """A submission whose every attempt was refused or abandoned, with no object to show."""
     if sub.canonical is not None or not sub.attempts:
         return None
@@ -880,19 +897,19 @@ def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[str, Cause] | None:
         return None
     if not all(a.reply is _REPLY_REFUSED or a.abandoned for a in sub.attempts):
         return None
-    key = f"launch:{sub.n}"
-    if key in job.triggers or key in job.handled_ends:
+    key = Launch(sub.n)
+    if key in job.triggers:
         return None
     return key, sub.launch_failure()
 
 
-def _failed(cause: Cause, escalation: str = "", detail: str = "") -> Outcome:
+def _failed(cause: Cause, escalation: EscalationId | None = None, detail: str = "") -> Outcome:
     """The job's outcome: failed with the execution's own cause. ``escalation`` (committed with
     the outcome, once per id) tells a person why no rule recovered it, where one covered it."""
     return Outcome(state=_STATE_FAILED, cause=cause, escalation=escalation, detail=detail)
 
 
-def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: datetime) -> Step:
+def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: datetime) -> Step:
     """What an ended execution (or failed launch) leads to: an outcome, or a rule's action."""
     if cause.kind is _CAUSE_NONE:
         return Outcome(state=_STATE_SUCCEEDED, cause=cause)
@@ -904,19 +921,17 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
     if match.enforcer is _ENFORCER_NOBODY:
         return _failed(
             cause,
-            f"unenforced:{n}:{key}",
+            Unenforced(n, key),
             f"rule {n} covers {cause.kind} but nobody enforces it",
         )
     if match.enforcer is _ENFORCER_BACKEND:
-        return _failed(
-            cause, f"native-spent:{n}:{key}", f"the backend did not rerun it under rule {n}"
-        )
+        return _failed(cause, NativeSpent(n, key), f"the backend did not rerun it under rule {n}")
     if rule.action is _ACTION_ESCALATE:
-        return _failed(cause, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
+        return _failed(cause, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
     if job.remaining(n) <= 0:
         return _failed(
             cause,
-            f"budget:{n}",
+            BudgetSpent(n),
             f"rule {n} ({rule.action} on {cause.kind}) has spent its budget of {rule.budget}",
         )
     if rule.action is _ACTION_RESUBMIT:
@@ -926,7 +941,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             # A launch that failed left no object to run again in place.
             return _failed(
                 cause,
-                f"rule:{n}:{key}",
+                RuleEscalates(n, key),
                 f"rule {n} would {rule.action} on {cause.kind}, but submission {sub.n} has no "
                 f"object to {rule.action}",
             )
@@ -954,7 +969,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: str, cause: Cause, now: date
             hold=hold,
             instance=len(job.holds) + 1,
         )
-    return _failed(cause, f"rule:{n}:{key}", f"rule {n} escalates {cause.kind}")
+    return _failed(cause, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
 
 
 # ------------------------------------------------------------------ holds
@@ -966,7 +981,7 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
     if hold.hold.until is not None and now >= hold.hold.until:
         if hold.hold.kind is _HOLD_OPERATOR:
             return [LiftHold(instance=hold.instance, reason="the hold's time ran out")], None
-        esc = f"hold-expired:{hold.instance}"
+        esc = HoldExpired(hold.instance)
         if esc not in job.escalations:
             return [
                 Escalate(
@@ -1063,7 +1078,7 @@ def _launch(
             return [Start(submission=sub.n, attempt=len(sub.attempts) + 1)], None
         first_at = min(a.started_at for a in unresolved)
         due = first_at + opts.unresolved_age
-        esc = f"unresolved:{sub.n}"
+        esc = Unresolved(sub.n)
         if now >= due and esc not in job.escalations:
             return [
                 Escalate(
@@ -1164,7 +1179,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
         return [], None
     calls = job.calls_on(obj.ref, _CALL_REQUEUE)
     ended = [x for x in obj.executions() if x.state is _OBJ_ENDED]
-    if not calls or not ended or end_key(obj.ref, ended[-1].index) not in job.handled_ends:
+    if not calls or not ended or End(obj.ref.id, ended[-1].index) not in job.handled_ends:
         return [], None
     last = calls[-1]
     if last.in_flight(now):
@@ -1179,7 +1194,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
             Outcome(
                 state=_STATE_FAILED,
                 cause=cause,
-                escalation=f"requeue-failed:{last.revision}",
+                escalation=RequeueFailed(last.revision),
                 detail=f"the requeue of {obj.ref} failed after {len(calls)} calls: {why}",
             )
         ], None
@@ -1187,7 +1202,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
         Requeue(
             ref=obj.ref,
             submission=latest.n,
-            trigger=f"retry:{last.revision}",
+            trigger=Retry(last.revision),
             deadline=now + CALL_DEADLINE,
         )
     ], None
@@ -1260,11 +1275,11 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
     assert job.outcome is not None
     if pending:
         due = job.outcome.at + job.header.options.cleanup_deadline
-        if now >= due and "cleanup" not in job.escalations:
+        if now >= due and CLEANUP not in job.escalations:
             names = ", ".join(o.ref.id for o in pending)
             return [
                 Escalate(
-                    escalation="cleanup",
+                    escalation=CLEANUP,
                     detail=f"clean-up is still pending after "
                     f"{job.header.options.cleanup_deadline}: {names} still live",
                 )
@@ -1278,7 +1293,7 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
     if job.header.options.unmatched is _UNMATCHED_MANUAL and unresolved:
         # Only a person can abandon them: tell one, as the launch does, once they are old.
         due = min(a.started_at for a in unresolved) + job.header.options.unresolved_age
-        esc = f"unresolved:{unresolved[0].n}"
+        esc = Unresolved(unresolved[0].n)
         if now >= due and esc not in job.escalations:
             return [
                 Escalate(
@@ -1306,7 +1321,7 @@ def _sweep(job: Job, now: datetime) -> list[Step]:
 def _drive(job: Job, now: datetime) -> list[Step]:
     latest = job.latest
     if latest is None:
-        return [Authorize(submission=1, trigger="submit")]
+        return [Authorize(submission=1, trigger=SUBMIT)]
     hold = job.active_hold
     wakes: list[datetime | None] = []
     ended = _end_of(job, latest) or _launch_failure(job, latest)
@@ -1326,7 +1341,7 @@ def _drive(job: Job, now: datetime) -> list[Step]:
     wakes.append(wake)
 
     for h in job.holds:
-        trigger = f"release:{h.instance}"
+        trigger = Release(h.instance)
         if (
             not h.active
             and h.resume
@@ -1338,7 +1353,7 @@ def _drive(job: Job, now: datetime) -> list[Step]:
         return [
             Authorize(
                 submission=latest.n + 1,
-                trigger=f"resubmit:{job.resubmits[0]}",
+                trigger=Resubmit(job.resubmits[0]),
             )
         ]
 

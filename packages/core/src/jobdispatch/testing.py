@@ -16,6 +16,7 @@ from jobdispatch.job import Job, fold
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef, discovery_name
 from jobdispatch.steps import Step, next_steps
+from jobdispatch.triggers import SUBMIT, Launch, Trigger
 from jobdispatch.types import (
     Actor,
     Cause,
@@ -168,7 +169,7 @@ class Story:
     def authorize(
         self,
         n: int = 1,
-        trigger: str = "submit",
+        trigger: Trigger = SUBMIT,
         rule: int | None = None,
         cause: Cause | None = None,
     ) -> Story:
@@ -208,13 +209,14 @@ class Story:
         n: int = 1,
         ref: str = "o1",
         *,
-        trigger: str | None = None,
+        trigger: Trigger | None = None,
         rule: int | None = None,
         cause: Cause | None = None,
         running: bool = True,
     ) -> Story:
         """Submission n authorized, started, canonical, opened and (by default) seen running."""
-        self.authorize(n, trigger or ("submit" if n == 1 else f"t{n}"), rule, cause)
+        # A stand-in trigger for a later submission whose cause the story does not tell.
+        self.authorize(n, trigger or (SUBMIT if n == 1 else Launch(n - 1)), rule, cause)
         self.attempt(n, 1).reply(n, 1, ref).canonical(n, ref).open(n, ref)
         if running:
             self.observe(observation(self.job_id, n, 1, ref, ObjectState.RUNNING, execution(0)))

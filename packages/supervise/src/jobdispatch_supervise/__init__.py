@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from jobdispatch_supervise.__about__ import __version__
 from jobdispatch_supervise.executor import Executor, Pass
+from jobdispatch_supervise.ownership import Ownership
 from jobdispatch_supervise.sinks import CommandSink, EscalationMessage, LogSink, Sink
 from jobdispatch_supervise.supervisor import Supervisor
 
@@ -13,6 +14,7 @@ __all__ = [
     "EscalationMessage",
     "Executor",
     "LogSink",
+    "Ownership",
     "Pass",
     "Sink",
     "Supervisor",

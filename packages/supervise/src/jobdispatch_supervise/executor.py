@@ -49,6 +49,7 @@ from jobdispatch.spi import (
     call_concurrency,
 )
 from jobdispatch.steps import Answer, Context, Step, Wait, next_steps
+from jobdispatch.triggers import EscalationId
 from jobdispatch.types import Actor, Tristate
 
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
@@ -428,7 +429,7 @@ class Executor:
                 message = EscalationMessage(
                     job=folded.id,
                     name=folded.header.spec.name,
-                    id=rec.id,
+                    id=str(rec.id),
                     detail=rec.detail,
                     at=rec.at,
                 )
@@ -460,7 +461,7 @@ def _cannot(what: str) -> Callable[[], object]:
     return refuse
 
 
-def _has_delivery(escalation: str, sink: str) -> Callable[[ev.View], bool]:
+def _has_delivery(escalation: EscalationId, sink: str) -> Callable[[ev.View], bool]:
     """Whether a record holds the delivery of ``escalation`` to ``sink`` already."""
 
     def recorded(view: ev.View) -> bool:

@@ -1,4 +1,4 @@
-"""The supervisor's loop: ownership, polling and sleeping around the step executor.
+"""The supervisor's loop: polling and sleeping around ownership and the step executor.
 
 ``run(job)`` supervises one job until it settles; ``serve(filter)`` supervises every job of a
 store it can own, with one backend query per poll for all of them. Both stop acting on a job
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable, Unreachable
+from jobdispatch.errors import Invalid, NotFound, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, Discovery, find_all
@@ -25,6 +25,7 @@ from jobdispatch.steps import Wait
 from jobdispatch.validate import MAX_DURATION
 
 from jobdispatch_supervise.executor import Executor
+from jobdispatch_supervise.ownership import Ownership
 from jobdispatch_supervise.sinks import LogSink, Sink
 
 __all__ = ["Supervisor"]
@@ -106,36 +107,11 @@ class Supervisor:
         self.residual_horizon = residual_horizon
         self._stopping = threading.Event()
         self._sleep = sleep or self._stopping.wait
-        self._leases: dict[str, Lease] = {}
+        #: The leases this supervisor holds: the same piece the simulator's processes run.
+        self.ownership = Ownership(store, self.holder, lease_ttl, clock)
         #: Jobs whose record this process cannot read or fold: reported once, then left alone
         #: (a record only grows, so it never becomes readable here; a newer version may take it).
         self._unreadable: set[str] = set()
-
-    # ---------------------------------------------------------------- ownership
-
-    def _own(self, job: str) -> Lease | None:
-        """The current lease on ``job``: renewed past half its life, acquired when missing.
-        None while another holder owns it."""
-        now = self.clock()
-        lease = self._leases.get(job)
-        try:
-            if lease is None:
-                lease = self.store.acquire(job, self.holder, self.lease_ttl)
-            elif lease.expires - now < self.lease_ttl / 2:
-                lease = self.store.renew(lease, self.lease_ttl)
-        except Conflict:
-            self._leases.pop(job, None)
-            return None
-        self._leases[job] = lease
-        return lease
-
-    def _disown(self, job: str) -> None:
-        lease = self._leases.pop(job, None)
-        if lease is not None:
-            try:
-                self.store.release(lease)
-            except Exception as exc:
-                log.debug("release of %s failed: %s", job, exc)
 
     # ---------------------------------------------------------------- loops
 
@@ -153,7 +129,7 @@ class Supervisor:
         self.store.read(job)  # NotFound now, not later
         try:
             while not self._stopping.is_set():
-                lease = self._own(job)
+                lease = self.ownership.own(job)
                 if lease is None:
                     self._wait_for(None)  # another supervisor owns it; wait for its lease
                     continue
@@ -168,12 +144,12 @@ class Supervisor:
                     return
                 if result.conflict:
                     # Lost a race or the lease: forget the lease so ownership is checked anew.
-                    self._leases.pop(job, None)
+                    self.ownership.forget(job)
                     continue
                 if result.step is None or isinstance(result.step, Wait):
                     self._wait_for(result.wake)
         finally:
-            self._disown(job)
+            self.ownership.release(job)
 
     def residual_jobs(self) -> list[str]:
         """Settled jobs that may still have an object to sweep: an attempt whose outcome stayed
@@ -205,7 +181,7 @@ class Supervisor:
             if swept is None or self.clock() - swept >= self.sweep_every:
                 swept = self.clock()
                 jobs += [j for j in self.residual_jobs() if j not in jobs]
-            owned = {j: lease for j in jobs if (lease := self._own(j)) is not None}
+            owned = {j: lease for j in jobs if (lease := self.ownership.own(j)) is not None}
             try:
                 found = find_all(self.backend, list(owned)) if owned else {}
             except (Unreachable, Unavailable) as exc:
@@ -214,8 +190,7 @@ class Supervisor:
                 continue
             wake = self._rounds(owned, found)
             self._wait_for(wake)
-        for job in list(self._leases):
-            self._disown(job)
+        self.ownership.release_all()
 
     def _rounds(self, owned: dict[str, Lease], found: dict[str, Discovery]) -> datetime | None:
         """Execute steps for every owned job until each has to wait, in rounds: each round is
@@ -234,16 +209,17 @@ class Supervisor:
                 if result.error is not None:
                     self._failed(job, result.error)
                 elif result.settled:
-                    self._disown(job)
+                    self.ownership.release(job)
                 elif result.conflict:
                     # Lost a race or the lease: forget the lease so ownership is checked anew.
-                    self._leases.pop(job, None)
+                    self.ownership.forget(job)
                 elif result.step is None or isinstance(result.step, Wait):
                     if result.wake is not None:
                         wake = result.wake if wake is None else min(wake, result.wake)
                 else:
                     again.append(job)
-            batch = [(job, lease, None) for job in again if (lease := self._own(job)) is not None]
+            own = self.ownership.own
+            batch = [(job, lease, None) for job in again if (lease := own(job)) is not None]
         return wake
 
     def _failed(self, job: str, exc: Exception) -> None:
@@ -259,7 +235,7 @@ class Supervisor:
             # job's problem. Serve the others; let its lease go for whoever can read it.
             log.error("job %s is left unsupervised: %s", job, exc)
             self._unreadable.add(job)
-            self._disown(job)
+            self.ownership.release(job)
             return
         raise exc
 

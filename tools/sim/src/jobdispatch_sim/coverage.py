@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
+from jobdispatch.triggers import BudgetSpent, End, Launch, Release, Resubmit
 from jobdispatch.types import HoldKind
 
 from jobdispatch_sim.timeline import Call, Commit, Control, Happened, Item
@@ -114,8 +115,8 @@ class Coverage:
                 mode = "restart" if "/" in e.obs.ref.id else "requeue"
                 self.cover(f"native {mode} observed")
             case ev.Escalated():
-                self.cover(f"escalated: {e.id.split(':', 1)[0]}")
-                if e.id.startswith("budget:"):
+                self.cover(f"escalated: {e.id.word}")
+                if isinstance(e.id, BudgetSpent):
                     self.cover("budget exhausted")
             case ev.HoldPlaced() if e.hold.kind is _HOLD_RECOVERY:
                 self.cover("recovery hold placed")
@@ -128,11 +129,11 @@ class Coverage:
             case ev.RecoveryDecided() if e.ref is not None:
                 self.cover("supervisor requeue")
             case ev.SubmissionAuthorized() if e.n > 1:
-                if e.trigger.startswith(("end:", "launch:")):
+                if isinstance(e.trigger, End | Launch):
                     self.cover("resubmitted by a rule")
-                elif e.trigger.startswith("resubmit:"):
+                elif isinstance(e.trigger, Resubmit):
                     self.cover("resubmitted by a person")
-                elif e.trigger.startswith("release:"):
+                elif isinstance(e.trigger, Release):
                     self.cover("resumed after a hold")
             case ev.OutcomeDecided():
                 self.cover(f"outcome {e.state}")

@@ -40,10 +40,12 @@ SIMULATED = (
     "packages/core/src/jobdispatch/status.py",
     "packages/core/src/jobdispatch/plan.py",
     "packages/core/src/jobdispatch/timing.py",
+    "packages/core/src/jobdispatch/triggers.py",
     "packages/core/src/jobdispatch/validate.py",
     "packages/core/src/jobdispatch/records",
     "packages/core/src/jobdispatch/memory",
     "packages/supervise/src/jobdispatch_supervise/executor.py",
+    "packages/supervise/src/jobdispatch_supervise/ownership.py",
 )
 
 #: Exemption markers: an order that is harmless, or another pattern allowed, with the reason.

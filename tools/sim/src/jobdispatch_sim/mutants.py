@@ -25,9 +25,11 @@ from jobdispatch.records import rules
 from jobdispatch.records.store import Lease
 from jobdispatch.spi import Discovery
 from jobdispatch.steps import Authorize, Canonical, Observe, Outcome, Start, Step
+from jobdispatch.triggers import End, Launch, Retry, Trigger
 from jobdispatch.types import Actor
 from jobdispatch_supervise import executor as executor_mod
 from jobdispatch_supervise.executor import Executor, Work
+from jobdispatch_supervise.ownership import Ownership
 
 
 @contextmanager
@@ -60,6 +62,27 @@ def no_fencing() -> AbstractContextManager[None]:
     """Decisions (and renewals) are accepted from any holder, current lease or not. The rule
     is patched in :mod:`jobdispatch.records.rules`, so every store loses it."""
     return _patched((rules, "check_owner", _accept))
+
+
+# ---------------------------------------------------------------------------- ownership
+
+
+def refused_never_retried() -> AbstractContextManager[None]:
+    """A holder refused a job once (another held it, or its own lease was lost) never tries
+    to own it again: the Supervisor's :class:`Ownership` no longer drops a refused lease to try
+    afresh, so a job every live supervisor was once refused is left unsupervised."""
+    original = Ownership.own
+
+    def own(self: Ownership, job: str) -> Lease | None:
+        refused: set[str] = self.__dict__.setdefault("_refused", set())
+        if job in refused:
+            return None
+        lease = original(self, job)
+        if lease is None:
+            refused.add(job)
+        return lease
+
+    return _patched((Ownership, "own", own))
 
 
 # ---------------------------------------------------------------------------- the executor
@@ -127,17 +150,19 @@ def _charge_after_start(self: Executor, job: str, folded: Job, step: Start, leas
     sub = folded.submission(step.submission)
     if step.attempt != 1 or sub is None or sub.cause is None:
         return
-    if not sub.trigger.startswith(("end:", "launch:")):
+    if not isinstance(sub.trigger, End | Launch):
         return
     rule = _rule_for(folded, sub.cause.kind)
     if rule is None:
         return
     view = self.store.read(job)
+    # The late charge needs a trigger of its own that no rule's accounting reads: a retry
+    # named by the revision it lands at is used by nothing else in a record.
     charge = ev.RecoveryDecided(
         at=self.clock(),
         by=self.actor,
         rule=rule,
-        trigger=f"charge:{step.submission}",
+        trigger=Retry(view.revision + 1),
         cause=sub.cause,
         submission=step.submission,
     )
@@ -171,7 +196,7 @@ def open_next_before_stopped() -> AbstractContextManager[None]:
 def trigger_ignored() -> AbstractContextManager[None]:
     """Fold forgets which triggers were used, so one trigger can authorize again and again."""
 
-    def use_trigger(self: Any, i: int, trigger: str) -> None:
+    def use_trigger(self: Any, i: int, trigger: Trigger) -> None:
         return None
 
     return _patched((job_mod._Folder, "_use_trigger", use_trigger))
@@ -269,6 +294,11 @@ MUTANTS: dict[str, Mutant] = {
             "no-revision-check", "decisions conditional on the revision read", no_revision_check
         ),
         Mutant("no-fencing", "decisions conditional on the owner's lease token", no_fencing),
+        Mutant(
+            "refused-never-retried",
+            "a holder refused a job tries to own it again",
+            refused_never_retried,
+        ),
         Mutant(
             "open-before-canonical",
             "open only after the canonical commit",

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 import attrs
 from jobdispatch.clock import ManualClock
 from jobdispatch.cluster import Cluster, compose
-from jobdispatch.errors import Conflict, DispatchError, Invalid, Rejected
+from jobdispatch.errors import DispatchError, Invalid, Rejected
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
 from jobdispatch.records.events import AnyEvent, Header, View
@@ -34,9 +34,11 @@ from jobdispatch.records.store import Lease, ListFilter
 from jobdispatch.spi import Discovery, ObjectRef, find_all
 from jobdispatch.steps import Wait
 from jobdispatch.timing import ABSENCE_GRACE
+from jobdispatch.triggers import Unresolved
 from jobdispatch.types import Actor as JdActor
 from jobdispatch.types import HoldKind, ObjectState, Tristate
 from jobdispatch_supervise.executor import Executor, Pass
+from jobdispatch_supervise.ownership import Ownership
 from jobdispatch_supervise.sinks import EscalationMessage
 
 from jobdispatch_sim import workload
@@ -139,7 +141,7 @@ class Proc:
         self.alive = False
         self.skew = timedelta(0)
         self.down_until = START
-        self.leases: dict[str, Lease] = {}
+        self.ownership = self._ownership()
         self.executors: dict[str, Executor] = {}
         self.restart()
 
@@ -150,10 +152,15 @@ class Proc:
     def now(self) -> datetime:
         return self.world.clock() + self.skew
 
+    def _ownership(self) -> Ownership:
+        """The Supervisor's own ownership piece, on this process's clock; a new one is a
+        process that remembers no lease."""
+        return Ownership(self.world.store, self.holder, LEASE_TTL, self.now)
+
     def restart(self) -> None:
         self.incarnation += 1
         self.alive = True
-        self.leases = {}
+        self.ownership = self._ownership()
         self.executors = {
             shape: Executor(
                 backend,
@@ -167,25 +174,9 @@ class Proc:
 
     def die(self, until: datetime) -> None:
         self.alive = False
-        self.leases = {}
+        self.ownership = self._ownership()
         self.executors = {}
         self.down_until = until
-
-    def own(self, job: str) -> Lease | None:
-        """Ownership as the Supervisor's loop takes it: acquire when missing, renew past half
-        its life (judged by this process's own clock), None while another holder has it."""
-        now = self.now()
-        lease = self.leases.get(job)
-        try:
-            if lease is None:
-                lease = self.world.store.acquire(job, self.holder, LEASE_TTL)
-            elif lease.expires - now < LEASE_TTL / 2:
-                lease = self.world.store.renew(lease, LEASE_TTL)
-        except Conflict:
-            self.leases.pop(job, None)
-            return None
-        self.leases[job] = lease
-        return lease
 
 
 class World:
@@ -417,7 +408,7 @@ class World:
         self.cover("pause inside a step")
         self.depth += 1
         try:
-            lease = proc.leases.get(job) if proc is not None else None
+            lease = proc.ownership.held(job) if proc is not None else None
             if lease is not None and self.chance(self.opts.p_pause_steals_lease):
                 gap = lease.expires - self.clock() + timedelta(seconds=self.rng.uniform(1, 20))
                 if gap > timedelta(0):
@@ -445,7 +436,7 @@ class World:
         shape = self.shape_of[job]
         with self.acting(ActorCtx(proc.holder, proc, "sup")):
             try:
-                lease = proc.own(job)
+                lease = proc.ownership.own(job)
                 if lease is None:
                     return None
                 result = proc.executors[shape].run_pass(job, lease, discovery)
@@ -466,7 +457,7 @@ class World:
             batch: list[tuple[str, Lease, Discovery | None]] = []
             try:
                 for job, discovery in found.items():
-                    lease = proc.own(job)
+                    lease = proc.ownership.own(job)
                     if lease is not None:
                         batch.append((job, lease, discovery))
                 results = proc.executors[shape].run_batch(batch) if batch else []
@@ -505,7 +496,7 @@ class World:
 
     def _passed(self, proc: Proc, job: str, result: Pass) -> Pass:
         if result.conflict:
-            proc.leases.pop(job, None)
+            proc.ownership.forget(job)
             self.cover("decision lost a race")
         return result
 
@@ -1031,7 +1022,7 @@ class World:
             if not folded.terminal and hold is not None and hold.hold.kind is _HOLD_OPERATOR:
                 self.person("release", job, functools.partial(operator.release, job, by=person))
             unresolved = folded.unresolved_attempts()
-            if unresolved and any(e.startswith("unresolved:") for e in folded.escalations):
+            if unresolved and any(isinstance(e, Unresolved) for e in folded.escalations):
                 a = unresolved[0]
                 self.person(
                     "abandon", job, functools.partial(operator.abandon, job, a.n, a.k, by=person)

@@ -25,6 +25,7 @@ from typing import ClassVar, TypeAlias
 import attrs
 
 from jobdispatch.spi import CessationEvidence, ObjectObs, ObjectRef
+from jobdispatch.triggers import EscalationId, Trigger
 from jobdispatch.types import (
     Actor,
     Cause,
@@ -234,7 +235,7 @@ class EscalationDelivered(Event):
     """An escalation reached a sink; each sink gets each escalation once."""
 
     kind: ClassVar[str] = "escalation-delivered"
-    escalation: str
+    escalation: EscalationId
     sink: str
 
 
@@ -250,7 +251,7 @@ class SubmissionAuthorized(Event):
     kind: ClassVar[str] = "submission-authorized"
     cls: ClassVar[EventClass] = EventClass.DECISION
     n: int
-    trigger: str
+    trigger: Trigger
     rule: int | None = None
     cause: Cause | None = None
 
@@ -333,7 +334,7 @@ class RecoveryDecided(Event):
     kind: ClassVar[str] = "recovery-decided"
     cls: ClassVar[EventClass] = EventClass.DECISION
     rule: int
-    trigger: str
+    trigger: Trigger
     cause: Cause
     ref: ObjectRef | None = None
     submission: int = 0
@@ -393,7 +394,7 @@ class Escalated(Event):
 
     kind: ClassVar[str] = "escalated"
     cls: ClassVar[EventClass] = EventClass.DECISION
-    id: str
+    id: EscalationId
     detail: str
 
 

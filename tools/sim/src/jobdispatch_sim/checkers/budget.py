@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
+from jobdispatch.triggers import End, Launch, Trigger
 from jobdispatch.types import Plan
 
 from jobdispatch_sim.checkers import Checker, Violation
@@ -31,7 +32,7 @@ class Budget(Checker):
 
     def __init__(self) -> None:
         self.plans: dict[str, Plan] = {}
-        self.triggers: dict[str, set[str]] = {}
+        self.triggers: dict[str, set[Trigger]] = {}
         self.used: dict[tuple[str, int], int] = {}
 
     def _charge(self, job: str, rule: int, what: str, seq: int) -> list[Violation]:
@@ -68,11 +69,11 @@ class Budget(Checker):
         if e2.trigger in seen:
             out.append(
                 self.violation(
-                    item.job, f"trigger {e2.trigger!r} authorized a second recovery", item.seq
+                    item.job, f"trigger {str(e2.trigger)!r} authorized a second recovery", item.seq
                 )
             )
         seen.add(e2.trigger)
-        if not e2.trigger.startswith(("end:", "launch:")):
+        if not isinstance(e2.trigger, End | Launch):
             return out
         plan = self.plans[item.job]
         cause = e2.cause
