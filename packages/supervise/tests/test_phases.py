@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import attrs
 import pytest
 from jobdispatch import Actor, Invalid, JobSpec, ManualClock, compose
 from jobdispatch.memory import MemoryBackend, Shape
@@ -181,3 +182,58 @@ def test_a_wrong_concurrency_is_refused_naming_what(value: object) -> None:
         call_concurrency(Declaring(value))
     with pytest.raises(Invalid, match="call concurrency must be an integer"):
         Supervisor(MemoryBackend(), MemoryRecords(), call_concurrency=value)  # type: ignore[arg-type]
+
+
+class CountingLeases(MemoryRecords):
+    """The memory store, counting its lease calls by name."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.calls: list[str] = []
+
+    def acquire(self, job, holder, ttl):
+        self.calls.append("acquire")
+        return super().acquire(job, holder, ttl)
+
+    def renew(self, lease, ttl):
+        self.calls.append("renew")
+        return super().renew(lease, ttl)
+
+    def acquire_many(self, jobs, holder, ttl):
+        self.calls.append(f"acquire_many:{len(jobs)}")
+        return super().acquire_many(jobs, holder, ttl)
+
+    def renew_many(self, leases, ttl):
+        self.calls.append(f"renew_many:{len(leases)}")
+        return super().renew_many(leases, ttl)
+
+
+def test_ownership_of_many_jobs_takes_one_batch_to_acquire_and_one_to_renew() -> None:
+    from jobdispatch.testing import Story
+    from jobdispatch_supervise.ownership import Ownership
+
+    clock = ManualClock()
+    store = CountingLeases(clock)
+    header = Story().header
+    jobs = [f"job{i}" for i in range(5)]
+    for job in jobs:
+        store.create(attrs.evolve(header, job=job))
+    ownership = Ownership(store, "s", TTL, clock)
+
+    first = ownership.own_many(jobs)
+    assert list(first) == jobs and store.calls == ["acquire_many:5"]
+
+    store.calls.clear()
+    clock.advance(timedelta(seconds=5))  # far from half-life: nothing to renew
+    assert ownership.own_many(jobs) == first and store.calls == []
+
+    # Past half-life, another holder has taken job2 (as after its lease lapsed unseen).
+    clock.advance(timedelta(seconds=11))
+    store.release(first["job2"])
+    store.acquire("job2", "other", TTL)
+    store.calls.clear()
+    renewed = ownership.own_many(jobs)
+    assert store.calls == ["renew_many:5"]
+    assert list(renewed) == ["job0", "job1", "job3", "job4"]
+    assert all(renewed[j].expires == clock() + TTL for j in renewed)
+    assert ownership.held("job2") is None  # forgotten: the next own_many tries to acquire it

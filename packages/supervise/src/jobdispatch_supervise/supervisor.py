@@ -181,7 +181,7 @@ class Supervisor:
             if swept is None or self.clock() - swept >= self.sweep_every:
                 swept = self.clock()
                 jobs += [j for j in self.residual_jobs() if j not in jobs]
-            owned = {j: lease for j in jobs if (lease := self.ownership.own(j)) is not None}
+            owned = self.ownership.own_many(jobs)
             try:
                 found = find_all(self.backend, list(owned)) if owned else {}
             except (Unreachable, Unavailable) as exc:
@@ -218,8 +218,7 @@ class Supervisor:
                         wake = result.wake if wake is None else min(wake, result.wake)
                 else:
                     again.append(job)
-            own = self.ownership.own
-            batch = [(job, lease, None) for job in again if (lease := own(job)) is not None]
+            batch = [(job, lease, None) for job, lease in self.ownership.own_many(again).items()]
         return wake
 
     def _failed(self, job: str, exc: Exception) -> None:

@@ -456,10 +456,8 @@ class World:
         with self.acting(ActorCtx(proc.holder, proc, "sup")):
             batch: list[tuple[str, Lease, Discovery | None]] = []
             try:
-                for job, discovery in found.items():
-                    lease = proc.ownership.own(job)
-                    if lease is not None:
-                        batch.append((job, lease, discovery))
+                owned = proc.ownership.own_many(list(found))
+                batch = [(job, lease, found[job]) for job, lease in owned.items()]
                 results = proc.executors[shape].run_batch(batch) if batch else []
             except Crash as exc:
                 self._died(proc, exc)
