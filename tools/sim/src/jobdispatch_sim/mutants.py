@@ -82,7 +82,15 @@ def refused_never_retried() -> AbstractContextManager[None]:
             refused.add(job)
         return lease
 
-    return _patched((Ownership, "own", own))
+    original_many = Ownership.own_many
+
+    def own_many(self: Ownership, jobs: Sequence[str]) -> dict[str, Lease]:
+        refused: set[str] = self.__dict__.setdefault("_refused", set())
+        owned = original_many(self, [j for j in jobs if j not in refused])
+        refused.update(j for j in jobs if j not in owned)
+        return owned
+
+    return _patched((Ownership, "own", own), (Ownership, "own_many", own_many))
 
 
 # ---------------------------------------------------------------------------- the executor
