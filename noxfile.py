@@ -123,7 +123,7 @@ def sim(session: nox.Session) -> None:
 
 @nox.session
 def mutants(session: nox.Session) -> None:
-    """Every simulator mutant (one protection reverted each) is caught within 500 seeds."""
+    """Every simulator mutant (one protection reverted each) is caught within 1,000 seeds."""
     session.run(sys.executable, "-m", "jobdispatch_sim", "mutants", *session.posargs)
 
 

@@ -28,11 +28,18 @@ def test_every_option_is_derived_from_the_seed_and_printed() -> None:
     assert len(described) == len(a.__attrs_attrs__)
 
 
+#: Mutants the first 400 seeds do not catch. Since a poll runs its jobs as one batch,
+#: budget-after-start's window (a crash between a rule's first Start and its late charge) is
+#: first met by seed 606 (spec 0005 D8).
+SEEDS_FOR = {"budget-after-start": 700}
+
+
 @pytest.mark.sweep
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_every_mutant_is_caught_within_a_bounded_number_of_seeds(name: str) -> None:
-    caught = next((r for r in sweep(range(400), name, workers=2) if not r.ok), None)
-    assert caught is not None, f"mutant {name} survived 400 seeds"
+    seeds = SEEDS_FOR.get(name, 400)
+    caught = next((r for r in sweep(range(seeds), name, workers=2) if not r.ok), None)
+    assert caught is not None, f"mutant {name} survived {seeds} seeds"
     assert caught.violations[0].invariant in range(1, 8)
 
 

@@ -16,6 +16,7 @@ from typing import IO, Protocol, runtime_checkable
 
 import attrs
 
+from jobdispatch.errors import Invalid
 from jobdispatch.types import (
     CallMeta,
     Capability,
@@ -36,6 +37,7 @@ __all__ = [
     "Backend",
     "CessationEvidence",
     "CessationSignal",
+    "ConcurrentCalls",
     "Discovery",
     "ExecutionObs",
     "Holder",
@@ -53,6 +55,7 @@ __all__ = [
     "StopReport",
     "SubmissionPreview",
     "Watcher",
+    "call_concurrency",
     "discovery_name",
     "parse_discovery_name",
 ]
@@ -291,6 +294,33 @@ class MultiFinder(Protocol):
     def find_many(
         self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
     ) -> Mapping[JobID, Discovery]: ...
+
+
+@runtime_checkable
+class ConcurrentCalls(Protocol):
+    """An adapter whose calls (start, open, stop, the hold and requeue families, ceased) may be
+    made from several threads at once, up to ``call_concurrency`` of them.
+
+    A supervisor with many jobs makes one round's calls concurrently only with an adapter that
+    says so: an adapter that does not declare it (a client that is not thread-safe, a scheduler
+    that must not see parallel submissions) gets its calls one at a time."""
+
+    #: How many calls may be in flight at once; at least 1.
+    call_concurrency: int
+
+
+def call_concurrency(backend: object) -> int:
+    """How many calls ``backend`` takes at once: its declared ``call_concurrency``, 1 when it
+    declares none. Invalid for a declaration that is not a positive integer, naming the
+    adapter, so a wrong declaration fails when the supervisor is made rather than in a round."""
+    if not isinstance(backend, ConcurrentCalls):
+        return 1
+    value = backend.call_concurrency
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        name = getattr(backend, "name", type(backend).__name__)
+        msg = f"adapter {name!r} declares call_concurrency {value!r}; it must be an integer >= 1"
+        raise Invalid(msg)
+    return value
 
 
 @runtime_checkable

@@ -1,15 +1,22 @@
-"""The step executor: one pass of read → find → fold → next → execute, for one job.
+"""The step executor: passes of read → find → fold → next → execute, for a batch of jobs.
 
-It has no loop, no sleep, no thread and no clock of its own: the store, the backend and the
-clock are injected, so the simulator drives exactly this code, single-threaded, under crashes.
-The rules it follows (docs/specs/0004-supervisor.md):
+It has no loop, no sleep and no clock of its own: the store, the backend and the clock are
+injected, so the simulator drives exactly this code under crashes. It runs a batch of jobs in
+phases (docs/specs/0004-supervisor.md, D2): every job's step is computed, every decision is
+committed in one ``append_many``, the calls of the decisions that landed are made (from a
+bounded pool of threads where the adapter declares ``ConcurrentCalls``, one at a time
+otherwise), and every answer is committed in one ``append_many``. For each job the rules stay
+those of one job alone:
 
 * a decision is committed with ``expect_revision`` (the revision ``next`` was computed from)
-  and the owner's lease, and only then is its backend call made;
+  and the owner's lease, and its call is made only once that batch's commit has returned;
 * a call's result is committed as evidence afterwards, at whatever revision the record has
   reached (evidence is a fact; recording it late is never wrong);
-* on Conflict nothing is called: the pass ends and the next one re-reads and recomputes;
+* on Conflict nothing is called for that job: its pass ends, and the next one re-reads and
+  recomputes; one job's refusal never touches another job's part of the batch;
 * a pass that finds its lease gone acts on nothing.
+
+A batch of one job makes the very store and backend calls a pass of one job always made.
 """
 
 from __future__ import annotations
@@ -17,18 +24,30 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Sequence
+
+# sim: allowed (the pool is used only with an adapter declaring ConcurrentCalls; the
+# simulator's backends declare none, so every simulated run makes its calls in order)
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import attrs
 from jobdispatch import calls
 from jobdispatch.calls import Call
 from jobdispatch.clock import Clock
-from jobdispatch.errors import Conflict, Unsupported
+from jobdispatch.errors import Conflict, Invalid, Unsupported
 from jobdispatch.job import Job, Replay
 from jobdispatch.launch import start_request
 from jobdispatch.records import events as ev
-from jobdispatch.records.store import Lease, Records
-from jobdispatch.spi import Backend, CessationEvidence, CessationSignal, Discovery, Holder, Requeuer
+from jobdispatch.records.store import AppendRequest, Lease, Records
+from jobdispatch.spi import (
+    Backend,
+    CessationEvidence,
+    CessationSignal,
+    Discovery,
+    Holder,
+    Requeuer,
+    call_concurrency,
+)
 from jobdispatch.steps import Answer, Context, Step, Wait, next_steps
 from jobdispatch.triggers import EscalationId
 from jobdispatch.types import Actor, Tristate
@@ -44,12 +63,18 @@ log = logging.getLogger("jobdispatch.supervise")
 #: How many jobs' folds an executor keeps to extend (see Executor._fold).
 FOLDS_KEPT = 256
 
-#: Environment every process of an execution gets, so checkpoints and logs can be told apart.
+#: How many times evidence is offered again after the record moved under it.
+EVIDENCE_TRIES = 10
 
 
 @attrs.frozen(kw_only=True)
 class Pass:
-    """What one pass did: the step it executed (or the wait), and whether the job is settled."""
+    """What one pass did: the step it executed (or the wait), and whether the job is settled.
+
+    ``error`` is what ended the pass of this one job in a batch (an unreadable record, a
+    backend that did not answer, a store that did not answer the batch its commit was in):
+    :meth:`Executor.run_pass` raises it, :meth:`Executor.run_batch` hands it back so that the
+    other jobs of the batch go on."""
 
     step: Step | None
     settled: bool = False
@@ -57,10 +82,40 @@ class Pass:
     conflict: bool = False
     wake: datetime | None = None
     revision: int = 0
+    error: Exception | None = None
+
+
+@attrs.define(kw_only=True, eq=False)
+class Work:
+    """One job's step as it goes through a batch's phases: computed, decided (``revision``
+    becomes the decision's), called (``result``), answered. ``conflict`` or ``error`` ends its
+    part at whichever phase met it."""
+
+    job: str
+    lease: Lease
+    folded: Job
+    step: Step
+    revision: int
+    now: datetime
+    ctx: Context
+    call: Call | None = None
+    result: Answer | None = None
+    conflict: bool = False
+    error: Exception | None = None
+
+    @property
+    def going(self) -> bool:
+        """Whether the job's part goes on to the next phase."""
+        return not self.conflict and self.error is None
 
 
 class Executor:
-    """Executes ``next``'s first step for one job per call of :meth:`run_pass`."""
+    """Executes ``next``'s first step for each job of a batch per :meth:`run_batch`.
+
+    Args:
+        concurrency: the most backend calls in flight at once; capped by what the adapter
+            declares (``ConcurrentCalls``, 1 when it declares nothing). Invalid below 1.
+    """
 
     def __init__(
         self,
@@ -70,20 +125,65 @@ class Executor:
         clock: Clock,
         holder: str,
         sinks: Sequence[Sink] = (),
+        concurrency: int = 1,
     ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            msg = f"an executor's call concurrency must be an integer >= 1, got {concurrency!r}"
+            raise Invalid(msg)
         self.backend = backend
         self.store = store
         self.clock = clock
         self.holder = holder
         self.actor = Actor.supervisor(holder)
         self.sinks = list(sinks)
+        #: The most calls in flight at once: the caller's bound within the adapter's.
+        self.concurrency = min(concurrency, call_concurrency(backend))
         #: Job -> its record folded so far, extended by each pass (see _fold).
         self._replays: dict[str, Replay] = {}
 
-    # ---------------------------------------------------------------- one pass
+    # ---------------------------------------------------------------- passes
 
     def run_pass(self, job: str, lease: Lease, discovery: Discovery | None = None) -> Pass:
-        """Read, find (unless given), fold, compute, and execute the first step."""
+        """Read, find (unless given), fold, compute, and execute the first step of one job;
+        what ended the pass (other than a Conflict, which it answers) is raised."""
+        result = self.run_batch([(job, lease, discovery)])[0]
+        if result.error is not None:
+            raise result.error
+        return result
+
+    def run_batch(self, jobs: Sequence[tuple[str, Lease, Discovery | None]]) -> list[Pass]:
+        """One pass of every job of ``jobs`` (each with its lease, and the discovery of a
+        shared find or None to find it here), in phases: each job read, found, folded and its
+        step computed; then every step executed by :meth:`_execute`. Answers one Pass per job,
+        in order; a job's own failure is its Pass's ``error``, never the batch's."""
+        passes: list[Pass | None] = []
+        works: list[Work] = []
+        for job, lease, discovery in jobs:
+            try:
+                early, work = self._compute(job, lease, discovery)
+            except Exception as exc:
+                passes.append(Pass(step=None, error=exc))
+                continue
+            passes.append(early)
+            if work is not None:
+                works.append(work)
+        if works:
+            self._execute(works)
+        done = iter(works)
+        out: list[Pass] = []
+        for early in passes:
+            if early is not None:
+                out.append(early)
+                continue
+            w = next(done)
+            out.append(Pass(step=w.step, conflict=w.conflict, revision=w.revision, error=w.error))
+        return out
+
+    def _compute(
+        self, job: str, lease: Lease, discovery: Discovery | None
+    ) -> tuple[Pass | None, Work | None]:
+        """Phase one for one job: read, find (unless given), fold, deliver its escalations and
+        compute its step. A Pass when it has to wait, else the Work to execute."""
         view = self.store.read(job)
         if discovery is None:
             discovery = self.backend.find(job)
@@ -92,13 +192,13 @@ class Executor:
         self._deliver(folded, view.revision)
         step = next_steps(folded, discovery, now)[0]
         if isinstance(step, Wait):
-            return Pass(step=step, settled=folded.settled, wake=step.wake, revision=view.revision)
-        try:
-            self._execute(job, folded, step, view.revision, lease, now)
-        except Conflict as exc:
-            log.debug("job %s: %s; re-reading", job, exc)
-            return Pass(step=step, conflict=True, revision=view.revision)
-        return Pass(step=step, revision=view.revision)
+            wait = Pass(step=step, settled=folded.settled, wake=step.wake, revision=view.revision)
+            return wait, None
+        ctx = Context(at=now, by=self.actor, job=folded)
+        work = Work(
+            job=job, lease=lease, folded=folded, step=step, revision=view.revision, now=now, ctx=ctx
+        )
+        return None, work
 
     def _fold(self, view: ev.View, now: datetime) -> Job:
         """``fold(view, now)``, computed from this executor's previous fold of the job.
@@ -148,36 +248,117 @@ class Executor:
         msg = f"job {job}: could not record evidence; the record kept moving"
         raise Conflict(msg)
 
-    # ---------------------------------------------------------------- one step
+    # ---------------------------------------------------------------- the phases
 
-    def _execute(
-        self, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: datetime
-    ) -> None:
-        """Run any step in its three parts: commit what it decides, make its call, commit its
-        answer.
+    def _execute(self, works: Sequence[Work]) -> None:
+        """Run every work's step in three phases, each across the whole batch: commit what the
+        steps decide (:meth:`_decide`), make their calls (:meth:`_call`), commit their answers
+        (:meth:`_answer`).
 
-        1. ``step.before``'s events are committed at ``revision`` (the one ``next`` computed
-           from) and, unless the step is not fenced (Observe's evidence), under ``lease``. A
-           Conflict ends the pass here: nothing is called on a decision that did not land.
-        2. ``step.call``'s value is made on the backend (:meth:`_make`). The exceptions the
-           call lists as its ``answers`` become its answer; any other ends the pass.
-        3. ``step.answer``'s events are committed as evidence, from the revision of step 1's
-           commit on (:meth:`_evidence`).
+        Each phase starts only once the one before it has returned for every job, which is
+        what keeps the protocol's order for each job: a decision is committed before its call
+        (the call is made only if that job's part of the commit landed), and its answer after
+        the call. The phases are kept apart (and this is the one method that runs them) so
+        that the simulator's mutants can wrap this one method."""
+        self._decide(works)
+        self._call(works)
+        self._answer(works)
 
-        The three are kept apart (and this is the one method that runs them) so that a caller
-        can run them in batches, and the simulator's mutants can wrap this one method."""
-        ctx = Context(at=now, by=self.actor, job=folded)
-        decided = step.before(ctx)
-        if decided:
-            owner = lease if step.fenced else None
-            revision = self.store.append(job, decided, expect_revision=revision, owner=owner)
-        call = step.call(ctx)
-        if call is None:
+    def _commit(self, works: Sequence[Work], requests: Sequence[AppendRequest]) -> list[object]:
+        """One ``append_many`` for the works' requests, answered per work; a store that does
+        not answer (Unavailable, or anything else it raises) ends every one of those works'
+        passes, since any of its parts may or may not have landed."""
+        if not requests:
+            return []
+        try:
+            return list(self.store.append_many(requests))
+        except Exception as exc:
+            for w in works:
+                w.error = exc
+            return []
+
+    def _decide(self, works: Sequence[Work]) -> None:
+        """Phase two: every step's ``before`` committed in one batch, each at the revision its
+        ``next`` was computed from and (unless the step is not fenced: Observe's evidence)
+        under its job's lease. A job whose part is refused (Conflict) calls nothing."""
+        deciding: list[Work] = []
+        requests: list[AppendRequest] = []
+        for w in works:
+            step = w.step
+            decided = step.before(w.ctx)
+            w.call = step.call(w.ctx)
+            if decided:
+                owner = w.lease if step.fenced else None
+                requests.append(
+                    AppendRequest(
+                        job=w.job, events=tuple(decided), expect_revision=w.revision, owner=owner
+                    )
+                )
+                deciding.append(w)
+        for w, answer in zip(deciding, self._commit(deciding, requests), strict=False):
+            if isinstance(answer, int):
+                w.revision = answer
+            elif isinstance(answer, Conflict):
+                log.debug("job %s: %s; re-reading", w.job, answer)
+                w.conflict = True
+            else:
+                w.error = answer  # type: ignore[assignment]  # NotFound: a Refusal
+
+    def _call(self, works: Sequence[Work]) -> None:
+        """Phase three: the call of every work whose decision landed, concurrently from a pool
+        of at most ``concurrency`` threads when there are several, else in order here. A call
+        failing outside its ``answers`` ends that job's pass only."""
+        todo = [w for w in works if w.going and w.call is not None]
+        if self.concurrency == 1 or len(todo) < 2:
+            for w in todo:
+                self._call_one(w)
             return
-        result = self._make(job, folded, call, revision, now)
-        answer = step.answer(ctx, result)
-        if answer:
-            self._evidence(job, answer, revision)
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo))) as pool:
+            for _ in pool.map(self._call_one, todo):
+                pass
+
+    def _call_one(self, w: Work) -> None:
+        assert w.call is not None
+        try:
+            w.result = self._make(w.job, w.folded, w.call, w.revision, w.now)
+        except Exception as exc:
+            w.error = exc
+
+    def _answer(self, works: Sequence[Work]) -> None:
+        """Phase four: every call's answer committed as evidence in one batch, from the
+        revision of its decision on; a job whose record moved meanwhile is re-read and offered
+        again in the next batch, up to EVIDENCE_TRIES times (then its pass ends in Conflict)."""
+        pending: list[tuple[Work, tuple[ev.AnyEvent, ...], int]] = []
+        for w in works:
+            if w.going and w.result is not None:
+                events = tuple(w.step.answer(w.ctx, w.result))
+                if events:
+                    pending.append((w, events, w.revision))
+        for _ in range(EVIDENCE_TRIES):
+            if not pending:
+                return
+            requests = [
+                AppendRequest(job=w.job, events=events, expect_revision=revision)
+                for w, events, revision in pending
+            ]
+            answers = self._commit([w for w, _, _ in pending], requests)
+            again: list[tuple[Work, tuple[ev.AnyEvent, ...], int]] = []
+            for (w, events, _), answer in zip(pending, answers, strict=False):
+                if isinstance(answer, int):
+                    continue
+                if not isinstance(answer, Conflict):
+                    w.error = answer  # type: ignore[assignment]  # NotFound: a Refusal
+                    continue
+                try:
+                    revision = self.store.read(w.job).revision
+                except Exception as exc:
+                    w.error = exc
+                    continue
+                again.append((w, events, revision))
+            pending = again
+        for w, _, _ in pending:
+            log.debug("job %s: could not record evidence; the record kept moving", w.job)
+            w.conflict = True
 
     def _make(self, job: str, folded: Job, call: Call, revision: int, now: datetime) -> Answer:
         """Make ``call`` and hand back its result; the exceptions it lists as its answers are

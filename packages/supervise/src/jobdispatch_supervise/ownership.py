@@ -10,11 +10,12 @@ deterministically.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 
 from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict
-from jobdispatch.records.store import Lease, Records
+from jobdispatch.records.store import Lease, Records, Refusal
 
 __all__ = ["Ownership"]
 
@@ -53,6 +54,40 @@ class Ownership:
         self._leases[job] = lease
         return lease
 
+    def own_many(self, jobs: Sequence[str]) -> dict[str, Lease]:
+        """``own`` for every job of ``jobs``, in two store calls whatever their number: one
+        ``acquire_many`` for the jobs without a lease and one ``renew_many`` for the leases
+        past half their life (each one durable commit on a durable store), so a poll over
+        thousands of jobs pays two syncs for its ownership, not one per job. Answers the jobs
+        owned, in the order asked; a job refused (another holder has it, the lease lapsed, or
+        the store has no such job) is left out and its lease forgotten, as ``own`` does."""
+        now = self.clock()
+        half = self.ttl / 2
+        leases = self._leases
+        missing: list[str] = []
+        due: list[Lease] = []
+        for job in jobs:
+            lease = leases.get(job)
+            if lease is None:
+                missing.append(job)
+            elif lease.expires - now < half:
+                due.append(lease)
+        if missing:
+            acquired = self.store.acquire_many(missing, self.holder, self.ttl)
+            for job, answer in zip(missing, acquired, strict=True):
+                self._keep(job, answer)
+        if due:
+            renewed = self.store.renew_many(due, self.ttl)
+            for lease, answer in zip(due, renewed, strict=True):
+                self._keep(lease.job, answer)
+        return {job: leases[job] for job in jobs if job in leases}
+
+    def _keep(self, job: str, answer: Lease | Refusal) -> None:
+        if isinstance(answer, Lease):
+            self._leases[job] = answer
+        else:
+            self._leases.pop(job, None)
+
     def held(self, job: str) -> Lease | None:
         """The lease this holder believes it has on ``job``, without asking the store."""
         return self._leases.get(job)
@@ -73,6 +108,13 @@ class Ownership:
                 log.debug("release of %s failed: %s", job, exc)
 
     def release_all(self) -> None:
-        """Give back every lease held (a supervisor that stops)."""
-        for job in list(self._leases):
-            self.release(job)
+        """Give back every lease held (a supervisor that stops), in one ``release_many``;
+        a release that fails is only logged, as in ``release``."""
+        leases = list(self._leases.values())
+        self._leases.clear()
+        if not leases:
+            return
+        try:
+            self.store.release_many(leases)
+        except Exception as exc:
+            log.debug("release of %d leases failed: %s", len(leases), exc)

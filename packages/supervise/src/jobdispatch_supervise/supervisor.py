@@ -20,11 +20,11 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Invalid, NotFound, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
-from jobdispatch.spi import Backend, find_all
+from jobdispatch.spi import Backend, Discovery, find_all
 from jobdispatch.steps import Wait
 from jobdispatch.validate import MAX_DURATION
 
-from jobdispatch_supervise.executor import Executor, Pass
+from jobdispatch_supervise.executor import Executor
 from jobdispatch_supervise.ownership import Ownership
 from jobdispatch_supervise.sinks import LogSink, Sink
 
@@ -51,9 +51,13 @@ class Supervisor:
         sleep: how to wait (an Event's wait by default, so ``stop`` interrupts it).
         sweep_every: how often ``serve`` looks for residual objects of settled jobs.
         residual_horizon: how long after an unresolved attempt its object is still looked for.
+        call_concurrency: the most backend calls ``serve`` makes at once in one round, from a
+            pool of threads; capped by what the adapter declares (``ConcurrentCalls``), so an
+            adapter that declares nothing gets its calls one at a time.
 
     Raises Invalid at construction for a poll or a lease ttl that is not positive or is longer
-    than the core's MAX_DURATION (a NaN poll included).
+    than the core's MAX_DURATION (a NaN poll included), and for a call concurrency that is not
+    an integer of at least 1 (or an adapter declaring one that is not).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class Supervisor:
         sleep: Callable[[float], object] | None = None,
         sweep_every: timedelta = timedelta(minutes=5),
         residual_horizon: timedelta = timedelta(hours=24),
+        call_concurrency: int = 8,
     ) -> None:
         # Checked here, not when the first lease is needed: a supervisor that cannot work must
         # say so before it serves anything. NaN passes every comparison, so it is named.
@@ -96,6 +101,7 @@ class Supervisor:
             clock=clock,
             holder=self.holder,
             sinks=list(sinks) if sinks is not None else [LogSink()],
+            concurrency=call_concurrency,
         )
         self.sweep_every = sweep_every
         self.residual_horizon = residual_horizon
@@ -175,53 +181,62 @@ class Supervisor:
             if swept is None or self.clock() - swept >= self.sweep_every:
                 swept = self.clock()
                 jobs += [j for j in self.residual_jobs() if j not in jobs]
-            owned = {j: lease for j in jobs if (lease := self.ownership.own(j)) is not None}
+            owned = self.ownership.own_many(jobs)
             try:
                 found = find_all(self.backend, list(owned)) if owned else {}
             except (Unreachable, Unavailable) as exc:
                 log.warning("the backend did not answer: %s; trying again", exc)
                 self._wait_for(None)
                 continue
-            wake: datetime | None = None
-            for job, lease in owned.items():
-                if self._stopping.is_set():
-                    break
-                try:
-                    result = self._drain(job, lease, found.get(job))
-                except NotFound:
-                    continue
-                except (Unreachable, Unavailable) as exc:
-                    log.warning("job %s: %s; trying again", job, exc)
-                    continue
-                except Invalid as exc:
-                    # Unreadable (damaged, or a newer version wrote it) or not folding: one
-                    # job's problem. Serve the others; let its lease go for whoever can read it.
-                    log.error("job %s is left unsupervised: %s", job, exc)
-                    self._unreadable.add(job)
-                    self.ownership.release(job)
-                    continue
-                if result.settled:
-                    self.ownership.release(job)
-                elif result.wake is not None:
-                    wake = result.wake if wake is None else min(wake, result.wake)
+            wake = self._rounds(owned, found)
             self._wait_for(wake)
         self.ownership.release_all()
 
-    def _drain(self, job: str, lease: Lease, discovery: object) -> Pass:
-        """Execute steps for one job until it has to wait; the first pass may reuse the poll's
-        shared discovery, later ones look again because they changed something."""
-        first = True
-        while True:
-            result = self.executor.run_pass(job, lease, discovery if first else None)  # type: ignore[arg-type]
-            first = False
-            if result.settled or result.conflict or result.step is None:
-                return result
-            if isinstance(result.step, Wait) or self._stopping.is_set():
-                return result
-            renewed = self.ownership.own(job)
-            if renewed is None:
-                return result
-            lease = renewed
+    def _rounds(self, owned: dict[str, Lease], found: dict[str, Discovery]) -> datetime | None:
+        """Execute steps for every owned job until each has to wait, in rounds: each round is
+        one batch of passes (:meth:`Executor.run_batch`: every decision committed in one
+        batch, the calls made, every answer committed in one batch). The first round uses the
+        poll's shared discovery; a job that executed a step joins the next round, which looks
+        again because the step changed something. Answers the earliest wake asked for."""
+        wake: datetime | None = None
+        batch: list[tuple[str, Lease, Discovery | None]] = [
+            (job, lease, found.get(job)) for job, lease in owned.items()
+        ]
+        while batch and not self._stopping.is_set():
+            results = self.executor.run_batch(batch)
+            again: list[str] = []
+            for (job, _, _), result in zip(batch, results, strict=True):
+                if result.error is not None:
+                    self._failed(job, result.error)
+                elif result.settled:
+                    self.ownership.release(job)
+                elif result.conflict:
+                    # Lost a race or the lease: forget the lease so ownership is checked anew.
+                    self.ownership.forget(job)
+                elif result.step is None or isinstance(result.step, Wait):
+                    if result.wake is not None:
+                        wake = result.wake if wake is None else min(wake, result.wake)
+                else:
+                    again.append(job)
+            batch = [(job, lease, None) for job, lease in self.ownership.own_many(again).items()]
+        return wake
+
+    def _failed(self, job: str, exc: Exception) -> None:
+        """What ended one job's pass in a round: that job's problem, the others go on; an
+        error of another kind ends ``serve`` as it would have in a pass of its own."""
+        if isinstance(exc, NotFound):
+            return
+        if isinstance(exc, (Unreachable, Unavailable)):
+            log.warning("job %s: %s; trying again", job, exc)
+            return
+        if isinstance(exc, Invalid):
+            # Unreadable (damaged, or a newer version wrote it) or not folding: one
+            # job's problem. Serve the others; let its lease go for whoever can read it.
+            log.error("job %s is left unsupervised: %s", job, exc)
+            self._unreadable.add(job)
+            self.ownership.release(job)
+            return
+        raise exc
 
     def stop(self) -> None:
         """Stop after the step under way; leases are released."""

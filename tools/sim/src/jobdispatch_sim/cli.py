@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="from this many seeds on, a required situation that never happened fails the run",
     )
     mut = sub.add_parser("mutants", help="show every mutant caught within --max-seeds")
-    mut.add_argument("--max-seeds", type=int, default=500)
+    mut.add_argument("--max-seeds", type=int, default=1000)
     mut.add_argument("--workers", type=int, default=0)
     mut.add_argument("--only", nargs="*", choices=sorted(MUTANTS))
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -39,6 +39,7 @@ REQUIRED: tuple[str, ...] = (
     "lease lapsed while its holder was paused",
     "lease lost mid-step",
     "decision lost a race",
+    "one batch executed several jobs' steps",
     "duplicate retired",
     "lost reply resolved by discovery",
     "a find missed objects",

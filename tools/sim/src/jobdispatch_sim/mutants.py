@@ -9,7 +9,7 @@ on exit, so one process can run the real code and every mutant in turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,7 +28,7 @@ from jobdispatch.steps import Authorize, Canonical, Observe, Outcome, Start, Ste
 from jobdispatch.triggers import End, Launch, Retry, Trigger
 from jobdispatch.types import Actor
 from jobdispatch_supervise import executor as executor_mod
-from jobdispatch_supervise.executor import Executor
+from jobdispatch_supervise.executor import Executor, Work
 from jobdispatch_supervise.ownership import Ownership
 
 
@@ -82,7 +82,15 @@ def refused_never_retried() -> AbstractContextManager[None]:
             refused.add(job)
         return lease
 
-    return _patched((Ownership, "own", own))
+    original_many = Ownership.own_many
+
+    def own_many(self: Ownership, jobs: Sequence[str]) -> dict[str, Lease]:
+        refused: set[str] = self.__dict__.setdefault("_refused", set())
+        owned = original_many(self, [j for j in jobs if j not in refused])
+        refused.update(j for j in jobs if j not in owned)
+        return owned
+
+    return _patched((Ownership, "own", own), (Ownership, "own_many", own_many))
 
 
 # ---------------------------------------------------------------------------- the executor
@@ -92,12 +100,11 @@ def open_before_canonical() -> AbstractContextManager[None]:
     """The chosen object's gate is lifted before it is committed as canonical."""
     original = Executor._execute
 
-    def execute(
-        self: Executor, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: Any
-    ) -> None:
-        if isinstance(step, Canonical):
-            self.backend.open(step.ref)
-        original(self, job, folded, step, revision, lease, now)
+    def execute(self: Executor, works: Sequence[Work]) -> None:
+        for w in works:
+            if isinstance(w.step, Canonical):
+                self.backend.open(w.step.ref)
+        original(self, works)
 
     return _patched((Executor, "_execute", execute))
 
@@ -114,14 +121,34 @@ def budget_after_start() -> AbstractContextManager[None]:
     charged only once the first Start has answered (a crash in between loses the charge)."""
     original = Executor._execute
 
-    def execute(
-        self: Executor, job: str, folded: Job, step: Step, revision: int, lease: Lease, now: Any
-    ) -> None:
-        if isinstance(step, Authorize) and step.rule is not None:
-            step = attrs.evolve(step, rule=None)
-        original(self, job, folded, step, revision, lease, now)
-        if isinstance(step, Start):
-            _charge_after_start(self, job, folded, step, lease)
+    def execute(self: Executor, works: Sequence[Work]) -> None:
+        for w in works:
+            if isinstance(w.step, Authorize) and w.step.rule is not None:
+                w.step = attrs.evolve(w.step, rule=None)
+        original(self, works)
+        for w in works:
+            if isinstance(w.step, Start) and w.going:
+                _charge_after_start(self, w.job, w.folded, w.step, w.lease)
+
+    return _patched((Executor, "_execute", execute))
+
+
+def call_before_commit() -> AbstractContextManager[None]:
+    """The batch path's calls are made while their batch's decisions are still being
+    committed (as a pool that started the calls with the batch, not after its commit
+    returned would): a call is made for a decision that then lands, is refused, or is lost."""
+
+    def execute(self: Executor, works: Sequence[Work]) -> None:
+        for w in works:
+            w.call = w.step.call(w.ctx)
+        self._call(works)
+        made = {id(w): w.result for w in works}
+        self._decide(works)
+        for w in works:
+            result = made[id(w)]
+            # The answers name the revision the decision landed at, as the real path's do.
+            w.result = None if result is None else attrs.evolve(result, revision=w.revision)
+        self._answer(works)
 
     return _patched((Executor, "_execute", execute))
 
@@ -289,6 +316,11 @@ MUTANTS: dict[str, Mutant] = {
             "open-next-before-stopped",
             "open n+1 only once n is ended or verified stopped",
             open_next_before_stopped,
+        ),
+        Mutant(
+            "call-before-commit",
+            "a batch's calls only once its decisions' commit returned",
+            call_before_commit,
         ),
         Mutant(
             "budget-after-start",

@@ -443,23 +443,56 @@ class World:
             except Crash as exc:
                 self._died(proc, exc)
                 return None
-            except Invalid as exc:
-                self._fail(6, "records fold and list", job, f"the supervisor raised {exc}")
-                return None
-            except DispatchError as exc:
-                self.note("pass-failed", f"{proc.holder} on {job}: {type(exc).__name__}: {exc}")
-                return None
             except Stop:
                 raise
             except Exception as exc:
-                tb = traceback.format_exc(limit=6).strip().splitlines()
-                self._fail(
-                    0,
-                    "the code under test raised",
-                    job,
-                    f"{type(exc).__name__}: {exc} | " + " | ".join(tb[-4:]),
-                )
+                self._failed(proc, job, exc)
                 return None
+        return self._passed(proc, job, result)
+
+    def supervise_batch(self, proc: Proc, shape: str, found: dict[str, Discovery]) -> None:
+        """One pass of ``proc`` over every job of ``found`` it owns, as one batch through the
+        executor's phases, as the Supervisor's serve loop makes it."""
+        with self.acting(ActorCtx(proc.holder, proc, "sup")):
+            batch: list[tuple[str, Lease, Discovery | None]] = []
+            try:
+                owned = proc.ownership.own_many(list(found))
+                batch = [(job, lease, found[job]) for job, lease in owned.items()]
+                results = proc.executors[shape].run_batch(batch) if batch else []
+            except Crash as exc:
+                self._died(proc, exc)
+                return
+            except Stop:
+                raise
+            except Exception as exc:
+                self._failed(proc, batch[-1][0] if batch else "-", exc)
+                return
+            stepped = [r for r in results if r.step is not None and not isinstance(r.step, Wait)]
+            if len(stepped) > 1:
+                self.cover("one batch executed several jobs' steps")
+            for (job, _, _), result in zip(batch, results, strict=True):
+                if result.error is not None:
+                    self._failed(proc, job, result.error)
+                else:
+                    self._passed(proc, job, result)
+
+    def _failed(self, proc: Proc, job: str, exc: Exception) -> None:
+        """What ended ``proc``'s pass over ``job``: a fault it survives, or a violation."""
+        if isinstance(exc, Invalid):
+            self._fail(6, "records fold and list", job, f"the supervisor raised {exc}")
+        elif isinstance(exc, DispatchError):
+            self.note("pass-failed", f"{proc.holder} on {job}: {type(exc).__name__}: {exc}")
+        else:
+            tb = traceback.format_exception(exc, limit=6)
+            lines = "".join(tb).strip().splitlines()
+            self._fail(
+                0,
+                "the code under test raised",
+                job,
+                f"{type(exc).__name__}: {exc} | " + " | ".join(lines[-4:]),
+            )
+
+    def _passed(self, proc: Proc, job: str, result: Pass) -> Pass:
         if result.conflict:
             proc.ownership.forget(job)
             self.cover("decision lost a race")
@@ -489,7 +522,7 @@ class World:
         )
 
     def poll(self, proc: Proc) -> None:
-        """The serve path: one find for all of a shape's jobs, then a pass each with it."""
+        """The serve path: one find for all of a shape's jobs, then one batch of passes."""
         shape = self.rng.choice(sorted(self.backends))
         jobs = [j for j in self.jobs if self.shape_of[j] == shape and j not in self.settled]
         if not jobs or not proc.alive:
@@ -503,8 +536,7 @@ class World:
             except DispatchError as exc:
                 self.note("poll-failed", f"{proc.holder}: {type(exc).__name__}")
                 return
-        for job in jobs:
-            self.supervise(proc, job, found.get(job))
+        self.supervise_batch(proc, shape, {job: found[job] for job in jobs})
 
     def env_action(self, *, calm: bool = False) -> None:
         """The cluster does something to one object of one job."""

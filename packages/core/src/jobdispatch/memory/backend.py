@@ -75,6 +75,8 @@ class MemoryBackend:
     """
 
     name = "memory"
+    #: Its state is behind the cluster's lock, so a supervisor may make calls from threads.
+    call_concurrency = 16
 
     def __init__(
         self,

@@ -1,0 +1,122 @@
+"""Benchmark: one supervisor serving many jobs, the LMDB store against the memory store.
+
+Run standalone (``python packages/supervise/bench/bench_supervise.py [--quick] [--jobs N]``) or
+through ``nox -s bench``. In one run, for each store, with the memory adapter (auto-run) and a
+manual clock that each poll advances by one second:
+
+* submit N jobs (``Operator.submit``, one durable ``create`` each: timed, not a target);
+* launch them: the supervisor's first poll, in which every job runs its rounds of steps
+  (authorize, start, canonical, open, observe) until it waits, through the executor's phases
+  (one commit of a round's decisions, the calls, one commit of its answers);
+* then poll the N running jobs for 20 simulated seconds, so the window spans the renewal of
+  every lease (30 s leases are renewed past half their life), and report the longest poll.
+
+The memory store is the baseline measured in the same run; the targets are issue 19's: the LMDB
+launch within 3x of the memory store's, and no poll over 1 s with 10,000 running jobs, renewals
+included. Prints a table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from jobdispatch import Actor, JobSpec, ManualClock, compose
+from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.records.store import Records
+from jobdispatch_records_lmdb import LmdbRecords
+from jobdispatch_supervise import Supervisor
+
+#: Simulated seconds of polling after the launch: past the lease's half-life (15 s).
+WINDOW = 20
+OPS = Actor.human("bench")
+
+
+class _Stop(Exception):
+    """Ends serve from its sleep once the window is over."""
+
+
+def measure(store: Records, clock: ManualClock, jobs: int) -> dict[str, float]:
+    """Submit, launch and poll ``jobs`` jobs on ``store``; the seconds each part took."""
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True, clock=clock)
+    cluster = compose(backend, store=store, clock=clock)
+    spec = JobSpec(command=["train"])
+    started = time.perf_counter()
+    for _ in range(jobs):
+        cluster.operator.submit(spec, by=OPS, supervised=True)
+    submitted = time.perf_counter() - started
+
+    polls: list[float] = []
+    mark = [time.perf_counter()]
+
+    def sleep(seconds: float) -> None:
+        now = time.perf_counter()
+        polls.append(now - mark[0])
+        if len(polls) > WINDOW:
+            raise _Stop
+        clock.advance(timedelta(seconds=1))
+        mark[0] = time.perf_counter()
+
+    supervisor = Supervisor(
+        backend, store, clock=clock, sleep=sleep, poll=1.0, sweep_every=timedelta(days=1)
+    )
+    mark[0] = time.perf_counter()
+    with contextlib.suppress(_Stop):
+        supervisor.serve()
+    running = sum(1 for job in store.list() if cluster.observer.get(job).state.value == "running")
+    if running != jobs:
+        msg = f"only {running} of {jobs} jobs were running after the launch"
+        raise SystemExit(msg)
+    return {
+        "submit": submitted,
+        "launch": polls[0],
+        "longest poll": max(polls[1:]),
+        "median poll": sorted(polls[1:])[len(polls[1:]) // 2],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 jobs instead of 10,000")
+    parser.add_argument("--jobs", type=int, help="how many jobs (overrides --quick)")
+    args = parser.parse_args(argv)
+    jobs = args.jobs or (1_000 if args.quick else 10_000)
+    print(f"bench_supervise: {jobs} jobs, one supervisor, memory adapter", flush=True)
+    results: dict[str, dict[str, float]] = {}
+    runs: list[tuple[str, Callable[[ManualClock, Path], Records]]] = [
+        ("memory", lambda clock, _: MemoryRecords(clock)),
+        ("lmdb", lambda clock, d: LmdbRecords(d / "records", clock)),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make in runs:
+            clock = ManualClock()
+            store = make(clock, Path(tmp))
+            try:
+                results[name] = measure(store, clock, jobs)
+            finally:
+                store.close()
+            print(f"  {name}: done", flush=True)
+    mem, lmdb = results["memory"], results["lmdb"]
+    print(f"{'':14}{'memory (s)':>12}{'lmdb (s)':>12}{'ratio':>8}  target")
+    targets = {"launch": "lmdb within 3x", "longest poll": "no poll over 1 s"}
+    for row in ("submit", "launch", "median poll", "longest poll"):
+        ratio = lmdb[row] / mem[row] if mem[row] else float("inf")
+        print(f"{row:14}{mem[row]:12.3f}{lmdb[row]:12.3f}{ratio:8.2f}x  {targets.get(row, '')}")
+    launch_ok = lmdb["launch"] <= 3 * mem["launch"]
+    poll_ok = max(lmdb["longest poll"], mem["longest poll"]) <= 1.0
+    print(
+        f"targets: launch {'met' if launch_ok else 'MISSED'}; "
+        f"longest poll {'met' if poll_ok else 'MISSED'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
