@@ -173,3 +173,19 @@ def test_a_workload_lagging_its_opened_trainjob_reads_pending_not_gated() -> Non
     ]
     assert kueue_view(wl, open_id="o1").state is ObjectState.GATED
     assert kueue_view(wl, open_id="o2").state is ObjectState.PENDING
+
+
+def test_a_requeued_workload_still_names_the_preemption_from_kueues_counts() -> None:
+    """Regression (the real plane): requeued with quota reserved again, the Workload's Evicted
+    turned False, reason QuotaReserved, "Previously: Preempted to accommodate ...", and the run
+    read as ended unknown; Kueue's eviction counts keep the reason."""
+    wl = captured("preempted-deactivated")
+    del wl["spec"]["active"]
+    for c in wl["status"]["conditions"]:
+        if c["type"] == "Evicted":
+            c.update(status="False", reason="QuotaReserved", message="Previously: " + c["message"])
+        if c["type"] == "Preempted":
+            c["status"] = "False"
+    [ended] = observe(Chain(trainjob=_kueue_trainjob(), workload=wl)).executions
+    assert ended.cause is not None and ended.cause.kind is CauseKind.PREEMPTED, ended
+    assert "InClusterQueue" in ended.cause.detail and "Previously: Preempted" in ended.cause.detail

@@ -60,8 +60,12 @@ FORMAT = b"jobdispatch-records"
 FORMAT_VERSION = 1
 #: The first map size; it doubles whenever a commit finds it full.
 DEFAULT_MAP_SIZE = 1 << 26
-#: Decoded events kept per store for re-reads (a few tens of megabytes at most).
-DEFAULT_CACHE_EVENTS = 50_000
+#: Decoded events kept per store for re-reads. It fills only with what is read, so a command
+#: that reads a few jobs keeps a few; a supervisor re-reads every job it owns on every poll,
+#: and once those records outgrow the cache each read decodes the whole record again (the
+#: least recently read goes first, which a poll's round-robin always is). 200,000 events hold
+#: 10,000 jobs of twenty events each, at about half a kilobyte an event.
+DEFAULT_CACHE_EVENTS = 200_000
 #: The files LMDB keeps in an environment directory. Anything else there is someone else's.
 _LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
 #: LMDB's meta page magic (``MDB_MAGIC``), after the 16-byte page header, little-endian on the
