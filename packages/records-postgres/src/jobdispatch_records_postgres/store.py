@@ -459,6 +459,35 @@ class PostgresRecords:
 
         self._run(body, transaction=True)
 
+    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+        rules.check_member(member)
+        _check_key("member", member)
+        rules.check_ttl(ttl)
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> tuple[str, ...]:
+            pinned = self._clock() if self._clock is not None else None
+            row = conn.execute(q.pin_now, (pinned,)).fetchone()
+            assert row is not None
+            now = _utc(row[0])
+            # Expired members are dropped as they are seen: every restart names a new holder.
+            conn.execute(q.prune_members, (now,))
+            conn.execute(q.announce, (member, now + ttl))
+            rows = conn.execute(q.members).fetchall()
+            return rules.live_members({str(m): _utc(e) for m, e in rows}, now)
+
+        return self._run(body, transaction=True)
+
+    def withdraw(self, member: str) -> None:
+        rules.check_member(member)
+        _check_key("member", member)
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(q.withdraw, (member,))
+
+        self._run(body, transaction=True)
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
@@ -575,6 +604,13 @@ class _Queries:
             "UPDATE {s}.jobs SET holder = NULL, lease_token = NULL, lease_expires = NULL "
             "WHERE job = ANY(%s::text[])"
         )
+        self.prune_members = q("DELETE FROM {s}.members WHERE expires <= %s")
+        self.announce = q(
+            "INSERT INTO {s}.members (member, expires) VALUES (%s, %s) "
+            "ON CONFLICT (member) DO UPDATE SET expires = excluded.expires"
+        )
+        self.members = q("SELECT member, expires FROM {s}.members")
+        self.withdraw = q("DELETE FROM {s}.members WHERE member = %s")
         self.list_all = q(
             "SELECT seq, job FROM {s}.jobs WHERE seq > %s::bigint ORDER BY seq LIMIT %s"
         )
