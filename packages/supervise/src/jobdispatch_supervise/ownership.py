@@ -10,15 +10,30 @@ deterministically.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 
 from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict
 from jobdispatch.records.store import Lease, Records
 
-__all__ = ["Ownership"]
+__all__ = ["Ownership", "fair_share"]
 
 log = logging.getLogger("jobdispatch.supervise")
+
+
+def fair_share(jobs: int, members: Sequence[str], member: str) -> int:
+    """How many of ``jobs`` ``member`` takes when ``members`` (the live ones, as the store's
+    ``announce`` answers them: sorted, the asker included) share them out.
+
+    Each takes ``jobs // n``, and the first ``jobs % n`` by name take one more: the shares add
+    up to exactly the jobs, so while the members agree on who they are, every job has a taker
+    and the spread is even to within one. A member missing from ``members`` (its own
+    announcement failed) counts itself last.
+    """
+    ranked = list(members) if member in members else [*members, member]
+    base, extra = divmod(jobs, len(ranked))
+    return base + (1 if ranked.index(member) < extra else 0)
 
 
 class Ownership:
@@ -52,6 +67,32 @@ class Ownership:
             return None
         self._leases[job] = lease
         return lease
+
+    def own_share(self, jobs: Sequence[str], share: int) -> dict[str, Lease]:
+        """The leases to serve ``jobs`` with, taking no more than ``share`` of them.
+
+        Jobs already held are kept (renewed); unowned ones are acquired, in order, only while
+        fewer than ``share`` are held. Held beyond the share (a new member joined, so every
+        share shrank), one job, the last held, is released per call: the surplus drains
+        gradually to the newcomers, and releasing is always safe (its next owner is fenced by
+        a greater token and starts from the record).
+        """
+        mine = [job for job in jobs if job in self._leases]
+        if len(mine) > share:
+            self.release(mine[-1])
+        owned: dict[str, Lease] = {}
+        held = len([job for job in jobs if job in self._leases])
+        for job in jobs:
+            fresh = job not in self._leases
+            if fresh and held >= share:
+                continue
+            lease = self.own(job)
+            if lease is None:
+                held -= not fresh  # a lease found lost no longer counts
+                continue
+            held += fresh
+            owned[job] = lease
+        return owned
 
     def held(self, job: str) -> Lease | None:
         """The lease this holder believes it has on ``job``, without asking the store."""
