@@ -167,18 +167,23 @@ class Supervisor:
         return out
 
     def serve(self, filter: ListFilter | None = None) -> None:
-        """Supervise every unsettled job of the store until :meth:`stop`, one backend query
+        """Supervise this supervisor's fair share of the store's unsettled jobs (spec 0004
+        D7: the live supervisors split them evenly) until :meth:`stop`, one backend query
         per poll for all of them where the adapter can; every ``sweep_every``, settled jobs
         with residual attempts join a poll, so late objects of lost Start replies are stopped."""
         wanted = filter or ListFilter(settled=False)
         swept: datetime | None = None
         while not self._stopping.is_set():
             jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
-            if swept is None or self.clock() - swept >= self.sweep_every:
-                swept = self.clock()
-                jobs += [j for j in self.residual_jobs() if j not in jobs]
             share = fair_share(len(jobs), self._members(), self.holder)
             owned = self.ownership.own_share(jobs, share)
+            if swept is None or self.clock() - swept >= self.sweep_every:
+                swept = self.clock()
+                # Outside the share: a sweep is one pass per settled job (its lease is let go
+                # after it), and counting these would move every share on each sweep's poll.
+                for job in self.residual_jobs():
+                    if job not in jobs and (lease := self.ownership.own(job)) is not None:
+                        owned[job] = lease
             try:
                 found = find_all(self.backend, list(owned)) if owned else {}
             except (Unreachable, Unavailable) as exc:
