@@ -1539,6 +1539,53 @@ class RecordStoreSuite:
             store.acquire("job-2", "other", _ttl(10))
         assert store.append("job-2", [decision(1)], expect_revision=0, owner=new) == 1
 
+    # ------------------------------------------------------------------------------ members
+
+    def test_announce_answers_the_live_members(self, store: Records, clock: ManualClock) -> None:
+        assert store.announce("sup-b", _ttl(10)) == ("sup-b",)
+        clock.advance(4)
+        assert store.announce("sup-a", _ttl(10)) == ("sup-a", "sup-b")
+        clock.advance(4)
+        # Announcing again extends the member's ttl from now.
+        assert store.announce("sup-b", _ttl(10)) == ("sup-a", "sup-b")
+        clock.advance(6)  # sup-a's announcement (until 14) has run out; sup-b's (until 18) not
+        assert store.announce("sup-c", _ttl(10)) == ("sup-b", "sup-c")
+        clock.advance(20)
+        assert store.announce("sup-a", _ttl(10)) == ("sup-a",)
+
+    def test_members_are_not_jobs(self, store: Records) -> None:
+        store.create(make_header("job-1"))
+        store.announce("sup-a", _ttl(60))
+        assert list(store.list()) == ["job-1"]
+        with pytest.raises(NotFound):
+            store.read("sup-a")
+
+    def test_withdraw_drops_a_member_at_once(self, store: Records) -> None:
+        store.announce("sup-a", _ttl(60))
+        store.announce("sup-b", _ttl(60))
+        store.withdraw("sup-a")
+        store.withdraw("never-announced")  # ignored
+        assert store.announce("sup-b", _ttl(60)) == ("sup-b",)
+
+    def test_members_outlive_a_reopen(
+        self,
+        store: Records,
+        clock: ManualClock,
+        reopen: Callable[[Records, ManualClock], Records],
+    ) -> None:
+        # A supervisor that restarts its store connection is still counted by the others.
+        store.announce("sup-a", _ttl(60))
+        again = reopen(store, clock)
+        assert again.announce("sup-b", _ttl(60)) == ("sup-a", "sup-b")
+
+    def test_announce_refuses_a_nameless_member_or_a_bad_ttl(self, store: Records) -> None:
+        for member, ttl in (("", _ttl(10)), ("sup", _ttl(0)), ("sup", _ttl(-1))):
+            with pytest.raises(Invalid):
+                store.announce(member, ttl)
+        with pytest.raises(Invalid):
+            store.withdraw("")
+        assert store.announce("sup", _ttl(10)) == ("sup",)
+
     def test_tokens_only_grow_through_batches(self, store: Records, clock: ManualClock) -> None:
         jobs = ["job-1", "job-2", "job-3"]
         for job in jobs:

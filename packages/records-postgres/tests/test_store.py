@@ -156,7 +156,9 @@ def test_a_newer_schema_is_refused_and_left_alone(
         s = sql.Identifier(store.settings.schema)
         with _conn(store.settings) as conn:
             conn.execute(sql.SQL("UPDATE {}.meta SET value = '99' WHERE key = 'version'").format(s))
-    with pytest.raises(Invalid, match=r"version 99, written by a newer version.*up to 1"):
+    with pytest.raises(
+        Invalid, match=rf"version 99, written by a newer version.*up to {SCHEMA_VERSION}"
+    ):
         PostgresRecords(config)
     with _conn(store.settings) as conn:
         count = conn.execute(sql.SQL("SELECT count(*) FROM {}.jobs").format(s)).fetchone()
@@ -164,6 +166,25 @@ def test_a_newer_schema_is_refused_and_left_alone(
             sql.SQL("SELECT value FROM {}.meta WHERE key = 'version'").format(s)
         ).fetchone()
     assert (count, version) == ((1,), ("99",))
+
+
+def test_a_version_1_schema_migrates_to_members_with_its_records(
+    new_config: Callable[[], dict[str, Any]],
+) -> None:
+    # A schema as version 1 left it (no members table): opening it adds the table and keeps
+    # every record and lease.
+    config = new_config()
+    with PostgresRecords(config) as store:
+        store.create(make_header("job-1"), [evidence(1)])
+        lease = store.acquire("job-1", "sup", timedelta(minutes=5))
+        s = sql.Identifier(store.settings.schema)
+        with _conn(store.settings) as conn:
+            conn.execute(sql.SQL("DROP TABLE {}.members").format(s))
+            conn.execute(sql.SQL("UPDATE {}.meta SET value = '1' WHERE key = 'version'").format(s))
+    with PostgresRecords(config) as again:
+        assert again.read("job-1").events == (evidence(1),)
+        assert again.append("job-1", [decision(1)], expect_revision=1, owner=lease) == 2
+        assert again.announce("sup", timedelta(minutes=1)) == ("sup",)
 
 
 def test_a_foreign_schema_is_refused(new_config: Callable[[], dict[str, Any]]) -> None:

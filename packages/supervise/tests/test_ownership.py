@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import hypothesis.strategies as st
 import jobdispatch
+from hypothesis import given
 from jobdispatch import JobSpec, ManualClock
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch_conformance.records import make_header
 from jobdispatch_supervise import Ownership, Supervisor
+from jobdispatch_supervise.ownership import fair_share
 
 TTL = timedelta(seconds=30)
 
@@ -81,3 +85,89 @@ def test_the_supervisor_owns_its_jobs_through_the_same_piece() -> None:
     assert lease is not None and lease.holder == sup.holder
     assert lease.expires == clock() + sup.lease_ttl
     assert Ownership(store, "other", TTL, clock).own(job) is None
+
+
+# ------------------------------------------------------------------------------ fair share
+
+
+@given(jobs=st.integers(min_value=0, max_value=10_000), n=st.integers(1, 200))
+def test_fair_shares_add_up_to_the_jobs_and_differ_by_at_most_one(jobs: int, n: int) -> None:
+    members = tuple(f"sup-{i:03}" for i in range(n))
+    shares = [fair_share(jobs, members, m) for m in members]
+    assert sum(shares) == jobs
+    assert max(shares) - min(shares) <= 1
+
+
+def test_a_member_its_own_announcement_missed_counts_itself_last() -> None:
+    assert fair_share(7, ("a", "b"), "c") == 2
+    assert [fair_share(7, ("a", "b"), m) for m in ("a", "b")] == [4, 3]
+
+
+def _jobs(store: MemoryRecords, n: int) -> list[str]:
+    for i in range(n):
+        store.create(make_header(f"job-{i}"))
+    return list(store.list())
+
+
+def _poll(store: MemoryRecords, who: dict[str, Ownership], jobs: list[str]) -> None:
+    """One poll of each live supervisor, as serve makes it: announce, count, take a share."""
+    for name, mine in who.items():
+        members = store.announce(name, TTL)
+        mine.own_share(jobs, fair_share(len(jobs), members, name))
+
+
+def _holdings(who: dict[str, Ownership], jobs: list[str]) -> dict[str, int]:
+    return {name: sum(mine.held(j) is not None for j in jobs) for name, mine in who.items()}
+
+
+def test_a_newcomer_gets_work_gradually_and_the_jobs_spread_evenly() -> None:
+    clock = ManualClock()
+    store = MemoryRecords(clock=clock)
+    jobs = _jobs(store, 10)
+    who = {"a": Ownership(store, "a", TTL, clock)}
+    _poll(store, who, jobs)
+    assert _holdings(who, jobs) == {"a": 10}
+    who["b"] = Ownership(store, "b", TTL, clock)
+    seen: list[dict[str, int]] = []
+    for _ in range(8):
+        clock.advance(timedelta(seconds=1))
+        _poll(store, who, jobs)
+        seen.append(_holdings(who, jobs))
+    # a polls before b first announces, so it keeps all ten once; from then on it gives back
+    # one job a poll (never all at once), and b takes each as it comes free.
+    assert [h["a"] for h in seen[:6]] == [10, 9, 8, 7, 6, 5]
+    assert seen[-1] == {"a": 5, "b": 5}
+    who["c"] = Ownership(store, "c", TTL, clock)
+    for _ in range(8):
+        clock.advance(timedelta(seconds=1))
+        _poll(store, who, jobs)
+    assert sorted(_holdings(who, jobs).values()) == [3, 3, 4]
+    # No job is held by two: each lease is the store's one current lease.
+    held = [j for mine in who.values() for j in jobs if mine.held(j) is not None]
+    assert sorted(held) == sorted(jobs)
+
+
+def test_a_dead_supervisors_jobs_move_within_one_lease() -> None:
+    clock = ManualClock()
+    store = MemoryRecords(clock=clock)
+    jobs = _jobs(store, 9)
+    who = {name: Ownership(store, name, TTL, clock) for name in ("a", "b", "c")}
+    for _ in range(10):
+        clock.advance(timedelta(seconds=1))
+        _poll(store, who, jobs)
+    assert _holdings(who, jobs) == {"a": 3, "b": 3, "c": 3}
+    del who["c"]  # c dies: it announces and renews no more
+    died = clock()
+    while sum(_holdings(who, jobs).values()) < len(jobs):
+        clock.advance(timedelta(seconds=1))
+        _poll(store, who, jobs)
+        assert clock() - died <= TTL + timedelta(seconds=1), "c's jobs did not move in a lease"
+    assert sorted(_holdings(who, jobs).values()) == [4, 5]
+
+
+def test_a_supervisor_that_stops_withdraws_so_the_others_count_it_out_at_once() -> None:
+    store = MemoryRecords()
+    backend = MemoryBackend(shape=Shape.SLURM)
+    sup = Supervisor(backend, store, holder="gone", sleep=lambda _: sup.stop())
+    sup.serve()
+    assert store.announce("other", TTL) == ("other",)

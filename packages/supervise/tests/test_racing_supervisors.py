@@ -65,3 +65,60 @@ def test_two_supervisor_threads_over_one_store_never_both_act():
         assert tokens == sorted(tokens), (holders, tokens)
         authorized = [e for e in store.read(job).events if isinstance(e, ev.SubmissionAuthorized)]
         assert [e.n for e in authorized] == [1, 2, 3]
+
+
+def test_supervisors_share_the_jobs_a_newcomer_gets_work_and_a_dead_ones_jobs_move():
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    store = MemoryRecords()
+    cluster = compose(backend, store=store)
+    jobs = [
+        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True).job
+        for _ in range(6)
+    ]
+    ended = threading.Event()
+    frozen: dict[str, threading.Event] = {}
+
+    def start(name: str) -> tuple[Supervisor, threading.Thread]:
+        frozen[name] = threading.Event()
+
+        def sleep(delay: float) -> None:
+            # A frozen supervisor is dead as the others see a crashed one: it polls, renews
+            # and announces no more, and releases nothing (until the test ends).
+            if frozen[name].is_set():
+                ended.wait()
+            else:
+                time.sleep(delay)
+
+        sup = Supervisor(
+            backend, store, poll=0.02, lease_ttl=timedelta(seconds=2), holder=name, sleep=sleep
+        )
+        thread = threading.Thread(target=sup.serve, daemon=True)
+        thread.start()
+        return sup, thread
+
+    def holdings(sups: list[Supervisor]) -> list[int]:
+        return [sum(s.ownership.held(j) is not None for j in jobs) for s in sups]
+
+    def wait_for(sups: list[Supervisor], want: list[int]) -> None:
+        deadline = time.monotonic() + 60
+        while holdings(sups) != want:
+            assert time.monotonic() < deadline, holdings(sups)
+            time.sleep(0.01)
+
+    running = [start("a")]
+    try:
+        wait_for([running[0][0]], [6])
+        running.append(start("b"))
+        wait_for([s for s, _ in running], [3, 3])  # a newcomer gets work, evenly
+        running.append(start("c"))
+        wait_for([s for s, _ in running], [2, 2, 2])
+        frozen["c"].set()  # c dies holding two leases
+        wait_for([s for s, _ in running[:2]], [3, 3])  # its jobs moved to the living
+    finally:
+        ended.set()
+        for s, _ in running:
+            s.stop()
+        for _, t in running:
+            t.join(timeout=10)
+    # Nothing ran twice: every job was started once, however often its lease moved.
+    assert backend.env.calls["start"] == len(jobs)

@@ -34,7 +34,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -82,6 +82,21 @@ _U32 = struct.Struct("<I")
 _MIN_PAGE = 512
 _DATABASES = ("meta", "jobs", "headers", "events", "keys", "order", "leases")
 _LIST_BATCH = 256
+#: Members (spec 0004 D7) live in ``meta`` under this prefix, each with its expiry in
+#: microseconds since the epoch: no new database, so the layout version stays, and a version
+#: that knows nothing of members reads the store as before.
+_MEMBER = b"member/"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _micros(instant: datetime) -> int:
+    return (instant - _EPOCH) // timedelta(microseconds=1)
+
+
+def _from_micros(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
 _MAX_RETRIES = 64
 
 _U64 = struct.Struct(">Q")
@@ -904,6 +919,41 @@ class LmdbRecords:
                     txn.put(_u64(seq), _LeaseRow(None, row.token, None).dump(), db=dbs["leases"])
 
         self._transact(txn_release, write=True)
+
+    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+        rules.check_member(member)
+        rules.check_ttl(ttl)
+        key = _MEMBER + member.encode()
+
+        def txn_announce(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[str, ...]:
+            now = self._clock()
+            txn.put(key, _u64(_micros(now + ttl)), db=dbs["meta"])
+            cursor = txn.cursor(db=dbs["meta"])
+            expiries: dict[str, datetime] = {}
+            if cursor.set_range(_MEMBER):
+                for raw, value in cursor:
+                    name = bytes(raw)
+                    if not name.startswith(_MEMBER):
+                        break
+                    expiries[name[len(_MEMBER) :].decode()] = _from_micros(
+                        _U64.unpack(bytes(value))[0]
+                    )
+            # Expired members are dropped as they are seen: every restart names a new holder.
+            for gone, expires in expiries.items():
+                if not now < expires:
+                    txn.delete(_MEMBER + gone.encode(), db=dbs["meta"])
+            return rules.live_members(expiries, now)
+
+        return self._transact(txn_announce, write=True)
+
+    def withdraw(self, member: str) -> None:
+        rules.check_member(member)
+        key = _MEMBER + member.encode()
+
+        def txn_withdraw(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+            txn.delete(key, db=dbs["meta"])
+
+        self._transact(txn_withdraw, write=True)
 
     def close(self) -> None:
         """Let go of the environment; the last store on a path in this process closes it."""

@@ -34,7 +34,7 @@ __all__ = ["FORMAT", "SCHEMA_VERSION", "ensure"]
 #: The marker in ``meta``: a schema without it is not a dispatch store.
 FORMAT = "jobdispatch-records"
 #: The layout version this code writes and reads. A newer one is refused, never guessed at.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The advisory lock (per database) under which schemas are created and migrated.
 _LOCK = 0x6A6F6264  # "jobd"
 
@@ -133,9 +133,15 @@ CREATE TRIGGER guard_job BEFORE UPDATE ON {s}.jobs
     FOR EACH ROW EXECUTE FUNCTION {s}.guard_job();
 """
 
+#: Version 2 adds the supervisors' membership (spec 0004 D7): who announced itself until when.
+#: Nothing else changes, so a version-1 schema migrates in place with its records untouched.
+_V2 = """
+CREATE TABLE {s}.members (member text PRIMARY KEY, expires timestamptz NOT NULL);
+"""
+
 #: Migrations: ``_STEPS[v]`` takes a schema at version ``v`` to ``v + 1``. Version 0 is an
 #: empty schema.
-_STEPS: dict[int, str] = {0: _V1}
+_STEPS: dict[int, str] = {0: _V1, 1: _V2}
 
 
 def ensure(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str]) -> int:

@@ -263,23 +263,30 @@ class PostgresRecords:
         return _raised(self.append_many([request]))
 
     def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        requests = rules.batch(requests, AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
         # Everything that needs no stored state is checked and encoded before the transaction,
-        # so rows stay locked only for the conditional part.
-        prepared: list[_Prepared | Refusal] = []
+        # so rows stay locked only for the conditional part. The whole batch is checked and
+        # encoded before any part is refused for its lease: a malformed part makes the batch
+        # Invalid whatever the other checks would say (spec 0002, D4).
+        encoded_parts: list[list[tuple[bytes, int | None, bool]]] = []
         for request in requests:
             _check_key("job id", request.job)
             rules.check_events(request.job, request.events)
+            token = request.owner.token if request.owner is not None else None
+            encoded_parts.append(
+                [
+                    (codec.encode_event(e), e.token, isinstance(e, Settled))
+                    for e in rules.stamp(request.events, token)
+                ]
+            )
+        prepared: list[_Prepared | Refusal] = []
+        for request, encoded in zip(requests, encoded_parts, strict=True):
             try:
                 decides = rules.decides(request.job, request.events, request.owner)
             except Conflict as refused:
                 prepared.append(refused)
                 continue
-            token = request.owner.token if request.owner is not None else None
-            encoded = [
-                (codec.encode_event(e), e.token, isinstance(e, Settled))
-                for e in rules.stamp(request.events, token)
-            ]
             prepared.append(_Prepared(request, decides, encoded))
         parts = [p for p in prepared if isinstance(p, _Prepared)]
         if not parts:
@@ -360,10 +367,11 @@ class PostgresRecords:
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
-        for job in jobs:
-            _check_key("job id", job)
+        jobs = rules.batch(jobs, str, "acquire_many")
         rules.check_ttl(ttl)
         rules.check_batch_jobs(jobs)
+        for job in jobs:
+            _check_key("job id", job)
         for job in jobs:
             rules.check_holder(job, holder)
         if not jobs:
@@ -394,10 +402,11 @@ class PostgresRecords:
         return _raised(self.renew_many([lease], ttl))
 
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
-        for lease in leases:
-            _check_key("job id", lease.job)
+        leases = rules.batch(leases, Lease, "renew_many")
         rules.check_ttl(ttl)
         rules.check_batch_jobs([lease.job for lease in leases])
+        for lease in leases:
+            _check_key("job id", lease.job)
         if not leases:
             return ()
 
@@ -426,9 +435,10 @@ class PostgresRecords:
         self.release_many([lease])
 
     def release_many(self, leases: Sequence[Lease]) -> None:
+        leases = rules.batch(leases, Lease, "release_many")
+        rules.check_batch_jobs([lease.job for lease in leases])
         for lease in leases:
             _check_key("job id", lease.job)
-        rules.check_batch_jobs([lease.job for lease in leases])
         if not leases:
             return
         q = self._q
@@ -446,6 +456,35 @@ class PostgresRecords:
                     given_up.append(lease.job)
             if given_up:
                 conn.execute(q.release, (given_up,))
+
+        self._run(body, transaction=True)
+
+    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+        rules.check_member(member)
+        _check_key("member", member)
+        rules.check_ttl(ttl)
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> tuple[str, ...]:
+            pinned = self._clock() if self._clock is not None else None
+            row = conn.execute(q.pin_now, (pinned,)).fetchone()
+            assert row is not None
+            now = _utc(row[0])
+            # Expired members are dropped as they are seen: every restart names a new holder.
+            conn.execute(q.prune_members, (now,))
+            conn.execute(q.announce, (member, now + ttl))
+            rows = conn.execute(q.members).fetchall()
+            return rules.live_members({str(m): _utc(e) for m, e in rows}, now)
+
+        return self._run(body, transaction=True)
+
+    def withdraw(self, member: str) -> None:
+        rules.check_member(member)
+        _check_key("member", member)
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(q.withdraw, (member,))
 
         self._run(body, transaction=True)
 
@@ -565,6 +604,13 @@ class _Queries:
             "UPDATE {s}.jobs SET holder = NULL, lease_token = NULL, lease_expires = NULL "
             "WHERE job = ANY(%s::text[])"
         )
+        self.prune_members = q("DELETE FROM {s}.members WHERE expires <= %s")
+        self.announce = q(
+            "INSERT INTO {s}.members (member, expires) VALUES (%s, %s) "
+            "ON CONFLICT (member) DO UPDATE SET expires = excluded.expires"
+        )
+        self.members = q("SELECT member, expires FROM {s}.members")
+        self.withdraw = q("DELETE FROM {s}.members WHERE member = %s")
         self.list_all = q(
             "SELECT seq, job FROM {s}.jobs WHERE seq > %s::bigint ORDER BY seq LIMIT %s"
         )

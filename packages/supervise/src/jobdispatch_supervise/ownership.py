@@ -17,9 +17,23 @@ from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict
 from jobdispatch.records.store import Lease, Records, Refusal
 
-__all__ = ["Ownership"]
+__all__ = ["Ownership", "fair_share"]
 
 log = logging.getLogger("jobdispatch.supervise")
+
+
+def fair_share(jobs: int, members: Sequence[str], member: str) -> int:
+    """How many of ``jobs`` ``member`` takes when ``members`` (the live ones, as the store's
+    ``announce`` answers them: sorted, the asker included) share them out.
+
+    Each takes ``jobs // n``, and the first ``jobs % n`` by name take one more: the shares add
+    up to exactly the jobs, so while the members agree on who they are, every job has a taker
+    and the spread is even to within one. A member missing from ``members`` (its own
+    announcement failed) counts itself last.
+    """
+    ranked = list(members) if member in members else [*members, member]
+    base, extra = divmod(jobs, len(ranked))
+    return base + (1 if ranked.index(member) < extra else 0)
 
 
 class Ownership:
@@ -87,6 +101,29 @@ class Ownership:
             self._leases[job] = answer
         else:
             self._leases.pop(job, None)
+
+    def own_share(self, jobs: Sequence[str], share: int) -> dict[str, Lease]:
+        """The leases to serve ``jobs`` with, taking no more than ``share`` of them, through
+        :meth:`own_many` (so in a few store calls, whatever the number of jobs).
+
+        Jobs already held are kept (renewed when due); unowned ones are acquired, in order,
+        only while fewer than ``share`` are held, a chunk of the room left at a time, so jobs
+        other holders own are passed over for the next ones. Held beyond the share (a new
+        member joined, so every share shrank), one job, the last held, is released per call:
+        the surplus drains gradually to the newcomers, and releasing is always safe (its next
+        owner is fenced by a greater token and starts from the record).
+        """
+        held = [job for job in jobs if job in self._leases]
+        if len(held) > share:
+            self.release(held.pop())
+        owned = self.own_many(held)
+        free = [job for job in jobs if job not in self._leases]
+        at = 0
+        while len(owned) < share and at < len(free):
+            room = share - len(owned)
+            owned.update(self.own_many(free[at : at + room]))
+            at += room
+        return {job: owned[job] for job in jobs if job in owned}
 
     def held(self, job: str) -> Lease | None:
         """The lease this holder believes it has on ``job``, without asking the store."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Invalid, NotFound, Unavailable, Unreachable
+from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, Discovery, find_all
@@ -25,7 +25,7 @@ from jobdispatch.steps import Wait
 from jobdispatch.validate import MAX_DURATION
 
 from jobdispatch_supervise.executor import Executor
-from jobdispatch_supervise.ownership import Ownership
+from jobdispatch_supervise.ownership import Ownership, fair_share
 from jobdispatch_supervise.sinks import LogSink, Sink
 
 __all__ = ["Supervisor"]
@@ -112,6 +112,8 @@ class Supervisor:
         #: Jobs whose record this process cannot read or fold: reported once, then left alone
         #: (a record only grows, so it never becomes readable here; a newer version may take it).
         self._unreadable: set[str] = set()
+        #: The live members at the last announcement (spec 0004 D7).
+        self._last_members: tuple[str, ...] = (self.holder,)
 
     # ---------------------------------------------------------------- loops
 
@@ -171,17 +173,22 @@ class Supervisor:
         return out
 
     def serve(self, filter: ListFilter | None = None) -> None:
-        """Supervise every unsettled job of the store until :meth:`stop`, one backend query
+        """Supervise this supervisor's fair share of the store's unsettled jobs (spec 0004
+        D7: the live supervisors split them evenly) until :meth:`stop`, one backend query
         per poll for all of them where the adapter can; every ``sweep_every``, settled jobs
         with residual attempts join a poll, so late objects of lost Start replies are stopped."""
         wanted = filter or ListFilter(settled=False)
         swept: datetime | None = None
         while not self._stopping.is_set():
             jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
+            share = fair_share(len(jobs), self._members(), self.holder)
+            owned = self.ownership.own_share(jobs, share)
             if swept is None or self.clock() - swept >= self.sweep_every:
                 swept = self.clock()
-                jobs += [j for j in self.residual_jobs() if j not in jobs]
-            owned = self.ownership.own_many(jobs)
+                # Outside the share: a sweep is one pass per settled job (its lease is let go
+                # after it), and counting these would move every share on each sweep's poll.
+                residual = [j for j in self.residual_jobs() if j not in jobs]
+                owned.update(self.ownership.own_many(residual))
             try:
                 found = find_all(self.backend, list(owned)) if owned else {}
             except (Unreachable, Unavailable) as exc:
@@ -191,6 +198,21 @@ class Supervisor:
             wake = self._rounds(owned, found)
             self._wait_for(wake)
         self.ownership.release_all()
+        try:
+            self.store.withdraw(self.holder)
+        except DispatchError as exc:
+            log.debug("withdrawing %s failed: %s; its announcement lapses", self.holder, exc)
+
+    def _members(self) -> tuple[str, ...]:
+        """The live supervisors, this one included: each announces itself in the store every
+        poll for one lease ttl, so a dead one drops out within one ttl, as its leases do. A
+        store that cannot answer leaves the last members (at first, this one alone: take
+        everything, as a lone supervisor would) rather than stopping the loop."""
+        try:
+            self._last_members = self.store.announce(self.holder, self.lease_ttl)
+        except (Unavailable, ReadOnly) as exc:
+            log.warning("cannot announce %s as a member: %s", self.holder, exc)
+        return self._last_members
 
     def _rounds(self, owned: dict[str, Lease], found: dict[str, Discovery]) -> datetime | None:
         """Execute steps for every owned job until each has to wait, in rounds: each round is

@@ -183,5 +183,11 @@ class SimStore:
     def release(self, lease: Lease) -> None:
         self.inner.release(lease)
 
+    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+        return self.inner.announce(member, ttl)
+
+    def withdraw(self, member: str) -> None:
+        self.inner.withdraw(member)
+
     def close(self) -> None:
         self.inner.close()

@@ -395,8 +395,8 @@ def register(group: click.Group) -> None:
     def supervise(app: App, poll: float, lease_ttl: timedelta, verbose: bool) -> None:
         """Serve every unsettled job of the store until stopped (SIGTERM or Ctrl-C).
 
-        Several supervisors may serve one store: each job is owned by one at a time, and
-        another takes over when its owner's lease lapses.
+        Several supervisors may serve one store: they share its jobs out evenly, each job is
+        owned by one at a time, and the others take over when its owner's lease lapses.
         """
         _logging(verbose)
         cluster = app.cluster()

@@ -64,6 +64,7 @@ class MemoryRecords:
         self._lock = threading.Lock()
         self._records: dict[JobID, _Record] = {}
         self._keys: dict[str, JobID] = {}
+        self._members: dict[str, datetime] = {}
         # Dicts keep insertion order, which is creation order: list() walks _records.
 
     def create(
@@ -234,6 +235,21 @@ class MemoryRecords:
             for lease, record in zip(leases, records, strict=True):
                 if rules.released(lease, record.lease):
                     record.lease = None
+
+    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+        rules.check_member(member)
+        rules.check_ttl(ttl)
+        with self._lock:
+            now = self._clock()
+            # Expired members are dropped as they are seen: every restart names a new holder.
+            self._members = {m: e for m, e in self._members.items() if now < e}
+            self._members[member] = now + ttl
+            return rules.live_members(self._members, now)
+
+    def withdraw(self, member: str) -> None:
+        rules.check_member(member)
+        with self._lock:
+            self._members.pop(member, None)
 
     def close(self) -> None:
         """Nothing to release; the records stay readable until the object is dropped."""

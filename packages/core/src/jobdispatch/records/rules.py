@@ -15,7 +15,7 @@ Every function is pure: no I/O, no clock (``now`` is an argument).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -237,3 +237,19 @@ def released(lease: Lease, current: Lease | None) -> bool:
     """Whether releasing ``lease`` gives the job up: only when it is the current one (a stale
     lease's release is ignored). The job's last token stays, so the next lease's is greater."""
     return current is not None and current.holder == lease.holder and current.token == lease.token
+
+
+# ---------------------------------------------------------------------------- members
+
+
+def check_member(member: str) -> None:
+    """Invalid unless the supervisor announcing itself is named by a non-empty string."""
+    if not isinstance(member, str) or not member:
+        msg = f"a member is named by a non-empty string, got {member!r}"
+        raise Invalid(msg)
+
+
+def live_members(expiries: Mapping[str, datetime], now: datetime) -> tuple[str, ...]:
+    """The members whose announcement has not expired at ``now``, sorted by name, so that
+    every supervisor that reads the same table counts (and orders) the same members."""
+    return tuple(sorted(m for m, expires in expiries.items() if now < expires))

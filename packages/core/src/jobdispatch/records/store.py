@@ -156,6 +156,19 @@ class Records(Protocol):
         (such a lease cannot be one it handed out)."""
         ...
 
+    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+        """Say that ``member`` (a supervisor's holder name) is alive until ``ttl`` from now,
+        by the store's clock, and answer every member alive now, itself included, sorted by
+        name. Supervisors count these to take only their fair share of the jobs (spec 0004
+        D7); a member that stops announcing drops out when its ttl runs out. Invalid for an
+        empty name or a ttl that is not positive."""
+        ...
+
+    def withdraw(self, member: str) -> None:
+        """Drop ``member`` from the members at once (a supervisor that stops); an unknown
+        member is ignored."""
+        ...
+
     def close(self) -> None:
         """Release files and handles."""
         ...
