@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from jobdispatch.errors import Rejected
 from jobdispatch.spi import StartRequest
-from jobdispatch.types import CallMeta, JobSpec, ObjectState, Resources
+from jobdispatch.types import CallMeta, CauseKind, JobSpec, ObjectState, Resources
 
 pytestmark = pytest.mark.kube
 
@@ -333,6 +333,7 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
     wait_for("admission after the restart", lambda: admitted(admin, ref))
     wl = workload(admin, ref)
     assert f"(open {spent['open']})" in check(wl)["message"]
+    wait_for("the run seen running", lambda: backend.inspect(ref).state is ObjectState.RUNNING)
 
     # A higher-priority workload that is not dispatch's takes the queue's 8 GPUs.
     namespace = ref.id.split("/")[0]
@@ -395,6 +396,11 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
         # The adapter reads the Workload: gated again, the last eviction's cause in the detail.
         assert seen.state is ObjectState.GATED, seen
         assert "readmission gated" in seen.detail and "Preempted" in seen.detail, seen.detail
+        # The run the preemption ended is an ended execution, preempted, Kueue's reason kept.
+        [ended] = seen.executions
+        assert ended.index == 0 and ended.cause is not None, seen
+        assert ended.cause.kind is CauseKind.PREEMPTED, ended
+        assert "InClusterQueue" in ended.cause.detail, ended
         # Killed and restarted once more: after a whole round of the new leader, still held.
         controllers.stop("again", kill=True)
         controllers.start("last")
@@ -409,3 +415,10 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
     backend.open(ref, meta())  # the supervisor's next open
     wait_for("readmission after the next open", lambda: admitted(admin, ref))
     assert f"(open {spent['open']})" not in check(workload(admin, ref))["message"]
+    # The readmitted run is a new execution, after the preempted one.
+    wait_for("the readmitted run", lambda: backend.inspect(ref).state is ObjectState.RUNNING)
+    again = backend.inspect(ref)
+    assert [(e.index, e.state) for e in again.executions] == [
+        (0, ObjectState.ENDED),
+        (1, ObjectState.RUNNING),
+    ], again
