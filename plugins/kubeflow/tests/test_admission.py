@@ -326,3 +326,34 @@ def test_kueue_mode_refuses_holds() -> None:
         backend.hold(ref, hold)
     with pytest.raises(Unsupported, match="Kueue mode"):
         backend.release(ref, hold)
+
+
+def test_kueue_mode_plans_its_requeues_as_the_supervisors_and_says_why() -> None:
+    """Kueue requeues a preempted or pods-ready-timed-out Workload by itself, but dispatch's
+    admission check holds the readmission: the plan gives those rules to the supervisor, and
+    its support says it is Kueue's requeuing; other rules answer as without Kueue."""
+    from jobdispatch.plan import make_plan
+    from jobdispatch.types import Action, CauseKind, Enforcer, RecoveryPolicy, Rule, Tristate
+
+    backend, _ = kueue_backend()
+    rules = (
+        Rule(on=(CauseKind.PREEMPTED,), action=Action.RESUBMIT, budget=2),
+        Rule(on=(CauseKind.NO_CAPACITY,), action=Action.REQUEUE, budget=1),
+        Rule(on=(CauseKind.NON_ZERO_EXIT,), action=Action.RESUBMIT, budget=1),
+    )
+    spec = JobSpec(command=("true",), recovery=RecoveryPolicy(rules=rules))
+    preempted, requeue, exit_rule = backend.rules(spec, spec.recovery)
+    assert preempted.native.answer is Tristate.NO and "Kueue requeues on preempted" in (
+        preempted.native.detail
+    )
+    assert "backoffLimitCount" in preempted.native.detail
+    assert preempted.perform.answer is Tristate.YES
+    assert requeue.native.answer is Tristate.NO and requeue.perform.answer is Tristate.NO
+    assert "Kueue" not in exit_rule.native.detail
+    plan = make_plan(backend, None, spec, supervised=True, accept_unenforced=(1,))
+    assert [a.enforcer for a in plan.rules] == [
+        Enforcer.SUPERVISOR,
+        Enforcer.NOBODY,
+        Enforcer.SUPERVISOR,
+    ]
+    assert "admission check holds the readmission" in plan.rules[0].support.native.detail

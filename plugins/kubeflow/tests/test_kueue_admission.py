@@ -393,8 +393,9 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
 
         wait_for("the readmission held at the gate, quota reserved", held_at_the_gate)
         seen = backend.inspect(ref)
-        # The adapter reads the Workload: gated again, the last eviction's cause in the detail.
-        assert seen.state is ObjectState.GATED, seen
+        # The adapter reads the Workload: pending (the core must not reopen it behind its rule),
+        # the readmission gate and the last eviction's cause in the detail.
+        assert seen.state is ObjectState.PENDING, seen
         assert "readmission gated" in seen.detail and "Preempted" in seen.detail, seen.detail
         # The run the preemption ended is an ended execution, preempted, Kueue's reason kept.
         [ended] = seen.executions

@@ -111,7 +111,9 @@ def test_evictions_are_told_apart(
     assert reason in view.detail
 
 
-def test_a_readmission_waiting_for_dispatch_is_gated() -> None:
+def test_a_readmission_waiting_for_dispatch_is_pending_not_gated() -> None:
+    """Regression: read as gated, the core took it for an open lost and opened it again after
+    OPEN_RETRY, readmitting it behind its recovery rule."""
     wl = captured("preempted-deactivated")
     del wl["spec"]["active"]
     wl["status"]["admissionChecks"] = [
@@ -127,7 +129,7 @@ def test_a_readmission_waiting_for_dispatch_is_gated() -> None:
         if c["type"] in ("Evicted", "Preempted"):
             c["status"] = "False"
     view = kueue_view(wl)
-    assert view.state is ObjectState.GATED
+    assert view.state is ObjectState.PENDING
     assert "readmission gated" in view.detail
     assert "last eviction Preempted: Preempted to accommodate" in view.detail
     assert "(InClusterQueue)" in view.detail
@@ -172,8 +174,8 @@ def test_a_workload_lagging_its_opened_trainjob_reads_pending_not_gated() -> Non
             "message": "evicted after the admission open o1 allowed: readmission waits",
         }
     ]
-    assert kueue_view(wl, open_id="o1").state is ObjectState.GATED
-    assert kueue_view(wl, open_id="o2").state is ObjectState.PENDING
+    assert "readmission gated" in kueue_view(wl, open_id="o1").detail
+    assert "opened again" in kueue_view(wl, open_id="o2").detail
 
 
 # ---------------------------------------------------------------- runs ended by an eviction

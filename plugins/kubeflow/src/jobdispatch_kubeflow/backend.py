@@ -34,6 +34,7 @@ from jobdispatch.types import (
     Action,
     CallMeta,
     Capability,
+    CauseKind,
     HoldMeta,
     JobID,
     JobSpec,
@@ -66,6 +67,40 @@ _PERFORM: Mapping[Action, Support] = {
 }
 #: How long one watch call listens before it returns (call it again to go on).
 WATCH_WINDOW = 10
+
+
+#: The causes Kueue requeues an evicted Workload on by itself (spec 0012 §5): a preemption
+#: (always), a pods-ready timeout (no-capacity, with the back-off and ``backoffLimitCount`` of
+#: its ``waitForPodsReady.requeuingStrategy``, then it deactivates the Workload).
+_KUEUE_REQUEUES = frozenset({CauseKind.PREEMPTED, CauseKind.NO_CAPACITY})
+
+
+def _kueue_rule(rule: Rule, perform: Support) -> RuleSupport | None:
+    """Kueue mode: what Kueue does by itself for ``rule`` (spec 0012 §8), None when Kueue
+    changes nothing for it. Kueue requeues a preempted or pods-ready-timed-out Workload on its
+    own, but never as a new execution the plan could count on: dispatch's admission check
+    holds each readmission, so a rule on those causes is the supervisor's."""
+    kueue_causes = sorted(str(k) for k in rule.on if k in _KUEUE_REQUEUES)
+    if rule.action is Action.REQUEUE:
+        return RuleSupport(
+            Support.no(
+                Source.CATALOGUE,
+                "Kueue requeues an evicted Workload by itself, but dispatch's admission check "
+                "holds its readmission: the supervisor decides (resubmit)",
+            ),
+            Support.no(Source.CATALOGUE, "a requeue on request is not mapped under Kueue"),
+        )
+    if not kueue_causes:
+        return None
+    return RuleSupport(
+        Support.no(
+            Source.CATALOGUE,
+            f"Kueue requeues on {', '.join(kueue_causes)} by itself (a pods-ready timeout "
+            "within its backoffLimitCount, then it deactivates), but dispatch's admission "
+            "check holds the readmission: the supervisor enforces the rule",
+        ),
+        perform,
+    )
 
 
 class KubeflowBackend:
@@ -145,6 +180,10 @@ class KubeflowBackend:
 
     def _rule(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport:
         perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
+        if self.settings.kueue is not None:
+            kueue = _kueue_rule(rule, perform)
+            if kueue is not None:
+                return kueue
         if rule.action is not Action.RESTART:
             return RuleSupport(
                 Support.no(Source.CATALOGUE, f"the cluster does not {rule.action} by itself"),

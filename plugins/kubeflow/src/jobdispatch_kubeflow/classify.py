@@ -618,8 +618,11 @@ def kueue_view(
             last = f"; last eviction {said(was)}" if was else ""
             if how and was and was.get("reason") == "Preempted":
                 last += f" ({how.get('reason')})"
+            # Pending, not gated: dispatch's gate was lifted, and a core that read it gated would
+            # open it again (a lost open, as it thinks) behind its recovery rule. The rule
+            # decides: a resubmit stops this object; nothing readmits it but an explicit open.
             return KueueView(
-                S.GATED, None, None, f"readmission gated by dispatch: {c.get('message')}{last}"
+                S.PENDING, None, None, f"readmission gated by dispatch: {c.get('message')}{last}"
             )
     if admitted and admitted.get("status") == "True":
         return KueueView(S.PENDING, None, None, "admitted by Kueue, starting")
