@@ -7,13 +7,14 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jobdispatch.errors import Unsupported
+from jobdispatch.errors import Rejected
 from jobdispatch.spi import StartRequest
-from jobdispatch.types import CallMeta, HoldMeta, JobSpec, ObjectState
-from jobdispatch_kubeflow import KubeflowBackend, admission, names
+from jobdispatch.types import CallMeta, Capability, HoldMeta, JobSpec, ObjectState, Tristate
+from jobdispatch_kubeflow import KubeflowBackend, admission, names, probe
 from jobdispatch_kubeflow.config import Kueue, Settings
 from jobdispatch_kubeflow.fake import FakeApi
 
@@ -316,16 +317,55 @@ def test_kueue_mode_starts_gated_by_admission_gated_by_and_open_writes_the_open(
     assert api.count() == before + 1  # the read only
 
 
-def test_kueue_mode_refuses_holds() -> None:
-    backend, _ = kueue_backend()
+def test_kueue_mode_holds_deactivate_the_workload_and_release_reactivates() -> None:
+    """Kueue owns suspend: a hold is the instance annotation and Workload.spec.active=false; an
+    open under the hold keeps Kueue's gate; the release reactivates and makes the held open."""
+    backend, api = kueue_backend()
     ref = backend.start(
         StartRequest(job="j", submission=1, attempt=1, spec=JobSpec(command=("true",)))
     )
-    hold = HoldMeta(instance=1, deadline=NOW + timedelta(minutes=1))
-    with pytest.raises(Unsupported, match="Kueue mode"):
-        backend.hold(ref, hold)
-    with pytest.raises(Unsupported, match="Kueue mode"):
-        backend.release(ref, hold)
+    key = ("trainjobs", "dispatch", "jd-j-1-1")
+    api.objects[key]["spec"]["suspend"] = True  # Kueue's webhook suspends it at creation
+    uid = api.objects[key]["metadata"].setdefault("uid", "u-1")
+    api.create(
+        "workloads",
+        "dispatch",
+        {
+            "metadata": {
+                "name": "trainjob-jd-j-1-1-abc",
+                "ownerReferences": [{"kind": "TrainJob", "uid": uid}],
+            },
+            "spec": {"active": True},
+            "status": {},
+        },
+    )
+    wl_key = ("workloads", "dispatch", "trainjob-jd-j-1-1-abc")
+    soon = NOW + timedelta(minutes=1)
+    facts = probe.ClusterFacts(
+        groups={"trainer.kubeflow.org": ("v1alpha1",), "jobset.x-k8s.io": ("v1alpha2",)},
+        allowed=dict.fromkeys(probe.NEEDED, True),
+        runtime_found=True,
+    )
+    assert probe.capabilities(facts, {}, kueue_mode=True)[Capability.HOLD].answer is Tristate.YES
+    refused = attrs.evolve(facts, allowed={**facts.allowed, "patch workloads": False})
+    hold_no = probe.capabilities(refused, {}, kueue_mode=True)[Capability.HOLD]
+    assert hold_no.answer is Tristate.NO and "patch workloads" in hold_no.detail
+    backend.hold(ref, HoldMeta(instance=7, deadline=soon))
+    assert api.objects[wl_key]["spec"]["active"] is False
+    obs = backend.inspect(ref)
+    assert (obs.state, obs.hold_instance) == (ObjectState.HELD, 7)
+    backend.open(ref, CallMeta(deadline=soon))
+    annotations = api.objects[key]["metadata"]["annotations"]
+    assert annotations[names.GATE] == "open" and names.OPEN not in annotations
+    assert annotations[names.ADMISSION_GATED_BY] == "jobdispatch.dev/admission"
+    backend.release(ref, HoldMeta(instance=8, deadline=soon))  # not the standing instance
+    assert api.objects[wl_key]["spec"]["active"] is False
+    backend.release(ref, HoldMeta(instance=7, deadline=soon))
+    annotations = api.objects[key]["metadata"]["annotations"]
+    assert api.objects[wl_key]["spec"]["active"] is True and names.HOLD not in annotations
+    assert names.ADMISSION_GATED_BY not in annotations and names.OPEN in annotations
+    with pytest.raises(Rejected):
+        backend.hold(ref, HoldMeta(instance=9, deadline=NOW - timedelta(seconds=1)))
 
 
 def test_kueue_mode_plans_its_requeues_as_the_supervisors_and_says_why() -> None:
