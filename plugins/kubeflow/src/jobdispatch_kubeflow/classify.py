@@ -619,8 +619,8 @@ def kueue_view(
             if how and was and was.get("reason") == "Preempted":
                 last += f" ({how.get('reason')})"
             # Pending, not gated: dispatch's gate was lifted, and a core that read it gated would
-            # open it again (a lost open, as it thinks) behind its recovery rule. The rule
-            # decides: a resubmit stops this object; nothing readmits it but an explicit open.
+            # open it again (a lost open, as it thinks) behind its recovery rule. Nothing
+            # readmits it but an explicit open (spec 0012 §7, and §9 for what is still open).
             return KueueView(
                 S.PENDING, None, None, f"readmission gated by dispatch: {c.get('message')}{last}"
             )
