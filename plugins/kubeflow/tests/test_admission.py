@@ -81,11 +81,11 @@ def test_spent_but_not_answered_is_answered_after_a_restart() -> None:
 def test_after_an_eviction_the_spent_open_no_longer_admits() -> None:
     reset = pending("Reset to Pending after eviction. Previously: Ready", "2026-12-01T11:59:30Z")
     answer = admission.decide(reset, workload("o1", T0), trainjob("o1"), NOW)
-    assert answer is not None and answer.state == "Pending"
-    assert "readmission waits" in answer.message
-    # The next open admits again.
-    answer = admission.decide(reset, workload("o1", T0), trainjob("o2"), NOW)
-    assert answer == admission.Answer("Ready", "opened by dispatch (open o2)", spend="o2")
+    assert answer is not None and answer.state == "Rejected"
+    assert "never readmitted" in answer.message
+    # Rejected is Kueue's from then on (it deactivates the Workload): nothing admits it again.
+    rejected = dict(reset, state="Rejected", message=answer.message)
+    assert admission.decide(rejected, workload("o1", T0), trainjob("o2"), NOW) is None
 
 
 def test_not_a_dispatch_submission_is_ready_and_other_states_are_left_alone() -> None:
@@ -113,6 +113,8 @@ def test_each_open_admits_at_most_once(opens: list[str], evict: list[bool]) -> N
     for open_id, evicted in zip(opens, evict, strict=False):
         for _ in range(2):  # two rounds each: a repeated round must not admit again
             answer = admission.decide(check, wl, trainjob(open_id), NOW)
+            if answer is not None and answer.state == "Rejected":
+                check = dict(check, state="Rejected")
             if answer is None or answer.state != "Ready":
                 continue
             if answer.spend:

@@ -295,3 +295,43 @@ def test_a_requeued_workload_still_names_the_preemption_from_kueues_counts() -> 
     [ended] = observe(Chain(trainjob=_kueue_trainjob(), workload=wl)).executions
     assert ended.cause is not None and ended.cause.kind is CauseKind.PREEMPTED, ended
     assert "InClusterQueue" in ended.cause.detail and "Previously: Preempted" in ended.cause.detail
+
+
+def test_an_evicted_object_whose_readmission_dispatch_rejected_has_ended() -> None:
+    """Regression (the supervised end-to-end on the plane): read live, the evicted object never
+    ended for the core, which decides on an end only once the object is done, while dispatch's
+    check waited for the supervisor. Rejected by the check, the object has ended."""
+    wl = captured("preempted-deactivated")
+    wl["status"]["admissionChecks"] = [
+        {
+            "name": "jobdispatch-admission",
+            "state": "Rejected",
+            "message": "evicted after the admission open o1 allowed: never readmitted; "
+            "dispatch decides its recovery",
+        }
+    ]
+    obs = observe(Chain(trainjob=_kueue_trainjob(), workload=wl))
+    assert obs.state is ObjectState.ENDED, obs
+    [ended] = obs.executions
+    assert ended.cause is not None and ended.cause.kind is CauseKind.PREEMPTED
+    assert "never readmitted" in obs.detail
+    # Without a run on record (nothing admitted) the same Workload is not an end of a run.
+    wl["status"]["accumulatedPastExecutionTimeSeconds"] = 0
+    assert observe(Chain(trainjob=_kueue_trainjob(), workload=wl)).state is not ObjectState.ENDED
+
+
+def test_a_deactivation_after_the_preemption_does_not_hide_it() -> None:
+    """Regression (the real plane): first read after dispatch's check had rejected the
+    readmission, Evicted said Deactivated and both counts had risen; the run read cancelled."""
+    wl = captured("preempted-deactivated")
+    for c in wl["status"]["conditions"]:
+        if c["type"] == "Evicted":
+            c.update(status="True", reason="DeactivatedDueToAdmissionCheck", message="rejected")
+    wl["status"]["schedulingStats"]["evictions"].append(
+        {"count": 1, "reason": "DeactivatedDueToAdmissionCheck", "underlyingCause": ""}
+    )
+    [ended] = observe(Chain(trainjob=_kueue_trainjob(), workload=wl)).executions
+    assert ended.cause is not None and ended.cause.kind is CauseKind.PREEMPTED, ended
+    assert "InClusterQueue" in ended.cause.detail and "Preempted to accommodate" in (
+        ended.cause.detail
+    )

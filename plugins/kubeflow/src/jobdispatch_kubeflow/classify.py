@@ -713,9 +713,14 @@ def eviction_cause(workload: Obj, reason: str | None = None) -> Cause:
     evicted = conds.get("Evicted")
     if evicted is None and reason is None:
         return Cause(CauseKind.UNKNOWN, Provenance.NONE, detail="evicted by Kueue, reason not kept")
-    if reason is None or (evicted is not None and evicted.get("status") == "True"):
-        reason = str((evicted or {}).get("reason", reason or ""))
+    if reason is None:
+        reason = str((evicted or {}).get("reason", ""))
     message = str((evicted or {}).get("message", ""))
+    preempted_message = str((conds.get("Preempted") or {}).get("message", ""))
+    if reason == "Preempted" and preempted_message and preempted_message not in message:
+        # A later eviction (dispatch's check rejecting the readmission deactivates it) has
+        # overwritten Evicted; the Preempted condition keeps the preemption's words.
+        message = f"{preempted_message} (then {message})" if message else preempted_message
     said = f"Kueue Evicted {reason}: {message}"
     K, P = CauseKind, Provenance
     if reason == "Preempted":
@@ -798,7 +803,11 @@ def kueue_runs(chain: Chain, attempt: int) -> list[dict[str, Any]]:
     counts = _evictions(chain.workload)
     before: Mapping[str, Any] = (trail[-1].get("evictions") or {}) if trail else {}
     risen = [r for r, n in sorted(counts.items()) if n > int(before.get(r) or 0)]
-    cause = eviction_cause(chain.workload, risen[-1] if risen else None)
+    # The eviction that ended the run, not a deactivation that followed it (Kueue deactivates
+    # the Workload when dispatch's check rejects its readmission; spec 0012 §9).
+    ran = [r for r in risen if not r.startswith(("Deactivated", "InactiveWorkload"))]
+    chosen = ran or risen
+    cause = eviction_cause(chain.workload, chosen[-1] if chosen else None)
     entry = {
         "evictions": counts,
         "index": execution_index(trail, attempt),
@@ -810,6 +819,16 @@ def kueue_runs(chain: Chain, attempt: int) -> list[dict[str, Any]]:
         "evicted_at": evicted.get("lastTransitionTime"),
     }
     return [*trail, entry]
+
+
+def _never_readmitted(workload: Obj, check: str = "jobdispatch-admission") -> bool:
+    """Whether dispatch's check rejected the Workload's readmission after an eviction."""
+    return any(
+        c.get("name") == check
+        and c.get("state") == "Rejected"
+        and "never readmitted" in str(c.get("message", ""))
+        for c in _get(workload, "status", "admissionChecks") or ()
+    )
 
 
 def observe(chain: Chain) -> Observation:
@@ -939,6 +958,14 @@ def observe(chain: Chain) -> Observation:
             if chain.workload is None:
                 state = ObjectState.PENDING
                 details.append(f"queued in Kueue LocalQueue {queue}: no Workload yet")
+            elif trail and _never_readmitted(chain.workload):
+                # Evicted after its admission, and dispatch's check rejected the readmission
+                # (spec 0012 §9): the object's run is over; the supervisor's rule decides.
+                state = ObjectState.ENDED
+                details.append(
+                    f"Kueue LocalQueue {queue}: evicted, never readmitted "
+                    f"(execution {trail[-1]['index']}: {trail[-1].get('kind')})"
+                )
             else:
                 view = kueue_view(
                     chain.workload,
