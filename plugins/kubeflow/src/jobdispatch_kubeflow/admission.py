@@ -16,9 +16,11 @@ just before the write, so an open is still refused after its deadline (spec 0001
 open-after-cancel window). Before answering Ready it records the open as spent on the Workload
 (annotation ``jobdispatch.dev/admission-spent``, with the check's ``lastTransitionTime`` as it
 was then), in a write conditional on the Workload's resourceVersion. After an eviction, Kueue's
-reset changes that time, and the spent open no longer counts: readmission waits for the next
-open. A controller killed between the two writes finds its record with the time unchanged and
-answers Ready for the same open: nothing is admitted twice, nothing is lost.
+reset changes that time, and the spent open no longer counts: the check answers Rejected, so
+the evicted Workload is never readmitted and holds no quota, and the adapter reads the object
+ended for the supervisor's rule to decide (spec 0012 §9). A controller killed between the two
+writes finds its record with the time unchanged and answers Ready for the same open: nothing
+is admitted twice, nothing is lost.
 
 Workloads whose job is not a dispatch submission (no ``jobdispatch.dev/job`` label) are answered
 Ready at once: the check gates dispatch's submissions only.
