@@ -7,13 +7,14 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jobdispatch.errors import Unsupported
+from jobdispatch.errors import Rejected
 from jobdispatch.spi import StartRequest
-from jobdispatch.types import CallMeta, HoldMeta, JobSpec, ObjectState
-from jobdispatch_kubeflow import KubeflowBackend, admission, names
+from jobdispatch.types import CallMeta, Capability, HoldMeta, JobSpec, ObjectState, Tristate
+from jobdispatch_kubeflow import KubeflowBackend, admission, names, probe
 from jobdispatch_kubeflow.config import Kueue, Settings
 from jobdispatch_kubeflow.fake import FakeApi
 
@@ -80,11 +81,11 @@ def test_spent_but_not_answered_is_answered_after_a_restart() -> None:
 def test_after_an_eviction_the_spent_open_no_longer_admits() -> None:
     reset = pending("Reset to Pending after eviction. Previously: Ready", "2026-12-01T11:59:30Z")
     answer = admission.decide(reset, workload("o1", T0), trainjob("o1"), NOW)
-    assert answer is not None and answer.state == "Pending"
-    assert "readmission waits" in answer.message
-    # The next open admits again.
-    answer = admission.decide(reset, workload("o1", T0), trainjob("o2"), NOW)
-    assert answer == admission.Answer("Ready", "opened by dispatch (open o2)", spend="o2")
+    assert answer is not None and answer.state == "Rejected"
+    assert "never readmitted" in answer.message
+    # Rejected is Kueue's from then on (it deactivates the Workload): nothing admits it again.
+    rejected = dict(reset, state="Rejected", message=answer.message)
+    assert admission.decide(rejected, workload("o1", T0), trainjob("o2"), NOW) is None
 
 
 def test_not_a_dispatch_submission_is_ready_and_other_states_are_left_alone() -> None:
@@ -112,6 +113,8 @@ def test_each_open_admits_at_most_once(opens: list[str], evict: list[bool]) -> N
     for open_id, evicted in zip(opens, evict, strict=False):
         for _ in range(2):  # two rounds each: a repeated round must not admit again
             answer = admission.decide(check, wl, trainjob(open_id), NOW)
+            if answer is not None and answer.state == "Rejected":
+                check = dict(check, state="Rejected")
             if answer is None or answer.state != "Ready":
                 continue
             if answer.spend:
@@ -316,13 +319,83 @@ def test_kueue_mode_starts_gated_by_admission_gated_by_and_open_writes_the_open(
     assert api.count() == before + 1  # the read only
 
 
-def test_kueue_mode_refuses_holds() -> None:
-    backend, _ = kueue_backend()
+def test_kueue_mode_holds_deactivate_the_workload_and_release_reactivates() -> None:
+    """Kueue owns suspend: a hold is the instance annotation and Workload.spec.active=false; an
+    open under the hold keeps Kueue's gate; the release reactivates and makes the held open."""
+    backend, api = kueue_backend()
     ref = backend.start(
         StartRequest(job="j", submission=1, attempt=1, spec=JobSpec(command=("true",)))
     )
-    hold = HoldMeta(instance=1, deadline=NOW + timedelta(minutes=1))
-    with pytest.raises(Unsupported, match="Kueue mode"):
-        backend.hold(ref, hold)
-    with pytest.raises(Unsupported, match="Kueue mode"):
-        backend.release(ref, hold)
+    key = ("trainjobs", "dispatch", "jd-j-1-1")
+    api.objects[key]["spec"]["suspend"] = True  # Kueue's webhook suspends it at creation
+    uid = api.objects[key]["metadata"].setdefault("uid", "u-1")
+    api.create(
+        "workloads",
+        "dispatch",
+        {
+            "metadata": {
+                "name": "trainjob-jd-j-1-1-abc",
+                "ownerReferences": [{"kind": "TrainJob", "uid": uid}],
+            },
+            "spec": {"active": True},
+            "status": {},
+        },
+    )
+    wl_key = ("workloads", "dispatch", "trainjob-jd-j-1-1-abc")
+    soon = NOW + timedelta(minutes=1)
+    facts = probe.ClusterFacts(
+        groups={"trainer.kubeflow.org": ("v1alpha1",), "jobset.x-k8s.io": ("v1alpha2",)},
+        allowed=dict.fromkeys(probe.NEEDED, True),
+        runtime_found=True,
+    )
+    assert probe.capabilities(facts, {}, kueue_mode=True)[Capability.HOLD].answer is Tristate.YES
+    refused = attrs.evolve(facts, allowed={**facts.allowed, "patch workloads": False})
+    hold_no = probe.capabilities(refused, {}, kueue_mode=True)[Capability.HOLD]
+    assert hold_no.answer is Tristate.NO and "patch workloads" in hold_no.detail
+    backend.hold(ref, HoldMeta(instance=7, deadline=soon))
+    assert api.objects[wl_key]["spec"]["active"] is False
+    obs = backend.inspect(ref)
+    assert (obs.state, obs.hold_instance) == (ObjectState.HELD, 7)
+    backend.open(ref, CallMeta(deadline=soon))
+    annotations = api.objects[key]["metadata"]["annotations"]
+    assert annotations[names.GATE] == "open" and names.OPEN not in annotations
+    assert annotations[names.ADMISSION_GATED_BY] == "jobdispatch.dev/admission"
+    backend.release(ref, HoldMeta(instance=8, deadline=soon))  # not the standing instance
+    assert api.objects[wl_key]["spec"]["active"] is False
+    backend.release(ref, HoldMeta(instance=7, deadline=soon))
+    annotations = api.objects[key]["metadata"]["annotations"]
+    assert api.objects[wl_key]["spec"]["active"] is True and names.HOLD not in annotations
+    assert names.ADMISSION_GATED_BY not in annotations and names.OPEN in annotations
+    with pytest.raises(Rejected):
+        backend.hold(ref, HoldMeta(instance=9, deadline=NOW - timedelta(seconds=1)))
+
+
+def test_kueue_mode_plans_its_requeues_as_the_supervisors_and_says_why() -> None:
+    """Kueue requeues a preempted or pods-ready-timed-out Workload by itself, but dispatch's
+    admission check holds the readmission: the plan gives those rules to the supervisor, and
+    its support says it is Kueue's requeuing; other rules answer as without Kueue."""
+    from jobdispatch.plan import make_plan
+    from jobdispatch.types import Action, CauseKind, Enforcer, RecoveryPolicy, Rule, Tristate
+
+    backend, _ = kueue_backend()
+    rules = (
+        Rule(on=(CauseKind.PREEMPTED,), action=Action.RESUBMIT, budget=2),
+        Rule(on=(CauseKind.NO_CAPACITY,), action=Action.REQUEUE, budget=1),
+        Rule(on=(CauseKind.NON_ZERO_EXIT,), action=Action.RESUBMIT, budget=1),
+    )
+    spec = JobSpec(command=("true",), recovery=RecoveryPolicy(rules=rules))
+    preempted, requeue, exit_rule = backend.rules(spec, spec.recovery)
+    assert preempted.native.answer is Tristate.NO and "Kueue requeues on preempted" in (
+        preempted.native.detail
+    )
+    assert "backoffLimitCount" in preempted.native.detail
+    assert preempted.perform.answer is Tristate.YES
+    assert requeue.native.answer is Tristate.NO and requeue.perform.answer is Tristate.NO
+    assert "Kueue" not in exit_rule.native.detail
+    plan = make_plan(backend, None, spec, supervised=True, accept_unenforced=(1,))
+    assert [a.enforcer for a in plan.rules] == [
+        Enforcer.SUPERVISOR,
+        Enforcer.NOBODY,
+        Enforcer.SUPERVISOR,
+    ]
+    assert "admission check holds the readmission" in plan.rules[0].support.native.detail

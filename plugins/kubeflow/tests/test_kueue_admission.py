@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from jobdispatch.errors import Rejected
 from jobdispatch.spi import StartRequest
-from jobdispatch.types import CallMeta, JobSpec, ObjectState, Resources
+from jobdispatch.types import CallMeta, CauseKind, JobSpec, ObjectState, Resources
 
 pytestmark = pytest.mark.kube
 
@@ -333,6 +333,7 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
     wait_for("admission after the restart", lambda: admitted(admin, ref))
     wl = workload(admin, ref)
     assert f"(open {spent['open']})" in check(wl)["message"]
+    wait_for("the run seen running", lambda: backend.inspect(ref).state is ObjectState.RUNNING)
 
     # A higher-priority workload that is not dispatch's takes the queue's 8 GPUs.
     namespace = ref.id.split("/")[0]
@@ -380,32 +381,37 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
         controllers.start("again")
         _kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
 
-        def held_at_the_gate() -> bool:
-            # Requeued with the quota back: Kueue reserved it again, and only our Pending check
-            # keeps the Workload from being admitted.
+        def never_readmitted() -> bool:
+            # The readmission rejected by dispatch's check: Kueue reserves no quota for the
+            # Workload ("The workload has failed admission checks", observed) and never admits
+            # it; it deactivates it when it held quota at the rejection (observed once).
             wl = workload(admin, ref)
             return (
-                cond(wl, "QuotaReserved")[0] == "True"
+                check(wl).get("state") == "Rejected"
+                and "never readmitted" in check(wl).get("message", "")
                 and cond(wl, "Admitted")[0] != "True"
-                and "readmission waits" in check(wl).get("message", "")
+                and cond(wl, "QuotaReserved")[0] != "True"
             )
 
-        wait_for("the readmission held at the gate, quota reserved", held_at_the_gate)
+        wait_for("the readmission rejected, no quota held", never_readmitted)
         seen = backend.inspect(ref)
-        # The adapter reads the Workload: gated again, the last eviction's cause in the detail.
-        assert seen.state is ObjectState.GATED, seen
-        assert "readmission gated" in seen.detail and "Preempted" in seen.detail, seen.detail
-        # Killed and restarted once more: after a whole round of the new leader, still held.
+        # The adapter reads the object ended: its run was preempted, Kueue's reason kept, and
+        # its recovery is the supervisor's rule (spec 0012 §9).
+        assert seen.state is ObjectState.ENDED, seen
+        [ended] = seen.executions
+        assert ended.index == 0 and ended.cause is not None, seen
+        assert ended.cause.kind is CauseKind.PREEMPTED, ended
+        assert "InClusterQueue" in ended.cause.detail, ended
+        # Killed and restarted once more, and opened again: after a whole round of the new
+        # leader, still not readmitted.
         controllers.stop("again", kill=True)
         controllers.start("last")
+        backend.open(ref, meta())
         wait_for("the last replica leading", lambda: leader(admin, controllers) == "last")
         renewed = renew_time(admin, controllers)
         wait_for(
             "a whole round of the last replica", lambda: renew_time(admin, controllers) != renewed
         )
-        assert held_at_the_gate()
+        assert never_readmitted()
     finally:
         _kubectl("-n", namespace, "delete", "trainjob", high, "--ignore-not-found", "--wait=false")
-    backend.open(ref, meta())  # the supervisor's next open
-    wait_for("readmission after the next open", lambda: admitted(admin, ref))
-    assert f"(open {spent['open']})" not in check(workload(admin, ref))["message"]

@@ -16,9 +16,11 @@ just before the write, so an open is still refused after its deadline (spec 0001
 open-after-cancel window). Before answering Ready it records the open as spent on the Workload
 (annotation ``jobdispatch.dev/admission-spent``, with the check's ``lastTransitionTime`` as it
 was then), in a write conditional on the Workload's resourceVersion. After an eviction, Kueue's
-reset changes that time, and the spent open no longer counts: readmission waits for the next
-open. A controller killed between the two writes finds its record with the time unchanged and
-answers Ready for the same open: nothing is admitted twice, nothing is lost.
+reset changes that time, and the spent open no longer counts: the check answers Rejected, so
+the evicted Workload is never readmitted and holds no quota, and the adapter reads the object
+ended for the supervisor's rule to decide (spec 0012 §9). A controller killed between the two
+writes finds its record with the time unchanged and answers Ready for the same open: nothing
+is admitted twice, nothing is lost.
 
 Workloads whose job is not a dispatch submission (no ``jobdispatch.dev/job`` label) are answered
 Ready at once: the check gates dispatch's submissions only.
@@ -69,7 +71,7 @@ JOB_UID = "kueue.x-k8s.io/job-uid"
 #: Kueue's message on a check it reset to Pending when it evicted the workload.
 _RESET = "Reset to Pending after eviction"
 
-PENDING, READY = "Pending", "Ready"
+PENDING, READY, REJECTED = "Pending", "Ready", "Rejected"
 
 
 def open_annotation(open_id: str, deadline: datetime | None) -> str:
@@ -174,11 +176,13 @@ def decide(
     if spent is not None and spent[0] == open_id:
         if spent[1] != check_time or str(check.get("message", "")).startswith(_RESET):
             # The open was spent on an admission and Kueue has reset the check since: an
-            # eviction. Readmission waits for the supervisor's next open.
-            return _pending(
-                check,
-                f"evicted after the admission open {open_id} allowed: readmission waits for "
-                "dispatch's next open",
+            # eviction. The run has ended; its recovery is the supervisor's rule (a resubmit),
+            # and a Pending check would hold the requeued Workload's quota against it (spec
+            # 0012 §9), so the check rejects: Kueue deactivates the Workload and frees it.
+            return Answer(
+                REJECTED,
+                f"evicted after the admission open {open_id} allowed: never readmitted; "
+                "dispatch decides its recovery",
             )
         return Answer(READY, f"opened by dispatch (open {open_id})")
     return Answer(READY, f"opened by dispatch (open {open_id})", spend=open_id)

@@ -34,6 +34,7 @@ from jobdispatch.types import (
     Action,
     CallMeta,
     Capability,
+    CauseKind,
     HoldMeta,
     JobID,
     JobSpec,
@@ -66,6 +67,40 @@ _PERFORM: Mapping[Action, Support] = {
 }
 #: How long one watch call listens before it returns (call it again to go on).
 WATCH_WINDOW = 10
+
+
+#: The causes Kueue requeues an evicted Workload on by itself (spec 0012 §5): a preemption
+#: (always), a pods-ready timeout (no-capacity, with the back-off and ``backoffLimitCount`` of
+#: its ``waitForPodsReady.requeuingStrategy``, then it deactivates the Workload).
+_KUEUE_REQUEUES = frozenset({CauseKind.PREEMPTED, CauseKind.NO_CAPACITY})
+
+
+def _kueue_rule(rule: Rule, perform: Support) -> RuleSupport | None:
+    """Kueue mode: what Kueue does by itself for ``rule`` (spec 0012 §7), None when Kueue
+    changes nothing for it. Kueue requeues a preempted or pods-ready-timed-out Workload on its
+    own, but never as a new execution the plan could count on: dispatch's admission check
+    holds each readmission, so a rule on those causes is the supervisor's."""
+    kueue_causes = sorted(str(k) for k in rule.on if k in _KUEUE_REQUEUES)
+    if rule.action is Action.REQUEUE:
+        return RuleSupport(
+            Support.no(
+                Source.CATALOGUE,
+                "Kueue requeues an evicted Workload by itself, but dispatch's admission check "
+                "holds its readmission: the supervisor decides (resubmit)",
+            ),
+            Support.no(Source.CATALOGUE, "a requeue on request is not mapped under Kueue"),
+        )
+    if not kueue_causes:
+        return None
+    return RuleSupport(
+        Support.no(
+            Source.CATALOGUE,
+            f"Kueue requeues on {', '.join(kueue_causes)} by itself (a pods-ready timeout "
+            "within its backoffLimitCount, then it deactivates), but dispatch's admission "
+            "check holds the readmission: the supervisor enforces the rule",
+        ),
+        perform,
+    )
 
 
 class KubeflowBackend:
@@ -145,6 +180,10 @@ class KubeflowBackend:
 
     def _rule(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport:
         perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
+        if self.settings.kueue is not None:
+            kueue = _kueue_rule(rule, perform)
+            if kueue is not None:
+                return kueue
         if rule.action is not Action.RESTART:
             return RuleSupport(
                 Support.no(Source.CATALOGUE, f"the cluster does not {rule.action} by itself"),
@@ -297,6 +336,12 @@ class KubeflowBackend:
             if _ended(obj):
                 return None
             if self.settings.kueue is not None:
+                if names.HOLD in annotations:
+                    # Opening never lifts a hold: the Kueue gate stays until the release.
+                    gate_open = annotations.get(names.GATE) == "open"
+                    return (
+                        None if gate_open else {"metadata": {"annotations": {names.GATE: "open"}}}
+                    )
                 return self._kueue_open(obj, meta)
             if annotations.get(names.GATE) != "closed":
                 return None
@@ -601,20 +646,36 @@ class KubeflowBackend:
             msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
             raise Rejected(msg)
 
-    def _no_kueue_holds(self, what: str, ref: ObjectRef) -> None:
-        if self.settings.kueue is not None:
-            raise Unsupported(
-                f"{what} of {ref}: holds are not supported in Kueue mode (Kueue owns suspend; "
-                "Workload.spec.active holds are not mapped yet)"
+    def _set_active(self, ref: ObjectRef, active: bool) -> bool:
+        """Kueue mode: write ``spec.active`` on the TrainJob's Workload, conditional on the
+        version read. False when there is no Workload (yet): the gate or the hold annotation
+        then keeps it from admission (open under a hold does not lift the Kueue gate)."""
+        for _ in range(5):
+            namespace, _name, tj = self._trainjob(ref)
+            wl = self._workloads(namespace, [{**tj, "spec": {"suspend": True}}]).get(
+                str(tj["metadata"].get("uid"))
             )
+            if wl is None:
+                return False
+            if (wl.get("spec") or {}).get("active", True) is active:
+                return True
+            body = {
+                "metadata": {"resourceVersion": wl["metadata"]["resourceVersion"]},
+                "spec": {"active": active},
+            }
+            try:
+                self.api.patch("workloads", namespace, str(wl["metadata"]["name"]), body)
+                return True
+            except Conflict:
+                continue
+        raise Rejected(f"the Workload of {ref} kept changing under five attempts to update it")
 
     def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only
         an object that has not run can be held: Rejected when it runs or has ended (suspending
         a running TrainJob deletes its pods, which is a stop, not a hold), and past
-        ``meta.deadline``. Unsupported in Kueue mode (spec 0012 §6: Kueue owns suspend, and
-        holds through ``Workload.spec.active`` are not mapped yet)."""
-        self._no_kueue_holds("hold", ref)
+        ``meta.deadline``. Kueue mode (spec 0012 §8): Kueue owns suspend, so the hold is the
+        annotation and ``Workload.spec.active: false``."""
         self._check(meta.deadline, f"hold {meta.instance} of {ref}")
         if meta.instance < 0:
             raise Invalid(f"hold instance must be >= 0, not {meta.instance}")
@@ -630,28 +691,46 @@ class KubeflowBackend:
             annotations = obj["metadata"].get("annotations") or {}
             if annotations.get(names.HOLD) == str(meta.instance):
                 return None
-            return {
-                "metadata": {"annotations": {names.HOLD: str(meta.instance)}},
-                "spec": {"suspend": True},
-            }
+            body: Obj = {"metadata": {"annotations": {names.HOLD: str(meta.instance)}}}
+            if self.settings.kueue is None:
+                body["spec"] = {"suspend": True}
+            return body
 
         self._patch(ref, change)
+        if self.settings.kueue is not None:
+            self._check(meta.deadline, f"hold {meta.instance} of {ref}")
+            self._set_active(ref, False)
 
     def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
         object was held before it was opened, else resumed. Another instance, or none: success
-        with no effect. Rejected past ``meta.deadline``. Unsupported in Kueue mode, as hold."""
-        self._no_kueue_holds("release", ref)
+        with no effect. Rejected past ``meta.deadline``. Kueue mode: the Workload is
+        reactivated, and an object opened under the hold gets the Kueue open it was held from."""
         self._check(meta.deadline, f"release {meta.instance} of {ref}")
+        released = False
 
         def change(obj: Obj) -> Obj | None:
+            nonlocal released
             annotations = obj["metadata"].get("annotations") or {}
             if annotations.get(names.HOLD) != str(meta.instance):
                 return None
+            released = True
             gated = annotations.get(names.GATE) == "closed"
-            return {"metadata": {"annotations": {names.HOLD: None}}, "spec": {"suspend": gated}}
+            if self.settings.kueue is None:
+                return {
+                    "metadata": {"annotations": {names.HOLD: None}},
+                    "spec": {"suspend": gated},
+                }
+            body: Obj = {"metadata": {"annotations": {names.HOLD: None}}}
+            if not gated:
+                opened = self._kueue_open(obj, CallMeta(deadline=meta.deadline))
+                if opened is not None:
+                    body["metadata"]["annotations"].update(opened["metadata"]["annotations"])
+            return body
 
         self._patch(ref, change)
+        if self.settings.kueue is not None and released:
+            self._set_active(ref, True)
 
     # ------------------------------------------------------------------ output
 

@@ -436,12 +436,16 @@ def pins(chain: Chain) -> dict[str, str]:
     """Annotations that pin what a failing pod of the current attempt shows, before it is
     deleted with its evidence (an evicted pod is gone within a second or two; a JobSet restart
     deletes a whole attempt). Pure: the backend writes them. Empty when there is nothing new to
-    pin: the TrainJob has ended, or the attempt is pinned already."""
+    pin: the TrainJob has ended, or the attempt is pinned already. In Kueue mode a run ended
+    by an eviction is pinned first (``names.KUEUE_RUNS``, see :func:`kueue_runs`)."""
     tj = chain.trainjob
     if _condition(tj, "Complete") or _condition(tj, "Failed"):
         return {}
     restarts = int(_get(chain.jobset, "status", "restarts") or 0)
     attempt = max([restarts, *(_attempt(p) for p in chain.pods)])
+    runs = kueue_runs(chain, attempt)
+    if len(runs) > len(_kueue_trail(tj)):
+        return {names.KUEUE_RUNS: json.dumps(runs, sort_keys=True)}
     if (_get(tj, "metadata", "annotations") or {}).get(_pin_key(attempt)):
         return {}
     for pod in chain.pods:
@@ -614,8 +618,11 @@ def kueue_view(
             last = f"; last eviction {said(was)}" if was else ""
             if how and was and was.get("reason") == "Preempted":
                 last += f" ({how.get('reason')})"
+            # Pending, not gated: dispatch's gate was lifted, and a core that read it gated would
+            # open it again (a lost open, as it thinks) behind its recovery rule. Nothing
+            # readmits it but an explicit open (spec 0012 §7, and §9 for what is still open).
             return KueueView(
-                S.GATED, None, None, f"readmission gated by dispatch: {c.get('message')}{last}"
+                S.PENDING, None, None, f"readmission gated by dispatch: {c.get('message')}{last}"
             )
     if admitted and admitted.get("status") == "True":
         return KueueView(S.PENDING, None, None, "admitted by Kueue, starting")
@@ -676,6 +683,154 @@ def kueue_view(
     )
 
 
+def _evictions(workload: Obj) -> dict[str, int]:
+    """Kueue's count of the Workload's evictions by reason (``status.schedulingStats``)."""
+    out: dict[str, int] = {}
+    for e in _get(workload, "status", "schedulingStats", "evictions") or ():
+        key = str(e.get("reason", ""))
+        out[key] = out.get(key, 0) + int(e.get("count") or 0)
+    return out
+
+
+#: Kueue v0.19.2's words for each preemption reason in an eviction message
+#: (``pkg/scheduler/preemption``), most specific first.
+_PREEMPTION_WORDS = (
+    ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
+    ("reclamation within the cohort", "InCohortReclamation"),
+    ("Fair Sharing within the cohort", "InCohortFairSharing"),
+    ("prioritization in the ClusterQueue", "InClusterQueue"),
+)
+
+
+def eviction_cause(workload: Obj, reason: str | None = None) -> Cause:
+    """The cause of the run Kueue's last eviction of ``workload`` ended (spec 0012 §6).
+
+    Pure. ``reason`` is the eviction's reason when known from Kueue's counts (see
+    :func:`kueue_runs`): once Kueue requeues the Workload and reserves quota again, its
+    ``Evicted`` condition turns False with reason ``QuotaReserved`` and the message "Previously:
+    <the eviction's message>" (observed), so the reason is gone from it."""
+    conds = {str(c.get("type")): c for c in _get(workload, "status", "conditions") or ()}
+    evicted = conds.get("Evicted")
+    if evicted is None and reason is None:
+        return Cause(CauseKind.UNKNOWN, Provenance.NONE, detail="evicted by Kueue, reason not kept")
+    if reason is None:
+        reason = str((evicted or {}).get("reason", ""))
+    message = str((evicted or {}).get("message", ""))
+    preempted_message = str((conds.get("Preempted") or {}).get("message", ""))
+    if reason == "Preempted" and preempted_message and preempted_message not in message:
+        # A later eviction (dispatch's check rejecting the readmission deactivates it) has
+        # overwritten Evicted; the Preempted condition keeps the preemption's words.
+        message = f"{preempted_message} (then {message})" if message else preempted_message
+    said = f"Kueue Evicted {reason}: {message}"
+    K, P = CauseKind, Provenance
+    if reason == "Preempted":
+        how = str((conds.get("Preempted") or {}).get("reason", ""))
+        if not how.startswith("In"):
+            # Requeued, the Preempted condition's reason is QuotaReserved too (observed); the
+            # message keeps Kueue's words for the preemption's reason.
+            how = next((r for words, r in _PREEMPTION_WORDS if words in message), "unknown")
+        return Cause(K.PREEMPTED, P.SCHEDULER, detail=f"preempted by Kueue ({how}); {said}")
+    if reason == "PodsReadyTimeout":
+        return Cause(K.NO_CAPACITY, P.SCHEDULER, detail=f"pods not ready in time; {said}")
+    if reason == "AdmissionCheck":
+        return Cause(K.NO_CAPACITY, P.SCHEDULER, detail=f"an admission check evicted it; {said}")
+    if reason == "NodeFailures":
+        return Cause(K.NODE_LOST, P.SCHEDULER, detail=said)
+    if "MaximumExecutionTimeExceeded" in message:
+        return Cause(K.TIME_LIMIT, P.SCHEDULER, detail=f"maximum execution time; {said}")
+    if "RequeuingLimitExceeded" in message:
+        return Cause(K.NO_CAPACITY, P.SCHEDULER, detail=f"requeuing limit exceeded; {said}")
+    if reason in ("ClusterQueueStopped", "LocalQueueStopped"):
+        return Cause(K.PREEMPTED, P.ACTOR, detail=f"its queue was stopped; {said}")
+    if reason in ("Deactivated", "InactiveWorkload") or _get(workload, "spec", "active") is False:
+        return Cause(K.CANCELLED, P.ACTOR, detail=f"deactivated in Kueue; {said}")
+    return Cause(K.UNKNOWN, P.NONE, detail=said)
+
+
+def _kueue_trail(trainjob: Obj) -> list[dict[str, Any]]:
+    """The runs Kueue's evictions ended, as pinned (``names.KUEUE_RUNS``); [] when unreadable."""
+    raw = (_get(trainjob, "metadata", "annotations") or {}).get(names.KUEUE_RUNS)
+    try:
+        trail = json.loads(raw) if raw else []
+        return [
+            {
+                **e,
+                "index": int(e["index"]),
+                "attempt": int(e["attempt"]),
+                "accumulated": int(e["accumulated"]),
+            }
+            for e in trail
+        ]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
+def execution_index(trail: Sequence[Mapping[str, Any]], attempt: int) -> int:
+    """The execution index of JobSet attempt ``attempt`` after the evictions in ``trail``.
+
+    A readmitted TrainJob's pods carry the attempt of the run Kueue evicted (JobSet counts no
+    restart for a suspend), so each eviction shifts the index by one from there on."""
+    index = attempt
+    for entry in trail:
+        if int(entry["attempt"]) <= attempt:
+            index = int(entry["index"]) + 1 + (attempt - int(entry["attempt"]))
+    return index
+
+
+def kueue_runs(chain: Chain, attempt: int) -> list[dict[str, Any]]:
+    """The trail of Kueue-ended runs, with the one the Workload shows now if it is not yet in it.
+
+    Pure. Kueue adds an admitted Workload's time to ``accumulatedPastExecutionTimeSeconds``
+    when it evicts it (observed: 10 s after a preemption, with no execution-time limit set), so
+    a total above the trail's last one means a run ended by eviction since. Two evictions
+    between looks are recorded as one, with the later cause."""
+    trail = _kueue_trail(chain.trainjob)
+    if chain.workload is None:
+        return trail
+    total = int(_get(chain.workload, "status", "accumulatedPastExecutionTimeSeconds") or 0)
+    if total <= (trail[-1]["accumulated"] if trail else 0):
+        return trail
+    evicted = next(
+        (
+            c
+            for c in _get(chain.workload, "status", "conditions") or ()
+            if c.get("type") == "Evicted"
+        ),
+        None,
+    )
+    if evicted is None:
+        return trail
+    counts = _evictions(chain.workload)
+    before: Mapping[str, Any] = (trail[-1].get("evictions") or {}) if trail else {}
+    risen = [r for r, n in sorted(counts.items()) if n > int(before.get(r) or 0)]
+    # The eviction that ended the run, not a deactivation that followed it (Kueue deactivates
+    # the Workload when dispatch's check rejects its readmission; spec 0012 §9).
+    ran = [r for r in risen if not r.startswith(("Deactivated", "InactiveWorkload"))]
+    chosen = ran or risen
+    cause = eviction_cause(chain.workload, chosen[-1] if chosen else None)
+    entry = {
+        "evictions": counts,
+        "index": execution_index(trail, attempt),
+        "attempt": attempt,
+        "accumulated": total,
+        "kind": str(cause.kind),
+        "provenance": str(cause.provenance),
+        "detail": cause.detail,
+        "evicted_at": evicted.get("lastTransitionTime"),
+    }
+    return [*trail, entry]
+
+
+def _never_readmitted(workload: Obj, check: str = "jobdispatch-admission") -> bool:
+    """Whether dispatch's check rejected the Workload's readmission after an eviction."""
+    return any(
+        c.get("name") == check
+        and c.get("state") == "Rejected"
+        and "never readmitted" in str(c.get("message", ""))
+        for c in _get(workload, "status", "admissionChecks") or ()
+    )
+
+
 def observe(chain: Chain) -> Observation:
     """State, executions and causes of one TrainJob, from ``chain`` alone.
 
@@ -710,6 +865,27 @@ def observe(chain: Chain) -> Observation:
     ran_now = ran_now or (deleting and annotations.get(names.STOPPED_RUN) == str(current))
 
     executions: list[ExecutionObs] = []
+    # Kueue mode: runs its evictions ended (their pods deleted by the suspend), then the
+    # JobSet's attempts shifted past them (spec 0012 §6).
+    kueue_mode = names.QUEUE_NAME in (_get(tj, "metadata", "labels") or {})
+    trail = kueue_runs(chain, current) if kueue_mode else []
+    for entry in trail:
+        try:
+            ended = Cause(
+                CauseKind(entry["kind"]),
+                Provenance(entry["provenance"]),
+                detail=str(entry.get("detail", "")),
+            )
+        except (ValueError, KeyError):
+            ended = Cause(CauseKind.UNKNOWN, Provenance.NONE, detail="unreadable Kueue trail")
+        executions.append(
+            ExecutionObs(
+                index=int(entry["index"]),
+                state=ObjectState.ENDED,
+                cause=ended,
+                ended_at=_time(entry.get("evicted_at")),
+            )
+        )
     restart_cond = _condition(chain.jobset, "RestartingJobSet")
     for i in range(current):
         pods = by_attempt.get(i, [])
@@ -729,7 +905,7 @@ def observe(chain: Chain) -> Observation:
         start, end, nodes = _span(pods)
         executions.append(
             ExecutionObs(
-                index=i,
+                index=execution_index(trail, i),
                 state=ObjectState.ENDED,
                 cause=earlier,
                 started_at=start,
@@ -782,6 +958,14 @@ def observe(chain: Chain) -> Observation:
             if chain.workload is None:
                 state = ObjectState.PENDING
                 details.append(f"queued in Kueue LocalQueue {queue}: no Workload yet")
+            elif trail and _never_readmitted(chain.workload):
+                # Evicted after its admission, and dispatch's check rejected the readmission
+                # (spec 0012 §9): the object's run is over; the supervisor's rule decides.
+                state = ObjectState.ENDED
+                details.append(
+                    f"Kueue LocalQueue {queue}: evicted, never readmitted "
+                    f"(execution {trail[-1]['index']}: {trail[-1].get('kind')})"
+                )
             else:
                 view = kueue_view(
                     chain.workload,
@@ -817,7 +1001,7 @@ def observe(chain: Chain) -> Observation:
     if ran_now:
         executions.append(
             ExecutionObs(
-                index=current,
+                index=execution_index(trail, current),
                 state=ObjectState.ENDED if state is ObjectState.ENDED else ObjectState.RUNNING,
                 cause=cause,
                 started_at=start,
@@ -832,7 +1016,7 @@ def observe(chain: Chain) -> Observation:
     return Observation(
         name=name,
         state=state,
-        executions=tuple(executions),
+        executions=tuple(sorted(executions, key=lambda e: e.index)),
         hold_instance=_hold(annotations),
         lost_nodes=lost if state is not ObjectState.ENDED else (),
         detail="; ".join(details),

@@ -21,6 +21,7 @@ __all__ = [
     "GATE",
     "HOLD",
     "JOB",
+    "KUEUE_RUNS",
     "MANAGED",
     "OPEN",
     "PATCH_MANAGER",
@@ -56,6 +57,11 @@ EVIDENCE = f"{_DOMAIN}/evidence"
 #: Annotation (Kueue mode): the latest open, ``{"id", "deadline"}`` as JSON; the admission
 #: controller answers its check Ready for that open only, and only before its deadline.
 OPEN = f"{_DOMAIN}/open"
+#: Annotation (Kueue mode): the runs Kueue's evictions ended, as a JSON list of ``{"index",
+#: "attempt", "accumulated", "kind", "provenance", "detail", "evicted_at"}``: Kueue's suspend
+#: deletes the pods and JobSet does not count a restart, so the execution index across a
+#: readmission is kept here (spec 0012 §6).
+KUEUE_RUNS = f"{_DOMAIN}/kueue-runs"
 #: Workload annotation the admission controller writes: the open spent on an admission.
 ADMISSION_SPENT = f"{_DOMAIN}/admission-spent"
 #: Kueue's labels and annotation on a job: its LocalQueue, its WorkloadPriorityClass, and the

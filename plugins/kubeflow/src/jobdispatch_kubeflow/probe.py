@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 from jobdispatch.errors import DispatchError, Unauthorized
-from jobdispatch.types import Capability, Source, Support
+from jobdispatch.types import Capability, Source, Support, Tristate
 
 from jobdispatch_kubeflow.api import KINDS, Api
 from jobdispatch_kubeflow.config import Settings
@@ -39,6 +39,7 @@ NEEDED: Mapping[str, tuple[str, str, str, str]] = {
     "list nodes": ("list", "", "nodes", ""),
     "list events": ("list", "", "events", ""),
     "create trainingruntimes": ("create", "trainer.kubeflow.org", "trainingruntimes", ""),
+    "patch workloads": ("patch", "kueue.x-k8s.io", "workloads", ""),
 }
 
 
@@ -216,8 +217,12 @@ def capabilities(
             C.EXCLUSIVE_NODES: Support.no(K, "exclusive placement is not yet mapped"),
         }
         if kueue_mode:
-            base[C.HOLD] = Support.no(
-                K, "Kueue mode: holds through Workload.spec.active are not mapped yet"
+            hold = rbac("patch trainjobs", "the instance in an annotation")
+            workloads = rbac("patch workloads", "Workload.spec.active=false")
+            base[C.HOLD] = (
+                Support.yes(P, "Workload.spec.active=false, the instance in a TrainJob annotation")
+                if hold.answer is Tristate.YES and workloads.answer is Tristate.YES
+                else (hold if hold.answer is not Tristate.YES else workloads)
             )
             base[C.READMISSION_GATE] = Support.yes(
                 K, "the jobdispatch-kueue-admission check answers Ready only for a fresh open"
