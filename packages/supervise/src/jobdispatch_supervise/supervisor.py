@@ -3,13 +3,18 @@
 ``run(job)`` supervises one job until it settles; ``serve(filter)`` supervises every job of a
 store it can own, with one backend query per poll for all of them. Both stop acting on a job
 the moment its lease is lost, and ``stop()`` ends them cleanly from another thread.
+
+How often they poll is the adapter's (its :class:`~jobdispatch.spi.Pacing`: Slurm every 30 s,
+never more often than its floor), jittered, and cut short by a step's wake time or by news on
+the adapter's Watcher; ``on_observed`` hands each poll's observations to whoever reports on the
+jobs, so a report costs the scheduler nothing more.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
+import random
 import secrets
 import socket
 import threading
@@ -20,11 +25,12 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Conflict, Invalid, NotFound, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
-from jobdispatch.spi import Backend, find_all
+from jobdispatch.spi import Backend, Discovery, find_all, pacing_of
 from jobdispatch.validate import MAX_DURATION
 
 from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.sinks import LogSink, Sink
+from jobdispatch_supervise.watching import Watching
 
 __all__ = ["Supervisor"]
 
@@ -43,7 +49,17 @@ class Supervisor:
         store: the record store the jobs live in.
         clock: where time comes from (the simulator passes its own).
         sinks: where escalations go; the log by default.
-        poll: the longest wait between two looks at a job, in seconds.
+        poll: the longest wait between two looks at a job, in seconds; by default the
+            adapter's poll interval (``Pacing.interval``). Never below the poll floor.
+        poll_floor: the least time between two polls, raised above the adapter's floor (a
+            site's setting); never lowered.
+        draw: the randomness that jitters each poll, numbers in [0, 1) (a seeded source makes
+            the schedule repeatable; the simulator's clock and sleep go with one).
+        on_observed: called with each job and what this supervisor's own poll showed of it,
+            after the job's passes, from the supervising thread; a report built from it asks
+            the backend nothing (``Observer.get(job, discovery)``). Its errors are logged.
+        watch_limit: the most jobs ``serve`` follows on the adapter's Watcher at once (where
+            its pacing says a watch brings news early); ``run`` follows its one job.
         lease_ttl: how long ownership lasts without renewal; renewed at half of it.
         holder: this supervisor's identity in leases and in the record.
         sleep: how to wait (an Event's wait by default, so ``stop`` interrupts it).
@@ -51,7 +67,8 @@ class Supervisor:
         residual_horizon: how long after an unresolved attempt its object is still looked for.
 
     Raises Invalid at construction for a poll or a lease ttl that is not positive or is longer
-    than the core's MAX_DURATION (a NaN poll included).
+    than the core's MAX_DURATION (a NaN poll included), and for a poll below the poll floor or
+    a floor below the adapter's (or above ``MAX_POLL_FLOOR``).
     """
 
     def __init__(
@@ -61,21 +78,25 @@ class Supervisor:
         *,
         clock: Clock = system_clock,
         sinks: Sequence[Sink] | None = None,
-        poll: float = 0.5,
+        poll: float | None = None,
+        poll_floor: float | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         holder: str | None = None,
         sleep: Callable[[float], object] | None = None,
         sweep_every: timedelta = timedelta(minutes=5),
         residual_horizon: timedelta = timedelta(hours=24),
+        draw: Callable[[], float] | None = None,
+        on_observed: Callable[[str, Discovery], object] | None = None,
+        watch_limit: int = 16,
     ) -> None:
         # Checked here, not when the first lease is needed: a supervisor that cannot work must
-        # say so before it serves anything. NaN passes every comparison, so it is named.
-        if not math.isfinite(poll) or not 0 < poll <= MAX_DURATION.total_seconds():
-            msg = (
-                "a supervisor's poll must be a positive number of seconds, at most "
-                f"{MAX_DURATION.total_seconds():.0f}, got {poll}"
-            )
-            raise Invalid(msg)
+        # say so before it serves anything. Pacing names NaN, infinities and out-of-range
+        # values (NaN passes every comparison, and a NaN poll would be a busy loop).
+        try:
+            self.pacing = pacing_of(backend).for_site(interval=poll, floor=poll_floor)
+        except Invalid as exc:
+            msg = f"a supervisor's {exc.message}"
+            raise Invalid(msg) from None
         if not timedelta(0) < lease_ttl <= MAX_DURATION:
             msg = (
                 f"a supervisor's lease ttl must be positive and at most {MAX_DURATION.days} "
@@ -85,7 +106,8 @@ class Supervisor:
         self.backend = backend
         self.store = store
         self.clock = clock
-        self.poll = poll
+        #: The interval this supervisor polls at (before jitter).
+        self.poll = self.pacing.interval
         self.lease_ttl = lease_ttl
         self.holder = holder or _holder_id()
         self.executor = Executor(
@@ -98,7 +120,18 @@ class Supervisor:
         self.sweep_every = sweep_every
         self.residual_horizon = residual_horizon
         self._stopping = threading.Event()
-        self._sleep = sleep or self._stopping.wait
+        #: Set by :meth:`wake` (and by :meth:`stop`): ends the sleep after the poll floor.
+        self._woken = threading.Event()
+        self._sleep = sleep
+        self._draw = draw or random.Random(secrets.randbits(64)).random
+        self.on_observed = on_observed
+        self._watching = Watching(
+            backend,
+            self.wake,
+            pause=max(self.pacing.floor, 0.01),
+            stopping=self._stopping,
+            limit=watch_limit if self.pacing.watch else 0,
+        )
         self._leases: dict[str, Lease] = {}
         #: Jobs whose record this process cannot read or fold: reported once, then left alone
         #: (a record only grows, so it never becomes readable here; a newer version may take it).
@@ -133,10 +166,31 @@ class Supervisor:
     # ---------------------------------------------------------------- loops
 
     def _wait_for(self, wake: datetime | None) -> None:
-        delay = self.poll
-        if wake is not None:
-            delay = max(0.0, min(delay, (wake - self.clock()).total_seconds()))
-        self._sleep(delay)
+        """Sleep until the next poll: the jittered interval, or sooner when a step is due
+        (``wake``) or :meth:`wake` is called, but never less than the floor."""
+        until = None if wake is None else (wake - self.clock()).total_seconds()
+        delay = self.pacing.delay(self._draw(), until)
+        if self._sleep is not None:
+            self._sleep(delay)
+            return
+        floor = min(delay, self.pacing.floor)
+        if self._stopping.wait(floor):
+            return
+        self._woken.wait(delay - floor)
+        self._woken.clear()
+
+    def wake(self) -> None:
+        """Poll now (or once the floor has passed since the last poll) instead of at the end
+        of the interval: news from a Watcher, or from a command that changed a job."""
+        self._woken.set()
+
+    def _observed(self, job: str, discovery: Discovery | None) -> None:
+        if self.on_observed is None or discovery is None:
+            return
+        try:
+            self.on_observed(job, discovery)
+        except Exception as exc:  # a report's trouble must not stop the supervision
+            log.warning("reporting on job %s failed: %s", job, exc)
 
     def run(self, job: str) -> None:
         """Supervise ``job`` until it has settled (or :meth:`stop` is called).
@@ -144,6 +198,7 @@ class Supervisor:
         Raises NotFound for a job the store does not know.
         """
         self.store.read(job)  # NotFound now, not later
+        self._watching.follow([job])
         try:
             while not self._stopping.is_set():
                 lease = self._own(job)
@@ -151,7 +206,10 @@ class Supervisor:
                     self._wait_for(None)  # another supervisor owns it; wait for its lease
                     continue
                 try:
-                    result = self.executor.run_pass(job, lease)
+                    # The pass's Find, made here so that what it showed can be reported.
+                    discovery = self.backend.find(job)
+                    result = self.executor.run_pass(job, lease, discovery)
+                    self._observed(job, discovery)
                 except (Unreachable, Unavailable) as exc:
                     # Transient by definition: nothing was decided on an answer never given.
                     log.warning("job %s: %s; trying again", job, exc)
@@ -166,6 +224,7 @@ class Supervisor:
                 if result.step is None or result.step.kind == "wait":
                     self._wait_for(result.wake)
         finally:
+            self._watching.stop()
             self._disown(job)
 
     def residual_jobs(self) -> list[str]:
@@ -199,6 +258,8 @@ class Supervisor:
                 swept = self.clock()
                 jobs += [j for j in self.residual_jobs() if j not in jobs]
             owned = {j: lease for j in jobs if (lease := self._own(j)) is not None}
+            self._watching.follow(owned)
+            self._woken.clear()  # news from here on wakes the coming sleep
             try:
                 found = find_all(self.backend, list(owned)) if owned else {}
             except (Unreachable, Unavailable) as exc:
@@ -211,6 +272,7 @@ class Supervisor:
                     break
                 try:
                     result = self._drain(job, lease, found.get(job))
+                    self._observed(job, found.get(job))
                 except NotFound:
                     continue
                 except (Unreachable, Unavailable) as exc:
@@ -228,6 +290,7 @@ class Supervisor:
                 elif result.wake is not None:
                     wake = result.wake if wake is None else min(wake, result.wake)
             self._wait_for(wake)
+        self._watching.stop()
         for job in list(self._leases):
             self._disown(job)
 
@@ -250,3 +313,4 @@ class Supervisor:
     def stop(self) -> None:
         """Stop after the step under way; leases are released."""
         self._stopping.set()
+        self._woken.set()

@@ -26,6 +26,7 @@ from jobdispatch.spi import (
     NativeOffer,
     ObjectObs,
     ObjectRef,
+    Pacing,
     StartRequest,
     parse_discovery_name,
 )
@@ -80,6 +81,9 @@ class KubeflowBackend:
     """
 
     name = "kubeflow"
+    #: A poll is a LIST (of TrainJobs, JobSets, pods) against the API server; a watch streams
+    #: the changes between polls, so the supervisor follows it and polls every 10 s at most.
+    pacing = Pacing(interval=10.0, floor=0.5, watch=True)
 
     def __init__(
         self,

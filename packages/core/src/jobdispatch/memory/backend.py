@@ -25,6 +25,7 @@ from jobdispatch.spi import (
     NativeOffer,
     ObjectObs,
     ObjectRef,
+    Pacing,
     StartRequest,
 )
 from jobdispatch.types import (
@@ -75,6 +76,10 @@ class MemoryBackend:
     """
 
     name = "memory"
+    #: An in-process scheduler costs nothing to ask: poll as the supervisor always did, and
+    #: faster when a test says so. Its watch replays what happened without waiting for news,
+    #: so following it would wake nothing early (``watch=False``).
+    pacing = Pacing(interval=0.5, floor=0.001)
 
     def __init__(
         self,
