@@ -16,7 +16,7 @@
 
     [clusters.hpc]
     adapter = "slurm"
-    poll = 60                          # seconds between polls (the adapter's default: 30)
+    poll_interval = 60                 # seconds between polls (the adapter's default: 30)
     poll_floor = 10                    # never more often (a site may raise the adapter's 2)
 
     [escalations.pager]                # besides the log, where `run` and `supervise` send them
@@ -73,7 +73,7 @@ ADAPTER_DISTRIBUTIONS: Mapping[str, str] = {
 TEST_ONLY_ADAPTERS = frozenset({"memory"})
 _TOP_KEYS = ("default_cluster", "store", "clusters", "escalations")
 #: A cluster's keys that are the command's, not its adapter's: how often its supervisors poll.
-PACING_KEYS = ("poll", "poll_floor")
+PACING_KEYS = ("poll_interval", "poll_floor")
 #: The sink every supervisor of the command delivers to, configured or not.
 LOG_SINK = "log"
 
@@ -98,13 +98,13 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
 @attrs.frozen
 class Cluster:
     """One named cluster: its adapter, the adapter's settings, and the site's pacing of its
-    supervisors (``poll``, ``poll_floor``: None leaves the adapter's)."""
+    supervisors (``poll_interval``, ``poll_floor``: None leaves the adapter's)."""
 
     name: str
     adapter: str
     settings: Mapping[str, Any]
     source: str
-    poll: float | None = None
+    poll_interval: float | None = None
     poll_floor: float | None = None
 
 
@@ -188,9 +188,12 @@ def load_config(
         if isinstance(raw, dict):
             for key in PACING_KEYS:
                 pacing[key] = _seconds(raw.pop(key, None), f"clusters.{name}.{key}", problem)
-            poll, floor = pacing["poll"], pacing["poll_floor"]
+            poll, floor = pacing["poll_interval"], pacing["poll_floor"]
             if poll is not None and floor is not None and poll < floor:
-                problem(f"clusters.{name}.poll", f"{poll:g} s is below poll_floor ({floor:g} s)")
+                problem(
+                    f"clusters.{name}.poll_interval",
+                    f"{poll:g} s is below poll_floor ({floor:g} s)",
+                )
         checked = _plugin_table(
             adapters, raw, f"clusters.{name}", "adapter", f"cluster {name!r}", problem, offered
         )
@@ -229,8 +232,8 @@ def load_config(
 
 
 def _seconds(value: Any, at: str, problem: Callable[[str, str], None]) -> float | None:
-    """A cluster's ``poll`` or ``poll_floor``: a positive number of seconds (a floor at most
-    MAX_POLL_FLOOR); None when not set or not right (the problem told)."""
+    """A cluster's ``poll_interval`` or ``poll_floor``: a positive number of seconds (a floor
+    at most MAX_POLL_FLOOR); None when not set or not right (the problem told)."""
     if value is None:
         return None
     most = MAX_POLL_FLOOR if at.endswith("poll_floor") else MAX_POLL_INTERVAL

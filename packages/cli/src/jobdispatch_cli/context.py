@@ -152,18 +152,22 @@ class App:
         return self.cluster().backend
 
     def pacing(self) -> jobdispatch.Pacing:
-        """How this cluster's supervisors poll: the adapter's pacing with the site's ``poll``
-        and ``poll_floor`` from the cluster's table. A floor below the adapter's is a
-        FileError naming the key (a site may raise the floor, never lower it)."""
+        """How this cluster's supervisors poll: the adapter's pacing with the site's
+        ``poll_interval`` and ``poll_floor`` from the cluster's table. A floor below the
+        adapter's, or an interval below the floor, is a FileError naming the key."""
         from jobdispatch.spi import pacing_of
 
         chosen = self.cluster_config
+        pacing = pacing_of(self.backend())
+        key = "poll_floor"
         try:
-            return pacing_of(self.backend()).for_site(interval=chosen.poll, floor=chosen.poll_floor)
+            pacing = pacing.for_site(floor=chosen.poll_floor)
+            key = "poll_interval"
+            return pacing.for_site(interval=chosen.poll_interval)
         except Invalid as exc:
-            field = f"clusters.{chosen.name}"
-            field += ".poll_floor" if "poll_floor" in exc.message else ".poll"
-            problem = FileProblem(str(self.config.path), None, field, exc.message)
+            problem = FileProblem(
+                str(self.config.path), None, f"clusters.{chosen.name}.{key}", exc.message
+            )
             raise FileError([problem]) from None
 
     def supervisor(

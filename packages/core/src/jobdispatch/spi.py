@@ -271,24 +271,24 @@ class Pacing:
         """This pacing with a site's (or a caller's) interval and floor: the floor may only be
         raised, and the interval may not be below the floor.
 
-        Invalid, naming ``poll`` or ``poll_floor``, for a value this adapter must not be
+        Invalid, naming the interval or the floor, for a value this adapter must not be
         polled at."""
         new_floor = self.floor
         if floor is not None:
-            new_floor = _seconds("poll_floor", floor, MAX_POLL_FLOOR)
+            new_floor = _seconds("a poll floor", floor, MAX_POLL_FLOOR)
             if new_floor < self.floor:
                 msg = (
-                    f"poll_floor {new_floor:g} s is below the adapter's floor of "
+                    f"a poll floor of {new_floor:g} s is below the adapter's floor of "
                     f"{self.floor:g} s: a site may raise the floor, never lower it"
                 )
                 raise Invalid(msg)
         new_interval = max(self.interval, new_floor)
         if interval is not None:
-            new_interval = _seconds("poll", interval, MAX_POLL_INTERVAL)
+            new_interval = _seconds("a poll interval", interval, MAX_POLL_INTERVAL)
             if new_interval < new_floor:
                 msg = (
-                    f"poll {new_interval:g} s is below the poll floor of {new_floor:g} s "
-                    "(the adapter's, or the site's poll_floor)"
+                    f"a poll interval of {new_interval:g} s is below the poll floor of "
+                    f"{new_floor:g} s (the adapter's, or the one a site raised it to)"
                 )
                 raise Invalid(msg)
         return attrs.evolve(self, interval=new_interval, floor=new_floor)

@@ -95,7 +95,7 @@ class Supervisor:
         try:
             self.pacing = pacing_of(backend).for_site(interval=poll, floor=poll_floor)
         except Invalid as exc:
-            msg = f"a supervisor's {exc.message}"
+            msg = f"a supervisor's poll: {exc.message}"
             raise Invalid(msg) from None
         if not timedelta(0) < lease_ttl <= MAX_DURATION:
             msg = (
