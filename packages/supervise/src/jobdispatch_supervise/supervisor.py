@@ -199,6 +199,7 @@ class Supervisor:
         """
         self.store.read(job)  # NotFound now, not later
         self._watching.follow([job])
+        discovery: Discovery | None = None
         try:
             while not self._stopping.is_set():
                 lease = self._own(job)
@@ -206,10 +207,14 @@ class Supervisor:
                     self._wait_for(None)  # another supervisor owns it; wait for its lease
                     continue
                 try:
-                    # The pass's Find, made here so that what it showed can be reported.
-                    discovery = self.backend.find(job)
+                    # The pass's Find, made here so that what it showed can be reported; a
+                    # pass after one that only recorded observations reuses it (see _drain).
+                    if discovery is None:
+                        discovery = self.backend.find(job)
                     result = self.executor.run_pass(job, lease, discovery)
                     self._observed(job, discovery)
+                    if not _observed_only(result):
+                        discovery = None
                 except (Unreachable, Unavailable) as exc:
                     # Transient by definition: nothing was decided on an answer never given.
                     log.warning("job %s: %s; trying again", job, exc)
@@ -296,11 +301,14 @@ class Supervisor:
 
     def _drain(self, job: str, lease: Lease, discovery: object) -> Pass:
         """Execute steps for one job until it has to wait; the first pass may reuse the poll's
-        shared discovery, later ones look again because they changed something."""
-        first = True
+        shared discovery, and so may a pass after one that only recorded what it showed (an
+        observe step changes nothing on the backend); later ones look again because they
+        changed something. So a quiet poll costs the scheduler its one batched query, even
+        when what it showed was news to record."""
+        reuse = True
         while True:
-            result = self.executor.run_pass(job, lease, discovery if first else None)  # type: ignore[arg-type]
-            first = False
+            result = self.executor.run_pass(job, lease, discovery if reuse else None)  # type: ignore[arg-type]
+            reuse = _observed_only(result)
             if result.settled or result.conflict or result.step is None:
                 return result
             if result.step.kind == "wait" or self._stopping.is_set():
@@ -314,3 +322,9 @@ class Supervisor:
         """Stop after the step under way; leases are released."""
         self._stopping.set()
         self._woken.set()
+
+
+def _observed_only(result: Pass) -> bool:
+    """Whether a pass only recorded observations: the backend is as its Find showed it."""
+    step = result.step
+    return step is not None and step.kind == "observe" and not result.conflict

@@ -32,7 +32,10 @@ from jobdispatch_slurm.transport import Interrupted, Result, Transport
 
 __all__ = [
     "CONTROL_DIR",
+    "SCHEDULER_COMMANDS",
+    "CountingShims",
     "LossyTransport",
+    "SchedulerCall",
     "SlurmDriver",
     "cluster_problem",
     "require",
@@ -47,6 +50,75 @@ CONTROL_DIR = Path(os.environ.get("JOBDISPATCH_SLURM_CONTROL", "/tmp/jobdispatch
 DOWN_REASON = "jobdispatch-test"
 PREEMPTOR = "jdt-preemptor"
 _ENV = {**os.environ, "TZ": "UTC"}
+
+
+#: Every Slurm program the adapter runs: what a poll, a launch or a stop costs the scheduler.
+SCHEDULER_COMMANDS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo")
+
+
+@attrs.frozen
+class SchedulerCall:
+    """One run of a Slurm program, as a counting shim logged it."""
+
+    at: float
+    command: str
+    args: str
+
+
+class CountingShims:
+    """Wrapper scripts named like Slurm's programs, each logging its call (the time, the program
+    and its arguments, one line appended to one log) and then running the real program, so
+    any process with ``env()``'s PATH (the ``jobdispatch`` command included) is counted
+    without a change to it: what an operator would see on the cluster's side.
+
+    Raises RuntimeError when a program is not on this PATH.
+    """
+
+    def __init__(self, directory: Path, commands: Sequence[str] = SCHEDULER_COMMANDS) -> None:
+        self.directory = directory
+        self.log = directory / "calls.log"
+        directory.mkdir(parents=True, exist_ok=True)
+        self.log.touch()
+        for name in commands:
+            real = shutil.which(name)
+            if real is None:
+                msg = f"{name} is not on the PATH: no shim can stand in front of it"
+                raise RuntimeError(msg)
+            shim = directory / name
+            log = shlex.quote(str(self.log))
+            shim.write_text(
+                "#!/bin/sh\n"
+                f'printf \'%s %s %s\\n\' "$(date +%s.%N)" {name} "$*" >> {log}\n'
+                f'exec {shlex.quote(real)} "$@"\n'
+            )
+            shim.chmod(0o755)
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (this process's environment by default) with the shims first on PATH."""
+        env = dict(os.environ if base is None else base)
+        env["PATH"] = f"{self.directory}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    def calls(self) -> list[SchedulerCall]:
+        """Every call logged so far, oldest first."""
+        out = []
+        for line in self.log.read_text().splitlines():
+            at, _, rest = line.partition(" ")
+            command, _, args = rest.partition(" ")
+            out.append(SchedulerCall(float(at), command, args))
+        return sorted(out, key=lambda c: c.at)
+
+    @staticmethod
+    def bursts(calls: Sequence[SchedulerCall], gap: float) -> list[list[SchedulerCall]]:
+        """``calls`` cut wherever two follow each other more than ``gap`` seconds apart: with a
+        poll floor above ``gap``, each burst of a quiet supervisor is one poll."""
+        out: list[list[SchedulerCall]] = []
+        for call in calls:
+            if out and call.at - out[-1][-1].at <= gap:
+                out[-1].append(call)
+            else:
+                out.append([call])
+        return out
 
 
 def _run(argv: Sequence[str], timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
