@@ -33,11 +33,13 @@ from jobdispatch_slurm.transport import Interrupted, Result, Transport
 __all__ = [
     "CONTROL_DIR",
     "SCHEDULER_COMMANDS",
+    "CliPolls",
     "CountingShims",
     "LossyTransport",
     "SchedulerCall",
     "SlurmDriver",
     "cluster_problem",
+    "count_cli_polls",
     "require",
     "resume_nodes",
     "ssh_problem",
@@ -119,6 +121,131 @@ class CountingShims:
             else:
                 out.append([call])
         return out
+
+
+@attrs.frozen
+class CliPolls:
+    """What ``jobdispatch supervise`` cost the scheduler, serving ``jobs`` jobs.
+
+    ``launch`` counts every call until every job was launched (submitted and its gate opened);
+    ``steady`` holds every call after that, while nothing changed but time; ``bursts`` cuts
+    them into polls where they are more than ``gap`` seconds apart (informative: the floor
+    keeps polls further apart than that)."""
+
+    jobs: int
+    floor: float
+    launch: dict[str, int]
+    steady: tuple[SchedulerCall, ...]
+    bursts: tuple[tuple[SchedulerCall, ...], ...]
+
+    @property
+    def window(self) -> float:
+        """Seconds from the first steady call to the last."""
+        return self.steady[-1].at - self.steady[0].at if self.steady else 0.0
+
+    @property
+    def most_allowed(self) -> int:
+        """Two commands per poll, with polls at least ``floor`` apart: the most the window can
+        hold from a supervisor that spares the scheduler, whatever the number of jobs (with
+        one poll to spare: the shims' clocks are read by processes that may start late)."""
+        return 2 * (int(self.window / self.floor) + 2)
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 * (len(self.steady) - 1) / self.window if self.window else 0.0
+
+
+def count_cli_polls(
+    jobs: int,
+    root: Path,
+    *,
+    poll: float,
+    polls: int = 6,
+    timeout: float = 300.0,
+    command: Sequence[str] = ("jobdispatch",),
+) -> CliPolls:
+    """Serve ``jobs`` gated-then-opened jobs (each ``sleep 600``) with ``jobdispatch
+    supervise --poll POLL``, Slurm's programs behind :class:`CountingShims`, until ``polls``
+    quiet polls were seen (or ``timeout``), then cancel everything.
+
+    The jobs are submitted from this process on the real cluster (uncounted: submitting is not
+    supervising), into an LMDB store under ``root``; so this needs jobdispatch-cli installed
+    (it brings the store), and the cluster from tools/slurm/up.
+    """
+    import jobdispatch
+    from jobdispatch.records import events as ev
+    from jobdispatch.types import Actor, ObjectState
+    from jobdispatch_records_lmdb import LmdbRecords
+
+    shims = CountingShims(root / "shims")
+    store_dir = root / "records"
+    config = root / "config.toml"
+    config.write_text('default_cluster = "hpc"\n[clusters.hpc]\nadapter = "slurm"\n')
+    backend = SlurmBackend(Settings())
+    store = LmdbRecords(store_dir)
+    cluster = jobdispatch.compose(backend, store=store)
+    by = Actor.human("poll-count")
+    ids = [
+        cluster.operator.submit(
+            JobSpec(name=f"polls-{i}", command=("sleep", "600")), by=by, supervised=True
+        ).job
+        for i in range(jobs)
+    ]
+    env = shims.env({k: v for k, v in os.environ.items() if not k.startswith("JOBDISPATCH_")})
+    env.update(JOBDISPATCH_CONFIG=str(config), XDG_STATE_HOME=str(root / "state"))
+    argv = [*command, "--store", str(store_dir), "supervise", "--poll", str(poll)]
+    with (root / "supervise.log").open("ab") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    started = (ObjectState.PENDING, ObjectState.RUNNING)
+
+    def launched(job: str) -> bool:
+        return any(
+            isinstance(e, ev.Observed) and e.obs.state in started for e in store.read(job).events
+        )
+
+    try:
+        deadline = time.monotonic() + timeout
+        waiting = list(ids)
+        while waiting:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                msg = f"{len(waiting)} of {jobs} jobs never launched; see {root}/supervise.log"
+                raise AssertionError(msg)
+            waiting = [j for j in waiting if not launched(j)]
+            time.sleep(0.2)
+        steady_from = time.time()
+        launch = len(shims.calls())
+        while True:
+            steady = [c for c in shims.calls() if c.at > steady_from]
+            if sum(c.command == "sacct" for c in steady) >= polls:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                msg = f"only {len(steady)} calls after launching; see {root}/supervise.log"
+                raise AssertionError(msg)
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        for job in ids:
+            with contextlib.suppress(DispatchError):
+                cluster.operator.cancel(job, by=by, reason="poll count done")
+        cluster.close()
+        store.close()
+    counts: dict[str, int] = {}
+    for c in shims.calls()[:launch]:
+        counts[c.command] = counts.get(c.command, 0) + 1
+    floor = max(poll, backend.pacing.floor)
+    return CliPolls(
+        jobs=jobs,
+        floor=floor,
+        launch=counts,
+        steady=tuple(steady),
+        bursts=tuple(tuple(b) for b in CountingShims.bursts(steady, gap=floor / 2)),
+    )
 
 
 def _run(argv: Sequence[str], timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
