@@ -135,3 +135,38 @@ def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs):
     # Each report is built from the poll's Discovery, with no query of its own.
     status = cluster.observer.get(submitted[0], seen[submitted[0]])
     assert status.state is State.RUNNING
+
+
+def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll():
+    # Recording an ending, its outcome and the settling call nothing on the backend, so the
+    # passes after them reuse the poll's Find: before, each looked again (a find per job, on
+    # Slurm an squeue and an sacct each) after every one of those steps.
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    store = MemoryRecords()
+    cluster = compose(backend, store=store)
+    submitted = _submit(cluster, 5)
+    sup = Supervisor(backend, store, poll=0.02)
+    thread = threading.Thread(target=sup.serve, daemon=True)
+    thread.start()
+    try:
+        _wait(
+            lambda: all(cluster.observer.get(j).state is State.RUNNING for j in submitted),
+            "every job running",
+        )
+        before = backend.env.calls["find"]
+        for job in submitted:
+            (ref,) = backend.env.objects_of(job)
+            backend.env.complete(ref)
+        _wait(
+            lambda: all(store.read(j).header and _settled(cluster, j) for j in submitted),
+            "every job settled",
+        )
+        after = backend.env.calls["find"]
+    finally:
+        sup.stop()
+        thread.join(timeout=10)
+    assert after - before == 0
+
+
+def _settled(cluster, job: str) -> bool:
+    return cluster.observer.get(job, Discovery(job=job, complete=False)).settled

@@ -208,12 +208,12 @@ class Supervisor:
                     continue
                 try:
                     # The pass's Find, made here so that what it showed can be reported; a
-                    # pass after one that only recorded observations reuses it (see _drain).
+                    # pass after one that only committed to the record reuses it (_drain).
                     if discovery is None:
                         discovery = self.backend.find(job)
                     result = self.executor.run_pass(job, lease, discovery)
                     self._observed(job, discovery)
-                    if not _observed_only(result):
+                    if not _record_only(result):
                         discovery = None
                 except (Unreachable, Unavailable) as exc:
                     # Transient by definition: nothing was decided on an answer never given.
@@ -301,14 +301,14 @@ class Supervisor:
 
     def _drain(self, job: str, lease: Lease, discovery: object) -> Pass:
         """Execute steps for one job until it has to wait; the first pass may reuse the poll's
-        shared discovery, and so may a pass after one that only recorded what it showed (an
-        observe step changes nothing on the backend); later ones look again because they
-        changed something. So a quiet poll costs the scheduler its one batched query, even
-        when what it showed was news to record."""
+        shared discovery, and so may a pass after one that only committed to the record (an
+        observation, an outcome: nothing changed on the backend); a pass after a call looks
+        again. So news costs the scheduler nothing beyond the poll's batched query until a
+        step calls it."""
         reuse = True
         while True:
             result = self.executor.run_pass(job, lease, discovery if reuse else None)  # type: ignore[arg-type]
-            reuse = _observed_only(result)
+            reuse = _record_only(result)
             if result.settled or result.conflict or result.step is None:
                 return result
             if result.step.kind == "wait" or self._stopping.is_set():
@@ -324,7 +324,14 @@ class Supervisor:
         self._woken.set()
 
 
-def _observed_only(result: Pass) -> bool:
-    """Whether a pass only recorded observations: the backend is as its Find showed it."""
+#: Steps that commit to the record and call nothing: after one, the backend is still as the
+#: pass's Find showed it (none of them follows a Start, whose object a Find before it lacks).
+_RECORD_ONLY = frozenset(
+    {"observe", "authorize", "canonical", "verified-stopped", "outcome", "escalate", "settle"}
+)
+
+
+def _record_only(result: Pass) -> bool:
+    """Whether a pass only committed to the record: its Find still shows the backend."""
     step = result.step
-    return step is not None and step.kind == "observe" and not result.conflict
+    return step is not None and step.kind in _RECORD_ONLY and not result.conflict

@@ -132,7 +132,7 @@ class CliPolls:
     them into polls where they are more than ``gap`` seconds apart (informative: the floor
     keeps polls further apart than that)."""
 
-    jobs: int
+    jobs: tuple[str, ...]
     floor: float
     launch: dict[str, int]
     steady: tuple[SchedulerCall, ...]
@@ -159,14 +159,15 @@ def count_cli_polls(
     jobs: int,
     root: Path,
     *,
-    poll: float,
+    poll: float | None,
     polls: int = 6,
     timeout: float = 300.0,
     command: Sequence[str] = ("jobdispatch",),
 ) -> CliPolls:
     """Serve ``jobs`` gated-then-opened jobs (each ``sleep 600``) with ``jobdispatch
-    supervise --poll POLL``, Slurm's programs behind :class:`CountingShims`, until ``polls``
-    quiet polls were seen (or ``timeout``), then cancel everything.
+    supervise --poll POLL`` (None: the adapter's pacing), Slurm's programs behind
+    :class:`CountingShims`, until ``polls`` quiet polls were seen (or ``timeout``), then
+    cancel everything.
 
     The jobs are submitted from this process on the real cluster (uncounted: submitting is not
     supervising), into an LMDB store under ``root``; so this needs jobdispatch-cli installed
@@ -193,7 +194,9 @@ def count_cli_polls(
     ]
     env = shims.env({k: v for k, v in os.environ.items() if not k.startswith("JOBDISPATCH_")})
     env.update(JOBDISPATCH_CONFIG=str(config), XDG_STATE_HOME=str(root / "state"))
-    argv = [*command, "--store", str(store_dir), "supervise", "--poll", str(poll)]
+    argv = [*command, "--store", str(store_dir), "supervise"]
+    if poll is not None:
+        argv += ["--poll", str(poll)]
     with (root / "supervise.log").open("ab") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
     started = (ObjectState.PENDING, ObjectState.RUNNING)
@@ -238,9 +241,9 @@ def count_cli_polls(
     counts: dict[str, int] = {}
     for c in shims.calls()[:launch]:
         counts[c.command] = counts.get(c.command, 0) + 1
-    floor = max(poll, backend.pacing.floor)
+    floor = max(poll or 0.0, backend.pacing.floor)
     return CliPolls(
-        jobs=jobs,
+        jobs=tuple(ids),
         floor=floor,
         launch=counts,
         steady=tuple(steady),
