@@ -3,7 +3,7 @@
 A poll every 30 s spares the scheduler but makes a supervisor slow to notice an ending. Where
 the adapter streams changes as they happen (its :class:`~jobdispatch.spi.Pacing` says
 ``watch``), one daemon thread per watched job follows ``watch(job)`` and calls ``wake`` for
-each observation unlike the last one it saw of that object. Waking only ends the sleep early:
+each observation unlike the last one it saw of that object (a first one included). Waking only ends the sleep early:
 the poll that follows is the supervisor's ordinary batched query, and the poll floor still
 holds, so a chatty watch cannot make the supervisor ask the scheduler more often.
 
@@ -86,11 +86,13 @@ class Watching:
         while self._still_wanted(job):
             try:
                 for obs in watcher.watch(job):
+                    # Any observation unlike the last one of its object wakes, a first one
+                    # too: this thread may start after the poll that saw the object last, so
+                    # its first sight may already be news (an ending). A watch reopened
+                    # later repeats what it showed and wakes nothing.
                     if seen.get(obs.ref.id) != obs:
-                        first = obs.ref.id not in seen
                         seen[obs.ref.id] = obs
-                        if not first:
-                            self.wake()
+                        self.wake()
                     if not self._still_wanted(job):
                         return
             except Exception as exc:  # a watch is a hint: its failure costs only latency
