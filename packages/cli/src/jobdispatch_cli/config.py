@@ -23,6 +23,12 @@
     sink = "command"
     argv = ["/usr/local/bin/page-oncall", "--team", "training"]
 
+A cluster's ``poll_interval`` and ``poll_floor`` (seconds) are the command's, not the adapter's:
+how often its supervisors poll the cluster (by default the adapter's pacing: Slurm every 30 s,
+local every 0.5 s), and never more often than the floor, which a site may raise above the
+adapter's (Slurm 2 s) but never lower, up to 10 s. ``--poll`` sets the interval for one run,
+never below the floor.
+
 Everything is checked when the file is read: unknown keys, an adapter or sink nobody
 registered, and each cluster's and sink's settings against its plugin's schema, every error
 naming the key and its line.

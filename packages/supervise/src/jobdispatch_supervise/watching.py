@@ -3,9 +3,10 @@
 A poll every 30 s spares the scheduler but makes a supervisor slow to notice an ending. Where
 the adapter streams changes as they happen (its :class:`~jobdispatch.spi.Pacing` says
 ``watch``), one daemon thread per watched job follows ``watch(job)`` and calls ``wake`` for
-each observation unlike the last one it saw of that object (a first one included). Waking only ends the sleep early:
-the poll that follows is the supervisor's ordinary batched query, and the poll floor still
-holds, so a chatty watch cannot make the supervisor ask the scheduler more often.
+each observation unlike the last one it saw of that object (a first one included). Waking
+only ends the sleep early: the poll that follows is the supervisor's ordinary batched query,
+and the poll floor still holds, so a chatty watch cannot make the supervisor ask the scheduler
+more often.
 
 Nothing seen on a watch is recorded: the record is written from Find, as always, so a watch
 that drops or repeats events can delay news but never corrupt it.
