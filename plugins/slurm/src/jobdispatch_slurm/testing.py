@@ -17,11 +17,12 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 from jobdispatch.errors import DispatchError
+from jobdispatch.records.store import Records
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.types import JobSpec, Resources
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver
@@ -158,6 +159,7 @@ class CliPolls:
 def count_cli_polls(
     jobs: int,
     root: Path,
+    open_store: Callable[[Path], Records],
     *,
     poll: float | None,
     polls: int = 6,
@@ -170,28 +172,28 @@ def count_cli_polls(
     cancel everything.
 
     The jobs are submitted from this process on the real cluster (uncounted: submitting is not
-    supervising), into an LMDB store under ``root``; so this needs jobdispatch-cli installed
-    (it brings the store), and the cluster from tools/slurm/up.
+    supervising), into the command's store under ``root``, which ``open_store`` opens here (the
+    LMDB store, ``jobdispatch_records_lmdb.LmdbRecords``, which this package does not depend
+    on); so this needs jobdispatch-cli installed, and the cluster from tools/slurm/up.
     """
     import jobdispatch
     from jobdispatch.records import events as ev
     from jobdispatch.types import Actor, ObjectState
-    from jobdispatch_records_lmdb import LmdbRecords
 
     shims = CountingShims(root / "shims")
     store_dir = root / "records"
     config = root / "config.toml"
     config.write_text('default_cluster = "hpc"\n[clusters.hpc]\nadapter = "slurm"\n')
     backend = SlurmBackend(Settings())
-    store = LmdbRecords(store_dir)
+    store = open_store(store_dir)
     cluster = jobdispatch.compose(backend, store=store)
     by = Actor.human("poll-count")
-    ids = [
-        cluster.operator.submit(
-            JobSpec(name=f"polls-{i}", command=("sleep", "600")), by=by, supervised=True
-        ).job
-        for i in range(jobs)
-    ]
+    ids: list[str] = []
+    for i in range(jobs):
+        spec = JobSpec(name=f"polls-{i}", command=("sleep", "600"))
+        plan = cluster.operator.submit(spec, by=by, supervised=True)
+        assert plan.job is not None  # a supervised submit always records a job
+        ids.append(plan.job)
     env = shims.env({k: v for k, v in os.environ.items() if not k.startswith("JOBDISPATCH_")})
     env.update(JOBDISPATCH_CONFIG=str(config), XDG_STATE_HOME=str(root / "state"))
     argv = [*command, "--store", str(store_dir), "supervise"]
