@@ -97,6 +97,9 @@ class Supervisor:
         except Invalid as exc:
             msg = f"a supervisor's poll: {exc.message}"
             raise Invalid(msg) from None
+        if isinstance(watch_limit, bool) or not isinstance(watch_limit, int) or watch_limit < 0:
+            msg = f"a supervisor's watch_limit must be a count of jobs, got {watch_limit!r}"
+            raise Invalid(msg)
         if not timedelta(0) < lease_ttl <= MAX_DURATION:
             msg = (
                 f"a supervisor's lease ttl must be positive and at most {MAX_DURATION.days} "
