@@ -170,3 +170,27 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll():
 
 def _settled(cluster, job: str) -> bool:
     return cluster.observer.get(job, Discovery(job=job, complete=False)).settled
+
+
+def test_a_launch_under_serve_never_records_its_new_object_absent():
+    # The poll's Find predates the Start: reused after a call (the canonical pass after the
+    # start), it lacked the object just created, and its absence was recorded as evidence.
+    from jobdispatch.records import events as ev
+
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    store = MemoryRecords()
+    cluster = compose(backend, store=store)
+    submitted = _submit(cluster, 3)
+    sup = Supervisor(backend, store, poll=0.02)
+    thread = threading.Thread(target=sup.serve, daemon=True)
+    thread.start()
+    try:
+        _wait(
+            lambda: all(cluster.observer.get(j).state is State.RUNNING for j in submitted),
+            "every job running",
+        )
+    finally:
+        sup.stop()
+        thread.join(timeout=10)
+    absent = [e for j in submitted for e in store.read(j).events if isinstance(e, ev.Absent)]
+    assert absent == []

@@ -202,35 +202,42 @@ class Supervisor:
         """
         self.store.read(job)  # NotFound now, not later
         self._watching.follow([job])
+        # Each poll starts with a Find made here, so that what it showed can be reported; the
+        # passes after it reuse it while they only commit to the record (as _drain does), and
+        # after a call the executor looks again itself.
+        polled = True
         discovery: Discovery | None = None
         try:
             while not self._stopping.is_set():
                 lease = self._own(job)
                 if lease is None:
                     self._wait_for(None)  # another supervisor owns it; wait for its lease
+                    polled = True
                     continue
                 try:
-                    # The pass's Find, made here so that what it showed can be reported; a
-                    # pass after one that only committed to the record reuses it (_drain).
-                    if discovery is None:
-                        discovery = self.backend.find(job)
+                    if polled:
+                        discovery, polled = self.backend.find(job), False
                     result = self.executor.run_pass(job, lease, discovery)
-                    self._observed(job, discovery)
+                    if discovery is not None:
+                        self._observed(job, discovery)
                     if not _record_only(result):
                         discovery = None
                 except (Unreachable, Unavailable) as exc:
                     # Transient by definition: nothing was decided on an answer never given.
                     log.warning("job %s: %s; trying again", job, exc)
                     self._wait_for(None)
+                    polled = True
                     continue
                 if result.settled:
                     return
                 if result.conflict:
                     # Lost a race or the lease: forget the lease so ownership is checked anew.
                     self._leases.pop(job, None)
+                    polled = True
                     continue
                 if result.step is None or result.step.kind == "wait":
                     self._wait_for(result.wake)
+                    polled = True
         finally:
             self._watching.stop()
             self._disown(job)
@@ -302,16 +309,17 @@ class Supervisor:
         for job in list(self._leases):
             self._disown(job)
 
-    def _drain(self, job: str, lease: Lease, discovery: object) -> Pass:
-        """Execute steps for one job until it has to wait; the first pass may reuse the poll's
-        shared discovery, and so may a pass after one that only committed to the record (an
-        observation, an outcome: nothing changed on the backend); a pass after a call looks
-        again. So news costs the scheduler nothing beyond the poll's batched query until a
+    def _drain(self, job: str, lease: Lease, discovery: Discovery | None) -> Pass:
+        """Execute steps for one job until it has to wait. The first pass uses the poll's
+        shared discovery, and so do the passes after it while each only committed to the
+        record (an observation, an outcome: nothing changed on the backend); once a step has
+        called the backend, every later pass looks again (the executor's own Find, after its
+        read). So news costs the scheduler nothing beyond the poll's batched query until a
         step calls it."""
         reuse = True
         while True:
-            result = self.executor.run_pass(job, lease, discovery if reuse else None)  # type: ignore[arg-type]
-            reuse = _record_only(result)
+            result = self.executor.run_pass(job, lease, discovery if reuse else None)
+            reuse = reuse and _record_only(result)
             if result.settled or result.conflict or result.step is None:
                 return result
             if result.step.kind == "wait" or self._stopping.is_set():
