@@ -130,7 +130,8 @@ def supervisor_options(f: Any) -> Any:
         type=Seconds(least=0.001),
         default=None,
         help="Longest wait, in seconds, between two looks at the cluster [default: the "
-        "cluster's poll, else its adapter's: slurm 30, local 0.5]; never below the poll floor.",
+        "cluster's poll_interval, else its adapter's: slurm 30, local 0.5]; never below the "
+        "poll floor.",
     )(f)
     return click.option(
         "--lease-ttl",
