@@ -47,7 +47,7 @@ def test_each_adapter_shows_its_spi_beside_the_core_s(invoke: Invoke) -> None:
     assert data["adapter_spi"] == ADAPTER_SPI
     assert data["core_version"] == metadata.version("jobdispatch")
     adapters = {e["name"]: e for e in data["registries"]["adapter"]}
-    assert adapters["local"]["spi"] == "1.0"
+    assert adapters["local"]["spi"] == "1.1"
     assert all("spi" not in e for e in data["registries"]["record-store"])
     table = invoke("plugins").out
     assert f"adapter SPI {ADAPTER_SPI}" in table

@@ -245,6 +245,16 @@ def test_o3_absent_past_the_grace_is_verified_stopped_and_then_ends_the_run():
     assert type(step) is Authorize and step.cause.kind is CauseKind.UNKNOWN
 
 
+def test_o3b_a_continuing_absence_wakes_the_supervisor_when_its_next_miss_is_due():
+    # A supervisor polling every 30 s (Slurm's pacing) slept until the grace ran out, so its
+    # misses came more than ABSENCE_GAP apart and the absence started over at every one.
+    story = Story().launched(1, "o1")
+    story.add(ev.Absent, ref=ObjectRef("o1"), find_at=story.now)
+    step = first(story.next())
+    assert type(step) is Wait
+    assert step.wake == story.now + ABSENCE_REFRESH
+
+
 def test_o4_an_incomplete_find_proves_no_absence():
     step = first(Story().launched(1, "o1").next(complete=False))
     assert type(step) is Wait

@@ -190,6 +190,8 @@ def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy()
         ({"poll": float("inf")}, "poll"),
         ({"poll": 0.0}, "poll"),
         ({"poll": 1e300}, "poll"),
+        ({"poll_floor": 11.0}, "poll floor must be a positive number of seconds, at most 10"),
+        ({"watch_limit": -1}, "watch_limit must be a count"),
         ({"lease_ttl": timedelta(0)}, "lease ttl"),
         ({"lease_ttl": timedelta(days=999_999_999)}, "lease ttl"),
     ],

@@ -401,6 +401,25 @@ def test_the_real_client_reports_a_cluster_that_does_not_answer_as_unreachable(t
         KubeApi(kubeconfig=str(tmp_path / "missing")).get("pods", "dispatch", "p")
 
 
+def test_a_second_stop_racing_the_first_keeps_the_first_reason(backend, api, monkeypatch) -> None:
+    # A person's cancel stops the TrainJob; the supervisor, seeing the cancel committed, stops
+    # it too before the first stop's delete has landed. Its reason overwrote the person's, so
+    # the receipt (the cause's detail) said "the job has its outcome" (seen on the control
+    # plane, tests/test_kubeflow_end_to_end.py).
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("pods", "dispatch", pod())
+    api.put("nodes", None, node())
+    deletes = []
+    monkeypatch.setattr(api, "delete", lambda *a, **k: deletes.append(a))  # not landed yet
+    backend.stop(ref, "not needed")
+    backend.stop(ref, "stopped: the job has its outcome")
+    stopped = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert stopped["metadata"]["annotations"]["jobdispatch.dev/stop"] == "not needed"
+    assert stopped["spec"]["suspend"] is True
+    assert len(deletes) == 2
+
+
 def test_open_after_stop_never_lifts_the_gate(backend, api) -> None:
     ref = backend.start(request())
     api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]["metadata"]["finalizers"].append("hold-on")

@@ -23,9 +23,20 @@
     state_dir = "/scratch/jobdispatch"
     memory_limit = "64G"
 
+    [clusters.hpc]
+    adapter = "slurm"
+    poll_interval = 60                 # seconds between polls (the adapter's default: 30)
+    poll_floor = 10                    # never more often (a site may raise the adapter's 2)
+
     [escalations.pager]                # besides the log, where `run` and `supervise` send them
     sink = "command"
     argv = ["/usr/local/bin/page-oncall", "--team", "training"]
+
+A cluster's ``poll_interval`` and ``poll_floor`` (seconds) are the command's, not the adapter's:
+how often its supervisors poll the cluster (by default the adapter's pacing: Slurm every 30 s,
+local every 0.5 s), and never more often than the floor, which a site may raise above the
+adapter's (Slurm 2 s) but never lower, up to 10 s. ``--poll`` sets the interval for one run,
+never below the floor.
 
 Everything is checked when the file is read: unknown keys, an adapter or sink nobody
 registered, and each cluster's and sink's settings against its plugin's schema, every error
@@ -34,6 +45,7 @@ naming the key and its line.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -45,6 +57,7 @@ import attrs
 from jobdispatch.config import validate_config
 from jobdispatch.errors import NotFound, ValidationError
 from jobdispatch.plugins import BLOCKED_ENV, ENTRY_POINT_GROUP, ONLY_ENV, Plugins, Registry
+from jobdispatch.spi import MAX_POLL_FLOOR, MAX_POLL_INTERVAL
 
 from jobdispatch_cli.jobfile import FileError, FileProblem, NoSuchFile, parse_toml
 from jobdispatch_cli.locate import line_of
@@ -84,6 +97,8 @@ _TOP_KEYS = ("default_cluster", "store", "clusters", "escalations")
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: The record store a ``[store]`` table may name besides a directory, and what brings it.
 STORE_DISTRIBUTIONS: Mapping[str, str] = {"postgresql": "jobdispatch-records-postgres"}
+#: A cluster's keys that are the command's, not its adapter's: how often its supervisors poll.
+PACING_KEYS = ("poll_interval", "poll_floor")
 #: The sink every supervisor of the command delivers to, configured or not.
 LOG_SINK = "log"
 
@@ -107,12 +122,15 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
 
 @attrs.frozen
 class Cluster:
-    """One named cluster: its adapter and the adapter's settings."""
+    """One named cluster: its adapter, the adapter's settings, and the site's pacing of its
+    supervisors (``poll_interval``, ``poll_floor``: None leaves the adapter's)."""
 
     name: str
     adapter: str
     settings: Mapping[str, Any]
     source: str
+    poll_interval: float | None = None
+    poll_floor: float | None = None
 
 
 @attrs.frozen
@@ -197,17 +215,30 @@ def load_config(
         raw_clusters = {}
     adapters = plugins.registry("adapter")
     offered = user_adapters(plugins)
-    for name, raw in raw_clusters.items():
+    for name, table in raw_clusters.items():
+        raw = dict(table) if isinstance(table, dict) else table
         chosen = raw.get("adapter") if isinstance(raw, dict) else None
         if isinstance(chosen, str) and chosen not in offered:
             problem(f"clusters.{name}.adapter", missing_adapter(plugins, chosen))
             continue
+        pacing: dict[str, float | None] = {}
+        if isinstance(raw, dict):
+            for key in PACING_KEYS:
+                pacing[key] = _seconds(raw.pop(key, None), f"clusters.{name}.{key}", problem)
+            poll, floor = pacing["poll_interval"], pacing["poll_floor"]
+            if poll is not None and floor is not None and poll < floor:
+                problem(
+                    f"clusters.{name}.poll_interval",
+                    f"{poll:g} s is below poll_floor ({floor:g} s)",
+                )
         checked = _plugin_table(
             adapters, raw, f"clusters.{name}", "adapter", f"cluster {name!r}", problem, offered
         )
         if checked is not None:
             adapter, settings = checked
-            clusters[name] = Cluster(name, adapter, settings, f"{file}, [clusters.{name}]")
+            clusters[name] = Cluster(
+                name, adapter, settings, f"{file}, [clusters.{name}]", **pacing
+            )
     escalations = _escalations(plugins, data.get("escalations", {}), file, problem)
     default = data.get("default_cluster", DEFAULT_CLUSTER)
     if not isinstance(default, str):
@@ -285,6 +316,21 @@ def _store_table(
     if checked is None:
         return None
     return SharedStore(checked[0], checked[1], source)
+
+
+def _seconds(value: Any, at: str, problem: Callable[[str, str], None]) -> float | None:
+    """A cluster's ``poll_interval`` or ``poll_floor``: a positive number of seconds (a floor
+    at most MAX_POLL_FLOOR); None when not set or not right (the problem told)."""
+    if value is None:
+        return None
+    most = MAX_POLL_FLOOR if at.endswith("poll_floor") else MAX_POLL_INTERVAL
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        problem(at, f"must be a number of seconds, got {value!r}")
+        return None
+    if not math.isfinite(value) or not 0 < value <= most:
+        problem(at, f"must be a positive number of seconds, at most {most:g}, got {value!r}")
+        return None
+    return float(value)
 
 
 def user_adapters(plugins: Plugins) -> list[str]:

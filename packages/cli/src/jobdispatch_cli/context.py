@@ -6,8 +6,8 @@ from __future__ import annotations
 import errno
 import getpass
 import os
-from collections.abc import Collection, Iterable
-from datetime import UTC, datetime
+from collections.abc import Callable, Collection, Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,52 @@ class App:
 
     def backend(self) -> Any:
         return self.cluster().backend
+
+    def pacing(self) -> jobdispatch.Pacing:
+        """How this cluster's supervisors poll: the adapter's pacing with the site's
+        ``poll_interval`` and ``poll_floor`` from the cluster's table. A floor below the
+        adapter's, or an interval below the floor, is a FileError naming the key."""
+        from jobdispatch.spi import pacing_of
+
+        chosen = self.cluster_config
+        pacing = pacing_of(self.backend())
+        key = "poll_floor"
+        try:
+            pacing = pacing.for_site(floor=chosen.poll_floor)
+            key = "poll_interval"
+            return pacing.for_site(interval=chosen.poll_interval)
+        except Invalid as exc:
+            problem = FileProblem(
+                str(self.config.path), None, f"clusters.{chosen.name}.{key}", exc.message
+            )
+            raise FileError([problem]) from None
+
+    def supervisor(
+        self,
+        poll: float | None,
+        lease_ttl: timedelta,
+        on_observed: Callable[[JobID, Any], object] | None = None,
+    ) -> Any:
+        """A supervisor of this cluster's jobs, paced by the adapter and the site; ``poll``
+        (``--poll``) overrides the interval, never below the floor (Invalid, exit 2)."""
+        from jobdispatch_supervise import Supervisor
+
+        pacing = self.pacing()
+        try:
+            return Supervisor(
+                self.backend(),
+                self.store(),
+                sinks=self.sinks(),
+                poll=pacing.interval if poll is None else poll,
+                poll_floor=pacing.floor,
+                lease_ttl=lease_ttl,
+                on_observed=on_observed,
+            )
+        except Invalid as exc:
+            if "poll" not in exc.message:
+                raise
+            msg = f"--poll: {exc.message}"
+            raise Invalid(msg) from None
 
     def sinks(self) -> list[Any]:
         """Where a supervisor of this command delivers escalations: the log, then every

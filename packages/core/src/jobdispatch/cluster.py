@@ -147,12 +147,17 @@ class Observer:
         """What this cluster supports (for ``spec`` when given)."""
         return self._backend.capabilities(spec)
 
-    def get(self, job: JobID) -> Status:
-        """The job's status now. NotFound for a job the store does not know."""
+    def get(self, job: JobID, discovery: Discovery | None = None) -> Status:
+        """The job's status now. NotFound for a job the store does not know.
+
+        With ``discovery`` (what a supervisor's own poll showed of the job), the backend is
+        not asked again: a command reporting on the jobs its supervisor serves costs the
+        scheduler nothing beyond the supervisor's batched query."""
         if self._store is None:
-            return project_objects(job, self._backend.find(job))
+            return project_objects(job, discovery or self._backend.find(job))
         view = self._store.read(job)
-        discovery = self._backend.find(job)
+        if discovery is None:
+            discovery = self._backend.find(job)
         now = self._clock()
         return project(fold(view, now), discovery, now)
 

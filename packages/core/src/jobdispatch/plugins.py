@@ -45,7 +45,9 @@ __all__ = [
 #: (a new optional protocol, a new optional field), so an adapter written for 1.0 still works
 #: with a 1.3 core; a major bump changes or removes something adapters rely on. An adapter
 #: passes the version it was written for as ``registry.add(..., spi="1.0")``.
-ADAPTER_SPI = "1.0"
+#: 1.1 added :class:`~jobdispatch.spi.Paced` (an adapter's poll interval and floor) and
+#: :class:`~jobdispatch.spi.ConcurrentCalls` (how many calls it takes at once), both issue 19.
+ADAPTER_SPI = "1.1"
 BUILTIN_PROVIDER = "jobdispatch (built-in)"
 
 ENTRY_POINT_GROUP = "jobdispatch"

@@ -9,6 +9,7 @@ adapter implements exactly what its cluster can do and a host can ask before rel
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -17,6 +18,7 @@ from typing import IO, Protocol, runtime_checkable
 import attrs
 
 from jobdispatch.errors import Invalid
+from jobdispatch.timing import ABSENCE_REFRESH
 from jobdispatch.types import (
     CallMeta,
     Capability,
@@ -32,8 +34,12 @@ from jobdispatch.types import (
     Support,
     Tristate,
 )
+from jobdispatch.validate import MAX_DURATION
 
 __all__ = [
+    "DEFAULT_PACING",
+    "MAX_POLL_FLOOR",
+    "MAX_POLL_INTERVAL",
     "Backend",
     "CessationEvidence",
     "CessationSignal",
@@ -49,6 +55,8 @@ __all__ = [
     "ObjectObs",
     "ObjectRef",
     "OutputReader",
+    "Paced",
+    "Pacing",
     "Requeuer",
     "ResourceTable",
     "StartRequest",
@@ -57,6 +65,7 @@ __all__ = [
     "Watcher",
     "call_concurrency",
     "discovery_name",
+    "pacing_of",
     "parse_discovery_name",
 ]
 
@@ -203,6 +212,104 @@ class CessationEvidence:
     ceased: Tristate
     detail: str = ""
     at: datetime | None = None
+
+
+#: The longest poll floor there may be: a continuing absence must be recorded at least this often
+#: (spec 0001 D7), and a supervisor never looks at the scheduler more often than its floor.
+MAX_POLL_FLOOR = ABSENCE_REFRESH.total_seconds()
+#: The longest poll interval: the core's longest duration (a supervisor still wakes at every
+#: step's wake time, however long its interval).
+MAX_POLL_INTERVAL = MAX_DURATION.total_seconds()
+
+
+def _seconds(what: str, value: object, most: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"{what} must be a number of seconds, got {value!r}"
+        raise Invalid(msg)
+    got = float(value)
+    if not math.isfinite(got) or not 0 < got <= most:
+        msg = f"{what} must be a positive number of seconds, at most {most:g}, got {value!r}"
+        raise Invalid(msg)
+    return got
+
+
+@attrs.frozen(kw_only=True)
+class Pacing:
+    """How often a supervisor may ask this adapter's scheduler what its objects are doing.
+
+    Every poll costs the scheduler something (on Slurm, an ``squeue`` and an ``sacct``, each an
+    RPC to the controller or the accounting database, shared with every other user), so the
+    adapter says how often is polite, and a site may be stricter:
+
+    * ``interval``: the time between two polls when no step is due sooner (Slurm 30 s);
+    * ``floor``: the least time between two polls, whatever is due and whatever woke the
+      supervisor; a site may raise it, never lower it (:meth:`for_site`). At most
+      ``MAX_POLL_FLOOR`` (10 s), so a continuing absence is still recorded as often as the
+      protocol needs;
+    * ``jitter``: the fraction of the interval a poll may come early by, drawn afresh each
+      time, so supervisors started together do not poll in step;
+    * ``watch``: whether following the adapter's :class:`Watcher` wakes a supervisor early
+      (its watch waits for news); False where a watch only replays what happened.
+
+    Invalid names the field for a value out of range.
+    """
+
+    interval: float
+    floor: float
+    jitter: float = 0.2
+    watch: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        _seconds("a poll floor", self.floor, MAX_POLL_FLOOR)
+        _seconds("a poll interval", self.interval, MAX_POLL_INTERVAL)
+        if self.interval < self.floor:
+            msg = f"a poll interval ({self.interval:g} s) is below its floor ({self.floor:g} s)"
+            raise Invalid(msg)
+        if not (isinstance(self.jitter, int | float) and 0 <= self.jitter < 1):
+            msg = f"a poll jitter is a fraction in [0, 1), got {self.jitter!r}"
+            raise Invalid(msg)
+
+    def for_site(self, *, interval: object = None, floor: object = None) -> Pacing:
+        """This pacing with a site's (or a caller's) interval and floor: the floor may only be
+        raised, and the interval may not be below the floor.
+
+        Invalid, naming the interval or the floor, for a value this adapter must not be
+        polled at."""
+        new_floor = self.floor
+        if floor is not None:
+            new_floor = _seconds("a poll floor", floor, MAX_POLL_FLOOR)
+            if new_floor < self.floor:
+                msg = (
+                    f"a poll floor of {new_floor:g} s is below the adapter's floor of "
+                    f"{self.floor:g} s: a site may raise the floor, never lower it"
+                )
+                raise Invalid(msg)
+        new_interval = max(self.interval, new_floor)
+        if interval is not None:
+            new_interval = _seconds("a poll interval", interval, MAX_POLL_INTERVAL)
+            if new_interval < new_floor:
+                msg = (
+                    f"a poll interval of {new_interval:g} s is below the poll floor of "
+                    f"{new_floor:g} s (the adapter's, or the one a site raised it to)"
+                )
+                raise Invalid(msg)
+        return attrs.evolve(self, interval=new_interval, floor=new_floor)
+
+    def delay(self, draw: float, until: float | None = None) -> float:
+        """How long to sleep before the next poll: the interval, early by up to ``jitter`` of
+        it as ``draw`` (a number in [0, 1), from the caller's randomness) says, or sooner when
+        a step is due in ``until`` seconds, and never less than the floor. Pure, so a
+        supervisor driven by a simulator's random source polls on the same schedule each run.
+        """
+        wait = self.interval * (1.0 - self.jitter * min(max(draw, 0.0), 1.0))
+        if until is not None:
+            wait = min(wait, until)
+        return max(self.floor, wait)
+
+
+#: The pacing of an adapter that declares none (one written for adapter SPI 1.0): what every
+#: supervisor did before adapters could say, a poll every half second.
+DEFAULT_PACING = Pacing(interval=0.5, floor=0.01)
 
 
 @runtime_checkable
@@ -385,6 +492,27 @@ class SubmissionPreview(Protocol):
     """
 
     def preview(self, request: StartRequest) -> str: ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """Says how often its scheduler may be polled (adapter SPI 1.1). Without it, a supervisor
+    uses :data:`DEFAULT_PACING`."""
+
+    @property
+    def pacing(self) -> Pacing: ...
+
+
+def pacing_of(backend: object) -> Pacing:
+    """The adapter's declared pacing, or :data:`DEFAULT_PACING` for one that declares none."""
+    if isinstance(backend, Paced):
+        declared = backend.pacing
+        if isinstance(declared, Pacing):
+            return declared
+        name = getattr(backend, "name", type(backend).__name__)
+        msg = f"adapter {name!r} declares a pacing that is not a Pacing: {declared!r}"
+        raise Invalid(msg)
+    return DEFAULT_PACING
 
 
 def find_all(

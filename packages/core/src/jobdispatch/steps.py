@@ -854,6 +854,9 @@ def _absence(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
         due = rec.absent_since + ABSENCE_GRACE
         if now >= due:
             return [VerifiedStopped(ref=rec.ref, find_at=now)], None
+        # Look again when the next miss is due to be recorded: a supervisor that polls less
+        # often than ABSENCE_GAP (Slurm's 30 s) would otherwise let the absence start over.
+        due = min(due, rec.absent_last + ABSENCE_REFRESH)
         wake = due if wake is None else min(wake, due)
     return [], wake
 

@@ -2,14 +2,20 @@
 
 ``run(job)`` supervises one job until it settles; ``serve(filter)`` supervises every job of a
 store it can own, with one backend query per poll for all of them. Both stop acting on a job
-the moment its lease is lost, and ``stop()`` ends them cleanly from another thread.
+the moment its lease is lost, and ``stop()`` ends them cleanly from another thread. ``serve``
+works in rounds of batches (:meth:`Executor.run_batch`, spec 0004 D2) over every job it owns.
+
+How often they poll is the adapter's (its :class:`~jobdispatch.spi.Pacing`: Slurm every 30 s,
+never more often than its floor), jittered, and cut short by a step's wake time or by news on
+the adapter's Watcher; ``on_observed`` hands each poll's observations to whoever reports on the
+jobs, so a report costs the scheduler nothing more.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
+import random
 import secrets
 import socket
 import threading
@@ -20,13 +26,24 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.records.store import Lease, ListFilter, Records
-from jobdispatch.spi import Backend, Discovery, find_all
-from jobdispatch.steps import Wait
+from jobdispatch.spi import Backend, Discovery, find_all, pacing_of
+from jobdispatch.steps import (
+    Authorize,
+    Canonical,
+    Escalate,
+    Observe,
+    Outcome,
+    Settle,
+    Step,
+    VerifiedStopped,
+    Wait,
+)
 from jobdispatch.validate import MAX_DURATION
 
-from jobdispatch_supervise.executor import Executor
+from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.ownership import Ownership, fair_share
 from jobdispatch_supervise.sinks import LogSink, Sink
+from jobdispatch_supervise.watching import Watching
 
 __all__ = ["Supervisor"]
 
@@ -45,7 +62,17 @@ class Supervisor:
         store: the record store the jobs live in.
         clock: where time comes from (the simulator passes its own).
         sinks: where escalations go; the log by default.
-        poll: the longest wait between two looks at a job, in seconds.
+        poll: the longest wait between two looks at a job, in seconds; by default the
+            adapter's poll interval (``Pacing.interval``). Never below the poll floor.
+        poll_floor: the least time between two polls, raised above the adapter's floor (a
+            site's setting); never lowered.
+        draw: the randomness that jitters each poll, numbers in [0, 1) (a seeded source makes
+            the schedule repeatable; the simulator's clock and sleep go with one).
+        on_observed: called with each job and what this supervisor's own poll showed of it,
+            after the job's passes, from the supervising thread; a report built from it asks
+            the backend nothing (``Observer.get(job, discovery)``). Its errors are logged.
+        watch_limit: the most jobs ``serve`` follows on the adapter's Watcher at once (where
+            its pacing says a watch brings news early); ``run`` follows its one job.
         lease_ttl: how long ownership lasts without renewal; renewed at half of it.
         holder: this supervisor's identity in leases and in the record.
         sleep: how to wait (an Event's wait by default, so ``stop`` interrupts it).
@@ -56,8 +83,9 @@ class Supervisor:
             adapter that declares nothing gets its calls one at a time.
 
     Raises Invalid at construction for a poll or a lease ttl that is not positive or is longer
-    than the core's MAX_DURATION (a NaN poll included), and for a call concurrency that is not
-    an integer of at least 1 (or an adapter declaring one that is not).
+    than the core's MAX_DURATION (a NaN poll included), for a poll below the poll floor or a
+    floor below the adapter's (or above ``MAX_POLL_FLOOR``), and for a call concurrency that is
+    not an integer of at least 1 (or an adapter declaring one that is not).
     """
 
     def __init__(
@@ -67,21 +95,28 @@ class Supervisor:
         *,
         clock: Clock = system_clock,
         sinks: Sequence[Sink] | None = None,
-        poll: float = 0.5,
+        poll: float | None = None,
+        poll_floor: float | None = None,
         lease_ttl: timedelta = timedelta(seconds=30),
         holder: str | None = None,
         sleep: Callable[[float], object] | None = None,
         sweep_every: timedelta = timedelta(minutes=5),
         residual_horizon: timedelta = timedelta(hours=24),
+        draw: Callable[[], float] | None = None,
+        on_observed: Callable[[str, Discovery], object] | None = None,
+        watch_limit: int = 16,
         call_concurrency: int = 8,
     ) -> None:
         # Checked here, not when the first lease is needed: a supervisor that cannot work must
-        # say so before it serves anything. NaN passes every comparison, so it is named.
-        if not math.isfinite(poll) or not 0 < poll <= MAX_DURATION.total_seconds():
-            msg = (
-                "a supervisor's poll must be a positive number of seconds, at most "
-                f"{MAX_DURATION.total_seconds():.0f}, got {poll}"
-            )
+        # say so before it serves anything. Pacing names NaN, infinities and out-of-range
+        # values (NaN passes every comparison, and a NaN poll would be a busy loop).
+        try:
+            self.pacing = pacing_of(backend).for_site(interval=poll, floor=poll_floor)
+        except Invalid as exc:
+            msg = f"a supervisor's poll: {exc.message}"
+            raise Invalid(msg) from None
+        if isinstance(watch_limit, bool) or not isinstance(watch_limit, int) or watch_limit < 0:
+            msg = f"a supervisor's watch_limit must be a count of jobs, got {watch_limit!r}"
             raise Invalid(msg)
         if not timedelta(0) < lease_ttl <= MAX_DURATION:
             msg = (
@@ -92,7 +127,8 @@ class Supervisor:
         self.backend = backend
         self.store = store
         self.clock = clock
-        self.poll = poll
+        #: The interval this supervisor polls at (before jitter).
+        self.poll = self.pacing.interval
         self.lease_ttl = lease_ttl
         self.holder = holder or _holder_id()
         self.executor = Executor(
@@ -106,7 +142,18 @@ class Supervisor:
         self.sweep_every = sweep_every
         self.residual_horizon = residual_horizon
         self._stopping = threading.Event()
-        self._sleep = sleep or self._stopping.wait
+        #: Set by :meth:`wake` (and by :meth:`stop`): ends the sleep after the poll floor.
+        self._woken = threading.Event()
+        self._sleep = sleep
+        self._draw = draw or random.Random(secrets.randbits(64)).random
+        self.on_observed = on_observed
+        self._watching = Watching(
+            backend,
+            self.wake,
+            pause=max(self.pacing.floor, 0.01),
+            stopping=self._stopping,
+            limit=watch_limit if self.pacing.watch else 0,
+        )
         #: The leases this supervisor holds: the same piece the simulator's processes run.
         self.ownership = Ownership(store, self.holder, lease_ttl, clock)
         #: Jobs whose record this process cannot read or fold: reported once, then left alone
@@ -118,10 +165,31 @@ class Supervisor:
     # ---------------------------------------------------------------- loops
 
     def _wait_for(self, wake: datetime | None) -> None:
-        delay = self.poll
-        if wake is not None:
-            delay = max(0.0, min(delay, (wake - self.clock()).total_seconds()))
-        self._sleep(delay)
+        """Sleep until the next poll: the jittered interval, or sooner when a step is due
+        (``wake``) or :meth:`wake` is called, but never less than the floor."""
+        until = None if wake is None else (wake - self.clock()).total_seconds()
+        delay = self.pacing.delay(self._draw(), until)
+        if self._sleep is not None:
+            self._sleep(delay)
+            return
+        floor = min(delay, self.pacing.floor)
+        if self._stopping.wait(floor):
+            return
+        self._woken.wait(delay - floor)
+        self._woken.clear()
+
+    def wake(self) -> None:
+        """Poll now (or once the floor has passed since the last poll) instead of at the end
+        of the interval: news from a Watcher, or from a command that changed a job."""
+        self._woken.set()
+
+    def _observed(self, job: str, discovery: Discovery | None) -> None:
+        if self.on_observed is None or discovery is None:
+            return
+        try:
+            self.on_observed(job, discovery)
+        except Exception as exc:  # a report's trouble must not stop the supervision
+            log.warning("reporting on job %s failed: %s", job, exc)
 
     def run(self, job: str) -> None:
         """Supervise ``job`` until it has settled (or :meth:`stop` is called).
@@ -129,28 +197,45 @@ class Supervisor:
         Raises NotFound for a job the store does not know.
         """
         self.store.read(job)  # NotFound now, not later
+        self._watching.follow([job])
+        # Each poll starts with a Find made here, so that what it showed can be reported; the
+        # passes after it reuse it while they only commit to the record (as serve's rounds do),
+        # and after a call the executor looks again itself.
+        polled = True
+        discovery: Discovery | None = None
         try:
             while not self._stopping.is_set():
                 lease = self.ownership.own(job)
                 if lease is None:
                     self._wait_for(None)  # another supervisor owns it; wait for its lease
+                    polled = True
                     continue
                 try:
-                    result = self.executor.run_pass(job, lease)
+                    if polled:
+                        discovery, polled = self.backend.find(job), False
+                    result = self.executor.run_pass(job, lease, discovery)
+                    if discovery is not None:
+                        self._observed(job, discovery)
+                    if not _record_only(result):
+                        discovery = None
                 except (Unreachable, Unavailable) as exc:
                     # Transient by definition: nothing was decided on an answer never given.
                     log.warning("job %s: %s; trying again", job, exc)
                     self._wait_for(None)
+                    polled = True
                     continue
                 if result.settled:
                     return
                 if result.conflict:
                     # Lost a race or the lease: forget the lease so ownership is checked anew.
                     self.ownership.forget(job)
+                    polled = True
                     continue
                 if result.step is None or isinstance(result.step, Wait):
                     self._wait_for(result.wake)
+                    polled = True
         finally:
+            self._watching.stop()
             self.ownership.release(job)
 
     def residual_jobs(self) -> list[str]:
@@ -189,6 +274,8 @@ class Supervisor:
                 # after it), and counting these would move every share on each sweep's poll.
                 residual = [j for j in self.residual_jobs() if j not in jobs]
                 owned.update(self.ownership.own_many(residual))
+            self._watching.follow(owned)
+            self._woken.clear()  # news from here on wakes the coming sleep
             try:
                 found = find_all(self.backend, list(owned)) if owned else {}
             except (Unreachable, Unavailable) as exc:
@@ -197,6 +284,7 @@ class Supervisor:
                 continue
             wake = self._rounds(owned, found)
             self._wait_for(wake)
+        self._watching.stop()
         self.ownership.release_all()
         try:
             self.store.withdraw(self.holder)
@@ -217,18 +305,33 @@ class Supervisor:
     def _rounds(self, owned: dict[str, Lease], found: dict[str, Discovery]) -> datetime | None:
         """Execute steps for every owned job until each has to wait, in rounds: each round is
         one batch of passes (:meth:`Executor.run_batch`: every decision committed in one
-        batch, the calls made, every answer committed in one batch). The first round uses the
-        poll's shared discovery; a job that executed a step joins the next round, which looks
-        again because the step changed something. Answers the earliest wake asked for."""
+        batch, the calls made, every answer committed in one batch); a job that executed a
+        step joins the next round. Answers the earliest wake asked for.
+
+        The first round uses the poll's shared discovery, and so does a job's next round
+        while each of its steps only committed to the record (an observation, an outcome:
+        nothing changed on the backend); once a step of the job has called the backend, the
+        poll's Find is never used for it again (it lacks, say, the object a Start made): the
+        next round starts with one batched Find (``find_all``) for every job whose step
+        called, made after those calls, and that one is reused in turn. So news costs the
+        scheduler nothing beyond the poll's query, and a round after calls one query however
+        many jobs it has. Each job whose rounds ended without an error is then handed to
+        ``on_observed`` with the latest Find of it."""
         wake: datetime | None = None
+        fresh = dict(found)  # job -> its latest Find, while no step of the job called out since
+        seen = dict(found)  # job -> its latest Find, for on_observed
+        failed: set[str] = set()
         batch: list[tuple[str, Lease, Discovery | None]] = [
-            (job, lease, found.get(job)) for job, lease in owned.items()
+            (job, lease, fresh.get(job)) for job, lease in owned.items()
         ]
         while batch and not self._stopping.is_set():
             results = self.executor.run_batch(batch)
             again: list[str] = []
             for (job, _, _), result in zip(batch, results, strict=True):
+                if not _record_only(result):
+                    fresh.pop(job, None)
                 if result.error is not None:
+                    failed.add(job)
                     self._failed(job, result.error)
                 elif result.settled:
                     self.ownership.release(job)
@@ -240,7 +343,22 @@ class Supervisor:
                         wake = result.wake if wake is None else min(wake, result.wake)
                 else:
                     again.append(job)
-            batch = [(job, lease, None) for job, lease in self.ownership.own_many(again).items()]
+            leases = self.ownership.own_many(again)
+            stale = [job for job in leases if job not in fresh]
+            if stale and not self._stopping.is_set():
+                # One query for every job whose last step called the backend: a Find made
+                # after that call, so it shows what the call did (never the poll's, which
+                # predates it), and reused as the poll's is while the job's steps only record.
+                try:
+                    fresh.update(find_all(self.backend, stale))
+                except (Unreachable, Unavailable) as exc:
+                    log.warning("the backend did not answer: %s; trying again", exc)
+                    break
+                seen.update((job, fresh[job]) for job in stale if job in fresh)
+            batch = [(job, lease, fresh.get(job)) for job, lease in leases.items()]
+        for job in owned:
+            if job not in failed:
+                self._observed(job, seen.get(job))
         return wake
 
     def _failed(self, job: str, exc: Exception) -> None:
@@ -263,3 +381,23 @@ class Supervisor:
     def stop(self) -> None:
         """Stop after the step under way; leases are released."""
         self._stopping.set()
+        self._woken.set()
+
+
+#: Steps that commit to the record and call nothing: after one, the backend is still as the
+#: pass's Find showed it (none of them follows a Start, whose object a Find before it lacks).
+_RECORD_ONLY: tuple[type[Step], ...] = (
+    Observe,
+    Authorize,
+    Canonical,
+    VerifiedStopped,
+    Outcome,
+    Escalate,
+    Settle,
+)
+
+
+def _record_only(result: Pass) -> bool:
+    """Whether a pass only committed to the record: its Find still shows the backend."""
+    step = result.step
+    return type(step) in _RECORD_ONLY and not result.conflict

@@ -24,6 +24,6 @@ def jobdispatch_register_adapters(registry: Registry) -> None:
         "kubeflow",
         _kubeflow_backend,
         schema=CONFIG_SCHEMA,
-        spi="1.0",
+        spi="1.1",
         summary="Kubeflow Trainer v2: one TrainJob per submission, over the Kubernetes API",
     )

@@ -27,6 +27,7 @@ from jobdispatch.spi import (
     NativeOffer,
     ObjectObs,
     ObjectRef,
+    Pacing,
     StartRequest,
     parse_discovery_name,
 )
@@ -116,6 +117,9 @@ class KubeflowBackend:
     """
 
     name = "kubeflow"
+    #: A poll is a LIST (of TrainJobs, JobSets, pods) against the API server; a watch streams
+    #: the changes between polls, so the supervisor follows it and polls every 10 s at most.
+    pacing = Pacing(interval=10.0, floor=0.5, watch=True)
 
     def __init__(
         self,
@@ -387,20 +391,30 @@ class KubeflowBackend:
         if meta.get("deletionTimestamp"):
             return
         if not _ended(obj):
-            annotations = {names.STOP: reason or "stopped"}
             latest = observe(self.chain(ref)).executions
-            if latest and latest[-1].state is ObjectState.RUNNING:
-                annotations[names.STOPPED_RUN] = str(latest[-1].index)
-            # Suspended as well as deleted: the Trainer controller does not look at a
-            # TrainJob's deletionTimestamp and applies its JobSet again once the collector has
-            # deleted it; suspended, that JobSet has no pods (0010 §4).
+            running = (
+                latest[-1].index if latest and latest[-1].state is ObjectState.RUNNING else None
+            )
+
+            def change(current: Obj) -> Obj | None:
+                md = current.get("metadata") or {}
+                if md.get("deletionTimestamp"):
+                    return None
+                # Suspended as well as deleted: the Trainer controller does not look at a
+                # TrainJob's deletionTimestamp and applies its JobSet again once the collector
+                # has deleted it; suspended, that JobSet has no pods (0010 §4).
+                body: Obj = {"spec": {"suspend": True}}
+                # The first stop's reason is the receipt's: a second stop racing it (the
+                # supervisor's, on seeing a person's cancel committed) does not rewrite it.
+                if names.STOP not in (md.get("annotations") or {}):
+                    annotations = {names.STOP: reason or "stopped"}
+                    if running is not None:
+                        annotations[names.STOPPED_RUN] = str(running)
+                    body["metadata"] = {"annotations": annotations}
+                return body
+
             try:
-                self.api.patch(
-                    "trainjobs",
-                    namespace,
-                    name,
-                    {"metadata": {"annotations": annotations}, "spec": {"suspend": True}},
-                )
+                self._patch(ref, change)
             except NotFound:
                 return
         self.api.delete("trainjobs", namespace, name, propagation="Foreground")

@@ -27,5 +27,5 @@ def jobdispatch_register_adapters(registry: Registry) -> None:
         summary="real processes on this machine, one runner per object: the embedded default",
         # The SPI version this adapter was written and tested against: a literal, never the
         # core's constant, or the check at registration could not fail.
-        spi="1.0",
+        spi="1.1",
     )

@@ -45,6 +45,7 @@ from jobdispatch.spi import (
     Discovery,
     ObjectObs,
     ObjectRef,
+    Pacing,
     StartRequest,
     parse_discovery_name,
 )
@@ -145,6 +146,8 @@ class LocalBackend:
     """
 
     name = "local"
+    #: A poll reads this machine's state directory: cheap, so as often as twice a second.
+    pacing = Pacing(interval=0.5, floor=0.01)
 
     def __init__(self, settings: Settings, *, clock: Clock = system_clock) -> None:
         self.settings = settings

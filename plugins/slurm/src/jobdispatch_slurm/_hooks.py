@@ -27,5 +27,5 @@ def jobdispatch_register_adapters(registry: Registry) -> None:
         summary="Slurm through sbatch, squeue, sacct and scontrol, on this machine or over SSH",
         # The SPI version this adapter was written and tested against: a literal, never the
         # core's constant, or the check at registration could not fail.
-        spi="1.0",
+        spi="1.1",
     )

@@ -26,6 +26,7 @@ from jobdispatch.spi import (
     NativeOffer,
     ObjectObs,
     ObjectRef,
+    Pacing,
     StartRequest,
     parse_discovery_name,
 )
@@ -120,6 +121,10 @@ class SlurmBackend:
     """
 
     name = "slurm"
+    #: Every poll is an squeue and an sacct, RPCs to a controller and an accounting database
+    #: that every user of the cluster shares: every 30 s by default, never more often than
+    #: every 2 s (a site raises that with ``poll_floor``). Slurm has no watch to wake on.
+    pacing = Pacing(interval=30.0, floor=2.0)
 
     def __init__(
         self,

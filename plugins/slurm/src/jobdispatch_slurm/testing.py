@@ -17,11 +17,12 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 from jobdispatch.errors import DispatchError
+from jobdispatch.records.store import Records
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.types import JobSpec, Resources
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver
@@ -32,9 +33,14 @@ from jobdispatch_slurm.transport import Interrupted, Result, Transport
 
 __all__ = [
     "CONTROL_DIR",
+    "SCHEDULER_COMMANDS",
+    "CliPolls",
+    "CountingShims",
     "LossyTransport",
+    "SchedulerCall",
     "SlurmDriver",
     "cluster_problem",
+    "count_cli_polls",
     "require",
     "resume_nodes",
     "ssh_problem",
@@ -47,6 +53,204 @@ CONTROL_DIR = Path(os.environ.get("JOBDISPATCH_SLURM_CONTROL", "/tmp/jobdispatch
 DOWN_REASON = "jobdispatch-test"
 PREEMPTOR = "jdt-preemptor"
 _ENV = {**os.environ, "TZ": "UTC"}
+
+
+#: Every Slurm program the adapter runs: what a poll, a launch or a stop costs the scheduler.
+SCHEDULER_COMMANDS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo")
+
+
+@attrs.frozen
+class SchedulerCall:
+    """One run of a Slurm program, as a counting shim logged it."""
+
+    at: float
+    command: str
+    args: str
+
+
+class CountingShims:
+    """Wrapper scripts named like Slurm's programs, each logging its call (the time, the program
+    and its arguments, one line appended to one log) and then running the real program, so
+    any process with ``env()``'s PATH (the ``jobdispatch`` command included) is counted
+    without a change to it: what an operator would see on the cluster's side.
+
+    Raises RuntimeError when a program is not on this PATH.
+    """
+
+    def __init__(self, directory: Path, commands: Sequence[str] = SCHEDULER_COMMANDS) -> None:
+        self.directory = directory
+        self.log = directory / "calls.log"
+        directory.mkdir(parents=True, exist_ok=True)
+        self.log.touch()
+        for name in commands:
+            real = shutil.which(name)
+            if real is None:
+                msg = f"{name} is not on the PATH: no shim can stand in front of it"
+                raise RuntimeError(msg)
+            shim = directory / name
+            log = shlex.quote(str(self.log))
+            shim.write_text(
+                "#!/bin/sh\n"
+                f'printf \'%s %s %s\\n\' "$(date +%s.%N)" {name} "$*" >> {log}\n'
+                f'exec {shlex.quote(real)} "$@"\n'
+            )
+            shim.chmod(0o755)
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """``base`` (this process's environment by default) with the shims first on PATH."""
+        env = dict(os.environ if base is None else base)
+        env["PATH"] = f"{self.directory}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    def calls(self) -> list[SchedulerCall]:
+        """Every call logged so far, oldest first."""
+        out = []
+        for line in self.log.read_text().splitlines():
+            at, _, rest = line.partition(" ")
+            command, _, args = rest.partition(" ")
+            out.append(SchedulerCall(float(at), command, args))
+        return sorted(out, key=lambda c: c.at)
+
+    @staticmethod
+    def bursts(calls: Sequence[SchedulerCall], gap: float) -> list[list[SchedulerCall]]:
+        """``calls`` cut wherever two follow each other more than ``gap`` seconds apart: with a
+        poll floor above ``gap``, each burst of a quiet supervisor is one poll."""
+        out: list[list[SchedulerCall]] = []
+        for call in calls:
+            if out and call.at - out[-1][-1].at <= gap:
+                out[-1].append(call)
+            else:
+                out.append([call])
+        return out
+
+
+@attrs.frozen
+class CliPolls:
+    """What ``jobdispatch supervise`` cost the scheduler, serving ``jobs`` jobs.
+
+    ``launch`` counts every call until every job was launched (submitted and its gate opened);
+    ``steady`` holds every call after that, while nothing changed but time; ``bursts`` cuts
+    them into polls where they are more than ``gap`` seconds apart (informative: the floor
+    keeps polls further apart than that)."""
+
+    jobs: tuple[str, ...]
+    floor: float
+    launch: dict[str, int]
+    steady: tuple[SchedulerCall, ...]
+    bursts: tuple[tuple[SchedulerCall, ...], ...]
+
+    @property
+    def window(self) -> float:
+        """Seconds from the first steady call to the last."""
+        return self.steady[-1].at - self.steady[0].at if self.steady else 0.0
+
+    @property
+    def most_allowed(self) -> int:
+        """Two commands per poll, with polls at least ``floor`` apart: the most the window can
+        hold from a supervisor that spares the scheduler, whatever the number of jobs (with
+        one poll to spare: the shims' clocks are read by processes that may start late)."""
+        return 2 * (int(self.window / self.floor) + 2)
+
+    @property
+    def per_minute(self) -> float:
+        return 60.0 * (len(self.steady) - 1) / self.window if self.window else 0.0
+
+
+def count_cli_polls(
+    jobs: int,
+    root: Path,
+    open_store: Callable[[Path], Records],
+    *,
+    poll: float | None,
+    polls: int = 6,
+    timeout: float = 300.0,
+    command: Sequence[str] = ("jobdispatch",),
+) -> CliPolls:
+    """Serve ``jobs`` gated-then-opened jobs (each ``sleep 600``) with ``jobdispatch
+    supervise --poll POLL`` (None: the adapter's pacing), Slurm's programs behind
+    :class:`CountingShims`, until ``polls`` quiet polls were seen (or ``timeout``), then
+    cancel everything.
+
+    The jobs are submitted from this process on the real cluster (uncounted: submitting is not
+    supervising), into the command's store under ``root``, which ``open_store`` opens here (the
+    LMDB store, ``jobdispatch_records_lmdb.LmdbRecords``, which this package does not depend
+    on); so this needs jobdispatch-cli installed, and the cluster from tools/slurm/up.
+    """
+    import jobdispatch
+    from jobdispatch.records import events as ev
+    from jobdispatch.types import Actor, ObjectState
+
+    shims = CountingShims(root / "shims")
+    store_dir = root / "records"
+    config = root / "config.toml"
+    config.write_text('default_cluster = "hpc"\n[clusters.hpc]\nadapter = "slurm"\n')
+    backend = SlurmBackend(Settings())
+    store = open_store(store_dir)
+    cluster = jobdispatch.compose(backend, store=store)
+    by = Actor.human("poll-count")
+    ids: list[str] = []
+    for i in range(jobs):
+        spec = JobSpec(name=f"polls-{i}", command=("sleep", "600"))
+        plan = cluster.operator.submit(spec, by=by, supervised=True)
+        assert plan.job is not None  # a supervised submit always records a job
+        ids.append(plan.job)
+    env = shims.env({k: v for k, v in os.environ.items() if not k.startswith("JOBDISPATCH_")})
+    env.update(JOBDISPATCH_CONFIG=str(config), XDG_STATE_HOME=str(root / "state"))
+    argv = [*command, "--store", str(store_dir), "supervise"]
+    if poll is not None:
+        argv += ["--poll", str(poll)]
+    with (root / "supervise.log").open("ab") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    started = (ObjectState.PENDING, ObjectState.RUNNING)
+
+    def launched(job: str) -> bool:
+        return any(
+            isinstance(e, ev.Observed) and e.obs.state in started for e in store.read(job).events
+        )
+
+    try:
+        deadline = time.monotonic() + timeout
+        waiting = list(ids)
+        while waiting:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                msg = f"{len(waiting)} of {jobs} jobs never launched; see {root}/supervise.log"
+                raise AssertionError(msg)
+            waiting = [j for j in waiting if not launched(j)]
+            time.sleep(0.2)
+        steady_from = time.time()
+        launch = len(shims.calls())
+        while True:
+            steady = [c for c in shims.calls() if c.at > steady_from]
+            if sum(c.command == "sacct" for c in steady) >= polls:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                msg = f"only {len(steady)} calls after launching; see {root}/supervise.log"
+                raise AssertionError(msg)
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        for job in ids:
+            with contextlib.suppress(DispatchError):
+                cluster.operator.cancel(job, by=by, reason="poll count done")
+        cluster.close()
+        store.close()
+    counts: dict[str, int] = {}
+    for c in shims.calls()[:launch]:
+        counts[c.command] = counts.get(c.command, 0) + 1
+    floor = max(poll or 0.0, backend.pacing.floor)
+    return CliPolls(
+        jobs=tuple(ids),
+        floor=floor,
+        launch=counts,
+        steady=tuple(steady),
+        bursts=tuple(tuple(b) for b in CountingShims.bursts(steady, gap=floor / 2)),
+    )
 
 
 def _run(argv: Sequence[str], timeout: float = 20.0) -> subprocess.CompletedProcess[str]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
+import queue
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -17,11 +17,9 @@ from typing import Any
 import click
 import jobdispatch
 from jobdispatch.errors import DispatchError, Unsupported
-from jobdispatch.records.store import ListFilter
-from jobdispatch.spi import ObjectRef, OutputReader
+from jobdispatch.spi import Discovery, ObjectRef, OutputReader
 from jobdispatch.types import Plan, State, Support
 from jobdispatch.validate import MAX_DURATION
-from jobdispatch_supervise import Supervisor
 from rich.text import Text
 
 from jobdispatch_cli import exitcodes
@@ -129,10 +127,11 @@ class Seconds(click.FloatRange):
 def supervisor_options(f: Any) -> Any:
     f = click.option(
         "--poll",
-        type=Seconds(least=0.01),
-        default=0.5,
-        show_default=True,
-        help="Longest wait, in seconds, between two looks at a job.",
+        type=Seconds(least=0.001),
+        default=None,
+        help="Longest wait, in seconds, between two looks at the cluster [default: the "
+        "cluster's poll_interval, else its adapter's: slurm 30, local 0.5]; never below the "
+        "poll floor.",
     )(f)
     return click.option(
         "--lease-ttl",
@@ -312,7 +311,7 @@ def register(group: click.Group) -> None:
         app: App,
         file: Path,
         accept: tuple[int, ...],
-        poll: float,
+        poll: float | None,
         lease_ttl: timedelta,
         timeline: bool,
         follow: bool,
@@ -325,8 +324,13 @@ def register(group: click.Group) -> None:
         """
         job_file = load_job_file(file)
         cluster = app.cluster()
-        # Before submitting: an adapter that cannot read output refuses --follow up front.
+        # Before submitting: an adapter that cannot read output refuses --follow up front, and
+        # a poll the cluster must not be asked at is refused.
         streams = _RankStreams(app, cluster.backend, rank) if follow else None
+        # What the supervisor's own polls showed, for the report: it asks the scheduler
+        # nothing more (a query per report would double the load of a quiet job).
+        seen: queue.SimpleQueue[Discovery] = queue.SimpleQueue()
+        supervisor = app.supervisor(poll, lease_ttl, lambda _job, found: seen.put(found))
         plan = cluster.operator.submit(
             job_file.spec, by=app.actor, supervised=True, accept_unenforced=accept
         )
@@ -336,9 +340,6 @@ def register(group: click.Group) -> None:
         head.append(f"  {job_file.spec.name or file.name} on cluster {app.cluster_config.name}")
         app.console.print(head)
         app.console.print(_plan_summary(plan))
-        supervisor = Supervisor(
-            cluster.backend, app.store(), sinks=app.sinks(), poll=poll, lease_ttl=lease_ttl
-        )
         failure: list[BaseException] = []
 
         def supervise() -> None:
@@ -349,27 +350,35 @@ def register(group: click.Group) -> None:
 
         thread = threading.Thread(target=supervise, name="supervisor", daemon=True)
         reporter = Reporter()
+        last: Discovery | None = None
         with _stop_on_signals(supervisor.stop) as interrupted:
             thread.start()
             while True:
                 alive = thread.is_alive()
-                status = cluster.observer.get(job)
-                for line in reporter.news(status):
+                try:
+                    last = seen.get(timeout=0.2)
+                    while not seen.empty():
+                        last = seen.get_nowait()
+                except queue.Empty:
+                    if alive:
+                        continue
+                if last is not None:
+                    status = cluster.observer.get(job, last)
+                    for line in reporter.news(status):
+                        if streams is not None:
+                            streams.print(line)
+                        else:
+                            app.console.print(line, soft_wrap=True)
                     if streams is not None:
-                        streams.print(line)
-                    else:
-                        app.console.print(line, soft_wrap=True)
-                if streams is not None:
-                    streams.follow(status)
+                        streams.follow(status)
                 if not alive:
                     break
-                time.sleep(min(0.2, poll))
         thread.join()
         if streams is not None:
             streams.finish()
         if failure:
             raise failure[0]
-        status = cluster.observer.get(job)
+        status = cluster.observer.get(job, last)
         if timeline and status.submissions:
             app.console.print(render_text(build(status), width=min(app.console.width, 110)))
         if interrupted.is_set() and not status.settled:
@@ -392,7 +401,7 @@ def register(group: click.Group) -> None:
     @supervisor_options
     @click.option("-v", "--verbose", is_flag=True, help="Log every step the supervisor takes.")
     @pass_app
-    def supervise(app: App, poll: float, lease_ttl: timedelta, verbose: bool) -> None:
+    def supervise(app: App, poll: float | None, lease_ttl: timedelta, verbose: bool) -> None:
         """Serve every unsettled job of the store until stopped (SIGTERM or Ctrl-C).
 
         Several supervisors may serve one store: they share its jobs out evenly, each job is
@@ -401,38 +410,34 @@ def register(group: click.Group) -> None:
         _logging(verbose)
         cluster = app.cluster()
         store = app.store()
-        sinks = app.sinks()
-        supervisor = Supervisor(cluster.backend, store, sinks=sinks, poll=poll, lease_ttl=lease_ttl)
+        reporters: dict[str, Reporter] = {}
+        told: dict[str, tuple[int, object]] = {}
+
+        def report(job: str, found: Discovery) -> None:
+            # Called by the supervisor after each job's passes with what its own batched poll
+            # showed: the report reads the record, never the scheduler. A job is followed from
+            # its first poll until its settling is told; one whose record and observation did
+            # not change since the last report is not folded again.
+            key = (store.read(job).revision, found.objects)
+            if told.get(job) == key:
+                return
+            told[job] = key
+            status = cluster.observer.get(job, found)
+            reporter = reporters.setdefault(job, Reporter())
+            for line in reporter.news(status):
+                app.console.print(Text(f"{job}  ", style="bold") + line, soft_wrap=True)
+            if status.settled:
+                reporters.pop(job, None)
+                told.pop(job, None)
+
+        supervisor = app.supervisor(poll, lease_ttl, report)
         app.err.print(
             f"supervising {app.store_label} on cluster {app.cluster_config.name} "
-            f"as {supervisor.holder}; escalations to {', '.join(s.name for s in sinks)}; "
-            "Ctrl-C or SIGTERM stops",
+            f"as {supervisor.holder}, polling every {supervisor.pacing.interval:g} s "
+            f"(floor {supervisor.pacing.floor:g} s); escalations to "
+            f"{', '.join(s.name for s in supervisor.executor.sinks)}; Ctrl-C or SIGTERM stops",
             style="dim",
         )
-        reporters: dict[str, Reporter] = {}
-        done = threading.Event()
-
-        def report() -> None:
-            # Jobs are followed from when they show up unsettled until their settling is told.
-            while not done.wait(max(poll, 0.2)):
-                try:
-                    for job in store.list(ListFilter(settled=False)):
-                        reporters.setdefault(job, Reporter())
-                    for job, reporter in list(reporters.items()):
-                        status = cluster.observer.get(job)
-                        for line in reporter.news(status):
-                            app.console.print(Text(f"{job}  ", style="bold") + line, soft_wrap=True)
-                        if status.settled:
-                            del reporters[job]
-                except Exception as exc:
-                    logging.getLogger("jobdispatch.cli").debug("report failed: %s", exc)
-
-        reporter_thread = threading.Thread(target=report, name="reporter", daemon=True)
-        reporter_thread.start()
-        try:
-            with _stop_on_signals(supervisor.stop):
-                supervisor.serve()
-        finally:
-            done.set()
-            reporter_thread.join(timeout=5)
+        with _stop_on_signals(supervisor.stop):
+            supervisor.serve()
         app.err.print("stopped; every lease was released", style="dim")

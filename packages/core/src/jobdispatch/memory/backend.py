@@ -25,6 +25,7 @@ from jobdispatch.spi import (
     NativeOffer,
     ObjectObs,
     ObjectRef,
+    Pacing,
     StartRequest,
 )
 from jobdispatch.types import (
@@ -77,6 +78,10 @@ class MemoryBackend:
     name = "memory"
     #: Its state is behind the cluster's lock, so a supervisor may make calls from threads.
     call_concurrency = 16
+    #: An in-process scheduler costs nothing to ask: poll as the supervisor always did, and
+    #: faster when a test says so. Its watch replays what happened without waiting for news,
+    #: so following it would wake nothing early (``watch=False``).
+    pacing = Pacing(interval=0.5, floor=0.001)
 
     def __init__(
         self,

@@ -1,0 +1,71 @@
+"""A cluster's pacing: ``poll_interval`` and ``poll_floor`` in its table, ``--poll`` on the
+command line, each checked before anything is submitted or served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import Invoke
+
+USAGE = 2
+
+
+def _local_table(home: Path, extra: str) -> Path:
+    config = home / "config" / "jobdispatch" / "config.toml"
+    config.write_text(config.read_text() + extra)
+    return config
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "words"),
+    [
+        ("poll_floor = 20\n", "poll_floor", "at most 10"),
+        ('poll_interval = "soon"\n', "poll_interval", "must be a number of seconds"),
+        ("poll_interval = -1\n", "poll_interval", "must be a positive number"),
+        ("poll_interval = 1\npoll_floor = 5\n", "poll_interval", "1 s is below poll_floor (5 s)"),
+    ],
+)
+def test_a_cluster_pacing_out_of_range_is_refused_naming_its_key_and_line(
+    invoke: Invoke, home: Path, extra: str, field: str, words: str
+) -> None:
+    config = _local_table(home, extra)
+    ran = invoke("supervise")
+    assert ran.code == USAGE, ran
+    line = next(x for x in ran.err.splitlines() if f"clusters.local.{field}" in x)
+    assert str(config) in line and words in line
+
+
+def test_a_site_cannot_lower_the_adapter_s_floor(invoke: Invoke, home: Path) -> None:
+    _local_table(home, "poll_floor = 0.001\n")
+    ran = invoke("supervise")
+    assert ran.code == USAGE, ran
+    assert "clusters.local.poll_floor: a poll floor of 0.001 s is below the adapter's floor" in (
+        ran.err.replace("\n", " ")
+    )
+
+
+def test_run_refuses_a_poll_below_the_site_s_floor_before_submitting(
+    invoke: Invoke, home: Path, job_file
+) -> None:
+    _local_table(home, "poll_floor = 1\n")
+    ran = invoke("run", str(job_file(["true"])), "--poll", "0.5")
+    assert ran.code == USAGE, ran
+    assert (
+        "--poll: a supervisor's poll: a poll interval of 0.5 s is below the poll floor of 1 s"
+        in (" ".join(ran.err.split()))
+    )
+    assert invoke("list", "--json").json() == []
+
+
+def test_run_polls_at_the_site_s_interval_and_reports_the_outcome(
+    invoke: Invoke, home: Path, job_file
+) -> None:
+    # The site's interval is what the supervisor polls at when --poll is not given; the
+    # report (built from the supervisor's own observations) still tells the whole story.
+    _local_table(home, "poll_interval = 0.05\n")
+    ran = invoke("run", str(job_file(["true"])), "--no-timeline")
+    assert ran.code == 0, ran
+    assert "submission 1 execution 0 running" in ran.out
+    assert "outcome: succeeded" in ran.out
