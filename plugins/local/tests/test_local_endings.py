@@ -84,11 +84,18 @@ def test_the_time_limit_is_enforced(backend: LocalBackend, request_for: Request)
 
 
 def test_sigterm_is_followed_by_sigkill_after_the_grace_period(
-    backend: LocalBackend, request_for: Request
+    backend: LocalBackend, request_for: Request, tmp_path: Path
 ) -> None:
-    stubborn = JobSpec(command=("sh", "-c", "trap '' TERM; sleep 30"))
+    # The rank says when it ignores TERM: a TERM sent between the rank's start and its trap
+    # would end it by TERM, which is not what this test is about (it did, on a loaded CI).
+    ready = tmp_path / "ignoring-term"
+    stubborn = JobSpec(command=("sh", "-c", f"trap '' TERM; touch {ready}; sleep 30"))
     ref = run(backend, request_for(stubborn))
     started(backend, ref)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the rank never got to ignore TERM"
+        time.sleep(0.01)
     backend.set_time_limit(ref, 0.001)
     _, cause = ended(backend, ref)
     assert cause.kind is CauseKind.TIME_LIMIT
