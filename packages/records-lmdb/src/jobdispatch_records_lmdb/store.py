@@ -177,7 +177,27 @@ class _Env:
     pid: int
     readonly: bool = False
     users: int = 0
+    #: The map size this process last set or adopted (env.info() costs a call into LMDB on
+    #: every transaction otherwise); only _resize changes it, under the exclusive gate.
+    size: int = attrs.field(default=0)
 
+    def __attrs_post_init__(self) -> None:
+        self.size = self.env.info()["map_size"]
+
+
+class _This:
+    """This process's id, kept current across forks so that a transaction checks for a fork
+    without a system call of its own (``getpid`` is one: measured at about 8 us on this
+    project's sandboxed test machine, 40% of an unchanged record's read)."""
+
+    pid = os.getpid()
+
+    @classmethod
+    def forked(cls) -> None:
+        cls.pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_This.forked)
 
 _open_lock = threading.Lock()
 _open_envs: dict[tuple[int, int], _Env] = {}
@@ -383,7 +403,7 @@ def _open_readonly(path: Path, map_size: int) -> _Env:
     except BaseException:
         env.close()
         raise
-    return _Env(path=path, env=env, dbs=dbs, gate=_Gate(), pid=os.getpid(), readonly=True)
+    return _Env(path=path, env=env, dbs=dbs, gate=_Gate(), pid=_This.pid, readonly=True)
 
 
 def _open_env(path: Path, map_size: int) -> _Env:
@@ -444,7 +464,7 @@ def _open_env(path: Path, map_size: int) -> _Env:
             # Leave a foreign directory as it was found.
             (path / "lock.mdb").unlink(missing_ok=True)
         raise
-    return _Env(path=path, env=env, dbs=dbs, gate=_Gate(), pid=os.getpid())
+    return _Env(path=path, env=env, dbs=dbs, gate=_Gate(), pid=_This.pid)
 
 
 def _acquire_env(path: Path, map_size: int, *, readonly: bool) -> _Env:
@@ -452,7 +472,7 @@ def _acquire_env(path: Path, map_size: int, *, readonly: bool) -> _Env:
         if path.is_dir():
             st = path.stat()
             shared = _open_envs.get((st.st_dev, st.st_ino))
-            if shared is not None and shared.pid == os.getpid():
+            if shared is not None and shared.pid == _This.pid:
                 if shared.readonly and not readonly:
                     msg = (
                         f"{path}: the store is open read-only in this process; it cannot be "
@@ -476,7 +496,7 @@ def _release_env(shared: _Env) -> None:
         for key, value in list(_open_envs.items()):
             if value is shared:
                 del _open_envs[key]
-        if shared.pid == os.getpid():
+        if shared.pid == _This.pid:
             with shared.gate.exclusive():
                 shared.env.close()
 
@@ -692,6 +712,9 @@ class LmdbRecords:
         def txn_read(txn: lmdb.Transaction, dbs: dict[str, Any]) -> _Fetched:
             seq, revision, _ = self._job(txn, dbs, job, job_key)
             cached = self._decoded.get(seq)
+            if cached is not None and len(cached[1]) == revision:
+                # Unchanged since it was decoded (the common case of a poll): nothing to fetch.
+                return _Fetched(seq, revision, None, cached, revision + 1, [])
             # Records only grow, so a decoded prefix stays true: fetch what follows it.
             if cached is not None and len(cached[1]) <= revision:
                 head, start = None, len(cached[1]) + 1
@@ -713,6 +736,8 @@ class LmdbRecords:
 
         # Decoding happens after the read transaction closed: it is the slow part.
         got = self._transact(txn_read, write=False)
+        if got.cached is not None and not got.rows and len(got.cached[1]) == got.revision:
+            return View(*got.cached)
         if got.cached is not None:
             header, events = got.cached[0], list(got.cached[1])
         else:
@@ -988,7 +1013,7 @@ class LmdbRecords:
         if shared is None:
             msg = f"{self.path}: the store is closed"
             raise Unavailable(msg)
-        if shared.pid != os.getpid():
+        if shared.pid != _This.pid:
             msg = f"{self.path}: the store was opened before a fork; open it again in this process"
             raise Unavailable(msg)
         if write and shared.readonly:
@@ -996,7 +1021,7 @@ class LmdbRecords:
             raise ReadOnly(msg)
         for _ in range(_MAX_RETRIES):
             with shared.gate.shared():
-                size = shared.env.info()["map_size"]
+                size = shared.size
                 try:
                     with shared.env.begin(write=write) as txn:
                         return body(txn, shared.dbs)
@@ -1020,8 +1045,8 @@ class LmdbRecords:
         size that was full, double it. Nothing happens if another thread already resized."""
         with shared.gate.exclusive():
             env = shared.env
-            if env.info()["map_size"] != seen:
-                return
+            if shared.size != seen:
+                return  # another thread of this process resized meanwhile
             try:
                 env.set_mapsize(0)
                 if grow and env.info()["map_size"] <= seen:
@@ -1029,3 +1054,5 @@ class LmdbRecords:
             except lmdb.Error as exc:
                 msg = f"{shared.path}: cannot resize the map past {seen} bytes: {exc}"
                 raise Unavailable(msg) from exc
+            finally:
+                shared.size = env.info()["map_size"]

@@ -41,6 +41,7 @@ from jobdispatch.steps import (
 from jobdispatch.validate import MAX_DURATION
 
 from jobdispatch_supervise.executor import Executor, Pass
+from jobdispatch_supervise.heap import COLLECT_EVERY, HeapKeeper
 from jobdispatch_supervise.ownership import Ownership, fair_share
 from jobdispatch_supervise.sinks import LogSink, Sink
 from jobdispatch_supervise.watching import Watching
@@ -81,6 +82,10 @@ class Supervisor:
         call_concurrency: the most backend calls ``serve`` makes at once in one round, from a
             pool of threads; capped by what the adapter declares (``ConcurrentCalls``), so an
             adapter that declares nothing gets its calls one at a time.
+        freeze_heap: whether ``serve`` keeps the garbage collector's full passes out of its
+            polls (:mod:`jobdispatch_supervise.heap`): the heap frozen after each poll, and
+            collected fully between two polls every ``full_collection_every``.
+        full_collection_every: the longest time garbage in reference cycles waits.
 
     Raises Invalid at construction for a poll or a lease ttl that is not positive or is longer
     than the core's MAX_DURATION (a NaN poll included), for a poll below the poll floor or a
@@ -106,6 +111,8 @@ class Supervisor:
         on_observed: Callable[[str, Discovery], object] | None = None,
         watch_limit: int = 16,
         call_concurrency: int = 8,
+        freeze_heap: bool = True,
+        full_collection_every: timedelta = COLLECT_EVERY,
     ) -> None:
         # Checked here, not when the first lease is needed: a supervisor that cannot work must
         # say so before it serves anything. Pacing names NaN, infinities and out-of-range
@@ -140,6 +147,7 @@ class Supervisor:
             concurrency=call_concurrency,
         )
         self.sweep_every = sweep_every
+        self.heap = HeapKeeper(clock, collect_every=full_collection_every, enabled=freeze_heap)
         self.residual_horizon = residual_horizon
         self._stopping = threading.Event()
         #: Set by :meth:`wake` (and by :meth:`stop`): ends the sleep after the poll floor.
@@ -264,32 +272,41 @@ class Supervisor:
         with residual attempts join a poll, so late objects of lost Start replies are stopped."""
         wanted = filter or ListFilter(settled=False)
         swept: datetime | None = None
-        while not self._stopping.is_set():
-            jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
-            share = fair_share(len(jobs), self._members(), self.holder)
-            owned = self.ownership.own_share(jobs, share)
-            if swept is None or self.clock() - swept >= self.sweep_every:
-                swept = self.clock()
-                # Outside the share: a sweep is one pass per settled job (its lease is let go
-                # after it), and counting these would move every share on each sweep's poll.
-                residual = [j for j in self.residual_jobs() if j not in jobs]
-                owned.update(self.ownership.own_many(residual))
-            self._watching.follow(owned)
-            self._woken.clear()  # news from here on wakes the coming sleep
-            try:
-                found = find_all(self.backend, list(owned)) if owned else {}
-            except (Unreachable, Unavailable) as exc:
-                log.warning("the backend did not answer: %s; trying again", exc)
-                self._wait_for(None)
-                continue
-            wake = self._rounds(owned, found)
-            self._wait_for(wake)
+        try:
+            while not self._stopping.is_set():
+                swept = self._poll(wanted, swept)
+        finally:
+            self.heap.stop()
         self._watching.stop()
         self.ownership.release_all()
         try:
             self.store.withdraw(self.holder)
         except DispatchError as exc:
             log.debug("withdrawing %s failed: %s; its announcement lapses", self.holder, exc)
+
+    def _poll(self, wanted: ListFilter, swept: datetime | None) -> datetime | None:
+        """One poll of :meth:`serve` and the wait after it; answers when it last swept."""
+        jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
+        share = fair_share(len(jobs), self._members(), self.holder)
+        owned = self.ownership.own_share(jobs, share)
+        if swept is None or self.clock() - swept >= self.sweep_every:
+            swept = self.clock()
+            # Outside the share: a sweep is one pass per settled job (its lease is let go
+            # after it), and counting these would move every share on each sweep's poll.
+            residual = [j for j in self.residual_jobs() if j not in jobs]
+            owned.update(self.ownership.own_many(residual))
+        self._watching.follow(owned)
+        self._woken.clear()  # news from here on wakes the coming sleep
+        try:
+            found = find_all(self.backend, list(owned)) if owned else {}
+        except (Unreachable, Unavailable) as exc:
+            log.warning("the backend did not answer: %s; trying again", exc)
+            self._wait_for(None)
+            return swept
+        wake = self._rounds(owned, found)
+        self.heap.between_polls()
+        self._wait_for(wake)
+        return swept
 
     def _members(self) -> tuple[str, ...]:
         """The live supervisors, this one included: each announces itself in the store every
