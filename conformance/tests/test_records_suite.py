@@ -169,6 +169,30 @@ class ReleasesHalfway(MemoryRecords):
             super().release_many([lease])
 
 
+class StaleBatchReads(MemoryRecords):
+    """Answers a batch read from what it read of each job the first time: a cache that never
+    learns of a later commit."""
+
+    def __init__(self, clock: Any = None) -> None:
+        super().__init__(clock)
+        self._seen: dict[str, Any] = {}
+
+    def read_many(self, jobs: Any) -> tuple[Any, ...]:
+        fresh = super().read_many(jobs)
+        return tuple(self._seen.setdefault(j, a) for j, a in zip(jobs, fresh, strict=True))
+
+
+class HidesBehindTheFirstRefusal(MemoryRecords):
+    """A batch read answers the first job's refusal for every job after it."""
+
+    def read_many(self, jobs: Any) -> tuple[Any, ...]:
+        answers = list(super().read_many(jobs))
+        refused = next((i for i, a in enumerate(answers) if isinstance(a, DispatchError)), None)
+        if refused is not None:
+            answers[refused:] = [answers[refused]] * (len(answers) - refused)
+        return tuple(answers)
+
+
 #: What "the suite caught it" looks like: a failed assertion, or an error the real store
 #: would not have raised.
 CAUGHT = (AssertionError, pytest.fail.Exception, DispatchError)
@@ -200,6 +224,8 @@ def run_test(name: str, store_type: Callable[[ManualClock], Any]) -> None:
         (HalfAppliedParts, "test_append_is_all_or_nothing"),
         (TakesDuplicates, "test_an_invalid_batch_changes_nothing"),
         (ReleasesHalfway, "test_batch_release"),
+        (StaleBatchReads, "test_batch_read_sees_every_commit_before_it"),
+        (HidesBehindTheFirstRefusal, "test_batch_read_answers_every_job_in_order"),
     ],
 )
 def test_a_targeted_test_catches_the_mutant(mutant: type[MemoryRecords], test: str) -> None:
@@ -225,6 +251,8 @@ class Unshrunk(RecordStoreSuite):
         RefusesWholeBatches,
         HalfAppliedParts,
         TakesDuplicates,
+        StaleBatchReads,
+        HidesBehindTheFirstRefusal,
     ],
 )
 def test_the_model_catches_the_mutant(mutant: type[MemoryRecords]) -> None:

@@ -754,12 +754,19 @@ class _Model:
             self.clock.advance(op[1])
 
     def check(self) -> None:
+        order = list(self.jobs)
+        # Every record at once first (what a supervisor's poll reads, after the steps since
+        # the last check changed some), then one by one: both as the model says.
+        unknown, *many = self.store.read_many(["no-such-job", *order])
+        assert isinstance(unknown, NotFound)
+        for job, answer in zip(order, many, strict=True):
+            assert isinstance(answer, View), (job, answer)
+            assert [(_kind(e), e.token) for e in answer.events] == self.jobs[job].kinds, job
         for job, model in self.jobs.items():
             view = self.store.read(job)
             assert view.revision == len(model.kinds), job
             got = [(_kind(e), e.token) for e in view.events]
             assert got == model.kinds, job
-        order = list(self.jobs)
         assert list(self.store.list()) == order
         assert list(self.store.list(ListFilter(settled=True))) == [
             j for j in order if self.jobs[j].settled
@@ -1306,8 +1313,45 @@ class RecordStoreSuite:
         # Refusing to read changed nothing: it is still refused.
         with pytest.raises(Unreadable):
             store.read("job-2")
+        # Read together, the damaged record is its own answer and the others read as before.
+        first, damaged, third = store.read_many(["job-1", "job-2", "job-3"])
+        assert isinstance(damaged, Unreadable)
+        assert (damaged.job, damaged.revision) == ("job-2", revision)
+        assert (first, third) == (good["job-1"], good["job-3"])
 
     # ------------------------------------------------------------------------------ batches
+
+    def test_batch_read_answers_every_job_in_order(self, store: Records) -> None:
+        for job in ("job-1", "job-2", "job-3"):
+            store.create(make_header(job), [evidence(1, detail=job)])
+        store.append("job-2", [evidence(2)], expect_revision=1)
+        answers = store.read_many(["job-3", "unknown", "job-1", "job-3", "job-2"])
+        assert len(answers) == 5
+        assert isinstance(answers[1], NotFound)
+        assert "unknown" in str(answers[1])
+        read = ["job-3", "job-1", "job-3", "job-2"]
+        for job, answer in zip(read, answers[:1] + answers[2:], strict=True):
+            assert answer == store.read(job), job
+        assert isinstance(answers[4], View)
+        assert answers[4].revision == 2
+        assert store.read_many([]) == ()
+
+    def test_batch_read_sees_every_commit_before_it(self, store: Records) -> None:
+        store.create(make_header("job-1"), [evidence(1)])
+        store.create(make_header("job-2"), [evidence(1)])
+        before = store.read_many(["job-1", "job-2"])
+        store.append("job-1", [evidence(2), control()], expect_revision=1)
+        after = store.read_many(["job-1", "job-2"])
+        assert [a.revision for a in after if isinstance(a, View)] == [3, 1]
+        assert after[1] == before[1]
+        assert isinstance(after[0], View)
+        assert after[0].events == (evidence(1), evidence(2), control())
+
+    @pytest.mark.parametrize("jobs", [[1], ["job-1", None], "job-1", [b"job-1"]])
+    def test_a_malformed_batch_read_is_invalid(self, store: Records, jobs: Any) -> None:
+        store.create(make_header("job-1"))
+        with pytest.raises(Invalid):
+            store.read_many(jobs)
 
     def test_batch_append_answers_every_job_in_request_order(self, store: Records) -> None:
         for job in ("job-1", "job-2", "job-3"):

@@ -31,7 +31,6 @@ import json
 import os
 import struct
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -42,10 +41,26 @@ import attrs
 import lmdb
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
-from jobdispatch.errors import Conflict, Invalid, NotFound, ReadOnly, Unavailable, Unreadable
+from jobdispatch.errors import (
+    Conflict,
+    DispatchError,
+    Invalid,
+    NotFound,
+    ReadOnly,
+    Unavailable,
+    Unreadable,
+)
 from jobdispatch.records import rules
+from jobdispatch.records.decoded import DEFAULT_CACHE_EVENTS, Decoded, DecodedCache, extend
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
-from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Refusal
+from jobdispatch.records.store import (
+    AppendRequest,
+    Created,
+    Lease,
+    ListFilter,
+    ReadAnswer,
+    Refusal,
+)
 from jobdispatch.types import JobID
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "LmdbRecords"]
@@ -60,12 +75,6 @@ FORMAT = b"jobdispatch-records"
 FORMAT_VERSION = 1
 #: The first map size; it doubles whenever a commit finds it full.
 DEFAULT_MAP_SIZE = 1 << 26
-#: Decoded events kept per store for re-reads. It fills only with what is read, so a command
-#: that reads a few jobs keeps a few; a supervisor re-reads every job it owns on every poll,
-#: and once those records outgrow the cache each read decodes the whole record again (the
-#: least recently read goes first, which a poll's round-robin always is). 200,000 events hold
-#: 10,000 jobs of twenty events each, at about half a kilobyte an event.
-DEFAULT_CACHE_EVENTS = 200_000
 #: The files LMDB keeps in an environment directory. Anything else there is someone else's.
 _LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
 #: LMDB's meta page magic (``MDB_MAGIC``), after the 16-byte page header, little-endian on the
@@ -581,40 +590,9 @@ class _Fetched:
     seq: int
     revision: int
     head: bytes | None
-    cached: tuple[Header, tuple[AnyEvent, ...]] | None
+    cached: Decoded | None
     start: int
     rows: _Rows
-
-
-class _DecodedCache:
-    """Decoded records by creation sequence (never reused), least recently read out first,
-    bounded by their total number of events."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._items: OrderedDict[int, tuple[Header, tuple[AnyEvent, ...]]] = OrderedDict()
-        self._size = 0
-
-    def get(self, seq: int) -> tuple[Header, tuple[AnyEvent, ...]] | None:
-        with self._lock:
-            item = self._items.get(seq)
-            if item is not None:
-                self._items.move_to_end(seq)
-            return item
-
-    def put(self, seq: int, header: Header, events: tuple[AnyEvent, ...]) -> None:
-        with self._lock:
-            old = self._items.pop(seq, None)
-            if old is not None:
-                self._size -= len(old[1]) + 1
-            if len(events) + 1 > self.limit:
-                return
-            self._items[seq] = (header, events)
-            self._size += len(events) + 1
-            while self._size > self.limit:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._size -= len(dropped) + 1
 
 
 # ---------------------------------------------------------------------------------- the store
@@ -656,7 +634,7 @@ class LmdbRecords:
     ) -> None:
         self.path = Path(path).absolute()
         self._clock = clock
-        self._decoded = _DecodedCache(cache_events)
+        self._decoded = DecodedCache(cache_events)
         self._shared: _Env | None = _acquire_env(self.path, map_size, readonly=readonly)
         self._max_key = self._shared.env.max_key_size()
 
@@ -707,57 +685,81 @@ class LmdbRecords:
         return self._transact(txn_create, write=True)
 
     def read(self, job: JobID) -> View:
-        job_key = self._job_key(job)
+        (answer,) = self.read_many([job])
+        if isinstance(answer, View):
+            return answer
+        raise answer
 
-        def txn_read(txn: lmdb.Transaction, dbs: dict[str, Any]) -> _Fetched:
-            seq, revision, _ = self._job(txn, dbs, job, job_key)
-            cached = self._decoded.get(seq)
-            if cached is not None and len(cached[1]) == revision:
-                # Unchanged since it was decoded (the common case of a poll): nothing to fetch.
-                return _Fetched(seq, revision, None, cached, revision + 1, [])
-            # Records only grow, so a decoded prefix stays true: fetch what follows it.
-            if cached is not None and len(cached[1]) <= revision:
-                head, start = None, len(cached[1]) + 1
-            else:
-                cached, start = None, 1
-                head = _get(txn, _u64(seq), db=dbs["headers"])
-                if head is None:
-                    msg = f"record {job} is damaged: its header is missing"
-                    raise Unreadable(msg, job=job, revision=0)
-            prefix = _u64(seq)
-            rows = []
-            cursor = txn.cursor(db=dbs["events"])
-            if cursor.set_range(_event_key(seq, start)):
-                for key, value in cursor.iternext():
-                    if key[:8] != prefix:
-                        break
-                    rows.append((bytes(key), bytes(value)))
-            return _Fetched(seq, revision, head, cached, start, rows)
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+        keyed = [(job, self._job_key(job)) for job in rules.read_batch(jobs)]
 
-        # Decoding happens after the read transaction closed: it is the slow part.
-        got = self._transact(txn_read, write=False)
+        def txn_read(txn: lmdb.Transaction, dbs: dict[str, Any]) -> list[_Fetched | DispatchError]:
+            out: list[_Fetched | DispatchError] = []
+            for job, job_key in keyed:
+                try:
+                    out.append(self._fetch(txn, dbs, job, job_key))
+                except (NotFound, Unreadable) as exc:
+                    out.append(exc)
+            return out
+
+        # One read transaction for every job, so the views are of one moment; decoding
+        # happens after it closed: it is the slow part.
+        fetched = self._transact(txn_read, write=False)
+        answers: list[ReadAnswer] = []
+        for (job, _), got in zip(keyed, fetched, strict=True):
+            if isinstance(got, DispatchError):
+                answers.append(got)
+                continue
+            try:
+                answers.append(self._decode(job, got))
+            except Unreadable as exc:
+                answers.append(exc)
+        return tuple(answers)
+
+    def _fetch(
+        self, txn: lmdb.Transaction, dbs: dict[str, Any], job: str, job_key: bytes
+    ) -> _Fetched:
+        """What one record's read needs from the transaction: the rows after the prefix this
+        process decoded already (none when the record did not change since)."""
+        seq, revision, _ = self._job(txn, dbs, job, job_key)
+        cached = self._decoded.get(seq)
+        if cached is not None and len(cached[1]) == revision:
+            # Unchanged since it was decoded (the common case of a poll): nothing to fetch.
+            return _Fetched(seq, revision, None, cached, revision + 1, [])
+        # Records only grow, so a decoded prefix stays true: fetch what follows it.
+        if cached is not None and len(cached[1]) <= revision:
+            head, start = None, len(cached[1]) + 1
+        else:
+            cached, start = None, 1
+            head = _get(txn, _u64(seq), db=dbs["headers"])
+            if head is None:
+                msg = f"record {job} is damaged: its header is missing"
+                raise Unreadable(msg, job=job, revision=0)
+        prefix = _u64(seq)
+        rows = []
+        cursor = txn.cursor(db=dbs["events"])
+        if cursor.set_range(_event_key(seq, start)):
+            for key, value in cursor.iternext():
+                if key[:8] != prefix:
+                    break
+                rows.append((bytes(key), bytes(value)))
+        return _Fetched(seq, revision, head, cached, start, rows)
+
+    def _decode(self, job: str, got: _Fetched) -> View:
+        """The View of one fetched record, its new events decoded and the whole kept in the
+        decoded cache; Unreadable for damage the rows show."""
         if got.cached is not None and not got.rows and len(got.cached[1]) == got.revision:
             return View(*got.cached)
         if got.cached is not None:
-            header, events = got.cached[0], list(got.cached[1])
+            header: Header | bytes = got.cached[0]
+            prefix: tuple[AnyEvent, ...] = got.cached[1]
         else:
             assert got.head is not None
-            header, events = codec.decode_header(got.head, job=job), []
-            if header.job != job:
-                # The index row points at another record's header: the row is damaged.
-                msg = f"record {job} is damaged: its index row leads to the header of {header.job}"
-                raise Unreadable(msg, job=job, revision=0)
-        for expected, (key, value) in enumerate(got.rows, start=got.start):
-            if _U64.unpack(key[8:])[0] != expected:
-                msg = f"record {job} is damaged: revision {expected} is missing"
-                raise Unreadable(msg, job=job, revision=expected)
-            events.append(codec.decode_event(value, revision=expected, job=job))
-        if len(events) != got.revision:
-            msg = f"record {job} is damaged: {len(events)} events stored, revision {got.revision}"
-            raise Unreadable(msg, job=job)
-        decoded = tuple(events)
-        self._decoded.put(got.seq, header, decoded)
-        return View(header, decoded)
+            header, prefix = got.head, ()
+        rows = [(_U64.unpack(key[8:])[0], value) for key, value in got.rows]
+        header, events = extend(job, header, prefix, rows, got.revision)
+        self._decoded.put(got.seq, header, events)
+        return View(header, events)
 
     def append(
         self,

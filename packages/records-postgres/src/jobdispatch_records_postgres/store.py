@@ -32,8 +32,16 @@ from jobdispatch import codec
 from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict, Invalid, LeaseLost, NotFound, Unavailable, Unreadable
 from jobdispatch.records import rules
+from jobdispatch.records.decoded import DEFAULT_CACHE_EVENTS, Decoded, DecodedCache, extend
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
-from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Refusal
+from jobdispatch.records.store import (
+    AppendRequest,
+    Created,
+    Lease,
+    ListFilter,
+    ReadAnswer,
+    Refusal,
+)
 from jobdispatch.types import JobID
 from psycopg import sql
 
@@ -113,6 +121,24 @@ def _raised(answers: Sequence[U | Refusal]) -> U:
     return answer
 
 
+@attrs.define
+class _Fetched:
+    """What a read brings out of the database for one record: its creation sequence and
+    revision, the decoded prefix this process has (or the header's bytes when it has none),
+    and the rows past that prefix, each a revision and its bytes."""
+
+    seq: int
+    revision: int
+    cached: Decoded | None
+    head: bytes | None = None
+    rows: list[tuple[int, bytes]] = attrs.Factory(list)
+
+    @property
+    def start(self) -> int:
+        """The first revision to fetch."""
+        return len(self.cached[1]) + 1 if self.cached is not None else 1
+
+
 class PostgresRecords:
     """Records in a PostgreSQL database, shared by every process on every host that opens it.
 
@@ -127,13 +153,23 @@ class PostgresRecords:
             so tests (the conformance suite's ManualClock) can move time; the database still
             does the judging, at that instant. Never give one to stores that share a database
             with supervisors on the database's time.
+        cache_events: how many decoded events this store keeps for re-reads (least recently
+            read records go first; 0 keeps none). A record read again is fetched from where
+            its cached part ends, so a supervisor's poll brings only what is new.
 
     Raises Unavailable (naming the database, never the password) when it cannot connect.
     """
 
-    def __init__(self, config: Mapping[str, Any] | Settings, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any] | Settings,
+        clock: Clock | None = None,
+        *,
+        cache_events: int = DEFAULT_CACHE_EVENTS,
+    ) -> None:
         self.settings = config if isinstance(config, Settings) else Settings.from_config(config)
         self._clock = clock
+        self._decoded = DecodedCache(cache_events)
         self._closed = False
         s = sql.Identifier(self.settings.schema)
         self._q = _Queries(s)
@@ -220,34 +256,70 @@ class PostgresRecords:
         return self._run(body, transaction=True)
 
     def read(self, job: JobID) -> View:
-        _check_key("job id", job)
+        (answer,) = self.read_many([job])
+        if isinstance(answer, View):
+            return answer
+        raise answer
+
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+        wanted = [_check_key("job id", job) for job in rules.read_batch(jobs)]
+        unique = list(dict.fromkeys(wanted))
         q = self._q
+        cache = self._decoded
 
-        def body(conn: psycopg.Connection[Any]) -> tuple[bytes, int, list[tuple[int, bytes]]]:
-            row = conn.execute(q.read_job, (job,)).fetchone()
-            if row is None:
-                msg = f"no record for job {job!r}"
-                raise NotFound(msg)
-            head, revision = bytes(row[0]), int(row[1])
-            # Events only ever grow: those past the revision just read are not this view's.
-            rows = conn.execute(q.read_events, (job, revision)).fetchall()
-            return head, revision, [(int(r), bytes(b)) for r, b in rows]
+        def body(conn: psycopg.Connection[Any]) -> dict[str, _Fetched]:
+            # Three statements whatever the number of jobs: the revisions, the headers this
+            # process has not decoded, and the rows past each cached prefix. Records only
+            # grow, so rows up to the revision just read are the same in any later snapshot.
+            heads = conn.execute(q.read_heads, (unique,)).fetchall()
+            got: dict[str, _Fetched] = {}
+            for job, seq, revision in heads:
+                cached = cache.get(int(seq))
+                if cached is not None and len(cached[1]) > int(revision):
+                    cached = None  # cannot be (records only grow): decode it again
+                got[job] = _Fetched(int(seq), int(revision), cached)
+            missing = [job for job, f in got.items() if f.cached is None]
+            if missing:
+                for job, header in conn.execute(q.read_headers, (missing,)):
+                    got[job].head = bytes(header)
+            pending = [(job, f) for job, f in got.items() if f.start <= f.revision]
+            if pending:
+                params = (
+                    [job for job, _ in pending],
+                    [f.start - 1 for _, f in pending],
+                    [f.revision for _, f in pending],
+                )
+                for job, revision, data in conn.execute(q.read_rows, params):
+                    got[job].rows.append((int(revision), bytes(data)))
+            return got
 
-        head, revision, rows = self._run(body, transaction=True)
-        header = codec.decode_header(head, job=job)
-        if header.job != job:
-            msg = f"record {job} is damaged: its row holds the header of {header.job}"
-            raise Unreadable(msg, job=job, revision=0)
-        events: list[AnyEvent] = []
-        for expected, (got, data) in enumerate(rows, start=1):
-            if got != expected:
-                msg = f"record {job} is damaged: revision {expected} is missing"
-                raise Unreadable(msg, job=job, revision=expected)
-            events.append(codec.decode_event(data, revision=expected, job=job))
-        if len(events) != revision:
-            msg = f"record {job} is damaged: {len(events)} events stored, revision {revision}"
-            raise Unreadable(msg, job=job)
-        return View(header, tuple(events))
+        fetched = self._run(body, transaction=True) if unique else {}
+        decoded: dict[str, ReadAnswer] = {}
+        for job in unique:
+            found = fetched.get(job)
+            if found is None:
+                decoded[job] = NotFound(f"no record for job {job!r}")
+                continue
+            try:
+                decoded[job] = self._decode(job, found)
+            except Unreadable as exc:
+                decoded[job] = exc
+        return tuple(decoded[job] for job in wanted)
+
+    def _decode(self, job: str, got: _Fetched) -> View:
+        """The View of one fetched record, its new rows decoded and the whole kept in the
+        decoded cache; Unreadable for damage the rows show."""
+        if got.cached is not None and not got.rows and len(got.cached[1]) == got.revision:
+            return View(*got.cached)
+        if got.cached is not None:
+            header, events = extend(job, got.cached[0], got.cached[1], got.rows, got.revision)
+        else:
+            if got.head is None:
+                msg = f"record {job} is damaged: its header is missing"
+                raise Unreadable(msg, job=job, revision=0)
+            header, events = extend(job, got.head, (), got.rows, got.revision)
+        self._decoded.put(got.seq, header, events)
+        return View(header, events)
 
     def append(
         self,
@@ -584,10 +656,13 @@ class _Queries:
             "FROM unnest(%s::text[], %s::bigint[], %s::boolean[]) AS u(job, revision, settles) "
             "WHERE j.job = u.job"
         )
-        self.read_job = q("SELECT header, revision FROM {s}.jobs WHERE job = %s")
-        self.read_events = q(
-            "SELECT revision, body FROM {s}.events WHERE job = %s AND revision <= %s "
-            "ORDER BY revision"
+        self.read_heads = q("SELECT job, seq, revision FROM {s}.jobs WHERE job = ANY(%s::text[])")
+        self.read_headers = q("SELECT job, header FROM {s}.jobs WHERE job = ANY(%s::text[])")
+        self.read_rows = q(
+            "SELECT e.job, e.revision, e.body FROM {s}.events AS e "
+            "JOIN unnest(%s::text[], %s::bigint[], %s::bigint[]) AS w(job, after, upto) "
+            "ON e.job = w.job AND e.revision > w.after AND e.revision <= w.upto "
+            "ORDER BY e.job, e.revision"
         )
         self.lock = q(
             "SELECT job, revision, settled, holder, lease_token, lease_expires, last_token "

@@ -156,14 +156,21 @@ class Executor:
 
     def run_batch(self, jobs: Sequence[tuple[str, Lease, Discovery | None]]) -> list[Pass]:
         """One pass of every job of ``jobs`` (each with its lease, and the discovery of a
-        shared find or None to find it here), in phases: each job read, found, folded and its
-        step computed; then every step executed by :meth:`_execute`. Answers one Pass per job,
+        shared find or None to find it here), in phases: every job read (one ``read_many``),
+        then each found, folded and its step computed; then every step executed by
+        :meth:`_execute`. Answers one Pass per job,
         in order; a job's own failure is its Pass's ``error``, never the batch's."""
         passes: list[Pass | None] = []
         works: list[Work] = []
-        for job, lease, discovery in jobs:
+        try:
+            views: Sequence[ev.View | Exception] = self.store.read_many([j for j, _, _ in jobs])
+        except Exception as exc:  # the store could not answer at all: every job's problem
+            views = [exc] * len(jobs)
+        for (job, lease, discovery), view in zip(jobs, views, strict=True):
             try:
-                early, work = self._compute(job, lease, discovery)
+                if isinstance(view, Exception):
+                    raise view
+                early, work = self._compute(job, lease, discovery, view)
             except Exception as exc:
                 passes.append(Pass(step=None, error=exc))
                 continue
@@ -183,11 +190,11 @@ class Executor:
         return out
 
     def _compute(
-        self, job: str, lease: Lease, discovery: Discovery | None
+        self, job: str, lease: Lease, discovery: Discovery | None, view: ev.View
     ) -> tuple[Pass | None, Work | None]:
-        """Phase one for one job: read, find (unless given), fold, deliver its escalations and
-        compute its step. A Pass when it has to wait, else the Work to execute."""
-        view = self.store.read(job)
+        """Phase one for one job, its record read (one ``read_many`` for the batch): find
+        (unless given), fold, deliver its escalations and compute its step. A Pass when it has
+        to wait, else the Work to execute."""
         if discovery is None:
             discovery = self.backend.find(job)
         now = self.clock()

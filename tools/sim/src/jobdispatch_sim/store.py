@@ -23,10 +23,18 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from jobdispatch.errors import LeaseLost, Unavailable
+from jobdispatch.errors import LeaseLost, NotFound, Unavailable, Unreadable
+from jobdispatch.records import rules
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.records.memory import MemoryRecords
-from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Refusal
+from jobdispatch.records.store import (
+    AppendRequest,
+    Created,
+    Lease,
+    ListFilter,
+    ReadAnswer,
+    Refusal,
+)
 from jobdispatch.types import JobID
 
 from jobdispatch_sim.faults import Crash, PowerCut
@@ -59,6 +67,18 @@ class SimStore:
             msg = f"record store unavailable (read of {job})"
             raise Unavailable(msg)
         return self.inner.read(job)
+
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+        """Each job read as :meth:`read` reads it, with its own chance of failing: a failed
+        read is that job's answer (Unavailable), the others are read. So a batch draws what
+        the same reads one by one drew, in the same order."""
+        answers: list[ReadAnswer] = []
+        for job in rules.read_batch(jobs):
+            try:
+                answers.append(self.read(job))
+            except (NotFound, Unreadable, Unavailable) as exc:
+                answers.append(exc)
+        return tuple(answers)
 
     def append(
         self,

@@ -28,7 +28,14 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Conflict, Invalid, NotFound, Unreadable
 from jobdispatch.records import rules
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
-from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Refusal
+from jobdispatch.records.store import (
+    AppendRequest,
+    Created,
+    Lease,
+    ListFilter,
+    ReadAnswer,
+    Refusal,
+)
 from jobdispatch.types import JobID
 
 __all__ = ["MemoryRecords"]
@@ -102,6 +109,15 @@ class MemoryRecords:
             if view is None:
                 view = record.view = View(record.header, tuple(record.events))
             return view
+
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+        answers: list[ReadAnswer] = []
+        for job in rules.read_batch(jobs):
+            try:
+                answers.append(self.read(job))
+            except (NotFound, Unreadable) as exc:
+                answers.append(exc)
+        return tuple(answers)
 
     def append(
         self,

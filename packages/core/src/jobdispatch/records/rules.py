@@ -39,6 +39,7 @@ __all__ = [
     "decides",
     "effective_key",
     "exists_already",
+    "read_batch",
     "released",
     "renewed",
     "stamp",
@@ -147,6 +148,13 @@ def check_batch_jobs(jobs: Sequence[str]) -> None:
             msg = f"a batch names job {job} twice (again at item {i}); give one part per job"
             raise Invalid(msg)
         seen.add(job)
+
+
+def read_batch(jobs: Iterable[object]) -> tuple[str, ...]:
+    """The job ids of a ``read_many``, taken whole and checked to be strings: Invalid, naming
+    the item's place, before anything is read. A job may appear more than once (a read
+    changes nothing, so two reads of one job cannot race)."""
+    return batch(jobs, str, "read_many")
 
 
 def decides(job: str, events: Sequence[AnyEvent], owner: Lease | None) -> bool:

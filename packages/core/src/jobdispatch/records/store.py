@@ -14,6 +14,8 @@ store:
   job's refusal never affects another's part, each job's part is applied whole or not at all,
   and everything a batch answered as applied is durable when it returns. They exist so a
   supervisor of thousands of jobs pays one durable commit (one sync) per batch, not per job.
+* ``read_many`` reads many records at once (one read transaction, one round trip to a server)
+  and answers per job the same way: one record's NotFound or Unreadable never hides another.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from jobdispatch.errors import Conflict, NotFound
+from jobdispatch.errors import Conflict, DispatchError, NotFound
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.types import JobID
 
@@ -32,6 +34,11 @@ from jobdispatch.types import JobID
 #: (RevisionMoved, LeaseLost, LeaseHeld), or NotFound for a job it has no record of. Answered,
 #: not raised, so that the other jobs of the batch still get theirs.
 Refusal = Conflict | NotFound
+
+#: What ``read_many`` answers for one job: its View, or the error ``read`` would have raised
+#: for it (NotFound, Unreadable; a store that can fail job by job, as the simulator's does,
+#: may answer Unavailable for one job and read the others).
+ReadAnswer = View | DispatchError
 
 
 @attrs.frozen
@@ -92,6 +99,15 @@ class Records(Protocol):
         """The whole record; NotFound for an unknown job, Unreadable (naming the job and the
         revision) for one it cannot read: damaged, or written by a newer version. That is one
         record's problem: every other record stays readable."""
+        ...
+
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+        """``read`` of every job, answered in order: each job's View, or the error ``read``
+        would have raised for it (:data:`ReadAnswer`). One read transaction where the store
+        has them, so the views are of one moment; a job may appear more than once. Invalid for
+        the whole batch, before anything is read, when an id is malformed; Unavailable when
+        the store cannot answer at all. A supervisor reads every job it owns with one call
+        per poll instead of one per job."""
         ...
 
     def append(
