@@ -14,7 +14,9 @@ manual clock that each poll advances by one second:
   between two polls every ``full_collection_every`` (10 minutes), never during a poll.
 
 LMDB runs twice: as the supervisor runs by default (its heap frozen between polls, spec 0004
-D9), and with ``freeze_heap=False``, where the collector's full passes land inside polls.
+D9), and with ``freeze_heap=False``, where the collector's full passes land inside polls. The
+PostgreSQL store runs too when the server of ``tools/postgres/up`` answers (in a schema of its
+own, dropped after), on loopback, so its figures are the store's cost without a network's.
 
 The memory store is the baseline measured in the same run; the targets are issue 19's: the LMDB
 launch within 3x of the memory store's, and no poll over 1 s with 10,000 running jobs, renewals
@@ -110,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[tuple[str, Callable[[ManualClock, Path], Records], bool]] = [
         ("memory", lambda clock, _: MemoryRecords(clock), True),
         ("lmdb", lambda clock, d: LmdbRecords(d / "records", clock), True),
-        ("lmdb, unfrozen", lambda clock, d: LmdbRecords(d / "unfrozen", clock), False),
+        ("lmdb unfrozen", lambda clock, d: LmdbRecords(d / "unfrozen", clock), False),
     ]
+    postgres = _postgres()
+    if postgres is not None:
+        runs.append(("postgresql", lambda clock, _: postgres.open(clock), True))
     with tempfile.TemporaryDirectory() as tmp:
         for name, make, freeze in runs:
             clock = ManualClock()
@@ -120,17 +125,18 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = measure(store, clock, jobs, freeze_heap=freeze)
             finally:
                 store.close()
+                if name == "postgresql" and postgres is not None:
+                    postgres.drop()
             print(f"  {name}: done", flush=True)
-    mem, lmdb, unfrozen = results["memory"], results["lmdb"], results["lmdb, unfrozen"]
-    print(f"{'':16}{'memory (s)':>12}{'lmdb (s)':>12}{'ratio':>8}{'unfrozen (s)':>14}  target")
+    mem, lmdb = results["memory"], results["lmdb"]
+    names = list(results)
+    print(f"{'(seconds)':16}" + "".join(f"{n:>15}" for n in names) + f"{'lmdb/memory':>13}  target")
     targets = {"launch": "lmdb within 3x", "longest poll": "no poll over 1 s"}
     rows = ("submit", "launch", "median poll", "longest poll", "full collection")
     for row in rows:
         ratio = lmdb[row] / mem[row] if mem[row] else float("inf")
-        print(
-            f"{row:16}{mem[row]:12.3f}{lmdb[row]:12.3f}{ratio:8.2f}x"
-            f"{unfrozen[row]:14.3f}  {targets.get(row, '')}"
-        )
+        cells = "".join(f"{results[n][row]:15.3f}" for n in names)
+        print(f"{row:16}{cells}{ratio:12.2f}x  {targets.get(row, '')}")
     print("(a full collection runs between two polls every 10 minutes, never inside one)")
     launch_ok = lmdb["launch"] <= 3 * mem["launch"]
     poll_ok = max(lmdb["longest poll"], mem["longest poll"]) <= 1.0
@@ -139,6 +145,42 @@ def main(argv: list[str] | None = None) -> int:
         f"longest poll {'met' if poll_ok else 'MISSED'}"
     )
     return 0
+
+
+class _Postgres:
+    """The PostgreSQL of tools/postgres/up, in a schema of its own for one run."""
+
+    def __init__(self, config: dict[str, object]) -> None:
+        from jobdispatch_records_postgres import testing
+
+        self.config = config
+        self.schema = testing.new_schema_name("bench")
+
+    def open(self, clock: ManualClock) -> Records:
+        from jobdispatch_records_postgres import PostgresRecords
+
+        # The bench's clock is pinned as each write's instant, as the memory and LMDB stores
+        # judge leases by it: the polls advance it a second each.
+        return PostgresRecords({**self.config, "schema": self.schema}, clock)
+
+    def drop(self) -> None:
+        from jobdispatch_records_postgres import testing
+
+        testing.drop_schema(dict(self.config), self.schema)
+
+
+def _postgres() -> _Postgres | None:
+    """The test server when it answers (its run is left out, saying why, when it does not)."""
+    try:
+        from jobdispatch_records_postgres import testing
+    except ImportError:
+        print("  postgresql: skipped, jobdispatch-records-postgres is not installed")
+        return None
+    problem = testing.problem()
+    if problem is not None:
+        print(f"  postgresql: skipped, {problem}")
+        return None
+    return _Postgres(testing.require())
 
 
 if __name__ == "__main__":
