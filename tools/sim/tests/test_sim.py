@@ -30,8 +30,9 @@ def test_every_option_is_derived_from_the_seed_and_printed() -> None:
 
 #: Mutants the first 400 seeds do not catch. Since a poll runs its jobs as one batch,
 #: budget-after-start's window (a crash between a rule's first Start and its late charge) is
-#: first met by seed 606 (spec 0005 D8).
-SEEDS_FOR = {"budget-after-start": 700}
+#: first met by seed 692 (606 before the executor read a batch's records in one call, which
+#: moved the draws: spec 0005 D8); the bound is nox's, 1,000.
+SEEDS_FOR = {"budget-after-start": 1000}
 
 
 @pytest.mark.sweep
