@@ -26,7 +26,8 @@ from jobdispatch.errors import (
     Unreadable,
 )
 from jobdispatch.records import rules
-from jobdispatch.records.store import Records
+from jobdispatch.records.events import View
+from jobdispatch.records.store import AppendRequest, Records
 from jobdispatch_conformance.records import decision, evidence, make_header
 from jobdispatch_records_lmdb import FORMAT, FORMAT_VERSION, LmdbRecords
 
@@ -373,6 +374,45 @@ def test_rereads_see_what_others_appended(tmp_path: Path) -> None:
         assert reader.read("j").events == tuple(
             evidence(n) for n in [0] + [s * 10 + k for s in range(1, 30) for k in range(s % 4)]
         )
+
+
+def test_a_writer_reads_its_own_commits_without_decoding_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What this store created and appended is cached as stored (the key recorded in the
+    header, tokens stamped: decisions carry the lease's, evidence none whatever it was given),
+    so the writer's next read decodes nothing and answers what the disk holds."""
+    import jobdispatch.codec
+
+    decoded: list[int] = []
+    real = jobdispatch.codec.decode_event
+
+    def counting(*args: object, **kwargs: object) -> object:
+        decoded.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    clock = ManualClock()
+    with LmdbRecords(tmp_path, clock) as writer, LmdbRecords(tmp_path, cache_events=0) as disk:
+        writer.create(make_header("j"), [evidence(0), decision(1)], idempotency_key="k-1")
+        writer.create(make_header("other"))
+        lease = writer.acquire("j", "sup", timedelta(seconds=30))
+        requests = [
+            AppendRequest(
+                job="j", events=(decision(2), evidence(3)), expect_revision=2, owner=lease
+            ),
+            AppendRequest(job="other", events=(evidence(1),), expect_revision=5),  # refused
+        ]
+        monkeypatch.setattr(jobdispatch.codec, "decode_event", counting)
+        answers = writer.append_many(requests)
+        assert answers[0] == 4
+        mine = writer.read_many(["j", "other"])
+        assert decoded == [], "the writer decoded what it had just written"
+        monkeypatch.undo()
+        assert mine == disk.read_many(["j", "other"])
+        view = mine[0]
+        assert isinstance(view, View)
+        assert view.header.idempotency_key == "k-1"
+        assert [e.token for e in view.events] == [None, rules.CREATOR_TOKEN, lease.token, None]
 
 
 def test_the_cache_is_bounded(tmp_path: Path) -> None:

@@ -68,9 +68,13 @@ class TestPostgresRecords(RecordStoreSuite):
             store.close()
 
     @pytest.fixture
-    def damage(self) -> Callable[[Records, ManualClock, str, int], Records]:
+    def damage(
+        self, reopen: Callable[[Records, ManualClock], Records]
+    ) -> Callable[[Records, ManualClock, str, int], Records]:
         def damage(store: Records, clock: ManualClock, job: str, revision: int) -> Records:
-            # One bit of the stored value flipped in place, behind the store's back.
+            # One bit of the stored value flipped in place, behind the store's back; then the
+            # store is opened again, as after a restart: a store trusts what it decoded (its
+            # own commits included), so only a new one finds the damage, as with LMDB.
             assert isinstance(store, PostgresRecords)
             settings = store.settings
             s = psycopg.sql.Identifier(settings.schema)
@@ -101,7 +105,7 @@ class TestPostgresRecords(RecordStoreSuite):
                         ).format(s),
                         (bytes(flipped), job, revision),
                     )
-            return store
+            return reopen(store, clock)
 
         return damage
 

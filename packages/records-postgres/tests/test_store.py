@@ -322,6 +322,51 @@ def test_a_batch_answers_each_job(new_config: Callable[[], dict[str, Any]]) -> N
         assert leases[2] == Lease("c", "sup", lease.token, leases[2].expires)  # type: ignore[union-attr]
 
 
+def test_a_poll_reads_only_what_is_new(
+    new_config: Callable[[], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch read is three statements whatever the number of jobs; what this store wrote
+    itself is cached as stored (decoded nothing); what another store wrote is fetched past
+    the cached prefix and decoded, and nothing else."""
+    import jobdispatch.codec
+
+    config = new_config()
+    with PostgresRecords(config, ManualClock()) as mine, PostgresRecords(config) as theirs:
+        jobs = [f"j{i}" for i in range(50)]
+        for job in jobs:
+            mine.create(make_header(job), [evidence(0)], idempotency_key=f"key-{job}")
+        lease = mine.acquire("j0", "sup", timedelta(minutes=1))
+        mine.append("j0", [decision(1), evidence(2)], expect_revision=1, owner=lease)
+        theirs.append("j7", [evidence(1)], expect_revision=1)
+
+        decoded: list[int] = []
+        statements: list[object] = []
+        real_decode = jobdispatch.codec.decode_event
+        real_execute = psycopg.Connection.execute
+
+        def counting_decode(*args: Any, **kwargs: Any) -> Any:
+            decoded.append(1)
+            return real_decode(*args, **kwargs)
+
+        def counting_execute(self: psycopg.Connection[Any], query: Any, *a: Any, **k: Any) -> Any:
+            if query != "":  # the pool's check of a connection before lending it
+                statements.append(query)
+            return real_execute(self, query, *a, **k)
+
+        monkeypatch.setattr(jobdispatch.codec, "decode_event", counting_decode)
+        monkeypatch.setattr(psycopg.Connection, "execute", counting_execute)
+        views = mine.read_many(jobs)
+        monkeypatch.undo()
+        assert len(decoded) == 1, "only the event another store appended is decoded"
+        assert len(statements) == 2, "the revisions, then the new rows: no header was needed"
+        with PostgresRecords(config, cache_events=0) as fresh:
+            assert views == fresh.read_many(jobs)
+        first = views[0]
+        assert not isinstance(first, Exception)
+        assert [e.token for e in first.events] == [None, lease.token, None]
+        assert first.header.idempotency_key == "key-j0"
+
+
 # ------------------------------------------------------------------------------- indexes
 
 

@@ -513,10 +513,13 @@ def _release_env(shared: _Env) -> None:
 # ------------------------------------------------------------------------------ value helpers
 
 
-def _encode_events(events: Sequence[AnyEvent], token: int | None) -> list[tuple[bytes, bool]]:
-    """Each event encoded with the token it is stored under (decisions: ``token``; controls and
-    evidence: none), and whether it settles the job."""
-    return [(codec.encode_event(e), isinstance(e, Settled)) for e in rules.stamp(events, token)]
+def _encode_events(
+    events: Sequence[AnyEvent], token: int | None
+) -> tuple[tuple[AnyEvent, ...], list[tuple[bytes, bool]]]:
+    """The events as stored (decisions carry ``token``; controls and evidence none), and each
+    encoded, with whether it settles the job."""
+    stamped = tuple(rules.stamp(events, token))
+    return stamped, [(codec.encode_event(e), isinstance(e, Settled)) for e in stamped]
 
 
 def _key_bytes(what: str, value: str, limit: int) -> bytes:
@@ -572,6 +575,7 @@ class _Prepared:
     request: AppendRequest
     job_key: bytes
     decides: bool
+    stamped: tuple[AnyEvent, ...]
     encoded: list[tuple[bytes, bool]]
 
 
@@ -661,9 +665,11 @@ class LmdbRecords:
         idem = _key_bytes("idempotency key", key, self._max_key) if key else b""
         rules.check_events(job, events)
         head = codec.encode_header(header)
-        encoded = _encode_events(events, rules.CREATOR_TOKEN)
+        stamped, encoded = _encode_events(events, rules.CREATOR_TOKEN)
+        made: list[int] = []  # the new record's sequence, once its transaction made it
 
         def txn_create(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Created:
+            made.clear()  # the body runs again when LMDB asks for a retry
             if idem:
                 existing = _get(txn, idem, db=dbs["keys"])
                 if existing is not None:
@@ -680,9 +686,15 @@ class LmdbRecords:
                 txn.put(idem, job_key, db=dbs["keys"])
             for revision, (data, _) in enumerate(encoded, start=1):
                 txn.put(_event_key(seq, revision), data, db=dbs["events"])
+            made.append(seq)
             return Created(job=job, created=True)
 
-        return self._transact(txn_create, write=True)
+        created = self._transact(txn_create, write=True)
+        if made:
+            # Committed: the record as stored is what was just encoded, so its first read
+            # (a supervisor's, moments later) need not decode it.
+            self._decoded.put(made[0], header, stamped)
+        return created
 
     def read(self, job: JobID) -> View:
         (answer,) = self.read_many([job])
@@ -781,36 +793,51 @@ class LmdbRecords:
         # transaction opens, so the writer lock is held only for the conditional part. The
         # whole batch is checked and encoded before any part is refused for its lease: a
         # malformed part makes the batch Invalid whatever the other checks would say.
-        encoded: list[tuple[bytes, list[tuple[bytes, bool]]]] = []
+        encoded: list[tuple[bytes, tuple[AnyEvent, ...], list[tuple[bytes, bool]]]] = []
         for request in requests:
             job_key = self._job_key(request.job)
             rules.check_events(request.job, request.events)
             token = request.owner.token if request.owner is not None else None
-            encoded.append((job_key, _encode_events(request.events, token)))
+            encoded.append((job_key, *_encode_events(request.events, token)))
         prepared: list[_Prepared | Refusal] = []
-        for request, (job_key, values) in zip(requests, encoded, strict=True):
+        for request, (job_key, stamped, values) in zip(requests, encoded, strict=True):
             try:
                 decides = rules.decides(request.job, request.events, request.owner)
             except Conflict as refused:
                 prepared.append(refused)
                 continue
-            prepared.append(_Prepared(request, job_key, decides, values))
+            prepared.append(_Prepared(request, job_key, decides, stamped, values))
         if not prepared:
             return ()  # nothing to decide: no write transaction, no writer lock
+        seqs: dict[str, int] = {}  # job -> its record's sequence, for the parts applied
 
         def txn_append(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[int | Refusal, ...]:
+            seqs.clear()  # the body runs again when LMDB asks for a retry
             now = self._clock()
             return tuple(
                 part
                 if isinstance(part, (Conflict, NotFound))
-                else self._append_one(txn, dbs, part, now)
+                else self._append_one(txn, dbs, part, now, seqs)
                 for part in prepared
             )
 
-        return self._transact(txn_append, write=True)
+        answers = self._transact(txn_append, write=True)
+        for part in prepared:
+            if isinstance(part, _Prepared) and part.stamped and part.request.job in seqs:
+                # Committed: the writer's next read (the supervisor's next round) need
+                # not decode what it just wrote.
+                self._decoded.committed(
+                    seqs[part.request.job], part.request.expect_revision, part.stamped
+                )
+        return answers
 
     def _append_one(
-        self, txn: lmdb.Transaction, dbs: dict[str, Any], part: _Prepared, now: datetime
+        self,
+        txn: lmdb.Transaction,
+        dbs: dict[str, Any],
+        part: _Prepared,
+        now: datetime,
+        seqs: dict[str, int],
     ) -> int | Refusal:
         """One job's part of a batch inside its transaction. Every refusal is decided before
         the first write of the part, so a refused part leaves nothing behind."""
@@ -833,6 +860,7 @@ class LmdbRecords:
         new = revision + len(part.encoded)
         settles = any(s for _, s in part.encoded)
         txn.put(part.job_key, _JOB.pack(seq, new, settled or settles), db=dbs["jobs"])
+        seqs[job] = seq
         return new
 
     def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:

@@ -73,6 +73,7 @@ class _Row:
     token: int | None
     expires: datetime | None
     last_token: int
+    seq: int
 
     def lease(self, job: JobID) -> Lease | None:
         """The job's lease as the rules see it: None once released (or never taken)."""
@@ -88,6 +89,7 @@ class _Prepared:
     request: AppendRequest
     decides: bool
     encoded: list[tuple[bytes, int | None, bool]]  # (body, token, settles) per event
+    stamped: tuple[AnyEvent, ...]  # the events as stored
 
 
 def _utc(value: datetime) -> datetime:
@@ -226,7 +228,7 @@ class PostgresRecords:
             _check_key("idempotency key", key)
         rules.check_events(job, events)
         head = codec.encode_header(header)
-        stamped = rules.stamp(events, rules.CREATOR_TOKEN)
+        stamped = tuple(rules.stamp(events, rules.CREATOR_TOKEN))
         bodies = [codec.encode_event(e) for e in stamped]
         tokens = [e.token for e in stamped]
         settled = any(isinstance(e, Settled) for e in stamped)
@@ -251,9 +253,14 @@ class PostgresRecords:
             if bodies:
                 revisions = list(range(1, len(bodies) + 1))
                 conn.execute(q.insert_events, ([job] * len(bodies), revisions, tokens, bodies))
+            made.append(int(inserted[0]))
             return Created(job=job, created=True)
 
-        return self._run(body, transaction=True)
+        made: list[int] = []  # the new record's sequence, once its transaction made it
+        created = self._run(body, transaction=True)
+        if made:
+            self._decoded.put(made[0], header, stamped)  # committed: read without decoding
+        return created
 
     def read(self, job: JobID) -> View:
         (answer,) = self.read_many([job])
@@ -341,31 +348,31 @@ class PostgresRecords:
         # so rows stay locked only for the conditional part. The whole batch is checked and
         # encoded before any part is refused for its lease: a malformed part makes the batch
         # Invalid whatever the other checks would say (spec 0002, D4).
-        encoded_parts: list[list[tuple[bytes, int | None, bool]]] = []
+        encoded_parts: list[tuple[list[tuple[bytes, int | None, bool]], tuple[AnyEvent, ...]]] = []
         for request in requests:
             _check_key("job id", request.job)
             rules.check_events(request.job, request.events)
             token = request.owner.token if request.owner is not None else None
-            encoded_parts.append(
-                [
-                    (codec.encode_event(e), e.token, isinstance(e, Settled))
-                    for e in rules.stamp(request.events, token)
-                ]
-            )
+            stamped = tuple(rules.stamp(request.events, token))
+            encoded = [(codec.encode_event(e), e.token, isinstance(e, Settled)) for e in stamped]
+            encoded_parts.append((encoded, stamped))
         prepared: list[_Prepared | Refusal] = []
-        for request, encoded in zip(requests, encoded_parts, strict=True):
+        for request, (encoded, stamped) in zip(requests, encoded_parts, strict=True):
             try:
                 decides = rules.decides(request.job, request.events, request.owner)
             except Conflict as refused:
                 prepared.append(refused)
                 continue
-            prepared.append(_Prepared(request, decides, encoded))
+            prepared.append(_Prepared(request, decides, encoded, stamped))
         parts = [p for p in prepared if isinstance(p, _Prepared)]
         if not parts:
             return tuple(p for p in prepared if not isinstance(p, _Prepared))
         q = self._q
 
+        seqs: dict[str, int] = {}  # job -> its record's sequence, for the parts applied
+
         def body(conn: psycopg.Connection[Any]) -> tuple[int | Refusal, ...]:
+            seqs.clear()
             locked, now = self._lock(conn, [p.request.job for p in parts])
             answers: list[int | Refusal] = []
             ev_jobs: list[str] = []
@@ -398,6 +405,7 @@ class PostgresRecords:
                     ev_tokens.append(token)
                     ev_bodies.append(data)
                 new = row.revision + len(part.encoded)
+                seqs[job] = row.seq
                 if part.encoded:
                     up_jobs.append(job)
                     up_revisions.append(new)
@@ -408,7 +416,14 @@ class PostgresRecords:
                 conn.execute(q.update_revisions, (up_jobs, up_revisions, up_settles))
             return tuple(answers)
 
-        return self._run(body, transaction=True)
+        answers = self._run(body, transaction=True)
+        for part in parts:
+            seq = seqs.get(part.request.job)
+            if seq is not None and part.stamped:
+                # Committed: the writer's next read (a supervisor's next round) need not
+                # fetch or decode what it just wrote.
+                self._decoded.committed(seq, part.request.expect_revision, part.stamped)
+        return answers
 
     def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
         want = filter.settled if filter is not None else None
@@ -580,8 +595,16 @@ class PostgresRecords:
         locks, so that no other writer of these jobs commits between that instant and ours."""
         rows = conn.execute(self._q.lock, (list(jobs),)).fetchall()
         locked = {
-            job: _Row(int(rev), bool(settled), holder, token, _utc(exp) if exp else None, int(last))
-            for job, rev, settled, holder, token, exp, last in rows
+            job: _Row(
+                int(rev),
+                bool(settled),
+                holder,
+                token,
+                _utc(exp) if exp else None,
+                int(last),
+                int(seq),
+            )
+            for job, rev, settled, holder, token, exp, last, seq in rows
         }
         pinned = self._clock() if self._clock is not None else None
         row = conn.execute(self._q.pin_now, (pinned,)).fetchone()
@@ -665,7 +688,7 @@ class _Queries:
             "ORDER BY e.job, e.revision"
         )
         self.lock = q(
-            "SELECT job, revision, settled, holder, lease_token, lease_expires, last_token "
+            "SELECT job, revision, settled, holder, lease_token, lease_expires, last_token, seq "
             "FROM {s}.jobs WHERE job = ANY(%s::text[]) ORDER BY job FOR UPDATE"
         )
         self.pin_now = q("SELECT {s}.pin_now(%s::timestamptz)")

@@ -3,7 +3,9 @@
 A durable store keeps each record as bytes: a header and one row per event. A supervisor reads
 every job it owns on every poll, and decoding is the slow part of a read, so a store keeps what
 it decoded (:class:`DecodedCache`) and, since records only grow and events never change, fetches
-and decodes only the rows past the cached prefix (:func:`extend`). The LMDB store and the
+and decodes only the rows past the cached prefix (:func:`extend`). What a store commits itself
+is cached as stored when it commits (``put`` on create, ``committed`` on append), so the
+writer's next read, a supervisor's next round, decodes nothing at all. The LMDB store and the
 PostgreSQL store both do this, so the cache and the damage checks live here once.
 """
 
@@ -60,6 +62,16 @@ class DecodedCache:
             while self._size > self.limit:
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._size -= len(dropped) + 1
+
+    def committed(self, key: int, at: int, events: tuple[AnyEvent, ...]) -> None:
+        """``events`` (as stored: stamped) were just committed after revision ``at``: a
+        record cached up to exactly ``at`` gets them, so the writer's next read decodes
+        nothing. Any other cached state (ahead of ``at``: a read got there first; behind it:
+        another writer committed in between) is left for the next read to extend."""
+        with self._lock:
+            item = self._items.get(key)
+        if item is not None and len(item[1]) == at:
+            self.put(key, item[0], item[1] + events)
 
 
 def extend(
