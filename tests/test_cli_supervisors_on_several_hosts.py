@@ -1,0 +1,356 @@
+"""``jobdispatch supervise`` on several hosts over one PostgreSQL store (spec 0013 D7).
+
+Each "host" is a network namespace joined to this one by a veth pair (``netns_hosts``) and a
+UTS namespace of its own named ``h0``, ``h1``, ... (so each supervisor's default holder,
+``HOSTNAME:PID:NONCE``, says which host it runs on). On each, the real command runs:
+``jobdispatch --store postgresql://USER@GATEWAY:PORT/DB supervise``, reaching the database
+through its link and the relay only. The hosts share the file system and the process table,
+so one cluster config naming the local adapter with one shared ``state_dir`` gives every
+supervisor the same scheduler, and the jobs are real processes.
+
+The jobs are submitted with ``jobdispatch submit``. Each rank appends a ``start`` line when it
+begins and an ``end`` line when it is let go (the test creates ``release``), and holds an
+exclusive ``flock`` on a file of its job and rank for its whole life: a second execution of a
+job starting while another still runs finds the lock taken and writes an ``overlap`` line. So
+duplicates are audited from what the ranks did, not from what an adapter or a supervisor says.
+
+Shown: the jobs spread over the live supervisors (a newcomer gets its share, a SIGKILLed one's
+jobs move to the others under greater tokens); a supervisor whose link is taken down loses its
+leases, the other takes its jobs over and recovers a node lost meanwhile (the runner SIGKILLed,
+as the local adapter's own tests lose a node) exactly once, and once back the first is fenced:
+none of its late decisions commits. Then every job settles with 0 duplicate executions, 0 lost
+jobs and 0 budgets overspent. Needs root (namespaces), ``unshare`` and the server; skips without
+them, and fails under JOBDISPATCH_REQUIRE_SERVICES=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jobdispatch.types import ObjectState
+from jobdispatch_local.testing import make_backend, shut_down
+from netns_hosts import Host, Relay, holders, make_hosts, owned_by, require, spread, wait
+
+pg_testing = pytest.importorskip("jobdispatch_records_postgres.testing")
+from jobdispatch_records_postgres import PostgresRecords, Settings  # noqa: E402
+
+LEASE_TTL = 3.0
+POLL = 0.2
+BUDGET = 1
+SETTLED = ("succeeded", "failed", "cancelled")
+
+#: A rank: take the job-and-rank lock (or say it overlaps), say it started, wait to be let go,
+#: say it ended. ``9>&-`` keeps the lock out of the short-lived children, so a rank SIGKILLed
+#: with its runner lets the lock go at once.
+RANK = r"""
+m="$0"; k="$JOBDISPATCH_JOB $JOBDISPATCH_SUBMISSION $JOBDISPATCH_EXECUTION $RANK"
+exec 9>>"$m/$JOBDISPATCH_JOB.$RANK.lock"
+flock -n 9 || echo "overlap $k" >> "$m/overlaps"
+echo "start $k $(date +%s.%N 9>&-)" >> "$m/runs"
+while [ ! -e "$m/release" ]; do sleep 0.2 9>&-; done
+echo "end $k $(date +%s.%N 9>&-)" >> "$m/runs"
+"""
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).parent / "jobdispatch"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
+
+
+class World:
+    """The hosts, the relay, one cluster config (local adapter, shared ``state_dir``, the
+    ``[store]`` table), the ranks' marks folder, and the supervisors started so far."""
+
+    def __init__(self, root: Path, config: dict[str, Any], hosts: list[Host]) -> None:
+        self.root = root
+        self.hosts = hosts
+        self.settings = Settings.from_config(config)
+        self.config = config
+        self.state = root / "local"
+        self.marks = root / "marks"
+        self.marks.mkdir()
+        self.relay = Relay(
+            (self.settings.conninfo["host"], int(self.settings.conninfo.get("port", "5432")))
+        )
+        home = root / "config" / "jobdispatch"
+        home.mkdir(parents=True)
+        (home / "config.toml").write_text(
+            'default_cluster = "hosts"\n'
+            "[clusters.hosts]\n"
+            'adapter = "local"\n'
+            f'state_dir = "{self.state}"\n'
+            "grace = 0.5\n"
+            "poll = 0.05\n"
+            "\n[store]\n"
+            'kind = "postgresql"\n'
+            f'dsn = "{config["dsn"]}"\n'
+            f'password_file = "{config["password_file"]}"\n'
+            f'schema = "{config["schema"]}"\n'
+        )
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
+        }
+        self.env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(root / "xdg"))
+        self.store = PostgresRecords(config)
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    # ------------------------------------------------------------------ the command
+
+    def run(self, *args: str) -> Any:
+        """``jobdispatch ARGS --json`` from this namespace, its output parsed."""
+        done = subprocess.run(
+            [*_command(), *args, "--json"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, (args, done.stderr)
+        return json.loads(done.stdout)
+
+    def submit(self, n: int) -> list[str]:
+        """``n`` jobs of 2 nodes, each resubmitted once on a lost node, submitted at once."""
+        job_file = self.root / "job.toml"
+        job_file.write_text(
+            'name = "ranks"\n'
+            f"command = {json.dumps(['sh', '-c', RANK, str(self.marks)])}\n"
+            "nodes = 2\n"
+            "[[recovery.rules]]\n"
+            'on = ["node-lost"]\n'
+            'action = "resubmit"\n'
+            f"budget = {BUDGET}\n"
+        )
+        procs = [
+            subprocess.Popen(
+                [*_command(), "submit", str(job_file), "--json"],
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(n)
+        ]
+        jobs = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            jobs.append(json.loads(out)["job"])
+        return jobs
+
+    def states(self) -> dict[str, str]:
+        return {row["job"]: row["state"] for row in self.run("list")}
+
+    # ------------------------------------------------------------------ the supervisors
+
+    def spawn(self, index: int) -> subprocess.Popen[bytes]:
+        """``jobdispatch supervise`` on host ``index``, reaching the store through its link;
+        returns once it said which holder it is (and that holder names its host)."""
+        host = self.hosts[index]
+        url = (
+            f"postgresql://{self.settings.conninfo['user']}@{host.gateway}:{self.relay.port}/"
+            f"{self.settings.conninfo['dbname']}"
+        )
+        log = self.root / f"h{index}.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [
+                    *("ip", "netns", "exec", host.name, "unshare", "--uts", "--"),
+                    *("sh", "-c", 'hostname "$0" && exec "$@"', f"h{index}"),
+                    *_command(),
+                    *("--store", url, "supervise", "--lease-ttl", f"{LEASE_TTL:g}s"),
+                    *("--poll", f"{POLL:g}"),
+                ],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.procs[index] = proc
+        self.started.append(proc)
+
+        def announced() -> str | None:
+            assert proc.poll() is None, log.read_text()
+            found = re.search(r"\sas\s+(\S+:\d+:\S+),", log.read_text())
+            return found[1] if found else None
+
+        holder = wait(announced, f"supervisor h{index} to start")
+        # ip netns exec, unshare and sh all exec: the pid is the supervisor's own.
+        assert holder.split(":")[:2] == [f"h{index}", str(proc.pid)], holder
+        return proc
+
+    def log(self, index: int) -> str:
+        return (self.root / f"h{index}.log").read_text()
+
+    # ------------------------------------------------------------------ what ran
+
+    def lines(self, name: str) -> list[list[str]]:
+        path = self.marks / name
+        return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+    def executions(self, job: str) -> dict[tuple[int, int], dict[str, Any]]:
+        """Every execution of ``job`` the ranks told of, by (submission, execution): when its
+        first rank started, when its last rank ended (None unless every rank ended)."""
+        found: dict[tuple[int, int], dict[str, Any]] = {}
+        for kind, who, sub, exe, rank, at in self.lines("runs"):
+            if who != job:
+                continue
+            e = found.setdefault((int(sub), int(exe)), {"starts": {}, "ends": {}})
+            e["starts" if kind == "start" else "ends"][rank] = float(at)
+        for e in found.values():
+            e["start"] = min(e["starts"].values())
+            e["end"] = max(e["ends"].values()) if len(e["ends"]) == len(e["starts"]) else None
+        return found
+
+    def running(self, jobs: list[str], submission: int = 1) -> bool:
+        """Whether both ranks of each job's ``submission`` have started."""
+        return all(
+            len(self.executions(job).get((submission, 0), {}).get("starts", {})) == 2
+            for job in jobs
+        )
+
+    def close(self) -> None:
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+        shut_down(self.state)
+        self.store.close()
+        self.relay.close()
+        for host in self.hosts:
+            host.remove()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    require(pg_testing.problem())
+    server = pg_testing.server_config()
+    assert server is not None
+    config = {**server, "schema": pg_testing.new_schema_name("clihosts")}
+    hosts = make_hosts(3, "unshare", "flock")
+    w = World(tmp_path, config, hosts)
+    try:
+        yield w
+    finally:
+        w.close()
+        pg_testing.drop_schema(config, config["schema"])
+
+
+def _settle(world: World, jobs: list[str]) -> dict[str, dict[str, Any]]:
+    """Let every rank go, wait for every job to settle, and return their statuses."""
+    (world.marks / "release").touch()
+    wait(
+        lambda: all(s in SETTLED for j, s in world.states().items() if j in jobs),
+        "every job to settle",
+    )
+    return {job: world.run("status", job) for job in jobs}
+
+
+def _audit(world: World, jobs: list[str], recovered: dict[str, float]) -> None:
+    """From what the ranks wrote: no two executions of a job overlapped; each job ran once,
+    plus once more for each node lost under it (``recovered``: job to when its runner was
+    killed), within its budget; the last execution ran to its end, and a recovery started
+    only after the loss. Every job is in the store, succeeded, and fired no rule past its
+    budget; the decisions of each job carry non-decreasing tokens."""
+    assert world.lines("overlaps") == [], world.lines("overlaps")
+    listed = set(world.store.list())
+    statuses = _settle(world, jobs)
+    for job in jobs:
+        assert job in listed, f"{job} lost"
+        status = statuses[job]
+        assert status["state"] == "succeeded", status
+        firings = [rule["firings"] for rule in status["plan"]["rules"]]
+        assert all(f <= BUDGET for f in firings), firings
+        runs = world.executions(job)
+        expected = [(1, 0), (2, 0)] if job in recovered else [(1, 0)]
+        assert sorted(runs) == expected, (job, runs)
+        assert len(runs) <= 1 + BUDGET
+        *earlier, last = [runs[k] for k in expected]
+        assert last["end"] is not None, (job, last)
+        for e in earlier:
+            assert e["end"] is None, (job, e)  # its ranks died with their runner
+            assert e["start"] < recovered[job] < last["start"], (job, runs, recovered[job])
+        tokens = [e.token or 0 for e in world.store.read(job).events if e.decision]
+        assert tokens == sorted(tokens), (job, tokens)
+    assert world.lines("overlaps") == [], world.lines("overlaps")
+
+
+def _lose_a_node(world: World, job: str) -> float:
+    """SIGKILL the runner of ``job``'s running object, as the local adapter's tests lose a
+    node (its ranks die with it: node-lost, provenance scheduler); returns when."""
+    backend = make_backend(world.state)
+    found = backend.find(job).objects
+    running = [o for o in found if o.state is ObjectState.RUNNING]
+    assert len(running) == 1, found
+    [running] = running
+    at = time.time()
+    assert backend.kill_runner(running.ref)
+    return at
+
+
+def test_the_jobs_spread_and_a_killed_supervisors_jobs_move(world: World) -> None:
+    jobs = world.submit(6)
+    world.spawn(0)
+    wait(lambda: spread(world.settings, jobs) == {"h0": 6}, "h0 owning every job")
+    wait(lambda: world.running(jobs), "every job's ranks running")
+    world.spawn(1)
+    wait(lambda: spread(world.settings, jobs) == {"h0": 3, "h1": 3}, "h1 getting half")
+    third = world.spawn(2)
+    wait(lambda: spread(world.settings, jobs) == {"h0": 2, "h1": 2, "h2": 2}, "two each")
+    before = holders(world.settings)
+    third_jobs = [j for j in jobs if before[j][0] and before[j][0].startswith("h2:")]
+    third.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    wait(lambda: spread(world.settings, jobs) == {"h0": 3, "h1": 3}, "h2's jobs moving")
+    # Not asserted (timings never are); spec 0013 D7 quotes it against the lease ttl.
+    print(f"\nh2's jobs moved {time.monotonic() - killed:.1f} s after its SIGKILL")
+    after = holders(world.settings)
+    for job in third_jobs:
+        assert after[job][0] is not None and not after[job][0].startswith("h2:")
+        assert (after[job][1] or 0) > (before[job][1] or 0), (job, before[job], after[job])
+    _audit(world, jobs, recovered={})
+
+
+def test_a_supervisor_cut_off_is_fenced_and_a_node_lost_meanwhile_recovers_once(
+    world: World,
+) -> None:
+    jobs = world.submit(3)
+    world.spawn(0)
+    before = wait(lambda: owned_by(world.settings, "h0", jobs), "h0 owning every job")
+    wait(lambda: world.running(jobs), "every job's ranks running")
+    world.spawn(1)
+    cut = world.hosts[0]
+    cut.link(up=False)
+    after = wait(lambda: owned_by(world.settings, "h1", jobs), "h1 taking every job over")
+    # h0 still runs but holds nothing: its leases lapsed on the database's clock.
+    assert world.procs[0].poll() is None, world.log(0)
+    # A node lost while h0 is away: h1 resubmits the job, once.
+    lost = _lose_a_node(world, jobs[0])
+    wait(lambda: world.running(jobs[:1], submission=2), "the resubmission's ranks running")
+    cut.link(up=True)
+    # h0 is back when it holds a share again, under new tokens.
+    wait(lambda: spread(world.settings, jobs).get("h0", 0) >= 1, "h0 back with a share")
+    _audit(world, jobs, recovered={jobs[0]: lost})
+    # None of h0's late decisions committed: every decision under a token older than the
+    # takeover's comes before every one under the takeover's token or a later one, and none
+    # carries a token h0 did not hold before the cut.
+    for job in jobs:
+        taken = after[job][1]
+        assert taken is not None
+        tokens = [e.token or 0 for e in world.store.read(job).events if e.decision]
+        split = next((i for i, t in enumerate(tokens) if t >= taken), len(tokens))
+        assert all(t < taken for t in tokens[:split]), (job, tokens, taken)
+        assert all(t >= taken for t in tokens[split:]), (job, tokens, taken)
+        assert all(t <= (before[job][1] or 0) for t in tokens[:split]), (job, tokens)
