@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -95,21 +96,33 @@ class Host:
 
 
 def make_hosts(n: int, *tools: str) -> list[Host]:
-    """``n`` hosts with addresses no concurrent run picks (a random tag and subnets); skips
+    """``n`` hosts named by a random tag, on subnets no other run's hosts use now; skips
     (fails under JOBDISPATCH_REQUIRE_SERVICES=1) without root, ``ip`` or one of ``tools``."""
     missing = [tool for tool in ("ip", *tools) if shutil.which(tool) is None]
     if os.geteuid() != 0 or missing:
         require(f"network namespaces need root and these tools: {', '.join(('ip', *tools))}")
     tag = secrets.token_hex(2)
+    taken = _subnets_in_use()
+    free = [k for k in range(16, 216) if k not in taken]
+    start = int(tag, 16) % len(free)
     hosts: list[Host] = []
     try:
         for i in range(n):
-            hosts.append(Host(tag, i, 16 + (int(tag, 16) * 3 + i) % 200))
+            hosts.append(Host(tag, i, free[(start + i) % len(free)]))
     except (subprocess.CalledProcessError, OSError) as exc:
         for host in hosts:
             host.remove()
         require(f"cannot make network namespaces: {exc}")
     return hosts
+
+
+def _subnets_in_use() -> set[int]:
+    """The third bytes of the 10.231.X.0/30 links that exist now (another run's hosts), so
+    that two runs at once never put one address on two links."""
+    shown = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
+    return {int(m) for m in re.findall(r"inet 10\.231\.(\d+)\.", shown)}
 
 
 class Relay:

@@ -154,9 +154,6 @@ class World:
                 jobs.append(json.loads(out)["job"])
         return jobs
 
-    def states(self) -> dict[str, str]:
-        return {row["job"]: row["state"] for row in self.run("list")}
-
     # ------------------------------------------------------------------ the supervisors
 
     def spawn(self, index: int, ttl: float = LEASE_TTL) -> subprocess.Popen[bytes]:
@@ -253,14 +250,16 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 
 def _settle(world: World, jobs: list[str], timeout: float = DEADLINE) -> dict[str, Any]:
-    """Let every rank go, wait for every job to settle, and return their statuses."""
+    """Let every rank go, wait for every job to settle, and return their statuses (those of
+    ``jobdispatch list``, each what ``jobdispatch status`` says: one command for all)."""
     (world.marks / "release").touch()
-    wait(
-        lambda: all(s in SETTLED for j, s in world.states().items() if j in jobs),
-        "every job to settle",
-        timeout,
-    )
-    return {job: world.run("status", job) for job in jobs}
+
+    def settled() -> dict[str, Any] | None:
+        statuses = {row["job"]: row for row in world.run("list")}
+        done = all(statuses.get(job, {}).get("state") in SETTLED for job in jobs)
+        return statuses if done else None
+
+    return wait(settled, "every job to settle", timeout)
 
 
 def _audit(world: World, jobs: list[str], lost: dict[str, list[float]]) -> dict[str, list[Any]]:
@@ -440,8 +439,8 @@ def test_soak_of_the_command(world: World) -> None:
             world.hosts[victim].link(up=True)
     found = _audit(world, jobs, lost)
     states: dict[str, int] = {}
-    for state in world.states().values():
-        states[state] = states.get(state, 0) + 1
+    for row in world.run("list"):
+        states[row["state"]] = states.get(row["state"], 0) + 1
     print(
         f"\nsoak (command, local adapter): {n_jobs} jobs, 3 supervisors, lease ttl {ttl:g} s, "
         f"{kills} SIGKILLs, {partitions} partitions, "
