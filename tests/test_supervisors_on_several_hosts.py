@@ -25,28 +25,24 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from multiprocessing.managers import BaseManager
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
+from netns_hosts import Relay, holders, make_hosts, owned_by, require, spread, wait
 
 pg_testing = pytest.importorskip("jobdispatch_records_postgres.testing")
 from jobdispatch_records_postgres import PostgresRecords, Settings  # noqa: E402
 
-T = TypeVar("T")
-DEADLINE = 180.0  # generous: a loaded 2-core machine
 LEASE_TTL = 3.0
 BUDGET = 1
 
@@ -88,102 +84,6 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def wait(predicate: Callable[[], T | None], what: str, timeout: float = DEADLINE) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    msg = f"timed out waiting for {what}"
-    raise AssertionError(msg)
-
-
-def _require(problem: str | None) -> None:
-    if problem is None:
-        return
-    if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {problem}")
-    pytest.skip(problem)
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-
-class Host:
-    """A network namespace joined to this one by a veth pair (``gateway`` is this side)."""
-
-    def __init__(self, tag: str, index: int, subnet: int) -> None:
-        self.name = f"jd-{tag}-{index}"
-        self.outer = f"jd{tag}{index}o"
-        self.inner = f"jd{tag}{index}i"
-        self.gateway = f"10.231.{subnet}.1"
-        self.address = f"10.231.{subnet}.2"
-        _ip("netns", "add", self.name)
-        try:
-            _ip("link", "add", self.outer, "type", "veth", "peer", "name", self.inner)
-            _ip("link", "set", self.inner, "netns", self.name)
-            _ip("addr", "add", f"{self.gateway}/30", "dev", self.outer)
-            _ip("link", "set", self.outer, "up")
-            _ip("-n", self.name, "addr", "add", f"{self.address}/30", "dev", self.inner)
-            _ip("-n", self.name, "link", "set", self.inner, "up")
-            _ip("-n", self.name, "link", "set", "lo", "up")
-        except BaseException:
-            self.remove()
-            raise
-
-    def link(self, up: bool) -> None:
-        _ip("link", "set", self.outer, "up" if up else "down")
-
-    def remove(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("link", "del", self.outer)
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("netns", "del", self.name)
-
-
-class Relay:
-    """TCP from any local address's ``port`` to ``target``, one pump thread per direction."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("0.0.0.0", 0))
-        self.port = self.listener.getsockname()[1]
-        self._open: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, timeout=10)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            self._open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self.listener.close()
-        for s in self._open:
-            with contextlib.suppress(OSError):
-                s.close()
-
-
 class Manager(BaseManager):
     pass
 
@@ -191,22 +91,12 @@ class Manager(BaseManager):
 @pytest.fixture
 def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
     """Three hosts, the relay to PostgreSQL, the shared scheduler, and a schema of its own."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        _require("network namespaces need root and iproute2's ip")
-    _require(pg_testing.problem())
+    require(pg_testing.problem())
     server = pg_testing.server_config()
     assert server is not None
     config = {**server, "schema": pg_testing.new_schema_name("hosts")}
     settings = Settings.from_config(config)
-    tag = secrets.token_hex(2)
-    hosts: list[Host] = []
-    try:
-        for i in range(3):
-            hosts.append(Host(tag, i, 16 + (int(tag, 16) * 3 + i) % 200))
-    except (subprocess.CalledProcessError, OSError) as exc:
-        for host in hosts:
-            host.remove()
-        _require(f"cannot make network namespaces: {exc}")
+    hosts = make_hosts(3)
     relay = Relay((settings.conninfo["host"], int(settings.conninfo.get("port", "5432"))))
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     Manager.register("backend", callable=lambda: backend)
@@ -282,27 +172,13 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
 
 
 def _holders(world: dict[str, Any]) -> dict[str, tuple[str | None, int | None]]:
-    """Every job's lease holder and token, read from the table (leases are the store's own)."""
-    import psycopg
-    from psycopg import sql
-
-    settings: Settings = world["settings"]
-    with psycopg.connect(**settings.connect_kwargs(), autocommit=True) as conn:
-        rows = conn.execute(
-            sql.SQL(
-                "SELECT job, holder, lease_token FROM {}.jobs "
-                "WHERE lease_expires > clock_timestamp()"
-            ).format(sql.Identifier(settings.schema))
-        ).fetchall()
-    return {job: (holder, token) for job, holder, token in rows}
+    return holders(world["settings"])
 
 
 def _owned_by(
     world: dict[str, Any], holder: str, jobs: list[str]
 ) -> dict[str, tuple[str | None, int | None]] | None:
-    """The live leases when ``holder`` holds every one of ``jobs``, else None."""
-    held = _holders(world)
-    return held if all(held.get(job, (None, None))[0] == holder for job in jobs) else None
+    return owned_by(world["settings"], holder, jobs)
 
 
 def _submit(world: dict[str, Any], n: int) -> list[str]:
@@ -385,12 +261,7 @@ def test_a_supervisor_cut_off_is_fenced_when_it_comes_back(world: dict[str, Any]
 
 
 def _spread(world: dict[str, Any], jobs: list[str]) -> dict[str, int]:
-    """How many of ``jobs`` each holder has a live lease on."""
-    counts: dict[str, int] = {}
-    for job, (holder, _) in _holders(world).items():
-        if job in jobs and holder is not None:
-            counts[holder] = counts.get(holder, 0) + 1
-    return counts
+    return spread(world["settings"], jobs)
 
 
 def test_the_jobs_spread_over_the_live_supervisors(world: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ the indexes behind ``list``, and its registration."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -218,6 +219,50 @@ def test_leases_run_on_the_database_clock(new_config: Callable[[], dict[str, Any
             store.append("job-1", [decision(1)], expect_revision=0, owner=lease)
         taken = store.acquire("job-1", "b", timedelta(minutes=5))
         assert taken.token > lease.token
+
+
+def test_a_client_silent_inside_a_transaction_does_not_hold_its_jobs(
+    new_config: Callable[[], dict[str, Any]],
+) -> None:
+    """A supervisor cut off from the network in the middle of a write leaves its session open
+    on the server (a partition sends no reset), inside a transaction that holds its jobs'
+    row locks. The server ends such a session after ``stalled_transaction_timeout``, so
+    another supervisor takes the job over once the lease expired, not once the network is
+    back (it waited for the partition's whole length before, in the multi-host tests)."""
+    config = {**new_config(), "stalled_transaction_timeout": 1}
+    with PostgresRecords(config) as store:
+        store.create(make_header("job-1"))
+        lease = store.acquire("job-1", "a", timedelta(seconds=1))
+        # A session of the store, as its writes open them, stopped after locking the row.
+        silent = psycopg.connect(**store.settings.connect_kwargs(), autocommit=True)
+        try:
+            silent.execute("BEGIN")
+            silent.execute(
+                sql.SQL("SELECT 1 FROM {}.jobs WHERE job = %s FOR UPDATE").format(
+                    sql.Identifier(store.settings.schema)
+                ),
+                ["job-1"],
+            )
+            taken: list[Lease] = []
+            other = threading.Thread(
+                target=lambda: taken.append(store.acquire("job-1", "b", timedelta(seconds=30))),
+                daemon=True,
+            )
+            other.start()
+            other.join(timeout=60)
+            assert taken, "the takeover still waits on the silent session's lock"
+            assert taken[0].token > lease.token
+            with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+                silent.execute("SELECT 1")  # the server ended it
+        finally:
+            silent.close()
+
+
+def test_a_stalled_transaction_timeout_is_checked() -> None:
+    with pytest.raises(ValidationError, match="stalled_transaction_timeout"):
+        Settings.from_config({"host": "db", "stalled_transaction_timeout": 0})
+    settings = Settings.from_config({"host": "db", "stalled_transaction_timeout": 2.5})
+    assert "idle_in_transaction_session_timeout=2500" in settings.connect_kwargs()["options"]
 
 
 def test_the_database_fences_even_when_the_rules_are_skipped(

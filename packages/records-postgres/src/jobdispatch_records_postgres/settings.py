@@ -73,6 +73,14 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "exclusiveMinimum": 0,
             "description": "seconds to wait for a connection before Unavailable (default 10)",
         },
+        "stalled_transaction_timeout": {
+            "type": "number",
+            "minimum": 0.1,
+            "maximum": 3600,
+            "description": "seconds after which the server ends a session of this store that "
+            "went silent inside a transaction, so its row locks do not outlive a client cut "
+            "off from the network (default 10)",
+        },
     },
     "not": {"required": ["password_file", "password_env"]},
 }
@@ -94,6 +102,7 @@ class Settings:
     schema: str = DEFAULT_SCHEMA
     pool_size: int = 4
     connect_timeout: float = 10.0
+    stalled_transaction_timeout: float = 10.0
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -127,6 +136,7 @@ class Settings:
             schema=config.get("schema", DEFAULT_SCHEMA),
             pool_size=config.get("pool_size", 4),
             connect_timeout=float(config.get("connect_timeout", 10.0)),
+            stalled_transaction_timeout=float(config.get("stalled_transaction_timeout", 10.0)),
         )
 
     def password(self) -> str | None:
@@ -152,9 +162,18 @@ class Settings:
         return None
 
     def connect_kwargs(self) -> dict[str, Any]:
-        """What a new connection is opened with (the password read now)."""
+        """What a new connection is opened with (the password read now).
+
+        The session asks the server to end it once it has sat idle inside a transaction for
+        ``stalled_transaction_timeout`` (``idle_in_transaction_session_timeout``): a client
+        cut off from the network in the middle of a write still holds the row locks of its
+        jobs on the server, whose TCP connection stays open (a partition sends no reset), and
+        without this every other supervisor's next write of those jobs would wait on them
+        for as long as the partition lasts, long after the lease expired."""
         kwargs: dict[str, Any] = dict(self.conninfo)
         kwargs["connect_timeout"] = max(1, round(self.connect_timeout))
+        stalled_ms = max(1, round(self.stalled_transaction_timeout * 1000))
+        kwargs["options"] = f"-c idle_in_transaction_session_timeout={stalled_ms}"
         password = self.password()
         if password is not None:
             kwargs["password"] = password
