@@ -5,11 +5,12 @@ answer in one commit; and for each job the protocol's order holds as it does for
 from __future__ import annotations
 
 import threading
+import traceback
 from datetime import timedelta
 
 import attrs
 import pytest
-from jobdispatch import Actor, Invalid, JobSpec, ManualClock, compose
+from jobdispatch import Actor, Invalid, JobSpec, ManualClock, Unavailable, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
@@ -121,6 +122,49 @@ def test_run_pass_raises_what_ended_its_job_and_a_batch_hands_it_back() -> None:
     assert results[1].error is None and results[1].step is not None
     with pytest.raises(type(results[0].error)):
         executor.run_pass("nosuchjob", missing)
+
+
+class ReadsCounted(Counting):
+    """Counts its batch reads; ``down`` makes the next one fail as a lost store does."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.reads: list[int] = []
+        self.down = False
+
+    def read_many(self, jobs):
+        self.reads.append(len(jobs))
+        if self.down:
+            raise Unavailable("the store is away")
+        return super().read_many(jobs)
+
+
+def test_a_batch_reads_its_records_in_one_call_and_a_store_away_ends_every_pass() -> None:
+    clock = ManualClock()
+    store = ReadsCounted(clock)
+    backend = Sequential(store, shape=Shape.SLURM, auto_run=True, clock=clock)
+    cluster = compose(backend, store=store, clock=clock)
+    jobs = [
+        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("o"), supervised=True).job
+        for _ in range(4)
+    ]
+    executor = Executor(backend, store, clock=clock, holder="s")
+    leases = {j: store.acquire(j, "s", TTL) for j in jobs}
+    batch = [(j, leases[j], None) for j in jobs]
+
+    executor.run_batch(batch)
+    assert store.reads == [4], "one read_many for the batch, no read per job"
+
+    store.down, store.batches = True, []
+    before = {j: store.read(j).revision for j in jobs}
+    results = executor.run_batch(batch)
+    assert all(isinstance(r.error, Unavailable) for r in results)
+    # The one error is each job's answer, not raised again per job (its traceback stays short).
+    assert results[0].error is not None and results[0].error.__traceback__ is not None
+    assert len(traceback.extract_tb(results[0].error.__traceback__)) < 5
+    assert store.batches == [], "nothing was committed"
+    assert backend.started == []
+    assert {j: store.read(j).revision for j in jobs} == before
 
 
 class Meeting(Sequential):

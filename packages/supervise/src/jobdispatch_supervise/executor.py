@@ -167,9 +167,12 @@ class Executor:
         except Exception as exc:  # the store could not answer at all: every job's problem
             views = [exc] * len(jobs)
         for (job, lease, discovery), view in zip(jobs, views, strict=True):
+            if isinstance(view, Exception):
+                # Answered, not raised: one store error may be every job's, and raising it
+                # once per job would grow its traceback by a frame each time.
+                passes.append(Pass(step=None, error=view))
+                continue
             try:
-                if isinstance(view, Exception):
-                    raise view
                 early, work = self._compute(job, lease, discovery, view)
             except Exception as exc:
                 passes.append(Pass(step=None, error=exc))
