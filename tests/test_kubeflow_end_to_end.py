@@ -86,13 +86,20 @@ def supervised(backend: Any, spec: JobSpec, *, holders: int = 1) -> tuple[Any, A
     store = MemoryRecords()
     cluster = jobdispatch.compose(backend, store=store)
     plan = cluster.operator.submit(spec, by=Actor.human("e2e"), supervised=True)
-    sups = [
-        Supervisor(backend, store, poll=0.5, lease_ttl=timedelta(seconds=5), holder=f"s{i}")
-        for i in range(holders)
-    ]
-    for sup in sups:
-        threading.Thread(target=sup.serve, daemon=True).start()
+    sups = [serving(backend, store, f"s{i}") for i in range(holders)]
     return cluster, plan, sups
+
+
+#: Each serving supervisor's thread, so a test can wait until one has stopped.
+THREADS: dict[int, threading.Thread] = {}
+
+
+def serving(backend: Any, store: Any, holder: str) -> Supervisor:
+    """A supervisor serving ``store`` in a thread of its own."""
+    sup = Supervisor(backend, store, poll=0.5, lease_ttl=timedelta(seconds=5), holder=holder)
+    THREADS[id(sup)] = thread = threading.Thread(target=sup.serve, daemon=True)
+    thread.start()
+    return sup
 
 
 def running_submission(cluster: Any, job: str, n: int) -> Any:
@@ -173,6 +180,15 @@ def test_a_cancel_gives_its_receipt_and_the_trainjob_keeps_it(kube: Any) -> None
     made.append(plan.job)
     try:
         ref = running_submission(cluster, plan.job, 1)
+        # The supervisor is stopped (and waited for) first, so the operator's own stop reaches
+        # the TrainJob alone; a supervisor started afterwards settles the job, its clean-up
+        # stopping, under its own reason, anything it still finds live. (With both running,
+        # whichever stop came first named the end: the clean-up's, "the job has its outcome",
+        # once in a CI run.)
+        for sup in sups:
+            sup.stop()
+            THREADS[id(sup)].join(timeout=120)
+            assert not THREADS[id(sup)].is_alive(), "the supervisor did not stop"
         receipt = cluster.operator.cancel(plan.job, by=Actor.human("e2e"), reason="not needed")
         assert receipt.committed
         obs = wait_for(
@@ -182,8 +198,12 @@ def test_a_cancel_gives_its_receipt_and_the_trainjob_keeps_it(kube: Any) -> None
         cause = obs.executions[-1].cause
         assert cause is not None and cause.kind is CauseKind.CANCELLED
         assert "not needed" in cause.detail
+        sups.append(serving(backend, sups[0].store, "after"))
         wait_for("the record cancelled", lambda: cluster.observer.get(plan.job).settled)
         assert cluster.observer.get(plan.job).state is State.CANCELLED
+        # Whatever the clean-up did afterwards, the TrainJob keeps the cancel's reason.
+        kept = backend.inspect(ref).executions[-1].cause
+        assert kept is not None and "not needed" in kept.detail, kept
     finally:
         for sup in sups:
             sup.stop()
