@@ -233,13 +233,18 @@ def test_find_many_costs_one_list_per_kind_whatever_the_number_of_jobs(backend, 
     found = backend.find_many(jobs)
     assert all(len(found[j].objects) == 1 for j in jobs)
     assert found["j3"].objects[0].state is ObjectState.RUNNING
-    assert dict(api.requests) == {
+    lists = {
         "LIST trainjobs": 1,
         "LIST jobsets": 1,
         "LIST jobs": 1,
         "LIST pods": 1,
         "LIST nodes": 1,
     }
+    # The first look at j3's run pins the node it runs on: one write, once.
+    assert dict(api.requests) == {**lists, "PATCH trainjobs": 1}
+    api.requests.clear()
+    backend.find_many(jobs)
+    assert dict(api.requests) == lists
 
 
 def test_find_many_filters_states_and_never_shows_another_jobs_objects(backend) -> None:
@@ -490,6 +495,29 @@ def test_a_poll_pins_what_a_dying_pod_shows_once(backend, api) -> None:
     tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
     cause = backend.inspect(ref).executions[-1].cause
     assert cause is not None and str(cause.kind) == "preempted"
+
+
+def test_a_node_deleted_with_its_pods_is_named_from_the_placement_pinned_at_the_start(
+    backend, api
+) -> None:
+    """As on the control plane: the node under a run is deleted, PodGC fails its pod and the
+    Job controller lets it go before any poll sees it, and the Job fails saying nothing of why.
+    The placement the first look pinned still names the loss."""
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("nodes", None, {**node(), "metadata": {**node()["metadata"], "uid": "u-1"}})
+    api.put("pods", "dispatch", pod())
+    assert backend.find("j1").objects[0].state is ObjectState.RUNNING
+    tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert tj["metadata"]["annotations"]["jobdispatch.dev/placement-0"] == '{"kwok-node-1": "u-1"}'
+    del api.objects[("nodes", None, "kwok-node-1")]
+    del api.objects[("pods", "dispatch", "jd-j1-1-1-node-0-0-abcde")]
+    tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
+    (obs,) = backend.find("j1").objects
+    cause = obs.executions[-1].cause
+    assert obs.state is ObjectState.ENDED
+    assert cause is not None and str(cause.kind) == "node-lost", cause
+    assert "node kwok-node-1 was deleted" in cause.detail
 
 
 def test_follow_ends_when_the_object_ends_whatever_the_servers_follow_does(backend, api) -> None:

@@ -569,6 +569,114 @@ def test_a_malformed_pin_is_ignored() -> None:
     assert pinned(tj, 0) == []
 
 
+# ---------------------------------------------------------------------------- pinned placement
+
+
+def _with_uid(n, uid: str):
+    return {**n, "metadata": {**n["metadata"], "uid": uid}}
+
+
+def _placed(tj, pods, node_map, jobset_obj=None):
+    """``tj`` with the placement pins a look at ``pods`` on ``node_map`` writes."""
+    from jobdispatch_kubeflow.classify import placement_pins
+
+    chain = Chain(trainjob=tj, jobset=jobset_obj or jobset(), pods=pods, nodes=node_map)
+    tj["metadata"]["annotations"].update(placement_pins(chain))
+    return tj
+
+
+def test_a_running_pod_pins_its_node_once_and_a_pod_bound_later_adds_its_own() -> None:
+    from jobdispatch_kubeflow.classify import placement, placement_pins
+
+    n = nodes(_with_uid(node("kwok-node-1"), "u-1"), _with_uid(node("kwok-node-2"), "u-2"))
+    waiting_pod = pod("p-1", phase="Pending", node=None, containers=[], index=1)
+    tj = _placed(trainjob(), [pod("p-0"), waiting_pod], n)
+    assert placement(tj, 0) == {"kwok-node-1": "u-1"}
+    assert placement_pins(Chain(trainjob=tj, pods=[pod("p-0"), waiting_pod], nodes=n)) == {}
+    both = [pod("p-0"), pod("p-1", node="kwok-node-2", index=1)]
+    tj = _placed(tj, both, n)
+    assert placement(tj, 0) == {"kwok-node-1": "u-1", "kwok-node-2": "u-2"}
+    assert placement_pins(Chain(trainjob=tj, pods=both, nodes=n)) == {}
+
+
+def test_no_placement_is_pinned_without_the_nodes_for_a_pod_not_started_or_once_ended() -> None:
+    from jobdispatch_kubeflow.classify import placement_pins
+
+    assert placement_pins(Chain(trainjob=trainjob(), pods=[pod()], nodes=None)) == {}
+    bound_not_started = pod(phase="Pending", containers=[waiting("ContainerCreating")])
+    assert placement_pins(Chain(trainjob=trainjob(), pods=[bound_not_started], nodes=HEALTHY)) == {}
+    done = trainjob(conditions=FAILED)
+    assert placement_pins(Chain(trainjob=done, pods=[pod()], nodes=HEALTHY)) == {}
+
+
+@pytest.mark.parametrize(
+    ("nodes_now", "words"),
+    [
+        (nodes(node("kwok-node-2")), "node kwok-node-1 was deleted"),
+        (nodes(_with_uid(node("kwok-node-1"), "u-9")), "made again (uid u-1 is gone)"),
+    ],
+)
+def test_a_failed_run_whose_pods_went_with_its_node_is_node_lost(nodes_now, words) -> None:
+    tj = _placed(trainjob(), [pod()], nodes(_with_uid(node("kwok-node-1"), "u-1")))
+    tj["status"] = {"conditions": FAILED}
+    backoff = job(conditions=[cond("Failed", "BackoffLimitExceeded", "backoff limit")])
+    cause = ended(Chain(trainjob=tj, jobset=jobset(), jobs=[backoff], nodes=nodes_now))
+    assert (cause.kind, cause.provenance) == (CauseKind.NODE_LOST, Provenance.SCHEDULER)
+    assert words in cause.detail and cause.exit_code is None
+
+
+def test_a_pinned_placement_proves_nothing_while_its_node_stands_or_the_nodes_are_unread() -> None:
+    placed_on = nodes(_with_uid(node("kwok-node-1"), "u-1"))
+    tj = _placed(trainjob(), [pod()], placed_on)
+    tj["status"] = {"conditions": FAILED}
+    assert ended(Chain(trainjob=tj, jobset=jobset(), nodes=placed_on)).kind is CauseKind.UNKNOWN
+    assert ended(Chain(trainjob=tj, jobset=jobset(), nodes=None)).kind is CauseKind.UNKNOWN
+
+
+def test_the_evidence_a_pod_left_comes_before_a_placement() -> None:
+    """A run that failed by its own exit, whose node an autoscaler removed afterwards, keeps
+    its exit: placement is read only when nothing else is left."""
+    tj = _placed(trainjob(), [pod()], HEALTHY)
+    tj["status"] = {"conditions": FAILED}
+    failed = pod(phase="Failed", containers=[terminated(3)])
+    cause = ended(Chain(trainjob=tj, jobset=jobset(), pods=[failed], nodes=HEALTHY))
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
+
+
+def test_an_earlier_run_restarted_after_its_node_went_is_node_lost() -> None:
+    disrupted = cond(
+        "RestartingJobSet", "FailurePolicy_dispatch-restart-0", "restarting", status="False"
+    )
+    tj = _placed(trainjob(), [pod(attempt=0)], HEALTHY)
+    js = jobset(restarts=1, conditions=[disrupted])
+    now = nodes(node("kwok-node-2"))
+    obs = observe(
+        Chain(trainjob=tj, jobset=js, pods=[pod(attempt=1, node="kwok-node-2")], nodes=now)
+    )
+    first = obs.executions[0].cause
+    assert first is not None and first.kind is CauseKind.NODE_LOST, first
+
+
+def test_a_malformed_placement_is_ignored() -> None:
+    from jobdispatch_kubeflow.classify import placement
+
+    for raw in ("{not json", "[1, 2]"):
+        tj = trainjob()
+        tj["metadata"]["annotations"]["jobdispatch.dev/placement-0"] = raw
+        assert placement(tj, 0) == {}
+
+
+def test_nodes_are_wanted_for_a_bound_pod_or_an_unfinished_placement() -> None:
+    from jobdispatch_kubeflow.classify import wants_nodes
+
+    assert wants_nodes([trainjob()], [pod()])
+    assert not wants_nodes([trainjob()], [pod(node=None, phase="Pending", containers=[])])
+    tj = _placed(trainjob(), [pod()], HEALTHY)
+    assert wants_nodes([tj], [])
+    tj["status"] = {"conditions": [cond("Complete", "AllJobsCompleted")]}
+    assert not wants_nodes([tj], [])
+
+
 # ---------------------------------------------------------------------------- captured objects
 
 _FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"

@@ -485,10 +485,7 @@ class KubeflowBackend:
         jobsets, _ = self.api.list("jobsets", self.namespace, label_selector=selector)
         jobs, _ = self.api.list("jobs", self.namespace, label_selector=beneath)
         pods, _ = self.api.list("pods", self.namespace, label_selector=beneath)
-        nodes = None
-        if any((p.get("spec") or {}).get("nodeName") for p in pods):
-            items, _ = self.api.list("nodes", None)
-            nodes = {str(n["metadata"]["name"]): n for n in items}
+        nodes = self._nodes(ours, pods)
         by_name: dict[str, Obj] = {str(js["metadata"]["name"]): js for js in jobsets}
         workloads = self._workloads(self.namespace, ours)
 
@@ -510,6 +507,14 @@ class KubeflowBackend:
             self._pin(chain)
         return chains
 
+    def _nodes(self, trainjobs: Sequence[Obj], pods: Sequence[Obj]) -> dict[str, Obj] | None:
+        """Every node by name, from one LIST, when the evidence needs them
+        (:func:`classify.wants_nodes`); None otherwise, and a missing node then proves nothing."""
+        if not classify.wants_nodes(trainjobs, pods):
+            return None
+        items, _ = self.api.list("nodes", None)
+        return {str(n["metadata"]["name"]): n for n in items}
+
     def _workloads(self, namespace: str, trainjobs: Sequence[Obj]) -> dict[str, Obj]:
         """Kueue mode: the Workloads of ``trainjobs`` by their owner's uid, from one LIST (none
         made otherwise, or when no TrainJob is suspended, which is all a Workload explains)."""
@@ -527,9 +532,10 @@ class KubeflowBackend:
 
     def _pin(self, chain: Chain) -> None:
         """Write on the TrainJob what a failing pod shows, before the pod is deleted with it
-        (an evicted pod was gone within 1.5 s on the control plane): the one write an
-        observation makes, idempotent, and skipped (with a log line) when it cannot be made."""
-        annotations = classify.pins(chain)
+        (an evicted pod was gone within 1.5 s on the control plane), and the nodes a run's pods
+        are bound to, for when a node goes with its pods: the one write an observation makes,
+        idempotent, and skipped (with a log line) when it cannot be made."""
+        annotations = classify.pins(chain) | classify.placement_pins(chain)
         if not annotations:
             return
         meta = chain.trainjob.get("metadata") or {}
@@ -550,10 +556,7 @@ class KubeflowBackend:
         jobset = self.api.get("jobsets", namespace, name)
         jobs, _ = self.api.list("jobs", namespace, label_selector=beneath)
         pods, _ = self.api.list("pods", namespace, label_selector=beneath)
-        nodes = None
-        if any((p.get("spec") or {}).get("nodeName") for p in pods):
-            items, _ = self.api.list("nodes", None)
-            nodes = {str(n["metadata"]["name"]): n for n in items}
+        nodes = self._nodes([tj], pods)
         events, _ = self.api.list("events", namespace, field_selector=f"involvedObject.name={name}")
         workload = self._workloads(namespace, [tj]).get(str(tj["metadata"].get("uid")))
         chain = Chain(

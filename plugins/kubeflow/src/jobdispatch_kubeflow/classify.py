@@ -23,7 +23,17 @@ from jobdispatch.types import Actor, Cause, CauseKind, ObjectState, Provenance
 
 from jobdispatch_kubeflow import names
 
-__all__ = ["Chain", "Observation", "observe", "pinned", "pins", "pod_cause"]
+__all__ = [
+    "Chain",
+    "Observation",
+    "observe",
+    "pinned",
+    "pins",
+    "placement",
+    "placement_pins",
+    "pod_cause",
+    "wants_nodes",
+]
 
 Obj = Mapping[str, Any]
 
@@ -353,6 +363,9 @@ def _failure_cause(chain: Chain, pods: Sequence[Obj], ran: bool, attempt: int = 
         from_job = _job_message_cause(_condition(job, "Failed"))
         if from_job is not None:
             return from_job
+    lost = placed_node_lost(chain, execution_index(_kueue_trail(chain.trainjob), attempt))
+    if lost is not None:
+        return lost
     return Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=_evidence(chain, pods))
 
 
@@ -432,6 +445,12 @@ def _dying(pod: Obj) -> bool:
     )
 
 
+def _current_attempt(chain: Chain) -> int:
+    """The JobSet attempt running now: its restart count, or a later attempt's pods."""
+    restarts = int(_get(chain.jobset, "status", "restarts") or 0)
+    return max([restarts, *(_attempt(p) for p in chain.pods)])
+
+
 def pins(chain: Chain) -> dict[str, str]:
     """Annotations that pin what a failing pod of the current attempt shows, before it is
     deleted with its evidence (an evicted pod is gone within a second or two; a JobSet restart
@@ -441,8 +460,7 @@ def pins(chain: Chain) -> dict[str, str]:
     tj = chain.trainjob
     if _condition(tj, "Complete") or _condition(tj, "Failed"):
         return {}
-    restarts = int(_get(chain.jobset, "status", "restarts") or 0)
-    attempt = max([restarts, *(_attempt(p) for p in chain.pods)])
+    attempt = _current_attempt(chain)
     runs = kueue_runs(chain, attempt)
     if len(runs) > len(_kueue_trail(tj)):
         return {names.KUEUE_RUNS: json.dumps(runs, sort_keys=True)}
@@ -467,6 +485,94 @@ def pins(chain: Chain) -> dict[str, str]:
         }
         return {_pin_key(attempt): json.dumps(value, sort_keys=True)}
     return {}
+
+
+# ---------------------------------------------------------------------------- pinned placement
+
+
+def _placement_key(index: int) -> str:
+    return f"{names.PLACEMENT}-{index}"
+
+
+def placement(trainjob: Obj, index: int) -> dict[str, str]:
+    """The nodes execution ``index`` ran on, as pinned by :func:`placement_pins`: node name to
+    node uid ("" for a node that showed none). Empty when nothing is pinned or the pin is
+    unreadable."""
+    raw = (_get(trainjob, "metadata", "annotations") or {}).get(_placement_key(index))
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(name): str(uid) for name, uid in data.items()}
+
+
+def placement_pins(chain: Chain) -> dict[str, str]:
+    """The annotation that pins the nodes the current execution's started pods are bound to,
+    when that names a node the pin lacks (a pod bound later adds its own); empty otherwise, and
+    always once the TrainJob has ended or when the nodes were not listed. Pure: the backend
+    writes it, with :func:`pins`.
+
+    Why: a node deleted under a run takes its pods with it (PodGC fails them and the Job
+    controller lets them go within a second, seen on the control plane), and the Job's failure
+    then says nothing of why. The pinned placement is what is left to show the run's node is
+    gone (:func:`placed_node_lost`). Keyed by execution index, not JobSet attempt: in Kueue mode
+    a readmitted run keeps the attempt of the run Kueue evicted."""
+    tj = chain.trainjob
+    if chain.nodes is None or _condition(tj, "Complete") or _condition(tj, "Failed"):
+        return {}
+    attempt = _current_attempt(chain)
+    index = execution_index(_kueue_trail(tj), attempt)
+    known = placement(tj, index)
+    bound = dict(known)
+    for pod in chain.pods:
+        name = _get(pod, "spec", "nodeName")
+        if _attempt(pod) != attempt or not name or not _started(pod):
+            continue
+        node = chain.nodes.get(name)
+        if node is not None:  # a node gone already is the pod's own evidence (pod_cause)
+            bound.setdefault(str(name), str(_get(node, "metadata", "uid") or ""))
+    if bound == known:
+        return {}
+    return {_placement_key(index): json.dumps(bound, sort_keys=True)}
+
+
+def placed_node_lost(chain: Chain, index: int) -> Cause | None:
+    """Node loss for execution ``index`` whose pods are gone with their evidence, when a node
+    it was pinned on (:func:`placement_pins`) is no longer there, or is another node by the same
+    name (its uid differs). None when nothing is pinned, every pinned node is still there, or
+    the nodes were not listed (their absence then proves nothing)."""
+    if chain.nodes is None:
+        return None
+    for name, uid in sorted(placement(chain.trainjob, index).items()):
+        node = chain.nodes.get(name)
+        now = str(_get(node, "metadata", "uid") or "")
+        if node is None:
+            gone = f"node {name} was deleted"
+        elif uid and now and now != uid:
+            gone = f"node {name} was deleted and made again (uid {uid} is gone)"
+        else:
+            continue
+        return Cause(
+            CauseKind.NODE_LOST,
+            Provenance.SCHEDULER,
+            detail=f"{gone}; the run's pods ran there (placement pinned when it ran) and are "
+            "gone with their evidence",
+        )
+    return None
+
+
+def wants_nodes(trainjobs: Iterable[Obj], pods: Iterable[Obj]) -> bool:
+    """Whether an observation must list the nodes: a pod is bound, or a TrainJob that has not
+    succeeded has a pinned placement whose nodes may since have gone."""
+    if any(_get(p, "spec", "nodeName") for p in pods):
+        return True
+    return any(
+        not _condition(tj, "Complete")
+        and any(k.startswith(names.PLACEMENT) for k in _get(tj, "metadata", "annotations") or {})
+        for tj in trainjobs
+    )
 
 
 def _restart_rule_cause(jobset: Obj | None) -> Cause | None:
@@ -894,6 +1000,8 @@ def observe(chain: Chain) -> Observation:
         )
         if (earlier is None or earlier.kind is CauseKind.UNKNOWN) and i == current - 1:
             earlier = _restart_rule_cause(chain.jobset)
+        if earlier is None or earlier.kind is CauseKind.UNKNOWN:
+            earlier = placed_node_lost(chain, execution_index(trail, i)) or earlier
         if earlier is None or earlier.kind is CauseKind.UNKNOWN:
             detail = (
                 f"the JobSet restarted after this run; its pods were deleted with their "

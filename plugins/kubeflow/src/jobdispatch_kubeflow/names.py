@@ -25,6 +25,7 @@ __all__ = [
     "MANAGED",
     "OPEN",
     "PATCH_MANAGER",
+    "PLACEMENT",
     "PRIORITY_CLASS",
     "QUEUE_NAME",
     "STOP",
@@ -54,6 +55,11 @@ STOPPED_RUN = f"{_DOMAIN}/stopped-run"
 #: Annotation prefix: ``<EVIDENCE>-<attempt>`` holds the cause a failing pod of that attempt
 #: showed, pinned before the pod is deleted with it (0010 §5).
 EVIDENCE = f"{_DOMAIN}/evidence"
+#: Annotation prefix: ``<PLACEMENT>-<attempt>`` holds the nodes that attempt's pods ran on, as
+#: JSON ``{node name: node uid}``, pinned when they are first seen running. A node deleted with
+#: its pods (PodGC fails and removes them within a second) leaves nothing else behind to say
+#: the run's node is gone (0010 §5).
+PLACEMENT = f"{_DOMAIN}/placement"
 #: Annotation (Kueue mode): the latest open, ``{"id", "deadline"}`` as JSON; the admission
 #: controller answers its check Ready for that open only, and only before its deadline.
 OPEN = f"{_DOMAIN}/open"
