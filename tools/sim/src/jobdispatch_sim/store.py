@@ -34,6 +34,7 @@ from jobdispatch.records.store import (
     ListFilter,
     ReadAnswer,
     Refusal,
+    read_each,
 )
 from jobdispatch.types import JobID
 
@@ -72,13 +73,7 @@ class SimStore:
         """Each job read as :meth:`read` reads it, with its own chance of failing: a failed
         read is that job's answer (Unavailable), the others are read. So a batch draws what
         the same reads one by one drew, in the same order."""
-        answers: list[ReadAnswer] = []
-        for job in rules.read_batch(jobs):
-            try:
-                answers.append(self.read(job))
-            except (NotFound, Unreadable, Unavailable) as exc:
-                answers.append(exc)
-        return tuple(answers)
+        return read_each(self.read, rules.read_batch(jobs), (NotFound, Unreadable, Unavailable))
 
     def append(
         self,

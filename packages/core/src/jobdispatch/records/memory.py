@@ -35,6 +35,7 @@ from jobdispatch.records.store import (
     ListFilter,
     ReadAnswer,
     Refusal,
+    read_each,
 )
 from jobdispatch.types import JobID
 
@@ -111,13 +112,7 @@ class MemoryRecords:
             return view
 
     def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
-        answers: list[ReadAnswer] = []
-        for job in rules.read_batch(jobs):
-            try:
-                answers.append(self.read(job))
-            except (NotFound, Unreadable) as exc:
-                answers.append(exc)
-        return tuple(answers)
+        return read_each(self.read, rules.read_batch(jobs))
 
     def append(
         self,

@@ -20,13 +20,13 @@ store:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 import attrs
 
-from jobdispatch.errors import Conflict, DispatchError, NotFound
+from jobdispatch.errors import Conflict, DispatchError, NotFound, Unreadable
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.types import JobID
 
@@ -39,6 +39,25 @@ Refusal = Conflict | NotFound
 #: for it (NotFound, Unreadable; a store that can fail job by job, as the simulator's does,
 #: may answer Unavailable for one job and read the others).
 ReadAnswer = View | DispatchError
+
+
+def read_each(
+    read: Callable[[JobID], View],
+    jobs: Iterable[JobID],
+    answered: tuple[type[DispatchError], ...] = (NotFound, Unreadable),
+) -> tuple[ReadAnswer, ...]:
+    """``read_many`` for a store that reads one job at a time: ``read`` of each job in order,
+    an error of a kind in ``answered`` becoming that job's answer and any other raised. The
+    memory store answers NotFound and Unreadable; the simulator's store Unavailable too, since
+    each of its reads draws its own fault. The caller checks the batch first
+    (``rules.read_batch``)."""
+    answers: list[ReadAnswer] = []
+    for job in jobs:
+        try:
+            answers.append(read(job))
+        except answered as exc:
+            answers.append(exc)
+    return tuple(answers)
 
 
 @attrs.frozen
