@@ -334,7 +334,8 @@ def test_the_hook_module_does_not_import_the_kubernetes_client() -> None:
 
 
 class _GoneOnce(FakeApi):
-    """A watch whose first resourceVersion is too old (410), then one change."""
+    """A watch of TrainJobs whose first resourceVersion is too old (410), then one change
+    (the pod sentinel's watch of pods sees nothing)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -343,6 +344,8 @@ class _GoneOnce(FakeApi):
     def watch(self, kind, namespace, *, label_selector, resource_version, timeout):
         from jobdispatch_kubeflow.api import Gone
 
+        if kind != "trainjobs":
+            return iter(())
         self.requests[f"WATCH {kind}"] += 1
         self.versions.append(resource_version)
         if len(self.versions) == 1:
@@ -370,6 +373,7 @@ def test_watch_lists_again_after_410_gone_and_follows_changes() -> None:
     )
     ref = backend.start(request())
     seen = list(backend.watch("j1"))
+    backend.close()
     assert [o.ref for o in seen] == [ref, ref, ref], "initial list, the list after 410, the change"
     assert api.requests["LIST trainjobs"] == 2
     assert (len(api.versions) == 2 and api.versions[0] == api.versions[1]) or api.versions[1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,6 +53,7 @@ from jobdispatch_kubeflow import admission, classify, manifest, names, probe, re
 from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
+from jobdispatch_kubeflow.sentinel import Sentinel
 
 __all__ = ["KubeflowBackend"]
 
@@ -142,6 +144,9 @@ class KubeflowBackend:
         )
         self._clock = clock or (lambda: datetime.now(UTC))
         self.namespace = self.settings.namespace
+        #: Follows dying pods between polls once a supervisor watches (see :meth:`watch`).
+        self._sentry: Sentinel | None = None
+        self._sentinel_lock = threading.Lock()
 
     @classmethod
     def from_config(
@@ -436,6 +441,8 @@ class KubeflowBackend:
             return
 
     def close(self) -> None:
+        if self._sentry is not None:
+            self._sentry.stop()
         self.api.close()
 
     # ------------------------------------------------------------------ observation
@@ -551,25 +558,54 @@ class KubeflowBackend:
 
     def chain(self, ref: ObjectRef) -> Chain:
         """Every object beneath one TrainJob, events included (for inspect and the tests)."""
+        chain = self._read_chain(ref)
+        self._pin(chain)
+        return chain
+
+    def _read_chain(
+        self, ref: ObjectRef, *, events: bool = True, seen: Sequence[Mapping[str, Any]] = ()
+    ) -> Chain:
+        """The objects beneath one TrainJob, read now. ``seen``: pods a watch showed, added
+        when the API server no longer lists them (deleted since)."""
         namespace, name, tj = self._trainjob(ref)
         beneath = f"{names.JOBSET_NAME}={name}"
         jobset = self.api.get("jobsets", namespace, name)
         jobs, _ = self.api.list("jobs", namespace, label_selector=beneath)
         pods, _ = self.api.list("pods", namespace, label_selector=beneath)
+        listed = {_uid(p) for p in pods}
+        pods.extend(dict(p) for p in seen if _uid(p) not in listed)
         nodes = self._nodes([tj], pods)
-        events, _ = self.api.list("events", namespace, field_selector=f"involvedObject.name={name}")
+        found: list[Obj] = []
+        if events:
+            found, _ = self.api.list(
+                "events", namespace, field_selector=f"involvedObject.name={name}"
+            )
         workload = self._workloads(namespace, [tj]).get(str(tj["metadata"].get("uid")))
-        chain = Chain(
+        return Chain(
             trainjob=tj,
             jobset=jobset,
             jobs=jobs,
             pods=pods,
             nodes=nodes,
-            events=events,
+            events=found,
             workload=workload,
         )
+
+    def _pin_dying(self, pod: Mapping[str, Any]) -> None:
+        """The sentinel's hand-over: pin what a dying ``pod`` shows on its TrainJob, the pod as
+        the watch showed it standing in for one the API server has deleted already."""
+        name = str(pod["metadata"]["labels"][names.JOBSET_NAME])
+        try:
+            chain = self._read_chain(names.ref_of(self.namespace, name), events=False, seen=[pod])
+        except NotFound:
+            return
         self._pin(chain)
-        return chain
+
+    def _sentinel(self) -> Sentinel:
+        with self._sentinel_lock:
+            if self._sentry is None:
+                self._sentry = Sentinel(self.api, self.namespace, self._pin_dying)
+            return self._sentry
 
     def inspect(self, ref: ObjectRef) -> ObjectObs:
         """One TrainJob now, with the events about it in the detail; NotFound when the API no
@@ -592,7 +628,12 @@ class KubeflowBackend:
         """The job's objects as they are now (one LIST), then each change the API server sends
         on a watch from that list's resourceVersion, for up to ``WATCH_WINDOW`` seconds. A 410
         Gone (the version is too old) lists again and watches from the new version. Call it
-        again to go on."""
+        again to go on.
+
+        Watching also starts the backend's pod sentinel (module ``sentinel``), once: it pins
+        what a dying pod shows as the API server reports it, so that an eviction between two
+        polls keeps its cause."""
+        self._sentinel().start()
         selector = names.job_selector([job])
         deadline = time.monotonic() + WATCH_WINDOW
         trainjobs, version = self.api.list("trainjobs", self.namespace, label_selector=selector)
@@ -828,6 +869,11 @@ class _FollowedLog(io.RawIOBase):
         b[:n] = self._buffer[:n]
         self._buffer = self._buffer[n:]
         return n
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("uid") or meta.get("name"))
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:

@@ -26,6 +26,7 @@ from jobdispatch_kubeflow import names
 __all__ = [
     "Chain",
     "Observation",
+    "dying",
     "observe",
     "pinned",
     "pins",
@@ -434,7 +435,7 @@ def pinned(trainjob: Obj, attempt: int) -> list[Cause]:
     ]
 
 
-def _dying(pod: Obj) -> bool:
+def dying(pod: Obj) -> bool:
     """A pod that has failed or is being deleted or disrupted: what it shows now is an ending,
     not a passing state (a node NotReady for a moment is not pinned)."""
     if _get(pod, "status", "phase") == "Failed" or _get(pod, "metadata", "deletionTimestamp"):
@@ -467,7 +468,7 @@ def pins(chain: Chain) -> dict[str, str]:
     if (_get(tj, "metadata", "annotations") or {}).get(_pin_key(attempt)):
         return {}
     for pod in chain.pods:
-        if _attempt(pod) != attempt or not _dying(pod):
+        if _attempt(pod) != attempt or not dying(pod):
             continue
         cause = pod_cause(pod, chain.nodes)
         if cause is None or cause.kind not in _PINNED_KINDS:

@@ -57,7 +57,7 @@ _IN = re.compile(r"^\s*([^\s!=]+)\s+in\s+\(([^)]*)\)\s*$")
 
 
 def matches(selector: str | None, labels: dict[str, str]) -> bool:
-    """Whether ``labels`` satisfy a selector of ``k=v`` and ``k in (a,b)`` terms."""
+    """Whether ``labels`` satisfy a selector of ``k=v``, ``k in (a,b)`` and bare ``k`` terms."""
     if not selector:
         return True
     terms, depth, cur = [], 0, ""
@@ -76,7 +76,11 @@ def matches(selector: str | None, labels: dict[str, str]) -> bool:
             if labels.get(m[1]) not in {v.strip() for v in m[2].split(",")}:
                 return False
             continue
-        key, _, value = term.partition("=")
+        key, eq, value = term.partition("=")
+        if not eq:  # a bare key: the label exists, whatever its value
+            if key.strip() not in labels:
+                return False
+            continue
         if labels.get(key.strip()) != value.strip():
             return False
     return True

@@ -1,0 +1,197 @@
+"""The pod sentinel: a dying pod the API server reports between two polls has its cause pinned
+on its TrainJob, even when the pod is deleted before anyone reads it (spec 0010 §5)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from jobdispatch.errors import Unauthorized, Unreachable
+from jobdispatch.spi import StartRequest
+from jobdispatch.types import CauseKind, JobSpec, Provenance
+from jobdispatch_kubeflow import KubeflowBackend, Settings
+from jobdispatch_kubeflow.api import Gone
+from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
+from jobdispatch_kubeflow.sentinel import Sentinel
+from objects import cond, node, pod
+
+POD = "jd-j1-1-1-node-0-0-abcde"
+EVICTED = [cond("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")]
+
+
+class WatchedApi(FakeApi):
+    """The in-memory API with a pod watch that streams what the test puts in ``events``: a
+    ``Gone`` or ``Unreachable`` put there is raised by the watch, ``None`` ends one request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: queue.Queue[Any] = queue.Queue()
+        self.watches: list[str] = []
+
+    def watch(
+        self,
+        kind: str,
+        namespace: str | None,
+        *,
+        label_selector: str | None,
+        resource_version: str,
+        timeout: int,
+    ) -> Iterator[dict[str, Any]]:
+        if kind != "pods":
+            return super().watch(
+                kind,
+                namespace,
+                label_selector=label_selector,
+                resource_version=resource_version,
+                timeout=timeout,
+            )
+        self.watches.append(resource_version)
+        return self._stream()
+
+    def _stream(self) -> Iterator[dict[str, Any]]:
+        while True:
+            try:
+                item = self.events.get(timeout=0.05)
+            except queue.Empty:
+                return
+            if item is None:
+                return
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+
+@pytest.fixture
+def api() -> WatchedApi:
+    fake = WatchedApi()
+    fake.put("clustertrainingruntimes", None, TEST_RUNTIME_OBJECT)
+    fake.put("nodes", None, node())
+    return fake
+
+
+@pytest.fixture
+def backend(api: WatchedApi) -> Iterator[KubeflowBackend]:
+    from jobdispatch_kubeflow import probe
+
+    probe.forget()
+    settings = Settings.from_config(
+        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
+    )
+    made = KubeflowBackend(
+        settings, api=api, clock=lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    )
+    yield made
+    made.close()
+
+
+def _until(ok: Any, what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not ok():
+        assert time.monotonic() < deadline, f"not {what} within 10 s"
+        time.sleep(0.01)
+
+
+def _started(backend: KubeflowBackend) -> None:
+    ref = backend.start(
+        StartRequest(job="j1", submission=1, attempt=1, spec=JobSpec(command=("train",)))
+    )
+    backend.open(ref)
+
+
+def _evidence(api: FakeApi) -> str | None:
+    tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    return (tj["metadata"].get("annotations") or {}).get("jobdispatch.dev/evidence-0")
+
+
+def test_an_eviction_between_two_polls_keeps_its_cause(backend, api) -> None:
+    """The pod is evicted and deleted before any poll: only the watch saw it dying."""
+    _started(backend)
+    api.put("pods", "dispatch", pod())
+    for _ in backend.watch("j1"):  # a supervisor follows the job: the sentinel starts
+        pass
+    dying = pod(deleting=True, conditions=EVICTED)
+    del api.objects[("pods", "dispatch", POD)]
+    api.events.put({"type": "MODIFIED", "object": dying})
+    _until(lambda: _evidence(api) is not None, "pinned")
+    tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
+    (obs,) = backend.find("j1").objects
+    cause = obs.executions[-1].cause
+    assert cause is not None
+    assert (cause.kind, cause.provenance) == (CauseKind.PREEMPTED, Provenance.ACTOR)
+
+
+def test_each_dying_stage_is_handed_over_once_and_other_pods_not_at_all() -> None:
+    handed: list[dict[str, Any]] = []
+    sentinel = Sentinel(FakeApi(), "dispatch", handed.append)
+    sentinel.see(pod())  # running: not dying
+    sentinel.see(pod(jobset_name="someone-elses-jobset", phase="Failed"))
+    disrupted = pod(deleting=True, conditions=EVICTED)
+    sentinel.see(disrupted)
+    sentinel.see(disrupted)  # the API server repeats a pod on every change of it
+    failed = pod(deleting=True, conditions=EVICTED, phase="Failed")
+    sentinel.see(failed)
+    assert handed == [disrupted, failed]
+
+
+def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(caplog) -> None:
+    def broken(pod_obj: Any) -> None:
+        raise RuntimeError("the hand-over broke")
+
+    sentinel = Sentinel(FakeApi(), "dispatch", broken)
+    with caplog.at_level(logging.ERROR, logger="jobdispatch_kubeflow.sentinel"):
+        sentinel.see(pod(phase="Failed"))
+    assert "could not pin the evidence" in caplog.text
+    sentinel.see(pod(phase="Failed", deleting=True))  # still following
+
+
+def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_server(api) -> None:
+    from jobdispatch_kubeflow import sentinel as module
+
+    handed: list[Any] = []
+    sentinel = Sentinel(api, "dispatch", handed.append)
+    module_retry, module.RETRY_SECONDS = module.RETRY_SECONDS, 0.01
+    try:
+        api.events.put(Gone("too old"))
+        api.events.put(Unreachable("the API server went away"))
+        api.events.put({"type": "MODIFIED", "object": pod(phase="Failed")})
+        sentinel.start()
+        _until(lambda: handed, "handed over after a 410 and a lost server")
+        assert api.requests["LIST pods"] >= 3, "a 410 and a lost server each list again"
+    finally:
+        sentinel.stop()
+        module.RETRY_SECONDS = module_retry
+
+
+def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(caplog) -> None:
+    class Forbidden(FakeApi):
+        def list(self, kind: str, namespace: str | None, **kw: Any) -> Any:
+            if kind == "pods":
+                raise Unauthorized("pods is forbidden: cannot list resource")
+            return super().list(kind, namespace, **kw)
+
+    sentinel = Sentinel(Forbidden(), "dispatch", lambda p: None)
+    with caplog.at_level(logging.WARNING, logger="jobdispatch_kubeflow.sentinel"):
+        sentinel.start()
+        _until(lambda: not sentinel.running, "stopped")
+    assert "may not list and watch pods" in caplog.text
+
+
+def test_watching_starts_one_sentinel_and_closing_stops_it(backend, api) -> None:
+    _started(backend)
+    before = set(threading.enumerate())
+    for _ in backend.watch("j1"):
+        pass
+    for _ in backend.watch("j1"):
+        pass
+    started = [t for t in set(threading.enumerate()) - before if t.name.startswith("kubeflow-")]
+    assert [t.name for t in started] == ["kubeflow-sentinel-dispatch"]
+    backend.close()
+    started[0].join(timeout=5)
+    assert not started[0].is_alive()
