@@ -140,6 +140,17 @@ def test_each_dying_stage_is_handed_over_once_and_other_pods_not_at_all() -> Non
     assert handed == [disrupted, failed]
 
 
+def test_a_listed_failed_pod_waits_for_the_polls_and_a_listed_pod_going_does_not() -> None:
+    handed: list[dict[str, Any]] = []
+    sentinel = Sentinel(FakeApi(), "dispatch", handed.append)
+    lingering = pod("p-0", phase="Failed")
+    going = pod("p-1", deleting=True, conditions=EVICTED)
+    sentinel.see(lingering, listed=True)
+    sentinel.see(going, listed=True)
+    sentinel.see(lingering)  # the same stage again, now as a change: remembered already
+    assert handed == [going]
+
+
 def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(caplog) -> None:
     def broken(pod_obj: Any) -> None:
         raise RuntimeError("the hand-over broke")

@@ -102,8 +102,13 @@ class Sentinel:
         (a daemon, it never holds a process open)."""
         self._stop.set()
 
-    def see(self, pod: Obj) -> None:
-        """Hand ``pod`` over if it is a dispatch pod in a dying stage not handed over before."""
+    def see(self, pod: Obj, *, listed: bool = False) -> None:
+        """Hand ``pod`` over if it is a dispatch pod in a dying stage not handed over before.
+
+        ``listed``: the pod comes from a LIST, not a change. A failed pod that is neither
+        being deleted nor disrupted then stays where the next poll reads it, and is only
+        remembered: a supervisor starting beside a thousand failed pods of ended jobs reads no
+        thousand TrainJobs for them."""
         name = (pod.get("metadata") or {}).get("labels", {}).get(names.JOBSET_NAME)
         if not name or parse_discovery_name(str(name)) is None:
             return
@@ -113,6 +118,9 @@ class Sentinel:
         self._seen[stage] = None
         while len(self._seen) > REMEMBERED:
             self._seen.popitem(last=False)
+        _, _, deleting, disrupted = stage
+        if listed and not deleting and not disrupted:
+            return
         try:
             self.on_dying(pod)
         except Exception:  # reported, never fatal: the polls still pin what they see
@@ -142,7 +150,7 @@ class Sentinel:
         selector = names.JOBSET_NAME
         pods, version = self.api.list("pods", self.namespace, label_selector=selector)
         for pod in pods:
-            self.see(pod)
+            self.see(pod, listed=True)
         while not self._stop.is_set():
             began = time.monotonic()
             try:
