@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pytest
 from jobdispatch import JobSpec, StartRequest
 from jobdispatch.types import CauseKind, ObjectState, Provenance
@@ -31,46 +32,30 @@ def _until(ok: Callable[[], Any], what: str, timeout: float = 180.0) -> Any:
     return got
 
 
-def _failed_and_gone(driver: Any, namespace: str, name: str) -> Callable[[], bool]:
-    """Whether the TrainJob has failed and none of its pods is left, read by the admin alone."""
-    from jobdispatch_kubeflow import names
+@attrs.frozen
+class Run:
+    """One single-node TrainJob, opened, with the backend and the admin's driver."""
 
-    def check() -> bool:
-        tj = driver.admin.get("trainjobs", namespace, name) or {}
-        conditions = (tj.get("status") or {}).get("conditions") or ()
-        failed = any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
-        pods, _ = driver.admin.list("pods", namespace, label_selector=f"{names.JOBSET_NAME}={name}")
-        return failed and not pods
-
-    return check
+    backend: Any
+    driver: Any
+    job: str
+    ref: Any
+    name: str
 
 
-def test_a_node_lost_between_two_polls_is_node_lost(kube_cluster: None) -> None:
+@pytest.fixture
+def run(kube_cluster: None) -> Iterator[Run]:
     from jobdispatch_kubeflow import KubeflowBackend, names
     from jobdispatch_kubeflow.testing import KubeDriver, settings
 
     backend = KubeflowBackend(settings())
     driver = KubeDriver(backend)
-    job = "nl" + uuid.uuid4().hex[:8]
+    job = "bp" + uuid.uuid4().hex[:8]
     spec = JobSpec(command=("sleep", "3600"), nodes=1)
     ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
-    _, name = names.split_ref(ref)
     try:
         backend.open(ref)
-        _until(lambda: backend.find(job).objects[0].state is ObjectState.RUNNING, "running")
-        trainjob = driver.admin.get("trainjobs", backend.namespace, name)
-        assert trainjob is not None
-        assert f"{names.PLACEMENT}-0" in trainjob["metadata"]["annotations"]
-        driver.lose_node(ref)
-
-        # Nobody polls the backend from here: only the admin looks.
-        _until(_failed_and_gone(driver, backend.namespace, name), "failed with its pods gone")
-        (obs,) = backend.find(job).objects
-        assert obs.state is ObjectState.ENDED, obs
-        cause = obs.executions[0].cause
-        assert cause is not None, obs
-        assert (cause.kind, cause.provenance) == (CauseKind.NODE_LOST, Provenance.SCHEDULER), cause
-        assert "was deleted" in cause.detail, cause
+        yield Run(backend, driver, job, ref, names.split_ref(ref)[1])
     finally:
         driver.cleanup()
         backend.stop(ref, "test over")
@@ -78,31 +63,48 @@ def test_a_node_lost_between_two_polls_is_node_lost(kube_cluster: None) -> None:
         backend.close()
 
 
-def test_an_eviction_between_two_polls_is_preempted_by_an_actor(kube_cluster: None) -> None:
-    from jobdispatch_kubeflow import KubeflowBackend, names
-    from jobdispatch_kubeflow.testing import KubeDriver, settings
+def _failed_and_gone(run: Run) -> bool:
+    """Whether the TrainJob has failed and none of its pods is left, read by the admin alone."""
+    from jobdispatch_kubeflow import names
 
-    backend = KubeflowBackend(settings())
-    driver = KubeDriver(backend)
-    job = "ev" + uuid.uuid4().hex[:8]
-    spec = JobSpec(command=("sleep", "3600"), nodes=1)
-    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
-    _, name = names.split_ref(ref)
-    try:
-        backend.open(ref)
-        _until(lambda: driver._pods(ref, timeout=1), "running")
-        for _ in backend.watch(job):  # as a supervisor following the job: the sentinel starts
-            break
-        time.sleep(2)  # the sentinel's LIST and WATCH are up
-        driver.evict(ref)
-        # Nobody polls the backend from here: only the admin looks.
-        _until(_failed_and_gone(driver, backend.namespace, name), "failed with its pods gone")
-        (obs,) = backend.find(job).objects
-        cause = obs.executions[0].cause
-        assert cause is not None, obs
-        assert (cause.kind, cause.provenance) == (CauseKind.PREEMPTED, Provenance.ACTOR), cause
-        assert "pinned from pod" in cause.detail, cause
-    finally:
-        backend.stop(ref, "test over")
-        backend.forget(ref)
-        backend.close()
+    admin, namespace = run.driver.admin, run.backend.namespace
+    tj = admin.get("trainjobs", namespace, run.name) or {}
+    conditions = (tj.get("status") or {}).get("conditions") or ()
+    failed = any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
+    pods, _ = admin.list("pods", namespace, label_selector=f"{names.JOBSET_NAME}={run.name}")
+    return failed and not pods
+
+
+def _first_cause(run: Run) -> Any:
+    """Once only the admin has looked until the run failed with its pods gone: the cause a
+    poll now reads for execution 0."""
+    _until(lambda: _failed_and_gone(run), "failed with its pods gone")
+    (obs,) = run.backend.find(run.job).objects
+    assert obs.state is ObjectState.ENDED, obs
+    cause = obs.executions[0].cause
+    assert cause is not None, obs
+    return cause
+
+
+def test_a_node_lost_between_two_polls_is_node_lost(run: Run) -> None:
+    from jobdispatch_kubeflow import names
+
+    _until(lambda: run.backend.find(run.job).objects[0].state is ObjectState.RUNNING, "running")
+    trainjob = run.driver.admin.get("trainjobs", run.backend.namespace, run.name)
+    assert trainjob is not None
+    assert f"{names.PLACEMENT}-0" in trainjob["metadata"]["annotations"]
+    run.driver.lose_node(run.ref)
+    cause = _first_cause(run)
+    assert (cause.kind, cause.provenance) == (CauseKind.NODE_LOST, Provenance.SCHEDULER), cause
+    assert "was deleted" in cause.detail, cause
+
+
+def test_an_eviction_between_two_polls_is_preempted_by_an_actor(run: Run) -> None:
+    _until(lambda: run.driver._pods(run.ref, timeout=1), "running")
+    for _ in run.backend.watch(run.job):  # as a supervisor following the job: the sentinel starts
+        break
+    time.sleep(2)  # the sentinel's LIST and WATCH are up
+    run.driver.evict(run.ref)
+    cause = _first_cause(run)
+    assert (cause.kind, cause.provenance) == (CauseKind.PREEMPTED, Provenance.ACTOR), cause
+    assert "pinned from pod" in cause.detail, cause
