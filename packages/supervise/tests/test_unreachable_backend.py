@@ -44,7 +44,10 @@ def test_supervision_survives_an_unreachable_backend(mode, caplog):
     thread.start()
     _wait(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
     backend.env.set_reachable(False)
-    time.sleep(0.1)
+    # Until the supervisor has met the unreachable backend at least once (a fixed sleep of
+    # 0.1 s was once too short for serve's first poll after it on a loaded CI machine).
+    _wait(lambda: "cannot be reached" in caplog.text, "a poll meeting the unreachable backend")
+    time.sleep(0.05)  # and tried again meanwhile
     assert thread.is_alive() and not errors, errors
     backend.env.set_reachable(True)
     ref = cluster.observer.get(plan.job).submissions[0].canonical
