@@ -384,10 +384,15 @@ class KubeflowBackend:
         return {"metadata": {"annotations": new}}
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
-        """Write the reason, then delete the TrainJob with foreground propagation. Until its
-        pods are gone it shows running with "clean-up pending" in its detail; then ended,
-        cancelled by an actor. The adapter's finalizer keeps the deleted TrainJob readable as
-        the receipt. Already gone or stopped: success."""
+        """Write the reason and suspend, then delete the TrainJob with background propagation.
+        Until its pods are gone (the suspension deletes them) it shows running with "clean-up
+        pending" in its detail; then ended, cancelled by an actor. The adapter's finalizer keeps
+        the deleted TrainJob readable as the receipt, and its JobSet with it, suspended; both
+        go when ``forget`` lets the TrainJob go. Already gone or stopped: success.
+
+        Not foreground: the collector would delete the JobSet while the TrainJob still exists,
+        the Trainer controller (which never looks at a deletionTimestamp) would apply it again,
+        and the two went round for hours on the control plane (0010 §4)."""
         try:
             namespace, name, obj = self._trainjob(ref)
         except NotFound:
@@ -422,7 +427,7 @@ class KubeflowBackend:
                 self._patch(ref, change)
             except NotFound:
                 return
-        self.api.delete("trainjobs", namespace, name, propagation="Foreground")
+        self.api.delete("trainjobs", namespace, name, propagation="Background")
 
     def forget(self, ref: ObjectRef) -> None:
         """Remove the receipt of a stopped TrainJob (its finalizer), once nothing needs it.
