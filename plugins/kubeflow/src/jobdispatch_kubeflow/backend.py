@@ -410,9 +410,9 @@ class KubeflowBackend:
                 md = current.get("metadata") or {}
                 if md.get("deletionTimestamp"):
                     return None
-                # Suspended as well as deleted: the Trainer controller does not look at a
-                # TrainJob's deletionTimestamp and applies its JobSet again once the collector
-                # has deleted it; suspended, that JobSet has no pods (0010 §4).
+                # Suspended as well as deleted: a background delete leaves the JobSet while
+                # the receipt's finalizer holds the TrainJob, and the suspension is what
+                # deletes its pods (0010 §4).
                 body: Obj = {"spec": {"suspend": True}}
                 # The first stop's reason is the receipt's: a second stop racing it (the
                 # supervisor's, on seeing a person's cancel committed) does not rewrite it.
