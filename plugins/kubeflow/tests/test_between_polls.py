@@ -13,23 +13,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import pytest
 from jobdispatch import JobSpec, StartRequest
 from jobdispatch.types import CauseKind, ObjectState, Provenance
+from waiting import until
 
 pytestmark = pytest.mark.kube
-
-
-def _until(ok: Callable[[], Any], what: str, timeout: float = 180.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (got := ok()):
-        assert time.monotonic() < deadline, f"not {what} within {timeout:.0f} s"
-        time.sleep(1)
-    return got
 
 
 @attrs.frozen
@@ -78,7 +71,7 @@ def _failed_and_gone(run: Run) -> bool:
 def _first_cause(run: Run) -> Any:
     """Once only the admin has looked until the run failed with its pods gone: the cause a
     poll now reads for execution 0."""
-    _until(lambda: _failed_and_gone(run), "failed with its pods gone")
+    until(lambda: _failed_and_gone(run), "failed with its pods gone", timeout=180, every=1)
     (obs,) = run.backend.find(run.job).objects
     assert obs.state is ObjectState.ENDED, obs
     cause = obs.executions[0].cause
@@ -89,7 +82,8 @@ def _first_cause(run: Run) -> Any:
 def test_a_node_lost_between_two_polls_is_node_lost(run: Run) -> None:
     from jobdispatch_kubeflow import names
 
-    _until(lambda: run.backend.find(run.job).objects[0].state is ObjectState.RUNNING, "running")
+    running = ObjectState.RUNNING
+    until(lambda: run.backend.find(run.job).objects[0].state is running, "running", 180, 1)
     trainjob = run.driver.admin.get("trainjobs", run.backend.namespace, run.name)
     assert trainjob is not None
     assert f"{names.PLACEMENT}-0" in trainjob["metadata"]["annotations"]
@@ -100,7 +94,7 @@ def test_a_node_lost_between_two_polls_is_node_lost(run: Run) -> None:
 
 
 def test_an_eviction_between_two_polls_is_preempted_by_an_actor(run: Run) -> None:
-    _until(lambda: run.driver._pods(run.ref, timeout=1), "running")
+    until(lambda: run.driver._pods(run.ref, timeout=1), "running", 180, 1)
     for _ in run.backend.watch(run.job):  # as a supervisor following the job: the sentinel starts
         break
     time.sleep(2)  # the sentinel's LIST and WATCH are up

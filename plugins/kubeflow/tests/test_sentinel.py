@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ from jobdispatch_kubeflow.api import Gone
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
 from jobdispatch_kubeflow.sentinel import Sentinel
 from objects import cond, node, pod
+from waiting import until
 
 POD = "jd-j1-1-1-node-0-0-abcde"
 EVICTED = [cond("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")]
@@ -90,13 +90,6 @@ def backend(api: WatchedApi) -> Iterator[KubeflowBackend]:
     made.close()
 
 
-def _until(ok: Any, what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not ok():
-        assert time.monotonic() < deadline, f"not {what} within 10 s"
-        time.sleep(0.01)
-
-
 def _started(backend: KubeflowBackend) -> None:
     ref = backend.start(
         StartRequest(job="j1", submission=1, attempt=1, spec=JobSpec(command=("train",)))
@@ -118,7 +111,7 @@ def test_an_eviction_between_two_polls_keeps_its_cause(backend, api) -> None:
     dying = pod(deleting=True, conditions=EVICTED)
     del api.objects[("pods", "dispatch", POD)]
     api.events.put({"type": "MODIFIED", "object": dying})
-    _until(lambda: _evidence(api) is not None, "pinned")
+    until(lambda: _evidence(api) is not None, "pinned", 10, 0.01)
     tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
     tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
     (obs,) = backend.find("j1").objects
@@ -173,7 +166,7 @@ def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_serve
         api.events.put(Unreachable("the API server went away"))
         api.events.put({"type": "MODIFIED", "object": pod(phase="Failed")})
         sentinel.start()
-        _until(lambda: handed, "handed over after a 410 and a lost server")
+        until(lambda: handed, "handed over after a 410 and a lost server", 10, 0.01)
         assert api.requests["LIST pods"] >= 3, "a 410 and a lost server each list again"
     finally:
         sentinel.stop()
@@ -190,7 +183,7 @@ def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(caplog) -> None:
     sentinel = Sentinel(Forbidden(), "dispatch", lambda p: None)
     with caplog.at_level(logging.WARNING, logger="jobdispatch_kubeflow.sentinel"):
         sentinel.start()
-        _until(lambda: not sentinel.running, "stopped")
+        until(lambda: not sentinel.running, "stopped", 10, 0.01)
     assert "may not list and watch pods" in caplog.text
 
 

@@ -11,22 +11,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from jobdispatch import JobSpec, StartRequest
 from jobdispatch.types import ObjectState
+from waiting import until
 
 pytestmark = pytest.mark.kube
-
-
-def _until(ok: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (got := ok()):
-        assert time.monotonic() < deadline, f"not {what} within {timeout:.0f} s"
-        time.sleep(0.5)
-    return got
 
 
 def test_a_stopped_trainjob_keeps_one_jobset_and_forget_lets_both_go(kube_cluster: None) -> None:
@@ -47,7 +39,7 @@ def test_a_stopped_trainjob_keeps_one_jobset_and_forget_lets_both_go(kube_cluste
 
     try:
         backend.open(ref)
-        _until(lambda: backend.find(job).objects[0].state is ObjectState.RUNNING, "running")
+        until(lambda: backend.find(job).objects[0].state is ObjectState.RUNNING, "running")
         running = admin.get("jobsets", ns, name)
         assert running is not None
         backend.stop(ref, "test: stop")
@@ -60,11 +52,11 @@ def test_a_stopped_trainjob_keeps_one_jobset_and_forget_lets_both_go(kube_cluste
             assert jobset["metadata"]["uid"] == running["metadata"]["uid"], "made again"
             assert not jobset["metadata"].get("deletionTimestamp"), "the JobSet is being deleted"
             time.sleep(0.2)
-        _until(lambda: not pods(), "the pods gone")
+        until(lambda: not pods(), "the pods gone")
         assert backend.inspect(ref).state is ObjectState.ENDED
     finally:
         backend.stop(ref, "test over")
         backend.forget(ref)
-    _until(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
-    _until(lambda: admin.get("jobsets", ns, name) is None, "the JobSet gone")
+    until(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+    until(lambda: admin.get("jobsets", ns, name) is None, "the JobSet gone")
     backend.close()
