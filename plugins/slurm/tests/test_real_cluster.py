@@ -5,6 +5,7 @@ of one poll."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -172,6 +173,32 @@ def test_a_program_that_cannot_start_is_launch_failed(request, where, nodes):
     cause = obs.latest.cause
     assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER)
     assert f"cannot start {program} (exit 127)" in cause.detail
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_working_directory_that_does_not_exist_is_launch_failed(request, where, nodes):
+    """Issue 34.6: slurmstepd ran such a job in /tmp ("couldn't chdir … going to /tmp
+    instead") and it ended succeeded; the local adapter fails it launch-failed, and so does
+    this one now, through either transport. The program never runs: it would leave a file."""
+    backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
+    missing = f"/nonexistent/jobdispatch-test-{uuid.uuid4().hex[:8]}/work"
+    witness = f"/tmp/jobdispatch-wd-ran-{uuid.uuid4().hex[:8]}"
+    spec = JobSpec(command=("touch", witness), nodes=nodes, working_dir=missing)
+    _, obs = run_to_end(backend, spec)
+    cause = obs.latest.cause
+    assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER)
+    assert f"cannot enter the working directory {missing} (exit 127)" in cause.detail
+    assert not os.path.exists(witness), "the program ran although its folder is missing"
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_a_working_directory_that_exists_is_where_the_job_runs(request, where, tmp_path):
+    backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
+    tmp_path.chmod(0o755)
+    ref, obs = run_to_end(backend, JobSpec(command=("pwd",), working_dir=str(tmp_path)))
+    assert obs.latest.cause.kind is CauseKind.NONE, obs
+    assert backend.output(ref).read() == f"{tmp_path}\n".encode()
 
 
 @pytest.mark.parametrize(("nodes", "status"), [(1, 127), (2, 127), (1, 126)])
