@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -269,6 +270,52 @@ def test_an_unknown_host_is_refused_unless_the_site_accepts_it(ssh_server, tmp_p
     finally:
         lenient.close()
     assert empty.read_text() == "", "an accepted host key must never be saved"
+
+
+@pytest.mark.ssh
+@pytest.mark.parametrize("accept_unknown_hosts", [False, True])
+def test_a_changed_host_key_is_named_as_changed(ssh_server, tmp_path, accept_unknown_hosts):
+    """Issue 34.12: known_hosts holding another key for the host was reported as an unknown
+    host, with the advice to set accept_unknown_hosts, which cannot help. The refusal now says
+    the key changed, which fingerprint the host offers and which known_hosts line holds the old
+    one, whatever accept_unknown_hosts says."""
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    real = [
+        line
+        for line in Path(ssh_server.known_hosts).read_text().splitlines()
+        if line.startswith(f"[{ssh_server.host}]:{ssh_server.port} ")
+    ]
+    assert real, "the sshd's own key is in its known_hosts"
+    pattern, _, _ = real[0].partition(" ")
+    kind, key = (tmp_path / "other.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"# a comment line\n{pattern} {kind} {key}\n")
+    (tmp_path / "real").write_text(real[0] + "\n")
+    offered = subprocess.run(
+        ["ssh-keygen", "-l", "-f", str(tmp_path / "real")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[1]
+    transport = SshTransport(
+        host=ssh_server.host,
+        port=ssh_server.port,
+        user=ssh_server.user,
+        key_filename=ssh_server.key_file,
+        known_hosts=str(known),
+        accept_unknown_hosts=accept_unknown_hosts,
+    )
+    try:
+        with pytest.raises(Unauthorized) as refused:
+            transport.run(["true"], timeout=10)
+    finally:
+        transport.close()
+    said = refused.value.message
+    assert "the host key has CHANGED" in said, said
+    assert offered in said and f"{known} line 2" in said, said
+    assert "is unknown" not in said and "or set accept_unknown_hosts" not in said, said
+    assert known.read_text().endswith(f"{pattern} {kind} {key}\n"), "the file is left alone"
 
 
 @pytest.mark.ssh
