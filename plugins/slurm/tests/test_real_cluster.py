@@ -81,15 +81,21 @@ def local(slurm_cluster: None) -> Iterator[SlurmBackend]:
     backend.close()
 
 
-@pytest.fixture
-def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
-    transport = SshTransport(
+def ssh_transport(ssh_server: Any, known_hosts: str | None = None, **kw: Any) -> SshTransport:
+    """A transport to the loopback sshd, trusting its own known_hosts unless told otherwise."""
+    return SshTransport(
         host=ssh_server.host,
         port=ssh_server.port,
         user=ssh_server.user,
         key_filename=ssh_server.key_file,
-        known_hosts=ssh_server.known_hosts,
+        known_hosts=known_hosts or ssh_server.known_hosts,
+        **kw,
     )
+
+
+@pytest.fixture
+def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
+    transport = ssh_transport(ssh_server)
     backend = SlurmBackend(Settings(), transport=transport)
     backend.started = []  # type: ignore[attr-defined]
     yield backend
@@ -248,23 +254,10 @@ def test_one_poll_of_many_jobs_is_two_commands(local):
 def test_an_unknown_host_is_refused_unless_the_site_accepts_it(ssh_server, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    strict = SshTransport(
-        host=ssh_server.host,
-        port=ssh_server.port,
-        user=ssh_server.user,
-        key_filename=ssh_server.key_file,
-        known_hosts=str(empty),
-    )
+    strict = ssh_transport(ssh_server, str(empty))
     with pytest.raises(Unauthorized, match="known_hosts"):
         strict.run(["true"], timeout=10)
-    lenient = SshTransport(
-        host=ssh_server.host,
-        port=ssh_server.port,
-        user=ssh_server.user,
-        key_filename=ssh_server.key_file,
-        known_hosts=str(empty),
-        accept_unknown_hosts=True,
-    )
+    lenient = ssh_transport(ssh_server, str(empty), accept_unknown_hosts=True)
     try:
         assert lenient.run(["true"], timeout=10).ok
     finally:
@@ -298,14 +291,7 @@ def test_a_changed_host_key_is_named_as_changed(ssh_server, tmp_path, accept_unk
         text=True,
         check=True,
     ).stdout.split()[1]
-    transport = SshTransport(
-        host=ssh_server.host,
-        port=ssh_server.port,
-        user=ssh_server.user,
-        key_filename=ssh_server.key_file,
-        known_hosts=str(known),
-        accept_unknown_hosts=accept_unknown_hosts,
-    )
+    transport = ssh_transport(ssh_server, str(known), accept_unknown_hosts=accept_unknown_hosts)
     try:
         with pytest.raises(Unauthorized) as refused:
             transport.run(["true"], timeout=10)
