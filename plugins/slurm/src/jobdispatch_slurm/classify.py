@@ -1,9 +1,11 @@
 """Why did a Slurm job's run end, and what does the job show now? Pure functions of parsed rows.
 
 The rules are shared/research/classification.md §1 and §4.1 as corrected by what a real Slurm
-22.05.8 cluster printed (docs/specs/0007). The table, with the reasons, is in
-docs/specs/0008-slurm-adapter.md; the code below is the same table. Where the evidence does not
-decide a question the answer is ``unknown``, never a guess.
+22.05.8 cluster printed (docs/specs/0007). The decisions are first-match tables of rows
+(``jobdispatch.firstmatch``): :data:`CAUSES` for an ended record, :data:`LIVE_STATES` for a job
+squeue still shows. docs/specs/0008-slurm-adapter.md §4 carries them as the code reads them (a
+repository test compares them), with the reasons. Where the evidence does not decide a question
+the answer is ``unknown``, never a guess.
 
 Two sources are combined:
 
