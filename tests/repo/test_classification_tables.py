@@ -23,6 +23,9 @@ from repo_layout import SPECS
 TABLES: dict[tuple[str, str], Path] = {
     ("jobdispatch_slurm.classify", "CAUSES"): SPECS / "0008-slurm-adapter.md",
     ("jobdispatch_slurm.classify", "LIVE_STATES"): SPECS / "0008-slurm-adapter.md",
+    ("jobdispatch_kubeflow.classify", "STATES"): SPECS / "0010-kubeflow-adapter.md",
+    ("jobdispatch_kubeflow.classify", "RUN_CAUSES"): SPECS / "0010-kubeflow-adapter.md",
+    ("jobdispatch_kubeflow.classify", "POD_CAUSES"): SPECS / "0010-kubeflow-adapter.md",
 }
 
 
