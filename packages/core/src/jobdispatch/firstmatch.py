@@ -21,12 +21,16 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from jobdispatch.types import CauseKind, Provenance
+from jobdispatch.types import Cause, CauseKind, Provenance
 
-__all__ = ["NoRowMatched", "Row", "Table", "always", "cause_cells"]
+__all__ = ["NoRowMatched", "Row", "Table", "always", "cause_cells", "cause_row"]
 
 E = TypeVar("E")
 R = TypeVar("R")
+#: A row reads its evidence and yields its result: a row of ``Row[E, Cause]`` fits a table of
+#: ``Table[E, Cause | None]``.
+E_contra = TypeVar("E_contra", contravariant=True)
+R_co = TypeVar("R_co", covariant=True)
 
 
 class NoRowMatched(LookupError):
@@ -39,7 +43,7 @@ def always(_: object) -> bool:
 
 
 @attrs.frozen
-class Row(Generic[E, R]):
+class Row(Generic[E_contra, R_co]):
     """One row of a first-match table.
 
     ``name`` is the row's id (unique in its table, kebab-case: tests and the spec name it);
@@ -50,8 +54,8 @@ class Row(Generic[E, R]):
 
     name: str
     evidence: str
-    when: Callable[[E], bool]
-    then: Callable[[E], R]
+    when: Callable[[E_contra], bool]
+    then: Callable[[E_contra], R_co]
     gives: tuple[str, ...]
 
 
@@ -110,6 +114,26 @@ def cause_cells(kind: CauseKind, provenance: Provenance, note: str = "") -> tupl
     cause's word, with ``note`` after it in brackets, and the provenance's word. Tests read the
     words back to check that a row yields the cause it says."""
     return (f"{kind} ({note})" if note else str(kind), str(provenance))
+
+
+def cause_row(
+    name: str,
+    evidence: str,
+    when: Callable[[E], bool],
+    kind: CauseKind,
+    provenance: Provenance,
+    detail: str | Callable[[E], str] = "",
+    *,
+    note: str = "",
+) -> Row[E, Cause]:
+    """A row of a cause table whose cause is its ``kind`` and ``provenance`` with a ``detail``
+    (fixed, or made from the evidence). Its cells are made from the same kind and provenance,
+    so what the spec says the row gives and what it gives cannot differ."""
+
+    def then(e: E) -> Cause:
+        return Cause(kind, provenance, detail if isinstance(detail, str) else detail(e))
+
+    return Row(name, evidence, when, then, cause_cells(kind, provenance, note))
 
 
 def _line(cells: Iterable[str]) -> str:

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from jobdispatch.firstmatch import Row, Table, always, cause_cells
+from jobdispatch.firstmatch import Row, Table, always, cause_cells, cause_row
 from jobdispatch.spi import ExecutionObs
 from jobdispatch.types import Actor, Cause, CauseKind, ObjectState, Provenance
 
@@ -302,12 +302,6 @@ def _disrupted(*reasons: str) -> Callable[[PodEvidence], bool]:
     return lambda e: e.disrupted_by in reasons
 
 
-def _from_disruption(
-    kind: CauseKind, provenance: Provenance, actor: Actor | None = None
-) -> Callable[[PodEvidence], Cause]:
-    return lambda e: Cause(kind, provenance, detail=e.disruption_text, actor=actor)
-
-
 def _first_exit(e: PodEvidence) -> Cause:
     first = min(e.failed_exits, key=lambda t: str(t.get("finishedAt") or ""))
     code = int(first["exitCode"])
@@ -320,11 +314,9 @@ def _first_exit(e: PodEvidence) -> Cause:
     )
 
 
-def _launch_cause(e: PodEvidence) -> Cause:
-    return Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, detail=_launch_problem(e.pod) or "")
-
-
 K, P = CauseKind, Provenance
+#: Who evicts through the eviction API: a drain, an autoscaler or a descheduler.
+EVICTION_API = Actor.human("eviction API (drain, autoscaler or descheduler)")
 
 #: The cause one failed (or failing) pod shows by itself, first match wins; None when it shows
 #: none. Why this order: an OOM kill is the job's own (no disruption makes a container exceed
@@ -343,89 +335,83 @@ POD_CAUSES: Table[PodEvidence, Cause | None] = Table(
             _oom_killed,
             cause_cells(K.OUT_OF_MEMORY, P.APPLICATION, "its exit code, 137, and signal 9"),
         ),
-        Row(
+        cause_row(
             "preempted-by-scheduler",
             "`DisruptionTarget=True` `PreemptionByScheduler`",
             _disrupted("PreemptionByScheduler"),
-            _from_disruption(K.PREEMPTED, P.SCHEDULER),
-            cause_cells(K.PREEMPTED, P.SCHEDULER),
+            K.PREEMPTED,
+            P.SCHEDULER,
+            lambda e: e.disruption_text,
         ),
         Row(
             "evicted-by-api",
             "`DisruptionTarget=True` `EvictionByEvictionAPI`",
             _disrupted("EvictionByEvictionAPI"),
-            _from_disruption(
-                K.PREEMPTED,
-                P.ACTOR,
-                Actor.human("eviction API (drain, autoscaler or descheduler)"),
+            lambda e: Cause(
+                CauseKind.PREEMPTED, Provenance.ACTOR, detail=e.disruption_text, actor=EVICTION_API
             ),
             cause_cells(K.PREEMPTED, P.ACTOR, "drain, autoscaler or descheduler"),
         ),
-        Row(
+        cause_row(
             "deleted-with-node",
             "`DisruptionTarget=True` `DeletionByTaintManager` or `DeletionByPodGC`",
             _disrupted("DeletionByTaintManager", "DeletionByPodGC"),
-            _from_disruption(K.NODE_LOST, P.SCHEDULER),
-            cause_cells(K.NODE_LOST, P.SCHEDULER),
+            K.NODE_LOST,
+            P.SCHEDULER,
+            lambda e: e.disruption_text,
         ),
-        Row(
+        cause_row(
             "kubelet-node-shutdown",
             "`DisruptionTarget=True` `TerminationByKubelet`, pod reason `Terminated`, "
             "`NodeShutdown` or `NodeLost`",
             lambda e: e.disrupted_by == "TerminationByKubelet" and e.reason in NODE_POD_REASONS,
-            _from_disruption(K.NODE_LOST, P.SCHEDULER),
-            cause_cells(K.NODE_LOST, P.SCHEDULER),
+            K.NODE_LOST,
+            P.SCHEDULER,
+            lambda e: e.disruption_text,
         ),
-        Row(
+        cause_row(
             "kubelet-termination",
             "`DisruptionTarget=True` `TerminationByKubelet`, any other pod reason (`Evicted`: "
             "node pressure)",
             _disrupted("TerminationByKubelet"),
-            lambda e: Cause(
-                CauseKind.PREEMPTED,
-                Provenance.SCHEDULER,
-                detail=f"{e.disruption_text} ({e.reason})",
-            ),
-            cause_cells(K.PREEMPTED, P.SCHEDULER),
+            K.PREEMPTED,
+            P.SCHEDULER,
+            lambda e: f"{e.disruption_text} ({e.reason})",
         ),
-        Row(
+        cause_row(
             "node-reason",
             "pod reason `Terminated`, `NodeShutdown` or `NodeLost`",
             lambda e: e.reason in NODE_POD_REASONS,
-            lambda e: Cause(
-                CauseKind.NODE_LOST, Provenance.SCHEDULER, detail=f"pod reason {e.reason}"
-            ),
-            cause_cells(K.NODE_LOST, P.SCHEDULER),
+            K.NODE_LOST,
+            P.SCHEDULER,
+            lambda e: f"pod reason {e.reason}",
         ),
-        Row(
+        cause_row(
             "evicted",
             "pod reason `Evicted` without the condition",
             lambda e: e.reason == "Evicted",
-            lambda e: Cause(
-                CauseKind.PREEMPTED,
-                Provenance.SCHEDULER,
-                detail=f"evicted: {_get(e.pod, 'status', 'message') or ''}",
-            ),
-            cause_cells(K.PREEMPTED, P.SCHEDULER),
+            K.PREEMPTED,
+            P.SCHEDULER,
+            lambda e: f"evicted: {_get(e.pod, 'status', 'message') or ''}",
         ),
-        Row(
+        cause_row(
             "pod-deadline",
             "pod reason `DeadlineExceeded`",
             lambda e: e.reason == "DeadlineExceeded",
-            lambda _: Cause(
-                CauseKind.TIME_LIMIT, Provenance.SCHEDULER, detail="pod deadline exceeded"
-            ),
-            cause_cells(K.TIME_LIMIT, P.SCHEDULER),
+            K.TIME_LIMIT,
+            P.SCHEDULER,
+            "pod deadline exceeded",
         ),
-        Row(
+        cause_row(
             "node-gone",
             "the pod's node deleted or not Ready (nodes listed), unless the pod succeeded "
             "and is not being deleted",
             lambda e: e.node_gone is not None,
-            lambda e: Cause(CauseKind.NODE_LOST, Provenance.SCHEDULER, detail=e.node_gone or ""),
-            cause_cells(K.NODE_LOST, P.SCHEDULER),
+            K.NODE_LOST,
+            P.SCHEDULER,
+            lambda e: e.node_gone or "",
         ),
-        Row(
+        cause_row(
             "cannot-launch",
             "a container waiting "
             + ", ".join(f"`{r}`" for r in sorted(LAUNCH_WAITING))
@@ -434,8 +420,9 @@ POD_CAUSES: Table[PodEvidence, Cause | None] = Table(
             + "; pod reason `OutOf*`, "
             + ", ".join(f"`{r}`" for r in sorted(LAUNCH_POD_REASONS)),
             lambda e: _launch_problem(e.pod) is not None,
-            _launch_cause,
-            cause_cells(K.LAUNCH_FAILED, P.SCHEDULER),
+            K.LAUNCH_FAILED,
+            P.SCHEDULER,
+            lambda e: _launch_problem(e.pod) or "",
         ),
         Row(
             "non-zero-exit",
@@ -587,7 +574,7 @@ RUN_CAUSES: Table[RunEvidence, Cause] = Table(
     "kubeflow-run-causes",
     ("evidence", "cause", "provenance"),
     (
-        Row(
+        cause_row(
             "creation-failed",
             "TrainJob (else JobSet) `Failed` reason "
             + ", ".join(f"`{r}`" for r in sorted(CREATION_FAILED))
@@ -596,10 +583,9 @@ RUN_CAUSES: Table[RunEvidence, Cause] = Table(
                 e.reason in CREATION_FAILED
                 or _condition(e.chain.jobset, "JobCreationFailed") is not None
             ),
-            lambda e: Cause(
-                CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, detail=_describe(e.failed)
-            ),
-            cause_cells(K.LAUNCH_FAILED, P.SCHEDULER),
+            K.LAUNCH_FAILED,
+            P.SCHEDULER,
+            lambda e: _describe(e.failed),
         ),
         _found(K.OUT_OF_MEMORY),
         _found(K.PREEMPTED),
@@ -611,32 +597,29 @@ RUN_CAUSES: Table[RunEvidence, Cause] = Table(
             lambda e: _present(e.first(K.LAUNCH_FAILED)),
             cause_cells(K.LAUNCH_FAILED, P.SCHEDULER),
         ),
-        Row(
+        cause_row(
             "deadline-unschedulable",
             "TrainJob `DeadlineExceeded` before any pod started, a pod unschedulable",
             lambda e: _deadline_before_start(e) and e.unschedulable is not None,
-            lambda e: Cause(
-                CauseKind.NO_CAPACITY,
-                Provenance.SCHEDULER,
-                detail=f"never scheduled before the deadline: {e.unschedulable}",
-            ),
-            cause_cells(K.NO_CAPACITY, P.SCHEDULER),
+            K.NO_CAPACITY,
+            P.SCHEDULER,
+            lambda e: f"never scheduled before the deadline: {e.unschedulable}",
         ),
-        Row(
+        cause_row(
             "deadline",
             "TrainJob (else JobSet) `Failed` reason `DeadlineExceeded`",
             lambda e: e.reason == "DeadlineExceeded",
-            lambda e: Cause(CauseKind.TIME_LIMIT, Provenance.SCHEDULER, detail=_describe(e.failed)),
-            cause_cells(K.TIME_LIMIT, P.SCHEDULER),
+            K.TIME_LIMIT,
+            P.SCHEDULER,
+            lambda e: _describe(e.failed),
         ),
-        Row(
+        cause_row(
             "job-deadline",
             "a Job `Failed` reason `DeadlineExceeded`",
             _job_deadline,
-            lambda _: Cause(
-                CauseKind.TIME_LIMIT, Provenance.SCHEDULER, detail="Job deadline exceeded"
-            ),
-            cause_cells(K.TIME_LIMIT, P.SCHEDULER),
+            K.TIME_LIMIT,
+            P.SCHEDULER,
+            "Job deadline exceeded",
         ),
         _found(K.TIME_LIMIT),
         _found(K.LAUNCH_FAILED),
@@ -663,16 +646,14 @@ RUN_CAUSES: Table[RunEvidence, Cause] = Table(
             lambda e: _present(e.placed_node_lost),
             cause_cells(K.NODE_LOST, P.SCHEDULER),
         ),
-        Row(
+        cause_row(
             "unknown",
             "none of these",
             always,
-            lambda e: Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=_evidence(e.chain, e.pods)),
-            cause_cells(
-                K.UNKNOWN,
-                P.NONE,
-                "the detail lists every condition, pod phase and warning event read",
-            ),
+            K.UNKNOWN,
+            P.NONE,
+            lambda e: _evidence(e.chain, e.pods),
+            note="the detail lists every condition, pod phase and warning event read",
         ),
     ),
 )

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import attrs
-from jobdispatch.firstmatch import Row, Table, always, cause_cells
+from jobdispatch.firstmatch import Row, Table, always, cause_cells, cause_row
 from jobdispatch.spi import ExecutionObs
 from jobdispatch.types import Cause, CauseKind, ObjectState, Provenance
 
@@ -218,18 +218,13 @@ class Ended:
         return _oom(self.record)
 
 
-def _fixed(kind: CauseKind, provenance: Provenance, detail: str = "") -> Callable[[Ended], Cause]:
-    cause = Cause(kind, provenance, detail)
-    return lambda _: cause
-
-
 def _state_is(*states: str) -> Callable[[Ended], bool]:
     return lambda e: e.state in states
 
 
-def _launch_mark(e: Ended) -> Cause:
+def _launch_mark(e: Ended) -> str:
     _, _, said = e.launch_mark.partition(": ")
-    return Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, said.strip() or e.launch_mark)
+    return said.strip() or e.launch_mark
 
 
 def _completed_step_failed(e: Ended) -> Cause:
@@ -244,11 +239,11 @@ def _completed_step_failed(e: Ended) -> Cause:
     )
 
 
-def _out_of_memory(e: Ended) -> Cause:
+def _out_of_memory(e: Ended) -> str:
     detail = "out of memory (0:125)"
     if e.state == "PREEMPTED":
         detail += "; recorded as PREEMPTED: it ended within the preemption grace time"
-    return Cause(CauseKind.OUT_OF_MEMORY, Provenance.APPLICATION, detail)
+    return detail
 
 
 def _failed_exit(e: Ended) -> Cause:
@@ -283,24 +278,13 @@ def _never_launched(e: Ended) -> bool:
     )
 
 
-def _launch_failed(e: Ended) -> Cause:
+def _launch_failed(e: Ended) -> str:
     what = f"exit status {e.exit}" if e.exit is not None else "no exit status"
-    return Cause(
-        CauseKind.LAUNCH_FAILED,
-        Provenance.SCHEDULER,
-        f"{what}{', ' + e.reason if e.reason else ''}: the batch script did not start",
-    )
+    return f"{what}{', ' + e.reason if e.reason else ''}: the batch script did not start"
 
 
-def _node_failed(e: Ended) -> Cause:
-    nodes = ",".join(e.record.job.nodes)
-    return Cause(CauseKind.NODE_LOST, Provenance.SCHEDULER, f"a node of {nodes} failed")
-
-
-def _cancelled_by(e: Ended) -> Cause:
-    return Cause(
-        CauseKind.CANCELLED, Provenance.ACTOR, f"cancelled by uid {_by(e.record.job.state)}"
-    )
+def _node_failed(e: Ended) -> str:
+    return f"a node of {','.join(e.record.job.nodes)} failed"
 
 
 def _batch_step(record: Record) -> SacctRow | None:
@@ -341,30 +325,43 @@ def _special_exit(e: Ended) -> Cause:
 
 K, P = CauseKind, Provenance
 
+
+def _state_row(
+    name: str,
+    state: str,
+    kind: CauseKind,
+    provenance: Provenance,
+    detail: str = "",
+    *,
+    evidence: str = "",
+) -> Row[Ended, Cause]:
+    """A row decided by the state alone, with a fixed cause."""
+    return cause_row(name, evidence or state, _state_is(state), kind, provenance, detail)
+
+
 #: The causes of an ended record, first match wins (spec 0008 §4 shows this table, made from
 #: these rows by tests/repo/test_classification_tables.py).
 CAUSES: Table[Ended, Cause] = Table(
     "slurm-causes",
     ("sacct State / evidence", "cause", "provenance"),
     (
-        Row(
+        cause_row(
             "launch-mark",
             "FAILED, and the launch line in the job's stderr (§2; looked for only after a 126 "
             "or 127 in the job's, derived or a step's status)",
             lambda e: bool(e.launch_mark) and e.state == "FAILED",
+            K.LAUNCH_FAILED,
+            P.SCHEDULER,
             _launch_mark,
-            cause_cells(K.LAUNCH_FAILED, P.SCHEDULER, "the line's words as detail"),
+            note="the line's words as detail",
         ),
-        Row(
+        cause_row(
             "completed-oom",
             "COMPLETED, DerivedExitCode or a step `0:125`, or a step OUT_OF_MEMORY",
             lambda e: e.state == "COMPLETED" and e.oom,
-            _fixed(
-                K.OUT_OF_MEMORY,
-                P.APPLICATION,
-                "a step ran out of memory (0:125) though the script exited 0",
-            ),
-            cause_cells(K.OUT_OF_MEMORY, P.APPLICATION),
+            K.OUT_OF_MEMORY,
+            P.APPLICATION,
+            "a step ran out of memory (0:125) though the script exited 0",
         ),
         Row(
             "completed-step-failed",
@@ -380,13 +377,14 @@ CAUSES: Table[Ended, Cause] = Table(
             lambda _: Cause(CauseKind.NONE, Provenance.NONE, exit_code=0),
             cause_cells(K.NONE, P.NONE, "exit 0"),
         ),
-        Row(
+        cause_row(
             "out-of-memory",
             "OUT_OF_MEMORY; or FAILED or PREEMPTED with `0:125` anywhere (preemption never "
             "causes an OOM)",
             lambda e: e.state == "OUT_OF_MEMORY" or (e.state in ("FAILED", "PREEMPTED") and e.oom),
+            K.OUT_OF_MEMORY,
+            P.APPLICATION,
             _out_of_memory,
-            cause_cells(K.OUT_OF_MEMORY, P.APPLICATION),
         ),
         Row(
             "failed-exit",
@@ -406,86 +404,64 @@ CAUSES: Table[Ended, Cause] = Table(
             _killed,
             cause_cells(K.NON_ZERO_EXIT, P.APPLICATION, 'signal S, "killed"'),
         ),
-        Row(
+        cause_row(
             "failed-launch",
             "FAILED, `0:S` with S not a signal (`0:53`), or squeue `JobLaunchFailure` with "
             "`0:0`, or never got nodes",
             lambda e: e.state == "FAILED" and _never_launched(e),
+            K.LAUNCH_FAILED,
+            P.SCHEDULER,
             _launch_failed,
-            cause_cells(K.LAUNCH_FAILED, P.SCHEDULER),
         ),
-        Row(
+        cause_row(
             "failed-unknown",
             "FAILED `0:0`, none of the above",
             _state_is("FAILED"),
-            lambda e: Cause(
-                CauseKind.UNKNOWN, Provenance.NONE, f"FAILED with exit status {e.exit}"
-            ),
-            cause_cells(K.UNKNOWN, P.NONE),
+            K.UNKNOWN,
+            P.NONE,
+            lambda e: f"FAILED with exit status {e.exit}",
         ),
-        Row(
+        _state_row(
             "timeout",
-            "TIMEOUT (never its exit code: scontrol and sacct differ)",
-            _state_is("TIMEOUT"),
-            _fixed(K.TIME_LIMIT, P.SCHEDULER),
-            cause_cells(K.TIME_LIMIT, P.SCHEDULER),
+            "TIMEOUT",
+            K.TIME_LIMIT,
+            P.SCHEDULER,
+            evidence="TIMEOUT (never its exit code: scontrol and sacct differ)",
         ),
-        Row(
+        cause_row(
             "partition-removed",
             "NODE_FAIL, squeue reason PartitionDown",
             lambda e: e.state == "NODE_FAIL" and e.reason == "PartitionDown",
-            _fixed(K.CANCELLED, P.ACTOR, "its partition was removed"),
-            cause_cells(K.CANCELLED, P.ACTOR),
+            K.CANCELLED,
+            P.ACTOR,
+            "its partition was removed",
         ),
-        Row(
-            "node-fail",
-            "NODE_FAIL",
-            _state_is("NODE_FAIL"),
-            _node_failed,
-            cause_cells(K.NODE_LOST, P.SCHEDULER),
+        cause_row(
+            "node-fail", "NODE_FAIL", _state_is("NODE_FAIL"), K.NODE_LOST, P.SCHEDULER, _node_failed
         ),
-        Row(
-            "preempted",
-            "PREEMPTED",
-            _state_is("PREEMPTED"),
-            _fixed(K.PREEMPTED, P.SCHEDULER),
-            cause_cells(K.PREEMPTED, P.SCHEDULER),
-        ),
-        Row(
+        _state_row("preempted", "PREEMPTED", K.PREEMPTED, P.SCHEDULER),
+        cause_row(
             "cancelled-by-uid",
             "CANCELLED by *uid*",
             lambda e: e.state == "CANCELLED" and bool(_by(e.record.job.state)),
-            _cancelled_by,
-            cause_cells(K.CANCELLED, P.ACTOR, "the detail names the uid"),
+            K.CANCELLED,
+            P.ACTOR,
+            lambda e: f"cancelled by uid {_by(e.record.job.state)}",
+            note="the detail names the uid",
         ),
-        Row(
+        _state_row(
             "cancelled",
-            'CANCELLED (no "by")',
-            _state_is("CANCELLED"),
-            _fixed(K.CANCELLED, P.SCHEDULER, "cancelled by slurmctld"),
-            cause_cells(K.CANCELLED, P.SCHEDULER),
+            "CANCELLED",
+            K.CANCELLED,
+            P.SCHEDULER,
+            "cancelled by slurmctld",
+            evidence='CANCELLED (no "by")',
         ),
-        Row(
-            "deadline",
-            "DEADLINE",
-            _state_is("DEADLINE"),
-            _fixed(K.NO_CAPACITY, P.SCHEDULER, "could not start by --deadline"),
-            cause_cells(K.NO_CAPACITY, P.SCHEDULER),
+        _state_row(
+            "deadline", "DEADLINE", K.NO_CAPACITY, P.SCHEDULER, "could not start by --deadline"
         ),
-        Row(
-            "boot-fail",
-            "BOOT_FAIL",
-            _state_is("BOOT_FAIL"),
-            _fixed(K.LAUNCH_FAILED, P.SCHEDULER, "node boot failed"),
-            cause_cells(K.LAUNCH_FAILED, P.SCHEDULER),
-        ),
-        Row(
-            "revoked",
-            "REVOKED",
-            _state_is("REVOKED"),
-            _fixed(K.DUPLICATE, P.SCHEDULER, "ran on a federation sibling"),
-            cause_cells(K.DUPLICATE, P.SCHEDULER),
-        ),
+        _state_row("boot-fail", "BOOT_FAIL", K.LAUNCH_FAILED, P.SCHEDULER, "node boot failed"),
+        _state_row("revoked", "REVOKED", K.DUPLICATE, P.SCHEDULER, "ran on a federation sibling"),
         Row(
             "requeued-after-end",
             "REQUEUED, ExitCode N > 0 or the batch step ended over 2 s before the row",
@@ -497,13 +473,7 @@ CAUSES: Table[Ended, Cause] = Table(
                 "as that cause",
             ),
         ),
-        Row(
-            "requeued",
-            "REQUEUED",
-            _state_is("REQUEUED"),
-            _fixed(K.REQUEUED, P.ACTOR, "scontrol requeue"),
-            cause_cells(K.REQUEUED, P.ACTOR),
-        ),
+        _state_row("requeued", "REQUEUED", K.REQUEUED, P.ACTOR, "scontrol requeue"),
         Row(
             "special-exit",
             "SPECIAL_EXIT",
@@ -511,21 +481,22 @@ CAUSES: Table[Ended, Cause] = Table(
             _special_exit,
             cause_cells(K.REQUEUED, P.APPLICATION, "exit code kept"),
         ),
-        Row(
+        cause_row(
             "requeue-state",
             "another requeue state (REQUEUE_HOLD, REQUEUE_FED)",
             lambda e: e.state in REQUEUE_STATES,
-            lambda e: Cause(CauseKind.REQUEUED, Provenance.SCHEDULER, e.state),
-            cause_cells(K.REQUEUED, P.SCHEDULER, "the state as detail"),
+            K.REQUEUED,
+            P.SCHEDULER,
+            lambda e: e.state,
+            note="the state as detail",
         ),
-        Row(
+        cause_row(
             "unknown",
             "anything else",
             always,
-            lambda e: Cause(
-                CauseKind.UNKNOWN, Provenance.NONE, f"sacct state {e.record.job.state!r}"
-            ),
-            cause_cells(K.UNKNOWN, P.NONE),
+            K.UNKNOWN,
+            P.NONE,
+            lambda e: f"sacct state {e.record.job.state!r}",
         ),
     ),
 )
