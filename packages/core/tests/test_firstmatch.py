@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jobdispatch.firstmatch import NoRowMatched, Row, Table, always
+from jobdispatch.firstmatch import NoRowMatched, Row, Table, always, cause_row
+from jobdispatch.types import Cause, CauseKind, Provenance
 
 
 def _divides(n: int) -> Row[int, str]:
@@ -65,3 +66,30 @@ def test_markdown_lists_the_rows_in_order_with_their_names() -> None:
         "| `by-5`",
         "| `other`",
     ]
+
+
+def test_a_cause_row_gives_the_cause_its_cells_name() -> None:
+    row: Row[int, Cause] = cause_row(
+        "big",
+        "over 9",
+        lambda n: n > 9,
+        CauseKind.NO_CAPACITY,
+        Provenance.SCHEDULER,
+        lambda n: f"{n} is too many",
+        note="the count in the detail",
+    )
+    table: Table[int, Cause | None] = Table(
+        "sizes", ("n", "cause", "provenance"), (row, Row("fits", "else", always, _none, ("-", "-")))
+    )
+    assert table(12) == Cause(CauseKind.NO_CAPACITY, Provenance.SCHEDULER, "12 is too many")
+    assert table(3) is None
+    assert row.gives == ("no-capacity (the count in the detail)", "scheduler")
+    fixed: Row[int, Cause] = cause_row("any", "any", always, CauseKind.UNKNOWN, Provenance.NONE)
+    assert (fixed.then(1), fixed.gives) == (
+        Cause(CauseKind.UNKNOWN, Provenance.NONE),
+        ("unknown", "none"),
+    )
+
+
+def _none(_: int) -> None:
+    return None
