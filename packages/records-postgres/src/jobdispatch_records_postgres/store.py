@@ -21,6 +21,7 @@ How each promise of :class:`~jobdispatch.records.store.Records` is kept
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -49,6 +50,8 @@ from jobdispatch_records_postgres import schema as schema_module
 from jobdispatch_records_postgres.settings import Settings
 
 __all__ = ["PostgresRecords"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -173,6 +176,7 @@ class PostgresRecords:
         self._clock = clock
         self._decoded = DecodedCache(cache_events)
         self._closed = False
+        self._owner_checked = False  # whether announce has looked at who this store runs as
         s = sql.Identifier(self.settings.schema)
         self._q = _Queries(s)
         self._pool = psycopg_pool.ConnectionPool(
@@ -557,6 +561,9 @@ class PostgresRecords:
             row = conn.execute(q.pin_now, (pinned,)).fetchone()
             assert row is not None
             now = _utc(row[0])
+            if not self._owner_checked:
+                self._owner_checked = True
+                self._warn_if_owner(conn)
             # Expired members are dropped as they are seen: every restart names a new holder.
             conn.execute(q.prune_members, (now,))
             conn.execute(q.announce, (member, now + ttl))
@@ -574,6 +581,44 @@ class PostgresRecords:
             conn.execute(q.withdraw, (member,))
 
         self._run(body, transaction=True)
+
+    def _warn_if_owner(self, conn: psycopg.Connection[Any]) -> None:
+        """Say once, at a supervisor's first announcement (only supervisors announce), that it
+        runs with the schema owner's rights: raw SQL under those credentials can drop the
+        guards, so a supervisor on every host should not hold them (spec 0013 D3)."""
+        if schema_module.owns(conn, self.settings.schema):
+            log.warning(
+                "%s: this supervisor connects as a role with the schema owner's rights, which "
+                "can alter or drop the database's guards; give supervisors a role of their own "
+                "(`jobdispatch store grant ROLE`, run as the owner; see the PostgreSQL how-to)",
+                self.settings.where(),
+            )
+
+    def grant(self, role: str) -> None:
+        """Give the database role ``role`` what a supervisor, or any other client of this
+        store, needs and nothing more (reading, creating records, appending events, moving a
+        record's revision and lease; see :func:`~jobdispatch_records_postgres.schema.grant`),
+        so that it can be the role every host connects as while the guards bind it. Run as the
+        schema's owner (which this store, by opening, has migrated to the current version);
+        Invalid for any other role, or for a role the database does not have."""
+        _check_key("role", role)
+        where = self.settings.where()
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            if not schema_module.owns(conn, self.settings.schema):
+                row = conn.execute("SELECT current_user").fetchone()
+                msg = (
+                    f"{where}: role {row[0] if row else '?'} does not own the store's schema, "
+                    "so cannot grant its rights; connect as the owner"
+                )
+                raise Invalid(msg)
+            found = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            if found is None:
+                msg = f"{where}: the database has no role {role!r}; create it first"
+                raise Invalid(msg)
+            schema_module.grant(conn, self.settings.schema, role)
+
+        self._run(body)
 
     @property
     def closed(self) -> bool:
