@@ -45,7 +45,7 @@ def _raw(config: dict[str, Any]) -> psycopg.Connection[Any]:
     return psycopg.connect(**Settings.from_config(config).connect_kwargs(), autocommit=True)
 
 
-def _refused(conn: psycopg.Connection[Any], statement: sql.Composable) -> psycopg.Error:
+def _refused(conn: psycopg.Connection[Any], statement: sql.Composed) -> psycopg.Error:
     """The error ``statement`` is refused with (the test fails if it is accepted)."""
     with pytest.raises(psycopg.Error) as info:
         conn.execute(statement)
