@@ -63,16 +63,20 @@ class TestPostgresRecords(RecordStoreSuite):
             config: Settings | dict[str, Any]
             if done is not None:
                 built.remove(done)
-                _empty(done.settings)
+                _empty(self.owner_settings(done.settings))
                 config = done.settings
             else:
-                config = new_config()
+                config = self.opened_as(new_config())
             built.append(PostgresRecords(config, clock))
             return built[-1]
 
         yield make
         for store in built:
             store.close()
+
+    def opened_as(self, owned: dict[str, Any]) -> dict[str, Any]:
+        """The configuration the stores under test open a new schema with, given its owner's."""
+        return owned
 
     def owner_settings(self, settings: Settings) -> Settings:
         """The settings of the schema's owner, for a store opened with ``settings``."""
@@ -159,33 +163,19 @@ class TestPostgresRecordsAsAClientRole(TestPostgresRecords):
     ``PostgresRecords.grant`` gives: every operation of the store works with those rights."""
 
     model_examples = 15
+    client: dict[str, Any]
     owners: dict[str, Settings]
 
-    @pytest.fixture
-    def make_store(
-        self, new_config: Callable[[], dict[str, Any]], client: dict[str, Any]
-    ) -> Iterator[Callable[[ManualClock], Records]]:
-        built: list[PostgresRecords] = []
+    @pytest.fixture(autouse=True)
+    def _as_client(self, client: dict[str, Any]) -> None:
+        self.client = client
         self.owners = {}
 
-        def make(clock: ManualClock) -> Records:
-            done = next((b for b in built if b.closed), None)
-            if done is not None:
-                built.remove(done)
-                _empty(self.owner_settings(done.settings))
-                config: Settings | dict[str, Any] = done.settings
-            else:
-                owned = new_config()
-                with PostgresRecords(owned) as owner:  # creates the schema, as its owner
-                    owner.grant(client["user"])
-                    self.owners[owner.settings.schema] = owner.settings
-                config = {**client, "schema": owned["schema"]}
-            built.append(PostgresRecords(config, clock))
-            return built[-1]
-
-        yield make
-        for store in built:
-            store.close()
+    def opened_as(self, owned: dict[str, Any]) -> dict[str, Any]:
+        with PostgresRecords(owned) as owner:  # creates the schema, as its owner
+            owner.grant(self.client["user"])
+            self.owners[owner.settings.schema] = owner.settings
+        return {**self.client, "schema": owned["schema"]}
 
     def owner_settings(self, settings: Settings) -> Settings:
         return self.owners[settings.schema]
