@@ -37,6 +37,10 @@ shape, from `jobdispatch_cli.config`:
 {example}
 ```
 
+Numbers must be finite: `nan`, `inf` and `-inf`, which TOML accepts, are refused wherever they
+appear, and every numeric setting has an upper bound (listed below), so a typo such as
+`probe_ttl = 1e30` is an error naming its line rather than a setting that waits for ever.
+
 Each `[clusters.NAME]` table names an `adapter` and then that adapter's settings; each
 `[escalations.NAME]` table names a `sink` and its settings. Those settings are listed below, per
 plugin, generated from the JSON Schema each one registers (the same schema that checks the file

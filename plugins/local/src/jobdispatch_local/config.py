@@ -41,7 +41,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         },
         "memory_limit": {
             "oneOf": [
-                {"type": "integer", "minimum": 1},
+                {"type": "integer", "minimum": 1, "maximum": 1 << 50},
                 {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?\s*([KkMmGgTt]i?[Bb]?)?$"},
             ],
             "description": "memory per node (bytes, or '512M', '2G'), enforced with a cgroup "
@@ -54,7 +54,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         },
         "gpus": {
             "type": "array",
-            "items": {"type": "integer", "minimum": 0},
+            "items": {"type": "integer", "minimum": 0, "maximum": 4095},
             "uniqueItems": True,
             "description": "the GPU device indices jobs may be given (CUDA_VISIBLE_DEVICES); "
             "none by default, and a job asking for GPUs is refused",
