@@ -28,6 +28,7 @@ from typing import Any
 
 import jsonschema
 from jobdispatch.types import RECOVERABLE, Action, CauseKind
+from jobdispatch.validate import MAX_BUDGET
 
 __all__ = ["SCHEMA_FILE", "SchemaProblem", "job_schema", "problems", "schema_text"]
 
@@ -100,7 +101,7 @@ def job_schema() -> Mapping[str, Any]:
             },
             # No minimum here: the core checks it, and a rule the schema refused would hide
             # the core's checks of the other rules (which need every rule, in order).
-            "budget": {"type": "integer", "description": "how many times (not negative)"},
+            "budget": {"type": "integer", "description": f"how many times (0 to {MAX_BUDGET})"},
             "for": {**_DURATION, "description": "how long a hold lasts"},
         },
         "required": ["on", "action"],
@@ -169,8 +170,10 @@ def job_schema() -> Mapping[str, Any]:
                 "type": "object",
                 "additionalProperties": {
                     "type": ["string", "number"],
+                    "description": "a string; a number only where its text is what is written",
                     "x-message": "must be a string, got {value}",
                 },
+                "description": "the job's environment variables, passed as written",
                 "x-message": "must be a table of names to strings, got {value}",
             },
             "working_dir": _string("relative to the job file"),
