@@ -15,7 +15,7 @@ The keys mirror :class:`jobdispatch.JobSpec`::
     gpus_per_node = 8
     gpu_type = "a100"
     cpus_per_proc = 12
-    memory_per_node = "480G"               # K, M, G, T (binary); a bare number is MiB
+    memory_per_node = "480G"               # K, M, G, T, Gi, GB... (binary); a bare number is MiB
     queue = "gpu"                          # a Slurm partition, a Kueue LocalQueue
     account = "ml"
     qos = "high"
@@ -42,7 +42,6 @@ otherwise expand to billions of values).
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import tomllib
@@ -52,6 +51,7 @@ from typing import Any
 
 import attrs
 from jobdispatch.errors import Invalid, NotFound
+from jobdispatch.sizes import parse_mib
 from jobdispatch.types import (
     Action,
     CauseKind,
@@ -76,7 +76,6 @@ __all__ = [
     "NoSuchFile",
     "load_job_file",
     "parse_job_text",
-    "parse_mib",
     "parse_toml",
 ]
 
@@ -294,25 +293,6 @@ class _Reader:
             self.problems.sort(key=lambda p: (p.line or 0, p.field))
             return None
         return spec
-
-
-_MIB = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KkMmGgTt]?)(?:i?[Bb])?$")
-_TO_MIB = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
-
-
-def parse_mib(value: Any) -> int:
-    """MiB from ``512M``, ``64G``, ``1.5T`` or ``2GiB`` (binary units, as Slurm reads them), or
-    from a whole number, which is MiB; rounded up, never down."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        msg = f"must be a size such as 512M or 64G, or a whole number of MiB; got {value!r}"
-        raise ValueError(msg)
-    if isinstance(value, int):
-        return value
-    m = _MIB.match(value.strip())
-    if m is None:
-        msg = f"not a size: {value!r} (use a number with K, M, G or T, e.g. 64G)"
-        raise ValueError(msg)
-    return math.ceil(float(m[1]) * _TO_MIB[m[2].lower()])
 
 
 def _name(kind: type | tuple[type, ...]) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from jobdispatch.sizes import SIZE_FORMS, SIZE_PATTERN
 from jobdispatch.types import RECOVERABLE, Action, CauseKind
 from jobdispatch.validate import MAX_BUDGET
 
@@ -123,9 +124,9 @@ def job_schema() -> Mapping[str, Any]:
             "cpus_per_proc": {"type": "integer", "minimum": 1},
             "memory_per_node": {
                 "type": ["string", "integer"],
-                "pattern": r"^\s*[0-9]+(\.[0-9]+)?\s*[KkMmGgTt]?(i?[Bb])?$",
-                "description": "K, M, G, T (binary), or a whole number of MiB",
-                "x-message": "not a size: {value} (use a number with K, M, G or T, e.g. 64G)",
+                "pattern": SIZE_PATTERN,
+                "description": "64G, 64Gi, 480GB, 1.5T: binary units; a whole number is MiB",
+                "x-message": f"not a size: {{value}} ({SIZE_FORMS})",
             },
             "queue": _string("a Slurm partition, a Kueue LocalQueue"),
             "account": _string("whom the job is charged to"),
