@@ -22,8 +22,11 @@ INTRO_CLI = """\
 Every command of `jobdispatch` (distribution `jobdispatch-cli`), with its options, as its own
 `--help` prints them. This page is generated from the commands while the site builds.
 
-Global options (`--cluster`, `--store`, `--config`, ...) go **before** the command:
-`jobdispatch --cluster hpc list`. The exit codes are listed at the end of the top-level help.
+Global options (`--cluster`, `--store`, `--config`, `--as`) may come before the command or
+after it: `jobdispatch --cluster hpc list` and `jobdispatch list --cluster hpc` are the same
+(given both ways, the later one wins). The exit codes are listed at the end of the top-level
+help. Durations (`DURATION`) are written `90s`, `10m`, `1h30m` or `2d`. Shell completion is
+set up in [Shell completion](../how-to/completion.md).
 """
 
 INTRO_CONFIG = """\

@@ -136,6 +136,7 @@ def supervisor_options(f: Any) -> Any:
     return click.option(
         "--lease-ttl",
         callback=_positive_duration,
+        metavar="DURATION",
         default="30s",
         show_default=True,
         help="How long this supervisor's ownership of a job lasts without renewal; another "
@@ -206,7 +207,10 @@ def register(group: click.Group) -> None:
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
     @click.option(
-        "--idempotency-key", default="", help="Submitting again with it returns the same job."
+        "--idempotency-key",
+        default="",
+        metavar="KEY",
+        help="Submitting again with it returns the same job.",
     )
     @json_option
     @pass_app
