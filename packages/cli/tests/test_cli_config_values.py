@@ -17,10 +17,16 @@ Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out,
 _JOB = 'name = "p"\ncommand = ["true"]\n'
 
 
-def _config(home: Path, text: str) -> Path:
+def _plan_under(invoke: Invoke, home: Path, config: str) -> tuple[Path, Any]:
+    """``jobdispatch plan`` of a plain job with ``config`` as the config file: the config's
+    path, and what the command did (exit 2 for each case here)."""
     path = home / "config" / "jobdispatch" / "config.toml"
-    path.write_text(text)
-    return path
+    path.write_text(config)
+    job = home / "p.toml"
+    job.write_text(_JOB)
+    ran = invoke("plan", str(job))
+    assert ran.code == 2, ran.err
+    return path, ran
 
 
 @pytest.mark.parametrize(
@@ -64,11 +70,7 @@ def _config(home: Path, text: str) -> Path:
 def test_a_non_finite_number_in_the_config_is_refused_naming_file_line_and_key(
     invoke: Invoke, home: Path, config: str, line: int, field: str, value: str
 ) -> None:
-    path = _config(home, config)
-    job = home / "p.toml"
-    job.write_text(_JOB)
-    ran = invoke("plan", str(job))
-    assert ran.code == 2, ran.err
+    path, ran = _plan_under(invoke, home, config)
     assert f"{path}:{line}: {field}: must be a finite number, got {value}" in ran.err, ran.err
     assert "Traceback" not in ran.err
 
@@ -98,11 +100,7 @@ def test_a_non_finite_number_in_the_config_is_refused_naming_file_line_and_key(
 def test_an_absurd_number_in_the_config_is_refused(
     invoke: Invoke, home: Path, config: str, field: str
 ) -> None:
-    path = _config(home, config)
-    job = home / "p.toml"
-    job.write_text(_JOB)
-    ran = invoke("plan", str(job))
-    assert ran.code == 2, ran.err
+    path, ran = _plan_under(invoke, home, config)
     assert f"{path}:4: {field}:" in ran.err or f"{path}:3: {field}:" in ran.err, ran.err
 
 

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
-from jobdispatch_cli.commands.running import Seconds, extra_answers
+from jobdispatch_cli.commands.running import Seconds, extra_answers, rank_option
 from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.config import store_label
 from jobdispatch_cli.context import App
@@ -149,13 +149,7 @@ def register(group: click.Group) -> None:
     @group.command()
     @click.argument("job", shell_complete=complete_jobs)
     @click.option("-f", "--follow", is_flag=True, help="Keep printing until the object ends.")
-    @click.option(
-        "--rank",
-        type=click.IntRange(min=0),
-        default=0,
-        show_default=True,
-        help="The rank whose output to print.",
-    )
+    @rank_option("The rank whose output to print.")
     @click.option("--stderr", is_flag=True, help="Standard error instead of standard output.")
     @click.option("--submission", type=click.IntRange(min=1), help="Default: the latest.")
     @json_option("Print the output as JSON, with the submission, object, rank and stream.")
