@@ -288,3 +288,21 @@ def test_a_data_file_truncated_under_an_open_store_is_refused_naming_it(
     )
     assert ran.returncode == 8, (ran.returncode, ran.stdout, ran.stderr)
     assert f"{copy / 'data.mdb'} is damaged" in ran.stdout and "truncated" in ran.stdout
+
+
+def test_a_record_whose_order_row_is_gone_is_still_listed(tmp_path: Path) -> None:
+    # Records are listed by number, so a number without its order row is seen; the header
+    # still says whose record it is.
+    with LmdbRecords(tmp_path) as store:
+        for job in ("a", "b", "c"):
+            store.create(make_header(job), [evidence(1)])
+        before = store.read("b")
+    env = _raw(tmp_path)
+    try:
+        with env.begin(write=True) as txn:
+            assert txn.delete((2).to_bytes(8, "big"), db=env.open_db(b"order", txn=txn))
+    finally:
+        env.close()
+    with LmdbRecords(tmp_path) as store:
+        assert list(store.list()) == ["a", "b", "c"]
+        assert store.read("b") == before
