@@ -28,6 +28,7 @@ from jobdispatch_cli.config import (
     SharedStore,
     cluster_schema,
     load_config,
+    store_value_problem,
 )
 from jobdispatch_cli.jobfile import FileError, FileProblem
 
@@ -113,9 +114,19 @@ class App:
         return Actor.human(self.actor_name)
 
     @property
+    def store_given(self) -> str | None:
+        """``--store`` (or ``$JOBDISPATCH_STORE``), checked: a value that is neither a
+        directory nor a store URL is refused (Invalid, exit 2) before anything is created."""
+        given = self.store_option
+        if given is not None and (why := store_value_problem(given)) is not None:
+            msg = f"--store or $JOBDISPATCH_STORE {why}"
+            raise Invalid(msg)
+        return given
+
+    @property
     def store_path(self) -> Path | None:
         """``--store`` when it names a directory."""
-        given = self.store_option
+        given = self.store_given
         if given is None or given.startswith(POSTGRES_SCHEMES):
             return None
         return Path(given)
@@ -135,7 +146,7 @@ class App:
         settings (where the password is, TLS). Without a ``schema`` setting each cluster gets
         a schema of its own (``jobdispatch_CLUSTER``), as each gets its own LMDB directory."""
         configured = None if self.store_path is not None else self.config.shared_store
-        given = self.store_option
+        given = self.store_given
         if given is not None and given.startswith(POSTGRES_SCHEMES):
             settings = dict(configured.settings) if configured is not None else {}
             settings.pop("host", None)
