@@ -50,7 +50,7 @@ def test_a_mistyped_store_url_is_refused_and_creates_nothing(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     spec = str(job_file(["true"]))
-    scheme = url.split("://")[0]
+    scheme = url.split("://", maxsplit=1)[0]
     _refused(invoke("--store", url, "submit", spec), scheme)
     _refused(invoke("submit", spec, "--store", url), scheme)
     _refused(invoke("--store", url, "list"), scheme)
