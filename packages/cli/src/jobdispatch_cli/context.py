@@ -31,6 +31,7 @@ from jobdispatch_cli.config import (
     store_value_problem,
 )
 from jobdispatch_cli.jobfile import FileError, FileProblem
+from jobdispatch_cli.terminal import terminal
 
 __all__ = ["App", "default_actor"]
 
@@ -86,8 +87,8 @@ class App:
         #: ``--store`` as given: a directory, or a postgresql:// URL.
         self.store_option = store
         self.actor_name = actor
-        self.console = console or Console()
-        self.err = err or Console(stderr=True)
+        self.console = console or terminal()
+        self.err = err or terminal(stderr=True)
         #: Set by commands that only read the store (list, status, watch, logs): a store this
         #: process may not write (a read-only mount or snapshot) is then opened read-only.
         self.reads_only = False
