@@ -71,7 +71,7 @@ def _actor(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     callback=_actor,
     show_default="the OS user",
     metavar="NAME",
-    help="Who acts: recorded with every action.",
+    help="Who acts: recorded with every action, as given (declared, not authenticated).",
 )
 @click.version_option(__version__, "--version", prog_name="jobdispatch")
 @click.pass_context
