@@ -16,9 +16,8 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from jobdispatch_local.testing import shut_down
 SECRET = "hf_SUPERSECRET123"
 NOBODY = 65534
 _OTHERS = stat.S_IRWXG | stat.S_IRWXO
+Spawn = Callable[..., "subprocess.CompletedProcess[str]"]  # the conftest's fixture
 
 
 @pytest.fixture
@@ -49,20 +49,16 @@ def login_home() -> Iterator[Path]:
     assert not leftovers, f"processes outlived the test: {leftovers}"
 
 
-def _jobdispatch(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture
+def at_home(spawn: Spawn, login_home: Path) -> Spawn:
     """``jobdispatch ARGS`` as a user would run it: umask 022, no XDG variables, that home."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "JOBDISPATCH_"))}
-    env["HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "jobdispatch_cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=env,
-        cwd=home.parent,
-        umask=0o022,
-    )
+    env["HOME"] = str(login_home)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return spawn(*args, env=env, cwd=login_home.parent, umask=0o022)
+
+    return run
 
 
 def _entries(home: Path) -> list[Path]:
@@ -87,11 +83,11 @@ def _as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _run_and_submit(home: Path) -> None:
+def _run_and_submit(home: Path, at_home: Spawn) -> None:
     job = str(home.parent / "job.toml")
-    ran = _jobdispatch(home, "run", job)
+    ran = at_home("run", job)
     assert ran.returncode == 0, ran.stderr
-    ran = _jobdispatch(home, "submit", job)
+    ran = at_home("submit", job)
     assert ran.returncode == 0, ran.stderr
     state = home / ".local" / "state" / "jobdispatch"
     # The secret is where the issue found it, so the checks below are about real copies of it.
@@ -102,9 +98,9 @@ def _run_and_submit(home: Path) -> None:
 
 
 def test_under_umask_022_nothing_the_command_made_is_open_to_other_users(
-    login_home: Path,
+    login_home: Path, at_home: Spawn
 ) -> None:
-    _run_and_submit(login_home)
+    _run_and_submit(login_home, at_home)
     assert _open_to_others(login_home) == []
     for path in _entries(login_home):
         want = 0o700 if path.is_dir() else 0o600
@@ -115,8 +111,8 @@ def test_under_umask_022_nothing_the_command_made_is_open_to_other_users(
     os.geteuid() != 0 or shutil.which("setpriv") is None,
     reason="reading as another user needs root and setpriv",
 )
-def test_another_user_cannot_read_the_jobs_secret(login_home: Path) -> None:
-    _run_and_submit(login_home)
+def test_another_user_cannot_read_the_jobs_secret(login_home: Path, at_home: Spawn) -> None:
+    _run_and_submit(login_home, at_home)
     # The other user can enter the home: what stops them is the command's own modes.
     assert _as_nobody("ls", str(login_home)).returncode == 0
     files = [p for p in _entries(login_home) if p.is_file()]
@@ -128,15 +124,17 @@ def test_another_user_cannot_read_the_jobs_secret(login_home: Path) -> None:
     assert found.stdout == "", found.stdout
 
 
-def test_a_state_folder_left_open_is_closed_with_a_warning(login_home: Path) -> None:
-    _run_and_submit(login_home)
+def test_a_state_folder_left_open_is_closed_with_a_warning(
+    login_home: Path, at_home: Spawn
+) -> None:
+    _run_and_submit(login_home, at_home)
     state = login_home / ".local" / "state" / "jobdispatch"
     for path in [state, *state.rglob("*")]:  # as an earlier version left them
         path.chmod(0o755 if path.is_dir() else 0o644)
-    ran = _jobdispatch(login_home, "list")
+    ran = at_home("list")
     assert ran.returncode == 0, ran.stderr
     assert f"the state folder {state} was open to other users (mode 0755)" in ran.stderr
     assert "now 0700" in ran.stderr and "sec" in ran.stdout
     assert [e for e in _open_to_others(login_home) if "jobdispatch" in e] == []
-    again = _jobdispatch(login_home, "list")
+    again = at_home("list")
     assert again.returncode == 0 and "warning" not in again.stderr  # told once

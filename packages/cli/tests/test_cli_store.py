@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -112,20 +111,9 @@ def _fat_job(path: Path, size: int = 20_000) -> Path:
     return path
 
 
-def _jobdispatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jobdispatch_cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=os.environ.copy(),
-    )
-
-
 @pytest.mark.parametrize("command", [["list"], ["status", "x"], ["supervise", "--poll", "0.1"]])
 def test_a_truncated_store_is_named_not_a_bus_error(
-    invoke: Invoke, tmp_path: Path, command: list[str]
+    invoke: Invoke, spawn: Callable[..., Any], tmp_path: Path, command: list[str]
 ) -> None:
     # In processes of their own: before the fix, each died of SIGBUS (exit 135, no message).
     store = tmp_path / "store"
@@ -134,7 +122,7 @@ def test_a_truncated_store_is_named_not_a_bus_error(
         assert invoke("--store", str(store), "submit", str(fat)).code == 0
     data = store / "data.mdb"
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
-    ran = _jobdispatch("--store", str(store), *command)
+    ran = spawn("--store", str(store), *command, timeout=120)
     assert ran.returncode == 8, (ran.returncode, ran.stderr)
     assert f"{data} is damaged" in ran.stderr and "truncated" in ran.stderr
 
