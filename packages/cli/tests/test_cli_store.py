@@ -55,8 +55,9 @@ def test_list_shows_every_readable_job_and_names_the_damaged_one(
     assert [s["job"] for s in ran.json()] == [first, last, bad]
     assert [s.get("unreadable") is not None for s in ran.json()] == [False, False, True]
     marked = ran.json()[-1]
-    assert marked["state"] is None and marked["revision"] == 0
-    assert f"record {bad} revision 0 (header)" in marked["unreadable"]
+    assert marked == {"job": bad, "state": None, "unreadable": marked["unreadable"]}
+    assert marked["unreadable"]["revision"] == 0
+    assert f"record {bad} revision 0 (header)" in marked["unreadable"]["message"]
     # status of the damaged job fails clearly; the others are untouched.
     ran = invoke("--store", str(store), "status", bad)
     assert ran.code == 8
@@ -99,7 +100,7 @@ def test_a_record_that_does_not_fold_is_unreadable_to_status_and_list_alike(
     ran = invoke("--store", str(store), "list", "--json")
     assert ran.code == 8
     assert [(s["job"], s["state"]) for s in ran.json()] == [(first, "pending"), (bad, None)]
-    assert "does not fold" in ran.json()[1]["unreadable"]
+    assert "does not fold" in ran.json()[1]["unreadable"]["message"]
     assert invoke("--store", str(store), "status", first).code == 0
 
 

@@ -92,14 +92,13 @@ def to_data(value: Any) -> Any:
 
 def unreadable_data(error: Unreadable) -> dict[str, Any]:
     """A job whose record cannot be read, as ``list --json`` shows it among the others: its
-    id, ``state`` null (what cannot be known), and ``unreadable``, the message naming what is
-    wrong (absent from every readable job's entry), with the ``revision`` when one value is
-    (0: the header)."""
+    id, ``state`` null (what cannot be known), and ``unreadable`` (a key no readable job's
+    entry has): the message naming what is wrong, and the revision of the value that is (0:
+    the header; null when not one value)."""
     return {
         "job": error.job,
         "state": None,
-        "unreadable": error.message,
-        "revision": error.revision,
+        "unreadable": {"message": error.message, "revision": error.revision},
     }
 
 

@@ -108,8 +108,8 @@ def register(group: click.Group) -> None:
 
         A job whose record cannot be read is named on standard error, after the others are
         listed, and the exit status is then 8. With --json it is in the list too, after the
-        others, whatever --state says: {"job": ID, "state": null, "unreadable":
-        WHAT IS WRONG, "revision": N or null}; no readable job's entry has "unreadable"."""
+        others, whatever --state says: {"job": ID, "state": null, "unreadable": {"message":
+        WHAT IS WRONG, "revision": N or null}}; no readable job's entry has "unreadable"."""
         app.reads_only = True
         wanted = jobdispatch.Filter(states=[State(s) for s in states], settled=not active)
         found = app.cluster().observer.list(wanted)
