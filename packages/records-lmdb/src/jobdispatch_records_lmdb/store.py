@@ -87,6 +87,9 @@ FORMAT_VERSION = 1
 DEFAULT_MAP_SIZE = 1 << 26
 #: The files LMDB keeps in an environment directory. Anything else there is someone else's.
 _LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
+#: The mode of a store's directory, and (LMDB drops the execute bits) of its files: the owner's
+#: alone, whatever the umask, since a record keeps its job's ``env`` (tokens, keys) verbatim.
+_PRIVATE = 0o700
 #: LMDB's meta page magic (``MDB_MAGIC``), after the 16-byte page header, little-endian on the
 #: hosts LMDB runs on.
 _LMDB_MAGIC = struct.pack("<I", 0xBEEFC0DE)
@@ -455,6 +458,7 @@ def _open_readonly(path: Path, map_size: int) -> _Env:
         "max_dbs": len(_DATABASES) + 1,
         "readonly": True,
         "create": False,
+        "mode": _PRIVATE,
     }
     try:
         # With the lock file where it can be written, readers register as usual; on a
@@ -491,7 +495,7 @@ def _open_env(path: Path, map_size: int) -> _Env:
     had_lock = (path / "lock.mdb").exists()
     if created_dir:
         try:
-            path.mkdir(parents=True)
+            path.mkdir(parents=True, mode=_PRIVATE)
         except FileExistsError:
             _check_directory(path)  # someone else made it meanwhile
         except OSError as exc:
@@ -509,6 +513,7 @@ def _open_env(path: Path, map_size: int) -> _Env:
             lock=True,
             readonly=False,
             create=True,
+            mode=_PRIVATE,
         )
     except lmdb.Error as exc:
         why = _why_not_writable(path)

@@ -32,6 +32,7 @@ from jobdispatch_cli.render import (
     plugins_view,
     status_view,
     to_data,
+    unreadable_data,
 )
 from jobdispatch_cli.timeline import build, render_svg, render_text
 
@@ -106,12 +107,14 @@ def register(group: click.Group) -> None:
         """List the store's jobs, oldest first.
 
         A job whose record cannot be read is named on standard error, after the others are
-        listed, and the exit status is then 8."""
+        listed, and the exit status is then 8. With --json it is in the list too, after the
+        others, whatever --state says: {"job": ID, "state": null, "unreadable": {"message":
+        WHAT IS WRONG, "revision": N or null}}; no readable job's entry has "unreadable"."""
         app.reads_only = True
         wanted = jobdispatch.Filter(states=[State(s) for s in states], settled=not active)
         found = app.cluster().observer.list(wanted)
         if as_json:
-            print_json(app, list(found))
+            print_json(app, [*found, *(unreadable_data(bad) for bad in found.unreadable)])
         elif not found and not found.unreadable:
             app.err.print("no jobs", style="dim")
         elif found:
