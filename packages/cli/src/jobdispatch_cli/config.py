@@ -78,6 +78,7 @@ __all__ = [
     "missing_adapter",
     "state_home",
     "store_label",
+    "store_value_problem",
     "user_adapters",
 ]
 
@@ -95,6 +96,8 @@ TEST_ONLY_ADAPTERS = frozenset({"memory"})
 _TOP_KEYS = ("default_cluster", "store", "clusters", "escalations")
 #: What a ``store`` (or ``--store``) that names a PostgreSQL database starts with.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: What marks a store value as a URL rather than a directory.
+URL_MARK = "://"
 #: The record store a ``[store]`` table may name besides a directory, and what brings it.
 STORE_DISTRIBUTIONS: Mapping[str, str] = {"postgresql": "jobdispatch-records-postgres"}
 #: A cluster's keys that are the command's, not its adapter's: how often its supervisors poll.
@@ -259,6 +262,9 @@ def load_config(
     if store is not None and not (isinstance(store, str) and store and "\x00" not in store):
         problem("store", f"must be a directory, a postgresql:// URL or a table, got {store!r}")
         store = None
+    elif isinstance(store, str) and (why := store_value_problem(store)) is not None:
+        problem("store", why)
+        store = None
     root = state_home(env) / "jobdispatch" / "records"
     if store:
         try:
@@ -276,6 +282,27 @@ def load_config(
         escalations=escalations,
         shared_store=shared,
     )
+
+
+def store_value_problem(value: str) -> str | None:
+    """What is wrong with a ``store`` value (``--store``, ``$JOBDISPATCH_STORE``, the config's
+    ``store``), or None when it can be used: a directory, or a URL of a store this command reads.
+
+    Anything holding ``://`` is meant as a URL, so a mistyped scheme (``postgresq://``,
+    ``pg://``) or another database's is refused rather than taken as a folder of that name,
+    where the job would be recorded and no supervisor would ever look. An empty value names
+    no folder at all (not the working directory)."""
+    if not value:
+        return "is empty: give a directory or a postgresql:// URL"
+    if URL_MARK in value and not value.startswith(POSTGRES_SCHEMES):
+        # Only the scheme is quoted: the rest of a URL may hold a password.
+        scheme = value.split(URL_MARK, 1)[0] + URL_MARK
+        known = " or ".join(POSTGRES_SCHEMES)
+        return (
+            f"is a {scheme!r} URL, which names no store this command reads (a store URL "
+            f"starts with {known}; a directory holds no {URL_MARK})"
+        )
+    return None
 
 
 def cluster_schema(shared: SharedStore, cluster: str) -> str:

@@ -11,11 +11,11 @@ from typing import Any
 import click
 from jobdispatch.errors import DispatchError
 from jobdispatch.types import actor_id_problem
-from rich.console import Console
 
 from jobdispatch_cli import exitcodes
 from jobdispatch_cli.__about__ import __version__
 from jobdispatch_cli.context import App, default_actor
+from jobdispatch_cli.terminal import terminal
 
 __all__ = ["cli", "main"]
 
@@ -71,7 +71,7 @@ def _actor(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     callback=_actor,
     show_default="the OS user",
     metavar="NAME",
-    help="Who acts: recorded with every action.",
+    help="Who acts: recorded with every action, as given (declared, not authenticated).",
 )
 @click.version_option(__version__, "--version", prog_name="jobdispatch")
 @click.pass_context
@@ -143,9 +143,9 @@ def _accept_global_options_after(command: click.Command) -> None:
 
 
 def _register() -> None:
-    from jobdispatch_cli.commands import control, inspect, local, running
+    from jobdispatch_cli.commands import control, inspect, local, running, store
 
-    for module in (running, inspect, control, local):
+    for module in (running, inspect, control, local, store):
         module.register(cli)
     for command in cli.commands.values():
         _accept_global_options_after(command)
@@ -156,7 +156,7 @@ _register()
 
 def main(argv: list[str] | None = None) -> None:
     """Run the command and exit with a code that says how it went (see ``exitcodes``)."""
-    err = Console(stderr=True)
+    err = terminal(stderr=True)
     try:
         result = cli.main(args=argv, prog_name="jobdispatch", standalone_mode=False)
     except click.exceptions.Exit as exc:
