@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -43,8 +44,35 @@ def lazy_names(file: str) -> dict[str, tuple[str, str]]:
     return found
 
 
+def _export(package: str, file: str, name: str) -> Any:
+    """The object ``package`` exports as ``name``, importing its module."""
+    module, original = lazy_names(file)[name]
+    if module == package:  # ``from package import submodule``
+        return importlib.import_module(f"{package}.{original}")
+    return getattr(importlib.import_module(module), original)
+
+
+class _Package(types.ModuleType):
+    """A lazy package's module type. Importing a submodule binds it on its package, which would
+    hide a name exported from it under the same name (``jobdispatch.validate``, the function
+    from the module of that name): the exported object is kept instead, as an eager import,
+    which bound the name after importing the module, kept it."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        file = getattr(self, "__file__", None)
+        if (
+            file
+            and isinstance(value, types.ModuleType)
+            and value.__name__ == f"{self.__name__}.{name}"
+            and name in lazy_names(file)
+        ):
+            value = _export(self.__name__, file, name)
+        super().__setattr__(name, value)
+
+
 def lazy(package: str, file: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` (whose ``__init__`` is ``file``)."""
+    sys.modules[package].__class__ = _Package
 
     def __getattr__(name: str) -> Any:
         target = lazy_names(file).get(name)
@@ -59,8 +87,7 @@ def lazy(package: str, file: str) -> tuple[Callable[[str], Any], Callable[[], li
                     raise  # the submodule exists and failed to import: say why
                 msg = f"module {package!r} has no attribute {name!r}"
                 raise AttributeError(msg) from None
-        module, original = target
-        value = getattr(importlib.import_module(module), original)
+        value = _export(package, file, name)
         setattr(sys.modules[package], name, value)  # the next read finds it directly
         return value
 
