@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
@@ -94,3 +95,18 @@ def light_imports() -> set[str]:
     members_ = {p.name for m in members() for p in m.import_packages}
     provided = {name for name, dists in providers().items() if dists & core}
     return set(sys.stdlib_module_names) | members_ | provided
+
+
+def run_python(code: str, *args: str, timeout: float = 120, **options: Any) -> str:
+    """Run ``code`` in a fresh interpreter (this one has imported who knows what) and return its
+    standard output; a failure shows the end of its standard error."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **options,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

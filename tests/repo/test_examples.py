@@ -9,12 +9,10 @@ spells a key the loader refuses costs more trust than a missing one.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from repo_layout import DOCS, ROOT, members
+from repo_layout import DOCS, ROOT, members, run_python
 
 #: The comment that marks a Python example (the fence right after it) to run here.
 RUN_MARK = "<!-- run by tests/repo/test_examples.py -->"
@@ -100,15 +98,7 @@ def test_the_readmes_examples_are_marked_to_run() -> None:
 
 @pytest.mark.parametrize("code", EXAMPLES)
 def test_a_marked_example_runs(code: str, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_python(code, timeout=300, cwd=tmp_path)
 
 
 # --- config.toml examples ---------------------------------------------------------------------

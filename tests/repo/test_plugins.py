@@ -15,14 +15,12 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from jobdispatch import hookspecs
-from repo_layout import DOCS, Member, light_imports, members
+from repo_layout import DOCS, Member, light_imports, members, run_python
 
 ENTRY_POINTS = [
     (member, name, target)
@@ -79,16 +77,8 @@ def discovery_report(*targets: str, path: list[Path] = ()) -> dict[str, list[str
     plugin machinery, in a fresh interpreter with ``path`` in front of ``sys.path``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*map(str, path), env.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(sorted(light_imports())), *targets],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    report: dict[str, list[str]] = json.loads(result.stdout.strip().splitlines()[-1])
+    out = run_python(PROBE, json.dumps(sorted(light_imports())), *targets, env=env)
+    report: dict[str, list[str]] = json.loads(out.strip().splitlines()[-1])
     return report
 
 
