@@ -30,9 +30,10 @@ PROBE = textwrap.dedent(
     except SystemExit as exc:
         code = exc.code
     sys.stdout.flush()
+    outside = set(sys.stdlib_module_names) | {"__main__"}
     print(json.dumps({
         "code": code,
-        "imported": sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names) - {"__main__"}),
+        "imported": sorted({m.split(".")[0] for m in sys.modules} - outside),
         "commands": sorted(m for m in sys.modules if m.startswith("jobdispatch_cli.commands")),
     }), file=sys.stderr)
     """
@@ -91,8 +92,9 @@ def test_the_help_from_the_index_is_the_commands_help() -> None:
         from jobdispatch_cli.main import cli
 
         def seen():
+            runner = CliRunner()
             helps = [
-                CliRunner().invoke(cli, ["--help"], prog_name="jobdispatch", terminal_width=w).output
+                runner.invoke(cli, ["--help"], prog_name="jobdispatch", terminal_width=w).output
                 for w in (40, 60, 80, 100)
             ]
             complete = ShellComplete(cli, {}, "jobdispatch", "_JOBDISPATCH_COMPLETE")
