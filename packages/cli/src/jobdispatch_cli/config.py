@@ -40,7 +40,10 @@ never below the floor.
 
 Everything is checked when the file is read: unknown keys, an adapter or sink nobody
 registered, and each cluster's and sink's settings against its plugin's schema, every error
-naming the key and its line.
+naming the key and its line. A cluster's own problems (its adapter not installed, its settings
+wrong) stop only the commands that use that cluster: a team's file may name a Kubernetes
+cluster that someone with only the Slurm adapter installed never touches. ``clusters`` shows
+them as warnings.
 """
 
 from __future__ import annotations
@@ -169,13 +172,17 @@ class Config:
     escalations: tuple[EscalationSink, ...] = ()
     #: ``store`` naming a database (a URL or a ``[store]`` table); None: LMDB directories.
     shared_store: SharedStore | None = None
+    #: The clusters that cannot be used, each with its problems: told when one is chosen.
+    unusable: Mapping[str, tuple[FileProblem, ...]] = attrs.field(factory=dict)
 
     def cluster(self, name: str | None) -> Cluster:
         name = name or self.default_cluster
+        if name in self.unusable:
+            raise FileError(list(self.unusable[name]))
         try:
             return self.clusters[name]
         except KeyError:
-            known = ", ".join(sorted(self.clusters))
+            known = ", ".join(sorted([*self.clusters, *self.unusable]))
             where = str(self.path) if self.exists else f"{self.path} (not written yet)"
             msg = f"no cluster named {name!r} (clusters: {known}; configured in {where})"
             raise NotFound(msg) from None
@@ -216,39 +223,21 @@ def load_config(
     if not isinstance(raw_clusters, dict):
         problem("clusters", "must be a table of clusters ([clusters.NAME])")
         raw_clusters = {}
-    adapters = plugins.registry("adapter")
-    offered = user_adapters(plugins)
+    unusable: dict[str, tuple[FileProblem, ...]] = {}
     for name, table in raw_clusters.items():
-        raw = dict(table) if isinstance(table, dict) else table
-        chosen = raw.get("adapter") if isinstance(raw, dict) else None
-        if isinstance(chosen, str) and chosen not in offered:
-            problem(f"clusters.{name}.adapter", missing_adapter(plugins, chosen))
-            continue
-        pacing: dict[str, float | None] = {}
-        if isinstance(raw, dict):
-            for key in PACING_KEYS:
-                pacing[key] = _seconds(raw.pop(key, None), f"clusters.{name}.{key}", problem)
-            poll, floor = pacing["poll_interval"], pacing["poll_floor"]
-            if poll is not None and floor is not None and poll < floor:
-                problem(
-                    f"clusters.{name}.poll_interval",
-                    f"{poll:g} s is below poll_floor ({floor:g} s)",
-                )
-        checked = _plugin_table(
-            adapters, raw, f"clusters.{name}", "adapter", f"cluster {name!r}", problem, offered
-        )
-        if checked is not None:
-            adapter, settings = checked
-            clusters[name] = Cluster(
-                name, adapter, settings, f"{file}, [clusters.{name}]", **pacing
-            )
+        cluster, own = _cluster(plugins, name, table, file, lines)
+        if own:
+            unusable[name] = tuple(own)
+        elif cluster is not None:
+            clusters[name] = cluster
     escalations = _escalations(plugins, data.get("escalations", {}), file, problem)
     default = data.get("default_cluster", DEFAULT_CLUSTER)
     if not isinstance(default, str):
         problem("default_cluster", f"must be a cluster's name, got {default!r}")
         default = DEFAULT_CLUSTER
-    elif default not in clusters and not problems:
-        problem("default_cluster", f"names no cluster (clusters: {', '.join(sorted(clusters))})")
+    elif default not in clusters and default not in unusable and not problems:
+        known = ", ".join(sorted([*clusters, *unusable]))
+        problem("default_cluster", f"names no cluster (clusters: {known})")
     store = data.get("store")
     shared: SharedStore | None = None
     if isinstance(store, dict):
@@ -281,6 +270,7 @@ def load_config(
         records_root=root,
         escalations=escalations,
         shared_store=shared,
+        unusable=unusable,
     )
 
 
@@ -303,6 +293,48 @@ def store_value_problem(value: str) -> str | None:
             f"starts with {known}; a directory holds no {URL_MARK})"
         )
     return None
+
+
+def _cluster(
+    plugins: Plugins, name: str, table: Any, file: str, lines: Mapping[str, int]
+) -> tuple[Cluster | None, list[FileProblem]]:
+    """One ``[clusters.NAME]`` table, checked against its adapter: the cluster, or None and
+    every problem found (kept apart from the file's other problems, to be told when the
+    cluster is chosen)."""
+    found: list[FileProblem] = []
+
+    def problem(field: str, message: str) -> None:
+        found.append(FileProblem(file, line_of(lines, field), field, message))
+
+    raw = dict(table) if isinstance(table, dict) else table
+    offered = user_adapters(plugins)
+    chosen = raw.get("adapter") if isinstance(raw, dict) else None
+    if isinstance(chosen, str) and chosen not in offered:
+        problem(f"clusters.{name}.adapter", missing_adapter(plugins, chosen))
+        return None, found
+    pacing: dict[str, float | None] = {}
+    if isinstance(raw, dict):
+        for key in PACING_KEYS:
+            pacing[key] = _seconds(raw.pop(key, None), f"clusters.{name}.{key}", problem)
+        poll, floor = pacing["poll_interval"], pacing["poll_floor"]
+        if poll is not None and floor is not None and poll < floor:
+            problem(
+                f"clusters.{name}.poll_interval",
+                f"{poll:g} s is below poll_floor ({floor:g} s)",
+            )
+    checked = _plugin_table(
+        plugins.registry("adapter"),
+        raw,
+        f"clusters.{name}",
+        "adapter",
+        f"cluster {name!r}",
+        problem,
+        offered,
+    )
+    if checked is None:
+        return None, found
+    adapter, settings = checked
+    return Cluster(name, adapter, settings, f"{file}, [clusters.{name}]", **pacing), found
 
 
 def cluster_schema(shared: SharedStore, cluster: str) -> str:

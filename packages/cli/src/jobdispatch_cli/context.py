@@ -4,8 +4,6 @@ built once from the global options and only when a command needs them."""
 from __future__ import annotations
 
 import errno
-import getpass
-import os
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,15 +33,7 @@ from jobdispatch_cli.jobfile import FileError, FileProblem
 from jobdispatch_cli.private import private_dir, repair
 from jobdispatch_cli.terminal import terminal
 
-__all__ = ["App", "default_actor"]
-
-
-def default_actor() -> str:
-    """The OS user, which is who acts unless ``--as`` says otherwise."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return f"uid-{os.getuid()}"
+__all__ = ["App"]
 
 
 def _make_store_dir(path: Path, *, given: bool) -> None:

@@ -244,8 +244,12 @@ def register(group: click.Group) -> None:
             }
             for c in config.clusters.values()
         ]
+        unusable = [
+            {"name": name, "problems": [str(p) for p in problems]}
+            for name, problems in sorted(config.unusable.items())
+        ]
         if as_json:
-            print_json(app, {"config": str(config.path), "clusters": rows})
+            print_json(app, {"config": str(config.path), "clusters": rows, "unusable": unusable})
             return
         table = Table(show_edge=False)
         for column in ("name", "adapter", "source", "store"):
@@ -256,5 +260,14 @@ def register(group: click.Group) -> None:
                 name.append(" (default)", style="dim")
             table.add_row(name, str(row["adapter"]), str(row["source"]), str(row["store"]))
         app.console.print(table)
+        for cluster in unusable:
+            app.err.print(
+                f"warning: cluster {cluster['name']!r} cannot be used until this is fixed:",
+                style="yellow",
+                markup=False,
+                highlight=False,
+            )
+            for line in cluster["problems"]:
+                app.err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
         if not config.exists:
             app.err.print(f"{config.path} does not exist: only the built-ins", style="dim")
