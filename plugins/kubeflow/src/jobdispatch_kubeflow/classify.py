@@ -1023,6 +1023,32 @@ def _readmission_view(workload: Obj, check: str, open_id: str | None) -> KueueVi
     return None
 
 
+#: What a Workload evicted for each of these reasons shows while Kueue keeps it: its state, the
+#: cause, the provenance, and the words before Kueue's own reason and message.
+_EVICTION_VIEWS: dict[str, tuple[ObjectState, CauseKind | None, Provenance, str]] = {
+    "PodsReadyTimeout": (
+        ObjectState.PENDING,
+        CauseKind.NO_CAPACITY,
+        Provenance.SCHEDULER,
+        "evicted by Kueue: pods not ready in time",
+    ),
+    "AdmissionCheck": (
+        ObjectState.PENDING,
+        CauseKind.NO_CAPACITY,
+        Provenance.SCHEDULER,
+        "evicted by Kueue: an admission check asked a retry",
+    ),
+    "NodeFailures": (
+        ObjectState.PENDING,
+        CauseKind.NODE_LOST,
+        Provenance.SCHEDULER,
+        "evicted by Kueue",
+    ),
+    "ClusterQueueStopped": (ObjectState.HELD, None, Provenance.ACTOR, "its queue was stopped"),
+    "LocalQueueStopped": (ObjectState.HELD, None, Provenance.ACTOR, "its queue was stopped"),
+}
+
+
 def _evicted_view(workload: Obj, evicted: Obj) -> KueueView:
     """A Workload Kueue evicted (``Evicted=True``), by the eviction's reason."""
     S, K, P = ObjectState, CauseKind, Provenance
@@ -1036,26 +1062,9 @@ def _evicted_view(workload: Obj, evicted: Obj) -> KueueView:
             f"preempted by Kueue ({how.get('reason') if how else 'unknown'}): "
             f"{evicted.get('message', '')}",
         )
-    if reason == "PodsReadyTimeout":
-        return KueueView(
-            S.PENDING,
-            K.NO_CAPACITY,
-            P.SCHEDULER,
-            f"evicted by Kueue: pods not ready in time ({_said(evicted)})",
-        )
-    if reason == "AdmissionCheck":
-        return KueueView(
-            S.PENDING,
-            K.NO_CAPACITY,
-            P.SCHEDULER,
-            f"evicted by Kueue: an admission check asked a retry ({_said(evicted)})",
-        )
-    if reason == "NodeFailures":
-        return KueueView(
-            S.PENDING, K.NODE_LOST, P.SCHEDULER, f"evicted by Kueue ({_said(evicted)})"
-        )
-    if reason in ("ClusterQueueStopped", "LocalQueueStopped"):
-        return KueueView(S.HELD, None, P.ACTOR, f"its queue was stopped ({_said(evicted)})")
+    if reason in _EVICTION_VIEWS:
+        state, kind, provenance, words = _EVICTION_VIEWS[reason]
+        return KueueView(state, kind, provenance, f"{words} ({_said(evicted)})")
     return KueueView(S.PENDING, None, P.SCHEDULER, f"evicted by Kueue ({_said(evicted)})")
 
 
