@@ -298,19 +298,25 @@ def _oom_killed(e: PodEvidence) -> Cause:
     )
 
 
+def _exited(code: int, detail: str) -> Cause:
+    """The application's non-zero exit ``code`` (a signal when it is 128 + the signal)."""
+    return Cause(
+        CauseKind.NON_ZERO_EXIT,
+        Provenance.APPLICATION,
+        detail=detail,
+        exit_code=code,
+        signal=_signal_of(code),
+    )
+
+
 def _disrupted(*reasons: str) -> Callable[[PodEvidence], bool]:
     return lambda e: e.disrupted_by in reasons
 
 
 def _first_exit(e: PodEvidence) -> Cause:
     first = min(e.failed_exits, key=lambda t: str(t.get("finishedAt") or ""))
-    code = int(first["exitCode"])
-    return Cause(
-        CauseKind.NON_ZERO_EXIT,
-        Provenance.APPLICATION,
-        detail=f"container {first['container']} {first.get('reason', 'Error')}",
-        exit_code=code,
-        signal=_signal_of(code),
+    return _exited(
+        int(first["exitCode"]), f"container {first['container']} {first.get('reason', 'Error')}"
     )
 
 
@@ -677,14 +683,7 @@ def _job_message_cause(failed: Obj | None) -> Cause | None:
     m = _EXIT_MESSAGE.search(str(failed.get("message", "")))
     if m is None or int(m["code"]) == 137:
         return None
-    code = int(m["code"])
-    return Cause(
-        CauseKind.NON_ZERO_EXIT,
-        Provenance.APPLICATION,
-        detail=f"from the Job's failure: {failed.get('message')}",
-        exit_code=code,
-        signal=_signal_of(code),
-    )
+    return _exited(int(m["code"]), f"from the Job's failure: {failed.get('message')}")
 
 
 # ---------------------------------------------------------------------------- pinned evidence
