@@ -540,17 +540,27 @@ class RunEvidence:
         return placed_node_lost(self.chain, index)
 
 
-def _found(kind: CauseKind) -> Row[RunEvidence, Cause]:
+def _read_row(
+    name: str,
+    evidence: str,
+    read: Callable[[RunEvidence], Cause | None],
+    gives: tuple[str, ...],
+) -> Row[RunEvidence, Cause]:
+    """A row whose cause is one the evidence already holds: it matches when ``read`` finds one."""
+
     def cause(e: RunEvidence) -> Cause:
-        found = e.first(kind)
+        found = read(e)
         assert found is not None
         return found
 
-    return Row(
+    return Row(name, evidence, lambda e: read(e) is not None, cause, gives)
+
+
+def _found(kind: CauseKind) -> Row[RunEvidence, Cause]:
+    return _read_row(
         f"pod-{kind}",
         f"a pod's cause (or the pinned one) {kind}, the first found",
-        lambda e: e.first(kind) is not None,
-        cause,
+        lambda e: e.first(kind),
         (f"{kind} (that cause)", "that cause's"),
     )
 
@@ -564,11 +574,6 @@ def _job_deadline(e: RunEvidence) -> bool:
         str((_condition(job, "Failed") or {}).get("reason", "")) == "DeadlineExceeded"
         for job in e.chain.jobs
     )
-
-
-def _present(c: Cause | None) -> Cause:
-    assert c is not None
-    return c
 
 
 #: Why a run that failed ended, first match wins: TrainJob and JobSet reasons first where they
@@ -596,11 +601,10 @@ RUN_CAUSES: Table[RunEvidence, Cause] = Table(
         _found(K.OUT_OF_MEMORY),
         _found(K.PREEMPTED),
         _found(K.NODE_LOST),
-        Row(
+        _read_row(
             "deadline-cannot-launch",
             "TrainJob `DeadlineExceeded` before any pod started, a pod that cannot launch",
-            lambda e: _deadline_before_start(e) and e.first(K.LAUNCH_FAILED) is not None,
-            lambda e: _present(e.first(K.LAUNCH_FAILED)),
+            lambda e: e.first(K.LAUNCH_FAILED) if _deadline_before_start(e) else None,
             cause_cells(K.LAUNCH_FAILED, P.SCHEDULER),
         ),
         cause_row(
@@ -636,20 +640,18 @@ RUN_CAUSES: Table[RunEvidence, Cause] = Table(
             lambda e: min(e.exits, key=lambda pc: _first_failure(pc[0]))[1],
             cause_cells(K.NON_ZERO_EXIT, P.APPLICATION, "its code"),
         ),
-        Row(
+        _read_row(
             "job-message",
             'the pods gone, a Job failed `PodFailurePolicy` whose message says "failed with '
             'exit code N matching FailJob rule" (N ≠ 137)',
-            lambda e: e.job_message is not None,
-            lambda e: _present(e.job_message),
+            lambda e: e.job_message,
             cause_cells(K.NON_ZERO_EXIT, P.APPLICATION, "N"),
         ),
-        Row(
+        _read_row(
             "placed-node-lost",
             "the pods gone, a node the run was pinned on (§5, pinned placement) deleted, or "
             "another node by its name (a different uid)",
-            lambda e: e.placed_node_lost is not None,
-            lambda e: _present(e.placed_node_lost),
+            lambda e: e.placed_node_lost,
             cause_cells(K.NODE_LOST, P.SCHEDULER),
         ),
         cause_row(
