@@ -967,30 +967,18 @@ def _said(c: Obj | None) -> str:
 
 def _deactivated_view(evicted: Obj | None) -> KueueView:
     """A Workload with ``spec.active=false``: held, with the cause its eviction names."""
-    S, K, P = ObjectState, CauseKind, Provenance
     why = _said(evicted) if evicted else "spec.active=false"
-    if evicted and "RequeuingLimitExceeded" in str(evicted.get("message", "")):
-        return KueueView(
-            S.HELD,
-            K.NO_CAPACITY,
-            P.SCHEDULER,
-            f"deactivated by Kueue, requeuing limit exceeded ({why})",
-        )
-    if evicted and "MaximumExecutionTimeExceeded" in str(evicted.get("message", "")):
-        return KueueView(
-            S.HELD,
-            K.TIME_LIMIT,
-            P.SCHEDULER,
-            f"deactivated by Kueue, maximum execution time ({why})",
-        )
-    if evicted and evicted.get("reason") == "AdmissionCheck":
-        return KueueView(
-            S.HELD,
-            K.NO_CAPACITY,
-            P.SCHEDULER,
-            f"deactivated: an admission check rejected it ({why})",
-        )
-    return KueueView(S.HELD, None, P.ACTOR, f"deactivated in Kueue ({why})")
+    message = str(evicted.get("message", "")) if evicted else ""
+    named: tuple[CauseKind, str] | None = None
+    if evicted and "RequeuingLimitExceeded" in message:
+        named = (CauseKind.NO_CAPACITY, "deactivated by Kueue, requeuing limit exceeded")
+    elif evicted and "MaximumExecutionTimeExceeded" in message:
+        named = (CauseKind.TIME_LIMIT, "deactivated by Kueue, maximum execution time")
+    elif evicted and evicted.get("reason") == "AdmissionCheck":
+        named = (CauseKind.NO_CAPACITY, "deactivated: an admission check rejected it")
+    if named is not None:
+        return KueueView(ObjectState.HELD, named[0], Provenance.SCHEDULER, f"{named[1]} ({why})")
+    return KueueView(ObjectState.HELD, None, Provenance.ACTOR, f"deactivated in Kueue ({why})")
 
 
 def _readmission_view(workload: Obj, check: str, open_id: str | None) -> KueueView | None:
