@@ -29,8 +29,15 @@ from jobdispatch.types import Actor, Cause, CauseKind, ObjectState, Provenance
 from jobdispatch_kubeflow import names
 
 __all__ = [
+    "POD_CAUSES",
+    "RUN_CAUSES",
+    "STATES",
     "Chain",
+    "Decided",
     "Observation",
+    "PodEvidence",
+    "Reading",
+    "RunEvidence",
     "dying",
     "observe",
     "pinned",
@@ -38,6 +45,7 @@ __all__ = [
     "placement",
     "placement_pins",
     "pod_cause",
+    "read",
     "wants_nodes",
 ]
 
