@@ -6,26 +6,38 @@ object fixtures. The evidence is read top-down, as classification.md §4.2 propo
 then JobSet, then its Jobs, then their Pods, the Nodes the pods were bound to, and the Events
 about them. The TrainJob says *that* a run ended; only the pods say *why*.
 
-docs/specs/0010-kubeflow-adapter.md §5 gives each rule and where the research was corrected.
+What it reads and what it decides are kept apart: :func:`read` gathers the evidence of one
+chain into a value, and first-match tables of rows (``jobdispatch.firstmatch``) decide from it:
+:data:`STATES` the object's state, :data:`RUN_CAUSES` why a failed run ended, :data:`POD_CAUSES`
+what one pod shows. docs/specs/0010-kubeflow-adapter.md §5 carries those tables as the code reads
+them (a repository test compares them), with the reasons and where the research was corrected.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import attrs
+from jobdispatch.firstmatch import Row, Table, always, cause_cells, cause_row
 from jobdispatch.spi import ExecutionObs
 from jobdispatch.types import Actor, Cause, CauseKind, ObjectState, Provenance
 
 from jobdispatch_kubeflow import names
 
 __all__ = [
+    "POD_CAUSES",
+    "RUN_CAUSES",
+    "STATES",
     "Chain",
+    "Decided",
     "Observation",
+    "PodEvidence",
+    "Reading",
+    "RunEvidence",
     "dying",
     "observe",
     "pinned",
@@ -33,6 +45,7 @@ __all__ = [
     "placement",
     "placement_pins",
     "pod_cause",
+    "read",
     "wants_nodes",
 ]
 
@@ -221,75 +234,226 @@ def _signal_of(code: int) -> int | None:
     return code - 128 if 128 < code < 160 else None
 
 
-def pod_cause(pod: Obj, nodes: Mapping[str, Obj] | None = None) -> Cause | None:
-    """The cause a failed (or failing) pod shows by itself, or None when it shows none.
+@attrs.frozen(kw_only=True)
+class PodEvidence:
+    """What the table of pod causes reads of one pod: the pod, the nodes (None when they were
+    not listed), and what is read from them once (every container termination, the pod's last
+    ``DisruptionTarget=True`` condition, its status reason and phase)."""
 
-    Order matters, and each step says why: an OOM kill is the job's own (no disruption makes a
-    container exceed its limit); a disruption condition explains a 137 or 143 that would
-    otherwise read as the application's; a lost node explains a pod the kubelet never reported
-    on; launch problems come before exit codes, since a container that never started has none.
-    """
-    for term in _terminations(pod):
-        if term.get("reason") == "OOMKilled":
-            code = int(term.get("exitCode", 137))
-            return Cause(
-                CauseKind.OUT_OF_MEMORY,
-                Provenance.APPLICATION,
-                detail=f"container {term['container']} OOMKilled",
-                exit_code=code,
-                signal=_signal_of(code) or 9,
-            )
-    disruption = None
-    for cond in _get(pod, "status", "conditions") or ():
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-            disruption = cond
-    reason = _get(pod, "status", "reason") or ""
-    if disruption is not None:
-        why = str(disruption.get("reason", ""))
-        text = f"DisruptionTarget {why}: {disruption.get('message', '')}".rstrip(": ")
-        if why == "PreemptionByScheduler":
-            return Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER, detail=text)
-        if why == "EvictionByEvictionAPI":
-            return Cause(
-                CauseKind.PREEMPTED,
-                Provenance.ACTOR,
-                detail=text,
-                actor=Actor.human("eviction API (drain, autoscaler or descheduler)"),
-            )
-        if why in ("DeletionByTaintManager", "DeletionByPodGC"):
-            return Cause(CauseKind.NODE_LOST, Provenance.SCHEDULER, detail=text)
-        if why == "TerminationByKubelet":
-            if reason in NODE_POD_REASONS:
-                return Cause(CauseKind.NODE_LOST, Provenance.SCHEDULER, detail=text)
-            return Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER, detail=f"{text} ({reason})")
-    if reason in NODE_POD_REASONS:
-        return Cause(CauseKind.NODE_LOST, Provenance.SCHEDULER, detail=f"pod reason {reason}")
-    if reason == "Evicted":
-        msg = _get(pod, "status", "message") or ""
-        return Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER, detail=f"evicted: {msg}")
-    if reason == "DeadlineExceeded":
-        return Cause(CauseKind.TIME_LIMIT, Provenance.SCHEDULER, detail="pod deadline exceeded")
-    gone = _node_gone(pod, nodes)
-    phase = _get(pod, "status", "phase")
-    if gone is not None and (
-        phase not in ("Succeeded",) or _get(pod, "metadata", "deletionTimestamp")
-    ):
-        return Cause(CauseKind.NODE_LOST, Provenance.SCHEDULER, detail=gone)
-    launch = _launch_problem(pod)
-    if launch is not None:
-        return Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, detail=launch)
-    failed = [t for t in _terminations(pod) if int(t.get("exitCode", 0)) != 0]
-    if failed:
-        first = min(failed, key=lambda t: str(t.get("finishedAt") or ""))
-        code = int(first["exitCode"])
-        return Cause(
-            CauseKind.NON_ZERO_EXIT,
-            Provenance.APPLICATION,
-            detail=f"container {first['container']} {first.get('reason', 'Error')}",
-            exit_code=code,
-            signal=_signal_of(code),
+    pod: Obj
+    nodes: Mapping[str, Obj] | None
+    terminations: Sequence[Mapping[str, Any]]
+    disruption: Obj | None
+    reason: str
+    phase: Any
+
+    @classmethod
+    def of(cls, pod: Obj, nodes: Mapping[str, Obj] | None = None) -> PodEvidence:
+        disruption = None
+        for cond in _get(pod, "status", "conditions") or ():
+            if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+                disruption = cond
+        return cls(
+            pod=pod,
+            nodes=nodes,
+            terminations=_terminations(pod),
+            disruption=disruption,
+            reason=_get(pod, "status", "reason") or "",
+            phase=_get(pod, "status", "phase"),
         )
-    return None
+
+    @property
+    def disrupted_by(self) -> str | None:
+        """The ``DisruptionTarget`` condition's reason, None without the condition."""
+        return None if self.disruption is None else str(self.disruption.get("reason", ""))
+
+    @property
+    def disruption_text(self) -> str:
+        d = self.disruption or {}
+        return f"DisruptionTarget {self.disrupted_by}: {d.get('message', '')}".rstrip(": ")
+
+    @property
+    def oom(self) -> Mapping[str, Any] | None:
+        """The first termination the kernel's OOM killer caused."""
+        return next((t for t in self.terminations if t.get("reason") == "OOMKilled"), None)
+
+    @property
+    def node_gone(self) -> str | None:
+        """Why the pod's node is lost, when that is the pod's ending (not a pod that succeeded
+        before its node went, unless it is being deleted)."""
+        gone = _node_gone(self.pod, self.nodes)
+        if gone is not None and (
+            self.phase not in ("Succeeded",) or _get(self.pod, "metadata", "deletionTimestamp")
+        ):
+            return gone
+        return None
+
+    @property
+    def failed_exits(self) -> list[Mapping[str, Any]]:
+        return [t for t in self.terminations if int(t.get("exitCode", 0)) != 0]
+
+
+def _oom_killed(e: PodEvidence) -> Cause:
+    term = e.oom
+    assert term is not None
+    code = int(term.get("exitCode", 137))
+    return Cause(
+        CauseKind.OUT_OF_MEMORY,
+        Provenance.APPLICATION,
+        detail=f"container {term['container']} OOMKilled",
+        exit_code=code,
+        signal=_signal_of(code) or 9,
+    )
+
+
+def _exited(code: int, detail: str) -> Cause:
+    """The application's non-zero exit ``code`` (a signal when it is 128 + the signal)."""
+    return Cause(
+        CauseKind.NON_ZERO_EXIT,
+        Provenance.APPLICATION,
+        detail=detail,
+        exit_code=code,
+        signal=_signal_of(code),
+    )
+
+
+def _disrupted(*reasons: str) -> Callable[[PodEvidence], bool]:
+    return lambda e: e.disrupted_by in reasons
+
+
+def _first_exit(e: PodEvidence) -> Cause:
+    first = min(e.failed_exits, key=lambda t: str(t.get("finishedAt") or ""))
+    return _exited(
+        int(first["exitCode"]), f"container {first['container']} {first.get('reason', 'Error')}"
+    )
+
+
+K, P = CauseKind, Provenance
+#: Who evicts through the eviction API: a drain, an autoscaler or a descheduler.
+EVICTION_API = Actor.human("eviction API (drain, autoscaler or descheduler)")
+
+#: The cause one failed (or failing) pod shows by itself, first match wins; None when it shows
+#: none. Why this order: an OOM kill is the job's own (no disruption makes a container exceed
+#: its limit); a disruption condition explains a 137 or 143 that would otherwise read as the
+#: application's; a lost node explains a pod the kubelet never reported on; launch problems
+#: come before exit codes, since a container that never started has none. Spec 0010 §5 shows
+#: this table, made from these rows by tests/repo/test_classification_tables.py.
+POD_CAUSES: Table[PodEvidence, Cause | None] = Table(
+    "kubeflow-pod-causes",
+    ("pod evidence", "cause", "provenance"),
+    (
+        Row(
+            "oom-killed",
+            "a container, `state` or `lastState`, terminated `OOMKilled`",
+            lambda e: e.oom is not None,
+            _oom_killed,
+            cause_cells(K.OUT_OF_MEMORY, P.APPLICATION, "its exit code, 137, and signal 9"),
+        ),
+        cause_row(
+            "preempted-by-scheduler",
+            "`DisruptionTarget=True` `PreemptionByScheduler`",
+            _disrupted("PreemptionByScheduler"),
+            K.PREEMPTED,
+            P.SCHEDULER,
+            lambda e: e.disruption_text,
+        ),
+        Row(
+            "evicted-by-api",
+            "`DisruptionTarget=True` `EvictionByEvictionAPI`",
+            _disrupted("EvictionByEvictionAPI"),
+            lambda e: Cause(
+                CauseKind.PREEMPTED, Provenance.ACTOR, detail=e.disruption_text, actor=EVICTION_API
+            ),
+            cause_cells(K.PREEMPTED, P.ACTOR, "drain, autoscaler or descheduler"),
+        ),
+        cause_row(
+            "deleted-with-node",
+            "`DisruptionTarget=True` `DeletionByTaintManager` or `DeletionByPodGC`",
+            _disrupted("DeletionByTaintManager", "DeletionByPodGC"),
+            K.NODE_LOST,
+            P.SCHEDULER,
+            lambda e: e.disruption_text,
+        ),
+        cause_row(
+            "kubelet-node-shutdown",
+            "`DisruptionTarget=True` `TerminationByKubelet`, pod reason `Terminated`, "
+            "`NodeShutdown` or `NodeLost`",
+            lambda e: e.disrupted_by == "TerminationByKubelet" and e.reason in NODE_POD_REASONS,
+            K.NODE_LOST,
+            P.SCHEDULER,
+            lambda e: e.disruption_text,
+        ),
+        cause_row(
+            "kubelet-termination",
+            "`DisruptionTarget=True` `TerminationByKubelet`, any other pod reason (`Evicted`: "
+            "node pressure)",
+            _disrupted("TerminationByKubelet"),
+            K.PREEMPTED,
+            P.SCHEDULER,
+            lambda e: f"{e.disruption_text} ({e.reason})",
+        ),
+        cause_row(
+            "node-reason",
+            "pod reason `Terminated`, `NodeShutdown` or `NodeLost`",
+            lambda e: e.reason in NODE_POD_REASONS,
+            K.NODE_LOST,
+            P.SCHEDULER,
+            lambda e: f"pod reason {e.reason}",
+        ),
+        cause_row(
+            "evicted",
+            "pod reason `Evicted` without the condition",
+            lambda e: e.reason == "Evicted",
+            K.PREEMPTED,
+            P.SCHEDULER,
+            lambda e: f"evicted: {_get(e.pod, 'status', 'message') or ''}",
+        ),
+        cause_row(
+            "pod-deadline",
+            "pod reason `DeadlineExceeded`",
+            lambda e: e.reason == "DeadlineExceeded",
+            K.TIME_LIMIT,
+            P.SCHEDULER,
+            "pod deadline exceeded",
+        ),
+        cause_row(
+            "node-gone",
+            "the pod's node deleted or not Ready (nodes listed), unless the pod succeeded "
+            "and is not being deleted",
+            lambda e: e.node_gone is not None,
+            K.NODE_LOST,
+            P.SCHEDULER,
+            lambda e: e.node_gone or "",
+        ),
+        cause_row(
+            "cannot-launch",
+            "a container waiting "
+            + ", ".join(f"`{r}`" for r in sorted(LAUNCH_WAITING))
+            + "; terminated "
+            + ", ".join(f"`{r}`" for r in sorted(LAUNCH_TERMINATED))
+            + "; pod reason `OutOf*`, "
+            + ", ".join(f"`{r}`" for r in sorted(LAUNCH_POD_REASONS)),
+            lambda e: _launch_problem(e.pod) is not None,
+            K.LAUNCH_FAILED,
+            P.SCHEDULER,
+            lambda e: _launch_problem(e.pod) or "",
+        ),
+        Row(
+            "non-zero-exit",
+            "a container terminated with a non-zero exit, the earliest `finishedAt`",
+            lambda e: bool(e.failed_exits),
+            _first_exit,
+            cause_cells(K.NON_ZERO_EXIT, P.APPLICATION, "its code; signal = code − 128 above 128"),
+        ),
+        Row("none", "none of these", always, lambda _: None, ("none shown", "—")),
+    ),
+)
+
+
+def pod_cause(pod: Obj, nodes: Mapping[str, Obj] | None = None) -> Cause | None:
+    """The cause a failed (or failing) pod shows by itself (the first row of
+    :data:`POD_CAUSES` it matches), or None when it shows none."""
+    return POD_CAUSES(PodEvidence.of(pod, nodes))
 
 
 # ---------------------------------------------------------------------------- the object
@@ -318,56 +482,202 @@ def _evidence(chain: Chain, pods: Iterable[Obj]) -> str:
     return "; ".join(p for p in parts if p) or "no evidence left (the pods are gone)"
 
 
+@attrs.frozen(kw_only=True)
+class RunEvidence:
+    """What the table of run causes reads of one failed run: the chain, the run's pods still
+    there, whether it started, its JobSet attempt, and what is read from them once (the
+    TrainJob's or else the JobSet's ``Failed`` condition, each pod's own cause, and every cause
+    found: the pods' and the one an earlier look pinned)."""
+
+    chain: Chain
+    pods: Sequence[Obj]
+    ran: bool
+    attempt: int
+    failed: Obj
+    causes: Sequence[tuple[Obj, Cause | None]]
+    found: Sequence[Cause]
+
+    @classmethod
+    def of(cls, chain: Chain, pods: Sequence[Obj], ran: bool, attempt: int = 0) -> RunEvidence:
+        failed = _condition(chain.trainjob, "Failed") or _condition(chain.jobset, "Failed") or {}
+        causes = [(pod, pod_cause(pod, chain.nodes)) for pod in pods]
+        found = [c for _, c in causes if c is not None]
+        found.extend(pinned(chain.trainjob, attempt))
+        return cls(
+            chain=chain,
+            pods=pods,
+            ran=ran,
+            attempt=attempt,
+            failed=failed,
+            causes=causes,
+            found=found,
+        )
+
+    @property
+    def reason(self) -> str:
+        return str(self.failed.get("reason", ""))
+
+    def first(self, kind: CauseKind) -> Cause | None:
+        """The first cause found of ``kind``."""
+        return next((c for c in self.found if c.kind is kind), None)
+
+    @property
+    def unschedulable(self) -> str | None:
+        """Why the first unschedulable pod could not be placed."""
+        return next((m for m in (_unschedulable(p) for p in self.pods) if m), None)
+
+    @property
+    def exits(self) -> list[tuple[Obj, Cause]]:
+        """Non-zero exits of the pods there, or else the pinned one."""
+        exits = [
+            (p, c) for p, c in self.causes if c is not None and c.kind is CauseKind.NON_ZERO_EXIT
+        ]
+        return exits or [({}, c) for c in self.found if c.kind is CauseKind.NON_ZERO_EXIT]
+
+    @property
+    def job_message(self) -> Cause | None:
+        for job in self.chain.jobs:
+            from_job = _job_message_cause(_condition(job, "Failed"))
+            if from_job is not None:
+                return from_job
+        return None
+
+    @property
+    def placed_node_lost(self) -> Cause | None:
+        index = execution_index(_kueue_trail(self.chain.trainjob), self.attempt)
+        return placed_node_lost(self.chain, index)
+
+
+def _read_row(
+    name: str,
+    evidence: str,
+    read: Callable[[RunEvidence], Cause | None],
+    gives: tuple[str, ...],
+) -> Row[RunEvidence, Cause]:
+    """A row whose cause is one the evidence already holds: it matches when ``read`` finds one."""
+
+    def cause(e: RunEvidence) -> Cause:
+        found = read(e)
+        assert found is not None
+        return found
+
+    return Row(name, evidence, lambda e: read(e) is not None, cause, gives)
+
+
+def _found(kind: CauseKind) -> Row[RunEvidence, Cause]:
+    return _read_row(
+        f"pod-{kind}",
+        f"a pod's cause (or the pinned one) {kind}, the first found",
+        lambda e: e.first(kind),
+        (f"{kind} (that cause)", "that cause's"),
+    )
+
+
+def _deadline_before_start(e: RunEvidence) -> bool:
+    return e.reason == "DeadlineExceeded" and not e.ran
+
+
+def _job_deadline(e: RunEvidence) -> bool:
+    return any(
+        str((_condition(job, "Failed") or {}).get("reason", "")) == "DeadlineExceeded"
+        for job in e.chain.jobs
+    )
+
+
+#: Why a run that failed ended, first match wins: TrainJob and JobSet reasons first where they
+#: decide, then the pods (their own causes, by :data:`POD_CAUSES`, and what an earlier look
+#: pinned of pods since deleted), then the Jobs, else unknown with every piece of evidence in
+#: the detail. Spec 0010 §5 shows this table, made from these rows by
+#: tests/repo/test_classification_tables.py.
+RUN_CAUSES: Table[RunEvidence, Cause] = Table(
+    "kubeflow-run-causes",
+    ("evidence", "cause", "provenance"),
+    (
+        cause_row(
+            "creation-failed",
+            "TrainJob (else JobSet) `Failed` reason "
+            + ", ".join(f"`{r}`" for r in sorted(CREATION_FAILED))
+            + "; or JobSet `JobCreationFailed`",
+            lambda e: (
+                e.reason in CREATION_FAILED
+                or _condition(e.chain.jobset, "JobCreationFailed") is not None
+            ),
+            K.LAUNCH_FAILED,
+            P.SCHEDULER,
+            lambda e: _describe(e.failed),
+        ),
+        _found(K.OUT_OF_MEMORY),
+        _found(K.PREEMPTED),
+        _found(K.NODE_LOST),
+        _read_row(
+            "deadline-cannot-launch",
+            "TrainJob `DeadlineExceeded` before any pod started, a pod that cannot launch",
+            lambda e: e.first(K.LAUNCH_FAILED) if _deadline_before_start(e) else None,
+            cause_cells(K.LAUNCH_FAILED, P.SCHEDULER),
+        ),
+        cause_row(
+            "deadline-unschedulable",
+            "TrainJob `DeadlineExceeded` before any pod started, a pod unschedulable",
+            lambda e: _deadline_before_start(e) and e.unschedulable is not None,
+            K.NO_CAPACITY,
+            P.SCHEDULER,
+            lambda e: f"never scheduled before the deadline: {e.unschedulable}",
+        ),
+        cause_row(
+            "deadline",
+            "TrainJob (else JobSet) `Failed` reason `DeadlineExceeded`",
+            lambda e: e.reason == "DeadlineExceeded",
+            K.TIME_LIMIT,
+            P.SCHEDULER,
+            lambda e: _describe(e.failed),
+        ),
+        cause_row(
+            "job-deadline",
+            "a Job `Failed` reason `DeadlineExceeded`",
+            _job_deadline,
+            K.TIME_LIMIT,
+            P.SCHEDULER,
+            "Job deadline exceeded",
+        ),
+        _found(K.TIME_LIMIT),
+        _found(K.LAUNCH_FAILED),
+        Row(
+            "earliest-exit",
+            "a pod's non-zero exit (else the pinned one): the pod that failed first",
+            lambda e: bool(e.exits),
+            lambda e: min(e.exits, key=lambda pc: _first_failure(pc[0]))[1],
+            cause_cells(K.NON_ZERO_EXIT, P.APPLICATION, "its code"),
+        ),
+        _read_row(
+            "job-message",
+            'the pods gone, a Job failed `PodFailurePolicy` whose message says "failed with '
+            'exit code N matching FailJob rule" (N ≠ 137)',
+            lambda e: e.job_message,
+            cause_cells(K.NON_ZERO_EXIT, P.APPLICATION, "N"),
+        ),
+        _read_row(
+            "placed-node-lost",
+            "the pods gone, a node the run was pinned on (§5, pinned placement) deleted, or "
+            "another node by its name (a different uid)",
+            lambda e: e.placed_node_lost,
+            cause_cells(K.NODE_LOST, P.SCHEDULER),
+        ),
+        cause_row(
+            "unknown",
+            "none of these",
+            always,
+            K.UNKNOWN,
+            P.NONE,
+            lambda e: _evidence(e.chain, e.pods),
+            note="the detail lists every condition, pod phase and warning event read",
+        ),
+    ),
+)
+
+
 def _failure_cause(chain: Chain, pods: Sequence[Obj], ran: bool, attempt: int = 0) -> Cause:
-    """Why a run that failed ended: TrainJob and JobSet reasons first where they decide, then
-    the pods (and what an earlier look pinned of pods since deleted), then the Jobs, else
-    unknown with every piece of evidence in the detail."""
-    failed = _condition(chain.trainjob, "Failed") or _condition(chain.jobset, "Failed") or {}
-    reason = str(failed.get("reason", ""))
-    if reason in CREATION_FAILED or _condition(chain.jobset, "JobCreationFailed"):
-        return Cause(CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER, detail=_describe(failed))
-    causes = [(pod, pod_cause(pod, chain.nodes)) for pod in pods]
-    found = [c for _, c in causes if c is not None]
-    found.extend(pinned(chain.trainjob, attempt))
-    for kind in (CauseKind.OUT_OF_MEMORY, CauseKind.PREEMPTED, CauseKind.NODE_LOST):
-        for cause in found:
-            if cause.kind is kind:
-                return cause
-    if reason == "DeadlineExceeded":
-        if not ran:
-            never = [_unschedulable(p) for p in pods]
-            launch = [c for c in found if c.kind is CauseKind.LAUNCH_FAILED]
-            if launch:
-                return launch[0]
-            if any(never):
-                msg = next(m for m in never if m)
-                return Cause(
-                    CauseKind.NO_CAPACITY,
-                    Provenance.SCHEDULER,
-                    detail=f"never scheduled before the deadline: {msg}",
-                )
-        return Cause(CauseKind.TIME_LIMIT, Provenance.SCHEDULER, detail=_describe(failed))
-    for job in chain.jobs:
-        if str((_condition(job, "Failed") or {}).get("reason", "")) == "DeadlineExceeded":
-            return Cause(CauseKind.TIME_LIMIT, Provenance.SCHEDULER, detail="Job deadline exceeded")
-    for kind in (CauseKind.TIME_LIMIT, CauseKind.LAUNCH_FAILED):
-        for cause in found:
-            if cause.kind is kind:
-                return cause
-    exits = [(p, c) for p, c in causes if c is not None and c.kind is CauseKind.NON_ZERO_EXIT]
-    if not exits:
-        exits = [({}, c) for c in found if c.kind is CauseKind.NON_ZERO_EXIT]
-    if exits:
-        # The earliest failure is the cause; the later ones are its peers reacting to it.
-        return min(exits, key=lambda pc: _first_failure(pc[0]))[1]
-    for job in chain.jobs:
-        from_job = _job_message_cause(_condition(job, "Failed"))
-        if from_job is not None:
-            return from_job
-    lost = placed_node_lost(chain, execution_index(_kueue_trail(chain.trainjob), attempt))
-    if lost is not None:
-        return lost
-    return Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=_evidence(chain, pods))
+    """Why a run that failed ended: the first row of :data:`RUN_CAUSES` it matches."""
+    return RUN_CAUSES(RunEvidence.of(chain, pods, ran, attempt))
 
 
 _EXIT_MESSAGE = re.compile(r"failed with exit code (?P<code>[0-9]+) matching FailJob rule")
@@ -383,14 +693,7 @@ def _job_message_cause(failed: Obj | None) -> Cause | None:
     m = _EXIT_MESSAGE.search(str(failed.get("message", "")))
     if m is None or int(m["code"]) == 137:
         return None
-    code = int(m["code"])
-    return Cause(
-        CauseKind.NON_ZERO_EXIT,
-        Provenance.APPLICATION,
-        detail=f"from the Job's failure: {failed.get('message')}",
-        exit_code=code,
-        signal=_signal_of(code),
-    )
+    return _exited(int(m["code"]), f"from the Job's failure: {failed.get('message')}")
 
 
 # ---------------------------------------------------------------------------- pinned evidence
@@ -658,6 +961,110 @@ class KueueView:
 _NEVER_FITS = re.compile(r"maximum capacity|exceeds.*(quota|capacity)", re.IGNORECASE)
 
 
+def _workload_condition(workload: Obj, kind: str) -> Obj | None:
+    """A Workload's condition of type ``kind``, whatever its status."""
+    for c in _get(workload, "status", "conditions") or ():
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+def _said(c: Obj | None) -> str:
+    return f"{c.get('reason', '')}: {c.get('message', '')}" if c else ""
+
+
+def _deactivated_view(evicted: Obj | None) -> KueueView:
+    """A Workload with ``spec.active=false``: held, with the cause its eviction names."""
+    why = _said(evicted) if evicted else "spec.active=false"
+    message = str(evicted.get("message", "")) if evicted else ""
+    named: tuple[CauseKind, str] | None = None
+    if evicted and "RequeuingLimitExceeded" in message:
+        named = (CauseKind.NO_CAPACITY, "deactivated by Kueue, requeuing limit exceeded")
+    elif evicted and "MaximumExecutionTimeExceeded" in message:
+        named = (CauseKind.TIME_LIMIT, "deactivated by Kueue, maximum execution time")
+    elif evicted and evicted.get("reason") == "AdmissionCheck":
+        named = (CauseKind.NO_CAPACITY, "deactivated: an admission check rejected it")
+    if named is not None:
+        return KueueView(ObjectState.HELD, named[0], Provenance.SCHEDULER, f"{named[1]} ({why})")
+    return KueueView(ObjectState.HELD, None, Provenance.ACTOR, f"deactivated in Kueue ({why})")
+
+
+def _readmission_view(workload: Obj, check: str, open_id: str | None) -> KueueView | None:
+    """Pending while dispatch's check holds the readmission, None when it does not."""
+    for c in _get(workload, "status", "admissionChecks") or ():
+        if (
+            c.get("name") == check
+            and c.get("state") == "Pending"
+            and "waits" in str(c.get("message", ""))
+        ):
+            if open_id is not None and f"open {open_id} " not in str(c.get("message", "")):
+                return KueueView(
+                    ObjectState.PENDING, None, None, "opened again: waiting for its check"
+                )
+            # Requeued with quota reserved again, Kueue has turned Evicted (and Preempted) False:
+            # their reasons still name the last eviction.
+            was = _workload_condition(workload, "Evicted")
+            how = _workload_condition(workload, "Preempted")
+            last = f"; last eviction {_said(was)}" if was else ""
+            if how and was and was.get("reason") == "Preempted":
+                last += f" ({how.get('reason')})"
+            # Pending, not gated: dispatch's gate was lifted, and a core that read it gated would
+            # open it again (a lost open, as it thinks) behind its recovery rule. Nothing
+            # readmits it but an explicit open (spec 0012 §7, and §9 for what is still open).
+            return KueueView(
+                ObjectState.PENDING,
+                None,
+                None,
+                f"readmission gated by dispatch: {c.get('message')}{last}",
+            )
+    return None
+
+
+#: What a Workload evicted for each of these reasons shows while Kueue keeps it: its state, the
+#: cause, the provenance, and the words before Kueue's own reason and message.
+_EVICTION_VIEWS: dict[str, tuple[ObjectState, CauseKind | None, Provenance, str]] = {
+    "PodsReadyTimeout": (
+        ObjectState.PENDING,
+        CauseKind.NO_CAPACITY,
+        Provenance.SCHEDULER,
+        "evicted by Kueue: pods not ready in time",
+    ),
+    "AdmissionCheck": (
+        ObjectState.PENDING,
+        CauseKind.NO_CAPACITY,
+        Provenance.SCHEDULER,
+        "evicted by Kueue: an admission check asked a retry",
+    ),
+    "NodeFailures": (
+        ObjectState.PENDING,
+        CauseKind.NODE_LOST,
+        Provenance.SCHEDULER,
+        "evicted by Kueue",
+    ),
+    "ClusterQueueStopped": (ObjectState.HELD, None, Provenance.ACTOR, "its queue was stopped"),
+    "LocalQueueStopped": (ObjectState.HELD, None, Provenance.ACTOR, "its queue was stopped"),
+}
+
+
+def _evicted_view(workload: Obj, evicted: Obj) -> KueueView:
+    """A Workload Kueue evicted (``Evicted=True``), by the eviction's reason."""
+    S, K, P = ObjectState, CauseKind, Provenance
+    reason = evicted.get("reason")
+    if reason == "Preempted":
+        how = _workload_condition(workload, "Preempted")
+        return KueueView(
+            S.PENDING,
+            K.PREEMPTED,
+            P.SCHEDULER,
+            f"preempted by Kueue ({how.get('reason') if how else 'unknown'}): "
+            f"{evicted.get('message', '')}",
+        )
+    if reason in _EVICTION_VIEWS:
+        state, kind, provenance, words = _EVICTION_VIEWS[reason]
+        return KueueView(state, kind, provenance, f"{words} ({_said(evicted)})")
+    return KueueView(S.PENDING, None, P.SCHEDULER, f"evicted by Kueue ({_said(evicted)})")
+
+
 def kueue_view(
     workload: Obj,
     check: str = "jobdispatch-admission",
@@ -672,65 +1079,16 @@ def kueue_view(
     ``open_id`` are what the TrainJob says now (its admission-gated-by annotation, its latest
     open): a Workload lags its job, so a gate the job no longer has, or a readmission wait for an
     open already superseded, is the Workload not having caught up, and reads as pending."""
-
-    def cond(kind: str) -> Obj | None:
-        for c in _get(workload, "status", "conditions") or ():
-            if c.get("type") == kind:
-                return dict(c)
-        return None
-
-    def said(c: Obj | None) -> str:
-        return f"{c.get('reason', '')}: {c.get('message', '')}" if c else ""
-
-    evicted = cond("Evicted")
+    evicted = _workload_condition(workload, "Evicted")
     evicted = evicted if evicted and evicted.get("status") == "True" else None
-    reserved = cond("QuotaReserved")
-    admitted = cond("Admitted")
+    reserved = _workload_condition(workload, "QuotaReserved")
+    admitted = _workload_condition(workload, "Admitted")
     S, K, P = ObjectState, CauseKind, Provenance
     if _get(workload, "spec", "active") is False:
-        why = said(evicted) if evicted else "spec.active=false"
-        if evicted and "RequeuingLimitExceeded" in str(evicted.get("message", "")):
-            return KueueView(
-                S.HELD,
-                K.NO_CAPACITY,
-                P.SCHEDULER,
-                f"deactivated by Kueue, requeuing limit exceeded ({why})",
-            )
-        if evicted and "MaximumExecutionTimeExceeded" in str(evicted.get("message", "")):
-            return KueueView(
-                S.HELD,
-                K.TIME_LIMIT,
-                P.SCHEDULER,
-                f"deactivated by Kueue, maximum execution time ({why})",
-            )
-        if evicted and evicted.get("reason") == "AdmissionCheck":
-            return KueueView(
-                S.HELD,
-                K.NO_CAPACITY,
-                P.SCHEDULER,
-                f"deactivated: an admission check rejected it ({why})",
-            )
-        return KueueView(S.HELD, None, P.ACTOR, f"deactivated in Kueue ({why})")
-    for c in _get(workload, "status", "admissionChecks") or ():
-        if (
-            c.get("name") == check
-            and c.get("state") == "Pending"
-            and "waits" in str(c.get("message", ""))
-        ):
-            if open_id is not None and f"open {open_id} " not in str(c.get("message", "")):
-                return KueueView(S.PENDING, None, None, "opened again: waiting for its check")
-            # Requeued with quota reserved again, Kueue has turned Evicted (and Preempted) False:
-            # their reasons still name the last eviction.
-            was, how = cond("Evicted"), cond("Preempted")
-            last = f"; last eviction {said(was)}" if was else ""
-            if how and was and was.get("reason") == "Preempted":
-                last += f" ({how.get('reason')})"
-            # Pending, not gated: dispatch's gate was lifted, and a core that read it gated would
-            # open it again (a lost open, as it thinks) behind its recovery rule. Nothing
-            # readmits it but an explicit open (spec 0012 §7, and §9 for what is still open).
-            return KueueView(
-                S.PENDING, None, None, f"readmission gated by dispatch: {c.get('message')}{last}"
-            )
+        return _deactivated_view(evicted)
+    readmission = _readmission_view(workload, check, open_id)
+    if readmission is not None:
+        return readmission
     if admitted and admitted.get("status") == "True":
         return KueueView(S.PENDING, None, None, "admitted by Kueue, starting")
     if (
@@ -740,53 +1098,26 @@ def kueue_view(
     ):
         if not gated_by:
             return KueueView(S.PENDING, None, None, "admission gate lifted; Kueue has not seen it")
-        return KueueView(S.GATED, None, None, f"admission gated ({said(reserved)})")
+        return KueueView(S.GATED, None, None, f"admission gated ({_said(reserved)})")
     if (
         reserved
         and reserved.get("status") == "False"
         and _NEVER_FITS.search(str(reserved.get("message", "")))
     ):
         return KueueView(
-            S.PENDING, K.NO_CAPACITY, P.SCHEDULER, f"never fits its ClusterQueue ({said(reserved)})"
+            S.PENDING,
+            K.NO_CAPACITY,
+            P.SCHEDULER,
+            f"never fits its ClusterQueue ({_said(reserved)})",
         )
     if evicted is not None:
-        reason = evicted.get("reason")
-        if reason == "Preempted":
-            how = cond("Preempted")
-            return KueueView(
-                S.PENDING,
-                K.PREEMPTED,
-                P.SCHEDULER,
-                f"preempted by Kueue ({how.get('reason') if how else 'unknown'}): "
-                f"{evicted.get('message', '')}",
-            )
-        if reason == "PodsReadyTimeout":
-            return KueueView(
-                S.PENDING,
-                K.NO_CAPACITY,
-                P.SCHEDULER,
-                f"evicted by Kueue: pods not ready in time ({said(evicted)})",
-            )
-        if reason == "AdmissionCheck":
-            return KueueView(
-                S.PENDING,
-                K.NO_CAPACITY,
-                P.SCHEDULER,
-                f"evicted by Kueue: an admission check asked a retry ({said(evicted)})",
-            )
-        if reason == "NodeFailures":
-            return KueueView(
-                S.PENDING, K.NODE_LOST, P.SCHEDULER, f"evicted by Kueue ({said(evicted)})"
-            )
-        if reason in ("ClusterQueueStopped", "LocalQueueStopped"):
-            return KueueView(S.HELD, None, P.ACTOR, f"its queue was stopped ({said(evicted)})")
-        return KueueView(S.PENDING, None, P.SCHEDULER, f"evicted by Kueue ({said(evicted)})")
+        return _evicted_view(workload, evicted)
     if reserved and reserved.get("status") == "False":
         return KueueView(
-            S.PENDING, K.NO_CAPACITY, P.SCHEDULER, f"waiting for quota ({said(reserved)})"
+            S.PENDING, K.NO_CAPACITY, P.SCHEDULER, f"waiting for quota ({_said(reserved)})"
         )
     return KueueView(
-        S.PENDING, None, None, f"queued in Kueue ({said(reserved) or 'no conditions yet'})"
+        S.PENDING, None, None, f"queued in Kueue ({_said(reserved) or 'no conditions yet'})"
     )
 
 
@@ -938,17 +1269,49 @@ def _never_readmitted(workload: Obj, check: str = "jobdispatch-admission") -> bo
     )
 
 
-def observe(chain: Chain) -> Observation:
-    """State, executions and causes of one TrainJob, from ``chain`` alone.
+@attrs.frozen(kw_only=True)
+class Reading:
+    """What :func:`observe` reads of one TrainJob's chain before it decides anything: the
+    evidence the table of states (:data:`STATES`) and the executions are made from."""
 
-    Executions are the JobSet's restart attempts: attempt *i* is execution *i* (the pods carry
-    ``jobset.sigs.k8s.io/restart-attempt``, the JobSet counts ``status.restarts``). A restart
-    deletes the earlier attempt's pods, so an earlier execution whose pods are gone ends with
-    cause unknown and the restart condition in its detail: its evidence was destroyed, and no
-    cause is guessed.
-    """
+    chain: Chain
+    annotations: Mapping[str, str]
+    by_attempt: Mapping[int, Sequence[Obj]]
+    #: The JobSet attempt running now, and its pods.
+    current: int
+    pods_now: Sequence[Obj]
+    #: Whether the current attempt ran (a pod started, or the counts or a stop say so).
+    ran_now: bool
+    succeeded: Obj | None
+    failed: Obj | None
+    deleting: bool
+    #: Pods whose processes may still run (not yet Succeeded or Failed).
+    live: int
+    kueue_mode: bool
+    #: The runs Kueue's evictions ended (Kueue mode), see :func:`kueue_runs`.
+    trail: Sequence[Mapping[str, Any]]
+    restart_cond: Obj | None
+
+    @property
+    def hold(self) -> int | None:
+        return _hold(self.annotations)
+
+    @property
+    def suspended(self) -> bool:
+        return bool(_get(self.chain.trainjob, "spec", "suspend"))
+
+    @property
+    def gate_closed(self) -> bool:
+        return self.annotations.get(names.GATE) == "closed"
+
+    @property
+    def queue(self) -> str:
+        return str(_get(self.chain.trainjob, "metadata", "labels")[names.QUEUE_NAME])
+
+
+def read(chain: Chain) -> Reading:
+    """Gather the evidence of ``chain`` for :func:`observe`. Pure."""
     tj = chain.trainjob
-    name = str(_get(tj, "metadata", "name"))
     annotations: Mapping[str, str] = _get(tj, "metadata", "annotations") or {}
     restarts = int(_get(chain.jobset, "status", "restarts") or 0)
     by_attempt: dict[int, list[Obj]] = {}
@@ -956,27 +1319,46 @@ def observe(chain: Chain) -> Observation:
         by_attempt.setdefault(_attempt(pod), []).append(pod)
     current = max([restarts, *by_attempt])
     pods_now = by_attempt.get(current, [])
-    ran_now = any(_started(p) for p in pods_now)
     succeeded = _condition(tj, "Complete") or _condition(chain.jobset, "Completed")
     failed = _condition(tj, "Failed") or _condition(chain.jobset, "Failed")
     deleting = bool(_get(tj, "metadata", "deletionTimestamp"))
-    #: Pods whose processes may still run (not yet Succeeded or Failed).
-    live = sum(1 for p in chain.pods if _get(p, "status", "phase") not in ("Succeeded", "Failed"))
     jobs_status = _get(tj, "status", "jobsStatus") or ()
     counted = sum(int(j.get("succeeded") or 0) + int(j.get("failed") or 0) for j in jobs_status)
     ready = sum(int(j.get("ready") or 0) for j in jobs_status)
-    # With the pods gone, the TrainJob's copy of the JobSet's counts is the evidence left
-    # that the run started (it was ready, or finished pods).
-    ran_now = ran_now or (((succeeded or failed) is not None or deleting) and counted + ready > 0)
-    # Stop wrote down that a run was going, whose pods may be gone before anyone looks.
-    ran_now = ran_now or (deleting and annotations.get(names.STOPPED_RUN) == str(current))
-
-    executions: list[ExecutionObs] = []
+    ran_now = (
+        any(_started(p) for p in pods_now)
+        # With the pods gone, the TrainJob's copy of the JobSet's counts is the evidence left
+        # that the run started (it was ready, or finished pods).
+        or (((succeeded or failed) is not None or deleting) and counted + ready > 0)
+        # Stop wrote down that a run was going, whose pods may be gone before anyone looks.
+        or (deleting and annotations.get(names.STOPPED_RUN) == str(current))
+    )
     # Kueue mode: runs its evictions ended (their pods deleted by the suspend), then the
     # JobSet's attempts shifted past them (spec 0012 §6).
     kueue_mode = names.QUEUE_NAME in (_get(tj, "metadata", "labels") or {})
-    trail = kueue_runs(chain, current) if kueue_mode else []
-    for entry in trail:
+    return Reading(
+        chain=chain,
+        annotations=annotations,
+        by_attempt=by_attempt,
+        current=current,
+        pods_now=pods_now,
+        ran_now=ran_now,
+        succeeded=succeeded,
+        failed=failed,
+        deleting=deleting,
+        live=sum(
+            1 for p in chain.pods if _get(p, "status", "phase") not in ("Succeeded", "Failed")
+        ),
+        kueue_mode=kueue_mode,
+        trail=kueue_runs(chain, current) if kueue_mode else [],
+        restart_cond=_condition(chain.jobset, "RestartingJobSet"),
+    )
+
+
+def _evicted_runs(r: Reading) -> list[ExecutionObs]:
+    """The runs Kueue's evictions ended, from the trail."""
+    executions = []
+    for entry in r.trail:
         try:
             ended = Cause(
                 CauseKind(entry["kind"]),
@@ -993,124 +1375,279 @@ def observe(chain: Chain) -> Observation:
                 ended_at=_time(entry.get("evicted_at")),
             )
         )
-    restart_cond = _condition(chain.jobset, "RestartingJobSet")
-    for i in range(current):
-        pods = by_attempt.get(i, [])
-        earlier = (
-            _failure_cause(chain, pods, True, i) if pods or pinned(chain.trainjob, i) else None
+    return executions
+
+
+def _earlier_cause(r: Reading, i: int, pods: Sequence[Obj]) -> Cause:
+    """The cause of attempt ``i`` before the current one: what its pods (or a pin) show, else
+    the rule that restarted it, else a pinned node lost, else unknown, saying its evidence was
+    deleted with its pods."""
+    chain = r.chain
+    earlier = _failure_cause(chain, pods, True, i) if pods or pinned(chain.trainjob, i) else None
+    if (earlier is None or earlier.kind is CauseKind.UNKNOWN) and i == r.current - 1:
+        earlier = _restart_rule_cause(chain.jobset)
+    if earlier is None or earlier.kind is CauseKind.UNKNOWN:
+        earlier = placed_node_lost(chain, execution_index(r.trail, i)) or earlier
+    if earlier is None or earlier.kind is CauseKind.UNKNOWN:
+        detail = (
+            f"the JobSet restarted after this run; its pods were deleted with their "
+            f"evidence. {_describe(r.restart_cond)}".strip()
         )
-        if (earlier is None or earlier.kind is CauseKind.UNKNOWN) and i == current - 1:
-            earlier = _restart_rule_cause(chain.jobset)
-        if earlier is None or earlier.kind is CauseKind.UNKNOWN:
-            earlier = placed_node_lost(chain, execution_index(trail, i)) or earlier
-        if earlier is None or earlier.kind is CauseKind.UNKNOWN:
-            detail = (
-                f"the JobSet restarted after this run; its pods were deleted with their "
-                f"evidence. {_describe(restart_cond)}".strip()
-            )
-            if earlier is not None:
-                detail = f"{earlier.detail}; {detail}"
-            earlier = Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=detail)
+        if earlier is not None:
+            detail = f"{earlier.detail}; {detail}"
+        earlier = Cause(CauseKind.UNKNOWN, Provenance.NONE, detail=detail)
+    return earlier
+
+
+def _ended_runs(r: Reading) -> list[ExecutionObs]:
+    """Every execution before the current one: Kueue's evicted runs, then earlier attempts."""
+    executions = _evicted_runs(r)
+    for i in range(r.current):
+        pods = r.by_attempt.get(i, [])
         start, end, nodes = _span(pods)
         executions.append(
             ExecutionObs(
-                index=execution_index(trail, i),
+                index=execution_index(r.trail, i),
                 state=ObjectState.ENDED,
-                cause=earlier,
+                cause=_earlier_cause(r, i, pods),
                 started_at=start,
                 ended_at=end,
                 nodes=nodes,
             )
         )
+    return executions
 
-    start, end, nodes = _span(pods_now)
-    lost = tuple(
-        sorted({g.split(" ")[1] for g in (_node_gone(p, chain.nodes) for p in pods_now) if g})
-    )
-    details: list[str] = []
+
+@attrs.frozen(kw_only=True)
+class Decided:
+    """What the table of states yields: the object's state, the current run's cause, details,
+    whether the current run is an execution, and when it ended if its pods do not say."""
+
     state: ObjectState
     cause: Cause | None = None
-    if succeeded is not None:
-        state = ObjectState.ENDED
-        cause = Cause(CauseKind.NONE, Provenance.NONE, detail=_describe(succeeded), exit_code=0)
-        ran_now = True
-        end = end or _time(succeeded.get("lastTransitionTime"))
-    elif failed is not None:
-        state = ObjectState.ENDED
-        cause = _failure_cause(chain, pods_now, ran_now, current)
-        end = end or _time(failed.get("lastTransitionTime"))
-        # A failed TrainJob always ended a run, even one that never started (a launch
-        # failure, no capacity before the deadline): its cause must not be lost.
-        ran_now = True
-    elif deleting and ran_now and live:
-        # Stopped, but its processes may still run: the run ends when its last pod is gone.
-        state = ObjectState.RUNNING
-    elif deleting:
-        state = ObjectState.ENDED
-        if ran_now:
-            cause = _stop_cause(chain)
-    else:
-        hold = _hold(annotations)
-        suspended = bool(_get(tj, "spec", "suspend"))
-        gate_closed = annotations.get(names.GATE) == "closed"
-        if hold is not None:
-            state = ObjectState.HELD
-            if gate_closed:
-                details.append("held before its gate was lifted")
-        elif suspended and gate_closed:
-            state = ObjectState.GATED
-        elif suspended and names.QUEUE_NAME in (_get(tj, "metadata", "labels") or {}):
-            # Kueue mode (spec 0012): Kueue suspends until it admits, and again when it
-            # evicts; opened by dispatch, the TrainJob waits in its LocalQueue, and its
-            # Workload says why.
-            queue = _get(tj, "metadata", "labels")[names.QUEUE_NAME]
-            if chain.workload is None:
-                state = ObjectState.PENDING
-                details.append(f"queued in Kueue LocalQueue {queue}: no Workload yet")
-            elif trail and _never_readmitted(chain.workload):
-                # Evicted after its admission, and dispatch's check rejected the readmission
-                # (spec 0012 §9): the object's run is over; the supervisor's rule decides.
-                state = ObjectState.ENDED
-                details.append(
-                    f"Kueue LocalQueue {queue}: evicted, never readmitted "
-                    f"(execution {trail[-1]['index']}: {trail[-1].get('kind')})"
-                )
-            else:
-                view = kueue_view(
-                    chain.workload,
-                    gated_by=annotations.get(names.ADMISSION_GATED_BY),
-                    open_id=_open_id(annotations.get(names.OPEN)),
-                )
-                state = view.state
-                kind = f" ({view.cause.value})" if view.cause else ""
-                details.append(f"Kueue LocalQueue {queue}{kind}: {view.detail}")
-        elif suspended:
-            state = ObjectState.HELD
-            details.append("suspended by someone other than dispatch (Kueue or a user)")
-        elif ran_now:
-            state = ObjectState.RUNNING
-        else:
-            state = ObjectState.PENDING
-        if state in (ObjectState.HELD, ObjectState.GATED) and ran_now and pods_now:
-            # Suspension deletes the pods; until they are gone the run is ending.
-            details.append(f"suspended; {len(pods_now)} pods still terminating")
-        for pod in pods_now:
-            why = _unschedulable(pod)
-            if why:
-                details.append(f"pod {_pod_name(pod)} unschedulable (no-capacity): {why}")
-            launch = _launch_problem(pod)
-            if launch:
-                details.append(f"pod {_pod_name(pod)} cannot launch (launch-failed): {launch}")
-        if state is not ObjectState.RUNNING:
-            ran_now = False
-    if deleting:
+    details: tuple[str, ...] = ()
+    ran: bool
+    ended_at: datetime | None = None
+
+
+def _not_ended(r: Reading, state: ObjectState, *details: str) -> Decided:
+    """A TrainJob that has not ended or been deleted: the pods of the current attempt add what
+    keeps them from running, and only a running object has a current execution."""
+    notes = list(details)
+    if state in (ObjectState.HELD, ObjectState.GATED) and r.ran_now and r.pods_now:
+        # Suspension deletes the pods; until they are gone the run is ending.
+        notes.append(f"suspended; {len(r.pods_now)} pods still terminating")
+    for pod in r.pods_now:
+        why = _unschedulable(pod)
+        if why:
+            notes.append(f"pod {_pod_name(pod)} unschedulable (no-capacity): {why}")
+        launch = _launch_problem(pod)
+        if launch:
+            notes.append(f"pod {_pod_name(pod)} cannot launch (launch-failed): {launch}")
+    ran = r.ran_now if state is ObjectState.RUNNING else False
+    return Decided(state=state, details=tuple(notes), ran=ran)
+
+
+def _complete(r: Reading) -> Decided:
+    done = r.succeeded or {}
+    return Decided(
+        state=ObjectState.ENDED,
+        cause=Cause(CauseKind.NONE, Provenance.NONE, detail=_describe(done), exit_code=0),
+        ran=True,
+        ended_at=_time(done.get("lastTransitionTime")),
+    )
+
+
+def _failed(r: Reading) -> Decided:
+    # A failed TrainJob always ended a run, even one that never started (a launch failure, no
+    # capacity before the deadline): its cause must not be lost.
+    return Decided(
+        state=ObjectState.ENDED,
+        cause=_failure_cause(r.chain, r.pods_now, r.ran_now, r.current),
+        ran=True,
+        ended_at=_time((r.failed or {}).get("lastTransitionTime")),
+    )
+
+
+def _deleted(r: Reading) -> Decided:
+    cause = _stop_cause(r.chain) if r.ran_now else None
+    return Decided(state=ObjectState.ENDED, cause=cause, ran=r.ran_now)
+
+
+def _held(r: Reading) -> Decided:
+    if r.gate_closed:
+        return _not_ended(r, ObjectState.HELD, "held before its gate was lifted")
+    return _not_ended(r, ObjectState.HELD)
+
+
+def _never_readmitted_in_kueue(r: Reading) -> bool:
+    workload = r.chain.workload
+    return bool(r.trail) and workload is not None and _never_readmitted(workload)
+
+
+def _kueue_ended(r: Reading) -> Decided:
+    # Evicted after its admission, and dispatch's check rejected the readmission (spec 0012
+    # §9): the object's run is over; the supervisor's rule decides.
+    last = r.trail[-1]
+    return _not_ended(
+        r,
+        ObjectState.ENDED,
+        f"Kueue LocalQueue {r.queue}: evicted, never readmitted "
+        f"(execution {last['index']}: {last.get('kind')})",
+    )
+
+
+def _kueue_waiting(r: Reading) -> Decided:
+    assert r.chain.workload is not None
+    view = kueue_view(
+        r.chain.workload,
+        gated_by=r.annotations.get(names.ADMISSION_GATED_BY),
+        open_id=_open_id(r.annotations.get(names.OPEN)),
+    )
+    kind = f" ({view.cause.value})" if view.cause else ""
+    return _not_ended(r, view.state, f"Kueue LocalQueue {r.queue}{kind}: {view.detail}")
+
+
+def _in_kueue(r: Reading) -> bool:
+    """Kueue mode (spec 0012): Kueue suspends until it admits, and again when it evicts;
+    opened by dispatch, the TrainJob waits in its LocalQueue, and its Workload says why."""
+    return r.suspended and r.kueue_mode
+
+
+S = ObjectState
+
+#: The state of a TrainJob, first match wins. Spec 0010 §5 shows this table, made from these
+#: rows by tests/repo/test_classification_tables.py.
+STATES: Table[Reading, Decided] = Table(
+    "kubeflow-states",
+    ("evidence", "state"),
+    (
+        Row(
+            "complete",
+            "TrainJob `Complete` (or JobSet `Completed`)",
+            lambda r: r.succeeded is not None,
+            _complete,
+            ("ended, success (exit 0)",),
+        ),
+        Row(
+            "failed",
+            "TrainJob `Failed` (or JobSet `Failed`)",
+            lambda r: r.failed is not None,
+            _failed,
+            ("ended, the cause from the run causes below",),
+        ),
+        Row(
+            "stopping",
+            "`deletionTimestamp`, the run started and a pod may still run",
+            lambda r: r.deleting and r.ran_now and r.live > 0,
+            lambda r: Decided(state=S.RUNNING, ran=r.ran_now),
+            ("running: the run ends when its last pod is gone",),
+        ),
+        Row(
+            "deleted",
+            "`deletionTimestamp`",
+            lambda r: r.deleting,
+            _deleted,
+            ("ended; cancelled (§4) if the run started",),
+        ),
+        Row(
+            "held",
+            "our hold annotation",
+            lambda r: r.hold is not None,
+            _held,
+            ("held, with its instance",),
+        ),
+        Row(
+            "gated",
+            "`suspend` and `gate: closed`",
+            lambda r: r.suspended and r.gate_closed,
+            lambda r: _not_ended(r, S.GATED),
+            ("gated",),
+        ),
+        Row(
+            "kueue-no-workload",
+            "`suspend`, Kueue mode, no Workload yet",
+            lambda r: _in_kueue(r) and r.chain.workload is None,
+            lambda r: _not_ended(
+                r, S.PENDING, f"queued in Kueue LocalQueue {r.queue}: no Workload yet"
+            ),
+            ("pending",),
+        ),
+        Row(
+            "kueue-never-readmitted",
+            "`suspend`, Kueue mode, evicted after a run and dispatch's check rejected its "
+            "readmission (spec 0012 §9)",
+            lambda r: _in_kueue(r) and _never_readmitted_in_kueue(r),
+            _kueue_ended,
+            ("ended",),
+        ),
+        Row(
+            "kueue",
+            "`suspend`, Kueue mode",
+            _in_kueue,
+            _kueue_waiting,
+            ("what the Workload says (spec 0012 §5)",),
+        ),
+        Row(
+            "suspended",
+            "`suspend`, gate open, no hold of ours",
+            lambda r: r.suspended,
+            lambda r: _not_ended(
+                r, S.HELD, "suspended by someone other than dispatch (Kueue or a user)"
+            ),
+            ('held, no instance ("not dispatch")',),
+        ),
+        Row(
+            "running",
+            "a pod of the current attempt started",
+            lambda r: r.ran_now,
+            lambda r: _not_ended(r, S.RUNNING),
+            ("running",),
+        ),
+        Row(
+            "pending",
+            "otherwise",
+            always,
+            lambda r: _not_ended(r, S.PENDING),
+            (
+                "pending; the detail names unschedulable pods (no-capacity) and pods that "
+                "cannot launch (launch-failed)",
+            ),
+        ),
+    ),
+)
+
+
+def observe(chain: Chain) -> Observation:
+    """State, executions and causes of one TrainJob, from ``chain`` alone: what it reads
+    (:func:`read`), then what it decides (:data:`STATES`, :data:`RUN_CAUSES`).
+
+    Executions are the JobSet's restart attempts: attempt *i* is execution *i* (the pods carry
+    ``jobset.sigs.k8s.io/restart-attempt``, the JobSet counts ``status.restarts``). A restart
+    deletes the earlier attempt's pods, so an earlier execution whose pods are gone ends with
+    cause unknown and the restart condition in its detail: its evidence was destroyed, and no
+    cause is guessed.
+    """
+    r = read(chain)
+    executions = _ended_runs(r)
+    start, end, nodes = _span(r.pods_now)
+    lost = tuple(
+        sorted({g.split(" ")[1] for g in (_node_gone(p, chain.nodes) for p in r.pods_now) if g})
+    )
+    decided = STATES(r)
+    state, cause = decided.state, decided.cause
+    end = end or decided.ended_at
+    details = list(decided.details)
+    if r.deleting:
         details.append(
-            f"deleted; clean-up pending: {live} pods remain" if live else "deleted; clean-up clear"
+            f"deleted; clean-up pending: {r.live} pods remain"
+            if r.live
+            else "deleted; clean-up clear"
         )
-    if ran_now:
+    if decided.ran:
         executions.append(
             ExecutionObs(
-                index=execution_index(trail, current),
+                index=execution_index(r.trail, r.current),
                 state=ObjectState.ENDED if state is ObjectState.ENDED else ObjectState.RUNNING,
                 cause=cause,
                 started_at=start,
@@ -1118,16 +1655,16 @@ def observe(chain: Chain) -> Observation:
                 nodes=nodes,
             )
         )
-    if restart_cond is not None:
-        details.append(_describe(restart_cond))
+    if r.restart_cond is not None:
+        details.append(_describe(r.restart_cond))
     if cause is not None and cause.detail:
         details.insert(0, str(cause))
     return Observation(
-        name=name,
+        name=str(_get(chain.trainjob, "metadata", "name")),
         state=state,
         executions=tuple(sorted(executions, key=lambda e: e.index)),
-        hold_instance=_hold(annotations),
+        hold_instance=r.hold,
         lost_nodes=lost if state is not ObjectState.ENDED else (),
         detail="; ".join(details),
-        pods_left=live,
+        pods_left=r.live,
     )
