@@ -7,6 +7,7 @@ run costs what the checks cost and nothing more. ``./dev nox -l`` lists them all
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,9 @@ import tomllib
 from pathlib import Path
 
 import nox
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "none"
@@ -204,18 +208,29 @@ def python(session: nox.Session, version: str) -> None:
 
 @nox.session
 def lowest(session: nox.Session) -> None:
-    """Every member's own tests with each direct dependency at its declared floor.
+    """Every member's own tests with each declared floor installed exactly.
 
     The floors in the pyproject files are promises to users who share an environment with
     other software; this resolves them (uv's ``lowest-direct``) into an environment of its
-    own, leaving uv.lock and .venv alone, and runs the suites there.
+    own, leaving uv.lock and .venv alone, and runs the suites there. Every floor a member
+    declares, in its dependencies and in its extras, is named as a direct requirement: uv takes
+    the requirements of an extra reached through the dev group as indirect and would resolve
+    them to the newest (boto3, hvac and requests did). After the install, each declared floor
+    must be the version installed, or the session fails before any test runs.
     """
     env = ROOT / ".nox" / "lowest"
     shutil.rmtree(env, ignore_errors=True)  # uv pip keeps what satisfies: start empty
     uv_env = {"UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(env)}
     session.run(_uv(), "venv", "--quiet", "--python", BASE_PYTHON, str(env), env=uv_env)
     editable = [arg for path in MEMBERS.values() for arg in ("-e", str(path))]
-    dev = [r for r in _root_group("dev") if not r.startswith(("mypy", "ruff", "nox", "types-"))]
+    declared = floors()
+    # The dev group's own floor of a package a member declares (pytest) would hide the member's.
+    dev = [
+        r
+        for r in _root_group("dev")
+        if not r.startswith(("mypy", "ruff", "nox", "types-"))
+        and canonicalize_name(Requirement(r).name) not in declared
+    ]
     session.run(
         _uv(),
         "pip",
@@ -225,9 +240,18 @@ def lowest(session: nox.Session) -> None:
         "lowest-direct",
         *editable,
         *dev,
+        *(f"{name}>={version}" for name, version in sorted(declared.items())),
         env=uv_env,
     )
-    session.run(_uv(), "pip", "list", env=uv_env)
+    listed = session.run(
+        _uv(), "pip", "list", "--format", "json", env=uv_env, silent=True, log=False
+    )
+    installed = {canonicalize_name(p["name"]): p["version"] for p in json.loads(str(listed))}
+    for name, version in sorted(declared.items()):
+        session.log(f"floor {name}>={version}: installed {installed.get(name, 'nothing')}")
+    wrong = floor_mismatches(declared, installed)
+    if wrong:
+        session.error("declared floors not installed: " + "; ".join(wrong))
     suites = [str(p / "tests") for name, p in MEMBERS.items() if name != "sim"]
     # The real-cluster Slurm and Kubernetes tests take minutes and test the cluster, not the
     # Python dependencies; the tests session runs them at the locked versions.
@@ -243,17 +267,71 @@ def lowest(session: nox.Session) -> None:
     )
 
 
+def floors() -> dict[str, str]:
+    """Every third-party requirement the members declare, in their dependencies and in every
+    extra, as its name and its floor (the highest, when several members declare one)."""
+    found: dict[str, str] = {}
+    for path in MEMBERS.values():
+        with (path / "pyproject.toml").open("rb") as f:
+            project = tomllib.load(f)["project"]
+        requirements = list(project.get("dependencies", []))
+        for extra in project.get("optional-dependencies", {}).values():
+            requirements += extra
+        for text in requirements:
+            requirement = Requirement(text)
+            name = canonicalize_name(requirement.name)
+            if name.startswith("jobdispatch"):
+                continue  # the members themselves: installed from the checkout
+            floor = [s.version for s in requirement.specifier if s.operator == ">="]
+            if len(floor) != 1:
+                raise ValueError(f"{path.name}: {text!r} declares no single floor (>=)")
+            if name not in found or Version(floor[0]) > Version(found[name]):
+                found[name] = floor[0]
+    return found
+
+
+def floor_mismatches(declared: dict[str, str], installed: dict[str, str]) -> list[str]:
+    """Each declared floor the environment does not hold exactly, said in words."""
+    wrong = []
+    for name, floor in sorted(declared.items()):
+        have = installed.get(name)
+        if have is None:
+            wrong.append(f"{name}: nothing installed (floor {floor})")
+        elif Version(have) != Version(floor):
+            wrong.append(f"{name}: {have} installed, floor {floor}")
+    return wrong
+
+
 def _root_group(name: str) -> list[str]:
     with (ROOT / "pyproject.toml").open("rb") as f:
         return list(tomllib.load(f)["dependency-groups"][name])
 
 
-#: What a user installs for each adapter, as they would from PyPI: the command and the adapter.
+#: The classifier that keeps a member off the package index (PyPI refuses it, too).
+PRIVATE = "Private :: Do Not Upload"
+
+
+def published() -> list[Path]:
+    """The members a release builds and uploads: all but those classified private."""
+    out = []
+    for path in MEMBERS.values():
+        with (path / "pyproject.toml").open("rb") as f:
+            project = tomllib.load(f)["project"]
+        if PRIVATE not in project.get("classifiers", []):
+            out.append(path)
+    return out
+
+
+#: What a user installs for each adapter, as they would from PyPI: the command and the adapter;
 #: ``jobdispatch-cli`` alone gives the local adapter (it depends on it).
 SMOKE = {
     "local": ["jobdispatch-cli"],
     "slurm": ["jobdispatch-cli", "jobdispatch-slurm"],
     "kubeflow": ["jobdispatch-cli", "jobdispatch-kubeflow"],
+    # The rest, each as its users install it: so every wheel in dist/ is installed somewhere.
+    "postgresql": ["jobdispatch-cli[postgresql]"],
+    "publish": ["jobdispatch-publish[s3,vault]"],
+    "conformance": ["jobdispatch-conformance"],
 }
 
 
@@ -268,9 +346,8 @@ def build(session: nox.Session) -> None:
     """
     out = ROOT / "dist"
     shutil.rmtree(out, ignore_errors=True)
-    for name, path in MEMBERS.items():
-        if name != "sim":  # private: Private :: Do Not Upload
-            session.run(_uv(), "build", "--quiet", "--out-dir", str(out), str(path))
+    for path in published():
+        session.run(_uv(), "build", "--quiet", "--out-dir", str(out), str(path))
     session.run(
         _uv(), "sync", "--quiet", "--frozen", "--inexact", "--all-packages", "--group", "release"
     )
