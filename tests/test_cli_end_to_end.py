@@ -359,25 +359,22 @@ def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
 
 
 def test_the_readme_demo_waits_for_the_reader_to_preempt_it(home: Home) -> None:
-    """The README's demo, step by step, on the example job file itself: `run` it; once rank 0
-    says it is waiting to be preempted, preempt it with `jobdispatch local preempt` as the
-    reader does from a second terminal; the job recovers from its checkpoint at step 30 and
-    succeeds. The first submission waits for the preemption, so how long the reader (or this
-    machine) takes to get there changes nothing."""
+    """The README's demo, step by step: what `./dev demo` runs (`run --follow` on the example
+    job file itself); once rank 0's output there says it is waiting to be preempted, preempt it
+    with `jobdispatch local preempt` as the reader does from a second terminal; the job recovers
+    from its checkpoint at step 30 and succeeds. The first submission waits for the preemption,
+    so how long the reader (or this machine) takes to get there changes nothing."""
+    demo = (ROOT / "dev").read_text()
+    assert "run --follow examples/train.toml" in demo, "the test runs what ./dev demo runs"
     runner = home.start(
-        "run", str(ROOT / "examples" / "train.toml"), "--poll", "0.05", log="run.log"
+        "run", "--follow", str(ROOT / "examples" / "train.toml"), "--poll", "0.05", log="run.log"
     )
     log = home.root / "run.log"
     job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
-
-    def rank_zero() -> str:
-        done = home.run("logs", job, "--rank", "0")
-        return done.stdout if done.returncode == 0 else ""
-
     wait(
-        "rank 0 to wait for the preemption",
-        lambda: "waiting to be preempted" in rank_zero(),
-        every=0.5,
+        "rank 0 to say it waits for the preemption",
+        lambda: "step 30: waiting to be preempted" in log.read_text(),
+        every=0.2,
     )
     preempted = home.run("local", "preempt", job)
     assert preempted.returncode == 0, preempted.stderr
