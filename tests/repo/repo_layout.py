@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
 import tomllib
 from dataclasses import dataclass
@@ -63,3 +65,13 @@ def members() -> list[Member]:
 def normalize(name: str) -> str:
     """A distribution name as PEP 503 compares it."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.cache
+def noxfile() -> Any:
+    """noxfile.py as a module, loaded once (nox refuses a session registered twice)."""
+    spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
-from repo_layout import ROOT, members, normalize
+from repo_layout import ROOT, members, normalize, noxfile
 
 
 def _bump() -> Any:
@@ -90,14 +90,6 @@ def test_the_release_workflow_uploads_through_trusted_publishing() -> None:
     assert "nox -s build" in build and "--version" in build
 
 
-def _noxfile() -> Any:
-    spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_every_distribution_the_build_makes_has_a_trusted_publisher_and_no_other() -> None:
     """docs/how-to/release.md lists the PyPI projects to register as trusted publishers before
     the first release, and an upload to a project left out is refused: the list must be exactly
@@ -106,7 +98,7 @@ def test_every_distribution_the_build_makes_has_a_trusted_publisher_and_no_other
     section = text.split("## Once, before the first release", 1)[1].split("\n## ", 1)[0]
     listed = [normalize(n) for n in re.findall(r"^- `([a-z0-9-]+)`$", section, re.MULTILINE)]
     by_path = {m.path: m for m in members()}
-    built = sorted(normalize(by_path[p].distribution) for p in _noxfile().published())
+    built = sorted(normalize(by_path[p].distribution) for p in noxfile().published())
     assert "jobdispatch-sim" not in built, "the simulator is private"
     assert len(listed) == len(set(listed)), f"listed twice: {listed}"
     assert sorted(listed) == built, (
