@@ -243,10 +243,8 @@ def lowest(session: nox.Session) -> None:
         *(f"{name}>={version}" for name, version in sorted(declared.items())),
         env=uv_env,
     )
-    listed = session.run(
-        _uv(), "pip", "list", "--format", "json", env=uv_env, silent=True, log=False
-    )
-    installed = {canonicalize_name(p["name"]): p["version"] for p in json.loads(str(listed))}
+    listed = session.run(str(env / "bin" / "python"), "-c", _VERSIONS, silent=True, log=False)
+    installed = {canonicalize_name(k): v for k, v in json.loads(str(listed)).items()}
     for name, version in sorted(declared.items()):
         session.log(f"floor {name}>={version}: installed {installed.get(name, 'nothing')}")
     wrong = floor_mismatches(declared, installed)
@@ -265,6 +263,14 @@ def lowest(session: nox.Session) -> None:
         *suites,
         *session.posargs,
     )
+
+
+#: Prints every installed distribution's version, as JSON (uv pip list adds a line to stderr,
+#: which nox's captured output would mix in).
+_VERSIONS = (
+    "import json, importlib.metadata as m; "
+    "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+)
 
 
 def floors() -> dict[str, str]:
@@ -354,6 +360,73 @@ def build(session: nox.Session) -> None:
     session.run(sys.executable, str(ROOT / "tools" / "release" / "check_dists.py"), str(out))
     for adapter, distributions in SMOKE.items():
         _smoke(session, out, adapter, distributions)
+
+
+#: Siblings the members' tests use beside the member itself, from their wheels too: the
+#: conformance kit (fixtures, suites) and the supervisor (the local adapter's tests drive one).
+TEST_KIT = ["jobdispatch-conformance", "jobdispatch-supervise"]
+
+
+@nox.session
+@nox.parametrize("package", [p.name for p in published()])
+def wheels(session: nox.Session, package: str) -> None:
+    """One member's own tests against its built wheel, in an environment of its own.
+
+    The workspace installs every member editable, so a module, schema or data file missing
+    from a wheel, or a dependency a member uses but does not declare, passes every other
+    session. Here the environment holds what dist/ and the package index give (the member's
+    wheel, its siblings' wheels, its declared dependencies and the test tools), never the
+    checkout's sources, and the member's tests run against that. Run ``build`` first.
+    """
+    out = ROOT / "dist"
+    path = MEMBERS[package]
+    with (path / "pyproject.toml").open("rb") as f:
+        project = tomllib.load(f)["project"]
+    name = canonicalize_name(project["name"])
+    if not any(_name(w) == name for w in out.glob("*.whl")):
+        session.error(f"no wheel of {name} in dist/: run ./dev nox -s build first")
+    env = ROOT / ".nox" / f"wheel-{package}"
+    shutil.rmtree(env, ignore_errors=True)
+    uv_env = {"UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(env)}
+    session.run(_uv(), "venv", "--quiet", "--python", BASE_PYTHON, str(env), env=uv_env)
+    extras = sorted(project.get("optional-dependencies", {}))
+    target = f"{name}[{','.join(extras)}]" if extras else name
+    tools = [r for r in _root_group("dev") if not r.startswith(("mypy", "ruff", "nox", "types-"))]
+    ours = [arg for w in sorted(out.glob("*.whl")) for arg in ("--refresh-package", _name(w))]
+    session.run(
+        _uv(),
+        "pip",
+        "install",
+        "--quiet",
+        *ours,
+        "--find-links",
+        str(out),
+        target,
+        *TEST_KIT,
+        *tools,
+        env=uv_env,
+    )
+    python = str(env / "bin" / "python")
+    where = session.run(
+        python, "-c", f"import {_import_name(path)} as m; print(m.__file__)", silent=True
+    )
+    if str(ROOT / "packages") in str(where) or str(ROOT / "plugins") in str(where):
+        session.error(f"{package} was imported from the checkout: {where}")
+    session.run(
+        str(env / "bin" / "pytest"),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not slurm and not kube",
+        str(path / "tests"),
+        *session.posargs,
+    )
+
+
+def _import_name(path: Path) -> str:
+    """The member's first import package (``packages/core`` → ``jobdispatch``)."""
+    return next(p.name for p in sorted((path / "src").iterdir()) if (p / "__init__.py").exists())
 
 
 def _name(wheel: Path) -> str:
