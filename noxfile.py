@@ -243,11 +243,15 @@ def lowest(session: nox.Session) -> None:
         *(f"{name}>={version}" for name, version in sorted(declared.items())),
         env=uv_env,
     )
-    listed = session.run(str(env / "bin" / "python"), "-c", _VERSIONS, silent=True, log=False)
-    installed = {canonicalize_name(k): v for k, v in json.loads(str(listed)).items()}
+    listed = json.loads(
+        str(session.run(str(env / "bin" / "python"), "-c", _VERSIONS, silent=True, log=False))
+    )
+    installed = listed["versions"]
     for name, version in sorted(declared.items()):
         session.log(f"floor {name}>={version}: installed {installed.get(name, 'nothing')}")
-    wrong = floor_mismatches(declared, installed)
+    wrong, above = floor_mismatches(declared, installed, listed["raised"])
+    for line in above:
+        session.warn(f"not tested at its floor, {line} in this one environment")
     if wrong:
         session.error("declared floors not installed: " + "; ".join(wrong))
     suites = [str(p / "tests") for name, p in MEMBERS.items() if name != "sim"]
@@ -265,12 +269,25 @@ def lowest(session: nox.Session) -> None:
     )
 
 
-#: Prints every installed distribution's version, as JSON (uv pip list adds a line to stderr,
-#: which nox's captured output would mix in).
-_VERSIONS = (
-    "import json, importlib.metadata as m; "
-    "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
-)
+#: Prints, as JSON, every installed distribution's version, and the floors (>=) the installed
+#: distributions' own requirements set (uv pip list adds a line to stderr, which nox's captured
+#: output would mix in; this environment's packaging reads the requirements).
+_VERSIONS = """
+import json, importlib.metadata as m
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as c
+versions, raised = {}, {}
+for d in m.distributions():
+    versions[c(d.metadata["Name"])] = d.version
+    for text in d.requires or []:
+        r = Requirement(text)
+        if r.marker is not None and not r.marker.evaluate({"extra": ""}):
+            continue
+        for s in r.specifier:
+            if s.operator == ">=":
+                raised.setdefault(c(r.name), []).append([s.version, d.metadata["Name"]])
+print(json.dumps({"versions": versions, "raised": raised}))
+"""
 
 
 def floors() -> dict[str, str]:
@@ -296,16 +313,26 @@ def floors() -> dict[str, str]:
     return found
 
 
-def floor_mismatches(declared: dict[str, str], installed: dict[str, str]) -> list[str]:
-    """Each declared floor the environment does not hold exactly, said in words."""
-    wrong = []
+def floor_mismatches(
+    declared: dict[str, str],
+    installed: dict[str, str],
+    raised: dict[str, list[tuple[str, str]]] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Each declared floor the environment does not hold exactly, said in words; and, apart,
+    each one another installed distribution requires above (``raised``: name to its
+    ``(floor, by whom)``), which one environment cannot test and which is only reported."""
+    wrong, above = [], []
     for name, floor in sorted(declared.items()):
         have = installed.get(name)
+        higher = [(v, by) for v, by in (raised or {}).get(name, []) if Version(v) > Version(floor)]
         if have is None:
             wrong.append(f"{name}: nothing installed (floor {floor})")
+        elif higher and Version(have) == max(Version(v) for v, _ in higher):
+            version, by = max(higher, key=lambda h: Version(h[0]))
+            above.append(f"{name}: floor {floor} raised to {version} by {by}")
         elif Version(have) != Version(floor):
             wrong.append(f"{name}: {have} installed, floor {floor}")
-    return wrong
+    return wrong, above
 
 
 def _root_group(name: str) -> list[str]:

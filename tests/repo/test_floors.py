@@ -30,9 +30,24 @@ def test_every_declared_floor_reaches_the_lowest_session_extras_included() -> No
 def test_a_floor_not_installed_exactly_is_reported() -> None:
     mismatches = noxfile().floor_mismatches
     declared = {"hvac": "2.1", "boto3": "1.35.40", "requests": "2.31"}
-    assert mismatches(declared, {"hvac": "2.1.0", "boto3": "1.35.40", "requests": "2.31.0"}) == []
-    wrong = mismatches(declared, {"hvac": "2.4.0", "boto3": "1.35.40"})
+    exact = {"hvac": "2.1.0", "boto3": "1.35.40", "requests": "2.31.0"}
+    assert mismatches(declared, exact) == ([], [])
+    wrong, _ = mismatches(declared, {"hvac": "2.4.0", "boto3": "1.35.40"})
     assert wrong == [
         "hvac: 2.4.0 installed, floor 2.1",
         "requests: nothing installed (floor 2.31)",
     ]
+
+
+def test_a_floor_another_distribution_raises_is_reported_apart_not_hidden() -> None:
+    """kubernetes 37 requires PyYAML>=6.0.3, so one environment holding the Kubeflow adapter
+    cannot hold the CLI's pyyaml 6.0: reported as untested there, not as a failure; but a
+    version above the raised floor is still wrong."""
+    mismatches = noxfile().floor_mismatches
+    raised = {"pyyaml": [("6.0.3", "kubernetes"), ("5.1", "other")]}
+    assert mismatches({"pyyaml": "6.0"}, {"pyyaml": "6.0.3"}, raised) == (
+        [],
+        ["pyyaml: floor 6.0 raised to 6.0.3 by kubernetes"],
+    )
+    wrong, above = mismatches({"pyyaml": "6.0"}, {"pyyaml": "6.0.4"}, raised)
+    assert (wrong, above) == (["pyyaml: 6.0.4 installed, floor 6.0"], [])
