@@ -412,33 +412,18 @@ def wheels(session: nox.Session, package: str) -> None:
     name = canonicalize_name(project["name"])
     if not any(_name(w) == name for w in out.glob("*.whl")):
         session.error(f"no wheel of {name} in dist/: run ./dev nox -s build first")
-    env = ROOT / ".nox" / f"wheel-{package}"
-    shutil.rmtree(env, ignore_errors=True)
-    uv_env = {"UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(env)}
-    session.run(_uv(), "venv", "--quiet", "--python", BASE_PYTHON, str(env), env=uv_env)
     extras = sorted(project.get("optional-dependencies", {}))
     target = f"{name}[{','.join(extras)}]" if extras else name
     tools = [r for r in _root_group("dev") if not r.startswith(("mypy", "ruff", "nox", "types-"))]
-    ours = [arg for w in sorted(out.glob("*.whl")) for arg in ("--refresh-package", _name(w))]
-    session.run(
-        _uv(),
-        "pip",
-        "install",
-        "--quiet",
-        *ours,
-        "--find-links",
-        str(out),
-        target,
-        *TEST_KIT,
-        *tools,
-        env=uv_env,
-    )
+    env = _wheel_env(session, out, f"wheel-{package}", [target, *TEST_KIT, *tools])
     python = str(env / "bin" / "python")
-    where = session.run(
-        python, "-c", f"import {_import_name(path)} as m; print(m.__file__)", silent=True
-    )
-    if str(ROOT / "packages") in str(where) or str(ROOT / "plugins") in str(where):
-        session.error(f"{package} was imported from the checkout: {where}")
+    where = str(
+        session.run(
+            python, "-c", f"import {_import_name(path)} as m; print(m.__file__)", silent=True
+        )
+    ).strip()
+    if not where.startswith(str(env)):
+        session.error(f"{package} was imported from {where}, not from {env}")
     session.run(
         str(env / "bin" / "pytest"),
         "-q",
@@ -461,8 +446,10 @@ def _name(wheel: Path) -> str:
     return wheel.name.split("-", 1)[0].replace("_", "-")
 
 
-def _smoke(session: nox.Session, dist: Path, adapter: str, distributions: list[str]) -> None:
-    env = ROOT / ".nox" / f"smoke-{adapter}"
+def _wheel_env(session: nox.Session, dist: Path, name: str, requirements: list[str]) -> Path:
+    """A fresh environment .nox/NAME holding ``requirements`` from ``dist`` and the package
+    index only: no workspace, no editable install."""
+    env = ROOT / ".nox" / name
     shutil.rmtree(env, ignore_errors=True)
     uv_env = {"UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(env)}
     session.run(_uv(), "venv", "--quiet", "--python", BASE_PYTHON, str(env), env=uv_env)
@@ -477,9 +464,14 @@ def _smoke(session: nox.Session, dist: Path, adapter: str, distributions: list[s
         *ours,
         "--find-links",
         str(dist),
-        *distributions,
+        *requirements,
         env=uv_env,
     )
+    return env
+
+
+def _smoke(session: nox.Session, dist: Path, adapter: str, distributions: list[str]) -> None:
+    env = _wheel_env(session, dist, f"smoke-{adapter}", distributions)
     session.run(
         str(env / "bin" / "python"),
         str(ROOT / "tools" / "release" / "smoke.py"),
