@@ -254,9 +254,14 @@ def lowest(session: nox.Session) -> None:
         session.warn(f"not tested at its floor, {line} in this one environment")
     if wrong:
         session.error("declared floors not installed: " + "; ".join(wrong))
-    suites = [str(p / "tests") for name, p in MEMBERS.items() if name != "sim"]
-    # The real-cluster Slurm and Kubernetes tests take minutes and test the cluster, not the
-    # Python dependencies; the tests session runs them at the locked versions.
+    suites = [p / "tests" for name, p in MEMBERS.items() if name != "sim"]
+    _without_clusters(session, env, suites)
+
+
+def _without_clusters(session: nox.Session, env: Path, suites: list[Path]) -> None:
+    """Run ``suites`` with the pytest of ``env``, leaving out the real-cluster Slurm and
+    Kubernetes tests: they take minutes and test the cluster, not the Python packages; the
+    tests sessions run them in the workspace environment."""
     session.run(
         str(env / "bin" / "pytest"),
         "-q",
@@ -264,7 +269,7 @@ def lowest(session: nox.Session) -> None:
         "no:cacheprovider",
         "-m",
         "not slurm and not kube",
-        *suites,
+        *map(str, suites),
         *session.posargs,
     )
 
@@ -424,16 +429,7 @@ def wheels(session: nox.Session, package: str) -> None:
     ).strip()
     if not where.startswith(str(env)):
         session.error(f"{package} was imported from {where}, not from {env}")
-    session.run(
-        str(env / "bin" / "pytest"),
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-m",
-        "not slurm and not kube",
-        str(path / "tests"),
-        *session.posargs,
-    )
+    _without_clusters(session, env, [path / "tests"])
 
 
 def _import_name(path: Path) -> str:
