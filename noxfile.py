@@ -7,6 +7,7 @@ run costs what the checks cost and nothing more. ``./dev nox -l`` lists them all
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,9 @@ import tomllib
 from pathlib import Path
 
 import nox
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "none"
@@ -204,18 +208,29 @@ def python(session: nox.Session, version: str) -> None:
 
 @nox.session
 def lowest(session: nox.Session) -> None:
-    """Every member's own tests with each direct dependency at its declared floor.
+    """Every member's own tests with each declared floor installed exactly.
 
     The floors in the pyproject files are promises to users who share an environment with
     other software; this resolves them (uv's ``lowest-direct``) into an environment of its
-    own, leaving uv.lock and .venv alone, and runs the suites there.
+    own, leaving uv.lock and .venv alone, and runs the suites there. Every floor a member
+    declares, in its dependencies and in its extras, is named as a direct requirement: uv takes
+    the requirements of an extra reached through the dev group as indirect and would resolve
+    them to the newest (boto3, hvac and requests did). After the install, each declared floor
+    must be the version installed, or the session fails before any test runs.
     """
     env = ROOT / ".nox" / "lowest"
     shutil.rmtree(env, ignore_errors=True)  # uv pip keeps what satisfies: start empty
     uv_env = {"UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(env)}
     session.run(_uv(), "venv", "--quiet", "--python", BASE_PYTHON, str(env), env=uv_env)
     editable = [arg for path in MEMBERS.values() for arg in ("-e", str(path))]
-    dev = [r for r in _root_group("dev") if not r.startswith(("mypy", "ruff", "nox", "types-"))]
+    declared = floors()
+    # The dev group's own floor of a package a member declares (pytest) would hide the member's.
+    dev = [
+        r
+        for r in _root_group("dev")
+        if not r.startswith(("mypy", "ruff", "nox", "types-"))
+        and canonicalize_name(Requirement(r).name) not in declared
+    ]
     session.run(
         _uv(),
         "pip",
@@ -225,12 +240,28 @@ def lowest(session: nox.Session) -> None:
         "lowest-direct",
         *editable,
         *dev,
+        *(f"{name}>={version}" for name, version in sorted(declared.items())),
         env=uv_env,
     )
-    session.run(_uv(), "pip", "list", env=uv_env)
-    suites = [str(p / "tests") for name, p in MEMBERS.items() if name != "sim"]
-    # The real-cluster Slurm and Kubernetes tests take minutes and test the cluster, not the
-    # Python dependencies; the tests session runs them at the locked versions.
+    listed = json.loads(
+        str(session.run(str(env / "bin" / "python"), "-c", _VERSIONS, silent=True, log=False))
+    )
+    installed = listed["versions"]
+    for name, version in sorted(declared.items()):
+        session.log(f"floor {name}>={version}: installed {installed.get(name, 'nothing')}")
+    wrong, above = floor_mismatches(declared, installed, listed["raised"])
+    for line in above:
+        session.warn(f"not tested at its floor, {line} in this one environment")
+    if wrong:
+        session.error("declared floors not installed: " + "; ".join(wrong))
+    suites = [p / "tests" for name, p in MEMBERS.items() if name != "sim"]
+    _without_clusters(session, env, suites)
+
+
+def _without_clusters(session: nox.Session, env: Path, suites: list[Path]) -> None:
+    """Run ``suites`` with the pytest of ``env``, leaving out the real-cluster Slurm and
+    Kubernetes tests: they take minutes and test the cluster, not the Python packages; the
+    tests sessions run them in the workspace environment."""
     session.run(
         str(env / "bin" / "pytest"),
         "-q",
@@ -238,9 +269,75 @@ def lowest(session: nox.Session) -> None:
         "no:cacheprovider",
         "-m",
         "not slurm and not kube",
-        *suites,
+        *map(str, suites),
         *session.posargs,
     )
+
+
+#: Prints, as JSON, every installed distribution's version, and the floors (>=) the installed
+#: distributions' own requirements set (uv pip list adds a line to stderr, which nox's captured
+#: output would mix in; this environment's packaging reads the requirements).
+_VERSIONS = """
+import json, importlib.metadata as m
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as c
+versions, raised = {}, {}
+for d in m.distributions():
+    versions[c(d.metadata["Name"])] = d.version
+    for text in d.requires or []:
+        r = Requirement(text)
+        if r.marker is not None and not r.marker.evaluate({"extra": ""}):
+            continue
+        for s in r.specifier:
+            if s.operator == ">=":
+                raised.setdefault(c(r.name), []).append([s.version, d.metadata["Name"]])
+print(json.dumps({"versions": versions, "raised": raised}))
+"""
+
+
+def floors() -> dict[str, str]:
+    """Every third-party requirement the members declare, in their dependencies and in every
+    extra, as its name and its floor (the highest, when several members declare one)."""
+    found: dict[str, str] = {}
+    for path in MEMBERS.values():
+        with (path / "pyproject.toml").open("rb") as f:
+            project = tomllib.load(f)["project"]
+        requirements = list(project.get("dependencies", []))
+        for extra in project.get("optional-dependencies", {}).values():
+            requirements += extra
+        for text in requirements:
+            requirement = Requirement(text)
+            name = canonicalize_name(requirement.name)
+            if name.startswith("jobdispatch"):
+                continue  # the members themselves: installed from the checkout
+            floor = [s.version for s in requirement.specifier if s.operator == ">="]
+            if len(floor) != 1:
+                raise ValueError(f"{path.name}: {text!r} declares no single floor (>=)")
+            if name not in found or Version(floor[0]) > Version(found[name]):
+                found[name] = floor[0]
+    return found
+
+
+def floor_mismatches(
+    declared: dict[str, str],
+    installed: dict[str, str],
+    raised: dict[str, list[tuple[str, str]]] | None = None,
+) -> tuple[list[str], list[str]]:
+    """Each declared floor the environment does not hold exactly, said in words; and, apart,
+    each one another installed distribution requires above (``raised``: name to its
+    ``(floor, by whom)``), which one environment cannot test and which is only reported."""
+    wrong, above = [], []
+    for name, floor in sorted(declared.items()):
+        have = installed.get(name)
+        higher = [(v, by) for v, by in (raised or {}).get(name, []) if Version(v) > Version(floor)]
+        if have is None:
+            wrong.append(f"{name}: nothing installed (floor {floor})")
+        elif higher and Version(have) == max(Version(v) for v, _ in higher):
+            version, by = max(higher, key=lambda h: Version(h[0]))
+            above.append(f"{name}: floor {floor} raised to {version} by {by}")
+        elif Version(have) != Version(floor):
+            wrong.append(f"{name}: {have} installed, floor {floor}")
+    return wrong, above
 
 
 def _root_group(name: str) -> list[str]:
@@ -248,12 +345,31 @@ def _root_group(name: str) -> list[str]:
         return list(tomllib.load(f)["dependency-groups"][name])
 
 
-#: What a user installs for each adapter, as they would from PyPI: the command and the adapter.
+#: The classifier that keeps a member off the package index (PyPI refuses it, too).
+PRIVATE = "Private :: Do Not Upload"
+
+
+def published() -> list[Path]:
+    """The members a release builds and uploads: all but those classified private."""
+    out = []
+    for path in MEMBERS.values():
+        with (path / "pyproject.toml").open("rb") as f:
+            project = tomllib.load(f)["project"]
+        if PRIVATE not in project.get("classifiers", []):
+            out.append(path)
+    return out
+
+
+#: What a user installs for each adapter, as they would from PyPI: the command and the adapter;
 #: ``jobdispatch-cli`` alone gives the local adapter (it depends on it).
 SMOKE = {
     "local": ["jobdispatch-cli"],
     "slurm": ["jobdispatch-cli", "jobdispatch-slurm"],
     "kubeflow": ["jobdispatch-cli", "jobdispatch-kubeflow"],
+    # The rest, each as its users install it: so every wheel in dist/ is installed somewhere.
+    "postgresql": ["jobdispatch-cli[postgresql]"],
+    "publish": ["jobdispatch-publish[s3,vault]"],
+    "conformance": ["jobdispatch-conformance"],
 }
 
 
@@ -268,9 +384,8 @@ def build(session: nox.Session) -> None:
     """
     out = ROOT / "dist"
     shutil.rmtree(out, ignore_errors=True)
-    for name, path in MEMBERS.items():
-        if name != "sim":  # private: Private :: Do Not Upload
-            session.run(_uv(), "build", "--quiet", "--out-dir", str(out), str(path))
+    for path in published():
+        session.run(_uv(), "build", "--quiet", "--out-dir", str(out), str(path))
     session.run(
         _uv(), "sync", "--quiet", "--frozen", "--inexact", "--all-packages", "--group", "release"
     )
@@ -279,13 +394,58 @@ def build(session: nox.Session) -> None:
         _smoke(session, out, adapter, distributions)
 
 
+#: Siblings the members' tests use beside the member itself, from their wheels too: the
+#: conformance kit (fixtures, suites) and the supervisor (the local adapter's tests drive one).
+TEST_KIT = ["jobdispatch-conformance", "jobdispatch-supervise"]
+
+
+@nox.session
+@nox.parametrize("package", [p.name for p in published()])
+def wheels(session: nox.Session, package: str) -> None:
+    """One member's own tests against its built wheel, in an environment of its own.
+
+    The workspace installs every member editable, so a module, schema or data file missing
+    from a wheel, or a dependency a member uses but does not declare, passes every other
+    session. Here the environment holds what dist/ and the package index give (the member's
+    wheel, its siblings' wheels, its declared dependencies and the test tools), never the
+    checkout's sources, and the member's tests run against that. Run ``build`` first.
+    """
+    out = ROOT / "dist"
+    path = MEMBERS[package]
+    with (path / "pyproject.toml").open("rb") as f:
+        project = tomllib.load(f)["project"]
+    name = canonicalize_name(project["name"])
+    if not any(_name(w) == name for w in out.glob("*.whl")):
+        session.error(f"no wheel of {name} in dist/: run ./dev nox -s build first")
+    extras = sorted(project.get("optional-dependencies", {}))
+    target = f"{name}[{','.join(extras)}]" if extras else name
+    tools = [r for r in _root_group("dev") if not r.startswith(("mypy", "ruff", "nox", "types-"))]
+    env = _wheel_env(session, out, f"wheel-{package}", [target, *TEST_KIT, *tools])
+    python = str(env / "bin" / "python")
+    where = str(
+        session.run(
+            python, "-c", f"import {_import_name(path)} as m; print(m.__file__)", silent=True
+        )
+    ).strip()
+    if not where.startswith(str(env)):
+        session.error(f"{package} was imported from {where}, not from {env}")
+    _without_clusters(session, env, [path / "tests"])
+
+
+def _import_name(path: Path) -> str:
+    """The member's first import package (``packages/core`` → ``jobdispatch``)."""
+    return next(p.name for p in sorted((path / "src").iterdir()) if (p / "__init__.py").exists())
+
+
 def _name(wheel: Path) -> str:
     """The distribution name of a wheel file (``jobdispatch_cli-0.1-py3-none-any.whl``)."""
     return wheel.name.split("-", 1)[0].replace("_", "-")
 
 
-def _smoke(session: nox.Session, dist: Path, adapter: str, distributions: list[str]) -> None:
-    env = ROOT / ".nox" / f"smoke-{adapter}"
+def _wheel_env(session: nox.Session, dist: Path, name: str, requirements: list[str]) -> Path:
+    """A fresh environment .nox/NAME holding ``requirements`` from ``dist`` and the package
+    index only: no workspace, no editable install."""
+    env = ROOT / ".nox" / name
     shutil.rmtree(env, ignore_errors=True)
     uv_env = {"UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(env)}
     session.run(_uv(), "venv", "--quiet", "--python", BASE_PYTHON, str(env), env=uv_env)
@@ -300,9 +460,14 @@ def _smoke(session: nox.Session, dist: Path, adapter: str, distributions: list[s
         *ours,
         "--find-links",
         str(dist),
-        *distributions,
+        *requirements,
         env=uv_env,
     )
+    return env
+
+
+def _smoke(session: nox.Session, dist: Path, adapter: str, distributions: list[str]) -> None:
+    env = _wheel_env(session, dist, f"smoke-{adapter}", distributions)
     session.run(
         str(env / "bin" / "python"),
         str(ROOT / "tools" / "release" / "smoke.py"),

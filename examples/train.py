@@ -15,6 +15,10 @@ into place, so a kill at any instant leaves the previous one whole. Only rank 0 
 No GPU, no downloads, standard library only.
 
     python examples/train.py --steps 40 --step-seconds 0.25
+
+``--wait-at STEP`` makes the first submission stop after that step and wait, checkpointed, until
+it is preempted (SIGTERM): the demo's job waits for the reader to preempt it, and the tests' jobs
+wait for the test, however slow the machine. Later submissions run straight through.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 TRUE_W, TRUE_B = 3.0, 2.0
@@ -100,11 +105,31 @@ def save(folder: Path, state: dict[str, float], keep: int = 3) -> None:
         old.unlink(missing_ok=True)
 
 
+def wait_for_preemption(tag: str, step: int, stopping: Callable[[], bool]) -> None:
+    """Sit at ``step``, its checkpoint written, until SIGTERM arrives; the loop then stops.
+
+    A job meant to be preempted must not end before whoever preempts it is ready, and how long
+    that takes (a person reading the job id, a test's subprocess starting on a loaded machine)
+    is nobody's guess; so the job waits for the preemption itself rather than for a while.
+    """
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{tag} step {step}: waiting to be preempted", flush=True)
+    while not stopping():
+        time.sleep(0.05)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--step-seconds", type=float, default=0.25)
     parser.add_argument("--lr", type=float, default=0.2)
+    parser.add_argument(
+        "--wait-at",
+        type=int,
+        default=None,
+        metavar="STEP",
+        help="in the first submission, wait after this step until preempted (SIGTERM)",
+    )
     args = parser.parse_args(argv)
 
     rank = int(os.environ.get("RANK", "0"))
@@ -142,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{tag} step {i + 1}/{args.steps} loss {loss:.5f} w {w:.3f} b {b:.3f}", flush=True
             )
         time.sleep(args.step_seconds)
+        if i + 1 == args.wait_at and submission == "1" and not stopping:
+            wait_for_preemption(tag, i + 1, lambda: stopping)
     print(f"{tag} done: w {w:.3f} b {b:.3f} (true {TRUE_W}, {TRUE_B})", flush=True)
     return 0
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch.errors import Unavailable
 from jobdispatch.types import ObjectState
 from jobdispatch_local.layout import scan
 from jobdispatch_local.testing import make_backend, shut_down
@@ -122,12 +123,18 @@ def wait(what: str, ok: Callable[[], Any], timeout: float = TIMEOUT, every: floa
         time.sleep(every)
 
 
-def train_job(home: Home, steps: int, step_seconds: float, budget: int = 3) -> Path:
+def train_job(home: Home, steps: int, step_seconds: float, wait_at: int, budget: int = 3) -> Path:
+    """The example's training job, whose first submission waits after step ``wait_at`` until it
+    is preempted: a test preempts it when it is ready, however long the preempting command
+    takes to start on a loaded machine, and never finds the job already ended."""
     return home.job_file(
         "train.toml",
         f"""\
 name = "train"
-command = ["{sys.executable}", "{TRAIN}", "--steps", "{steps}", "--step-seconds", "{step_seconds}"]
+command = [
+    "{sys.executable}", "{TRAIN}",
+    "--steps", "{steps}", "--step-seconds", "{step_seconds}", "--wait-at", "{wait_at}",
+]
 nodes = 2
 working_dir = "{home.root}"
 
@@ -221,7 +228,7 @@ def test_a_supervisor_killed_mid_recovery_loses_nothing_and_runs_nothing_twice(
     """Submit; supervise; freeze the supervisor and preempt the job; let the supervisor go and
     SIGKILL it ``delay`` seconds into its recovery; start another; the job still finishes, from
     its checkpoint, with exactly one execution running at any time."""
-    job = home.json("submit", str(train_job(home, steps=24, step_seconds=0.1)))["job"]
+    job = home.json("submit", str(train_job(home, steps=24, step_seconds=0.1, wait_at=6)))["job"]
     supervise = ("supervise", "--poll", "0.05", "--lease-ttl", "2s")
     first = home.start(*supervise, log="supervisor-1.log")
     backend = make_backend(home.local)
@@ -232,9 +239,21 @@ def test_a_supervisor_killed_mid_recovery_loses_nothing_and_runs_nothing_twice(
         return bool(running) and len(ckpts) >= 3
 
     wait("the first execution to run and checkpoint", running_and_checkpointed)
-    first.send_signal(signal.SIGSTOP)
-    preempted = home.run("local", "preempt", job)  # waits until the execution has ended
-    assert preempted.returncode == 0, preempted.stderr
+    [running] = [o for o in backend.find(job).objects if o.state is ObjectState.RUNNING]
+    # Preempted here rather than by `jobdispatch local preempt`: the frozen supervisor may hold
+    # the LMDB store's writer lock (it renews its lease every poll), and the command opens the
+    # store for writing, so it would wait for a supervisor that waits for us.
+    for _ in range(50):
+        first.send_signal(signal.SIGSTOP)
+        try:
+            backend.preempt(running.ref)  # returns once the execution has ended
+            break
+        except Unavailable:
+            # Frozen while it held the object's lock (it was looking at it): let it finish.
+            first.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+    else:
+        raise AssertionError("the supervisor held the object's lock at every freeze")
     first.send_signal(signal.SIGCONT)
     time.sleep(delay)
     first.send_signal(signal.SIGKILL)
@@ -283,7 +302,7 @@ def test_a_supervisor_killed_mid_recovery_loses_nothing_and_runs_nothing_twice(
 def test_run_recovers_the_training_example_from_its_checkpoint(home: Home) -> None:
     """The README's command on a fast variant of the example: preempted from a second
     terminal, it resumes from its newest checkpoint and succeeds; run exits 0."""
-    path = train_job(home, steps=100, step_seconds=0.08)
+    path = train_job(home, steps=40, step_seconds=0.08, wait_at=5)
     runner = home.start("run", str(path), "--poll", "0.05", log="run.log")
     log = home.root / "run.log"
     job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
@@ -319,7 +338,13 @@ def _job_from(text: str) -> str | None:
 def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
     """Ctrl-C stops supervising, not the job: run exits 130, the ranks go on, and a
     supervisor started later sees the job to its end."""
-    path = home.job_file("sleep.toml", 'name = "nap"\ncommand = ["sleep", "6"]\n')
+    # The job runs until the test lets it end (by creating ``release``), so it is still running
+    # when run is interrupted and checked, however slow the machine.
+    release = home.root / "release"
+    path = home.job_file(
+        "nap.toml",
+        f'name = "nap"\ncommand = ["sh", "-c", "until [ -e {release} ]; do sleep 0.05; done"]\n',
+    )
     runner = home.start("run", str(path), "--poll", "0.05", log="run.log")
     log = home.root / "run.log"
     job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
@@ -333,6 +358,7 @@ def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
     assert "goes on" in log.read_text()
     assert any(o.state is ObjectState.RUNNING for o in backend.find(job).objects)
     supervisor = home.start("supervise", "--poll", "0.05", log="supervisor.log")
+    release.touch()
     status = wait(
         "the job to settle", lambda: (s := home.json("status", job))["settled"] and s, every=0.5
     )
@@ -340,3 +366,33 @@ def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
     assert supervisor.wait(timeout=30) == 0
     assert status["state"] == "succeeded"
     assert len(status["submissions"]) == 1
+
+
+def test_the_readme_demo_waits_for_the_reader_to_preempt_it(home: Home) -> None:
+    """The README's demo, step by step: what `./dev demo` runs (`run --follow` on the example
+    job file itself); once rank 0's output there says it is waiting to be preempted, preempt it
+    with `jobdispatch local preempt` as the reader does from a second terminal; the job recovers
+    from its checkpoint at step 30 and succeeds. The first submission waits for the preemption,
+    so how long the reader (or this machine) takes to get there changes nothing."""
+    demo = (ROOT / "dev").read_text()
+    assert "run --follow examples/train.toml" in demo, "the test runs what ./dev demo runs"
+    runner = home.start(
+        "run", "--follow", str(ROOT / "examples" / "train.toml"), "--poll", "0.05", log="run.log"
+    )
+    log = home.root / "run.log"
+    job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
+    wait(
+        "rank 0 to say it waits for the preemption",
+        lambda: "step 30: waiting to be preempted" in log.read_text(),
+        every=0.2,
+    )
+    preempted = home.run("local", "preempt", job)
+    assert preempted.returncode == 0, preempted.stderr
+    assert runner.wait(timeout=TIMEOUT) == 0, log.read_text()
+    text = log.read_text()
+    assert "submission 1 execution 0 ended: preempted (scheduler)" in text, text
+    assert "recovering → succeeded" in text or "recovering -> succeeded" in text, text
+    second = home.run("logs", job, "--submission", "2", "--rank", "0").stdout
+    assert "resuming from step 30" in second, second
+    assert "done: w" in second, second
+    assert_one_execution_at_a_time(home.executions(job))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -110,3 +111,13 @@ def run_python(code: str, *args: str, timeout: float = 120, **options: Any) -> s
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+@cache
+def noxfile() -> Any:
+    """noxfile.py as a module, loaded once (nox refuses a session registered twice)."""
+    spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

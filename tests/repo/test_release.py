@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.util
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
-from repo_layout import ROOT, members, normalize
+from repo_layout import ROOT, members, normalize, noxfile
 
 
 def _bump() -> Any:
@@ -87,3 +88,20 @@ def test_the_release_workflow_uploads_through_trusted_publishing() -> None:
     assert not any("password" in step.get("with", {}) for step in publish["steps"]), "a token"
     build = " ".join(step.get("run", "") for step in workflow["jobs"]["build"]["steps"])
     assert "nox -s build" in build and "--version" in build
+
+
+def test_every_distribution_the_build_makes_has_a_trusted_publisher_and_no_other() -> None:
+    """docs/how-to/release.md lists the PyPI projects to register as trusted publishers before
+    the first release, and an upload to a project left out is refused: the list must be exactly
+    the distributions the nox build session builds (every member not classified private)."""
+    text = (ROOT / "docs" / "how-to" / "release.md").read_text()
+    section = text.split("## Once, before the first release", 1)[1].split("\n## ", 1)[0]
+    listed = [normalize(n) for n in re.findall(r"^- `([a-z0-9-]+)`$", section, re.MULTILINE)]
+    by_path = {m.path: m for m in members()}
+    built = sorted(normalize(by_path[p].distribution) for p in noxfile().published())
+    assert "jobdispatch-sim" not in built, "the simulator is private"
+    assert len(listed) == len(set(listed)), f"listed twice: {listed}"
+    assert sorted(listed) == built, (
+        f"release.md lists {sorted(listed)}; the build makes {built}: "
+        f"missing {sorted(set(built) - set(listed))}, extra {sorted(set(listed) - set(built))}"
+    )

@@ -163,6 +163,8 @@ class KubeflowBackend:
     def facts(self) -> probe.ClusterFacts:
         """The probed facts, cached per cluster for ``probe_ttl``: a poll costs no probe."""
         s = self.settings
+        if not s.probe:
+            return probe.UNPROBED
         key = f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
         return probe.probe(self.api, self.settings, key=key)
 
@@ -243,6 +245,8 @@ class KubeflowBackend:
         Job's ``backoffLimit`` or the pods' ``OnFailure``), so one execution may hold several
         runs of a rank. Only where the site allows rank restarts; otherwise Start refuses."""
         facts = self.facts()
+        if not facts.probed:
+            return f"the runtime may let Kubernetes rerun a rank in place: {probe.NOT_PROBED}"
         if not facts.reruns_pods:
             return ""
         limit = 6 if facts.backoff_limit is None else facts.backoff_limit

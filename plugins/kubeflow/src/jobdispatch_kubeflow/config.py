@@ -46,6 +46,13 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
         "image": {"type": "string", "minLength": 1, "description": "image when a spec has none"},
         "request_timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
         "probe_ttl": {"type": "number", "minimum": 0, "maximum": 86400},
+        "probe": {
+            "type": "boolean",
+            "description": (
+                "false: plan without asking the cluster about itself; what it would probe is "
+                "unknown unless declared under capabilities (default true)"
+            ),
+        },
         "allow_rank_restart": {
             "type": "boolean",
             "description": "the site accepts ranks rerun in place (the runtime's Job retries)",
@@ -98,6 +105,9 @@ class Settings:
     image: str = "busybox:stable"
     request_timeout: float = 30.0
     probe_ttl: float = 300.0
+    #: False: capabilities and rule support come from the catalogue and ``declared`` alone, so
+    #: a job file can be planned where the API server is out of reach.
+    probe: bool = True
     allow_rank_restart: bool = False
     kueue: Kueue | None = None
     declared: Mapping[Capability, Support] = attrs.field(factory=dict)

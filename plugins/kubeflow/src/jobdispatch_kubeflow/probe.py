@@ -5,7 +5,9 @@ served: Trainer, JobSet, Kueue), one GET of the configured runtime (its JobSet t
 whether the runtime restarts failed Jobs or reruns pods in place), and one
 SelfSubjectAccessReview per verb the adapter needs. Facts are kept for ``probe_ttl`` seconds per
 cluster (API server URL and namespace), shared by the backends of one process, so a poll costs
-no probe. Capabilities are computed from facts by a pure function.
+no probe. Capabilities are computed from facts by a pure function. With ``probe = false``
+nothing is asked: :data:`UNPROBED` stands in for the facts, and every answer that would rest on
+them is ``unknown`` unless declared.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from jobdispatch.types import Capability, Source, Support, Tristate
 from jobdispatch_kubeflow.api import KINDS, Api
 from jobdispatch_kubeflow.config import Settings
 
-__all__ = ["ClusterFacts", "capabilities", "probe"]
+__all__ = ["NOT_PROBED", "UNPROBED", "ClusterFacts", "capabilities", "probe"]
 
 #: The (verb, resource, subresource) the adapter needs, and what each is for.
 NEEDED: Mapping[str, tuple[str, str, str, str]] = {
@@ -58,6 +60,8 @@ class ClusterFacts:
     #: Whether JobSet failure-policy rules take onJobFailureMessagePatterns (JobSet v0.10+),
     #: from the API server's OpenAPI document; None when it could not be read.
     message_patterns: bool | None = None
+    #: False for :data:`UNPROBED`: nothing here was said by the cluster.
+    probed: bool = True
 
     @property
     def trainer(self) -> bool:
@@ -78,6 +82,17 @@ class ClusterFacts:
         limit = 6 if self.backoff_limit is None else self.backoff_limit
         return limit > 0 or self.restart_policy in (None, "OnFailure", "Always")
 
+
+#: Why an answer is unknown when the site turned probing off.
+NOT_PROBED = "not probed (probe = false); declare it under capabilities"
+
+#: The facts of a cluster that was not asked (``probe = false``): Trainer and JobSet taken as
+#: served so that the catalogue's answers show, and every probed answer made unknown.
+UNPROBED = ClusterFacts(
+    groups={"trainer.kubeflow.org": ("v1alpha1",), "jobset.x-k8s.io": ("v1alpha2",)},
+    runtime_found=True,
+    probed=False,
+)
 
 _CACHE: dict[tuple[str, str], tuple[float, ClusterFacts]] = {}
 _CACHE_LOCK = threading.Lock()
@@ -239,6 +254,8 @@ def capabilities(
         if not facts.runtime_found:
             why = Support.no(P, "the configured training runtime was not found")
             base = dict.fromkeys(C, why)
+    if not facts.probed:
+        base = {c: Support.unknown(P, NOT_PROBED) if a.source is P else a for c, a in base.items()}
     base.update(declared)
     return base
 

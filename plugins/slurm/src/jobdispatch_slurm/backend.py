@@ -173,6 +173,11 @@ class SlurmBackend:
             self._facts = (now, facts)
         return facts
 
+    def _plan_facts(self) -> probe.ClusterFacts:
+        """The facts capabilities, rules and the resource check rest on: none with
+        ``probe = false`` (the site's declarations answer then), else :meth:`facts`."""
+        return self.facts() if self.settings.probe else probe.UNPROBED
+
     def user(self) -> str:
         """Whose jobs the queries ask for: the configured user, else the transport's login."""
         with self._lock:
@@ -202,7 +207,7 @@ class SlurmBackend:
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
         """Every capability for this cluster: probed, catalogue, or declared by the site."""
         return probe.capabilities(
-            self.facts(),
+            self._plan_facts(),
             partition=self.settings.partition,
             output_dir_known=True,
             declared=self.settings.declared,
@@ -212,7 +217,7 @@ class SlurmBackend:
         """Native: requeue on node-lost, and on preempted where the partition's PreemptMode
         requeues; perform: the catalogue table, with hold as the cluster answers it."""
         caps = self.capabilities(spec)
-        facts = self.facts()
+        facts = self._plan_facts()
         return [self._rule(rule, caps, facts) for rule in policy.rules]
 
     def _rule(
@@ -228,6 +233,8 @@ class SlurmBackend:
             )
         preempt, why = probe.preempt_requeues(facts, self.settings.partition)
         natively = set(_NODE_REQUEUE) | (set(_PREEMPT_REQUEUE) if preempt else set())
+        if not facts.probed:  # whether preemption requeues is the cluster's to say
+            natively |= set(_PREEMPT_REQUEUE)
         others = [str(k) for k in rule.on if k not in natively]
         if others:
             detail = f"Slurm does not requeue by itself on {', '.join(others)}"
@@ -250,7 +257,7 @@ class SlurmBackend:
         ``--requeue`` and a script that clears the requeue bit once the restart count reaches
         the smallest remaining budget (Slurm keeps one counter for all requeues)."""
         caps = self.capabilities(spec)
-        facts = self.facts()
+        facts = self._plan_facts()
         chosen = sorted(
             i
             for i, rule in rules.items()
@@ -313,7 +320,7 @@ class SlurmBackend:
 
     def inventory(self) -> Inventory:
         """The partitions and nodes, from the probe (cached for ``probe_ttl``)."""
-        return probe.inventory(self.facts())
+        return probe.inventory(self._plan_facts())
 
     @property
     def resource_table(self) -> str:

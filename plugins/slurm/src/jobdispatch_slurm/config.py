@@ -84,6 +84,13 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
         "output_dir": _PATH,
         "history_days": {"type": "number", "exclusiveMinimum": 0, "maximum": 3650},
         "probe_ttl": {"type": "number", "minimum": 0, "maximum": 86400},
+        "probe": {
+            "type": "boolean",
+            "description": (
+                "false: plan without asking the cluster about itself; what it would probe is "
+                "unknown unless declared under capabilities (default true)"
+            ),
+        },
         "capabilities": {
             "type": "object",
             "properties": {c.value: {"enum": ["yes", "no", "unknown"]} for c in Capability},
@@ -129,6 +136,9 @@ class Settings:
     output_dir: str | None = None
     history_days: float = 14.0
     probe_ttl: float = 600.0
+    #: False: capabilities, rule support and the resource check come from the catalogue and
+    #: ``declared`` alone, so a job file can be planned where the controller is out of reach.
+    probe: bool = True
     declared: Mapping[Capability, Support] = attrs.field(factory=dict)
 
     @classmethod

@@ -8,7 +8,9 @@ every backend of one process shares one probe per cluster.
 
 Each answer says where it came from: ``probed`` when it rests on what the cluster said,
 ``catalogue`` when it is what Slurm itself can or cannot do whatever the configuration, and
-``declared`` when the site's configuration overrides it.
+``declared`` when the site's configuration overrides it. With ``probe = false`` nothing is
+asked: :data:`UNPROBED` stands in for the facts, and every answer that would rest on them is
+``unknown`` unless declared.
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from jobdispatch.types import Capability, Inventory, NodeGroup, Source, Support
 
 from jobdispatch_slurm.commands import Slurm
 
-__all__ = ["ClusterFacts", "capabilities", "clear_cache", "inventory", "node_group", "probe"]
+__all__ = [
+    "NOT_PROBED",
+    "UNPROBED",
+    "ClusterFacts",
+    "capabilities",
+    "clear_cache",
+    "inventory",
+    "node_group",
+    "probe",
+]
 
 _CACHE: dict[tuple[str, str], tuple[float, ClusterFacts]] = {}
 _LOCK = threading.Lock()
@@ -50,6 +61,8 @@ class ClusterFacts:
     #: The nodes, grouped by what they have (``scontrol -o show node``).
     nodes: tuple[NodeGroup, ...] = ()
     select_params: str = ""
+    #: False for :data:`UNPROBED`: nothing here was said by the cluster.
+    probed: bool = True
 
     @property
     def version_tuple(self) -> tuple[int, ...]:
@@ -80,6 +93,26 @@ class ClusterFacts:
                 "statuses and squeue --json ignores its filters (0007), so text is used",
             )
         return Support.yes(Source.PROBED, f"Slurm {self.version}: data_parser JSON")
+
+
+#: Why an answer is unknown when the site turned probing off.
+NOT_PROBED = "not probed (probe = false); declare it under capabilities"
+
+#: The facts of a cluster that was not asked (``probe = false``).
+UNPROBED = ClusterFacts(
+    cluster="",
+    controller="",
+    version="",
+    job_requeue=True,
+    preempt_type="",
+    preempt_mode="",
+    kill_wait="",
+    accounting_type="",
+    min_job_age="",
+    sacct_answers=False,
+    sacct_detail=NOT_PROBED,
+    probed=False,
+)
 
 
 def clear_cache() -> None:
@@ -175,7 +208,9 @@ def node_group(node: Mapping[str, str]) -> NodeGroup:
 
 
 def inventory(facts: ClusterFacts) -> Inventory:
-    """Partitions and nodes as the plan's resource check reads them."""
+    """Partitions and nodes as the plan's resource check reads them (nothing, unprobed)."""
+    if not facts.probed:
+        return Inventory(source=Source.DECLARED, detail=NOT_PROBED)
     return Inventory(
         source=Source.PROBED,
         groups=facts.nodes,
@@ -188,6 +223,8 @@ def inventory(facts: ClusterFacts) -> Inventory:
 def preempt_requeues(facts: ClusterFacts, partition: str | None) -> tuple[bool, str]:
     """Whether preemption in ``partition`` requeues the victim (rather than cancel, suspend or
     nothing), and why."""
+    if not facts.probed:
+        return False, NOT_PROBED
     if facts.preempt_type.endswith("/none") or not facts.preempt_type:
         return False, f"PreemptType={facts.preempt_type or 'none'}: nothing is preempted"
     part = facts.partition(partition)
@@ -278,5 +315,9 @@ def capabilities(
         answers[Capability.NATIVE_REQUEUE] = Support.yes(
             P, f"JobRequeue=0, but the adapter passes --requeue; preemption: {why}"
         )
+    if not facts.probed:
+        answers = {
+            c: Support.unknown(P, NOT_PROBED) if a.source is P else a for c, a in answers.items()
+        }
     answers.update(declared)
     return answers
