@@ -118,12 +118,15 @@ class _Deadlines:
         self._closed = False
 
     @contextlib.contextmanager
-    def bounded(self, conn: psycopg.Connection[Any]) -> Iterator[set[int]]:
-        """Run the block with ``conn`` under the deadline; answers the set of expired calls,
-        holding this one's key once its deadline passed."""
+    def bounded(
+        self, conn: psycopg.Connection[Any], seconds: float | None = None
+    ) -> Iterator[set[int]]:
+        """Run the block with ``conn`` under the deadline (``seconds``, by default the
+        store's); answers a set that holds this call's key once its deadline passed."""
         key = id(conn)
+        seconds = self.seconds if seconds is None else seconds
         with self._lock:
-            self._due[key] = (time.monotonic() + self.seconds, conn.pgconn.socket)
+            self._due[key] = (time.monotonic() + seconds, conn.pgconn.socket)
             self._expired.discard(key)
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -191,9 +194,10 @@ class Connections:
         return kwargs
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
-        """The pool's check of a connection before it is handed out, itself bounded."""
+        """The pool's check of a connection before it is handed out: one round trip, so
+        bounded as a connection is (``connect_timeout``), not as a call."""
         try:
-            with self._deadlines.bounded(conn):
+            with self._deadlines.bounded(conn, self.settings.connect_timeout):
                 conn.execute("")
         except Exception:
             raise _Lost from None
