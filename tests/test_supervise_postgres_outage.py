@@ -265,7 +265,10 @@ def test_a_supervisor_started_during_an_outage_waits_then_serves(
     waiting = site.submit("waiting")  # the schema and a job exist before the outage
     server.kill()
     proc = site.supervise(site.config)
-    wait(lambda: AWAY in site.log(), "the supervisor to say the store does not answer")
+    wait(
+        lambda: AWAY in site.log() or proc.poll() is not None,
+        "the supervisor to say the store does not answer",
+    )
     _hold(proc, 15.0, site)  # past the store's connect_timeout (10 s)
     server.start()
     site.release("waiting")
