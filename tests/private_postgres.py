@@ -8,8 +8,7 @@ binaries are found as ``tools/postgres/up`` finds them (the newest
 fails under ``JOBDISPATCH_REQUIRE_SERVICES=1``. As root the server runs as the ``postgres``
 user (``initdb`` refuses root).
 
-:class:`Blackhole` is a loopback TCP relay that can stop forwarding without closing anything:
-a partition as a client sees one (its bytes are taken, no answer comes, nothing is reset).
+A partition between a client and this server is made with ``netns_hosts.Relay``'s ``cut``.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -209,62 +207,3 @@ def _tree(root: int) -> list[int]:
         found.append(pid)
         todo.extend(children.get(pid, []))
     return found
-
-
-class Blackhole:
-    """TCP from a loopback port to ``target``; ``cut()`` stops forwarding in both directions
-    (nothing is closed: bytes sent are taken and sit in buffers, no answer comes), ``mend()``
-    forwards again, what waited included."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self.listener.getsockname()[1])
-        self._open = threading.Event()
-        self._open.set()
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def cut(self) -> None:
-        self._open.clear()
-
-    def mend(self) -> None:
-        self._open.set()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._join, args=(client,), daemon=True).start()
-
-    def _join(self, client: socket.socket) -> None:
-        self._open.wait()  # a connection made while cut waits, as a SYN would be lost
-        try:
-            upstream = socket.create_connection(self.target, timeout=10)
-        except OSError:
-            client.close()
-            return
-        upstream.settimeout(None)
-        self._sockets += [client, upstream]
-        for a, b in ((client, upstream), (upstream, client)):
-            threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                self._open.wait()
-                data = src.recv(65536)
-                self._open.wait()
-                if not data:
-                    break
-                dst.sendall(data)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self.listener.close()
-        for s in self._sockets:
-            with contextlib.suppress(OSError):
-                s.close()

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from netns_hosts import wait
-from private_postgres import Blackhole, PrivateServer
+from netns_hosts import Relay, wait
+from private_postgres import PrivateServer
 from psycopg import sql
 
 POLL = 0.5
@@ -234,7 +234,7 @@ def test_a_supervisor_rides_out_its_server_killed_for_30_s(
 
 
 def test_a_supervisor_rides_out_a_partition_of_60_s(site: Site, server: PrivateServer) -> None:
-    relay = Blackhole(("127.0.0.1", server.port))
+    relay = Relay(("127.0.0.1", server.port))
     try:
         through = site.write_config(
             "relayed", f"postgresql://jobdispatch@127.0.0.1:{relay.port}/jobdispatch"

@@ -47,16 +47,8 @@ class FlakyStore:
         return call
 
 
-def _wait(ok: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
 @pytest.mark.parametrize("mode", ["run", "serve"])
-def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any) -> None:
+def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any, until: Any) -> None:
     caplog.set_level(logging.WARNING, logger="jobdispatch")
     backend = MemoryBackend(auto_run=True)
     store = FlakyStore()
@@ -74,17 +66,17 @@ def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any) -> N
 
     thread = threading.Thread(target=go, daemon=True)
     thread.start()
-    _wait(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
+    until(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
     before = store.inner.read(plan.job).revision
     store.away.set()
-    _wait(lambda: errors or store.failed >= 20, "the supervisor to meet the absent store often")
+    until(lambda: errors or store.failed >= 20, "the supervisor to meet the absent store often")
     assert thread.is_alive() and not errors, errors
     ref = cluster.observer.get(plan.job).submissions[0].canonical
     backend.env.complete(ref)  # the job ends while nothing can be recorded
     time.sleep(0.3)  # past the lease ttl: the lease lapses meanwhile
     assert store.inner.read(plan.job).revision == before  # nothing was recorded
     store.away.clear()
-    _wait(lambda: cluster.observer.get(plan.job).settled, "settled")
+    until(lambda: cluster.observer.get(plan.job).settled, "settled")
     supervisor.stop()
     thread.join(timeout=30)
     assert not errors, errors
