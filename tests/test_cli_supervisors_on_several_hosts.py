@@ -442,7 +442,7 @@ def test_soak_of_the_command(soak_world: tuple[World, Any]) -> None:
     figures (spec 0013 D7 records a run).
 
     With ``JOBDISPATCH_SOAK_SERVER_KILLS=1`` the store is a server of its own and a third of
-    the faults SIGKILL it, held down 2 to 20 s (spec 0013 D8); a supervisor that exits by
+    the faults SIGKILL it, held down 2 to 20 s (spec 0013 D9); a supervisor that exits by
     itself is counted (and restarted), and there must be none."""
     import random
 

@@ -22,8 +22,11 @@ INTRO_CLI = """\
 Every command of `jobdispatch` (distribution `jobdispatch-cli`), with its options, as its own
 `--help` prints them. This page is generated from the commands while the site builds.
 
-Global options (`--cluster`, `--store`, `--config`, ...) go **before** the command:
-`jobdispatch --cluster hpc list`. The exit codes are listed at the end of the top-level help.
+Global options (`--cluster`, `--store`, `--config`, `--as`) may come before the command or
+after it: `jobdispatch --cluster hpc list` and `jobdispatch list --cluster hpc` are the same
+(given both ways, the later one wins). The exit codes are listed at the end of the top-level
+help. Durations (`DURATION`) are written `90s`, `10m`, `1h30m` or `2d`. Shell completion is
+set up in [Shell completion](../how-to/completion.md).
 """
 
 INTRO_CONFIG = """\
@@ -36,6 +39,10 @@ shape, from `jobdispatch_cli.config`:
 ```toml
 {example}
 ```
+
+Numbers must be finite: `nan`, `inf` and `-inf`, which TOML accepts, are refused wherever they
+appear, and every numeric setting has an upper bound (listed below), so a typo such as
+`probe_ttl = 1e30` is an error naming its line rather than a setting that waits for ever.
 
 Each `[clusters.NAME]` table names an `adapter` and then that adapter's settings; each
 `[escalations.NAME]` table names a `sink` and its settings. Those settings are listed below, per

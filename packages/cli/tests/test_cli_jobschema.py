@@ -60,7 +60,7 @@ def test_there_are_examples_to_check() -> None:
 
 def _validate(where: str, suffix: str, text: str) -> None:
     data: Any
-    data, _ = PARSERS[suffix](text, where)
+    data, *_ = PARSERS[suffix](text, where)
     schema = json.loads(SCHEMA_FILE.read_text())
     errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(data)]
     assert not errors, f"{where}: {errors}"
@@ -86,5 +86,5 @@ def test_the_schema_refuses_what_the_command_refuses(tmp_path: Path) -> None:
     fields = {p.field for p in caught.value.problems}
     assert fields == {"procs_per_nodes", "resources.gpus"}
     schema = json.loads(SCHEMA_FILE.read_text())
-    data, _ = PARSERS[".toml"](text, "j.toml")
+    data, *_ = PARSERS[".toml"](text, "j.toml")
     assert len(list(jsonschema.Draft202012Validator(schema).iter_errors(data))) == 2

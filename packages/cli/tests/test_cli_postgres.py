@@ -186,3 +186,49 @@ def test_an_unreachable_store_is_told_in_one_line(home: Path) -> None:
     code, out = _jobdispatch(home, "--store", "postgresql://me@127.0.0.1:1/x", "list")
     assert code == 5, out
     assert "127.0.0.1:1" in _one_line(out)
+
+
+def test_the_owner_grants_a_role_that_every_command_then_uses(
+    invoke: Invoke, home: Path, job_file: JobFile, pg: dict[str, Any]
+) -> None:
+    """Two roles (spec 0013 D3): the client role cannot create the store; the owner creates
+    it and grants the client role its rights with `jobdispatch store grant`; every command then
+    works as the client role."""
+    testing.require_superuser(pg)
+    path = _config(home)
+    base = path.read_text()
+    owner = home / "owner.toml"
+    owner.write_text(
+        base + f'\n[store]\nkind = "postgresql"\ndsn = "{pg["dsn"]}"\n'
+        f'password_file = "{pg["password_file"]}"\nschema = "{pg["schema"]}"\n'
+    )
+    with testing.client_role(pg) as client:
+        path.write_text(
+            base + f'\n[store]\nkind = "postgresql"\ndsn = "{pg["dsn"]}"\n'
+            f'user = "{client["user"]}"\npassword_file = "{client["password_file"]}"\n'
+            f'schema = "{pg["schema"]}"\n'
+        )
+        refused = invoke("list")
+        assert refused.code == 2, (refused.out, refused.err)
+        assert "may not create one" in refused.err
+        assert "jobdispatch store migrate" in refused.err
+        migrated = invoke("--config", str(owner), "store", "migrate")
+        assert migrated.code == 0, migrated.err
+        assert "is ready" in migrated.out
+        granted = invoke("--config", str(owner), "store", "grant", client["user"])
+        assert granted.code == 0, granted.err
+        assert f"granted {client['user']}" in granted.out
+        submitted = invoke("submit", str(job_file(["sleep", "30"], name="shared")), "--json")
+        assert submitted.code == 0, submitted.err
+        job = submitted.json()["job"]
+        assert [s["job"] for s in invoke("list", "--json").json()] == [job]
+        assert invoke("cancel", job).code == 0
+        not_owner = invoke("store", "grant", client["user"])
+        assert not_owner.code == 2
+        assert "does not own the store's schema" in not_owner.err
+
+
+def test_store_commands_refuse_an_lmdb_store(invoke: Invoke, home: Path) -> None:
+    ran = invoke("--store", str(home / "records"), "store", "migrate")
+    assert ran.code == 4, (ran.out, ran.err)
+    assert "LMDB directory" in ran.err

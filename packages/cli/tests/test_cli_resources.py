@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 from jobdispatch import Resources
-from jobdispatch_cli.jobfile import FileError, parse_job_text, parse_mib
+from jobdispatch.sizes import parse_mib
+from jobdispatch_cli.jobfile import FileError, parse_job_text
 
 from .conftest import Invoke
 
@@ -125,3 +126,34 @@ def test_plan_refuses_gpus_the_cluster_does_not_have(invoke: Invoke, tmp_path: P
     assert ran.code == 4  # refused: unsupported by the cluster
     assert "resources.gpus_per_node" in ran.err
     assert "declared no GPUs" in ran.err
+
+
+@pytest.mark.parametrize(
+    "size", ["64Gi", "64G", "64GB", "64GiB", "64gb", "65536", 65536, "0.0625T", "67108864K"]
+)
+def test_a_size_means_the_same_in_a_job_file_and_in_the_config(size: str | int) -> None:
+    """Issue 33, item 5: one parser, binary units, a bare number of MiB, in both places
+    ("64Gi" was refused in a job file, and a bare number was bytes in the config)."""
+    from jobdispatch_local.config import parse_config
+
+    written = f'"{size}"' if isinstance(size, str) else str(size)
+    text = f'command = ["true"]\n[resources]\nmemory_per_node = {written}\n'
+    spec = parse_job_text(text, file="m.toml", suffix=".toml", base=Path()).spec
+    assert spec.resources.memory_per_node_mib == 65536
+    assert parse_config({"memory_limit": size}).memory_limit == 65536 << 20
+
+
+def test_the_kubernetes_spelling_plans_from_a_job_file_and_a_config(
+    invoke: Invoke, tmp_path: Path, home: Path
+) -> None:
+    config = home / "config" / "jobdispatch" / "config.toml"
+    config.write_text(config.read_text() + 'memory_limit = "2Gi"\n')
+    path = tmp_path / "m.yaml"
+    path.write_text('name: m\ncommand: ["true"]\nresources:\n  memory_per_node: 1Gi\n')
+    ran = invoke("plan", str(path))
+    assert ran.code == 0, ran.err
+    refused = tmp_path / "bad.yaml"
+    refused.write_text('name: m\ncommand: ["true"]\nresources:\n  memory_per_node: 64Bi\n')
+    ran = invoke("plan", str(refused))
+    assert ran.code == 2
+    assert f"{refused}:4: resources.memory_per_node: not a size: '64Bi' (use" in ran.err

@@ -81,6 +81,57 @@ def test_published_files_are_read_only_and_carry_their_digests(
     assert found.checked == "sha256"
 
 
+def _modes(top: Path) -> dict[str, set[int]]:
+    """The permission bits of every file and every folder under ``top`` (itself included)."""
+    found: dict[str, set[int]] = {"files": set(), "folders": {stat.S_IMODE(top.stat().st_mode)}}
+    for path in top.rglob("*"):
+        kind = "folders" if path.is_dir() else "files"
+        found[kind].add(stat.S_IMODE(path.stat().st_mode))
+    return found
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+@pytest.mark.parametrize("how", ["copied", "in place"])
+def test_published_files_and_their_folders_follow_one_rule_under_any_umask(
+    tmp_path: Path, umask: int, how: str
+) -> None:
+    """Issue 34.12: files were made 0444 whatever the umask while their folders kept it (0700
+    under 077: world-readable files in private folders). One rule now: publishing takes write
+    away and nothing else, so readers are the umask's choice for files and folders alike."""
+    root = tmp_path / "root"
+    root.mkdir()
+    env = {
+        **os.environ,
+        "JOBDISPATCH_CHECKPOINT_ROOT": str(root),
+        "JOBDISPATCH_JOB": JOB,
+        "JOBDISPATCH_SUBMISSION": "1",
+        "JOBDISPATCH_EXECUTION": "0",
+    }
+    helper = [sys.executable, "-m", "jobdispatch_publish"]
+    if how == "copied":
+        save = tmp_path / "save"
+    else:
+        save = root / layout.execution_prefix(ident()) / "step-10"
+    # The save as training would write it under this umask (a nested folder included).
+    write = "import os, sys; os.makedirs(sys.argv[1] + '/sub'); "
+    write += "[open(sys.argv[1] + n, 'wb').write(b'x' * 100) for n in ('/m.bin', '/sub/o.bin')]"
+    subprocess.run([sys.executable, "-c", write, str(save)], umask=umask, check=True)
+    done = subprocess.run(
+        [*helper, "publish", str(save), "--step", "10", "--json"],
+        env=env,
+        umask=umask,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    data = root / json.loads(done.stdout)["data"]
+    modes = _modes(data)
+    assert modes == {"files": {0o444 & ~umask}, "folders": {0o777 & ~umask}}, {
+        k: sorted(oct(m) for m in v) for k, v in modes.items()
+    }
+
+
 @pytest.mark.parametrize("damage", ["same size", "truncated"])
 def test_plain_resolve_refuses_a_published_folder_changed_after_publication(
     store: PosixStore, tmp_path: Path, damage: str

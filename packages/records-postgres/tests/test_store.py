@@ -173,8 +173,8 @@ def test_a_newer_schema_is_refused_and_left_alone(
 def test_a_version_1_schema_migrates_to_members_with_its_records(
     new_config: Callable[[], dict[str, Any]],
 ) -> None:
-    # A schema as version 1 left it (no members table): opening it adds the table and keeps
-    # every record and lease.
+    # A schema as version 1 left it (no members table, no append-only triggers): opening it
+    # adds them and keeps every record and lease.
     config = new_config()
     with PostgresRecords(config) as store:
         store.create(make_header("job-1"), [evidence(1)])
@@ -182,6 +182,7 @@ def test_a_version_1_schema_migrates_to_members_with_its_records(
         s = sql.Identifier(store.settings.schema)
         with _conn(store.settings) as conn:
             conn.execute(sql.SQL("DROP TABLE {}.members").format(s))
+            conn.execute(sql.SQL("DROP FUNCTION {}.append_only() CASCADE").format(s))
             conn.execute(sql.SQL("UPDATE {}.meta SET value = '1' WHERE key = 'version'").format(s))
     with PostgresRecords(config) as again:
         assert again.read("job-1").events == (evidence(1),)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from jobdispatch import Actor, JobSpec, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.records.store import ListFilter
 from jobdispatch_supervise import Supervisor
 
 
@@ -47,3 +49,38 @@ def test_serve_leaves_an_unreadable_job_and_supervises_the_others(
     reports = [r for r in caplog.records if bad in r.getMessage()]
     assert len(reports) == 1 and "newer version" in reports[0].getMessage()
     assert store.acquire(bad, "a-newer-supervisor", timedelta(seconds=30)).holder
+
+
+class _SettledIndexDamaged(MemoryRecords):
+    """A store whose index of settled jobs also lists one pending job, as a PostgreSQL row
+    whose settled flag was set by hand would (R13 of the red team's report)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed_as_settled: str | None = None
+
+    def list(self, filter: ListFilter | None = None) -> Iterator[str]:
+        jobs = list(super().list(filter))
+        if self.listed_as_settled is None or filter is None or filter.settled is None:
+            return iter(jobs)
+        if filter.settled:
+            return iter([*jobs, self.listed_as_settled])
+        return iter([j for j in jobs if j != self.listed_as_settled])
+
+
+def test_the_residual_sweep_names_a_job_listed_as_settled_that_is_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Listed as settled, a pending job is served by no supervisor: the sweep, which folds
+    every settled job anyway, names it instead of passing over it in silence."""
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    store = _SettledIndexDamaged()
+    cluster = compose(backend, store=store)
+    hidden = cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops")).job
+    store.listed_as_settled = hidden
+    sup = Supervisor(backend, store, poll=0.02)
+    caplog.set_level(logging.ERROR, logger="jobdispatch.supervise")
+    assert sup.residual_jobs() == []
+    reports = [r.getMessage() for r in caplog.records if hidden in r.getMessage()]
+    assert len(reports) == 1
+    assert "listed as settled but its record (revision" in reports[0]

@@ -119,7 +119,7 @@ def test_config_is_checked_and_defaults_to_xdg_state(
     settings = parse_config({})
     assert settings.state_dir == tmp_path / "jobdispatch" / "local"
     assert parse_config({"memory_limit": "1.5G"}).memory_limit == 3 << 29
-    assert parse_config({"memory_limit": 4096}).memory_limit == 4096
+    assert parse_config({"memory_limit": 4096}).memory_limit == 4096 << 20  # MiB, as job files
     with pytest.raises(ValidationError) as err:
         parse_config({"memory_limit": "lots", "grace": -1})
     assert set(err.value.paths) == {"grace", "memory_limit"}

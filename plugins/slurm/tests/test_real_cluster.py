@@ -5,11 +5,13 @@ of one poll."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -79,15 +81,21 @@ def local(slurm_cluster: None) -> Iterator[SlurmBackend]:
     backend.close()
 
 
-@pytest.fixture
-def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
-    transport = SshTransport(
+def ssh_transport(ssh_server: Any, known_hosts: str | None = None, **kw: Any) -> SshTransport:
+    """A transport to the loopback sshd, trusting its own known_hosts unless told otherwise."""
+    return SshTransport(
         host=ssh_server.host,
         port=ssh_server.port,
         user=ssh_server.user,
         key_filename=ssh_server.key_file,
-        known_hosts=ssh_server.known_hosts,
+        known_hosts=known_hosts or ssh_server.known_hosts,
+        **kw,
     )
+
+
+@pytest.fixture
+def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
+    transport = ssh_transport(ssh_server)
     backend = SlurmBackend(Settings(), transport=transport)
     backend.started = []  # type: ignore[attr-defined]
     yield backend
@@ -174,6 +182,32 @@ def test_a_program_that_cannot_start_is_launch_failed(request, where, nodes):
     assert f"cannot start {program} (exit 127)" in cause.detail
 
 
+@pytest.mark.parametrize("where", ["local", "ssh"])
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_working_directory_that_does_not_exist_is_launch_failed(request, where, nodes):
+    """Issue 34.6: slurmstepd ran such a job in /tmp ("couldn't chdir … going to /tmp
+    instead") and it ended succeeded; the local adapter fails it launch-failed, and so does
+    this one now, through either transport. The program never runs: it would leave a file."""
+    backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
+    missing = f"/nonexistent/jobdispatch-test-{uuid.uuid4().hex[:8]}/work"
+    witness = f"/tmp/jobdispatch-wd-ran-{uuid.uuid4().hex[:8]}"
+    spec = JobSpec(command=("touch", witness), nodes=nodes, working_dir=missing)
+    _, obs = run_to_end(backend, spec)
+    cause = obs.latest.cause
+    assert (cause.kind, cause.provenance) == (CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER)
+    assert f"cannot enter the working directory {missing} (exit 127)" in cause.detail
+    assert not os.path.exists(witness), "the program ran although its folder is missing"
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_a_working_directory_that_exists_is_where_the_job_runs(request, where, tmp_path):
+    backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
+    tmp_path.chmod(0o755)
+    ref, obs = run_to_end(backend, JobSpec(command=("pwd",), working_dir=str(tmp_path)))
+    assert obs.latest.cause.kind is CauseKind.NONE, obs
+    assert backend.output(ref).read() == f"{tmp_path}\n".encode()
+
+
 @pytest.mark.parametrize(("nodes", "status"), [(1, 127), (2, 127), (1, 126)])
 def test_a_program_that_exits_126_or_127_itself_is_a_non_zero_exit(local, nodes, status):
     _, obs = run_to_end(local, JobSpec(command=("bash", "-c", f"exit {status}"), nodes=nodes))
@@ -220,28 +254,54 @@ def test_one_poll_of_many_jobs_is_two_commands(local):
 def test_an_unknown_host_is_refused_unless_the_site_accepts_it(ssh_server, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    strict = SshTransport(
-        host=ssh_server.host,
-        port=ssh_server.port,
-        user=ssh_server.user,
-        key_filename=ssh_server.key_file,
-        known_hosts=str(empty),
-    )
+    strict = ssh_transport(ssh_server, str(empty))
     with pytest.raises(Unauthorized, match="known_hosts"):
         strict.run(["true"], timeout=10)
-    lenient = SshTransport(
-        host=ssh_server.host,
-        port=ssh_server.port,
-        user=ssh_server.user,
-        key_filename=ssh_server.key_file,
-        known_hosts=str(empty),
-        accept_unknown_hosts=True,
-    )
+    lenient = ssh_transport(ssh_server, str(empty), accept_unknown_hosts=True)
     try:
         assert lenient.run(["true"], timeout=10).ok
     finally:
         lenient.close()
     assert empty.read_text() == "", "an accepted host key must never be saved"
+
+
+@pytest.mark.ssh
+@pytest.mark.parametrize("accept_unknown_hosts", [False, True])
+def test_a_changed_host_key_is_named_as_changed(ssh_server, tmp_path, accept_unknown_hosts):
+    """Issue 34.12: known_hosts holding another key for the host was reported as an unknown
+    host, with the advice to set accept_unknown_hosts, which cannot help. The refusal now says
+    the key changed, which fingerprint the host offers and which known_hosts line holds the old
+    one, whatever accept_unknown_hosts says."""
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    real = [
+        line
+        for line in Path(ssh_server.known_hosts).read_text().splitlines()
+        if line.startswith(f"[{ssh_server.host}]:{ssh_server.port} ")
+    ]
+    assert real, "the sshd's own key is in its known_hosts"
+    pattern, _, _ = real[0].partition(" ")
+    kind, key = (tmp_path / "other.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"# a comment line\n{pattern} {kind} {key}\n")
+    (tmp_path / "real").write_text(real[0] + "\n")
+    offered = subprocess.run(
+        ["ssh-keygen", "-l", "-f", str(tmp_path / "real")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[1]
+    transport = ssh_transport(ssh_server, str(known), accept_unknown_hosts=accept_unknown_hosts)
+    try:
+        with pytest.raises(Unauthorized) as refused:
+            transport.run(["true"], timeout=10)
+    finally:
+        transport.close()
+    said = refused.value.message
+    assert "the host key has CHANGED" in said, said
+    assert offered in said and f"{known} line 2" in said, said
+    assert "is unknown" not in said and "or set accept_unknown_hosts" not in said, said
+    assert known.read_text().endswith(f"{pattern} {kind} {key}\n"), "the file is left alone"
 
 
 @pytest.mark.ssh

@@ -98,11 +98,13 @@ SLURM_PROCID=1 SLURMD_NODENAME=node2 exec "$@"
 """
 
 
-def run_script(script: str, tmp_path, srun: bool = False) -> subprocess.CompletedProcess[str]:
+def run_script(
+    script: str, tmp_path, srun: bool = False, fake_srun: str = FAKE_SRUN
+) -> subprocess.CompletedProcess[str]:
     """Run the rendered script with bash, as the batch step would, and let it fail."""
     env = {"PATH": "/usr/bin:/bin", "SLURM_RESTART_COUNT": "2"}
     if srun:
-        (tmp_path / "srun").write_text(FAKE_SRUN)
+        (tmp_path / "srun").write_text(fake_srun)
         (tmp_path / "srun").chmod(0o755)
         env["PATH"] = f"{tmp_path}:{env['PATH']}"
     return subprocess.run(
@@ -125,6 +127,56 @@ def test_a_program_that_cannot_start_leaves_the_launch_mark(tmp_path, nodes):
         rank = "rank 1 on node2" if nodes > 1 else "rank 0 on "
         assert len(lines) == 1 and rank in lines[0], done.stderr
         assert f"cannot start {program} (exit {status})" in lines[0]
+
+
+def marks_of(stderr: str) -> list[str]:
+    mark = launch_mark("jd-abc-2-3", 2)
+    return [line for line in stderr.splitlines() if line.startswith(mark)]
+
+
+PWD = [sys.executable, "-c", "import os; print(os.getcwd())"]
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_working_directory_that_cannot_be_entered_leaves_the_launch_mark(tmp_path, nodes):
+    """Issue 34.6: slurmstepd runs a job whose --chdir is missing in /tmp instead; the script
+    refuses to run anywhere else, with the mark and 127, as a program that cannot start."""
+    missing = tmp_path / "no such dir"
+    sub = render(request(PWD, nodes=nodes, working_dir=str(missing)), output_dir="/o")
+    done = run_script(sub.script, tmp_path, srun=nodes > 1)
+    assert done.returncode == 127, done.stderr
+    assert done.stdout == ""
+    (line,) = marks_of(done.stderr)
+    assert "rank 0 on " in line  # the batch script stops before srun starts any rank
+    assert "cannot enter the working directory" in line and "no\\ such\\ dir" in line
+
+
+def test_a_rank_whose_node_lacks_the_working_directory_leaves_the_launch_mark(tmp_path):
+    """The folder is there where the batch script runs but not on a rank's node: the rank
+    refuses too (the stand-in srun removes the folder before it starts the rank)."""
+    here = tmp_path / "work"
+    here.mkdir()
+    sub = render(request(PWD, nodes=2, working_dir=str(here)), output_dir="/o")
+    gone = FAKE_SRUN.replace("SLURM_PROCID", f"rmdir {here}; SLURM_PROCID")
+    done = run_script(sub.script, tmp_path, srun=True, fake_srun=gone)
+    assert done.returncode == 127, done.stderr
+    (line,) = marks_of(done.stderr)
+    assert "rank 1 on node2 cannot enter the working directory" in line
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_working_directory_that_exists_is_where_the_job_runs(tmp_path, nodes, relative):
+    """A relative working_dir is sbatch's: relative to where it ran ($SLURM_SUBMIT_DIR)."""
+    here = tmp_path / "work dir"
+    here.mkdir()
+    where = "work dir" if relative else str(here)
+    sub = render(request(PWD, nodes=nodes, working_dir=where), output_dir="/o")
+    script = f"export SLURM_SUBMIT_DIR={tmp_path}\ncd /\n" + sub.script
+    done = run_script(script, tmp_path, srun=nodes > 1)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{here}\n"
+    assert marks_of(done.stderr) == []
 
 
 @pytest.mark.parametrize("nodes", [1, 2])

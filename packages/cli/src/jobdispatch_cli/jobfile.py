@@ -15,7 +15,7 @@ The keys mirror :class:`jobdispatch.JobSpec`::
     gpus_per_node = 8
     gpu_type = "a100"
     cpus_per_proc = 12
-    memory_per_node = "480G"               # K, M, G, T (binary); a bare number is MiB
+    memory_per_node = "480G"               # K, M, G, T, Gi, GB... (binary); a bare number is MiB
     queue = "gpu"                          # a Slurm partition, a Kueue LocalQueue
     account = "ml"
     qos = "high"
@@ -42,7 +42,6 @@ otherwise expand to billions of values).
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import tomllib
@@ -52,6 +51,7 @@ from typing import Any
 
 import attrs
 from jobdispatch.errors import Invalid, NotFound
+from jobdispatch.sizes import parse_mib
 from jobdispatch.types import (
     Action,
     CauseKind,
@@ -65,7 +65,7 @@ from jobdispatch.validate import problems as spec_problems
 
 from jobdispatch_cli.durations import parse_duration
 from jobdispatch_cli.jobschema import problems as schema_problems
-from jobdispatch_cli.locate import line_of, toml_lines, yaml_lines
+from jobdispatch_cli.locate import line_of, toml_lines, toml_written, yaml_lines, yaml_written
 
 __all__ = [
     "MAX_ALIAS_EXPANSION",
@@ -76,7 +76,6 @@ __all__ = [
     "NoSuchFile",
     "load_job_file",
     "parse_job_text",
-    "parse_mib",
     "parse_toml",
 ]
 
@@ -85,6 +84,9 @@ __all__ = [
 MAX_DEPTH = 32
 #: How many nodes YAML aliases may add by repeating what they name, beyond the nodes written.
 MAX_ALIAS_EXPANSION = 10_000
+
+#: A parsed file: its data, the line of each key path, and the text of each unquoted value.
+Parsed = tuple[Any, dict[str, int], dict[str, str]]
 
 
 @attrs.frozen
@@ -134,10 +136,13 @@ class _Reader:
     collecting problems instead of stopping: a field the schema refused is left at its
     default, so the conversions and the core's checks still report on the others."""
 
-    def __init__(self, file: str, lines: Mapping[str, int], base: Path) -> None:
+    def __init__(
+        self, file: str, lines: Mapping[str, int], base: Path, written: Mapping[str, str]
+    ) -> None:
         self.file = file
         self.lines = lines
         self.base = base
+        self.written = written
         self.problems: list[FileProblem] = []
         self.broken: set[str] = set()
 
@@ -170,6 +175,24 @@ class _Reader:
             self.problem(field, str(exc))
             return None
 
+    def text(self, value: Any, field: str) -> str:
+        """A value that becomes text for the job (an env value, an argument): a string as it
+        is, a number only when its text is exactly what the file wrote. YAML reads ``3.10`` as
+        3.1, ``0123`` as 83 and ``0x1F`` as 31; TOML reads ``1e3`` as 1000.0: passing those on
+        would hand the job a value nobody wrote, so they are refused with the quoted form."""
+        if isinstance(value, str):
+            return value
+        shown = str(value)
+        written = self.written.get(field)
+        if written != shown:
+            as_written = written if written is not None else shown
+            self.problem(
+                field,
+                f"{as_written} would reach the job as {shown}: "
+                f'put it in quotes ("{as_written}") to pass it as written',
+            )
+        return shown
+
     def command(self, value: Any) -> tuple[str, ...]:
         if value is None:
             return ()
@@ -179,7 +202,7 @@ class _Reader:
             except ValueError as exc:
                 self.problem("command", f"cannot be split like a shell command: {exc}")
                 return ()
-        return tuple(str(arg) for arg in value)
+        return tuple(self.text(arg, f"command[{i}]") for i, arg in enumerate(value))
 
     def resources(self, value: Any) -> Resources:
         """The ``[resources]`` table; a key holding a table is an adapter's own table
@@ -251,7 +274,7 @@ class _Reader:
             "image": self.get(data, "image", "image"),
             "working_dir": self.path(self.get(data, "working_dir", "working_dir"), "working_dir"),
             "output": self.path(self.get(data, "output", "output"), "output"),
-            "env": {str(k): str(v) for k, v in env.items()},
+            "env": {str(k): self.text(v, f"env.{k}") for k, v in env.items()},
             "time_limit": self.duration(self.get(data, "time_limit", "time_limit"), "time_limit"),
             "extensions": [SharedCheckpoint()] if checkpoint == "shared" else [],
             "resources": self.resources(data.get("resources")),
@@ -272,25 +295,6 @@ class _Reader:
         return spec
 
 
-_MIB = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KkMmGgTt]?)(?:i?[Bb])?$")
-_TO_MIB = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
-
-
-def parse_mib(value: Any) -> int:
-    """MiB from ``512M``, ``64G``, ``1.5T`` or ``2GiB`` (binary units, as Slurm reads them), or
-    from a whole number, which is MiB; rounded up, never down."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        msg = f"must be a size such as 512M or 64G, or a whole number of MiB; got {value!r}"
-        raise ValueError(msg)
-    if isinstance(value, int):
-        return value
-    m = _MIB.match(value.strip())
-    if m is None:
-        msg = f"not a size: {value!r} (use a number with K, M, G or T, e.g. 64G)"
-        raise ValueError(msg)
-    return math.ceil(float(m[1]) * _TO_MIB[m[2].lower()])
-
-
 def _name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     words = {str: "a string", int: "a whole number", float: "a number", bool: "true or false"}
@@ -300,6 +304,17 @@ def _name(kind: type | tuple[type, ...]) -> str:
 def parse_toml(text: str, file: str) -> tuple[Any, dict[str, int]]:
     """A TOML document's data and the line of each key path; FileError naming the file (and
     the line, where tomllib says) when it is not valid TOML or nests too deeply."""
+    data = _toml_data(text, file)
+    return data, toml_lines(text)
+
+
+def _parse_toml_job(text: str, file: str) -> Parsed:
+    data = _toml_data(text, file)
+    lines, written = toml_written(text)
+    return data, lines, written
+
+
+def _toml_data(text: str, file: str) -> Any:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -316,7 +331,7 @@ def parse_toml(text: str, file: str) -> tuple[Any, dict[str, int]]:
         except RecursionError:
             line = None
         raise FileError([_too_deep(file, line, deep)])
-    return data, toml_lines(text)
+    return data
 
 
 def _too_deep(file: str, line: int | None, field: str) -> FileProblem:
@@ -344,7 +359,7 @@ def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
     return int(m[1]) if m else None
 
 
-def _parse_yaml(text: str, file: str) -> tuple[Any, dict[str, int]]:
+def _parse_yaml(text: str, file: str) -> Parsed:
     import yaml
 
     try:
@@ -357,13 +372,13 @@ def _parse_yaml(text: str, file: str) -> tuple[Any, dict[str, int]]:
         # PyYAML composes nested flow collections recursively.
         raise FileError([_too_deep(file, None, "")]) from None
     if node is None:
-        return {}, {}
+        return {}, {}, {}
     _check_yaml_shape(node, file)
     problems: list[FileProblem] = []
     data = _yaml_value(node, "", file, problems)
     if problems:
         raise FileError(problems)
-    return data, yaml_lines(node)
+    return data, yaml_lines(node), yaml_written(node)
 
 
 def _check_yaml_shape(root: Any, file: str) -> None:
@@ -435,8 +450,8 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-PARSERS: Mapping[str, Callable[[str, str], tuple[Any, dict[str, int]]]] = {
-    ".toml": parse_toml,
+PARSERS: Mapping[str, Callable[[str, str], Parsed]] = {
+    ".toml": _parse_toml_job,
     ".yaml": _parse_yaml,
     ".yml": _parse_yaml,
 }
@@ -449,10 +464,10 @@ def parse_job_text(text: str, *, file: str, suffix: str, base: Path) -> JobFile:
         kind = suffix or "(no suffix)"
         msg = f"unknown kind of job file {kind!r}: use .toml, .yaml or .yml"
         raise FileError([FileProblem(file, None, "", msg)])
-    data, lines = parser(text, file)
+    data, lines, written = parser(text, file)
     if not isinstance(data, dict):
         raise FileError([FileProblem(file, 1, "", "must be a table of keys (name, command, ...)")])
-    reader = _Reader(file, lines, base)
+    reader = _Reader(file, lines, base, written)
     spec = reader.spec(data)
     if spec is None:
         raise FileError(reader.problems)

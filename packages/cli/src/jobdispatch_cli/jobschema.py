@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from jobdispatch.sizes import SIZE_FORMS, SIZE_PATTERN
 from jobdispatch.types import RECOVERABLE, Action, CauseKind
+from jobdispatch.validate import MAX_BUDGET
 
 __all__ = ["SCHEMA_FILE", "SchemaProblem", "job_schema", "problems", "schema_text"]
 
@@ -100,7 +102,7 @@ def job_schema() -> Mapping[str, Any]:
             },
             # No minimum here: the core checks it, and a rule the schema refused would hide
             # the core's checks of the other rules (which need every rule, in order).
-            "budget": {"type": "integer", "description": "how many times (not negative)"},
+            "budget": {"type": "integer", "description": f"how many times (0 to {MAX_BUDGET})"},
             "for": {**_DURATION, "description": "how long a hold lasts"},
         },
         "required": ["on", "action"],
@@ -122,9 +124,9 @@ def job_schema() -> Mapping[str, Any]:
             "cpus_per_proc": {"type": "integer", "minimum": 1},
             "memory_per_node": {
                 "type": ["string", "integer"],
-                "pattern": r"^\s*[0-9]+(\.[0-9]+)?\s*[KkMmGgTt]?(i?[Bb])?$",
-                "description": "K, M, G, T (binary), or a whole number of MiB",
-                "x-message": "not a size: {value} (use a number with K, M, G or T, e.g. 64G)",
+                "pattern": SIZE_PATTERN,
+                "description": "64G, 64Gi, 480GB, 1.5T: binary units; a whole number is MiB",
+                "x-message": f"not a size: {{value}} ({SIZE_FORMS})",
             },
             "queue": _string("a Slurm partition, a Kueue LocalQueue"),
             "account": _string("whom the job is charged to"),
@@ -169,8 +171,10 @@ def job_schema() -> Mapping[str, Any]:
                 "type": "object",
                 "additionalProperties": {
                     "type": ["string", "number"],
+                    "description": "a string; a number only where its text is what is written",
                     "x-message": "must be a string, got {value}",
                 },
+                "description": "the job's environment variables, passed as written",
                 "x-message": "must be a table of names to strings, got {value}",
             },
             "working_dir": _string("relative to the job file"),

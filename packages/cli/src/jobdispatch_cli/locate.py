@@ -5,6 +5,10 @@ TOML's structure (tables, arrays of tables, keys, inline tables, arrays, strings
 that records the line where each path begins (``recovery.rules[1].budget``). It only ever reads
 text ``tomllib`` has accepted already. :func:`yaml_lines` walks the nodes PyYAML composes, which
 carry their marks. :func:`line_of` finds a path's line, or its nearest ancestor's.
+
+:func:`toml_written` and :func:`yaml_written` give the text of each unquoted value as the file
+spells it (``0123``, ``3.10``, ``0x1F``), which the parsed number no longer tells: the job
+file's reader compares the two before it passes a number on as text.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["line_of", "toml_lines", "yaml_lines"]
+__all__ = ["line_of", "toml_lines", "toml_written", "yaml_lines", "yaml_written"]
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -29,6 +33,7 @@ class _TomlScanner:
         self.line = 1
         self.out: dict[str, int] = {}
         self.arrays: dict[str, int] = {}
+        self.written: dict[str, str] = {}
 
     # ------------------------------------------------------------------ characters
 
@@ -160,13 +165,38 @@ class _TomlScanner:
         elif c in ('"', "'"):
             self.string()
         else:
+            start = self.i
             while self.i < len(self.text) and self.text[self.i] not in ",]}\n#":
                 self.advance()
+            self.written.setdefault(path, self.text[start : self.i].strip())
 
 
 def toml_lines(text: str) -> dict[str, int]:
     """The line where each key path of a valid TOML document begins."""
     return _TomlScanner(text).document()
+
+
+def toml_written(text: str) -> tuple[dict[str, int], dict[str, str]]:
+    """In one scan, :func:`toml_lines` and the text of each unquoted value (a number, a
+    boolean, a date) of a valid TOML document, by key path, as written."""
+    scanner = _TomlScanner(text)
+    return scanner.document(), scanner.written
+
+
+def yaml_written(node: Any, prefix: str = "", out: dict[str, str] | None = None) -> dict[str, str]:
+    """The text of each plain (unquoted) scalar of a composed YAML node, by key path."""
+    import yaml
+
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yaml_written(value, join(prefix, str(key.value)), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yaml_written(item, f"{prefix}[{i}]", out)
+    elif isinstance(node, yaml.ScalarNode) and not node.style:
+        out.setdefault(prefix, node.value)
+    return out
 
 
 def yaml_lines(node: Any, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:

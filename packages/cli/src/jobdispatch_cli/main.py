@@ -143,9 +143,9 @@ def _accept_global_options_after(command: click.Command) -> None:
 
 
 def _register() -> None:
-    from jobdispatch_cli.commands import control, inspect, local, running
+    from jobdispatch_cli.commands import control, inspect, local, running, store
 
-    for module in (running, inspect, control, local):
+    for module in (running, inspect, control, local, store):
         module.register(cli)
     for command in cli.commands.values():
         _accept_global_options_after(command)

@@ -78,7 +78,7 @@ def to_data(value: Any) -> Any:
     are the record's. A status also says whether its state and cause are committed (a
     property, which the converter does not see), so a script can tell an ``ended`` run's
     cause from the job's outcome."""
-    data = codec.converter.unstructure(value)
+    data = codec.output_converter().unstructure(value)
     if isinstance(value, Status):
         data["committed"] = value.committed
     elif isinstance(value, list | tuple):

@@ -19,8 +19,10 @@ import json
 import struct
 import zlib
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any, TypeVar
 
+import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
@@ -38,7 +40,14 @@ from jobdispatch.types import EXTENSIONS, Actor, ActorKind, AdapterValue, JobSpe
 
 T = TypeVar("T")
 
-__all__ = ["converter", "decode_event", "decode_header", "encode_event", "encode_header"]
+__all__ = [
+    "converter",
+    "decode_event",
+    "decode_header",
+    "encode_event",
+    "encode_header",
+    "output_converter",
+]
 
 
 def _unstructure_datetime(value: datetime) -> str:
@@ -87,8 +96,31 @@ def _structure_actor(value: Any, _: type) -> Actor:
     return Actor.recorded(ActorKind(value["kind"]), value["id"])
 
 
-def _make() -> cattrs.Converter:
+def _keyword_dodged(cls: Any) -> bool:
+    """An attrs class with a field named ``for_`` or ``from_``: a trailing underscore that only
+    dodges a Python keyword."""
+    return attrs.has(cls) and any(a.name.endswith("_") for a in attrs.fields(cls))
+
+
+def _unstructure_as_written(c: cattrs.Converter) -> Any:
+    """A hook factory unstructuring ``for_`` as ``for``, ``from_`` as ``from``."""
+
+    def factory(cls: Any) -> Any:
+        renamed: dict[str, Any] = {
+            a.name: override(rename=a.name.rstrip("_"))
+            for a in attrs.fields(cls)
+            if a.name.endswith("_")
+        }
+        return make_dict_unstructure_fn(cls, c, **renamed)
+
+    return factory
+
+
+def _make(*, written_names: bool = False) -> cattrs.Converter:
     c = cattrs.Converter(forbid_extra_keys=True)
+    if written_names:
+        # First, so that every hook generated below (JobSpec's, the events') binds to these.
+        c.register_unstructure_hook_factory(_keyword_dodged, _unstructure_as_written(c))
     c.register_structure_hook(Actor, _structure_actor)
     c.register_unstructure_hook(datetime, _unstructure_datetime)
     c.register_structure_hook(datetime, _structure_datetime)
@@ -171,6 +203,16 @@ def _make() -> cattrs.Converter:
 
 #: The converter every package uses for dispatch's types.
 converter = _make()
+
+
+@cache
+def output_converter() -> cattrs.Converter:
+    """The converter for what commands print as JSON (``--json``): the record's, except that a
+    field named with a trailing underscore only to dodge a Python keyword is printed by the
+    name the job file and the docs use (a rule's ``for``, a transition's ``from``). Records
+    keep the names they were written with; this converter only unstructures. Built on first
+    use, so commands that print no JSON do not pay for it."""
+    return _make(written_names=True)
 
 
 #: What decoding bad bytes can raise, all turned into the codec's typed error. RecursionError:

@@ -144,6 +144,11 @@ def _assign(
     raise Rejected(msg)
 
 
+def _rules(n: int) -> str:
+    """``1 rule``, ``0 rules``, ``3 rules``."""
+    return f"{n} rule" if n == 1 else f"{n} rules"
+
+
 def make_plan(
     backend: Backend,
     job: JobID | None,
@@ -165,7 +170,7 @@ def make_plan(
     rules = spec.recovery.rules
     for i in [*accept_unverified, *accept_unenforced]:
         if not 0 <= i < len(rules):
-            msg = f"accepted rule {i} does not exist (the policy has {len(rules)} rules)"
+            msg = f"accepted rule {i} does not exist (the policy has {_rules(len(rules))})"
             raise Invalid(msg)
 
     capabilities = dict(backend.capabilities(spec))
@@ -181,8 +186,8 @@ def make_plan(
     supports = list(backend.rules(spec, effective)) if rules else []
     if len(supports) != len(rules):
         msg = (
-            f"adapter {backend.name!r} answered {len(supports)} rule supports "
-            f"for {len(rules)} rules"
+            f"adapter {backend.name!r} answered {len(supports)} rule support"
+            f"{'' if len(supports) == 1 else 's'} for {_rules(len(rules))}"
         )
         raise Invalid(msg)
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 from jobdispatch.errors import Problem, ValidationError
 from jobdispatch.types import Action, JobSpec, Resources, Rule
 
-__all__ = ["MAX_DURATION", "problems", "validate"]
+__all__ = ["MAX_BUDGET", "MAX_DURATION", "problems", "validate"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Environment names the adapters set for every process; a spec may not override them.
@@ -37,6 +37,9 @@ MAX_NODES = 100_000
 MAX_PROCS_PER_NODE = 1_024
 MAX_GPUS_PER_NODE = 1_024
 MAX_CPUS_PER_PROC = 65_536
+#: Past this many recoveries of one rule, a budget is a typo (``10**20``), not a policy: a
+#: job preempted every ten minutes for two months stays inside it.
+MAX_BUDGET = 10_000
 #: 1 PiB per node, in MiB: past this it is a unit mistake.
 MAX_MEMORY_PER_NODE_MIB = 1 << 30
 #: A queue, account, QoS, GPU type or adapter name: a scheduler word, never an option.
@@ -129,6 +132,8 @@ def _check_rule(i: int, rule: Rule, seen: dict[object, str], out: list[Problem])
         out.append(Problem(f"{at}.budget", f"must be a whole number, got {rule.budget!r}"))
     elif rule.budget < 0:
         out.append(Problem(f"{at}.budget", f"must not be negative, got {rule.budget}"))
+    elif rule.budget > MAX_BUDGET:
+        out.append(Problem(f"{at}.budget", f"must be at most {MAX_BUDGET}, got {rule.budget}"))
     if rule.action is Action.HOLD:
         if rule.for_ is None or rule.for_ <= timedelta(0):
             out.append(Problem(f"{at}.for", "a hold needs a positive duration"))

@@ -37,7 +37,8 @@ exit codes:
   4 credentials (or file permissions) missing or refused   5 nothing published (resolve --require)
   6 step already published by another execution   7 store refused by probe
   8 store unreachable or unavailable (or a full, read-only file system)
-  9 published data missing or changed   10 checkpoint root missing or unreadable
+  9 published data missing or changed, or its entry damaged
+  10 checkpoint root missing or unreadable
   130 interrupted
 watch stops with the code of a failure no retry can mend (3, 4, 7, 10) and retries the rest.
 """
@@ -336,12 +337,23 @@ def cmd_probe(ctx: _Context) -> int:
 
 def cmd_list(ctx: _Context) -> int:
     from jobdispatch_publish import layout
-    from jobdispatch_publish.resolve import entries
+    from jobdispatch_publish.errors import ExitCode
+    from jobdispatch_publish.resolve import Damaged, entries
 
     store = ctx.store()
     job = ctx.job()
     withdrawn = {layout.step_of_marker(k) for k in store.keys(layout.pruned_prefix(job))}
+    damaged: list[Damaged] = []
     for e in entries(store, job):
+        if isinstance(e, Damaged):
+            # Shown in its place, marked, and the command ends 9: the other steps stay visible.
+            damaged.append(e)
+            if ctx.args.json:
+                doc = {"step": e.step, "state": "damaged", "problem": e.error.message}
+                print(json.dumps(doc, sort_keys=True))
+            else:
+                print(f"{e.step:>12}  {'damaged':<9}  {e.error.message}")
+            continue
         state = "withdrawn" if e.step in withdrawn else "published"
         if ctx.args.json:
             print(json.dumps({**_entry_doc(e), "state": state}, sort_keys=True))
@@ -350,6 +362,10 @@ def cmd_list(ctx: _Context) -> int:
                 f"{e.step:>12}  {state:<9}  sub {e.submission:<3} exec {e.execution:<8} "
                 f"{e.size:>14} B  {e.published_at}"
             )
+    if damaged:
+        for d in damaged:
+            _report(d.error)
+        return int(ExitCode.CORRUPT)
     return 0
 
 

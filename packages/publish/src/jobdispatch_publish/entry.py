@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from jobdispatch.errors import Invalid
 
+from jobdispatch_publish.errors import DamagedEntry
 from jobdispatch_publish.identity import Identity
 
 __all__ = ["FORMAT", "Entry", "FileRecord"]
@@ -84,31 +84,67 @@ class Entry:
 
     @classmethod
     def from_json(cls, raw: bytes, *, key: str) -> Entry:
-        """Parse an entry read from ``key``; anything malformed is :class:`Invalid`, naming it."""
+        """Parse an entry read from ``key``. Entries are only ever read back from a store, so
+        anything malformed is :class:`DamagedEntry` (exit 9), naming the entry and the field."""
         try:
-            doc: Mapping[str, Any] = json.loads(raw)
-            if doc.get("format") != FORMAT:
-                msg = f"format {doc.get('format')!r} is not {FORMAT}"
+            doc = json.loads(raw)
+        except ValueError as exc:  # includes bytes that are not UTF-8
+            raise DamagedEntry(key, f"it is not JSON ({exc})") from None
+        try:
+            top = _object(doc, "the entry")
+            if top.get("format") != FORMAT:
+                msg = f"format {top.get('format')!r} is not {FORMAT}"
                 raise ValueError(msg)
+            files = _field(top, "files", "")
+            if not isinstance(files, list):
+                msg = f"field files is not a list: {files!r}"
+                raise TypeError(msg)
             return cls(
-                job=str(doc["job"]),
-                submission=int(doc["submission"]),
-                execution=str(doc["execution"]),
-                step=int(doc["step"]),
-                data=str(doc["data"]),
-                files=tuple(
-                    FileRecord(
-                        str(f["path"]), int(f["size"]), f.get("etag"), _digest(f.get("sha256"))
-                    )
-                    for f in doc["files"]
-                ),
-                published_at=str(doc["published_at"]),
-                host=str(doc.get("host", "")),
-                pid=int(doc.get("pid", 0)),
+                job=str(_field(top, "job", "")),
+                submission=_whole(_field(top, "submission", ""), "submission"),
+                execution=str(_field(top, "execution", "")),
+                step=_whole(_field(top, "step", ""), "step"),
+                data=str(_field(top, "data", "")),
+                files=tuple(_file(f, f"files[{i}].") for i, f in enumerate(files)),
+                published_at=str(_field(top, "published_at", "")),
+                host=str(top.get("host", "")),
+                pid=_whole(top.get("pid", 0), "pid"),
             )
-        except (ValueError, KeyError, TypeError) as exc:
-            msg = f"publication entry {key} cannot be read: {exc}"
-            raise Invalid(msg) from None
+        except (ValueError, TypeError) as exc:
+            raise DamagedEntry(key, str(exc)) from None
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        msg = f"{what} is not a JSON object"
+        raise TypeError(msg)
+    return value
+
+
+def _field(doc: Mapping[str, Any], name: str, where: str) -> Any:
+    """``doc[name]``, or an error naming the field (``files[2].size``) rather than a bare
+    ``KeyError``."""
+    if name not in doc:
+        msg = f"field {where}{name} is missing"
+        raise ValueError(msg)
+    return doc[name]
+
+
+def _whole(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"field {name} is not a whole number: {value!r}"
+        raise TypeError(msg)
+    return value
+
+
+def _file(value: Any, where: str) -> FileRecord:
+    f = _object(value, where.rstrip("."))
+    return FileRecord(
+        str(_field(f, "path", where)),
+        _whole(_field(f, "size", where), f"{where}size"),
+        f.get("etag"),
+        _digest(f.get("sha256")),
+    )
 
 
 def _digest(value: Any) -> str | None:

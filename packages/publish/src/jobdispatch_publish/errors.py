@@ -25,6 +25,7 @@ from jobdispatch.errors import (
 __all__ = [
     "AlreadyPublished",
     "Corrupt",
+    "DamagedEntry",
     "ExitCode",
     "MissingCredentials",
     "MissingExtra",
@@ -105,6 +106,19 @@ class Corrupt(DispatchError):
     """A published checkpoint's data is missing or not what its publication entry recorded."""
 
     prefix = "corrupt"
+
+
+class DamagedEntry(Corrupt):
+    """A stored publication entry that does not parse: not JSON, a field missing or of the wrong
+    kind. It is damage to what was published (no job spec or flag can cause it, and retrying
+    reads the same bytes), so it is :class:`Corrupt` like damaged data, exit 9, never the
+    "fix your input" of :class:`~jobdispatch.errors.Invalid`. ``key`` names the entry as the
+    store describes it, ``problem`` what is wrong in it."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"publication entry {key} is damaged: {problem}")
+        self.key = key
+        self.problem = problem
 
 
 _CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (

@@ -8,7 +8,8 @@ synced, so a reader never sees half a save. Publication entries use ``link`` rat
 ``EEXIST``, which makes it the file system's create-only write (the analogue of S3's
 ``If-None-Match: *``) and is atomic on local file systems and NFS alike.
 
-Published files are made read-only (mode 0444), so nothing that resumes from the published folder
+Published files are made read-only (their write bits taken away, nothing else changed:
+:func:`~jobdispatch_publish.verify.drop_write`), so nothing that resumes from the published folder
 itself can rewrite it by accident, and ``resolve --into`` hands out a private copy (a reflink where
 the file system has them), never a hard link: a link shares the inode, and an execution rewriting
 its resume copy in place would rewrite the published checkpoint with it.
@@ -28,7 +29,13 @@ from jobdispatch_publish.entry import FileRecord
 from jobdispatch_publish.errors import Corrupt, RootUnavailable, SaveChanged
 from jobdispatch_publish.store import Exists, LocalFile, ObjectInfo, Progress
 from jobdispatch_publish.throttle import Throttle
-from jobdispatch_publish.verify import check_file, clone_or_copy, copy_hashing, hash_file
+from jobdispatch_publish.verify import (
+    check_file,
+    clone_or_copy,
+    copy_hashing,
+    drop_write,
+    hash_file,
+)
 
 __all__ = ["PosixStore", "fsync_dir"]
 
@@ -42,9 +49,11 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_file(path: Path) -> None:
+def _seal_file(path: Path) -> None:
+    """Make a file written in place read-only and durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        drop_write(fd)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -253,8 +262,7 @@ class PosixStore:
             if size != f.size:
                 msg = f"{f.path} changed size while it was published ({f.size} -> {size} bytes)"
                 raise SaveChanged(msg)
-            os.chmod(f.path, 0o444)
-            _fsync_file(f.path)
+            _seal_file(f.path)
             folders.add(f.path.parent)
             records.append(FileRecord(f.relative, size, sha256=sha256))
         for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):

@@ -36,7 +36,7 @@ from jobdispatch_publish.errors import Corrupt
 from jobdispatch_publish.store import Progress, Store
 from jobdispatch_publish.verify import check_folder
 
-__all__ = ["MARKER", "Resolved", "entries", "newest", "resolve"]
+__all__ = ["MARKER", "Damaged", "Resolved", "entries", "newest", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +94,22 @@ def _read_entry(store: Store, job: str, step: int, key: str) -> Entry:
     return entry
 
 
-def entries(store: Store, job: str) -> Iterator[Entry]:
-    """Every published entry of the job, newest first (withdrawn ones included)."""
+@attrs.frozen
+class Damaged:
+    """A listed entry that cannot be used: its step (from its name) and why."""
+
+    step: int
+    error: Corrupt
+
+
+def entries(store: Store, job: str) -> Iterator[Entry | Damaged]:
+    """Every published entry of the job, newest first (withdrawn ones included). An entry that
+    is damaged is told as :class:`Damaged` in its place, so one bad entry hides no other."""
     for step, key in _entry_keys(store, job, first=1000):
-        yield _read_entry(store, job, step, key)
+        try:
+            yield _read_entry(store, job, step, key)
+        except Corrupt as exc:
+            yield Damaged(step, exc)
 
 
 def newest(store: Store, job: str, *, skip: frozenset[int] = frozenset()) -> Entry | None:

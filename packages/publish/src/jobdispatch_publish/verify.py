@@ -14,6 +14,7 @@ import errno
 import hashlib
 import logging
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from jobdispatch_publish.errors import Corrupt
 from jobdispatch_publish.store import Progress
 from jobdispatch_publish.throttle import Throttle
 
-__all__ = ["check_folder", "clone_or_copy", "copy_hashing", "hash_file"]
+__all__ = ["check_folder", "clone_or_copy", "copy_hashing", "drop_write", "hash_file"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,18 @@ def hash_file(path: Path) -> tuple[int, str]:
     with open(path, "rb") as f:
         digest = hashlib.file_digest(f, "sha256")
         return f.tell(), digest.hexdigest()
+
+
+def drop_write(fd: int) -> None:
+    """Make the open file ``fd`` read-only for everyone, changing nothing else about its mode.
+
+    The one rule for published files (docs/specs/0006): publishing takes away write permission
+    and nothing more. Who may read a published file is what the umask (or, for a save published
+    in place, the program that wrote it) decided, as for the folders holding it, so a root kept
+    private by umask 077 stays private (0400 files in 0700 folders) and a shared one stays
+    shared (0444 in 0755 under umask 022). Folders keep their owner's write permission: prune
+    deletes the files of withdrawn steps."""
+    os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~0o222)
 
 
 def copy_hashing(
@@ -60,7 +73,7 @@ def copy_hashing(
                 progress(len(chunk))
         fout.flush()
         if read_only:
-            os.fchmod(fout.fileno(), 0o444)
+            drop_write(fout.fileno())
         os.fsync(fout.fileno())
     return copied, digest.hexdigest()
 

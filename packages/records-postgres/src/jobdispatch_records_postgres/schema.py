@@ -5,6 +5,13 @@ schema, migrates an older version step by step (each step and the version bump i
 transaction, serialized across processes by an advisory lock), and refuses a schema written by
 a newer version, changing nothing.
 
+Two roles (spec 0013 D3): the role that creates and migrates the schema owns it, and may change
+anything in it, triggers included; supervisors and the CLI connect as roles that were given only
+what the store's operations need (:func:`grant`: read everything, append events, create jobs,
+move a job's revision, settled flag and lease, and keep the membership table). A role without
+ownership never migrates: it finds the schema at this version, or is told to have its owner
+migrate it.
+
 What the database itself enforces, whatever a client sends (so that a store bug, or a client
 that skips a check, still cannot break the promises):
 
@@ -14,6 +21,9 @@ that skips a check, still cannot break the promises):
 * ``guard_job``: revisions never go back; ``last_token`` never goes back; a new lease's token is
   greater than every token before it, and none is handed out while another holder's lease is
   unexpired; an expired lease is not renewed.
+* ``append_only``: events are never changed or deleted, and records never deleted (a trigger
+  refuses ``UPDATE``, ``DELETE`` and ``TRUNCATE`` of ``events`` and ``DELETE`` and ``TRUNCATE``
+  of ``jobs``, whoever sends them).
 * Lease times are the database's: :func:`pin_now` fixes the transaction's instant from
   ``clock_timestamp()`` (a test may pin one of its own instead, see
   :class:`~jobdispatch_records_postgres.PostgresRecords`' ``clock``), and every check above
@@ -29,12 +39,12 @@ import psycopg
 from jobdispatch.errors import Invalid
 from psycopg import sql
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "ensure"]
+__all__ = ["FORMAT", "SCHEMA_VERSION", "ensure", "grant", "owns"]
 
 #: The marker in ``meta``: a schema without it is not a dispatch store.
 FORMAT = "jobdispatch-records"
 #: The layout version this code writes and reads. A newer one is refused, never guessed at.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The advisory lock (per database) under which schemas are created and migrated.
 _LOCK = 0x6A6F6264  # "jobd"
 
@@ -139,16 +149,60 @@ _V2 = """
 CREATE TABLE {s}.members (member text PRIMARY KEY, expires timestamptz NOT NULL);
 """
 
+#: Version 3 makes the record append-only for every role, the owner's included while it keeps
+#: the triggers: an event once committed is never changed or deleted, and a record never
+#: deleted. Without these, the grants alone would bind the supervisors' role but not a
+#: mistaken statement of the owner's.
+_V3 = """
+CREATE FUNCTION {s}.append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the store''s % is append-only: % refused', TG_TABLE_NAME, TG_OP
+        USING ERRCODE = 'JD003';
+END $$;
+CREATE TRIGGER append_only BEFORE UPDATE OR DELETE ON {s}.events
+    FOR EACH ROW EXECUTE FUNCTION {s}.append_only();
+CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON {s}.events
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}.append_only();
+CREATE TRIGGER append_only BEFORE DELETE ON {s}.jobs
+    FOR EACH ROW EXECUTE FUNCTION {s}.append_only();
+CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON {s}.jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}.append_only();
+"""
+
 #: Migrations: ``_STEPS[v]`` takes a schema at version ``v`` to ``v + 1``. Version 0 is an
 #: empty schema.
-_STEPS: dict[int, str] = {0: _V1, 1: _V2}
+_STEPS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
+
+#: What a supervisor's (or any client's) role may do, and nothing more: exactly the
+#: statements of :class:`~jobdispatch_records_postgres.PostgresRecords`. Events: read and
+#: append, never change. Jobs: read, create, and move the revision, the settled flag and the
+#: lease (the header, id and key of a record are never changed; ``guard_job`` keeps what may
+#: move from going back). Members: the whole table, which only spreads the jobs. No
+#: ``TRUNCATE``, ``REFERENCES`` or ``TRIGGER``, and, not owning anything, no ``ALTER`` or
+#: ``DROP``: the guards bind this role whatever it sends.
+_GRANTS = """
+GRANT USAGE ON SCHEMA {s} TO {r};
+GRANT SELECT ON {s}.meta TO {r};
+GRANT SELECT, INSERT ON {s}.events TO {r};
+GRANT SELECT, INSERT (job, idempotency_key, header, revision, settled) ON {s}.jobs TO {r};
+GRANT UPDATE (revision, settled, holder, lease_token, lease_expires, last_token)
+    ON {s}.jobs TO {r};
+GRANT SELECT, INSERT, UPDATE (expires), DELETE ON {s}.members TO {r};
+GRANT EXECUTE ON FUNCTION {s}.pin_now(timestamptz), {s}.store_now() TO {r};
+"""
+#: The prefix of the ``meta`` keys that remember the roles :func:`grant` was given, so that a
+#: migration which adds a table gives it to them too.
+_GRANTED = "granted:"
 
 
 def ensure(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str]) -> int:
     """Create or migrate ``schema`` to :data:`SCHEMA_VERSION`; returns the version found.
 
     Invalid (naming both versions) for a schema written by a newer version, or one that holds
-    tables but no dispatch marker; nothing is changed then.
+    tables but no dispatch marker; nothing is changed then. A schema at this version is left
+    as it is, whoever connects; an older one is migrated only by a role that owns it (Invalid,
+    naming the owner, for any other), and the roles :func:`grant` was given get the new
+    version's rights in the same transaction.
     """
     s = sql.Identifier(schema)
     with conn.transaction():
@@ -161,7 +215,26 @@ def ensure(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str])
                 f"{SCHEMA_VERSION}); upgrade it. Nothing was changed"
             )
             raise Invalid(msg)
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
+        if found == SCHEMA_VERSION:
+            return found
+        owner = _owner(conn, schema)
+        if owner is not None and not owns(conn, schema):
+            msg = (
+                f"{where()}: the store's schema is version {found} and this version of "
+                f"jobdispatch-records-postgres needs {SCHEMA_VERSION}; only its owner, role "
+                f"{owner}, may migrate it: run `jobdispatch store migrate` with the owner's "
+                "credentials. Nothing was changed"
+            )
+            raise Invalid(msg)
+        try:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
+        except psycopg.errors.InsufficientPrivilege as exc:
+            msg = (
+                f"{where()}: there is no store in this schema yet, and this role may not create "
+                f"one ({exc.diag.message_primary}); create it with the credentials of the role "
+                "that is to own it: `jobdispatch store migrate`"
+            )
+            raise Invalid(msg) from None
         for version in range(found, SCHEMA_VERSION):
             conn.execute(sql.SQL(_STEPS[version]).format(s=s))
             conn.execute(
@@ -171,7 +244,50 @@ def ensure(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str])
                 ).format(s),
                 (FORMAT, str(version + 1)),
             )
+        rows = conn.execute(
+            sql.SQL("SELECT key FROM {}.meta WHERE starts_with(key, %s)").format(s), (_GRANTED,)
+        ).fetchall()
+        for (key,) in rows:
+            _grant(conn, schema, str(key).removeprefix(_GRANTED))
     return found
+
+
+def owns(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """Whether the connected role has its owner's rights over ``schema`` or its tables (as
+    the owner, a member of the owner's role, or a superuser): such a role may alter or drop
+    the guards, so they bind it only while it leaves them in place."""
+    row = conn.execute(
+        "SELECT bool_or(pg_has_role(current_user, owner, 'USAGE')) FROM ("
+        " SELECT nspowner AS owner FROM pg_namespace WHERE nspname = %s"
+        " UNION ALL SELECT relowner FROM pg_class WHERE relnamespace ="
+        " (SELECT oid FROM pg_namespace WHERE nspname = %s)) AS o",
+        (schema, schema),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def grant(conn: psycopg.Connection[Any], schema: str, role: str) -> None:
+    """Give ``role`` a client's rights on ``schema`` (:data:`_GRANTS`), and remember it, so
+    that later migrations give it theirs. Run by the schema's owner, at its current version."""
+    s = sql.Identifier(schema)
+    with conn.transaction():
+        _grant(conn, schema, role)
+        conn.execute(
+            sql.SQL("INSERT INTO {}.meta VALUES (%s, 'client') ON CONFLICT DO NOTHING").format(s),
+            (_GRANTED + role,),
+        )
+
+
+def _grant(conn: psycopg.Connection[Any], schema: str, role: str) -> None:
+    conn.execute(sql.SQL(_GRANTS).format(s=sql.Identifier(schema), r=sql.Identifier(role)))
+
+
+def _owner(conn: psycopg.Connection[Any], schema: str) -> str | None:
+    """The role that owns ``schema``; None when there is no such schema."""
+    row = conn.execute(
+        "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = %s", (schema,)
+    ).fetchone()
+    return str(row[0]) if row else None
 
 
 def _version(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str]) -> int:

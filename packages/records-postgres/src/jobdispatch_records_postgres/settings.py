@@ -71,6 +71,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "connect_timeout": {
             "type": "number",
             "exclusiveMinimum": 0,
+            "maximum": 3600,
             "description": "seconds to wait for a connection before Unavailable (default 10)",
         },
         "stalled_transaction_timeout": {

@@ -21,6 +21,7 @@ How each promise of :class:`~jobdispatch.records.store.Records` is kept
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -29,7 +30,15 @@ import attrs
 import psycopg
 from jobdispatch import codec
 from jobdispatch.clock import Clock
-from jobdispatch.errors import Conflict, Invalid, LeaseLost, NotFound, Unavailable, Unreadable
+from jobdispatch.errors import (
+    Conflict,
+    Invalid,
+    LeaseLost,
+    NotFound,
+    RevisionMoved,
+    Unavailable,
+    Unreadable,
+)
 from jobdispatch.records import rules
 from jobdispatch.records.decoded import DEFAULT_CACHE_EVENTS, Decoded, DecodedCache, extend
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
@@ -49,6 +58,8 @@ from jobdispatch_records_postgres.connection import Connections
 from jobdispatch_records_postgres.settings import Settings
 
 __all__ = ["PostgresRecords"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -126,14 +137,18 @@ def _raised(answers: Sequence[U | Refusal]) -> U:
 @attrs.define
 class _Fetched:
     """What a read brings out of the database for one record: its creation sequence and
-    revision, the decoded prefix this process has (or the header's bytes when it has none),
-    and the rows past that prefix, each a revision and its bytes."""
+    revision, its settled flag and its highest stored event (read in one statement, so of one
+    moment), the decoded prefix this process has (or the header's bytes when it has none), and
+    the rows past that prefix, each a revision and its bytes."""
 
     seq: int
     revision: int
+    settled: bool
+    last: int  # the highest revision stored in events, 0 for none
     cached: Decoded | None
     head: bytes | None = None
     rows: list[tuple[int, bytes]] = attrs.Factory(list)
+    stored: int | None = None  # how many events are stored, counted only for a damaged record
 
     @property
     def start(self) -> int:
@@ -179,6 +194,7 @@ class PostgresRecords:
         self._clock = clock
         self._decoded = DecodedCache(cache_events)
         self._closed = False
+        self._owner_checked = False  # whether announce has looked at who this store runs as
         s = sql.Identifier(self.settings.schema)
         self._q = _Queries(s)
         self._connections = Connections(self.settings)
@@ -270,16 +286,19 @@ class PostgresRecords:
             # grow, so rows up to the revision just read are the same in any later snapshot.
             heads = conn.execute(q.read_heads, (unique,)).fetchall()
             got: dict[str, _Fetched] = {}
-            for job, seq, revision in heads:
+            for job, seq, revision, settled, last in heads:
                 cached = cache.get(int(seq))
                 if cached is not None and len(cached[1]) > int(revision):
                     cached = None  # cannot be (records only grow): decode it again
-                got[job] = _Fetched(int(seq), int(revision), cached)
-            missing = [job for job, f in got.items() if f.cached is None]
+                got[job] = _Fetched(int(seq), int(revision), bool(settled), int(last), cached)
+            self._count_damaged(conn, got, unique)
+            missing = [job for job, f in got.items() if f.cached is None and f.stored is None]
             if missing:
                 for job, header in conn.execute(q.read_headers, (missing,)):
                     got[job].head = bytes(header)
-            pending = [(job, f) for job, f in got.items() if f.start <= f.revision]
+            pending = [
+                (job, f) for job, f in got.items() if f.stored is None and f.start <= f.revision
+            ]
             if pending:
                 params = (
                     [job for job, _ in pending],
@@ -303,9 +322,48 @@ class PostgresRecords:
                 decoded[job] = exc
         return tuple(decoded[job] for job in wanted)
 
+    def _count_damaged(
+        self, conn: psycopg.Connection[Any], got: dict[str, _Fetched], wanted: Sequence[str]
+    ) -> None:
+        """Count the events stored of each record whose row disagrees with them (its revision
+        is not its highest stored event), and of each job asked for that has no row but has
+        events (entered in ``got`` with no sequence): one statement, and only when there is
+        damage to name or a job was not found, so a healthy poll pays nothing for it."""
+        damaged = [job for job, f in got.items() if f.last != f.revision]
+        unknown = [job for job in wanted if job not in got]
+        if not damaged and not unknown:
+            return
+        for job, count, last in conn.execute(self._q.count_events, (damaged + unknown,)):
+            if job not in got:
+                got[job] = _Fetched(-1, 0, False, int(last), None)
+            got[job].stored = int(count)
+
     def _decode(self, job: str, got: _Fetched) -> View:
         """The View of one fetched record, its new rows decoded and the whole kept in the
-        decoded cache; Unreadable for damage the rows show."""
+        decoded cache. Unreadable for damage the rows show, and for a row that disagrees with
+        the events stored (their number, whether one settles the job) or is gone from under
+        them: the row decides which jobs are served and where appends go, so a mismatch is
+        named, never read past."""
+        if got.seq < 0:
+            msg = f"record {job} is damaged: {got.stored} events stored, but its row is gone"
+            raise Unreadable(msg, job=job)
+        if got.stored is not None:
+            last = f", the last at {got.last}" if got.last != got.stored else ""
+            msg = f"record {job} is damaged: {got.stored} events stored{last}, revision "
+            raise Unreadable(msg + str(got.revision), job=job)
+        view = self._extend(job, got)
+        if got.settled != any(isinstance(e, Settled) for e in view.events):
+            said = (
+                "settled, but no event settles it"
+                if got.settled
+                else "not settled, but an event settles it"
+            )
+            msg = f"record {job} is damaged: its row says {said}"
+            raise Unreadable(msg, job=job)
+        return view
+
+    def _extend(self, job: str, got: _Fetched) -> View:
+        """The View of one fetched record whose row agrees with its stored events."""
         if got.cached is not None and not got.rows and len(got.cached[1]) == got.revision:
             return View(*got.cached)
         if got.cached is not None:
@@ -364,6 +422,12 @@ class PostgresRecords:
         def body(conn: psycopg.Connection[Any]) -> tuple[int | Refusal, ...]:
             seqs.clear()
             locked, now = self._lock(conn, [p.request.job for p in parts])
+            # Under the locks no honest writer can move these records, so a row that
+            # disagrees with its stored events is damage: that part alone is refused, since
+            # its events would collide with rows already stored and fail the whole batch.
+            damaged = dict(
+                conn.execute(q.disagreeing, ([p.request.job for p in parts],)).fetchall()
+            )
             answers: list[int | Refusal] = []
             ev_jobs: list[str] = []
             ev_revisions: list[int] = []
@@ -382,6 +446,12 @@ class PostgresRecords:
                     if row is None:
                         msg = f"no record for job {job!r}"
                         raise NotFound(msg)
+                    if job in damaged:
+                        msg = (
+                            f"record {job} is damaged: its events go to revision "
+                            f"{damaged[job]}, its row says {row.revision}; nothing was appended"
+                        )
+                        raise RevisionMoved(msg)
                     rules.check_revision(job, row.revision, request.expect_revision)
                     if part.decides:
                         assert request.owner is not None
@@ -420,9 +490,9 @@ class PostgresRecords:
         query = {None: self._q.list_all, True: self._q.list_settled, False: self._q.list_unsettled}[
             want
         ]
-        return self._list(query)
+        return self._list(query, orphans=want is None)
 
-    def _list(self, query: sql.Composed) -> Iterator[JobID]:
+    def _list(self, query: sql.Composed, *, orphans: bool) -> Iterator[JobID]:
         # Pages by creation sequence, each its own short query: a caller who stops iterating
         # (or iterates slowly) holds no connection and no snapshot.
         after = 0
@@ -435,8 +505,15 @@ class PostgresRecords:
             for _, job in rows:
                 yield job
             if len(rows) < _LIST_BATCH:
-                return
+                break
             after = rows[-1][0]
+        if orphans:
+            # Events whose job's row is gone (a row deleted by hand, a partial restore): a
+            # record all the same, streamed last (its place in creation order went with its
+            # row), so that reading it names the damage instead of the job vanishing.
+            yield from (
+                job for (job,) in self._run(lambda c: c.execute(self._q.orphans).fetchall())
+            )
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
         return _raised(self.acquire_many([job], holder, ttl))
@@ -547,6 +624,9 @@ class PostgresRecords:
             row = conn.execute(q.pin_now, (pinned,)).fetchone()
             assert row is not None
             now = _utc(row[0])
+            if not self._owner_checked:
+                self._owner_checked = True
+                self._warn_if_owner(conn)
             # Expired members are dropped as they are seen: every restart names a new holder.
             conn.execute(q.prune_members, (now,))
             conn.execute(q.announce, (member, now + ttl))
@@ -564,6 +644,44 @@ class PostgresRecords:
             conn.execute(q.withdraw, (member,))
 
         self._run(body, transaction=True)
+
+    def _warn_if_owner(self, conn: psycopg.Connection[Any]) -> None:
+        """Say once, at a supervisor's first announcement (only supervisors announce), that it
+        runs with the schema owner's rights: raw SQL under those credentials can drop the
+        guards, so a supervisor on every host should not hold them (spec 0013 D3)."""
+        if schema_module.owns(conn, self.settings.schema):
+            log.warning(
+                "%s: this supervisor connects as a role with the schema owner's rights, which "
+                "can alter or drop the database's guards; give supervisors a role of their own "
+                "(`jobdispatch store grant ROLE`, run as the owner; see the PostgreSQL how-to)",
+                self.settings.where(),
+            )
+
+    def grant(self, role: str) -> None:
+        """Give the database role ``role`` what a supervisor, or any other client of this
+        store, needs and nothing more (reading, creating records, appending events, moving a
+        record's revision and lease; see :func:`~jobdispatch_records_postgres.schema.grant`),
+        so that it can be the role every host connects as while the guards bind it. Run as the
+        schema's owner (which this store, by opening, has migrated to the current version);
+        Invalid for any other role, or for a role the database does not have."""
+        _check_key("role", role)
+        where = self.settings.where()
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            if not schema_module.owns(conn, self.settings.schema):
+                row = conn.execute("SELECT current_user").fetchone()
+                msg = (
+                    f"{where}: role {row[0] if row else '?'} does not own the store's schema, "
+                    "so cannot grant its rights; connect as the owner"
+                )
+                raise Invalid(msg)
+            found = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            if found is None:
+                msg = f"{where}: the database has no role {role!r}; create it first"
+                raise Invalid(msg)
+            schema_module.grant(conn, self.settings.schema, role)
+
+        self._run(body)
 
     @property
     def closed(self) -> bool:
@@ -663,7 +781,22 @@ class _Queries:
             "FROM unnest(%s::text[], %s::bigint[], %s::boolean[]) AS u(job, revision, settles) "
             "WHERE j.job = u.job"
         )
-        self.read_heads = q("SELECT job, seq, revision FROM {s}.jobs WHERE job = ANY(%s::text[])")
+        # The highest stored event beside the row, in one statement (so of one snapshot): a
+        # row that disagrees with its events is found without reading them.
+        self.read_heads = q(
+            "SELECT j.job, j.seq, j.revision, j.settled, coalesce("
+            "(SELECT max(e.revision) FROM {s}.events AS e WHERE e.job = j.job), 0) "
+            "FROM {s}.jobs AS j WHERE j.job = ANY(%s::text[])"
+        )
+        self.disagreeing = q(
+            "SELECT job, last FROM (SELECT j.job, j.revision, coalesce("
+            "(SELECT max(e.revision) FROM {s}.events AS e WHERE e.job = j.job), 0) AS last "
+            "FROM {s}.jobs AS j WHERE j.job = ANY(%s::text[])) AS r WHERE revision <> last"
+        )
+        self.count_events = q(
+            "SELECT job, count(*), max(revision) FROM {s}.events WHERE job = ANY(%s::text[]) "
+            "GROUP BY job"
+        )
         self.read_headers = q("SELECT job, header FROM {s}.jobs WHERE job = ANY(%s::text[])")
         self.read_rows = q(
             "SELECT e.job, e.revision, e.body FROM {s}.events AS e "
@@ -693,6 +826,10 @@ class _Queries:
         )
         self.members = q("SELECT member, expires FROM {s}.members")
         self.withdraw = q("DELETE FROM {s}.members WHERE member = %s")
+        self.orphans = q(
+            "SELECT DISTINCT e.job FROM {s}.events AS e "
+            "WHERE NOT EXISTS (SELECT 1 FROM {s}.jobs AS j WHERE j.job = e.job) ORDER BY e.job"
+        )
         self.list_all = q(
             "SELECT seq, job FROM {s}.jobs WHERE seq > %s::bigint ORDER BY seq LIMIT %s"
         )

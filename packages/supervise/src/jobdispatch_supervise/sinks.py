@@ -104,7 +104,7 @@ COMMAND_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "argv": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
-        "timeout": {"type": "number", "exclusiveMinimum": 0},
+        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
         "name": {"type": "string", "minLength": 1},
     },
     "required": ["argv"],

@@ -264,6 +264,16 @@ class Supervisor:
             except (NotFound, Invalid) as exc:
                 log.warning("residual sweep skips job %s: %s", job, exc)
                 continue
+            if not folded.settled:
+                # Listed as settled, so no supervisor serves it, though its record says it is
+                # not: a damaged index, never to be left silent.
+                log.error(
+                    "job %s is listed as settled but its record (revision %d) is not: no "
+                    "supervisor serves it; the store's index of settled jobs is damaged",
+                    job,
+                    folded.revision,
+                )
+                continue
             recent = any(now - a.started_at < self.residual_horizon for a in folded.residuals())
             if recent or any(not o.done for o in folded.objects.values()):
                 out.append(job)

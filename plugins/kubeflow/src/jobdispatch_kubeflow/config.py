@@ -45,7 +45,7 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
         },
         "image": {"type": "string", "minLength": 1, "description": "image when a spec has none"},
         "request_timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        "probe_ttl": {"type": "number", "minimum": 0},
+        "probe_ttl": {"type": "number", "minimum": 0, "maximum": 86400},
         "allow_rank_restart": {
             "type": "boolean",
             "description": "the site accepts ranks rerun in place (the runtime's Job retries)",

@@ -8,7 +8,6 @@ naming it rather than a setting silently ignored.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,10 @@ from typing import Any
 import attrs
 from jobdispatch.config import validate_config
 from jobdispatch.errors import Problem, ValidationError
+from jobdispatch.sizes import SIZE_PATTERN, parse_bytes, parse_mib
+from jobdispatch.validate import MAX_MEMORY_PER_NODE_MIB
 
-__all__ = ["CONFIG_SCHEMA", "Settings", "default_state_dir", "parse_config", "parse_size"]
+__all__ = ["CONFIG_SCHEMA", "Settings", "default_state_dir", "parse_config"]
 
 #: The JSON Schema of the local adapter's configuration.
 CONFIG_SCHEMA: dict[str, Any] = {
@@ -41,11 +42,12 @@ CONFIG_SCHEMA: dict[str, Any] = {
         },
         "memory_limit": {
             "oneOf": [
-                {"type": "integer", "minimum": 1},
-                {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?\s*([KkMmGgTt]i?[Bb]?)?$"},
+                {"type": "integer", "minimum": 1, "maximum": MAX_MEMORY_PER_NODE_MIB},
+                {"type": "string", "pattern": SIZE_PATTERN},
             ],
-            "description": "memory per node (bytes, or '512M', '2G'), enforced with a cgroup "
-            "where one is writable; a node over it is killed and ends out-of-memory",
+            "description": "memory per node, as a job file writes it ('64G', '64Gi', '512MB': "
+            "binary units; a bare number is MiB), enforced with a cgroup where one is "
+            "writable; a node over it is killed and ends out-of-memory",
         },
         "cgroups": {
             "type": "string",
@@ -54,7 +56,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         },
         "gpus": {
             "type": "array",
-            "items": {"type": "integer", "minimum": 0},
+            "items": {"type": "integer", "minimum": 0, "maximum": 4095},
             "uniqueItems": True,
             "description": "the GPU device indices jobs may be given (CUDA_VISIBLE_DEVICES); "
             "none by default, and a job asking for GPUs is refused",
@@ -73,20 +75,6 @@ CONFIG_SCHEMA: dict[str, Any] = {
         },
     },
 }
-
-_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KkMmGgTt]?)(i?)[Bb]?$")
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(value: int | str) -> int:
-    """Bytes from an integer or a size such as ``512M`` / ``2GiB`` (binary units, as cgroups)."""
-    if isinstance(value, int):
-        return value
-    m = _SIZE.match(value.strip())
-    if m is None:
-        msg = f"not a size: {value!r} (use bytes, or a number with K, M, G or T)"
-        raise ValueError(msg)
-    return int(float(m[1]) * _UNITS[m[2].lower()])
 
 
 def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -119,7 +107,9 @@ def parse_config(config: Mapping[str, Any]) -> Settings:
     memory_limit = None
     if "memory_limit" in config:
         try:
-            memory_limit = parse_size(config["memory_limit"])
+            memory_limit = parse_bytes(config["memory_limit"])
+            if parse_mib(config["memory_limit"]) > MAX_MEMORY_PER_NODE_MIB:
+                raise ValueError(f"must be at most 1 PiB, got {config['memory_limit']!r}")
         except ValueError as exc:
             problem = Problem("memory_limit", str(exc))
             raise ValidationError([problem], subject="local adapter configuration") from None

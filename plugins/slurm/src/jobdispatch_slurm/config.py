@@ -70,7 +70,12 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
         "partition": _WORD,
         "account": _WORD,
         "qos": _WORD,
-        "mem_per_cpu": {"type": "integer", "minimum": 1, "description": "MB per CPU"},
+        "mem_per_cpu": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1 << 30,
+            "description": "MB per CPU",
+        },
         "signal": {
             "type": "string",
             "pattern": r"^([RB]:)?[A-Z0-9]{1,10}(@[0-9]{1,5})?$",
@@ -78,7 +83,7 @@ CONFIG_SCHEMA: Mapping[str, Any] = {
         },
         "output_dir": _PATH,
         "history_days": {"type": "number", "exclusiveMinimum": 0, "maximum": 3650},
-        "probe_ttl": {"type": "number", "minimum": 0},
+        "probe_ttl": {"type": "number", "minimum": 0, "maximum": 86400},
         "capabilities": {
             "type": "object",
             "properties": {c.value: {"enum": ["yes", "no", "unknown"]} for c in Capability},

@@ -15,6 +15,13 @@ object's name and execution onto its standard error (srun forwards a rank's stan
 the job's) and exit with bash's own status. The adapter looks for that line only when an
 ended run shows one of :data:`EXEC_FAILED_CODES`; an application's own 126 or 127 leaves no
 such line, so it stays ``non-zero-exit``.
+
+A working directory that cannot be entered is a launch failure too, as the local adapter has it:
+slurmstepd does not fail a job whose ``--chdir`` is missing on its node but runs it in ``/tmp``
+(docs/specs/0008 §2). So the batch script, and under srun every rank, first enters the
+directory itself; where it cannot, it writes the launch mark and exits 127, which the adapter
+reads the same way as a program that cannot start. The check is made where the job runs, so a
+folder present on the login node but missing on a compute node fails too.
 """
 
 from __future__ import annotations
@@ -78,7 +85,10 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: The first word of the line a job writes to its standard error when a program cannot start.
 LAUNCH_MARK = "jobdispatch-launch-failed"
 #: The statuses bash gives when ``exec`` fails: 126 (found, not executable), 127 (not found).
+#: The script also exits 127, with the mark, when it cannot enter the working directory.
 EXEC_FAILED_CODES = frozenset({126, 127})
+#: The status the script exits with when it cannot enter the working directory.
+NO_WORKING_DIR_CODE = 127
 
 #: Run "$@" in place of this shell; if the exec fails, say so on a line of its own and exit with
 #: bash's status. The same lines start the batch script's command and, under srun, each rank.
@@ -90,6 +100,25 @@ _EXEC = (
     '"${SLURMD_NODENAME:-$(hostname)}" "$1" "$jd_status" >&2\n'
     'exit "$jd_status"\n'
 )
+
+
+def _enter(working_dir: str) -> str:
+    """Lines that enter ``working_dir`` or, failing that, write the launch mark and exit.
+
+    sbatch makes a relative ``--chdir`` absolute against the directory it ran in, which the job
+    sees as ``$SLURM_SUBMIT_DIR`` (ranks inherit it), so the same path is entered here."""
+    path = shlex.quote(working_dir)
+    if not working_dir.startswith("/"):
+        path = '"$SLURM_SUBMIT_DIR"/' + path
+    return (
+        f"if ! cd -- {path} 2>/dev/null; then\n"
+        f"  printf '{LAUNCH_MARK} %s %s: rank %s on %s cannot enter the working directory %q"
+        f" (exit {NO_WORKING_DIR_CODE})\\n' "
+        '"$JOBDISPATCH_OBJECT" "${JOBDISPATCH_EXECUTION:-0}" "${SLURM_PROCID:-0}" '
+        f'"${{SLURMD_NODENAME:-$(hostname)}}" {path} >&2\n'
+        f"  exit {NO_WORKING_DIR_CODE}\n"
+        "fi\n"
+    )
 
 
 def launch_mark(name: str, execution: int) -> str:
@@ -285,6 +314,7 @@ def _script(
     lines += _exports(env)
     lines.append('export JOBDISPATCH_EXECUTION="${SLURM_RESTART_COUNT:-0}"')
     command: Sequence[str] = spec.command
+    enter = _enter(spec.working_dir) if spec.working_dir else ""
     if spec.nodes * spec.procs_per_node > 1:
         # Each rank resolves its program on its own node: the same exec-or-mark lines run
         # there, under bash, before the program replaces them (same pid, same signals).
@@ -296,10 +326,10 @@ def _script(
             "--",
             "/bin/bash",
             "-c",
-            "shopt -s execfail\n" + _EXEC,
+            "shopt -s execfail\n" + enter + _EXEC,
             "jobdispatch-rank",
             *command,
         ]
     lines.append("shopt -s execfail")
     lines.append("set -- " + shlex.join(command))
-    return "\n".join(lines) + "\n" + _EXEC
+    return "\n".join(lines) + "\n" + enter + _EXEC

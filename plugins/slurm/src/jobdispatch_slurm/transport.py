@@ -127,6 +127,15 @@ _HOST_KEY = re.compile(
     r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|No \S+ host key is known"
     r"|host key for .* has changed"
 )
+#: What OpenSSH prints when the host offers a key other than the one known_hosts holds for it.
+_HOST_KEY_CHANGED = re.compile(
+    r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key for .* has changed"
+)
+_OFFERED = re.compile(
+    r"fingerprint for the (\S+) key sent by the remote host is\s+(SHA256:[^\s.]+)"
+)
+_OFFENDING = re.compile(r"Offending \S+ key in (.+):(\d+)\s*$", re.MULTILINE)
+_CHANGED_FOR = re.compile(r"Host key for (\S+) has changed")
 _NO_CONNECTION = re.compile(
     r"Connection refused|Could not resolve|No route to host|Network is unreachable"
     r"|Connection timed out|Operation timed out|timed out during banner|kex_exchange_identification"
@@ -354,14 +363,43 @@ class SshTransport:
             raise Unreachable(msg)
         self._started = True
 
+    def _site_known_hosts(self) -> str:
+        return self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
+
+    def _changed_host_key(self, err: str) -> Unauthorized:
+        """The host offers another key than the one known_hosts holds for it. Adding a key or
+        ``accept_unknown_hosts`` cannot help (and must not): either the login node's key was
+        replaced, or someone sits between; only a person who checks the new fingerprint with
+        the site can tell which."""
+        offered = _OFFERED.search(err)
+        key = f"an {offered[1]} key {offered[2]}" if offered else "another key"
+        found = _OFFENDING.search(err)
+        path = self._site_known_hosts()
+        where = path
+        if found:
+            # Under accept_unknown_hosts ssh reads a private copy; its lines are the site's.
+            path = found[1] if found[1] != self._hosts_copy else path
+            where = f"{path} line {found[2]}"
+        host = _CHANGED_FOR.search(err)
+        remove = shlex.join(["ssh-keygen", "-f", path, "-R", host[1] if host else self.host])
+        return Unauthorized(
+            f"{self.where}: the host key has CHANGED: the host offers {key}, not the one "
+            f"{where} holds for it. Either the login node's key was replaced or the connection "
+            f"is being intercepted: check the offered fingerprint with the site's administrators "
+            f"before anything else, and only then replace that entry ({remove}, then add the "
+            f"checked key). accept_unknown_hosts never accepts a changed key."
+        )
+
     def _failure(self, err: str, *, connecting: bool) -> Exception:
         """What an ssh failure (exit 255) means, from what ssh printed."""
         said = err.splitlines()[-1] if err else "no message"
+        if _HOST_KEY_CHANGED.search(err):
+            return self._changed_host_key(err)
         if _HOST_KEY.search(err):
             return Unauthorized(
-                f"{self.where}: the host key is not one known_hosts "
-                f"{self.known_hosts or '(the user’s)'} trusts; refusing it (add its key, or set "
-                f"accept_unknown_hosts): {said}"
+                f"{self.where}: the host key is unknown: known_hosts {self._site_known_hosts()} "
+                f"holds no key for this host; refusing it (add its key once you have checked "
+                f"its fingerprint, or set accept_unknown_hosts): {said}"
             )
         if _AUTH_FAILED.search(err):
             key = f"the key {self.key_filename}" if self.key_filename else "its keys"

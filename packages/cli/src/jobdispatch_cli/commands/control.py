@@ -17,6 +17,7 @@ from rich.text import Text
 from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import _duration, accept_option
+from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.context import App
 from jobdispatch_cli.jobfile import load_job_file
 
@@ -38,7 +39,7 @@ def _done(app: App, what: str, job: str) -> None:
 
 def jobs_options(f: F) -> F:
     """``JOB...`` (ids, id prefixes or names) or ``--all`` narrowed by ``--state``/``--name``."""
-    f = click.option("--name", help="With --all: only jobs of this name.")(f)
+    f = click.option("--name", metavar="NAME", help="With --all: only jobs of this name.")(f)
     f = click.option(
         "--state",
         "states",
@@ -47,7 +48,7 @@ def jobs_options(f: F) -> F:
         help="With --all: only jobs in this state (repeatable).",
     )(f)
     f = click.option("--all", "every", is_flag=True, help="Every job that has not settled.")(f)
-    return click.argument("jobs", nargs=-1, metavar="[JOB]...")(f)
+    return click.argument("jobs", nargs=-1, metavar="[JOB]...", shell_complete=complete_jobs)(f)
 
 
 def _each(
@@ -123,7 +124,13 @@ def register(group: click.Group) -> None:
     @group.command()
     @jobs_options
     @reason_option
-    @click.option("--for", "for_", callback=_duration, help="Release by itself after this long.")
+    @click.option(
+        "--for",
+        "for_",
+        callback=_duration,
+        metavar="DURATION",
+        help="Release by itself after this long (90s, 10m, 1h30m, 2d).",
+    )
     @pass_app
     def hold(
         app: App,
@@ -164,7 +171,7 @@ def register(group: click.Group) -> None:
         return _each(app, jobs, every, states, name, one)
 
     @group.command()
-    @click.argument("job")
+    @click.argument("job", shell_complete=complete_jobs)
     @reason_option
     @pass_app
     def resubmit(app: App, job: str, reason: str) -> None:
@@ -174,7 +181,7 @@ def register(group: click.Group) -> None:
         _done(app, "resubmission asked for", job)
 
     @group.command(name="give-up")
-    @click.argument("job")
+    @click.argument("job", shell_complete=complete_jobs)
     @reason_option
     @pass_app
     def give_up(app: App, job: str, reason: str) -> None:
@@ -184,7 +191,7 @@ def register(group: click.Group) -> None:
         _done(app, "gave up on", job)
 
     @group.command()
-    @click.argument("job")
+    @click.argument("job", shell_complete=complete_jobs)
     @reason_option
     @pass_app
     def requeue(app: App, job: str, reason: str) -> None:
@@ -194,21 +201,22 @@ def register(group: click.Group) -> None:
         _done(app, "requeue asked for", job)
 
     @group.command()
-    @click.argument("job")
+    @click.argument("job", shell_complete=complete_jobs)
     @click.argument("submission", type=click.IntRange(min=1))
     @click.argument("attempt", type=click.IntRange(min=1))
     @reason_option
     @pass_app
     def abandon(app: App, job: str, submission: int, attempt: int, reason: str) -> None:
-        """Close Start attempt SUBMISSION.ATTEMPT of JOB, whose outcome stayed unknown, once
-        you have checked that no object named jd-JOB-SUBMISSION-ATTEMPT exists (the
-        escalation unresolved:SUBMISSION asks for this)."""
+        """Give up on attempt ATTEMPT of submission SUBMISSION of JOB: a start whose outcome
+        stayed unknown. Do it once you have checked that no object named
+        jd-JOB-SUBMISSION-ATTEMPT exists (the escalation unresolved:SUBMISSION asks for
+        this)."""
         job = app.job(job)
         app.cluster().operator.abandon(job, submission, attempt, by=app.actor, reason=reason)
         _done(app, f"abandoned attempt {submission}.{attempt} of", job)
 
     @group.command()
-    @click.argument("job")
+    @click.argument("job", shell_complete=complete_jobs)
     @click.argument("file", required=False, type=click.Path(path_type=Path, dir_okay=False))
     @reason_option
     @accept_option

@@ -20,7 +20,8 @@ from rich.text import Text
 
 from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
-from jobdispatch_cli.commands.running import Seconds, extra_answers
+from jobdispatch_cli.commands.running import Seconds, extra_answers, rank_option
+from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.config import store_label
 from jobdispatch_cli.context import App
 from jobdispatch_cli.jobfile import load_job_file
@@ -66,7 +67,7 @@ def _write_output(path: Path, text: str, option: str) -> None:
 
 def register(group: click.Group) -> None:
     @group.command()
-    @click.argument("job")
+    @click.argument("job", shell_complete=complete_jobs)
     @click.option("--timeline", is_flag=True, help="Draw the job on a time axis.")
     @click.option(
         "--svg",
@@ -120,8 +121,14 @@ def register(group: click.Group) -> None:
         return exitcodes.UNREADABLE if found.unreadable else exitcodes.OK
 
     @group.command()
-    @click.argument("job")
-    @click.option("--every", type=Seconds(least=0.05), default=1.0, show_default=True)
+    @click.argument("job", shell_complete=complete_jobs)
+    @click.option(
+        "--every",
+        type=Seconds(least=0.05),
+        default=1.0,
+        show_default=True,
+        help="Seconds between two looks at the job.",
+    )
     @pass_app
     def watch(app: App, job: str, every: float) -> None:
         """Show JOB live until it settles (Ctrl-C stops watching, not the job)."""
@@ -140,12 +147,12 @@ def register(group: click.Group) -> None:
                 live.update(view(got))
 
     @group.command()
-    @click.argument("job")
+    @click.argument("job", shell_complete=complete_jobs)
     @click.option("-f", "--follow", is_flag=True, help="Keep printing until the object ends.")
-    @click.option("--rank", type=click.IntRange(min=0), default=0, show_default=True)
+    @rank_option("The rank whose output to print.")
     @click.option("--stderr", is_flag=True, help="Standard error instead of standard output.")
     @click.option("--submission", type=click.IntRange(min=1), help="Default: the latest.")
-    @json_option
+    @json_option("Print the output as JSON, with the submission, object, rank and stream.")
     @pass_app
     def logs(
         app: App,

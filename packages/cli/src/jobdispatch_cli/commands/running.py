@@ -7,7 +7,7 @@ import math
 import queue
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -139,11 +139,19 @@ def supervisor_options(f: Any) -> Any:
     return click.option(
         "--lease-ttl",
         callback=_positive_duration,
+        metavar="DURATION",
         default="30s",
         show_default=True,
         help="How long this supervisor's ownership of a job lasts without renewal; another "
         "supervisor takes over this long after it dies.",
     )(f)
+
+
+def rank_option(help_text: str) -> Callable[[Any], Any]:
+    """``--rank``: which rank's output (0, the first, by default)."""
+    return click.option(
+        "--rank", type=click.IntRange(min=0), default=0, show_default=True, help=help_text
+    )
 
 
 def accept_option(f: Any) -> Any:
@@ -235,7 +243,10 @@ def register(group: click.Group) -> None:
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
     @click.option(
-        "--idempotency-key", default="", help="Submitting again with it returns the same job."
+        "--idempotency-key",
+        default="",
+        metavar="KEY",
+        help="Submitting again with it returns the same job.",
     )
     @json_option
     @pass_app
@@ -328,13 +339,7 @@ def register(group: click.Group) -> None:
         is_flag=True,
         help="Stream a rank's output (each submission's, as it starts) while supervising.",
     )
-    @click.option(
-        "--rank",
-        type=click.IntRange(min=0),
-        default=0,
-        show_default=True,
-        help="With --follow: whose output.",
-    )
+    @rank_option("With --follow: the rank whose output to print.")
     @pass_app
     def run(
         app: App,

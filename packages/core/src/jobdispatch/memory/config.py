@@ -32,7 +32,9 @@ _DECLARATION: dict[str, Any] = {
     ]
 }
 
-_COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
+#: Past this, a count of nodes, CPUs, MiB or GPUs in an inventory is a typo (a PiB in MiB).
+_MOST = 1 << 30
+_COUNT: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": _MOST}
 _NAMES: dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}}
 
 #: Nodes and queues a site declares, for the plan's resource check (``inventory``).
@@ -49,7 +51,7 @@ INVENTORY_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["count"],
                 "properties": {
-                    "count": {"type": "integer", "minimum": 1},
+                    "count": {"type": "integer", "minimum": 1, "maximum": _MOST},
                     "cpus": _COUNT,
                     "memory_mib": _COUNT,
                     "gpus": _COUNT,
@@ -75,7 +77,12 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "default": False,
             "description": "an opened object starts running at once, without env.run",
         },
-        "seed": {"type": "integer", "default": 0},
+        "seed": {
+            "type": "integer",
+            "minimum": -(1 << 63),
+            "maximum": (1 << 63) - 1,
+            "default": 0,
+        },
         "namespace": {
             "type": "string",
             "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",

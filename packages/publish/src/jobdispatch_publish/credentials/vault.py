@@ -65,7 +65,7 @@ SCHEMA: dict[str, Any] = {
         },
         "ca_bundle": _NAME,
         "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 300},
-        "refresh_after": {"type": "integer", "minimum": 60},
+        "refresh_after": {"type": "integer", "minimum": 60, "maximum": 31_536_000},
         "auth": {
             "type": "object",
             "required": ["method"],
