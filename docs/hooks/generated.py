@@ -6,8 +6,6 @@ option. These pages are made from the code itself while the site builds, so they
 - ``reference/cli.md``, from the click commands of ``jobdispatch`` (each command's own ``--help``);
 - ``reference/config.md``, from the JSON Schema every installed adapter, record store and
   escalation sink registers with the plugin manager (a new adapter appears by being installed).
-
-A generated job-file reference (issue 22) is meant to join :data:`GENERATED_PAGES` the same way.
 """
 
 from __future__ import annotations
@@ -51,8 +49,9 @@ when it is read, so an unknown or misspelled key is an error naming its line). O
 installed where the site was built are listed; `jobdispatch plugins` shows what is installed on
 yours.
 
-Job files have a reference of their own (issue 22); until then the keys are described in the
-[command-line tutorial](../tutorial/cli.md).
+A cluster whose table is wrong, or whose adapter is not installed, stops only the commands
+that use it; `jobdispatch clusters` lists it with its problems. Job files have a reference of
+their own: the [job file reference](job-file.md).
 """
 
 KIND_TITLES = {

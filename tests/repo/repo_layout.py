@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import packages_distributions
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SPECS = DOCS / "specs"
-
-#: Client libraries a plugin's entry-point module must not import: they cost seconds and
-#: megabytes, and every process that loads plugins (the helper inside a job container too)
-#: would pay for them whether it used that adapter or not.
-HEAVY = ("fabric", "paramiko", "kubernetes", "boto3", "botocore", "s3fs", "hvac")
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -63,3 +64,49 @@ def members() -> list[Member]:
 def normalize(name: str) -> str:
     """A distribution name as PEP 503 compares it."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@cache
+def providers() -> dict[str, set[str]]:
+    """Top-level import name -> the normalized distributions providing it (the workspace's
+    members included, which are installed in editable mode)."""
+    found: dict[str, set[str]] = {
+        name: {normalize(d) for d in dists} for name, dists in packages_distributions().items()
+    }
+    for member in members():
+        for package in member.import_packages:
+            found.setdefault(package.name, set()).add(normalize(member.distribution))
+    return found
+
+
+def core_dependencies() -> set[str]:
+    """The distributions the core declares it needs at run time, normalized."""
+    core = next(m for m in members() if m.distribution == "jobdispatch")
+    specs = core.pyproject.get("project", {}).get("dependencies", [])
+    return {normalize(Requirement(spec).name) for spec in specs}
+
+
+def light_imports() -> set[str]:
+    """What loading the plugins may import: the standard library, the workspace's own packages
+    and what the core's own dependencies provide. Anything else (a database client, a cloud
+    SDK, a Kubernetes client, whatever comes next) is paid by every process that loads the
+    plugins, whether it uses that plugin or not, so it belongs inside a factory."""
+    core = core_dependencies()
+    members_ = {p.name for m in members() for p in m.import_packages}
+    provided = {name for name, dists in providers().items() if dists & core}
+    return set(sys.stdlib_module_names) | members_ | provided
+
+
+def run_python(code: str, *args: str, timeout: float = 120, **options: Any) -> str:
+    """Run ``code`` in a fresh interpreter (this one has imported who knows what) and return its
+    standard output; a failure shows the end of its standard error."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **options,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

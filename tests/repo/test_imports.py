@@ -21,25 +21,11 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterator
-from functools import cache
-from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from repo_layout import ROOT, Member, members, normalize
-
-
-@cache
-def _providers() -> dict[str, set[str]]:
-    """Top-level import name -> the normalized distributions providing it."""
-    found: dict[str, set[str]] = {
-        name: {normalize(d) for d in dists} for name, dists in packages_distributions().items()
-    }
-    for member in members():
-        for package in member.import_packages:
-            found.setdefault(package.name, set()).add(normalize(member.distribution))
-    return found
+from repo_layout import ROOT, Member, members, normalize, providers
 
 
 def _requirements(specs: list[str]) -> set[str]:
@@ -88,7 +74,7 @@ def _undeclared(member: Member) -> list[str]:
         for module, line, top in _imports(tree):
             if module in sys.stdlib_module_names or module in own or module == "__future__":
                 continue
-            dists = _providers().get(module)
+            dists = providers().get(module)
             if not dists:
                 problems.append(f"{where}:{line}: imports {module}, which no distribution provides")
                 continue

@@ -1,22 +1,26 @@
-"""Plugins: every ``jobdispatch`` entry point imports cheaply, and every hook is documented.
+"""Plugins: discovering them is cheap, and every hook is documented.
 
 An entry-point module is imported by every process that loads plugins, including the
-checkpoint helper inside a job container, so it must not pull in a heavy client library; those
-are imported inside the factories that need them (layout.md). Each check runs in a fresh
-interpreter, since this one has imported who knows what already.
+checkpoint helper inside a job container and ``jobdispatch`` itself, so registering must import
+nothing a process may not need: no module outside the standard library, the workspace's own
+packages and what the core's own dependencies provide (:func:`repo_layout.light_imports`, so a
+new heavy client is caught without anyone listing it), and of the plugin itself only its
+package, ``__about__`` and the entry-point module (the package ``__init__`` files are lazy, and
+factories and schemas are registered by string). Each check runs in a fresh interpreter, since
+this one has imported who knows what already.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import subprocess
-import sys
+import os
 import textwrap
+from pathlib import Path
 
 import pytest
 from jobdispatch import hookspecs
-from repo_layout import DOCS, HEAVY, Member, members
+from repo_layout import DOCS, Member, light_imports, members, run_python
 
 ENTRY_POINTS = [
     (member, name, target)
@@ -26,33 +30,56 @@ ENTRY_POINTS = [
     )
 ]
 
+#: Imports the plugin machinery, then the targets given (``module[:attr]``) or, with none,
+#: every plugin through ``plugins.load()``, and prints what that second step imported:
+#: ``outside``, modules whose top-level package is not light; ``deeper``, modules of jobdispatch
+#: packages other than a package itself, its ``__about__`` and the entry-point modules.
 PROBE = textwrap.dedent(
     """
     import importlib, json, sys
-    heavy = {heavy!r}
-    before = {{m for m in sys.modules if m.split(".")[0] in heavy}}
-    for target in sys.argv[1:]:
-        module, _, attr = target.partition(":")
-        obj = importlib.import_module(module)
-        if attr:
-            for part in attr.split("."):
+    from importlib import metadata
+    from jobdispatch import plugins
+    light = set(json.loads(sys.argv[1]))
+    entry_modules = {
+        ep.value.partition(":")[0] for ep in metadata.entry_points(group="jobdispatch")
+    }
+    light |= {m.split(".")[0] for m in entry_modules}
+    before = set(sys.modules)
+    failures = []
+    if len(sys.argv) > 2:
+        for target in sys.argv[2:]:
+            module, _, attr = target.partition(":")
+            obj = importlib.import_module(module)
+            for part in attr.split(".") if attr else ():
                 obj = getattr(obj, part)
-    after = sorted(m for m in sys.modules if m.split(".")[0] in heavy and m not in before)
-    print(json.dumps(after))
+    else:
+        loaded = plugins.load()
+        failures = [f"{f.plugin} ({f.distribution}): {f.error}" for f in loaded.failures]
+        entry_modules |= set(plugins.BUILTINS)
+    new = sorted(set(sys.modules) - before)
+
+    def shallow(name):
+        head, _, rest = name.partition(".")
+        return not rest or rest == "__about__" or name in entry_modules
+
+    print(json.dumps({
+        "failures": failures,
+        "outside": [m for m in new if m.split(".")[0] not in light],
+        "deeper": [m for m in new if m.split(".")[0] in light and m.startswith("jobdispatch")
+                   and not shallow(m)],
+    }))
     """
 )
 
 
-def _heavy_imported_by(code: str, *args: str) -> list[str]:
-    result = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return list(json.loads(result.stdout.strip().splitlines()[-1]))
+def discovery_report(*targets: str, path: list[Path] = ()) -> dict[str, list[str]]:
+    """What importing ``targets`` (or, with none, loading every plugin) imports beyond the
+    plugin machinery, in a fresh interpreter with ``path`` in front of ``sys.path``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, path), env.get("PYTHONPATH", "")])
+    out = run_python(PROBE, json.dumps(sorted(light_imports())), *targets, env=env)
+    report: dict[str, list[str]] = json.loads(out.strip().splitlines()[-1])
+    return report
 
 
 def test_there_are_entry_points_to_check() -> None:
@@ -64,31 +91,58 @@ def test_there_are_entry_points_to_check() -> None:
     ENTRY_POINTS,
     ids=[f"{m.rel}:{n}" for m, n, _ in ENTRY_POINTS],
 )
-def test_entry_point_imports_without_heavy_clients(member: Member, name: str, target: str) -> None:
-    heavy = _heavy_imported_by(PROBE.format(heavy=HEAVY), target)
-    assert not heavy, f"{member}: entry point {name} = {target!r} imports {', '.join(heavy)}"
+def test_entry_point_imports_only_light_modules(member: Member, name: str, target: str) -> None:
+    report = discovery_report(target)
+    assert not report["outside"], f"{member}: entry point {name} imports {report['outside']}"
+    assert not report["deeper"], f"{member}: entry point {name} imports {report['deeper']}"
 
 
-def test_loading_every_plugin_imports_no_heavy_client() -> None:
-    code = textwrap.dedent(
-        f"""
-        import json, sys
-        from jobdispatch import plugins
-        loaded = plugins.load()
-        heavy = {HEAVY!r}
-        print(json.dumps({{
-            "failures": [f"{{f.name}} ({{f.distribution}}): {{f.reason}}" for f in loaded.failures],
-            "heavy": sorted(m for m in sys.modules if m.split(".")[0] in heavy),
-        }}))
-        """
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+def test_loading_every_plugin_imports_only_light_modules() -> None:
+    report = discovery_report()
     assert report["failures"] == [], report["failures"]
-    assert report["heavy"] == [], f"loading the plugins imported {report['heavy']}"
+    assert report["outside"] == [], f"loading the plugins imported {report['outside']}"
+    assert report["deeper"] == [], f"loading the plugins imported {report['deeper']}"
+
+
+def _fake_plugin(folder: Path, body: str) -> Path:
+    """A distribution whose entry point in the jobdispatch group is ``jdtest_heavy``."""
+    (folder / "jdtest_heavy.py").write_text(textwrap.dedent(body))
+    info = folder / "jdtest_heavy-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: jdtest-heavy\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[jobdispatch]\njdtest-heavy = jdtest_heavy\n")
+    return folder
+
+
+REGISTER = """
+    from jobdispatch.hookspecs import hookimpl
+
+    @hookimpl
+    def jobdispatch_register_record_stores(registry):
+        registry.add("heavy", "jdtest_heavy:Store")
+"""
+
+
+def test_the_guard_sees_a_heavy_client_nobody_listed(tmp_path: Path) -> None:
+    """A plugin importing psycopg (installed here, and in no list anywhere) at registration is
+    caught, and the same plugin importing it inside its factory passes."""
+    pytest.importorskip("psycopg")
+    _fake_plugin(tmp_path, "import psycopg\n" + textwrap.dedent(REGISTER))
+    report = discovery_report(path=[tmp_path])
+    assert "psycopg" in report["outside"], report
+    assert discovery_report("jdtest_heavy", path=[tmp_path])["outside"], "the entry point alone"
+    (tmp_path / "jdtest_heavy.py").write_text(
+        textwrap.dedent(REGISTER) + "\ndef Store(config):\n    import psycopg\n"
+    )
+    assert discovery_report(path=[tmp_path]) == {"failures": [], "outside": [], "deeper": []}
+
+
+def test_the_guard_sees_a_plugin_importing_more_of_the_core(tmp_path: Path) -> None:
+    """Registration importing a module of the core it does not need (here the codec, cattrs'
+    code generation) is caught too."""
+    _fake_plugin(tmp_path, "import jobdispatch.codec\n" + textwrap.dedent(REGISTER))
+    report = discovery_report(path=[tmp_path])
+    assert "jobdispatch.codec" in report["deeper"], report
 
 
 def test_every_declared_entry_point_is_installed() -> None:

@@ -5,7 +5,10 @@ code, and a clean-up that leaves no runner or rank behind."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ class Ran:
 
 
 Invoke = Callable[..., Ran]
+Spawn = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 @pytest.fixture
@@ -87,3 +91,31 @@ def job_file(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+def _spawn(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    umask: int = -1,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """``jobdispatch ARGS`` in a new process (by default this one's environment, folder and
+    umask), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "jobdispatch_cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=dict(os.environ if env is None else env),
+        cwd=cwd,
+        umask=umask,
+    )
+
+
+@pytest.fixture
+def spawn() -> Spawn:
+    """Run the command as a process of its own, for what an in-process run cannot give: a
+    signal, a umask, an environment of its own."""
+    return _spawn

@@ -44,7 +44,7 @@ def test_a_cluster_of_an_adapter_not_installed_names_the_distribution(
     invoke: Invoke, home: Path
 ) -> None:
     config = _add_cluster(home, '[clusters.hpc]\nadapter = "slurm"\n')
-    ran = invoke("clusters")
+    ran = invoke("--cluster", "hpc", "list")
     assert ran.code == 2
     assert (
         f"{config}:7: clusters.hpc.adapter: adapter 'slurm' is not installed: "
@@ -52,9 +52,49 @@ def test_a_cluster_of_an_adapter_not_installed_names_the_distribution(
     ) in ran.err
 
 
+@pytest.mark.usefixtures("without_slurm")
+def test_a_cluster_of_an_adapter_not_installed_blocks_only_itself(
+    invoke: Invoke, home: Path
+) -> None:
+    """A team's file names a cluster whose adapter this user never installed: the other
+    clusters (the built-in local one too) still work, ``clusters`` lists them and warns about
+    the one that cannot be used, and only choosing that one fails, with the install hint."""
+    config = _add_cluster(
+        home, '[clusters.hpc]\nadapter = "slurm"\n[clusters.other]\nadapter = "local"\n'
+    )
+    hint = (
+        f"{config}:7: clusters.hpc.adapter: adapter 'slurm' is not installed: "
+        "pip install jobdispatch-slurm"
+    )
+    for cluster in ("local", "other"):
+        ran = invoke("--cluster", cluster, "list")
+        assert ran.code == 0, ran.err
+    listed = invoke("clusters")
+    assert listed.code == 0, listed.err
+    assert "warning: cluster 'hpc' cannot be used" in listed.err
+    assert hint in listed.err
+    data = invoke("clusters", "--json").json()
+    assert [c["name"] for c in data["clusters"]] == ["local", "other"]
+    assert data["unusable"] == [{"name": "hpc", "problems": [hint]}]
+    chosen = invoke("--cluster", "hpc", "list")
+    assert chosen.code == 2
+    assert hint in chosen.err
+
+
+@pytest.mark.usefixtures("without_slurm")
+def test_a_default_cluster_that_cannot_be_used_says_why(invoke: Invoke, home: Path) -> None:
+    _add_cluster(home, '[clusters.hpc]\nadapter = "slurm"\n')
+    config = home / "config" / "jobdispatch" / "config.toml"
+    config.write_text('default_cluster = "hpc"\n' + config.read_text())
+    ran = invoke("list")
+    assert ran.code == 2
+    assert "clusters.hpc.adapter: adapter 'slurm' is not installed" in ran.err
+    assert invoke("--cluster", "local", "list").code == 0
+
+
 def test_the_memory_adapter_is_no_cluster(invoke: Invoke, home: Path) -> None:
     config = _add_cluster(home, '[clusters.mem]\nadapter = "memory"\n')
-    ran = invoke("clusters", "--json")
+    ran = invoke("--cluster", "mem", "list")
     assert ran.code == 2
     assert f"{config}:7: clusters.mem.adapter: adapter 'memory' is an in-process" in ran.err
     assert "memory" not in ran.err.split("(adapters: ")[1]
@@ -63,7 +103,7 @@ def test_the_memory_adapter_is_no_cluster(invoke: Invoke, home: Path) -> None:
 def test_an_unknown_adapter_lists_only_the_ones_users_may_name(invoke: Invoke, home: Path) -> None:
     _add_cluster(home, '[clusters.odd]\nadapter = "nosuch"\n[clusters.bare]\ngrace = 1\n')
     ran = invoke("clusters")
-    assert ran.code == 2
+    assert ran.code == 0
     unknown = next(line for line in ran.err.splitlines() if "clusters.odd.adapter" in line)
     assert "no adapter named 'nosuch' (adapters: kubeflow, local" in unknown
     assert "memory" not in unknown
@@ -82,6 +122,6 @@ def test_an_installed_adapter_left_out_by_the_environment_says_so(
     pytest.importorskip("jobdispatch_slurm")
     monkeypatch.setenv(plugins.BLOCKED_ENV, "slurm")
     _add_cluster(home, '[clusters.hpc]\nadapter = "slurm"\n')
-    ran = invoke("clusters")
+    ran = invoke("--cluster", "hpc", "list")
     assert ran.code == 2
     assert "adapter 'slurm' is installed but not loaded: JOBDISPATCH_DISABLED_PLUGINS" in ran.err

@@ -266,3 +266,35 @@ def test_a_store_path_that_is_not_utf8_is_told(invoke: Invoke) -> None:
 def test_a_store_path_with_a_nul_byte_is_told(invoke: Invoke, tmp_path: Path) -> None:
     config = _write(tmp_path, "c.toml", 'store = "a\\u0000b"\n')
     _usage(invoke("--config", str(config), "list"), f"{config}:1: store: must be a directory")
+
+
+@pytest.mark.parametrize(
+    ("lines", "field"),
+    [
+        ('name = "a\\n"\ncommand = ["true"]\n', "name"),
+        ('name = "a"\ncommand = ["true"]\n[env]\n"A\\n" = "x"\n', "env.A"),
+        ('name = "a"\ncommand = ["true"]\n[resources]\nqueue = "gpu\\n"\n', "resources.queue"),
+        ('name = "a"\ncommand = ["true"]\n[resources]\naccount = "p\\n"\n', "resources.account"),
+        (
+            'name = "a"\ncommand = ["true"]\n[resources]\ngpus_per_node = 1\ngpu_type = "h\\n"\n',
+            "resources.gpu_type",
+        ),
+        (
+            'name = "a"\ncommand = ["true"]\n[resources]\nconstraints = ["ib\\n"]\n',
+            "resources.constraints[0]",
+        ),
+    ],
+)
+def test_a_trailing_newline_is_refused_naming_the_field(
+    invoke: Invoke, tmp_path: Path, lines: str, field: str
+) -> None:
+    path = _write(tmp_path, "t.toml", lines)
+    for command in ("plan", "submit"):
+        _usage(invoke(command, str(path)), f"{field}")
+    assert not (tmp_path / "state" / "records").exists()  # nothing was recorded
+
+
+def test_a_trailing_newline_in_a_cluster_setting_is_refused(invoke: Invoke, home: Path) -> None:
+    config = home / "config" / "jobdispatch" / "config.toml"
+    config.write_text('[clusters.box]\nadapter = "local"\ngpu_type = "a100\\n"\n')
+    _usage(invoke("clusters"), f"{config}:3: clusters.box.gpu_type")

@@ -138,7 +138,10 @@ def test_config_errors_name_the_key_and_line(invoke: Invoke, home: Path) -> None
     ran = invoke("list")
     assert ran.code == 2
     assert f"{config}:4: clusters.fast.gracee: unknown key" in ran.err
-    assert f"{config}:6: clusters.odd.adapter: no adapter named 'slrum'" in ran.err
+    assert "clusters.odd" not in ran.err  # another cluster's problem is told where it is used
+    listed = invoke("clusters")
+    assert f"{config}:4: clusters.fast.gracee: unknown key" in listed.err
+    assert f"{config}:6: clusters.odd.adapter: no adapter named 'slrum'" in listed.err
 
 
 def test_clusters_and_the_local_group_on_another_adapter(invoke: Invoke, home: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,12 +51,56 @@ def test_list_shows_every_readable_job_and_names_the_damaged_one(
         assert f"record {bad} revision 0 (header)" in ran.err and "damaged" in ran.err
     ran = invoke("--store", str(store), "list", "--json")
     assert ran.code == 8
-    assert [s["job"] for s in ran.json()] == [first, last]
+    # The damaged job is in the JSON too, after the others, marked and with nothing guessed.
+    assert [s["job"] for s in ran.json()] == [first, last, bad]
+    assert [s.get("unreadable") is not None for s in ran.json()] == [False, False, True]
+    marked = ran.json()[-1]
+    assert marked == {"job": bad, "state": None, "unreadable": marked["unreadable"]}
+    assert marked["unreadable"]["revision"] == 0
+    assert f"record {bad} revision 0 (header)" in marked["unreadable"]["message"]
     # status of the damaged job fails clearly; the others are untouched.
     ran = invoke("--store", str(store), "status", bad)
     assert ran.code == 8
     assert f"unreadable: record {bad} revision 0 (header)" in ran.err
     assert "Traceback" not in ran.err
+    assert invoke("--store", str(store), "status", first).code == 0
+
+
+def _append_after_settled(store: Path, job: str) -> None:
+    """A history the protocol cannot write (settled before any outcome), appended through the
+    store's own API, so every value is well-formed and only the fold objects."""
+    from datetime import UTC, datetime, timedelta
+
+    from jobdispatch.records import events as ev
+    from jobdispatch.types import Actor
+    from jobdispatch_records_lmdb import LmdbRecords
+
+    records = LmdbRecords(str(store))
+    try:
+        lease = records.acquire(job, "test", timedelta(minutes=1))
+        now = datetime.now(UTC)
+        settled = ev.Settled(at=now, by=Actor.supervisor("s"))
+        records.append(job, [settled], expect_revision=0, owner=lease)
+    finally:
+        records.close()
+
+
+def test_a_record_that_does_not_fold_is_unreadable_to_status_and_list_alike(
+    invoke: Invoke, job_file: JobFile, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    first, bad = _submit(invoke, store, job_file, 2)
+    _append_after_settled(store, bad)
+    ran = invoke("--store", str(store), "status", bad)
+    assert ran.code == 8, (ran.out, ran.err)  # was 2, "bad usage or input"
+    assert f"record {bad} does not fold: record {bad} revision 1" in ran.err
+    ran = invoke("--store", str(store), "list")
+    assert ran.code == 8, (ran.out, ran.err)
+    assert first in ran.out and f"record {bad} does not fold" in ran.err
+    ran = invoke("--store", str(store), "list", "--json")
+    assert ran.code == 8
+    assert [(s["job"], s["state"]) for s in ran.json()] == [(first, "pending"), (bad, None)]
+    assert "does not fold" in ran.json()[1]["unreadable"]["message"]
     assert invoke("--store", str(store), "status", first).code == 0
 
 
@@ -69,20 +112,9 @@ def _fat_job(path: Path, size: int = 20_000) -> Path:
     return path
 
 
-def _jobdispatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jobdispatch_cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=os.environ.copy(),
-    )
-
-
 @pytest.mark.parametrize("command", [["list"], ["status", "x"], ["supervise", "--poll", "0.1"]])
 def test_a_truncated_store_is_named_not_a_bus_error(
-    invoke: Invoke, tmp_path: Path, command: list[str]
+    invoke: Invoke, spawn: Callable[..., Any], tmp_path: Path, command: list[str]
 ) -> None:
     # In processes of their own: before the fix, each died of SIGBUS (exit 135, no message).
     store = tmp_path / "store"
@@ -91,7 +123,7 @@ def test_a_truncated_store_is_named_not_a_bus_error(
         assert invoke("--store", str(store), "submit", str(fat)).code == 0
     data = store / "data.mdb"
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
-    ran = _jobdispatch("--store", str(store), *command)
+    ran = spawn("--store", str(store), *command, timeout=120)
     assert ran.returncode == 8, (ran.returncode, ran.stderr)
     assert f"{data} is damaged" in ran.stderr and "truncated" in ran.stderr
 

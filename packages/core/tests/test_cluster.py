@@ -155,6 +155,12 @@ def test_a_record_that_does_not_fold_is_listed_apart_too():
     assert [s.job for s in found] == [a.job]
     assert [u.job for u in found.unreadable] == [b.job]
     assert "does not fold" in str(found.unreadable[0])
+    # Read alone, it is the same: stored data this version cannot read, not bad input.
+    with pytest.raises(jobdispatch.Unreadable, match=f"record {b.job} does not fold") as caught:
+        cluster.observer.get(b.job)
+    assert caught.value.job == b.job
+    with pytest.raises(jobdispatch.Unreadable, match="does not fold"):
+        cluster.operator.cancel(b.job, by=ME)
 
 
 def test_emergency_stop_needs_no_record_and_says_recovery_may_follow():

@@ -202,3 +202,44 @@ def test_other_kinds_carry_no_spi_version():
     registry = plugins.Registry("record-store")
     registry.add("x", lambda config: None)
     assert registry.get("x").spi == ""
+
+
+def test_a_factory_and_schema_registered_by_string_are_imported_when_first_used(
+    distribution, tmp_path
+):
+    """Registration by ``"module:attribute"`` imports nothing; reading the entry's factory or
+    schema imports the module then."""
+    distribution(
+        "jdtest-bystring",
+        "jdtest_bystring",
+        """
+        from jobdispatch.hookspecs import hookimpl
+
+        @hookimpl
+        def jobdispatch_register_record_stores(registry):
+            registry.add("bystring", "jdtest_bystring_impl:Store.build",
+                         schema="jdtest_bystring_impl:SCHEMA")
+        """,
+    )
+    (tmp_path / "jdtest_bystring_impl.py").write_text(
+        textwrap.dedent(
+            """
+            SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}}
+
+            class Store:
+                @staticmethod
+                def build(config):
+                    return ("built", config)
+            """
+        )
+    )
+    entry = plugins.load().registry("record-store").get("bystring")
+    assert "jdtest_bystring_impl" not in sys.modules
+    assert entry.schema == {"type": "object", "properties": {"x": {"type": "integer"}}}
+    assert entry.factory({"x": 1}) == ("built", {"x": 1})
+
+
+@pytest.mark.parametrize("target", ["no_colon", ":attr", "module:"])
+def test_a_target_that_is_not_module_colon_attribute_is_refused(target: str) -> None:
+    with pytest.raises(ValueError, match="module:attribute"):
+        plugins.resolve(target)

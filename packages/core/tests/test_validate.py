@@ -6,7 +6,10 @@ from datetime import timedelta
 
 import jobdispatch
 import pytest
-from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, ValidationError
+from hypothesis import given
+from hypothesis import strategies as st
+from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Resources, Rule, ValidationError
+from jobdispatch.config import validate_config
 
 
 def spec(**fields):
@@ -152,3 +155,52 @@ def test_a_good_spec_passes():
             ),
         )
     )
+
+
+# A trailing newline: Python's ``$`` matches before a final newline, so ``re.match`` with
+# ``^...$`` let ``"gpu\n"`` through every check of a name, key or scheduler word.
+#: Words every one of those checks takes (a name takes no '+').
+_WORDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
+_ENDINGS = st.sampled_from(["\n", "\r\n", "\n\n"])
+
+
+def _with(field: str, value: str) -> tuple[JobSpec, str]:
+    """A spec whose ``field`` is ``value``, and the path a problem with it is told under."""
+    if field == "name":
+        return spec(name=value), "name"
+    if field == "env":
+        return spec(env={value: "x"}), f"env.{value}"
+    if field == "constraints":
+        return spec(resources=Resources(constraints=(value,))), "resources.constraints[0]"
+    extra = {"gpus_per_node": 1} if field == "gpu_type" else {}
+    return spec(resources=Resources(**{field: value}, **extra)), f"resources.{field}"
+
+
+@given(
+    st.sampled_from(["name", "env", "gpu_type", "queue", "account", "qos", "constraints"]),
+    _WORDS,
+    _ENDINGS,
+)
+def test_a_trailing_newline_is_refused_wherever_a_word_is_checked(field, word, ending):
+    if field == "env":
+        word = "V" + word.replace(".", "_").replace("-", "_")
+    good, _ = _with(field, word)
+    assert jobdispatch.problems(good) == []
+    bad, path = _with(field, word + ending)
+    assert [p.path for p in jobdispatch.problems(bad)] == [path]
+
+
+def test_a_pattern_in_a_configuration_schema_is_anchored_at_the_very_end():
+    schema = {
+        "type": "object",
+        "properties": {
+            "partition": {"type": "string", "pattern": r"^[A-Za-z0-9_.+-]{1,128}$"},
+            "path": {"type": "string", "pattern": r"^[^\x00\n]+$"},
+            "dollar": {"type": "string", "pattern": r"^a[$]\$$"},
+        },
+    }
+    validate_config({"partition": "gpu", "path": "/a b", "dollar": "a$$"}, schema, subject="t")
+    for key, value in (("partition", "gpu\n"), ("path", "/a\n"), ("dollar", "a$$\n")):
+        with pytest.raises(ValidationError) as caught:
+            validate_config({key: value}, schema, subject="t")
+        assert caught.value.paths == [key]

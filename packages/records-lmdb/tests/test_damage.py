@@ -3,6 +3,7 @@ a stored value is reported as damage, never decoded into a changed record."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from jobdispatch.errors import Unreadable
+from jobdispatch.errors import NotFound, Unreadable
+from jobdispatch.records.store import ListFilter
 from jobdispatch_conformance.records import evidence, make_header
 from jobdispatch_records_lmdb import LmdbRecords
 
@@ -19,7 +21,8 @@ from jobdispatch_records_lmdb import LmdbRecords
 #: test runner down with it.
 _OPEN_AND_READ = """
 import sys
-from jobdispatch.errors import Unreadable
+from jobdispatch.errors import NotFound, Unreadable
+from jobdispatch.records.store import ListFilter
 from jobdispatch_records_lmdb import LmdbRecords
 try:
     with LmdbRecords(sys.argv[1]) as store:
@@ -146,3 +149,160 @@ def test_every_bit_flip_in_a_stored_value_is_reported(
     finally:
         os.close(fd)
     assert reported == len(value) * 8
+
+
+def _raw(path: Path) -> lmdb.Environment:
+    return lmdb.open(str(path), max_dbs=10)
+
+
+def test_a_record_whose_jobs_row_is_gone_reads_as_damaged(tmp_path: Path) -> None:
+    # Its header and events remain, and the order index still lists it: leaving it out of the
+    # listing, or answering "no record", would lose a job without a word.
+    with LmdbRecords(tmp_path) as store:
+        for job in ("a", "b", "c"):
+            store.create(make_header(job), [evidence(1)])
+    env = _raw(tmp_path)
+    try:
+        with env.begin(write=True) as txn:
+            assert txn.delete(b"b", db=env.open_db(b"jobs", txn=txn))
+    finally:
+        env.close()
+    with LmdbRecords(tmp_path) as store:
+        assert list(store.list()) == ["a", "b", "c"]
+        assert list(store.list(ListFilter(settled=False))) == ["a", "b", "c"]
+        with pytest.raises(Unreadable, match="jobs index is gone") as info:
+            store.read("b")
+        assert (info.value.job, info.value.path) == ("b", str(tmp_path / "data.mdb"))
+        assert str(tmp_path / "data.mdb") in str(info.value)
+        assert [type(a).__name__ for a in store.read_many(["a", "b", "c"])] == [
+            "View",
+            "Unreadable",
+            "View",
+        ]
+        with pytest.raises(NotFound):
+            store.read("never-made")
+
+
+def _leaf_pages_holding(data: bytes, key: bytes, page: int = 4096) -> list[int]:
+    """The leaf pages (LMDB's page flags at offset 10: 0x02) on which ``key`` is written,
+    stale copies included: zeroing them all surely zeroes the live one."""
+    found = []
+    for n in range(2, len(data) // page):
+        body = data[n * page : (n + 1) * page]
+        if int.from_bytes(body[10:12], "little") & 0x02 and key in body:
+            found.append(n)
+    return found
+
+
+#: Lists a store and reads every job in one batch, printing a line a job: the digest of its
+#: view, or its Unreadable's path and message. Before the fix a zeroed page could abort the
+#: process inside LMDB, so it runs in a process of its own.
+_READ_EACH = """
+import hashlib, json, sys
+from jobdispatch.errors import Unreadable
+from jobdispatch_records_lmdb import LmdbRecords
+with LmdbRecords(sys.argv[1], cache_events=0) as store:
+    jobs = list(store.list())
+    for job, got in zip(jobs, store.read_many(jobs)):
+        if isinstance(got, Unreadable):
+            print(json.dumps([job, "unreadable", got.path, str(got)]))
+        else:
+            print(json.dumps([job, "view", hashlib.sha256(repr(got).encode()).hexdigest()]))
+"""
+
+
+def _read_each(path: Path) -> list[list[str]]:
+    ran = subprocess.run(
+        [sys.executable, "-c", _READ_EACH, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, (ran.returncode, ran.stdout, ran.stderr[-2000:])
+    return [json.loads(line) for line in ran.stdout.splitlines()]
+
+
+def test_a_zeroed_page_of_events_is_damage_of_those_records_alone(tmp_path: Path) -> None:
+    # LMDB finds the page of the wrong type and says MDB_CORRUPTED: damage, never "try again"
+    # (Unavailable), and the jobs whose events lie elsewhere still read as they were.
+    jobs = [f"job-{i}" for i in range(12)]
+    with LmdbRecords(tmp_path) as store:
+        for job in jobs:
+            store.create(make_header(job), [evidence(n, detail="e" * 300) for n in range(8)])
+    before = {job: rest for job, *rest in _read_each(tmp_path)}
+    victim = 6  # its record number is 7: creation order
+    data = tmp_path / "data.mdb"
+    first_event = (victim + 1).to_bytes(8, "big") + (1).to_bytes(8, "big")
+    pages = _leaf_pages_holding(data.read_bytes(), first_event)
+    assert pages
+    with data.open("r+b") as f:
+        for n in pages:
+            f.seek(n * 4096)
+            f.write(bytes(4096))
+    after = _read_each(tmp_path)
+    assert [job for job, *_ in after] == jobs
+    damaged = [job for job, kind, *_ in after if kind == "unreadable"]
+    assert jobs[victim] in damaged
+    assert len(damaged) < len(jobs) // 2, damaged
+    for job, kind, *rest in after:
+        if kind == "unreadable":
+            path, message = rest
+            assert path == str(data) and str(data) in message, message
+        else:
+            assert ["view", *rest] == before[job], job
+
+
+#: Opens a store, reads it, truncates its data file to the two meta pages, and reads again:
+#: before the check it died of SIGBUS, so it runs in a process of its own.
+_TRUNCATE_UNDER = """
+import os, sys
+from jobdispatch.errors import NotFound, Unreadable
+from jobdispatch.records.store import ListFilter
+from jobdispatch_records_lmdb import LmdbRecords
+with LmdbRecords(sys.argv[1], cache_events=0) as store:
+    jobs = list(store.list())
+    store.read(jobs[0])
+    os.truncate(os.path.join(sys.argv[1], "data.mdb"), 2 * 4096)
+    try:
+        print(list(store.list()), store.read(jobs[-1]))
+    except Unreadable as exc:
+        print(exc)
+        sys.exit(8)
+"""
+
+
+def test_a_data_file_truncated_under_an_open_store_is_refused_naming_it(
+    filled: tuple[Path, int], tmp_path: Path
+) -> None:
+    source, _ = filled
+    copy = tmp_path / "store"
+    copy.mkdir()
+    (copy / "data.mdb").write_bytes((source / "data.mdb").read_bytes())
+    ran = subprocess.run(
+        [sys.executable, "-c", _TRUNCATE_UNDER, str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 8, (ran.returncode, ran.stdout, ran.stderr)
+    assert f"{copy / 'data.mdb'} is damaged" in ran.stdout and "truncated" in ran.stdout
+
+
+def test_a_record_whose_order_row_is_gone_is_still_listed(tmp_path: Path) -> None:
+    # Records are listed by number, so a number without its order row is seen; the header
+    # still says whose record it is.
+    with LmdbRecords(tmp_path) as store:
+        for job in ("a", "b", "c"):
+            store.create(make_header(job), [evidence(1)])
+        before = store.read("b")
+    env = _raw(tmp_path)
+    try:
+        with env.begin(write=True) as txn:
+            assert txn.delete((2).to_bytes(8, "big"), db=env.open_db(b"order", txn=txn))
+    finally:
+        env.close()
+    with LmdbRecords(tmp_path) as store:
+        assert list(store.list()) == ["a", "b", "c"]
+        assert store.read("b") == before

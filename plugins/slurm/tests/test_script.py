@@ -217,7 +217,13 @@ def test_any_command_and_environment_survive_the_script(args, env):
 
 @pytest.mark.parametrize(
     ("command", "env"),
-    [(["a\x00b"], {}), (["true"], {"BAD NAME": "x"}), (["true"], {"OK": "x\x00"}), ([], {})],
+    [
+        (["a\x00b"], {}),
+        (["true"], {"BAD NAME": "x"}),
+        (["true"], {"A\n": "x"}),  # rendered `export A` and `=x` on a line of its own
+        (["true"], {"OK": "x\x00"}),
+        ([], {}),
+    ],
 )
 def test_what_no_process_could_receive_is_refused(command, env):
     with pytest.raises(Invalid):

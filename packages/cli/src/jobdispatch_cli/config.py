@@ -40,7 +40,10 @@ never below the floor.
 
 Everything is checked when the file is read: unknown keys, an adapter or sink nobody
 registered, and each cluster's and sink's settings against its plugin's schema, every error
-naming the key and its line.
+naming the key and its line. A cluster's own problems (its adapter not installed, its settings
+wrong) stop only the commands that use that cluster: a team's file may name a Kubernetes
+cluster that someone with only the Slurm adapter installed never touches. ``clusters`` shows
+them as warnings.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ __all__ = [
     "missing_adapter",
     "state_home",
     "store_label",
+    "store_value_problem",
     "user_adapters",
 ]
 
@@ -95,6 +99,8 @@ TEST_ONLY_ADAPTERS = frozenset({"memory"})
 _TOP_KEYS = ("default_cluster", "store", "clusters", "escalations")
 #: What a ``store`` (or ``--store``) that names a PostgreSQL database starts with.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: What marks a store value as a URL rather than a directory.
+URL_MARK = "://"
 #: The record store a ``[store]`` table may name besides a directory, and what brings it.
 STORE_DISTRIBUTIONS: Mapping[str, str] = {"postgresql": "jobdispatch-records-postgres"}
 #: A cluster's keys that are the command's, not its adapter's: how often its supervisors poll.
@@ -166,13 +172,17 @@ class Config:
     escalations: tuple[EscalationSink, ...] = ()
     #: ``store`` naming a database (a URL or a ``[store]`` table); None: LMDB directories.
     shared_store: SharedStore | None = None
+    #: The clusters that cannot be used, each with its problems: told when one is chosen.
+    unusable: Mapping[str, tuple[FileProblem, ...]] = attrs.field(factory=dict)
 
     def cluster(self, name: str | None) -> Cluster:
         name = name or self.default_cluster
+        if name in self.unusable:
+            raise FileError(list(self.unusable[name]))
         try:
             return self.clusters[name]
         except KeyError:
-            known = ", ".join(sorted(self.clusters))
+            known = ", ".join(sorted([*self.clusters, *self.unusable]))
             where = str(self.path) if self.exists else f"{self.path} (not written yet)"
             msg = f"no cluster named {name!r} (clusters: {known}; configured in {where})"
             raise NotFound(msg) from None
@@ -213,39 +223,21 @@ def load_config(
     if not isinstance(raw_clusters, dict):
         problem("clusters", "must be a table of clusters ([clusters.NAME])")
         raw_clusters = {}
-    adapters = plugins.registry("adapter")
-    offered = user_adapters(plugins)
+    unusable: dict[str, tuple[FileProblem, ...]] = {}
     for name, table in raw_clusters.items():
-        raw = dict(table) if isinstance(table, dict) else table
-        chosen = raw.get("adapter") if isinstance(raw, dict) else None
-        if isinstance(chosen, str) and chosen not in offered:
-            problem(f"clusters.{name}.adapter", missing_adapter(plugins, chosen))
-            continue
-        pacing: dict[str, float | None] = {}
-        if isinstance(raw, dict):
-            for key in PACING_KEYS:
-                pacing[key] = _seconds(raw.pop(key, None), f"clusters.{name}.{key}", problem)
-            poll, floor = pacing["poll_interval"], pacing["poll_floor"]
-            if poll is not None and floor is not None and poll < floor:
-                problem(
-                    f"clusters.{name}.poll_interval",
-                    f"{poll:g} s is below poll_floor ({floor:g} s)",
-                )
-        checked = _plugin_table(
-            adapters, raw, f"clusters.{name}", "adapter", f"cluster {name!r}", problem, offered
-        )
-        if checked is not None:
-            adapter, settings = checked
-            clusters[name] = Cluster(
-                name, adapter, settings, f"{file}, [clusters.{name}]", **pacing
-            )
+        cluster, own = _cluster(plugins, name, table, file, lines)
+        if own:
+            unusable[name] = tuple(own)
+        elif cluster is not None:
+            clusters[name] = cluster
     escalations = _escalations(plugins, data.get("escalations", {}), file, problem)
     default = data.get("default_cluster", DEFAULT_CLUSTER)
     if not isinstance(default, str):
         problem("default_cluster", f"must be a cluster's name, got {default!r}")
         default = DEFAULT_CLUSTER
-    elif default not in clusters and not problems:
-        problem("default_cluster", f"names no cluster (clusters: {', '.join(sorted(clusters))})")
+    elif default not in clusters and default not in unusable and not problems:
+        known = ", ".join(sorted([*clusters, *unusable]))
+        problem("default_cluster", f"names no cluster (clusters: {known})")
     store = data.get("store")
     shared: SharedStore | None = None
     if isinstance(store, dict):
@@ -258,6 +250,9 @@ def load_config(
         store = None
     if store is not None and not (isinstance(store, str) and store and "\x00" not in store):
         problem("store", f"must be a directory, a postgresql:// URL or a table, got {store!r}")
+        store = None
+    elif isinstance(store, str) and (why := store_value_problem(store)) is not None:
+        problem("store", why)
         store = None
     root = state_home(env) / "jobdispatch" / "records"
     if store:
@@ -275,7 +270,71 @@ def load_config(
         records_root=root,
         escalations=escalations,
         shared_store=shared,
+        unusable=unusable,
     )
+
+
+def store_value_problem(value: str) -> str | None:
+    """What is wrong with a ``store`` value (``--store``, ``$JOBDISPATCH_STORE``, the config's
+    ``store``), or None when it can be used: a directory, or a URL of a store this command reads.
+
+    Anything holding ``://`` is meant as a URL, so a mistyped scheme (``postgresq://``,
+    ``pg://``) or another database's is refused rather than taken as a folder of that name,
+    where the job would be recorded and no supervisor would ever look. An empty value names
+    no folder at all (not the working directory)."""
+    if not value:
+        return "is empty: give a directory or a postgresql:// URL"
+    if URL_MARK in value and not value.startswith(POSTGRES_SCHEMES):
+        # Only the scheme is quoted: the rest of a URL may hold a password.
+        scheme = value.split(URL_MARK, 1)[0] + URL_MARK
+        known = " or ".join(POSTGRES_SCHEMES)
+        return (
+            f"is a {scheme!r} URL, which names no store this command reads (a store URL "
+            f"starts with {known}; a directory holds no {URL_MARK})"
+        )
+    return None
+
+
+def _cluster(
+    plugins: Plugins, name: str, table: Any, file: str, lines: Mapping[str, int]
+) -> tuple[Cluster | None, list[FileProblem]]:
+    """One ``[clusters.NAME]`` table, checked against its adapter: the cluster, or None and
+    every problem found (kept apart from the file's other problems, to be told when the
+    cluster is chosen)."""
+    found: list[FileProblem] = []
+
+    def problem(field: str, message: str) -> None:
+        found.append(FileProblem(file, line_of(lines, field), field, message))
+
+    raw = dict(table) if isinstance(table, dict) else table
+    offered = user_adapters(plugins)
+    chosen = raw.get("adapter") if isinstance(raw, dict) else None
+    if isinstance(chosen, str) and chosen not in offered:
+        problem(f"clusters.{name}.adapter", missing_adapter(plugins, chosen))
+        return None, found
+    pacing: dict[str, float | None] = {}
+    if isinstance(raw, dict):
+        for key in PACING_KEYS:
+            pacing[key] = _seconds(raw.pop(key, None), f"clusters.{name}.{key}", problem)
+        poll, floor = pacing["poll_interval"], pacing["poll_floor"]
+        if poll is not None and floor is not None and poll < floor:
+            problem(
+                f"clusters.{name}.poll_interval",
+                f"{poll:g} s is below poll_floor ({floor:g} s)",
+            )
+    checked = _plugin_table(
+        plugins.registry("adapter"),
+        raw,
+        f"clusters.{name}",
+        "adapter",
+        f"cluster {name!r}",
+        problem,
+        offered,
+    )
+    if checked is None:
+        return None, found
+    adapter, settings = checked
+    return Cluster(name, adapter, settings, f"{file}, [clusters.{name}]", **pacing), found
 
 
 def cluster_schema(shared: SharedStore, cluster: str) -> str:

@@ -4,8 +4,6 @@ built once from the global options and only when a command needs them."""
 from __future__ import annotations
 
 import errno
-import getpass
-import os
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,22 +26,19 @@ from jobdispatch_cli.config import (
     SharedStore,
     cluster_schema,
     load_config,
+    state_home,
+    store_value_problem,
 )
 from jobdispatch_cli.jobfile import FileError, FileProblem
+from jobdispatch_cli.private import private_dir, repair
+from jobdispatch_cli.terminal import terminal
 
-__all__ = ["App", "default_actor"]
-
-
-def default_actor() -> str:
-    """The OS user, which is who acts unless ``--as`` says otherwise."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return f"uid-{os.getuid()}"
+__all__ = ["App"]
 
 
 def _make_store_dir(path: Path, *, given: bool) -> None:
-    """Create the store's folder (and its parents) if missing; a folder that cannot be made
+    """Create the store's folder (and its parents) if missing, each 0700 (a record keeps its
+    job's env); a folder that cannot be made
     is told with the OS's reason and where the path came from, never as a traceback. Not
     permitted (a read-only file system, a folder of someone else's) is refused (exit 4); any
     other reason (a parent that is a file, a pseudo file system) means the path cannot be a
@@ -57,7 +52,7 @@ def _make_store_dir(path: Path, *, given: bool) -> None:
         msg = f"the store folder {str(path)!r} is not UTF-8 text, which the LMDB store needs"
         raise Invalid(msg) from None
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        private_dir(path)
     except OSError as exc:
         source = "--store or $JOBDISPATCH_STORE" if given else "$XDG_STATE_HOME, or store in config"
         reason = exc.strerror or str(exc)
@@ -85,8 +80,8 @@ class App:
         #: ``--store`` as given: a directory, or a postgresql:// URL.
         self.store_option = store
         self.actor_name = actor
-        self.console = console or Console()
-        self.err = err or Console(stderr=True)
+        self.console = console or terminal()
+        self.err = err or terminal(stderr=True)
         #: Set by commands that only read the store (list, status, watch, logs): a store this
         #: process may not write (a read-only mount or snapshot) is then opened read-only.
         self.reads_only = False
@@ -94,6 +89,7 @@ class App:
         self._store: Records | None = None
         self._cluster: jobdispatch.Cluster | None = None
         self._backend: Any = None
+        self._state_checked = False
 
     @property
     def plugins(self) -> plugins.Plugins:
@@ -114,9 +110,19 @@ class App:
         return Actor.human(self.actor_name)
 
     @property
+    def store_given(self) -> str | None:
+        """``--store`` (or ``$JOBDISPATCH_STORE``), checked: a value that is neither a
+        directory nor a store URL is refused (Invalid, exit 2) before anything is created."""
+        given = self.store_option
+        if given is not None and (why := store_value_problem(given)) is not None:
+            msg = f"--store or $JOBDISPATCH_STORE {why}"
+            raise Invalid(msg)
+        return given
+
+    @property
     def store_path(self) -> Path | None:
         """``--store`` when it names a directory."""
-        given = self.store_option
+        given = self.store_given
         if given is None or given.startswith(POSTGRES_SCHEMES):
             return None
         return Path(given)
@@ -136,7 +142,7 @@ class App:
         settings (where the password is, TLS). Without a ``schema`` setting each cluster gets
         a schema of its own (``jobdispatch_CLUSTER``), as each gets its own LMDB directory."""
         configured = None if self.store_path is not None else self.config.shared_store
-        given = self.store_option
+        given = self.store_given
         if given is not None and given.startswith(POSTGRES_SCHEMES):
             settings = dict(configured.settings) if configured is not None else {}
             settings.pop("host", None)
@@ -158,7 +164,21 @@ class App:
             return repr(self._store)
         return f"{shared.kind} store {shared.settings.get('dsn') or shared.settings.get('host')}"
 
+    def _private_state(self) -> None:
+        """Close the state folder (``$XDG_STATE_HOME/jobdispatch``: the records and the local
+        adapter's objects by default) if an earlier version left it open to other users,
+        saying so once; then nothing more than a ``stat`` per command."""
+        if self._state_checked:
+            return
+        self._state_checked = True
+        repaired = repair(state_home() / "jobdispatch")
+        if repaired is not None:
+            self.err.print(
+                repaired.warning(), style="yellow", markup=False, highlight=False, soft_wrap=True
+            )
+
     def store(self) -> Records:
+        self._private_state()
         if self._store is None and (shared := self.shared_store()) is not None:
             try:
                 entry = self.plugins.registry("record-store").get(shared.kind)
@@ -200,6 +220,7 @@ class App:
         return select(self.store(), words, datetime.now(UTC), every=every, states=states, name=name)
 
     def cluster(self) -> jobdispatch.Cluster:
+        self._private_state()
         if self._cluster is None:
             self._cluster = jobdispatch.compose(self.backend(), store=self.store())
         return self._cluster
@@ -207,6 +228,7 @@ class App:
     def backend(self) -> Any:
         """The cluster's adapter, made without opening the store (a supervisor paces its
         wait for a store that does not answer yet by it)."""
+        self._private_state()
         if self._backend is None:
             chosen = self.cluster_config
             self._backend = jobdispatch.new_backend(chosen.adapter, dict(chosen.settings))

@@ -1,21 +1,24 @@
 """The ``jobdispatch`` command: the group, its global options, and the error-to-exit-code
-boundary. Subcommands live in the modules under ``jobdispatch_cli.commands``."""
+boundary. Subcommands live in the modules under ``jobdispatch_cli.commands``.
+
+This module imports nothing of the core at the top: ``--help``, ``--version`` and shell
+completion run it and need only click (see :mod:`jobdispatch_cli.lazygroup`), so the core and
+the subcommands are imported where a command actually runs.
+"""
 
 from __future__ import annotations
 
+import getpass
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from jobdispatch.errors import DispatchError
-from jobdispatch.types import actor_id_problem
-from rich.console import Console
 
-from jobdispatch_cli import exitcodes
 from jobdispatch_cli.__about__ import __version__
-from jobdispatch_cli.context import App, default_actor
+from jobdispatch_cli.lazygroup import LazyGroup
 
 __all__ = ["cli", "main"]
 
@@ -30,8 +33,21 @@ A JOB is its id, a unique prefix of it, or its name. The global options
 """
 
 
-def _actor(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    """``--as``, checked as the core checks every actor's id, while the options are read."""
+def default_actor() -> str:
+    """The OS user, which is who acts unless ``--as`` says otherwise."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid-{os.getuid()}"
+
+
+def _actor(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--as``, checked as the core checks every actor's id, while the options are read
+    (not while completing a word, which must not wait for the core)."""
+    if ctx.resilient_parsing:
+        return value
+    from jobdispatch.types import actor_id_problem
+
     why = actor_id_problem(value)
     if why is not None:
         raise click.BadParameter(f"{why}: {value!r}")
@@ -39,6 +55,7 @@ def _actor(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 
 
 @click.group(
+    cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EPILOG,
 )
@@ -71,7 +88,7 @@ def _actor(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     callback=_actor,
     show_default="the OS user",
     metavar="NAME",
-    help="Who acts: recorded with every action.",
+    help="Who acts: recorded with every action, as given (declared, not authenticated).",
 )
 @click.version_option(__version__, "--version", prog_name="jobdispatch")
 @click.pass_context
@@ -88,6 +105,8 @@ def cli(
     submits it and supervises it here until it has an outcome; `submit` records it for a
     `supervise` process to launch.
     """
+    from jobdispatch_cli.context import App
+
     app = App(config_path=config_path, cluster=cluster, store=store, actor=actor)
     ctx.obj = app
     ctx.call_on_close(app.close)
@@ -105,6 +124,8 @@ def _set_later(attr: str) -> Callable[[click.Context, click.Parameter, Any], Non
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
         if value is None:
             return
+        from jobdispatch_cli.context import App
+
         app = ctx.find_object(App)
         assert app is not None  # the group's callback made it
         setattr(app, attr, value)
@@ -142,36 +163,50 @@ def _accept_global_options_after(command: click.Command) -> None:
         )
 
 
-def _register() -> None:
+def _register(group: click.Group) -> None:
+    """Add the subcommands: called by the group the first time a command is needed."""
     from jobdispatch_cli.commands import control, inspect, local, running, store
 
     for module in (running, inspect, control, local, store):
-        module.register(cli)
-    for command in cli.commands.values():
+        module.register(group)
+    for command in group.commands.values():
         _accept_global_options_after(command)
 
 
-_register()
+cli.load_with(_register)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the command and exit with a code that says how it went (see ``exitcodes``)."""
-    err = Console(stderr=True)
     try:
         result = cli.main(args=argv, prog_name="jobdispatch", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
+        from jobdispatch_cli import exitcodes
+
         exc.show()
         sys.exit(exitcodes.USAGE if exc.exit_code == 2 else exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        err.print("interrupted")
+        from jobdispatch_cli import exitcodes
+        from jobdispatch_cli.terminal import terminal
+
+        terminal(stderr=True).print("interrupted")
         sys.exit(exitcodes.INTERRUPTED)
-    except DispatchError as exc:
+    except Exception as exc:
+        from jobdispatch.errors import DispatchError
+
+        from jobdispatch_cli import exitcodes
+        from jobdispatch_cli.terminal import terminal
+
+        if not isinstance(exc, DispatchError):
+            raise
         # Never wrapped: an error names a file and line that people copy and grep.
-        err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
+        terminal(stderr=True).print(
+            str(exc), style="red", markup=False, highlight=False, soft_wrap=True
+        )
         sys.exit(exitcodes.code_for(exc))
-    sys.exit(result if isinstance(result, int) else exitcodes.OK)
+    sys.exit(result if isinstance(result, int) else 0)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobdispatch import codec
+from jobdispatch.errors import Unreadable
 from jobdispatch.job import Transition
 from jobdispatch.plugins import Plugins
 from jobdispatch.spi import ExecutionObs
@@ -36,6 +37,7 @@ __all__ = [
     "status_view",
     "to_data",
     "transition_text",
+    "unreadable_data",
 ]
 
 STATE_STYLE: Mapping[State, str] = {
@@ -86,6 +88,18 @@ def to_data(value: Any) -> Any:
             if isinstance(item, Status):
                 plain["committed"] = item.committed
     return data
+
+
+def unreadable_data(error: Unreadable) -> dict[str, Any]:
+    """A job whose record cannot be read, as ``list --json`` shows it among the others: its
+    id, ``state`` null (what cannot be known), and ``unreadable`` (a key no readable job's
+    entry has): the message naming what is wrong, and the revision of the value that is (0:
+    the header; null when not one value)."""
+    return {
+        "job": error.job,
+        "state": None,
+        "unreadable": {"message": error.message, "revision": error.revision},
+    }
 
 
 def dumps(value: Any) -> str:

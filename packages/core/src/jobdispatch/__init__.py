@@ -6,117 +6,124 @@ plan names before anything starts; and the job level is computed by three pure f
 the job's event-sourced record and what the backend shows: :func:`fold`, :func:`project` and
 :func:`next`. ``jobdispatch_supervise`` carries out what ``next`` returns.
 
-Everything a user needs is importable from here; submodules hold the details.
+Everything a user needs is importable from here; submodules hold the details. Each name is
+imported on first use (:mod:`jobdispatch._lazy`), so importing a submodule, as every plugin's
+registration and the command's ``--help`` do, loads only that submodule.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jobdispatch.__about__ import __version__
-from jobdispatch.clock import Clock, ManualClock, system_clock
-from jobdispatch.cluster import (
-    CancelReceipt,
-    Cluster,
-    Filter,
-    Listing,
-    Observer,
-    Operator,
-    Stopper,
-    StopReceipt,
-    adapters,
-    compose,
-    new_backend,
-    open,
-    watch,
-)
-from jobdispatch.errors import (
-    AlreadyRegistered,
-    Conflict,
-    DispatchError,
-    Invalid,
-    LeaseHeld,
-    LeaseLost,
-    NotFound,
-    OutcomeUnknown,
-    Problem,
-    ReadOnly,
-    Rejected,
-    RevisionMoved,
-    Unauthorized,
-    Unavailable,
-    Unreachable,
-    Unreadable,
-    Unsupported,
-    ValidationError,
-)
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.job import Job, Outcome, Transition, fold
-from jobdispatch.launch import DryRun, preview
-from jobdispatch.plan import SHARED_HOLD_FOR, make_plan
-from jobdispatch.spi import (
-    Backend,
-    CessationEvidence,
-    CessationSignal,
-    Discovery,
-    ExecutionObs,
-    Holder,
-    IdentityWeakener,
-    InventoryReporter,
-    MultiFinder,
-    NativeOffer,
-    NativePolicyCompiler,
-    ObjectObs,
-    ObjectRef,
-    OutputReader,
-    Paced,
-    Pacing,
-    Requeuer,
-    ResourceTable,
-    StartRequest,
-    StopReport,
-    SubmissionPreview,
-    Watcher,
-    discovery_name,
-    find_all,
-)
-from jobdispatch.status import Escalation, Status, Submission, project
-from jobdispatch.steps import Step
-from jobdispatch.steps import next_steps as next
-from jobdispatch.types import (
-    RECOVERABLE,
-    Action,
-    Actor,
-    ActorKind,
-    CallMeta,
-    Capability,
-    Cause,
-    CauseKind,
-    CheckpointMode,
-    CleanupState,
-    Enforcer,
-    Hold,
-    HoldKind,
-    HoldMeta,
-    Inventory,
-    JobID,
-    JobSpec,
-    Level,
-    NodeGroup,
-    ObjectState,
-    Plan,
-    Provenance,
-    RecoveryPolicy,
-    Resources,
-    Rule,
-    RuleAssignment,
-    RuleSupport,
-    SharedCheckpoint,
-    Source,
-    State,
-    Support,
-    Tristate,
-    UnmatchedPolicy,
-)
-from jobdispatch.validate import problems, validate
+from jobdispatch._lazy import lazy
+
+if TYPE_CHECKING:
+    from jobdispatch.clock import Clock, ManualClock, system_clock
+    from jobdispatch.cluster import (
+        CancelReceipt,
+        Cluster,
+        Filter,
+        Listing,
+        Observer,
+        Operator,
+        Stopper,
+        StopReceipt,
+        adapters,
+        compose,
+        new_backend,
+        open,
+        watch,
+    )
+    from jobdispatch.errors import (
+        AlreadyRegistered,
+        Conflict,
+        DispatchError,
+        Invalid,
+        LeaseHeld,
+        LeaseLost,
+        NotFound,
+        OutcomeUnknown,
+        Problem,
+        ReadOnly,
+        Rejected,
+        RevisionMoved,
+        Unauthorized,
+        Unavailable,
+        Unreachable,
+        Unreadable,
+        Unsupported,
+        ValidationError,
+    )
+    from jobdispatch.hookspecs import hookimpl
+    from jobdispatch.job import Job, Outcome, Transition, fold
+    from jobdispatch.launch import DryRun, preview
+    from jobdispatch.plan import SHARED_HOLD_FOR, make_plan
+    from jobdispatch.spi import (
+        Backend,
+        CessationEvidence,
+        CessationSignal,
+        Discovery,
+        ExecutionObs,
+        Holder,
+        IdentityWeakener,
+        InventoryReporter,
+        MultiFinder,
+        NativeOffer,
+        NativePolicyCompiler,
+        ObjectObs,
+        ObjectRef,
+        OutputReader,
+        Paced,
+        Pacing,
+        Requeuer,
+        ResourceTable,
+        StartRequest,
+        StopReport,
+        SubmissionPreview,
+        Watcher,
+        discovery_name,
+        find_all,
+    )
+    from jobdispatch.status import Escalation, Status, Submission, project
+    from jobdispatch.steps import Step
+    from jobdispatch.steps import next_steps as next
+    from jobdispatch.types import (
+        RECOVERABLE,
+        Action,
+        Actor,
+        ActorKind,
+        CallMeta,
+        Capability,
+        Cause,
+        CauseKind,
+        CheckpointMode,
+        CleanupState,
+        Enforcer,
+        Hold,
+        HoldKind,
+        HoldMeta,
+        Inventory,
+        JobID,
+        JobSpec,
+        Level,
+        NodeGroup,
+        ObjectState,
+        Plan,
+        Provenance,
+        RecoveryPolicy,
+        Resources,
+        Rule,
+        RuleAssignment,
+        RuleSupport,
+        SharedCheckpoint,
+        Source,
+        State,
+        Support,
+        Tristate,
+        UnmatchedPolicy,
+    )
+    from jobdispatch.validate import problems, validate
 
 __all__ = [
     "RECOVERABLE",
@@ -229,3 +236,5 @@ __all__ = [
     "validate",
     "watch",
 ]
+
+__getattr__, __dir__ = lazy(__name__, __file__)

@@ -29,12 +29,10 @@ def _memory_records(config: dict[str, Any]) -> MemoryRecords:
 
 @hookimpl
 def jobdispatch_register_adapters(registry: Registry) -> None:
-    from jobdispatch.memory import CONFIG_SCHEMA
-
     registry.add(
         "memory",
         _memory_backend,
-        schema=CONFIG_SCHEMA,
+        schema="jobdispatch.memory.config:CONFIG_SCHEMA",
         summary="an in-process scheduler in two shapes (Slurm-like, Kubeflow-like), for tests",
     )
 

@@ -159,7 +159,7 @@ class Observer:
         if discovery is None:
             discovery = self._backend.find(job)
         now = self._clock()
-        return project(fold(view, now), discovery, now)
+        return project(_fold_stored(job, view, now), discovery, now)
 
     def list(self, filter: Filter | None = None) -> Listing:
         """Every job the filter selects, with one backend query for all of them where the
@@ -178,14 +178,11 @@ class Observer:
         unreadable: list[Unreadable] = []
         for job in jobs:
             try:
-                folded[job] = fold(self._store.read(job), now)
+                folded[job] = _fold_stored(job, self._store.read(job), now)
             except NotFound:
                 continue  # listed, then gone: a store that forgets is not ours to report on
             except Unreadable as exc:
                 unreadable.append(exc)
-            except Invalid as exc:
-                msg = f"record {job} does not fold: {exc.message}"
-                unreadable.append(Unreadable(msg, job=job))
         active = [j for j, folded_job in folded.items() if not folded_job.settled]
         found = find_all(self._backend, active) if active else {}
         wanted = set(filter.states)
@@ -195,6 +192,19 @@ class Observer:
             if not wanted or status.state in wanted:
                 out.append(status)
         return Listing(statuses=tuple(out), unreadable=tuple(unreadable))
+
+
+def _fold_stored(job: JobID, view: ev.View, now: datetime) -> Job:
+    """``fold`` of a record read from the store. A history the protocol cannot have written
+    is stored data this version cannot read, as a damaged value is (Unreadable, naming the
+    job): the reader gave no bad input, so ``get`` and ``list`` report it alike."""
+    try:
+        return fold(view, now)
+    except Unreadable:
+        raise
+    except Invalid as exc:
+        msg = f"record {job} does not fold: {exc.message}"
+        raise Unreadable(msg, job=job) from exc
 
 
 #: The per-job settings a submit uses unless told otherwise: ``ev.Options``' own defaults.
@@ -313,7 +323,7 @@ class Operator:
         """
         for _ in range(_CAS_TRIES):
             view = self._store.read(job)
-            folded = fold(view, self._clock())
+            folded = _fold_stored(job, view, self._clock())
             event = make(folded)
             if event is None:
                 return False, folded

@@ -22,17 +22,44 @@ import jsonschema
 
 from jobdispatch.errors import Problem, ValidationError
 
-__all__ = ["non_finite", "strict_schema", "validate_config"]
+__all__ = ["ecma_pattern", "non_finite", "strict_schema", "validate_config"]
+
+
+def ecma_pattern(pattern: str) -> str:
+    r"""A JSON Schema ``pattern`` (an ECMA-262 regular expression) for Python's ``re``.
+
+    In ECMA-262 ``$`` matches only at the end of the text; in Python it also matches before a
+    final newline, so ``^[a-z]+$`` let ``"gpu\n"`` through, and a partition, path or name with
+    a trailing newline passed every schema. Each ``$`` that is an anchor (not escaped, not in
+    a character class) becomes ``\Z``, Python's end of text."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if c == "[":
+            in_class = True
+        elif c == "]":
+            in_class = False
+        out.append("\\Z" if c == "$" and not in_class else c)
+        i += 1
+    return "".join(out)
 
 
 def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``schema`` in which every object refuses properties it does not name."""
+    """A copy of ``schema`` in which every object refuses properties it does not name, and
+    every ``pattern`` means for Python what it means in JSON Schema (see ``ecma_pattern``)."""
     strict = copy.deepcopy(dict(schema))
 
     def visit(node: Any) -> None:
         if isinstance(node, dict):
             if node.get("type") == "object" or "properties" in node:
                 node.setdefault("additionalProperties", False)
+            if isinstance(node.get("pattern"), str):
+                node["pattern"] = ecma_pattern(node["pattern"])
             for value in node.values():
                 visit(value)
         elif isinstance(node, list):

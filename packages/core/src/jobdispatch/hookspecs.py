@@ -5,8 +5,9 @@ A plugin is a module listed under the ``jobdispatch`` entry-point group::
     [project.entry-points.jobdispatch]
     slurm = "jobdispatch_slurm._hooks"
 
-The module must be cheap to import: it only registers factories, and heavy clients (fabric,
-kubernetes, boto3) are imported inside those factories, when something is actually built.
+The module must be cheap to import: it only registers factories, by string where it can
+(``"jobdispatch_slurm.backend:SlurmBackend.from_config"``), so heavy clients (kubernetes,
+psycopg, boto3) and the plugin's own modules are imported when something is actually built.
 Each hook receives a :class:`~jobdispatch.plugins.Registry` for one kind of thing and calls
 ``registry.add(name, factory, ...)`` once per thing it provides.
 """

@@ -14,6 +14,7 @@ drive (:data:`ADAPTER_SPI`, :func:`spi_compatible`) instead of failing later, mi
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -36,8 +37,10 @@ __all__ = [
     "LoadFailure",
     "Plugins",
     "Registry",
+    "Target",
     "default",
     "load",
+    "resolve",
     "spi_compatible",
 ]
 
@@ -95,20 +98,54 @@ def _core_version() -> str:
         return "unknown version"
 
 
+#: What a plugin may register in place of an object: ``"module:attribute.path"``, imported the
+#: first time the object is used, so that discovering the plugins imports none of them.
+Target = str
+
+
+def resolve(target: Target) -> Any:
+    """The object ``"module:attribute.path"`` names (the module imported now)."""
+    module, colon, path = target.partition(":")
+    if not colon or not module or not path:
+        msg = f"a plugin target is 'module:attribute', got {target!r}"
+        raise ValueError(msg)
+    found: Any = importlib.import_module(module)
+    for part in path.split("."):
+        found = getattr(found, part)
+    return found
+
+
 @attrs.frozen
 class Entry:
     """One registered thing: its name, how to build it, and who provided it.
 
-    ``spi`` is the adapter SPI version an adapter was written for; empty for other kinds.
+    The factory and the schema may be registered as :data:`Target` strings; reading
+    :attr:`factory` or :attr:`schema` imports what they name. ``spi`` is the adapter SPI
+    version an adapter was written for; empty for other kinds.
     """
 
     kind: str
     name: str
-    factory: Callable[..., Any]
-    schema: Mapping[str, Any] | None = None
+    factory_target: Callable[..., Any] | Target
+    schema_target: Mapping[str, Any] | Target | None = None
     summary: str = ""
     provider: str = ""
     spi: str = ""
+
+    @property
+    def factory(self) -> Callable[..., Any]:
+        """How to build the thing: ``factory(config, ...)`` (see :mod:`jobdispatch.hookspecs`)."""
+        found = self.factory_target
+        return _resolved(found) if isinstance(found, str) else found
+
+    @property
+    def schema(self) -> Mapping[str, Any] | None:
+        """The JSON Schema its configuration is checked against, if it registered one."""
+        found = self.schema_target
+        return _resolved(found) if isinstance(found, str) else found
+
+
+_resolved = functools.cache(resolve)
 
 
 @attrs.frozen
@@ -131,13 +168,17 @@ class Registry:
     def add(
         self,
         name: str,
-        factory: Callable[..., Any],
+        factory: Callable[..., Any] | Target,
         *,
-        schema: Mapping[str, Any] | None = None,
+        schema: Mapping[str, Any] | Target | None = None,
         summary: str = "",
         spi: str | None = None,
     ) -> None:
         """Register ``name``; a name taken already is AlreadyRegistered and the first stays.
+
+        ``factory`` and ``schema`` may be the objects or :data:`Target` strings naming them
+        (``"jobdispatch_slurm.backend:SlurmBackend.from_config"``), imported when first used:
+        a plugin's registration then imports nothing of the plugin.
 
         An adapter must say which adapter SPI it was written for (``spi="1.0"``); one this core
         cannot drive, or one that says nothing, is :class:`IncompatibleAdapter` and is not

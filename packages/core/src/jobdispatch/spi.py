@@ -89,7 +89,7 @@ def parse_discovery_name(name: str) -> tuple[JobID, int, int] | None:
     Memoized (a pure function of the string, answered with an immutable tuple): every Find
     asks it of every object it shows, and the memory adapter of every object it keeps.
     """
-    m = _NAME.match(name)
+    m = _NAME.fullmatch(name)
     if m is None:
         return None
     return m["job"], int(m["n"]), int(m["k"])

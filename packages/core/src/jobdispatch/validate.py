@@ -66,7 +66,7 @@ def _check_resources(res: Resources, out: list[Problem]) -> None:
         _count(out, f"{at}.memory_per_node", res.memory_per_node_mib, 1, MAX_MEMORY_PER_NODE_MIB)
     for field in ("gpu_type", "queue", "account", "qos"):
         value = getattr(res, field)
-        if value is not None and (not isinstance(value, str) or not _WORD.match(value)):
+        if value is not None and (not isinstance(value, str) or not _WORD.fullmatch(value)):
             out.append(
                 Problem(
                     f"{at}.{field}",
@@ -77,14 +77,14 @@ def _check_resources(res: Resources, out: list[Problem]) -> None:
     if res.gpu_type is not None and not res.gpus_per_node:
         out.append(Problem(f"{at}.gpu_type", "names a GPU type but gpus_per_node is 0"))
     for i, item in enumerate(res.constraints):
-        if not isinstance(item, str) or not _CONSTRAINT.match(item):
+        if not isinstance(item, str) or not _CONSTRAINT.fullmatch(item):
             out.append(
                 Problem(f"{at}.constraints[{i}]", f"is not a node feature or label: {item!r}")
             )
     if not isinstance(res.exclusive, bool):
         out.append(Problem(f"{at}.exclusive", f"must be true or false, got {res.exclusive!r}"))
     for name, table in res.adapter.items():
-        if not _WORD.match(name):
+        if not _WORD.fullmatch(name):
             out.append(Problem(f"{at}.{name}", "is not an adapter name"))
         for key, value in table.items():
             where = f"{at}.{name}.{key}"
@@ -148,7 +148,7 @@ def _check_rule(i: int, rule: Rule, seen: dict[object, str], out: list[Problem])
 def problems(spec: JobSpec) -> list[Problem]:
     """Every problem with ``spec``, in field order; empty when it is valid."""
     out: list[Problem] = []
-    if spec.name and not _NAME.match(spec.name):
+    if spec.name and not _NAME.fullmatch(spec.name):
         out.append(
             Problem(
                 "name",
@@ -177,7 +177,7 @@ def problems(spec: JobSpec) -> list[Problem]:
         out.append(Problem("output", "must be a non-empty path without NUL bytes"))
     for name, env_value in spec.env.items():
         where = f"env.{name}"
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             out.append(Problem(where, "is not a valid environment variable name"))
         elif name in RESERVED_ENV:
             out.append(Problem(where, "is set by dispatch for every process; choose another name"))

@@ -6,10 +6,22 @@ The names below are loaded on first use, so importing the package (as the plugin
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+from jobdispatch._lazy import lazy
 
 from jobdispatch_publish.__about__ import __version__
+
+if TYPE_CHECKING:
+    from jobdispatch_publish.entry import Entry
+    from jobdispatch_publish.identity import Identity
+    from jobdispatch_publish.posix import PosixStore
+    from jobdispatch_publish.probe import probe
+    from jobdispatch_publish.prune import prune
+    from jobdispatch_publish.publish import publish
+    from jobdispatch_publish.resolve import resolve
+    from jobdispatch_publish.stores import open_store
+    from jobdispatch_publish.watch import Watcher
 
 __all__ = [
     "Entry",
@@ -24,20 +36,4 @@ __all__ = [
     "resolve",
 ]
 
-_LAZY = {
-    "Entry": "jobdispatch_publish.entry",
-    "Identity": "jobdispatch_publish.identity",
-    "PosixStore": "jobdispatch_publish.posix",
-    "Watcher": "jobdispatch_publish.watch",
-    "open_store": "jobdispatch_publish.stores",
-    "probe": "jobdispatch_publish.probe",
-    "prune": "jobdispatch_publish.prune",
-    "publish": "jobdispatch_publish.publish",
-    "resolve": "jobdispatch_publish.resolve",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'jobdispatch_publish' has no attribute {name!r}")
+__getattr__, __dir__ = lazy(__name__, __file__)

@@ -7,7 +7,15 @@ details and what the guarantee rests on.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from jobdispatch._lazy import lazy
+
 from jobdispatch_records_lmdb.__about__ import __version__
-from jobdispatch_records_lmdb.store import FORMAT, FORMAT_VERSION, LmdbRecords
+
+if TYPE_CHECKING:
+    from jobdispatch_records_lmdb.store import FORMAT, FORMAT_VERSION, LmdbRecords
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "LmdbRecords", "__version__"]
+
+__getattr__, __dir__ = lazy(__name__, __file__)

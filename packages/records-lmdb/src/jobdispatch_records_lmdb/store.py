@@ -19,6 +19,16 @@ What the guarantees rest on (docs/specs/0002-record.md says it at length):
 * **Growth.** A write that finds the map full grows it (doubling) and retries. A process that
   sees another process's larger map (``MDB_MAP_RESIZED``) adopts it and retries. Both need every
   transaction of this process closed, which a per-environment gate arranges.
+* **Damage.** LMDB maps the file and trusts it; where it does not, no damage may kill the
+  process without a word. Every search from a tree's root checks the type of each page it
+  meets (``MDB_CORRUPTED``, reported as :class:`Unreadable` naming ``data.mdb``, never as
+  "try again"), but a cursor stepping on to the next leaf does not: a zeroed leaf there is a
+  failed assertion and ``abort()``. So every row is read by its exact key (the record numbers
+  of ``order``, the revisions of ``events``), never by stepping a cursor across leaves; a
+  batch of reads that meets a damaged page is read again job by job, so the page costs only
+  the records on it. A file shorter than its last commit needs is refused before LMDB maps it,
+  and one that shrinks while open is refused before the next transaction: a page past the
+  end is a SIGBUS.
 
 The store keeps one environment per directory per process (LMDB forbids opening one twice in a
 process: its POSIX locks are per process), shared by every :class:`LmdbRecords` on that path,
@@ -77,6 +87,9 @@ FORMAT_VERSION = 1
 DEFAULT_MAP_SIZE = 1 << 26
 #: The files LMDB keeps in an environment directory. Anything else there is someone else's.
 _LMDB_FILES = frozenset({"data.mdb", "lock.mdb"})
+#: The mode of a store's directory, and (LMDB drops the execute bits) of its files: the owner's
+#: alone, whatever the umask, since a record keeps its job's ``env`` (tokens, keys) verbatim.
+_PRIVATE = 0o700
 #: LMDB's meta page magic (``MDB_MAGIC``), after the 16-byte page header, little-endian on the
 #: hosts LMDB runs on.
 _LMDB_MAGIC = struct.pack("<I", 0xBEEFC0DE)
@@ -126,6 +139,15 @@ def _u64(n: int) -> bytes:
 def _event_key(seq: int, revision: int) -> bytes:
     # Big-endian, so LMDB's byte order is revision order and a job's events are contiguous.
     return _U64.pack(seq) + _U64.pack(revision)
+
+
+def _last_seq(txn: lmdb.Transaction, dbs: dict[str, Any]) -> int:
+    """The highest record number given out: the meta counter, or the order index's last key
+    if that is higher (a counter that went back is damage the walk must not hide behind)."""
+    counter = _get(txn, b"next-seq", db=dbs["meta"])
+    cursor = txn.cursor(db=dbs["order"])
+    last = _U64.unpack(bytes(cursor.key()))[0] if cursor.last() else 0
+    return max(last, _U64.unpack(counter)[0] if counter is not None else 0)
 
 
 # ---------------------------------------------------------------------- the shared environment
@@ -189,9 +211,35 @@ class _Env:
     #: The map size this process last set or adopted (env.info() costs a call into LMDB on
     #: every transaction otherwise); only _resize changes it, under the exclusive gate.
     size: int = attrs.field(default=0)
+    #: ``data.mdb``, opened for ``fstat`` alone, and the longest this process has seen it.
+    #: LMDB never shortens the file, so a shorter one was truncated under the open store:
+    #: every transaction checks first, because a page past the end is a SIGBUS (see
+    #: :func:`_check_data_file`).
+    data_fd: int = -1
+    length: int = 0
 
     def __attrs_post_init__(self) -> None:
         self.size = self.env.info()["map_size"]
+        self.data_fd = os.open(self.path / "data.mdb", os.O_RDONLY | os.O_CLOEXEC)
+        self.length = os.fstat(self.data_fd).st_size
+
+    def check_length(self) -> None:
+        """Refuse to go on with a data file shorter than it was: the transaction about to
+        begin could touch a page that is gone and die of SIGBUS without a word."""
+        length = os.fstat(self.data_fd).st_size
+        if length < self.length:
+            data = self.path / "data.mdb"
+            msg = (
+                f"{data} is damaged: it was {self.length} bytes long and is now {length}; it "
+                "was truncated while the store was open (a copy or restore over it, or a full "
+                "disk?). Restore the store from a whole copy; nothing more was read or changed"
+            )
+            raise Unreadable(msg, path=str(data))
+        self.length = length
+
+    def close(self) -> None:
+        self.env.close()
+        os.close(self.data_fd)
 
 
 class _This:
@@ -358,10 +406,35 @@ def _disk_full(path: Path, error: str) -> str | None:
     return None
 
 
-def _store_error(path: Path, exc: lmdb.Error, *, what: str) -> Unavailable:
+#: What LMDB answers when the file itself is wrong: a page of the wrong type or out of range,
+#: a file that is not LMDB's or of another LMDB format, a database whose flags do not match.
+#: None of these heals by trying again.
+_DAMAGE = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.InvalidError,
+    lmdb.VersionMismatchError,
+    lmdb.IncompatibleError,
+)
+
+
+class _Corrupted(Unreadable):
+    """LMDB found a damaged page: the store as a whole is named, and a batch of reads is tried
+    again job by job, so that one damaged page costs only the records on it."""
+
+
+def _store_error(path: Path, exc: lmdb.Error, *, what: str) -> Unavailable | Unreadable:
     """An LMDB error as Unavailable naming the store, saying so plainly when the disk is full
     (LMDB calls it "Input/output error" or "No space left on device" depending on where the
-    write was cut short)."""
+    write was cut short); as Unreadable naming the data file when LMDB says the file is
+    damaged, which trying again cannot mend."""
+    if isinstance(exc, _DAMAGE):
+        data = path / "data.mdb"
+        msg = (
+            f"{data} is damaged: {what}: LMDB says {exc}. Restore the store from a whole "
+            "copy; nothing was changed"
+        )
+        return _Corrupted(msg, path=str(data))
     full = _disk_full(path, str(exc))
     if full is not None:
         msg = (
@@ -385,6 +458,7 @@ def _open_readonly(path: Path, map_size: int) -> _Env:
         "max_dbs": len(_DATABASES) + 1,
         "readonly": True,
         "create": False,
+        "mode": _PRIVATE,
     }
     try:
         # With the lock file where it can be written, readers register as usual; on a
@@ -421,7 +495,7 @@ def _open_env(path: Path, map_size: int) -> _Env:
     had_lock = (path / "lock.mdb").exists()
     if created_dir:
         try:
-            path.mkdir(parents=True)
+            path.mkdir(parents=True, mode=_PRIVATE)
         except FileExistsError:
             _check_directory(path)  # someone else made it meanwhile
         except OSError as exc:
@@ -439,6 +513,7 @@ def _open_env(path: Path, map_size: int) -> _Env:
             lock=True,
             readonly=False,
             create=True,
+            mode=_PRIVATE,
         )
     except lmdb.Error as exc:
         why = _why_not_writable(path)
@@ -507,7 +582,7 @@ def _release_env(shared: _Env) -> None:
                 del _open_envs[key]
         if shared.pid == _This.pid:
             with shared.gate.exclusive():
-                shared.env.close()
+                shared.close()
 
 
 # ------------------------------------------------------------------------------ value helpers
@@ -716,24 +791,60 @@ class LmdbRecords:
 
         # One read transaction for every job, so the views are of one moment; decoding
         # happens after it closed: it is the slow part.
-        fetched = self._transact(txn_read, write=False)
+        try:
+            fetched = self._transact(txn_read, write=False)
+        except _Corrupted:
+            # A damaged page ends the transaction it was met in: each job alone then, so
+            # those whose pages are whole still read (each view of its own moment).
+            fetched = [self._fetch_alone(job, job_key) for job, job_key in keyed]
         answers: list[ReadAnswer] = []
         for (job, _), got in zip(keyed, fetched, strict=True):
             if isinstance(got, DispatchError):
-                answers.append(got)
+                answers.append(self._named(got))
                 continue
             try:
                 answers.append(self._decode(job, got))
             except Unreadable as exc:
-                answers.append(exc)
+                answers.append(self._named(exc))
         return tuple(answers)
+
+    def _fetch_alone(self, job: str, job_key: bytes) -> _Fetched | DispatchError:
+        def txn_read(txn: lmdb.Transaction, dbs: dict[str, Any]) -> _Fetched:
+            return self._fetch(txn, dbs, job, job_key)
+
+        try:
+            return self._transact(txn_read, write=False)
+        except _Corrupted as exc:
+            return Unreadable(f"record {job}: {exc.message}", job=job, path=exc.path)
+        except (NotFound, Unreadable) as exc:
+            return exc
+
+    def _named(self, exc: DispatchError) -> DispatchError:
+        """A record's damage, its message naming the store's data file (the job alone does
+        not say which store, and several may be at hand)."""
+        if not isinstance(exc, Unreadable) or exc.path is not None:
+            return exc
+        data = self.path / "data.mdb"
+        message = f"{exc.message} ({data})"
+        return Unreadable(message, job=exc.job, revision=exc.revision, path=str(data))
 
     def _fetch(
         self, txn: lmdb.Transaction, dbs: dict[str, Any], job: str, job_key: bytes
     ) -> _Fetched:
         """What one record's read needs from the transaction: the rows after the prefix this
         process decoded already (none when the record did not change since)."""
-        seq, revision, _ = self._job(txn, dbs, job, job_key)
+        try:
+            seq, revision, _ = self._job(txn, dbs, job, job_key)
+        except NotFound:
+            number = self._unindexed(txn, dbs, job)
+            if number is None:
+                raise
+            data = self.path / "data.mdb"
+            msg = (
+                f"record {job} is damaged: its row in the jobs index is gone, while the store "
+                f"still lists it as record number {number} ({data})"
+            )
+            raise Unreadable(msg, job=job, path=str(data)) from None
         cached = self._decoded.get(seq)
         if cached is not None and len(cached[1]) == revision:
             # Unchanged since it was decoded (the common case of a poll): nothing to fetch.
@@ -747,15 +858,26 @@ class LmdbRecords:
             if head is None:
                 msg = f"record {job} is damaged: its header is missing"
                 raise Unreadable(msg, job=job, revision=0)
-        prefix = _u64(seq)
-        rows = []
+        # Each event is looked up by its exact key (see "Damage" in the module's docstring):
+        # the revisions the row promises, then any stored past them (damage the decoding
+        # names).
         cursor = txn.cursor(db=dbs["events"])
-        if cursor.set_range(_event_key(seq, start)):
-            for key, value in cursor.iternext():
-                if key[:8] != prefix:
-                    break
-                rows.append((bytes(key), bytes(value)))
+        keys = [_event_key(seq, r) for r in range(start, revision + 1)]
+        rows = [(bytes(k), bytes(v)) for k, v in cursor.getmulti(keys)]
+        past = revision + 1
+        while (extra := _get(txn, _event_key(seq, past), db=dbs["events"])) is not None:
+            rows.append((_event_key(seq, past), extra))
+            past += 1
         return _Fetched(seq, revision, head, cached, start, rows)
+
+    def _unindexed(self, txn: lmdb.Transaction, dbs: dict[str, Any], job: str) -> int | None:
+        """The record number the ``order`` index gives ``job``, for a job the ``jobs`` index
+        does not know: a record that exists with its index row gone, which must read as
+        damaged, not as no record at all. A walk of every number, so only a miss pays it."""
+        for seq in range(1, _last_seq(txn, dbs) + 1):
+            if _get(txn, _u64(seq), db=dbs["order"]) == job.encode():
+                return seq
+        return None
 
     def _decode(self, job: str, got: _Fetched) -> View:
         """The View of one fetched record, its new events decoded and the whole kept in the
@@ -876,28 +998,42 @@ class LmdbRecords:
             def txn_batch(
                 txn: lmdb.Transaction, dbs: dict[str, Any], after: int = after
             ) -> tuple[int, list[str]]:
-                cursor = txn.cursor(db=dbs["order"])
-                last, out, seen = after, [], 0
-                if cursor.set_range(_u64(after + 1)):
-                    for key, value in cursor.iternext():
-                        last = _U64.unpack(key)[0]
-                        seen += 1
-                        if want is not None:
-                            row = _get(txn, bytes(value), db=dbs["jobs"])
-                            if row is None or bool(_JOB.unpack(row)[2]) is not want:
-                                if seen >= _LIST_BATCH:
-                                    break
-                                continue
-                        out.append(bytes(value).decode())
-                        if seen >= _LIST_BATCH:
-                            break
-                return (last if seen else -1), out
+                # By record number, each row by its exact key (see "Damage" in the module's
+                # docstring); numbers are given out one after another and never taken back.
+                last = min(_last_seq(txn, dbs), after + _LIST_BATCH)
+                out = []
+                for seq in range(after + 1, last + 1):
+                    job = self._listed(txn, dbs, seq)
+                    if want is not None:
+                        row = _get(txn, job.encode(), db=dbs["jobs"])
+                        # A job whose jobs row is gone is listed whatever is asked, so that
+                        # reading it reports the damage instead of nothing showing it.
+                        if row is not None and bool(_JOB.unpack(row)[2]) is not want:
+                            continue
+                    out.append(job)
+                return (last if last > after else -1), out
 
             last, batch = self._transact(txn_batch, write=False)
             yield from batch
             if last < 0:
                 return
             after = last
+
+    def _listed(self, txn: lmdb.Transaction, dbs: dict[str, Any], seq: int) -> str:
+        """The job of record number ``seq``, from the ``order`` index, or when its row there is
+        gone, from the record's header; Unreadable when neither is left."""
+        row = _get(txn, _u64(seq), db=dbs["order"])
+        if row is not None:
+            return row.decode()
+        head = _get(txn, _u64(seq), db=dbs["headers"])
+        if head is None:
+            data = self.path / "data.mdb"
+            msg = (
+                f"{data} is damaged: record number {seq} has neither its row in the order "
+                "index nor its header, so which job it was cannot be told"
+            )
+            raise Unreadable(msg, path=str(data))
+        return codec.decode_header(head, job=f"number {seq}").job
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
         return _raised(self.acquire_many([job], holder, ttl))
@@ -1049,6 +1185,7 @@ class LmdbRecords:
         if write and shared.readonly:
             msg = f"{self.path}: the store is opened read-only; nothing was written"
             raise ReadOnly(msg)
+        shared.check_length()
         for _ in range(_MAX_RETRIES):
             with shared.gate.shared():
                 size = shared.size

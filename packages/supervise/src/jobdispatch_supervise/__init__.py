@@ -3,11 +3,17 @@ commits to the job's record and launches that start gated."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from jobdispatch._lazy import lazy
+
 from jobdispatch_supervise.__about__ import __version__
-from jobdispatch_supervise.executor import Executor, Pass
-from jobdispatch_supervise.ownership import Ownership
-from jobdispatch_supervise.sinks import CommandSink, EscalationMessage, LogSink, Sink
-from jobdispatch_supervise.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from jobdispatch_supervise.executor import Executor, Pass
+    from jobdispatch_supervise.ownership import Ownership
+    from jobdispatch_supervise.sinks import CommandSink, EscalationMessage, LogSink, Sink
+    from jobdispatch_supervise.supervisor import Supervisor
 
 __all__ = [
     "CommandSink",
@@ -20,3 +26,5 @@ __all__ = [
     "Supervisor",
     "__version__",
 ]
+
+__getattr__, __dir__ = lazy(__name__, __file__)

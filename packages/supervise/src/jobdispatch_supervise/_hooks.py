@@ -27,8 +27,6 @@ def _command(config: dict[str, Any]) -> CommandSink:
 
 @hookimpl
 def jobdispatch_register_escalation_sinks(registry: Registry) -> None:
-    from jobdispatch_supervise.sinks import COMMAND_SCHEMA
-
     registry.add(
         "log",
         _log,
@@ -38,6 +36,6 @@ def jobdispatch_register_escalation_sinks(registry: Registry) -> None:
     registry.add(
         "command",
         _command,
-        schema=COMMAND_SCHEMA,
+        schema="jobdispatch_supervise.sinks:COMMAND_SCHEMA",
         summary="runs a program with each escalation as JSON on its standard input",
     )

@@ -7,10 +7,16 @@ backend connects.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from jobdispatch._lazy import lazy
+
 from jobdispatch_kubeflow.__about__ import __version__
-from jobdispatch_kubeflow.backend import KubeflowBackend
-from jobdispatch_kubeflow.classify import Chain, Observation, observe, pod_cause
-from jobdispatch_kubeflow.config import CONFIG_SCHEMA, Runtime, Settings
+
+if TYPE_CHECKING:
+    from jobdispatch_kubeflow.backend import KubeflowBackend
+    from jobdispatch_kubeflow.classify import Chain, Observation, observe, pod_cause
+    from jobdispatch_kubeflow.config import CONFIG_SCHEMA, Runtime, Settings
 
 __all__ = [
     "CONFIG_SCHEMA",
@@ -23,3 +29,5 @@ __all__ = [
     "observe",
     "pod_cause",
 ]
+
+__getattr__, __dir__ = lazy(__name__, __file__)

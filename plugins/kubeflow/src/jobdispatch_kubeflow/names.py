@@ -95,7 +95,7 @@ def check_name(name: str) -> str:
     The JobSet controller derives its Jobs' and Pods' names from it, so a longer name would be
     refused later, deep in another controller; it is refused here instead, naming it.
     """
-    if len(name) > 63 or not _RFC1035.match(name):
+    if len(name) > 63 or not _RFC1035.fullmatch(name):
         raise Invalid(
             f"discovery name {name!r} is not a TrainJob name (RFC 1035 label, at most 63 "
             "characters): use a shorter job id"
@@ -112,7 +112,7 @@ def split_ref(ref: ObjectRef) -> tuple[str, str]:
     """(namespace, name) of a ref this adapter issued; NotFound for any other shape, since no
     TrainJob can be named by it."""
     namespace, sep, name = ref.id.partition("/")
-    if not sep or not _NAMESPACE.match(namespace) or not _RFC1035.match(name):
+    if not sep or not _NAMESPACE.fullmatch(namespace) or not _RFC1035.fullmatch(name):
         raise NotFound(f"no TrainJob {ref}: a Kubeflow ref is <namespace>/<name>")
     if parse_discovery_name(name) is None:
         raise NotFound(f"no TrainJob {ref}: {name!r} is not a dispatch discovery name")

@@ -10,8 +10,9 @@ must start without loading the core (attrs, cattrs, jsonschema).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jobdispatch._lazy import lazy
 
 from jobdispatch_local.__about__ import __version__
 
@@ -34,19 +35,4 @@ __all__ = [
     "parse_config",
 ]
 
-_LAZY = {
-    "LocalBackend": "jobdispatch_local.backend",
-    "Survey": "jobdispatch_local.backend",
-    "CONFIG_SCHEMA": "jobdispatch_local.config",
-    "Settings": "jobdispatch_local.config",
-    "default_state_dir": "jobdispatch_local.config",
-    "parse_config": "jobdispatch_local.config",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'jobdispatch_local' has no attribute {name!r}"
-        raise AttributeError(msg)
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy(__name__, __file__)

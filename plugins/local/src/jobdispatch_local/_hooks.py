@@ -1,5 +1,5 @@
-"""Registers the ``local`` adapter. Cheap to import: the backend and its schema are imported
-only when the registry asks, and the backend only when one is built."""
+"""Registers the ``local`` adapter. Imports nothing of the adapter: its schema is named by
+string, and the backend is imported when one is built."""
 
 from __future__ import annotations
 
@@ -18,12 +18,10 @@ def _local_backend(config: dict[str, Any], token: Callable[[], str] | None = Non
 
 @hookimpl
 def jobdispatch_register_adapters(registry: Registry) -> None:
-    from jobdispatch_local.config import CONFIG_SCHEMA
-
     registry.add(
         "local",
         _local_backend,
-        schema=CONFIG_SCHEMA,
+        schema="jobdispatch_local.config:CONFIG_SCHEMA",
         summary="real processes on this machine, one runner per object: the embedded default",
         # The SPI version this adapter was written and tested against: a literal, never the
         # core's constant, or the check at registration could not fail.

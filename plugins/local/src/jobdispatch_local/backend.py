@@ -352,13 +352,14 @@ class LocalBackend:
             msg = f"an object named {name} exists already in {self.root}"
             raise Rejected(msg)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            files.private_dir(self.root)
             tmp = self.root / f".new-{name}-{os.getpid()}-{secrets.token_hex(3)}"
-            tmp.mkdir()
+            tmp.mkdir(mode=files.PRIVATE_DIR)
+            os.chmod(tmp, files.PRIVATE_DIR)  # whatever the umask: object.json holds the env
             try:
                 files.write_json(tmp / "control.json", empty_control(), sync_dir=False)
                 files.write_json(tmp / "object.json", record, sync_dir=False)
-                (tmp / "lock").touch()
+                (tmp / "lock").touch(mode=files.PRIVATE_FILE)
                 files.fsync_dir(tmp)
                 os.rename(tmp, final)
             except OSError:
@@ -783,7 +784,7 @@ def _spawn(obj: ObjectDir) -> None:
     Never called under the object's lock (see :meth:`LocalBackend._ensure_runner`). The
     cross-process tests replace this function in a supervisor they start, to stop that
     supervisor exactly here; nothing in this package looks for such a replacement."""
-    with obj.log_file.open("ab") as log:
+    with open(files.append_private(obj.log_file), "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "jobdispatch_local.runner", str(obj.path)],
             stdin=subprocess.DEVNULL,

@@ -6,6 +6,10 @@ to a temporary name, flushed and fsynced, renamed over its final name, and its d
 a reader sees the old content or the new, never half of it, and after a crash or power cut the
 rename that returned is there.
 
+Every folder and file made here is the owner's alone (0700 and 0600), whatever the umask:
+``object.json`` holds the job's ``env`` verbatim (tokens, keys), and a rank's output may print
+them.
+
 This module is imported by the runner, which must start fast: it uses the standard library only.
 """
 
@@ -20,7 +24,46 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LockBusy", "fsync_dir", "locked", "read_json", "write_json"]
+__all__ = [
+    "PRIVATE_DIR",
+    "PRIVATE_FILE",
+    "LockBusy",
+    "append_private",
+    "fsync_dir",
+    "locked",
+    "private_dir",
+    "read_json",
+    "write_json",
+]
+
+#: The modes of everything the scheduler creates: readable and writable by its owner only.
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` and each missing parent as a private folder (0700, whatever the umask);
+    folders that exist are left as they are. ``Path.mkdir(parents=True)`` gives the parents
+    the umask's mode, which is why each one is made here."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+            continue  # another process made it meanwhile: its mode is its maker's
+        os.chmod(folder, PRIVATE_DIR)
+
+
+def append_private(path: Path) -> int:
+    """A descriptor appending to ``path``, created private (0600) when missing (a rank's
+    output, the runner's log); the caller closes it."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE)
 
 
 def fsync_dir(path: Path) -> None:
@@ -36,7 +79,7 @@ def write_json(path: Path, data: Any, *, sync_dir: bool = True) -> None:
     """Write ``data`` as JSON to ``path`` atomically and durably (write, fsync, rename, fsync)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     payload = json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
     try:
         view = memoryview(payload)
         while view:
@@ -80,7 +123,7 @@ def locked(path: Path, *, shared: bool = False, wait: float | None = None) -> It
     passed instead of waiting as long as the holder likes: a paused holder then delays its
     own object only. Without it, wait for the lock (the runner, which serves just this object).
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
     try:
         mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         if wait is None:

@@ -125,7 +125,7 @@ class ObjectDir:
         found = []
         with contextlib.suppress(FileNotFoundError):
             for entry in self.path.iterdir():
-                m = _EXECUTION.match(entry.name)
+                m = _EXECUTION.fullmatch(entry.name)
                 if m is None:
                     continue
                 data = files.read_json(entry)

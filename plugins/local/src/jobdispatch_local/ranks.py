@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from jobdispatch_local import procs
+from jobdispatch_local import files, procs
 from jobdispatch_local.cgroups import NodeGroup
 
 __all__ = ["Rank", "free_port", "node_name", "rank_env", "spawn"]
@@ -128,8 +128,12 @@ def spawn(
     group: NodeGroup | None,
 ) -> subprocess.Popen[bytes]:
     """Start one rank's command in a new session (its own process group), its output appended
-    to ``out`` and ``err``. Raises OSError when the program cannot be started."""
-    with out.open("ab") as stdout, err.open("ab") as stderr:
+    to ``out`` and ``err`` (each created private: output may print the job's secrets). Raises
+    OSError when the program cannot be started."""
+    with (
+        open(files.append_private(out), "ab") as stdout,
+        open(files.append_private(err), "ab") as stderr,
+    ):
         return subprocess.Popen(
             list(launch["command"]),
             cwd=cwd,

@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobdispatch_local import procs, ranks
+from jobdispatch_local import files, procs, ranks
 from jobdispatch_local.cgroups import MemoryControl, NodeGroup
 from jobdispatch_local.layout import ObjectDir, now_iso
 
@@ -191,7 +191,7 @@ class Runner:
         groups: list[NodeGroup] = []
         out_dir = self.obj.output_dir(self.record)
         try:
-            out_dir.mkdir(parents=True, exist_ok=True)
+            files.private_dir(out_dir)
             cwd = self._cwd()
             if not cwd.is_dir():
                 msg = f"working directory {cwd} does not exist"

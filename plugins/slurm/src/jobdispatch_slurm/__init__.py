@@ -6,17 +6,23 @@ through the system's OpenSSH client (a subprocess), so no SSH library is importe
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from jobdispatch._lazy import lazy
+
 from jobdispatch_slurm.__about__ import __version__
-from jobdispatch_slurm.backend import SlurmBackend, build_transport
-from jobdispatch_slurm.config import CONFIG_SCHEMA, Settings
-from jobdispatch_slurm.transport import (
-    CountingTransport,
-    Interrupted,
-    LocalTransport,
-    Result,
-    SshTransport,
-    Transport,
-)
+
+if TYPE_CHECKING:
+    from jobdispatch_slurm.backend import SlurmBackend, build_transport
+    from jobdispatch_slurm.config import CONFIG_SCHEMA, Settings
+    from jobdispatch_slurm.transport import (
+        CountingTransport,
+        Interrupted,
+        LocalTransport,
+        Result,
+        SshTransport,
+        Transport,
+    )
 
 __all__ = [
     "CONFIG_SCHEMA",
@@ -31,3 +37,5 @@ __all__ = [
     "__version__",
     "build_transport",
 ]
+
+__getattr__, __dir__ = lazy(__name__, __file__)

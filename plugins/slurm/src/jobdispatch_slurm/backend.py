@@ -324,7 +324,7 @@ class SlurmBackend:
         return RESOURCE_SCHEMA
 
     def _id(self, ref: ObjectRef) -> str | None:
-        return ref.id if _JOB_ID.match(ref.id) else None
+        return ref.id if _JOB_ID.fullmatch(ref.id) else None
 
     def _row(self, ref: ObjectRef) -> SqueueRow | None:
         job_id = self._id(ref)

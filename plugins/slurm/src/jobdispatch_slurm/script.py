@@ -272,7 +272,7 @@ def render_preview(submission: Submission) -> str:
 def _exports(env: Mapping[str, str]) -> list[str]:
     lines = []
     for key, value in env.items():
-        if not _IDENT.match(key):
+        if not _IDENT.fullmatch(key):
             msg = f"environment variable name {key!r} is not a shell identifier"
             raise Invalid(msg)
         lines.append(f"export {key}={shlex.quote(_no_nul(f'env {key}', value))}")

@@ -32,6 +32,7 @@ from jobdispatch_cli.render import (
     plugins_view,
     status_view,
     to_data,
+    unreadable_data,
 )
 from jobdispatch_cli.timeline import build, render_svg, render_text
 
@@ -106,12 +107,14 @@ def register(group: click.Group) -> None:
         """List the store's jobs, oldest first.
 
         A job whose record cannot be read is named on standard error, after the others are
-        listed, and the exit status is then 8."""
+        listed, and the exit status is then 8. With --json it is in the list too, after the
+        others, whatever --state says: {"job": ID, "state": null, "unreadable": {"message":
+        WHAT IS WRONG, "revision": N or null}}; no readable job's entry has "unreadable"."""
         app.reads_only = True
         wanted = jobdispatch.Filter(states=[State(s) for s in states], settled=not active)
         found = app.cluster().observer.list(wanted)
         if as_json:
-            print_json(app, list(found))
+            print_json(app, [*found, *(unreadable_data(bad) for bad in found.unreadable)])
         elif not found and not found.unreadable:
             app.err.print("no jobs", style="dim")
         elif found:
@@ -241,8 +244,12 @@ def register(group: click.Group) -> None:
             }
             for c in config.clusters.values()
         ]
+        unusable = [
+            {"name": name, "problems": [str(p) for p in problems]}
+            for name, problems in sorted(config.unusable.items())
+        ]
         if as_json:
-            print_json(app, {"config": str(config.path), "clusters": rows})
+            print_json(app, {"config": str(config.path), "clusters": rows, "unusable": unusable})
             return
         table = Table(show_edge=False)
         for column in ("name", "adapter", "source", "store"):
@@ -253,5 +260,14 @@ def register(group: click.Group) -> None:
                 name.append(" (default)", style="dim")
             table.add_row(name, str(row["adapter"]), str(row["source"]), str(row["store"]))
         app.console.print(table)
+        for cluster in unusable:
+            app.err.print(
+                f"warning: cluster {cluster['name']!r} cannot be used until this is fixed:",
+                style="yellow",
+                markup=False,
+                highlight=False,
+            )
+            for line in cluster["problems"]:
+                app.err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
         if not config.exists:
             app.err.print(f"{config.path} does not exist: only the built-ins", style="dim")

@@ -13,11 +13,18 @@ The tutorial, the conformance suite's self-test and the simulator all run on it.
 
 from __future__ import annotations
 
-from jobdispatch.memory import history
-from jobdispatch.memory.backend import MemoryBackend
-from jobdispatch.memory.config import CONFIG_SCHEMA
-from jobdispatch.memory.env import MemoryEnv
-from jobdispatch.memory.history import History
-from jobdispatch.memory.shape import Shape
+from typing import TYPE_CHECKING
+
+from jobdispatch._lazy import lazy
+
+if TYPE_CHECKING:
+    from jobdispatch.memory import history
+    from jobdispatch.memory.backend import MemoryBackend
+    from jobdispatch.memory.config import CONFIG_SCHEMA
+    from jobdispatch.memory.env import MemoryEnv
+    from jobdispatch.memory.history import History
+    from jobdispatch.memory.shape import Shape
 
 __all__ = ["CONFIG_SCHEMA", "History", "MemoryBackend", "MemoryEnv", "Shape", "history"]
+
+__getattr__, __dir__ = lazy(__name__, __file__)
