@@ -6,7 +6,8 @@ Shared by ``test_supervisors_on_several_hosts.py`` (the memory adapter behind a 
 * :class:`Host`: a network namespace joined to the test's by a veth pair, whose link the test
   takes down to cut the host off, as a network partition would;
 * :class:`Relay`: TCP from the test's side of every link to the PostgreSQL of
-  ``tools/postgres/up``, which listens on loopback only;
+  ``tools/postgres/up``, which listens on loopback only (and which a test may ``cut`` without
+  closing anything, as tests/test_supervise_postgres_outage.py does);
 * :func:`make_hosts`, :func:`require`: the hosts, or a skip (a failure under
   ``JOBDISPATCH_REQUIRE_SERVICES=1``) when root, iproute2 or the server is missing;
 * :func:`holders`, :func:`spread`: who holds which live lease, read from the store's table
@@ -126,14 +127,27 @@ def _subnets_in_use() -> set[int]:
 
 
 class Relay:
-    """TCP from any local address's ``port`` to ``target``, one pump thread per direction."""
+    """TCP from any local address's ``port`` to ``target``, one pump thread per direction.
+
+    ``cut()`` stops forwarding both ways without closing anything (bytes sent are taken and
+    wait in buffers; no answer comes, nothing is reset: a partition as a client sees one, where
+    its own host's link stays up), and ``mend()`` forwards again, what waited included; a
+    connection made while cut waits too, as a lost SYN would."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.listener = socket.create_server(("0.0.0.0", 0))
         self.port = self.listener.getsockname()[1]
         self._open: list[socket.socket] = []
+        self._forwarding = threading.Event()
+        self._forwarding.set()
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self) -> None:
+        self._forwarding.clear()
+
+    def mend(self) -> None:
+        self._forwarding.set()
 
     def _accept(self) -> None:
         while True:
@@ -141,6 +155,7 @@ class Relay:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            self._forwarding.wait()
             try:
                 upstream = socket.create_connection(self.target, timeout=10)
             except OSError:
@@ -151,10 +166,14 @@ class Relay:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            while data := src.recv(65536):
+            while True:
+                self._forwarding.wait()
+                data = src.recv(65536)
+                self._forwarding.wait()
+                if not data:
+                    break
                 dst.sendall(data)
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)

@@ -400,19 +400,53 @@ def test_a_supervisor_cut_off_is_fenced_and_a_node_lost_meanwhile_recovers_once(
 
 
 SOAK = os.environ.get("JOBDISPATCH_SOAK") == "1"
+#: The soak's store on a PostgreSQL server of its own, which it SIGKILLs among its faults.
+SERVER_KILLS = os.environ.get("JOBDISPATCH_SOAK_SERVER_KILLS") == "1"
+
+
+@pytest.fixture
+def soak_world(tmp_path: Path) -> Iterator[tuple[World, Any]]:
+    """The soak's world, on the shared server, or (``JOBDISPATCH_SOAK_SERVER_KILLS=1``) on a
+    private one it may kill (tests/private_postgres.py), answered beside it (else None)."""
+    if not SERVER_KILLS:
+        require(pg_testing.problem())
+        server_config = pg_testing.server_config()
+        assert server_config is not None
+        private = None
+    else:
+        from private_postgres import PrivateServer
+
+        private = PrivateServer()
+        server_config = {"dsn": private.dsn, "password_file": str(private.password_file)}
+    config = {**server_config, "schema": pg_testing.new_schema_name("clihosts")}
+    w = World(tmp_path, config, make_hosts(3, "unshare", "flock"))
+    try:
+        yield w, private
+    finally:
+        w.close()
+        if private is not None:
+            private.close()
+        else:
+            pg_testing.drop_schema(config, config["schema"])
 
 
 @pytest.mark.skipif(not SOAK, reason="the soak runs on request: JOBDISPATCH_SOAK=1")
 @pytest.mark.timeout(3 * 3600)
-def test_soak_of_the_command(world: World) -> None:
+def test_soak_of_the_command(soak_world: tuple[World, Any]) -> None:
     """The soak of test_supervisors_on_several_hosts.py with the command and real processes,
     at a smaller scale (each job is two shells on this machine): 3 supervisors,
     JOBDISPATCH_SOAK_JOBS jobs (default 30) and JOBDISPATCH_SOAK_FAULTS faults (default 20),
     each a SIGKILL (the supervisor restarted a moment later) or a partition of half to one and
     a half lease ttls (JOBDISPATCH_SOAK_TTL, default 5 s); between faults, random nodes lost
     and jobs let go. Then every job is let go and the audit must find nothing. Prints its
-    figures (spec 0013 D7 records a run)."""
+    figures (spec 0013 D7 records a run).
+
+    With ``JOBDISPATCH_SOAK_SERVER_KILLS=1`` the store is a server of its own and a third of
+    the faults SIGKILL it, held down 2 to 20 s (spec 0013 D9); a supervisor that exits by
+    itself is counted (and restarted), and there must be none."""
     import random
+
+    world, server = soak_world
 
     rng = random.Random(int(os.environ.get("JOBDISPATCH_SOAK_SEED", "13")))
     n_jobs = int(os.environ.get("JOBDISPATCH_SOAK_JOBS", "30"))
@@ -424,9 +458,19 @@ def test_soak_of_the_command(world: World) -> None:
         world.spawn(i, ttl)
     lost: dict[str, list[float]] = {}
     let_go: set[str] = set()
-    kills = partitions = 0
+    kills = partitions = server_kills = 0
+    exits: list[int | None] = []
+
+    def count_exits() -> None:
+        for i, proc in list(world.procs.items()):
+            if proc.poll() is not None:
+                exits.append(proc.returncode)
+                print(f"soak: supervisor h{i} exited ({proc.returncode}):\n{world.log(i)[-2000:]}")
+                world.spawn(i, ttl)
+
     for fault in range(n_faults):
         print(f"soak: fault {fault} at {time.monotonic() - started:.0f} s", flush=True)
+        count_exits()
         for job in rng.sample(jobs, k=min(len(jobs), 4)):
             if job in let_go or len(lost.get(job, [])) > BUDGET:
                 continue
@@ -438,7 +482,12 @@ def test_soak_of_the_command(world: World) -> None:
                 (world.marks / f"release.{job}").touch()
                 let_go.add(job)
         victim = rng.randrange(3)
-        if rng.random() < 0.5:
+        if server is not None and rng.random() < 1 / 3:
+            server.kill()
+            server_kills += 1
+            time.sleep(rng.uniform(2, 20))
+            server.start()
+        elif rng.random() < 0.5:
             world.procs[victim].send_signal(signal.SIGKILL)
             world.procs[victim].wait(timeout=30)
             kills += 1
@@ -449,16 +498,20 @@ def test_soak_of_the_command(world: World) -> None:
             partitions += 1
             time.sleep(rng.uniform(ttl / 2, ttl * 1.5))  # sometimes past its leases' expiry
             world.hosts[victim].link(up=True)
+    count_exits()
     found = _audit(world, jobs, lost)
+    count_exits()
     states: dict[str, int] = {}
     for row in world.run("list"):
         states[row["state"]] = states.get(row["state"], 0) + 1
     print(
         f"\nsoak (command, local adapter): {n_jobs} jobs, 3 supervisors, lease ttl {ttl:g} s, "
-        f"{kills} SIGKILLs, {partitions} partitions, "
+        f"{kills} SIGKILLs, {partitions} partitions, {server_kills} server SIGKILLs, "
+        f"{len(exits)} supervisor exits {exits}, "
         f"{sum(len(v) for v in lost.values())} nodes lost, {len(let_go)} let go during faults; "
         f"{len(found['duplicate'])} duplicate executions, {len(found['lost'])} lost jobs, "
         f"{len(found['overspent'])} overspent budgets, {len(found['wrong'])} other faults, "
         f"states {states}; {time.monotonic() - started:.0f} s"
     )
     assert found == {"duplicate": [], "lost": [], "overspent": [], "wrong": []}, found
+    assert exits == [], exits

@@ -6,6 +6,9 @@ JOBDISPATCH_REQUIRE_SERVICES=1."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -89,6 +92,100 @@ def test_submit_list_and_cancel_through_the_store_table(
     assert invoke("cancel", job).code == 0
     clusters = invoke("clusters", "--json").json()["clusters"]
     assert clusters[0]["store"] == f"postgresql schema {pg['schema']}"
+
+
+# ------------------------------------------------------------ what a store that cannot serve says
+#
+# Each case runs the command as its own process (as a user or a service manager would), so
+# that everything it prints is seen, log lines of the database driver included. A refused
+# login is 6 and a setting that cannot be right is 2, told at once; neither is "unavailable,
+# try again" (5), which a service manager would retry for ever. Every case prints one line,
+# and never the password.
+
+SECRET = "not-the-password-4711"
+
+
+def _jobdispatch(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    script = Path(sys.executable).parent / "jobdispatch"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("JOBDISPATCH_")}
+    environment.update(
+        XDG_CONFIG_HOME=str(home / "config"), XDG_STATE_HOME=str(home / "state"), COLUMNS="400"
+    )
+    environment.update(env or {})
+    done = subprocess.run(
+        [*command, *args], check=False, env=environment, capture_output=True, text=True, timeout=300
+    )
+    return done.returncode, done.stderr + done.stdout
+
+
+def _store_table(home: Path, **settings: str) -> None:
+    path = _config(home)
+    lines = "".join(f'{key} = "{value}"\n' for key, value in settings.items())
+    path.write_text(path.read_text() + '\n[store]\nkind = "postgresql"\n' + lines)
+
+
+def _one_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1, output
+    assert SECRET not in output
+    return lines[0]
+
+
+def test_a_wrong_password_is_refused_credentials(home: Path, pg: dict[str, Any]) -> None:
+    wrong = home / "wrong-password"
+    wrong.write_text(SECRET + "\n")
+    _store_table(home, password_file=str(wrong), schema=pg["schema"])
+    code, out = _jobdispatch(home, "--store", pg["dsn"], "list")
+    assert code == 6, out
+    assert "password authentication failed" in _one_line(out)
+
+
+def test_a_wrong_password_in_a_variable_is_refused_credentials(
+    home: Path, pg: dict[str, Any]
+) -> None:
+    _store_table(home, password_env="JD_TEST_PW", schema=pg["schema"])
+    code, out = _jobdispatch(home, "--store", pg["dsn"], "list", env={"JD_TEST_PW": SECRET})
+    assert code == 6, out
+    assert "password authentication failed" in _one_line(out)
+
+
+def test_no_password_at_all_is_refused_credentials(home: Path, pg: dict[str, Any]) -> None:
+    code, out = _jobdispatch(home, "--store", pg["dsn"], "list", env={"PGPASSFILE": "/nonexistent"})
+    assert code == 6, out
+    assert "no password supplied" in _one_line(out)
+
+
+def test_a_missing_password_file_is_bad_input(home: Path, pg: dict[str, Any]) -> None:
+    missing = home / "no-such-password"
+    _store_table(home, password_file=str(missing))
+    code, out = _jobdispatch(home, "--store", pg["dsn"], "list")
+    assert code == 2, out
+    assert str(missing) in _one_line(out)
+
+
+def test_an_unset_password_variable_is_bad_input(home: Path, pg: dict[str, Any]) -> None:
+    _store_table(home, password_env="JD_TEST_UNSET_PW")
+    code, out = _jobdispatch(home, "--store", pg["dsn"], "list")
+    assert code == 2, out
+    assert "$JD_TEST_UNSET_PW is not set" in _one_line(out)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "named"),
+    [(":99999/x", "port '99999'"), (":abc/x", "abc"), (":1/x?sslmode=bogus", "sslmode 'bogus'")],
+)
+def test_a_url_that_cannot_be_right_is_bad_input(home: Path, suffix: str, named: str) -> None:
+    code, out = _jobdispatch(home, "--store", f"postgresql://me@127.0.0.1{suffix}", "list")
+    assert code == 2, out
+    assert named in _one_line(out)
+
+
+def test_an_unreachable_store_is_told_in_one_line(home: Path) -> None:
+    # Port 1 on loopback: nothing listens. The driver's own warnings (one per attempt) stay out.
+    code, out = _jobdispatch(home, "--store", "postgresql://me@127.0.0.1:1/x", "list")
+    assert code == 5, out
+    assert "127.0.0.1:1" in _one_line(out)
 
 
 def test_the_owner_grants_a_role_that_every_command_then_uses(

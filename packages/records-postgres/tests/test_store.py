@@ -21,6 +21,7 @@ from jobdispatch.errors import (
     LeaseLost,
     NotFound,
     RevisionMoved,
+    Unauthorized,
     Unavailable,
     ValidationError,
 )
@@ -101,24 +102,24 @@ def test_the_password_is_read_on_use_and_never_shown(
     assert SECRET not in repr(settings)
     assert "rotated" not in repr(settings)
     secret.unlink()
-    with pytest.raises(Unavailable, match="password file"):
+    with pytest.raises(Invalid, match="password file"):
         settings.connect_kwargs()
     monkeypatch.setenv("PG_SECRET", SECRET)
     from_env = Settings.from_config({"host": "db", "password_env": "PG_SECRET"})
     assert from_env.connect_kwargs()["password"] == SECRET
     assert SECRET not in repr(from_env)
     monkeypatch.delenv("PG_SECRET")
-    with pytest.raises(Unavailable, match=r"\$PG_SECRET is not set"):
+    with pytest.raises(Invalid, match=r"\$PG_SECRET is not set"):
         from_env.connect_kwargs()
 
 
-def test_a_wrong_password_is_unavailable_without_showing_it(
+def test_a_wrong_password_is_unauthorized_without_showing_it(
     new_config: Callable[[], dict[str, Any]], tmp_path: Path
 ) -> None:
     wrong = tmp_path / "pw"
     wrong.write_text(SECRET)
     config = {**new_config(), "password_file": str(wrong), "connect_timeout": 3}
-    with pytest.raises(Unavailable) as info:
+    with pytest.raises(Unauthorized, match="password authentication failed") as info:
         PostgresRecords(config)
     assert SECRET not in str(info.value)
     assert "127.0.0.1" in str(info.value)

@@ -14,16 +14,8 @@ from jobdispatch.records.memory import MemoryRecords
 from jobdispatch_supervise import Supervisor
 
 
-def _wait(ok, what, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
 @pytest.mark.parametrize("mode", ["run", "serve"])
-def test_supervision_survives_an_unreachable_backend(mode, caplog):
+def test_supervision_survives_an_unreachable_backend(mode, caplog, until):
     # The warnings are asserted below: whatever an earlier test set the level to (the
     # simulator quiets this logger in its process), they must be captured here.
     caplog.set_level(logging.WARNING, logger="jobdispatch")
@@ -42,17 +34,17 @@ def test_supervision_survives_an_unreachable_backend(mode, caplog):
 
     thread = threading.Thread(target=go, daemon=True)
     thread.start()
-    _wait(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
+    until(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
     backend.env.set_reachable(False)
     # Until the supervisor has met the unreachable backend at least once (a fixed sleep of
     # 0.1 s was once too short for serve's first poll after it on a loaded CI machine).
-    _wait(lambda: "cannot be reached" in caplog.text, "a poll meeting the unreachable backend")
+    until(lambda: "cannot be reached" in caplog.text, "a poll meeting the unreachable backend")
     time.sleep(0.05)  # and tried again meanwhile
     assert thread.is_alive() and not errors, errors
     backend.env.set_reachable(True)
     ref = cluster.observer.get(plan.job).submissions[0].canonical
     backend.env.complete(ref)
-    _wait(lambda: cluster.observer.get(plan.job).settled, "settled")
+    until(lambda: cluster.observer.get(plan.job).settled, "settled")
     supervisor.stop()
     thread.join(timeout=10)
     assert not errors, errors

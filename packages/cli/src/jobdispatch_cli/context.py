@@ -88,6 +88,7 @@ class App:
         self._config: Config | None = None
         self._store: Records | None = None
         self._cluster: jobdispatch.Cluster | None = None
+        self._backend: Any = None
         self._state_checked = False
 
     @property
@@ -221,13 +222,17 @@ class App:
     def cluster(self) -> jobdispatch.Cluster:
         self._private_state()
         if self._cluster is None:
-            chosen = self.cluster_config
-            backend = jobdispatch.new_backend(chosen.adapter, dict(chosen.settings))
-            self._cluster = jobdispatch.compose(backend, store=self.store())
+            self._cluster = jobdispatch.compose(self.backend(), store=self.store())
         return self._cluster
 
     def backend(self) -> Any:
-        return self.cluster().backend
+        """The cluster's adapter, made without opening the store (a supervisor paces its
+        wait for a store that does not answer yet by it)."""
+        self._private_state()
+        if self._backend is None:
+            chosen = self.cluster_config
+            self._backend = jobdispatch.new_backend(chosen.adapter, dict(chosen.settings))
+        return self._backend
 
     def pacing(self) -> jobdispatch.Pacing:
         """How this cluster's supervisors poll: the adapter's pacing with the site's
@@ -302,5 +307,7 @@ class App:
     def close(self) -> None:
         if self._cluster is not None:
             self._cluster.close()
+        elif self._backend is not None:
+            self._backend.close()
         if self._store is not None:
             self._store.close()

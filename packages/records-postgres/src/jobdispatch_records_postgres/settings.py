@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 from jobdispatch.config import validate_config
-from jobdispatch.errors import Invalid, Unavailable
+from jobdispatch.errors import Invalid
 
 __all__ = ["CONFIG_SCHEMA", "DEFAULT_SCHEMA", "Settings"]
 
@@ -82,6 +82,13 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "went silent inside a transaction, so its row locks do not outlive a client cut "
             "off from the network (default 10)",
         },
+        "call_timeout": {
+            "type": "number",
+            "minimum": 1,
+            "maximum": 3600,
+            "description": "seconds a call may wait for the database's answer before its "
+            "connection is given up as cut off, and the call fails as unavailable (default 30)",
+        },
     },
     "not": {"required": ["password_file", "password_env"]},
 }
@@ -104,6 +111,7 @@ class Settings:
     pool_size: int = 4
     connect_timeout: float = 10.0
     stalled_transaction_timeout: float = 10.0
+    call_timeout: float = 30.0
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -138,27 +146,29 @@ class Settings:
             pool_size=config.get("pool_size", 4),
             connect_timeout=float(config.get("connect_timeout", 10.0)),
             stalled_transaction_timeout=float(config.get("stalled_transaction_timeout", 10.0)),
+            call_timeout=float(config.get("call_timeout", 30.0)),
         )
 
     def password(self) -> str | None:
         """The password, read now from its file or variable; None when none is configured.
-        Unavailable (naming the file or variable, never its content) when it cannot be read."""
+        Invalid (naming the file or variable, never its content) when it cannot be read: a
+        configuration to fix, not a database to wait for."""
         if self.password_file is not None:
             try:
                 text = self.password_file.read_text(encoding="utf-8")
             except OSError as exc:
                 msg = f"cannot read the database password file {self.password_file}: {exc.strerror}"
-                raise Unavailable(msg) from None
+                raise Invalid(msg) from None
             lines = text.splitlines()
             if not lines or not lines[0]:
                 msg = f"the database password file {self.password_file} is empty"
-                raise Unavailable(msg)
+                raise Invalid(msg)
             return lines[0]
         if self.password_env is not None:
             value = os.environ.get(self.password_env)
             if not value:
                 msg = f"the database password variable ${self.password_env} is not set"
-                raise Unavailable(msg)
+                raise Invalid(msg)
             return value
         return None
 
@@ -222,4 +232,17 @@ def _parse_dsn(dsn: str) -> dict[str, str]:
         else:
             msg = f"record store postgresql: dsn {shown!r}: parameter {key!r} is not allowed"
             raise Invalid(msg)
+    # What the configuration's own keys are held to (CONFIG_SCHEMA), held here too: libpq
+    # would only refuse these when connecting, where they read as a database that is away.
+    for port in out.get("port", "").split(",") if "port" in out else ():
+        if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            msg = f"record store postgresql: dsn {shown!r}: port {port!r} is not 1 to 65535"
+            raise Invalid(msg)
+    sslmodes = CONFIG_SCHEMA["properties"]["sslmode"]["enum"]
+    if "sslmode" in out and out["sslmode"] not in sslmodes:
+        msg = (
+            f"record store postgresql: dsn {shown!r}: sslmode {out['sslmode']!r} is not one "
+            f"of {', '.join(sslmodes)}"
+        )
+        raise Invalid(msg)
     return out

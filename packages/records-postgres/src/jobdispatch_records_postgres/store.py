@@ -28,7 +28,6 @@ from typing import Any, TypeVar
 
 import attrs
 import psycopg
-import psycopg_pool
 from jobdispatch import codec
 from jobdispatch.clock import Clock
 from jobdispatch.errors import (
@@ -55,6 +54,7 @@ from jobdispatch.types import JobID
 from psycopg import sql
 
 from jobdispatch_records_postgres import schema as schema_module
+from jobdispatch_records_postgres.connection import Connections
 from jobdispatch_records_postgres.settings import Settings
 
 __all__ = ["PostgresRecords"]
@@ -174,7 +174,13 @@ class PostgresRecords:
             read records go first; 0 keeps none). A record read again is fetched from where
             its cached part ends, so a supervisor's poll brings only what is new.
 
-    Raises Unavailable (naming the database, never the password) when it cannot connect.
+    Raises, naming the database and never the password, Unavailable when it cannot reach the
+    database (down, cut off, out of connections), Unauthorized when the database refuses the
+    login, and Invalid for settings it cannot connect with (a password file that cannot be
+    read, a variable that is not set); at once, from the first connection's own answer. Once
+    open, a store rides out the database's outages: each call while it is away fails
+    Unavailable, and the first call after it answers again connects anew
+    (:mod:`jobdispatch_records_postgres.connection`).
     """
 
     def __init__(
@@ -191,30 +197,14 @@ class PostgresRecords:
         self._owner_checked = False  # whether announce has looked at who this store runs as
         s = sql.Identifier(self.settings.schema)
         self._q = _Queries(s)
-        self._pool = psycopg_pool.ConnectionPool(
-            kwargs=self._connect_kwargs,
-            min_size=1,
-            max_size=self.settings.pool_size,
-            timeout=self.settings.connect_timeout,
-            open=False,
-            name=f"jobdispatch-{self.settings.schema}",
-            # A dead server's connections are found before use, not mid-transaction.
-            check=psycopg_pool.ConnectionPool.check_connection,
-            reconnect_timeout=max(30.0, self.settings.connect_timeout),
-        )
+        self._connections = Connections(self.settings)
         try:
-            self._pool.open(wait=False)
             self._run(
                 lambda conn: schema_module.ensure(conn, self.settings.schema, self.settings.where)
             )
         except BaseException:
-            self._pool.close()
+            self._connections.close()
             raise
-
-    def _connect_kwargs(self) -> dict[str, Any]:
-        kwargs = self.settings.connect_kwargs()
-        kwargs["autocommit"] = True  # transactions are explicit blocks
-        return kwargs
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PostgresRecords:
@@ -702,7 +692,7 @@ class PostgresRecords:
         """Close the pool's connections; the records stay in the database."""
         if not self._closed:
             self._closed = True
-            self._pool.close()
+            self._connections.close()
 
     # ------------------------------------------------------------------------------ internals
 
@@ -745,22 +735,16 @@ class PostgresRecords:
         """Run ``body`` on a pooled connection (in one transaction when asked), turning the
         driver's failures into the store's errors: a guard of the schema's refusing is a
         Conflict; anything that keeps the database from answering is Unavailable, naming the
-        database and never the password."""
+        database and never the password (connecting: see :class:`Connections`)."""
         if self._closed:
             msg = f"{self.settings.where()}: the store is closed"
             raise Unavailable(msg)
         try:
-            with self._pool.connection() as conn:
+            with self._connections.connection() as conn:
                 if not transaction:
                     return body(conn)
                 with conn.transaction():
                     return body(conn)
-        except psycopg_pool.PoolTimeout as exc:
-            msg = (
-                f"{self.settings.where()}: no connection within "
-                f"{self.settings.connect_timeout:g} s: {exc}"
-            )
-            raise Unavailable(msg) from None
         except psycopg.Error as exc:
             if exc.sqlstate in _GUARDS:
                 # Only a client whose own checks are missing or wrong gets here.

@@ -42,6 +42,7 @@ from jobdispatch.validate import MAX_DURATION
 
 from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.heap import COLLECT_EVERY, HeapKeeper
+from jobdispatch_supervise.outage import AWAY, WatchedStore
 from jobdispatch_supervise.ownership import Ownership, fair_share
 from jobdispatch_supervise.sinks import LogSink, Sink
 from jobdispatch_supervise.watching import Watching
@@ -132,7 +133,8 @@ class Supervisor:
             )
             raise Invalid(msg)
         self.backend = backend
-        self.store = store
+        #: The store, watched: an outage of it is logged once, and its end once.
+        self.store = WatchedStore(store, clock)
         self.clock = clock
         #: The interval this supervisor polls at (before jitter).
         self.poll = self.pacing.interval
@@ -140,7 +142,7 @@ class Supervisor:
         self.holder = holder or _holder_id()
         self.executor = Executor(
             backend,
-            store,
+            self.store,
             clock=clock,
             holder=self.holder,
             sinks=list(sinks) if sinks is not None else [LogSink()],
@@ -163,7 +165,7 @@ class Supervisor:
             limit=watch_limit if self.pacing.watch else 0,
         )
         #: The leases this supervisor holds: the same piece the simulator's processes run.
-        self.ownership = Ownership(store, self.holder, lease_ttl, clock)
+        self.ownership = Ownership(self.store, self.holder, lease_ttl, clock)
         #: Jobs whose record this process cannot read or fold: reported once, then left alone
         #: (a record only grows, so it never becomes readable here; a newer version may take it).
         self._unreadable: set[str] = set()
@@ -213,12 +215,12 @@ class Supervisor:
         discovery: Discovery | None = None
         try:
             while not self._stopping.is_set():
-                lease = self.ownership.own(job)
-                if lease is None:
-                    self._wait_for(None)  # another supervisor owns it; wait for its lease
-                    polled = True
-                    continue
                 try:
+                    lease = self.ownership.own(job)
+                    if lease is None:
+                        self._wait_for(None)  # another supervisor owns it; wait for its lease
+                        polled = True
+                        continue
                     if polled:
                         discovery, polled = self.backend.find(job), False
                     result = self.executor.run_pass(job, lease, discovery)
@@ -228,7 +230,9 @@ class Supervisor:
                         discovery = None
                 except (Unreachable, Unavailable) as exc:
                     # Transient by definition: nothing was decided on an answer never given.
-                    log.warning("job %s: %s; trying again", job, exc)
+                    # The store's own outage is logged once, by the store's watch.
+                    if not self.store.told(exc):
+                        log.warning("job %s: %s; trying again", job, exc)
                     self._wait_for(None)
                     polled = True
                     continue
@@ -295,16 +299,26 @@ class Supervisor:
             log.debug("withdrawing %s failed: %s; its announcement lapses", self.holder, exc)
 
     def _poll(self, wanted: ListFilter, swept: datetime | None) -> datetime | None:
-        """One poll of :meth:`serve` and the wait after it; answers when it last swept."""
-        jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
-        share = fair_share(len(jobs), self._members(), self.holder)
-        owned = self.ownership.own_share(jobs, share)
-        if swept is None or self.clock() - swept >= self.sweep_every:
-            swept = self.clock()
-            # Outside the share: a sweep is one pass per settled job (its lease is let go
-            # after it), and counting these would move every share on each sweep's poll.
-            residual = [j for j in self.residual_jobs() if j not in jobs]
-            owned.update(self.ownership.own_many(residual))
+        """One poll of :meth:`serve` and the wait after it; answers when it last swept.
+
+        A store that does not answer (its server restarting, failing over, cut off) ends the
+        poll before anything is decided or called, however long it lasts: the next poll
+        starts again from the store's list, so the first one after the store answers works
+        from the store's view (leases renewed, or lapsed and taken anew under a greater token),
+        never from this process's memory of the time before."""
+        try:
+            jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
+            share = fair_share(len(jobs), self._members(), self.holder)
+            owned = self.ownership.own_share(jobs, share)
+            if swept is None or self.clock() - swept >= self.sweep_every:
+                # Outside the share: a sweep is one pass per settled job (its lease is let go
+                # after it), and counting these would move every share on each sweep's poll.
+                residual = [j for j in self.residual_jobs() if j not in jobs]
+                owned.update(self.ownership.own_many(residual))
+                swept = self.clock()
+        except AWAY:
+            self._wait_for(None)  # the store's watch logged it (once per outage)
+            return swept
         self._watching.follow(owned)
         self._woken.clear()  # news from here on wakes the coming sleep
         try:
@@ -321,11 +335,12 @@ class Supervisor:
     def _members(self) -> tuple[str, ...]:
         """The live supervisors, this one included: each announces itself in the store every
         poll for one lease ttl, so a dead one drops out within one ttl, as its leases do. A
-        store that cannot answer leaves the last members (at first, this one alone: take
-        everything, as a lone supervisor would) rather than stopping the loop."""
+        store that cannot be written (read-only) leaves the last members (at first, this one
+        alone: take everything, as a lone supervisor would); one that does not answer ends the
+        poll (:meth:`_poll`)."""
         try:
             self._last_members = self.store.announce(self.holder, self.lease_ttl)
-        except (Unavailable, ReadOnly) as exc:
+        except ReadOnly as exc:
             log.warning("cannot announce %s as a member: %s", self.holder, exc)
         return self._last_members
 
@@ -394,7 +409,8 @@ class Supervisor:
         if isinstance(exc, NotFound):
             return
         if isinstance(exc, (Unreachable, Unavailable)):
-            log.warning("job %s: %s; trying again", job, exc)
+            if not self.store.told(exc):  # the store's own outage is logged once, not per job
+                log.warning("job %s: %s; trying again", job, exc)
             return
         if isinstance(exc, Invalid):
             # Unreadable (damaged, or a newer version wrote it) or not folding: one

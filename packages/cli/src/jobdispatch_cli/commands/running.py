@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 import jobdispatch
-from jobdispatch.errors import DispatchError, Unsupported
+from jobdispatch.errors import DispatchError, Unavailable, Unreachable, Unsupported
 from jobdispatch.spi import Discovery, ObjectRef, OutputReader
 from jobdispatch.types import Plan, State, Support
 from jobdispatch.validate import MAX_DURATION
@@ -30,6 +30,9 @@ from jobdispatch_cli.jobfile import load_job_file
 from jobdispatch_cli.render import cause_text, plan_view, state_text, to_data
 from jobdispatch_cli.report import Reporter
 from jobdispatch_cli.timeline import build, render_text
+
+#: The supervisor's own logger: what the command says about the store reads as the rest.
+log = logging.getLogger("jobdispatch.supervise")
 
 __all__ = ["Seconds", "register"]
 
@@ -197,6 +200,32 @@ def _stop_on_signals(stop: Any) -> Iterator[threading.Event]:
     finally:
         for signo, old in previous.items():
             signal.signal(signo, old)
+
+
+def _store_once_it_answers(app: App, poll: float | None, stopped: threading.Event) -> Any:
+    """The record store, opened once it answers: a supervisor started while a shared store is
+    away (its server restarting, cut off) waits for it, asking every poll, rather than exit;
+    it says so once, and once when the store answers. None when stopped first. A store that
+    refuses the credentials or the settings is no outage: that error ends the command."""
+    told = False
+    while True:
+        try:
+            store = app.store()
+        except (Unavailable, Unreachable) as exc:
+            pause = poll if poll is not None else app.pacing().interval
+            if not told:
+                log.warning(
+                    "the record store does not answer: %s; waiting for it, asking every %g s",
+                    exc,
+                    pause,
+                )
+                told = True
+            if stopped.wait(pause):
+                return None
+            continue
+        if told:
+            log.warning("the record store answers; supervising starts")
+        return store
 
 
 def _logging(verbose: bool) -> None:
@@ -413,8 +442,12 @@ def register(group: click.Group) -> None:
         owned by one at a time, and the others take over when its owner's lease lapses.
         """
         _logging(verbose)
+        with _stop_on_signals(lambda: None) as stopped:
+            store = _store_once_it_answers(app, poll, stopped)
+        if store is None:
+            app.err.print("stopped before the record store answered", style="dim")
+            return
         cluster = app.cluster()
-        store = app.store()
         reporters: dict[str, Reporter] = {}
         told: dict[str, tuple[int, object]] = {}
 
