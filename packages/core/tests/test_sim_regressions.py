@@ -232,3 +232,56 @@ def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen
     )
     story.observe(rerun)
     assert type(story.next(rerun)[0]) is Settle
+
+
+def test_seed_10071625_a_released_hold_waits_for_a_requeues_rerun_to_stop() -> None:
+    """Seed 10071625, invariant 1 (found by the sweep beyond CI's seeds, above 10,000,000): a
+    rule's hold was placed on a non-zero exit; a person's requeue, asked for before the run, was
+    then called on the ended object and answered ok, so the object ran again; the hold was
+    released, and the new submission was authorized and opened while the rerun lived: two live
+    objects at once. Submission n+1 now opens only once n's object is over, and an ended one
+    counts as over only if no requeue may have rerun it since it was seen."""
+    from jobdispatch.steps import Authorize, Open
+    from jobdispatch.testing import execution
+    from jobdispatch.timing import CALL_DEADLINE
+
+    failed = Cause(CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION)
+    story = Story.with_rules(
+        Rule(on=[CauseKind.NON_ZERO_EXIT], action=Action.HOLD, budget=1)
+    ).launched(1, "o1")
+    ended = story.ended(1, "o1", failed)
+    steps = story.next(ended)
+    assert type(steps[0]) is RuleHold
+    story.add(ev.RecoveryDecided, rule=0, trigger=steps[0].trigger, cause=failed, submission=1)
+    story.add(ev.HoldPlaced, instance=1, hold=steps[0].hold, submission=1, cause=failed)
+    o1 = ObjectRef("o1")
+    story.add(ev.RequeueRequested, reason="rerun it")
+    story.add(ev.CallIssued, op=ev.CallOp.REQUEUE, ref=o1, deadline=story.now + CALL_DEADLINE)
+    story.add(ev.CallAnswered, call=len(story.events), ok=True)
+    story.add(ev.HoldLifted, instance=1, reason="released", resume=True)
+
+    # The release gets its new submission, but its object opens only once the rerun is
+    # stopped: one live object per job.
+    steps = story.next()
+    assert (type(steps[0]), steps[0].submission) == (Authorize, 2)
+    story.authorize(2, trigger=steps[0].trigger, cause=failed)
+    story.attempt(2, 1).reply(2, 1, ref="o2").canonical(2, "o2", 1)
+    gated = observation("job1", 2, 1, "o2", ObjectState.GATED)
+    story.observe(gated)
+    step = story.next(gated)[0]
+    assert (type(step), step.ref) == (Stop, o1)
+    story.add(ev.StopDecided, ref=o1, reason=step.reason)
+    assert all(type(s) is not Open for s in story.next(gated))
+    # Once the rerun is seen ended after the call, submission 2 opens.
+    rerun = observation(
+        "job1",
+        1,
+        1,
+        "o1",
+        ObjectState.ENDED,
+        execution(0, ObjectState.ENDED, failed),
+        execution(1, ObjectState.ENDED, failed),
+    )
+    story.observe(rerun)
+    step = story.next(gated)[0]
+    assert (type(step), step.ref) == (Open, ObjectRef("o2"))

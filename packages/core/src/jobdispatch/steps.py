@@ -1100,8 +1100,12 @@ def _launch(
             return [], None  # held: the gate stays closed until released
         for older in job.submissions[: sub.n - 1]:
             for o in job.objects_of(older.n):
-                if o.canonical and o.open_decided and not o.done:
-                    # Submission n opens only once n-1's object is ended or verified stopped.
+                if o.canonical and o.open_decided and (not o.done or _maybe_rerun(job, o, now)):
+                    # Submission n opens only once n-1's object is ended or verified stopped,
+                    # and an ended one is taken as over only if no requeue may have rerun it
+                    # since it was seen (seed 10071625: a person's requeue called on it after
+                    # a rule's hold, the hold released, and the rerun and n's object live at
+                    # once).
                     return _stop_steps(job, o, "a newer submission replaces it", now)
         return [_open_step(sub.n, obj.ref, now)], None
     if obj.state is _OBJ_GATED or obj.state is None:
