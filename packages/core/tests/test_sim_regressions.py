@@ -14,6 +14,7 @@ from jobdispatch import (
     Cause,
     CauseKind,
     Invalid,
+    ObjectObs,
     ObjectRef,
     ObjectState,
     Provenance,
@@ -43,6 +44,22 @@ from jobdispatch.timing import ABSENCE_REFRESH
 from jobdispatch.triggers import End, Launch, RuleEscalates, Unresolved
 
 OOM = Cause(CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER)
+
+
+def _o1_rerun(first: Cause, rerun: Cause) -> ObjectObs:
+    """Submission 1's object o1 seen ended twice: its first execution, then the one a requeue
+    call reran."""
+    from jobdispatch.testing import execution
+
+    return observation(
+        "job1",
+        1,
+        1,
+        "o1",
+        ObjectState.ENDED,
+        execution(0, ObjectState.ENDED, first),
+        execution(1, ObjectState.ENDED, rerun),
+    )
 
 
 def test_seed_10_rule_hold_waits_while_an_operator_hold_stands() -> None:
@@ -201,7 +218,6 @@ def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen
     settled the job with the rerun's end never observed. An ended object a requeue may have
     rerun since its last observation is no longer taken as done: it is stopped, and the job
     settles once an observation made after the call shows it."""
-    from jobdispatch.testing import execution
     from jobdispatch.timing import CALL_DEADLINE
 
     preempted = Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER)
@@ -221,15 +237,7 @@ def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen
     # A Find after the call that still shows the first end is recorded, though nothing
     # changed, since it is the first sight of the object after the call.
     assert type(story.next(first_end)[0]) is Observe
-    rerun = observation(
-        "job1",
-        1,
-        1,
-        "o1",
-        ObjectState.ENDED,
-        execution(0, ObjectState.ENDED, preempted),
-        execution(1, ObjectState.ENDED, SUCCESS),
-    )
+    rerun = _o1_rerun(preempted, SUCCESS)
     story.observe(rerun)
     assert type(story.next(rerun)[0]) is Settle
 
@@ -242,7 +250,6 @@ def test_seed_10071625_a_released_hold_waits_for_a_requeues_rerun_to_stop() -> N
     objects at once. Submission n+1 now opens only once n's object is over, and an ended one
     counts as over only if no requeue may have rerun it since it was seen."""
     from jobdispatch.steps import Authorize, Open
-    from jobdispatch.testing import execution
     from jobdispatch.timing import CALL_DEADLINE
 
     failed = Cause(CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION)
@@ -273,15 +280,7 @@ def test_seed_10071625_a_released_hold_waits_for_a_requeues_rerun_to_stop() -> N
     story.add(ev.StopDecided, ref=o1, reason=step.reason)
     assert all(type(s) is not Open for s in story.next(gated))
     # Once the rerun is seen ended after the call, submission 2 opens.
-    rerun = observation(
-        "job1",
-        1,
-        1,
-        "o1",
-        ObjectState.ENDED,
-        execution(0, ObjectState.ENDED, failed),
-        execution(1, ObjectState.ENDED, failed),
-    )
+    rerun = _o1_rerun(failed, failed)
     story.observe(rerun)
     step = story.next(gated)[0]
     assert (type(step), step.ref) == (Open, ObjectRef("o2"))
