@@ -36,7 +36,17 @@ from jobdispatch.triggers import (
     parse_escalation,
     parse_trigger,
 )
-from jobdispatch.types import EXTENSIONS, Actor, ActorKind, AdapterValue, JobSpec, Resources
+from jobdispatch.types import (
+    EXTENSIONS,
+    Actor,
+    ActorKind,
+    AdapterValue,
+    JobSpec,
+    Plan,
+    Resources,
+    Rule,
+    RuleAssignment,
+)
 
 T = TypeVar("T")
 
@@ -154,9 +164,22 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
     c.register_unstructure_hook(
         Resources, make_dict_unstructure_fn(Resources, c, _cattrs_omit_if_default=True)
     )
+    # Fields added after records existed (a rule's charge, a spec's progress source and stall
+    # rule, a plan's stall assignment, a rule's charged count) are written only when set, so a
+    # record that does not use them is byte for byte what it was before they existed.
+    omit = override(omit_if_default=True)
+    rule_fields: dict[str, Any] = {"charge": omit}
+    if written_names:
+        rule_fields["for_"] = override(rename="for")
+    c.register_unstructure_hook(Rule, make_dict_unstructure_fn(Rule, c, **rule_fields))
     c.register_unstructure_hook(
-        JobSpec, make_dict_unstructure_fn(JobSpec, c, resources=override(omit_if_default=True))
+        RuleAssignment, make_dict_unstructure_fn(RuleAssignment, c, charged=omit)
     )
+    c.register_unstructure_hook(
+        JobSpec,
+        make_dict_unstructure_fn(JobSpec, c, resources=omit, progress=omit, stall=omit),
+    )
+    c.register_unstructure_hook(Plan, make_dict_unstructure_fn(Plan, c, stall=omit))
     c.register_structure_hook_func(lambda t: t == AdapterValue, _structure_adapter_value)
     # Triggers and escalation ids are recorded as the text they print, and read back through
     # their one parser: a text it refuses makes the record Unreadable, naming the revision.

@@ -33,6 +33,7 @@ from typing import ClassVar, TypeAlias
 import attrs
 
 from jobdispatch import calls
+from jobdispatch import progress as pr
 from jobdispatch.calls import Call
 from jobdispatch.errors import DispatchError, Invalid, OutcomeUnknown, Rejected, Unsupported
 from jobdispatch.job import (
@@ -102,12 +103,14 @@ __all__ = [
     "Canonical",
     "Cease",
     "Context",
+    "DeclareStall",
     "Escalate",
     "LiftHold",
     "Miss",
     "Observe",
     "Open",
     "Outcome",
+    "RecordProgress",
     "Requeue",
     "RestoreRequeue",
     "Retire",
@@ -270,11 +273,101 @@ class Observe(_Step):
 
 
 @attrs.frozen(kw_only=True)
+class RecordProgress(_Step):
+    """Record what a reading of the job's progress showed that the record lacks (the progress,
+    bounded by the job's ``record_every``; resumed entries; the source going blind or seeing
+    again), as evidence, in one commit (:mod:`jobdispatch.progress`).
+
+    Rows P1, P2."""
+
+    kind: ClassVar[str] = "record-progress"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (
+        ev.ProgressSeen,
+        ev.ResumedFrom,
+        ev.ProgressBlind,
+        ev.ProgressSighted,
+    )
+    fenced: ClassVar[bool] = False
+    evidence: tuple[pr.Evidence, ...] = ()
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        out: list[ev.AnyEvent] = []
+        for item in self.evidence:
+            if isinstance(item, pr.Mark):
+                out.append(
+                    ev.ProgressSeen(
+                        at=ctx.at,
+                        by=ctx.by,
+                        step=item.step,
+                        marked_at=item.at,
+                        submission=item.submission,
+                        execution=item.execution,
+                        origin=item.origin,
+                    )
+                )
+            elif isinstance(item, pr.Resumed):
+                out.append(
+                    ev.ResumedFrom(
+                        at=ctx.at,
+                        by=ctx.by,
+                        submission=item.submission,
+                        execution=item.execution,
+                        step=item.step,
+                        resumed_at=item.at,
+                    )
+                )
+            elif isinstance(item, pr.Blind):
+                out.append(ev.ProgressBlind(at=ctx.at, by=ctx.by, detail=item.detail))
+            else:
+                out.append(ev.ProgressSighted(at=ctx.at, by=ctx.by))
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class DeclareStall(_Step):
+    """A run made no progress for its stall rule's time. Enforced: the verdict and the stop
+    are committed together, and only then is the run stopped, so the run's cause is
+    ``stalled`` (never the ``cancelled`` a stop shows). Observed: the verdict alone, no call.
+
+    Row P3."""
+
+    kind: ClassVar[str] = "declare-stall"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StallDeclared, ev.StopDecided)
+    call_type: ClassVar[type[Call] | None] = calls.StopCall
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+    enforced: bool
+
+    @property
+    def reason(self) -> str:
+        return f"stalled: {self.cause.detail}"
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        declared = ev.StallDeclared(
+            at=ctx.at,
+            by=ctx.by,
+            ref=self.ref,
+            execution=self.execution,
+            cause=self.cause,
+            enforced=self.enforced,
+        )
+        if not self.enforced:
+            return [declared]
+        return [declared, ev.StopDecided(at=ctx.at, by=ctx.by, ref=self.ref, reason=self.reason)]
+
+    def call(self, ctx: Context) -> Call | None:
+        if not self.enforced:
+            return None
+        return calls.StopCall(ref=self.ref, reason=self.reason)
+
+
+@attrs.frozen(kw_only=True)
 class Authorize(_Step):
     """Authorize submission ``submission``, used up by ``trigger``; a rule's authorization
     reserves its budget in the same event.
 
-    Rows L1, L12, E3, H5, I1."""
+    Rows L1, L12, E3, H5, I1, P5."""
 
     kind: ClassVar[str] = "authorize"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.SubmissionAuthorized,)
@@ -438,7 +531,7 @@ class Open(_Step):
 class Stop(_Step):
     """Decide to stop an object, then stop it (again after ``STOP_RETRY`` while it lives).
 
-    Rows L9, T1, T2, T7."""
+    Rows L9, T1, T2, T7, P4."""
 
     kind: ClassVar[str] = "stop"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StopDecided,)
@@ -495,7 +588,7 @@ class Outcome(_Step):
 class Escalate(_Step):
     """Tell a person (the sinks deliver it at the next pass, one delivery recorded per sink).
 
-    Rows L11, H4, T4, T5."""
+    Rows L11, H4, T4, T5, P2."""
 
     kind: ClassVar[str] = "escalate"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Escalated,)
@@ -761,6 +854,8 @@ class Cease(_Step):
 Step: TypeAlias = (
     Wait
     | Observe
+    | RecordProgress
+    | DeclareStall
     | Authorize
     | Start
     | Canonical
@@ -785,6 +880,8 @@ Step: TypeAlias = (
 STEPS: Sequence[type[_Step]] = (
     Wait,
     Observe,
+    RecordProgress,
+    DeclareStall,
     Authorize,
     Start,
     Canonical,
@@ -876,7 +973,9 @@ def _end_of(job: Job, sub: SubmissionRec) -> tuple[End, Cause] | None:
         last = max(executions, key=lambda x: x.index)
         key = End(obj.ref.id, last.index)
         if last.state is _OBJ_ENDED:
-            cause = last.cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
+            cause = job.run_cause(obj, last) or Cause(
+                _CAUSE_UNKNOWN, detail="the backend gave no cause"
+            )
         else:
             cause = Cause(_CAUSE_UNKNOWN, detail="vanished from the backend while it ran")
     elif obj.ever_opened or obj.open_decided:
@@ -931,7 +1030,10 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
         return _failed(cause, NativeSpent(n, key), f"the backend did not rerun it under rule {n}")
     if rule.action is _ACTION_ESCALATE:
         return _failed(cause, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
-    if job.remaining(n) <= 0:
+    if job.remaining(n) <= 0 and job.would_charge(n):
+        # Under ``no-advance`` a firing after which training advanced is not charged, so a
+        # spent budget does not stop it (spec 0001, "Budgets that know whether training
+        # advanced").
         return _failed(
             cause,
             BudgetSpent(n),
@@ -1378,6 +1480,11 @@ def _drive(job: Job, now: datetime) -> list[Step]:
         return steps
     wakes.append(wake)
 
+    steps, wake = _stalled(job, latest, now)
+    if steps:
+        return steps
+    wakes.append(wake)
+
     for step_list in (_backend_holds(job, hold, now), _restore_bit(job, now)):
         if step_list:
             return step_list
@@ -1388,11 +1495,47 @@ def _drive(job: Job, now: datetime) -> list[Step]:
     return _wait(*wakes)
 
 
-def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
+def _stalled(job: Job, sub: SubmissionRec, now: datetime) -> tuple[list[Step], datetime | None]:
+    """A run declared stalled (enforced) that still runs is stopped again after STOP_RETRY."""
+    if not job.stalls or sub.canonical is None:
+        return [], None
+    obj = job.object(sub.canonical)
+    if obj is None or obj.done or not obj.executions():
+        return [], None
+    run = obj.executions()[-1]
+    stall = job.stalls.get((obj.ref.id, run.index))
+    if stall is None or not stall.enforced or run.state is _OBJ_ENDED:
+        return [], None
+    return _stop_steps(job, obj, f"stalled: {stall.cause.detail}", now)
+
+
+def _progress(job: Job, reading: pr.Reading, now: datetime) -> list[Step]:
+    """What this poll's reading of the job's progress asks for (:func:`progress.judge`)."""
+    verdict = pr.judge(job, reading, now)
+    if verdict.evidence:
+        return [RecordProgress(evidence=verdict.evidence)]
+    stall = verdict.stall
+    if stall is not None:
+        return [
+            DeclareStall(
+                ref=stall.ref, execution=stall.execution, cause=stall.cause, enforced=stall.enforced
+            )
+        ]
+    if verdict.escalation is not None:
+        return [Escalate(escalation=verdict.escalation, detail=verdict.detail)]
+    return []
+
+
+def next_steps(
+    job: Job, discovery: Discovery, now: datetime, progress: pr.Reading | None = None
+) -> list[Step]:
     """What should happen next, most urgent first. Pure: no I/O, no clock.
 
     Every step is computed from the revision ``job`` was folded from and the ``discovery`` made
     after reading it; an executor commits decisions conditionally on that revision.
+    ``progress`` is what this poll read of the job's progress (None: not read this pass, and
+    nothing is judged on it): its evidence is recorded right after the backend's, and a stall
+    is declared before anything else is driven (:mod:`jobdispatch.progress`).
     """
     observe = _observations(job, discovery, now)
     if observe:
@@ -1401,4 +1544,8 @@ def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
         return _sweep(job, now)
     if job.terminal:
         return _cleanup(job, now)
+    if progress is not None:
+        steps = _progress(job, progress, now)
+        if steps:
+            return steps
     return _drive(job, now)

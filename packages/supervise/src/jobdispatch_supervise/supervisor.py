@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unavailable, Unreachable
 from jobdispatch.job import fold
+from jobdispatch.progress import ProgressSource
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, Discovery, find_all, pacing_of
 from jobdispatch.steps import (
@@ -33,6 +34,7 @@ from jobdispatch.steps import (
     Escalate,
     Observe,
     Outcome,
+    RecordProgress,
     Settle,
     Step,
     VerifiedStopped,
@@ -44,6 +46,7 @@ from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.heap import COLLECT_EVERY, HeapKeeper
 from jobdispatch_supervise.outage import AWAY, WatchedStore
 from jobdispatch_supervise.ownership import Ownership, fair_share
+from jobdispatch_supervise.progress import ProgressPoll
 from jobdispatch_supervise.sinks import LogSink, Sink
 from jobdispatch_supervise.watching import Watching
 
@@ -87,6 +90,9 @@ class Supervisor:
             polls (:mod:`jobdispatch_supervise.heap`): the heap frozen after each poll, and
             collected fully between two polls every ``full_collection_every``.
         full_collection_every: the longest time garbage in reference cycles waits.
+        progress: where the progress of jobs that name a progress source is read (one listing
+            per checkpoint root per poll, :mod:`jobdispatch_supervise.progress`). None: such
+            jobs are blind here (recorded, shown, escalated past their bound; never stalled).
 
     Raises Invalid at construction for a poll or a lease ttl that is not positive or is longer
     than the core's MAX_DURATION (a NaN poll included), for a poll below the poll floor or a
@@ -114,6 +120,7 @@ class Supervisor:
         call_concurrency: int = 8,
         freeze_heap: bool = True,
         full_collection_every: timedelta = COLLECT_EVERY,
+        progress: ProgressSource | None = None,
     ) -> None:
         # Checked here, not when the first lease is needed: a supervisor that cannot work must
         # say so before it serves anything. Pacing names NaN, infinities and out-of-range
@@ -157,6 +164,7 @@ class Supervisor:
         self._sleep = sleep
         self._draw = draw or random.Random(secrets.randbits(64)).random
         self.on_observed = on_observed
+        self.progress = progress
         self._watching = Watching(
             backend,
             self.wake,
@@ -213,6 +221,7 @@ class Supervisor:
         # and after a call the executor looks again itself.
         polled = True
         discovery: Discovery | None = None
+        readings = ProgressPoll(self.progress, self.holder)
         try:
             while not self._stopping.is_set():
                 try:
@@ -223,7 +232,10 @@ class Supervisor:
                         continue
                     if polled:
                         discovery, polled = self.backend.find(job), False
-                    result = self.executor.run_pass(job, lease, discovery)
+                        readings = ProgressPoll(self.progress, self.holder)
+                    result = self.executor.run_batch([(job, lease, discovery)], readings)[0]
+                    if result.error is not None:
+                        raise result.error
                     if discovery is not None:
                         self._observed(job, discovery)
                     if not _record_only(result):
@@ -366,8 +378,9 @@ class Supervisor:
         batch: list[tuple[str, Lease, Discovery | None]] = [
             (job, lease, fresh.get(job)) for job, lease in owned.items()
         ]
+        readings = ProgressPoll(self.progress, self.holder)  # one listing per root per poll
         while batch and not self._stopping.is_set():
-            results = self.executor.run_batch(batch)
+            results = self.executor.run_batch(batch, readings)
             again: list[str] = []
             for (job, _, _), result in zip(batch, results, strict=True):
                 if not _record_only(result):
@@ -431,6 +444,7 @@ class Supervisor:
 #: pass's Find showed it (none of them follows a Start, whose object a Find before it lacks).
 _RECORD_ONLY: tuple[type[Step], ...] = (
     Observe,
+    RecordProgress,
     Authorize,
     Canonical,
     VerifiedStopped,

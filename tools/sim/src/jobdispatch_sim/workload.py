@@ -26,6 +26,8 @@ from jobdispatch.types import (
 
 from jobdispatch_sim.options import SimOptions
 
+_STALLED = CauseKind.STALLED
+
 _ACTIONS = {
     Shape.SLURM: (Action.RESUBMIT, Action.RESUBMIT, Action.REQUEUE, Action.HOLD, Action.ESCALATE),
     Shape.KUBEFLOW: (
@@ -60,7 +62,9 @@ class JobPlan:
 
 
 def _rules(rng: random.Random, shape: Shape, opts: SimOptions) -> list[Rule]:
-    free = list(_COMMON) + [k for k in RECOVERABLE if k not in _COMMON]
+    # ``stalled`` is drawn only for jobs with a stall rule (see _progress), from their own
+    # generator, so the seeds of runs without progress play as they did before it existed.
+    free = list(_COMMON) + [k for k in RECOVERABLE if k not in _COMMON and k is not _STALLED]
     rules: list[Rule] = []
     for _ in range(rng.choice((0, 1, 1, 2, 2, 3))):
         if not free:
