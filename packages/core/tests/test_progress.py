@@ -344,11 +344,12 @@ def test_no_advance_two_crashes_at_the_same_step_spend_the_budget():
     s = story(rule, stall=False).launched()
     s.later(600)
     step = _fire_after(s, 1, "o1", checkpoint=300)  # advanced: free
+    assert isinstance(step, Authorize) and step.charged is False  # said in the record
     commit(s, step)
     s.attempt(2, 1).reply(2, 1, "o2").canonical(2, "o2").open(2, "o2").observe(running(2, "o2"))
     s.later(600)
     step = _fire_after(s, 2, "o2", checkpoint=300)  # no advance: charged, budget now spent
-    assert isinstance(step, Authorize)
+    assert isinstance(step, Authorize) and step.charged is True
     commit(s, step)
     s.attempt(3, 1).reply(3, 1, "o3").canonical(3, "o3").open(3, "o3").observe(running(3, "o3"))
     s.later(600)
@@ -365,7 +366,9 @@ def test_every_firing_is_charged_by_default_whatever_the_progress():
     rule = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)
     s = story(rule, stall=False).launched()
     s.later(600)
-    commit(s, _fire_after(s, 1, "o1", checkpoint=100))
+    first_firing = _fire_after(s, 1, "o1", checkpoint=100)
+    assert isinstance(first_firing, Authorize) and first_firing.charged is None  # unsaid
+    commit(s, first_firing)
     s.attempt(2, 1).reply(2, 1, "o2").canonical(2, "o2").open(2, "o2").observe(running(2, "o2"))
     s.later(600)
     step = _fire_after(s, 2, "o2", checkpoint=900)

@@ -567,13 +567,16 @@ class _Folder:
             raise _bad(i, self.job, f"trigger {str(trigger)!r} authorized twice")
         self.job.triggers.add(trigger)
 
-    def _charge(self, i: int, rule: int | None, at: datetime) -> None:
+    def _charge(self, i: int, rule: int | None, at: datetime, said: bool | None) -> None:
+        """Count a firing of ``rule``; charge its budget unless the firing said it is not
+        charged (a ``no-advance`` rule after training advanced). What the decision said is
+        history: it is not judged again here."""
         job = self.job
         if rule is None:
             return
         if not 0 <= rule < len(job.header.plan.rules):
             raise _bad(i, job, f"rule {rule} is not in the plan")
-        charged = job.would_charge(rule)
+        charged = job.would_charge(rule) if said is None else said
         job.fired.append(FiringRec(rule, charged, job.checkpoint_step, at))
         job.firings[rule] = job.firings.get(rule, 0) + 1
         if not charged:
@@ -856,7 +859,7 @@ class _Folder:
         if e.n != expected:
             raise _bad(i, job, f"submission {e.n} authorized, expected {expected}")
         self._use_trigger(i, e.trigger)
-        self._charge(i, e.rule, e.at)
+        self._charge(i, e.rule, e.at, e.charged)
         if isinstance(e.trigger, Resubmit):
             if e.trigger.revision not in job.resubmits:
                 msg = f"resubmit trigger {str(e.trigger)!r} names no pending request"
@@ -949,7 +952,7 @@ class _Folder:
         job = self.job
         self._not_terminal(i, "a recovery")
         self._use_trigger(i, e.trigger)
-        self._charge(i, e.rule, e.at)
+        self._charge(i, e.rule, e.at, e.charged)
         if isinstance(e.trigger, End):
             job.handled_ends.add(e.trigger)
         action = job.assignment(e.rule).effective.action

@@ -80,6 +80,7 @@ from jobdispatch.types import (
     Capability,
     Cause,
     CauseKind,
+    Charge,
     CheckpointMode,
     Enforcer,
     Hold,
@@ -139,6 +140,7 @@ _CALL_REQUEUE = CallOp.REQUEUE
 _CALL_RESTORE = CallOp.RESTORE
 _CAP_HOLD = Capability.HOLD
 _CAUSE_LAUNCH_FAILED = CauseKind.LAUNCH_FAILED
+_CHARGE_NO_ADVANCE = Charge.NO_ADVANCE
 _CAUSE_NONE = CauseKind.NONE
 _CAUSE_UNKNOWN = CauseKind.UNKNOWN
 _CHECKPOINT_SHARED = CheckpointMode.SHARED
@@ -375,6 +377,7 @@ class Authorize(_Step):
     trigger: Trigger
     rule: int | None = None
     cause: Cause | None = None
+    charged: bool | None = None
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         return [
@@ -385,6 +388,7 @@ class Authorize(_Step):
                 trigger=self.trigger,
                 rule=self.rule,
                 cause=self.cause,
+                charged=self.charged,
             )
         ]
 
@@ -627,6 +631,7 @@ class RuleHold(_Step):
     cause: Cause
     hold: Hold
     instance: int
+    charged: bool | None = None
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         return [
@@ -637,6 +642,7 @@ class RuleHold(_Step):
                 trigger=self.trigger,
                 cause=self.cause,
                 submission=self.submission,
+                charged=self.charged,
             ),
             ev.HoldPlaced(
                 at=ctx.at,
@@ -790,6 +796,7 @@ class RuleRequeue(_Requeues):
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.RecoveryDecided, ev.CallIssued)
     rule: int
     cause: Cause
+    charged: bool | None = None
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         decided = ev.RecoveryDecided(
@@ -800,6 +807,7 @@ class RuleRequeue(_Requeues):
             cause=self.cause,
             ref=self.ref,
             submission=self.submission,
+            charged=self.charged,
         )
         return [decided, self._issued(ctx)]
 
@@ -1030,7 +1038,9 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
         return _failed(cause, NativeSpent(n, key), f"the backend did not rerun it under rule {n}")
     if rule.action is _ACTION_ESCALATE:
         return _failed(cause, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
-    if job.remaining(n) <= 0 and job.would_charge(n):
+    # Under ``no-advance`` the firing says whether it is charged (spec 0001 D6, P5).
+    charged = job.would_charge(n) if rule.charge is _CHARGE_NO_ADVANCE else None
+    if job.remaining(n) <= 0 and charged is not False:
         # Under ``no-advance`` a firing after which training advanced is not charged, so a
         # spent budget does not stop it (spec 0001, "Budgets that know whether training
         # advanced").
@@ -1040,7 +1050,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
             f"rule {n} ({rule.action} on {cause.kind}) has spent its budget of {rule.budget}",
         )
     if rule.action is _ACTION_RESUBMIT:
-        return Authorize(submission=sub.n + 1, trigger=key, rule=n, cause=cause)
+        return Authorize(submission=sub.n + 1, trigger=key, rule=n, cause=cause, charged=charged)
     if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART):
         if sub.canonical is None:
             # A launch that failed left no object to run again in place.
@@ -1057,6 +1067,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
             rule=match.index,
             cause=cause,
             deadline=now + CALL_DEADLINE,
+            charged=charged,
         )
     if rule.action is _ACTION_HOLD:
         until = now + rule.for_ if rule.for_ is not None else None
@@ -1073,6 +1084,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
             cause=cause,
             hold=hold,
             instance=len(job.holds) + 1,
+            charged=charged,
         )
     return _failed(cause, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
 

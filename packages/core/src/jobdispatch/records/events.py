@@ -308,6 +308,9 @@ class SubmissionAuthorized(Event):
     trigger: Trigger
     rule: int | None = None
     cause: Cause | None = None
+    #: Whether the rule's budget pays for this firing, said only by a rule that charges
+    #: ``no-advance`` (None: every firing of the rule is charged).
+    charged: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -410,6 +413,8 @@ class RecoveryDecided(Event):
     cause: Cause
     ref: ObjectRef | None = None
     submission: int = 0
+    #: As :attr:`SubmissionAuthorized.charged`.
+    charged: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
