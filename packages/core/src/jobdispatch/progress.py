@@ -3,7 +3,7 @@
 A job shows it is alive by the checkpoints its helper publishes and by the cheap marks it makes
 (``jobdispatch-publish progress --step N``); ``resolve`` leaves a "resumed" entry naming the
 step each execution resumed from. The supervisor reads all of that for every job it owns, in
-batches (one listing per checkpoint root per poll, :class:`ProgressSource`), and hands each
+batches (one listing per checkpoint root per poll, :class:`ProgressReader`), and hands each
 job's reading to ``next``. This module decides, purely, from the folded record, that reading and
 ``now``:
 
@@ -43,7 +43,7 @@ __all__ = [
     "JobProgress",
     "Mark",
     "Origin",
-    "ProgressSource",
+    "ProgressReader",
     "ProgressUnreadable",
     "Reading",
     "Resumed",
@@ -117,7 +117,7 @@ class ProgressUnreadable(Exception):
 
 
 @runtime_checkable
-class ProgressSource(Protocol):
+class ProgressReader(Protocol):
     """Where a supervisor reads its jobs' progress: one listing of a checkpoint root answers
     for every job under it.
 

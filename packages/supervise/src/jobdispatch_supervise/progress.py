@@ -3,7 +3,7 @@
 The supervisor makes one :class:`ProgressPoll` per poll and hands it to every batch of the
 poll's rounds. The first batch holds every owned job: the poll groups the jobs that name a
 progress source by their checkpoint root and lists each root once, through the injected
-:class:`~jobdispatch.progress.ProgressSource`, whatever the number of jobs under it; later
+:class:`~jobdispatch.progress.ProgressReader`, whatever the number of jobs under it; later
 rounds reuse those listings. A root that cannot be listed (the source raises, or no source is
 configured where this supervisor runs) makes every job under it :class:`Blind`, which ``next``
 records and never declares a stall on (spec 0004, "Progress").
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from jobdispatch.progress import Blind, JobProgress, ProgressSource, Reading
+from jobdispatch.progress import Blind, JobProgress, ProgressReader, Reading
 from jobdispatch.records import events as ev
 from jobdispatch.types import JobID
 
@@ -28,7 +28,7 @@ _NOTHING_YET = JobProgress()
 class ProgressPoll:
     """The progress readings of one poll, made lazily, one listing per root."""
 
-    def __init__(self, source: ProgressSource | None, holder: str = "") -> None:
+    def __init__(self, source: ProgressReader | None, holder: str = "") -> None:
         self._source = source
         self._holder = holder
         self._roots: dict[str, Mapping[JobID, JobProgress] | Blind] = {}

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unavailable, Unreachable
 from jobdispatch.job import fold
-from jobdispatch.progress import ProgressSource
+from jobdispatch.progress import ProgressReader
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, Discovery, find_all, pacing_of
 from jobdispatch.steps import (
@@ -120,7 +120,7 @@ class Supervisor:
         call_concurrency: int = 8,
         freeze_heap: bool = True,
         full_collection_every: timedelta = COLLECT_EVERY,
-        progress: ProgressSource | None = None,
+        progress: ProgressReader | None = None,
     ) -> None:
         # Checked here, not when the first lease is needed: a supervisor that cannot work must
         # say so before it serves anything. Pacing names NaN, infinities and out-of-range

@@ -310,6 +310,18 @@ def declares_while_blind() -> AbstractContextManager[None]:
     return _patched((progress_mod, "judge", judge_blind))
 
 
+def stall_from_record_only() -> AbstractContextManager[None]:
+    """A stall is judged on the progress the record holds, not on the poll's reading: since
+    progress enters the record at most once per ``record_every``, a run that marks every step
+    looks hung between two recordings."""
+    original = progress_mod._stall
+
+    def stall(job: Job, reading: progress_mod.JobProgress, now: datetime) -> Any:
+        return original(job, progress_mod.JobProgress(), now)
+
+    return _patched((progress_mod, "_stall", stall))
+
+
 def charges_on_advance() -> AbstractContextManager[None]:
     """Every firing of a no-advance rule is charged, whether training advanced or not."""
     return _patched((Job, "would_charge", lambda self, rule: True))
@@ -384,6 +396,11 @@ MUTANTS: dict[str, Mutant] = {
             "declares-while-blind",
             "no stall is declared while progress cannot be read",
             declares_while_blind,
+        ),
+        Mutant(
+            "stall-from-record-only",
+            "a stall is judged on the poll's fresh reading, not only on the bounded record",
+            stall_from_record_only,
         ),
         Mutant(
             "charges-on-advance",

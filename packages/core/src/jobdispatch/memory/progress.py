@@ -1,7 +1,7 @@
 """An in-memory progress source: checkpoint roots held in a dict, as the tests and the simulator
 play a job's helper (marks, publications, resumed entries) and a store that goes blind.
 
-It answers :class:`jobdispatch.progress.ProgressSource` as the helper's own reader does: one
+It answers :class:`jobdispatch.progress.ProgressReader` as the helper's own reader does: one
 listing of a root answers for every job under it, with each job's newest progress of any origin,
 its newest publication and its resumed entries; a root made blind raises
 :class:`~jobdispatch.progress.ProgressUnreadable`. It counts the listings of each root, so a test
