@@ -18,7 +18,8 @@ No GPU, no downloads, standard library only.
 
 ``--wait-at STEP`` makes the first submission stop after that step and wait, checkpointed, until
 it is preempted (SIGTERM): the demo's job waits for the reader (or examples/demo.py) to
-preempt it, and the tests' jobs wait for the test, however slow the machine. Later submissions run straight through.
+preempt it, and the tests' jobs wait for the test, however slow the machine. Later submissions
+run straight through.
 """
 
 from __future__ import annotations
