@@ -46,6 +46,7 @@ from jobdispatch.steps import (
     Context,
     DeclareStall,
     Escalate,
+    ObserveStall,
     Outcome,
     RecordProgress,
     Stop,
@@ -220,7 +221,7 @@ def test_p3_a_run_without_progress_past_stall_after_is_stopped_as_stalled():
     commit(s, s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0])
     s.later((AFTER + timedelta(seconds=6)).total_seconds())
     step = s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0]
-    assert isinstance(step, DeclareStall) and step.enforced
+    assert isinstance(step, DeclareStall)
     assert (step.ref, step.execution) == (ObjectRef("o1"), 0)
     assert step.cause.kind is CauseKind.STALLED
     assert step.cause.provenance is Provenance.SUPERVISOR
@@ -283,7 +284,7 @@ def test_p3_observe_mode_records_the_verdict_once_and_stops_nothing():
     s = story(mode=StallMode.OBSERVE).launched()
     s.later((GRACE + timedelta(seconds=1)).total_seconds())
     step = s.next(running(), progress=JobProgress())[0]
-    assert isinstance(step, DeclareStall) and not step.enforced
+    assert isinstance(step, ObserveStall)
     ctx = Context(at=s.now, by=SUPERVISOR, job=s.fold())
     assert [type(e) for e in step.before(ctx)] == [ev.StallDeclared]
     assert step.call(ctx) is None
@@ -425,7 +426,7 @@ def _play(history: list[tuple[timedelta, object]], mode: StallMode):
 @given(_histories(), st.sampled_from(StallMode))
 def test_never_a_stall_while_blind_or_while_progress_is_recent(history, mode):
     for job, got, now, step in _play(history, mode):
-        if not isinstance(step, DeclareStall):
+        if not isinstance(step, DeclareStall | ObserveStall):
             continue
         assert not isinstance(got, Blind), "a stall declared from a blind reading"
         assert job.blind is None, "a stall declared while the record says blind"
@@ -452,7 +453,7 @@ def test_progress_enters_the_record_at_most_once_per_interval(history):
 @given(_histories())
 def test_each_run_is_judged_at_most_once(history):
     declared = [step for _, _, _, step in _play(history, StallMode.ENFORCE)]
-    stalls = [s for s in declared if isinstance(s, DeclareStall)]
+    stalls = [s for s in declared if isinstance(s, DeclareStall | ObserveStall)]
     assert len(stalls) <= 1
 
 

@@ -109,6 +109,7 @@ __all__ = [
     "LiftHold",
     "Miss",
     "Observe",
+    "ObserveStall",
     "Open",
     "Outcome",
     "RecordProgress",
@@ -327,9 +328,9 @@ class RecordProgress(_Step):
 
 @attrs.frozen(kw_only=True)
 class DeclareStall(_Step):
-    """A run made no progress for its stall rule's time. Enforced: the verdict and the stop
-    are committed together, and only then is the run stopped, so the run's cause is
-    ``stalled`` (never the ``cancelled`` a stop shows). Observed: the verdict alone, no call.
+    """A run made no progress for its stall rule's time: the verdict and the decision to stop
+    the run are committed together, and only then is the run stopped, so the run's cause is
+    ``stalled`` (never the ``cancelled`` a stop shows).
 
     Row P3."""
 
@@ -339,29 +340,52 @@ class DeclareStall(_Step):
     ref: ObjectRef
     execution: int
     cause: Cause
-    enforced: bool
 
     @property
     def reason(self) -> str:
         return f"stalled: {self.cause.detail}"
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
-        declared = ev.StallDeclared(
-            at=ctx.at,
-            by=ctx.by,
-            ref=self.ref,
-            execution=self.execution,
-            cause=self.cause,
-            enforced=self.enforced,
-        )
-        if not self.enforced:
-            return [declared]
-        return [declared, ev.StopDecided(at=ctx.at, by=ctx.by, ref=self.ref, reason=self.reason)]
+        return [
+            ev.StallDeclared(
+                at=ctx.at,
+                by=ctx.by,
+                ref=self.ref,
+                execution=self.execution,
+                cause=self.cause,
+                enforced=True,
+            ),
+            ev.StopDecided(at=ctx.at, by=ctx.by, ref=self.ref, reason=self.reason),
+        ]
 
-    def call(self, ctx: Context) -> Call | None:
-        if not self.enforced:
-            return None
+    def call(self, ctx: Context) -> Call:
         return calls.StopCall(ref=self.ref, reason=self.reason)
+
+
+@attrs.frozen(kw_only=True)
+class ObserveStall(_Step):
+    """A run made no progress for its stall rule's time, and the rule only observes: the
+    verdict is recorded, once per run, and nothing is stopped.
+
+    Row P3."""
+
+    kind: ClassVar[str] = "observe-stall"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StallDeclared,)
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.StallDeclared(
+                at=ctx.at,
+                by=ctx.by,
+                ref=self.ref,
+                execution=self.execution,
+                cause=self.cause,
+                enforced=False,
+            )
+        ]
 
 
 @attrs.frozen(kw_only=True)
@@ -864,6 +888,7 @@ Step: TypeAlias = (
     | Observe
     | RecordProgress
     | DeclareStall
+    | ObserveStall
     | Authorize
     | Start
     | Canonical
@@ -890,6 +915,7 @@ STEPS: Sequence[type[_Step]] = (
     Observe,
     RecordProgress,
     DeclareStall,
+    ObserveStall,
     Authorize,
     Start,
     Canonical,
@@ -1528,11 +1554,9 @@ def _progress(job: Job, reading: pr.Reading, now: datetime) -> list[Step]:
         return [RecordProgress(evidence=verdict.evidence)]
     stall = verdict.stall
     if stall is not None:
-        return [
-            DeclareStall(
-                ref=stall.ref, execution=stall.execution, cause=stall.cause, enforced=stall.enforced
-            )
-        ]
+        if stall.enforced:
+            return [DeclareStall(ref=stall.ref, execution=stall.execution, cause=stall.cause)]
+        return [ObserveStall(ref=stall.ref, execution=stall.execution, cause=stall.cause)]
     if verdict.escalation is not None:
         return [Escalate(escalation=verdict.escalation, detail=verdict.detail)]
     return []
