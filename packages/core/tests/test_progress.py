@@ -561,3 +561,13 @@ def test_the_plan_names_the_supervisor_as_the_stall_rules_enforcer():
         _plan(_spec(), supervised=False)
     with pytest.raises(ValidationError, match=r"stall\.after: must be at least the poll"):
         _plan(_spec(stall=StallRule(after=timedelta(milliseconds=100))))
+
+
+def test_a_resumed_entry_listed_twice_is_recorded_once_and_a_duplicate_never_breaks_the_fold():
+    s = story().launched()
+    entry = Resumed(submission=1, execution="0", step=40, at=T0)
+    step = s.next(running(), progress=JobProgress(resumed=(entry, entry)))[0]
+    assert step == RecordProgress(evidence=(entry,))
+    commit(s, step)
+    commit(s, step)  # a second supervisor recorded it too: evidence, harmless
+    assert s.fold().resumed[(1, "0")].step == 40

@@ -191,7 +191,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {label}: done", flush=True)
     mem, lmdb = results["memory"], results["lmdb"]
     names = list(results)
-    print(f"{'(seconds)':16}" + "".join(f"{n:>15}" for n in names) + f"{'lmdb/memory':>13}  target")
+    width = max(15, *(len(n) + 2 for n in names))
+    print(
+        f"{'(seconds)':20}"
+        + "".join(f"{n:>{width}}" for n in names)
+        + f"{'lmdb/memory':>13}  target"
+    )
     targets = {"launch": "lmdb within 3x", "longest poll": "no poll over 1 s"}
     rows = (
         "submit",
@@ -204,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for row in rows:
         ratio = lmdb[row] / mem[row] if mem[row] else float("inf")
-        cells = "".join(f"{results[n][row]:15.3f}" for n in names)
-        print(f"{row:16}{cells}{ratio:12.2f}x  {targets.get(row, '')}")
+        cells = "".join(f"{results[n][row]:{width}.3f}" for n in names)
+        print(f"{row:20}{cells}{ratio:12.2f}x  {targets.get(row, '')}")
     print("(a full collection runs between two polls every 10 minutes, never inside one;")
     print(" cpu: this process's processor time, which other load on the machine does not")
     print(" inflate; the PostgreSQL server's own work is not in it)")

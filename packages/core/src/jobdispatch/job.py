@@ -827,10 +827,11 @@ class _Folder:
             job.checkpoint_step = step
 
     def _on_resumed_from(self, i: int, e: ev.ResumedFrom) -> None:
+        # Evidence from outside: a second entry of one execution (two supervisors recorded it,
+        # or its resolve ran twice) changes nothing, and never makes the record unreadable.
         key = (e.submission, e.execution)
-        if key in self.job.resumed:
-            raise _bad(i, self.job, f"execution {e.submission}/{e.execution} resumed twice")
-        self.job.resumed[key] = ResumedRec(e.submission, e.execution, e.step, e.resumed_at)
+        if key not in self.job.resumed:
+            self.job.resumed[key] = ResumedRec(e.submission, e.execution, e.step, e.resumed_at)
         self._checkpoint(e.step)
 
     def _on_progress_blind(self, i: int, e: ev.ProgressBlind) -> None:

@@ -163,10 +163,6 @@ class Verdict:
     escalation: BlindEscalation | None = None
     detail: str = ""
 
-    @property
-    def empty(self) -> bool:
-        return not self.evidence and self.stall is None and self.escalation is None
-
 
 _NOTHING = Verdict()
 
@@ -205,7 +201,12 @@ def _evidence(job: Job, reading: JobProgress, now: datetime) -> list[Evidence]:
     out: list[Evidence] = []
     if job.blind is not None:
         out.append(Sighted())
-    out.extend(r for r in reading.resumed if (r.submission, r.execution) not in job.resumed)
+    known = set(job.resumed)
+    for r in reading.resumed:  # each once, even when the listing holds it twice
+        key = (r.submission, r.execution)
+        if key not in known:
+            known.add(key)
+            out.append(r)
     rec = job.progress
     due = rec is None or now - rec.recorded_at >= source.record_every or _ended_unhandled(job)
     ckpt = reading.checkpoint
