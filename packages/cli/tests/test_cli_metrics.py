@@ -126,7 +126,8 @@ def test_a_store_that_is_not_there_is_served_as_down_and_never_created(
     endpoint = served("metrics", "--listen", "127.0.0.1:0", "--store", str(missing))
     text = endpoint.scrape()
     assert _value(text, 'jobdispatch_store_up{cluster="local"}') == 0
-    assert 'jobdispatch_unmeasured_since_timestamp_seconds{cluster="local",series="records"}' in text
+    stale = 'jobdispatch_unmeasured_since_timestamp_seconds{cluster="local",series="records"}'
+    assert stale in text
     assert "jobdispatch_jobs{" not in text
     assert not missing.exists()
     endpoint.stop()
