@@ -139,7 +139,10 @@ class Fleet:
             for k, v in os.environ.items()
             if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
         }
-        self.env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(root / "xdg"))
+        # Wide lines: the supervisors' logs are read for their holder ids.
+        self.env.update(
+            XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(root / "xdg"), COLUMNS="500"
+        )
 
     def json(self, *args: str) -> Any:
         done = subprocess.run(
@@ -194,7 +197,7 @@ class Fleet:
 
 
 def _holder(log: str) -> str | None:
-    found = re.search(r" as (\S+), polling", log)
+    found = re.search(r"\bas\s+(\S+),\s+polling", log)
     return found.group(1) if found else None
 
 

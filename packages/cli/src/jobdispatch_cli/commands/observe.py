@@ -108,6 +108,7 @@ def register(group: click.Group) -> None:
             f"serving metrics of {app.store_label} (cluster {app.cluster_config.name}) at "
             f"{endpoint.url}; Ctrl-C or SIGTERM stops",
             style="dim",
+            soft_wrap=True,  # one line whatever the width, so a log keeps the URL whole
         )
         done = threading.Event()
         try:

@@ -493,7 +493,7 @@ def register(group: click.Group) -> None:
             # Once the store is open for writing: an LMDB store opened read-only first would
             # keep this process from opening it for writing.
             endpoint = start_metrics(app, metrics_listen, per_job=per_job, lease_ttl=lease_ttl)
-            app.err.print(f"serving metrics at {endpoint.url}", style="dim")
+            app.err.print(f"serving metrics at {endpoint.url}", style="dim", soft_wrap=True)
         try:
             _supervise(app, store, poll, lease_ttl)
         finally:
