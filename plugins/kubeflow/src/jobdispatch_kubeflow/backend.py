@@ -50,9 +50,10 @@ from jobdispatch.types import (
 )
 
 from jobdispatch_kubeflow import admission, classify, manifest, names, probe, restart
-from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
+from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
+from jobdispatch_kubeflow.listwatch import Listed, list_watch
 from jobdispatch_kubeflow.sentinel import Sentinel
 
 __all__ = ["KubeflowBackend"]
@@ -635,50 +636,32 @@ class KubeflowBackend:
 
     def watch(self, job: JobID) -> Iterator[ObjectObs]:
         """The job's objects as they are now (one LIST), then each change the API server sends
-        on a watch from that list's resourceVersion, for up to ``WATCH_WINDOW`` seconds. A 410
-        Gone (the version is too old) lists again and watches from the new version. Call it
-        again to go on.
+        on a watch from that list's resourceVersion, for up to ``WATCH_WINDOW`` seconds
+        (:func:`listwatch.list_watch`: a 410 Gone lists again and watches from the new
+        version). Call it again to go on.
 
         Watching also starts the backend's pod sentinel (module ``sentinel``), once: it pins
         what a dying pod shows as the API server reports it, so that an eviction between two
         polls keeps its cause."""
         self._sentinel().start()
         selector = names.job_selector([job])
-        deadline = time.monotonic() + WATCH_WINDOW
-        trainjobs, version = self.api.list("trainjobs", self.namespace, label_selector=selector)
-        for chain in self._chains(trainjobs, selector):
-            yield self._object(observe(chain))
-        while (left := int(deadline - time.monotonic())) > 0:
-            try:
-                for event in self.api.watch(
-                    "trainjobs",
-                    self.namespace,
-                    label_selector=selector,
-                    resource_version=version,
-                    timeout=left,
-                ):
-                    obj = event.get("object") or {}
-                    version = str((obj.get("metadata") or {}).get("resourceVersion", version))
-                    if event.get("type") == "BOOKMARK":
-                        continue
-                    name = str((obj.get("metadata") or {}).get("name", ""))
-                    if parse_discovery_name(name) is None:
-                        continue
-                    if event.get("type") == "DELETED":
-                        yield self._object(observe(Chain(trainjob=obj)))
-                        continue
-                    try:
-                        yield self.inspect(names.ref_of(self.namespace, name))
-                    except NotFound:
-                        continue
-                return
-            except Gone:
-                log.info("watch of %s: resourceVersion %s is gone; listing again", job, version)
-                trainjobs, version = self.api.list(
-                    "trainjobs", self.namespace, label_selector=selector
-                )
-                for chain in self._chains(trainjobs, selector):
+        for event in list_watch(
+            self.api, "trainjobs", self.namespace, selector=selector, window=WATCH_WINDOW
+        ):
+            if isinstance(event, Listed):
+                for chain in self._chains(event.items, selector):
                     yield self._object(observe(chain))
+                continue
+            name = str((event.obj.get("metadata") or {}).get("name", ""))
+            if parse_discovery_name(name) is None:
+                continue
+            if event.type == "DELETED":
+                yield self._object(observe(Chain(trainjob=event.obj)))
+                continue
+            try:
+                yield self.inspect(names.ref_of(self.namespace, name))
+            except NotFound:
+                continue
 
     def ceased(self, ref: ObjectRef) -> CessationEvidence:
         """Yes once no pod of the object can still run (none left, or all Succeeded or Failed);
