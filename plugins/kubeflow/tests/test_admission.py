@@ -250,6 +250,11 @@ def test_a_following_controller_reads_its_caches_not_a_list_per_round() -> None:
         made = api.requests - before
         assert made["LIST workloads"] == 0 and made["LIST trainjobs"] == 0
         assert made["PATCH workloads/status"] == 1
+        ctl.unfollow()
+        until(lambda: not ctl._followers["workloads"].running, "the follower stopped", 10, 0.01)
+        before = api.requests.copy()
+        ctl.reconcile()
+        assert (api.requests - before)["LIST workloads"] == 1, "a stopped follower's cache ages"
     finally:
         ctl.unfollow()
 

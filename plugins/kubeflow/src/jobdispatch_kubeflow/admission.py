@@ -347,24 +347,28 @@ class Controller:
         self.writes = 0
         self.workloads = Cache()
         self.trainjobs = Cache()
-        self._followers: list[Follower] = []
+        self._followers: dict[str, Follower] = {}
+
+    def _caches(self) -> dict[str, Cache]:
+        return {"workloads": self.workloads, "trainjobs": self.trainjobs}
 
     def follow(self) -> None:
         """Keep the Workloads and TrainJobs of every namespace by list-watch (threads)."""
-        if self._followers:
-            return
-        for kind, cache in (("workloads", self.workloads), ("trainjobs", self.trainjobs)):
-            follower = Follower(self.api, kind, None, cache.apply, name=f"following {kind}")
-            follower.start()
-            self._followers.append(follower)
+        for kind, cache in self._caches().items():
+            if kind not in self._followers:
+                follower = Follower(self.api, kind, None, cache.apply, name=f"following {kind}")
+                follower.start()
+                self._followers[kind] = follower
 
     def unfollow(self) -> None:
-        for follower in self._followers:
+        for follower in self._followers.values():
             follower.stop()
 
-    def _objects(self, cache: Cache, kind: str) -> list[Obj]:
-        """Every object of ``kind``: the follower's, once it has listed; else a LIST now."""
-        if cache.synced.is_set():
+    def _objects(self, kind: str) -> list[Obj]:
+        """Every object of ``kind``: its follower's, once listed and while it follows (one
+        refused stops, and its cache would age for ever); else a LIST now."""
+        cache, follower = self._caches()[kind], self._followers.get(kind)
+        if follower is not None and follower.running and cache.synced.is_set():
             return cache.items()
         items, _ = self.api.list(kind, None)
         return items
@@ -417,7 +421,7 @@ class Controller:
         ours = set(self._checks())
         if not ours:
             return 0
-        workloads = self._objects(self.workloads, "workloads")
+        workloads = self._objects("workloads")
         trainjobs: dict[str, Obj] | None = None
         written = 0
         for wl in workloads:
@@ -427,7 +431,7 @@ class Controller:
                 continue
             namespace = wl["metadata"]["namespace"]
             if trainjobs is None:
-                items = self._objects(self.trainjobs, "trainjobs")
+                items = self._objects("trainjobs")
                 trainjobs = {str(t["metadata"].get("uid")): t for t in items}
             owner = _owner(wl, trainjobs)
             for check in mine:
