@@ -67,7 +67,7 @@ from jobdispatch.types import (
 )
 
 from jobdispatch_local import cgroups, files, output, procs
-from jobdispatch_local.config import CONFIG_SCHEMA, Settings, parse_config
+from jobdispatch_local.config import CONFIG_SCHEMA, Settings
 from jobdispatch_local.layout import (
     FORMAT,
     VERSION,
@@ -174,7 +174,7 @@ class LocalBackend:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, clock: Clock = system_clock) -> LocalBackend:
         """Build from a configuration checked against :data:`CONFIG_SCHEMA`."""
-        return cls(parse_config(config), clock=clock)
+        return cls(Settings.from_config(config), clock=clock)
 
     def __repr__(self) -> str:
         return f"LocalBackend(state_dir={str(self.state_dir)!r})"
