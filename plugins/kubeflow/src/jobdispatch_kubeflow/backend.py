@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
-from jobdispatch.plan import required_capabilities
+from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
@@ -260,18 +260,12 @@ class KubeflowBackend:
     def now(self) -> datetime:
         return self._clock()
 
+    @refuses_unsupported
     def start(self, request: StartRequest) -> ObjectRef:
         """Create the TrainJob suspended under the discovery name. Rejected when the API
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
-        lost."""
+        lost. What the cluster cannot do was refused before, by the core."""
         spec = request.spec
-        caps = self.capabilities(spec)
-        for cap, field in required_capabilities(spec):  # the plan's own list
-            if caps[cap].answer is Tristate.NO:
-                raise Unsupported(
-                    f"cannot start {request.name}: {field} needs {cap}, which is not supported "
-                    f"({caps[cap].detail})"
-                )
         runtime = self._derived_runtime(request) if request.native.rules else None
         identity = "" if runtime else self.identity_weakened(spec)
         if identity and not self.settings.allow_rank_restart:

@@ -37,9 +37,8 @@ from jobdispatch.errors import (
     OutcomeUnknown,
     Rejected,
     Unavailable,
-    Unsupported,
 )
-from jobdispatch.plan import required_capabilities
+from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
@@ -280,17 +279,9 @@ class LocalBackend:
 
     def _record(self, request: StartRequest) -> dict[str, Any]:
         """The object's record as start writes it: the spec, and the launch the runner reads.
-
-        Raises:
-            Unsupported: the spec needs a capability this machine answers no for (the plan's
-                own list: an image, GPUs beyond those declared, a queue...).
-        """
+        What this machine cannot give (an image, GPUs beyond those declared, a queue...) was
+        refused before, by the core (``refuses_unsupported``)."""
         spec = request.spec
-        caps = self.capabilities(spec)
-        for cap, field in required_capabilities(spec):
-            if caps[cap].answer is Tristate.NO:
-                msg = f"cannot start {request.name}: {field}: {caps[cap].detail}"
-                raise Unsupported(msg)
         res = spec.resources
         gpus = None
         if res.gpus_per_node:
@@ -332,11 +323,13 @@ class LocalBackend:
             ),
         }
 
+    @refuses_unsupported
     def preview(self, request: StartRequest) -> str:
         """What ``start`` would create, without creating it: the runner's command line and
         each rank's, with the environment dispatch gives it (``SubmissionPreview``)."""
         return describe_launch(self._record(request), self.root / request.name)
 
+    @refuses_unsupported
     def start(self, request: StartRequest) -> ObjectRef:
         """Create the object's directory, gate closed, durably; nothing runs until open.
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
-from jobdispatch.plan import required_capabilities
+from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     Discovery,
     NativeOffer,
@@ -282,6 +282,7 @@ class SlurmBackend:
     def now(self) -> datetime:
         return self._clock()
 
+    @refuses_unsupported
     def start(self, request: StartRequest) -> ObjectRef:
         """sbatch the request's script gated at the far-future begin time. Rejected when sbatch
         refuses; OutcomeUnknown when its reply was lost (find by the name then)."""
@@ -290,17 +291,9 @@ class SlurmBackend:
         return ObjectRef(job_id)
 
     def _submission(self, request: StartRequest, output_dir: str) -> Submission:
-        """The sbatch options and script for ``request``, refused with Unsupported when the
-        spec needs a capability this cluster answers no for (the plan's own list)."""
-        spec = request.spec
-        caps = self.capabilities(spec)
-        for cap, field in required_capabilities(spec):
-            if caps[cap].answer is Tristate.NO:
-                msg = (
-                    f"cannot start {request.name}: {field} needs {cap}, "
-                    f"which this cluster does not support ({caps[cap].detail})"
-                )
-                raise Unsupported(msg)
+        """The sbatch options and script for ``request`` (what this cluster cannot do was
+        refused before, by the core: ``refuses_unsupported``)."""
+        caps = self.capabilities(request.spec)
         return render(
             request,
             output_dir=output_dir,
@@ -312,6 +305,7 @@ class SlurmBackend:
             container=caps[Capability.CONTAINER_IMAGE].answer is Tristate.YES,
         )
 
+    @refuses_unsupported
     def preview(self, request: StartRequest) -> str:
         """Exactly what ``start`` would send, without sending it or making the output
         directory: the sbatch command line, then the script it reads on standard input."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from jobdispatch._lazy import lazy
 
 if TYPE_CHECKING:
+    from jobdispatch.kit.refusal import refuse_unsupported, refuses_unsupported
     from jobdispatch.kit.settings import (
         ConfigSection,
         capabilities_setting,
@@ -32,6 +33,8 @@ __all__ = [
     "ConfigSection",
     "capabilities_setting",
     "json_schema",
+    "refuse_unsupported",
+    "refuses_unsupported",
     "section",
     "setting",
 ]
