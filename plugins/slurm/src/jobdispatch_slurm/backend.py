@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
+from jobdispatch.kit.facts import FactsCache
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     Discovery,
@@ -143,7 +144,9 @@ class SlurmBackend:
         self._user: str | None = self.settings.user
         self._output_dir: str | None = self.settings.output_dir
         self._dir_made = False
-        self._facts: tuple[float, probe.ClusterFacts] | None = None
+        #: This backend's facts: even the cluster's name costs a command, so a poll asks
+        #: here first, and the probe's cache (shared by the process) only when this expires.
+        self._facts: FactsCache[None, probe.ClusterFacts] = FactsCache()
         #: Launch marks found per (object name, execution): a mark, once written, stays, so it
         #: is searched for no more. Absence is not kept: a shared file system may show the
         #: line a moment after accounting shows the end.
@@ -163,15 +166,8 @@ class SlurmBackend:
     def facts(self) -> probe.ClusterFacts:
         """The probed facts of the cluster: probed once per ``probe_ttl`` by this backend (and
         shared with other backends of the same cluster), so a poll costs no probe."""
-        now = time.monotonic()
-        with self._lock:
-            cached = self._facts
-            if cached is not None and now - cached[0] < self.settings.probe_ttl:
-                return cached[1]
-        facts = probe.probe(self.slurm, ttl=self.settings.probe_ttl)
-        with self._lock:
-            self._facts = (now, facts)
-        return facts
+        ttl = self.settings.probe_ttl
+        return self._facts.get(None, ttl, lambda: probe.probe(self.slurm, ttl=ttl))
 
     def _plan_facts(self) -> probe.ClusterFacts:
         """The facts capabilities, rules and the resource check rest on: none with

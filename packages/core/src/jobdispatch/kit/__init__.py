@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from jobdispatch._lazy import lazy
 
 if TYPE_CHECKING:
+    from jobdispatch.kit.facts import FactsCache
     from jobdispatch.kit.refusal import refuse_unsupported, refuses_unsupported
     from jobdispatch.kit.settings import (
         ConfigSection,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigSection",
+    "FactsCache",
     "capabilities_setting",
     "json_schema",
     "refuse_unsupported",
