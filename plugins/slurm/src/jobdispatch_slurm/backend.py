@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
+from jobdispatch.kit import followed
 from jobdispatch.kit.facts import FactsCache
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
@@ -76,6 +77,9 @@ _INVALID = "Invalid job id specified"
 #: The causes Slurm reruns a ``--requeue`` job for by itself.
 _NODE_REQUEUE = frozenset({CauseKind.NODE_LOST})
 _PREEMPT_REQUEUE = frozenset({CauseKind.PREEMPTED})
+
+#: How often a followed output stream looks again for more.
+FOLLOW_POLL = 0.5
 
 #: What a supervisor can have this backend do, per action.
 _PERFORM: Mapping[Action, Support] = {
@@ -617,7 +621,11 @@ class SlurmBackend:
         path = self._output_path(ref, stream)
         if not follow:
             return io.BytesIO(self.slurm.read(path) or b"")
-        return io.BufferedReader(_Follow(self, ref, path))
+        return followed.follow(
+            lambda offset: self.slurm.read(path, offset) or b"",
+            lambda: self._ended(ref),
+            lambda _offset: time.sleep(FOLLOW_POLL),
+        )
 
     def _output_path(self, ref: ObjectRef, stream: str) -> str:
         job_id = self._id(ref)
@@ -642,37 +650,3 @@ def _order(obs: ObjectObs) -> tuple[int, int, int]:
     ident = obs.identity
     n, k = (ident[1], ident[2]) if ident is not None else (0, 0)
     return (n, k, int(obs.ref.id) if obs.ref.id.isdigit() else 0)
-
-
-class _Follow(io.RawIOBase):
-    """A followed output file: returns bytes as they are written, and EOF once the job has
-    ended and the file holds nothing more."""
-
-    def __init__(self, backend: SlurmBackend, ref: ObjectRef, path: str, poll: float = 0.5):
-        super().__init__()
-        self._backend = backend
-        self._ref = ref
-        self._path = path
-        self._poll = poll
-        self._offset = 0
-        self._buffer = b""
-        self._done = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while not self._buffer and not self._done:
-            ended = self._backend._ended(self._ref)
-            data = self._backend.slurm.read(self._path, self._offset) or b""
-            self._offset += len(data)
-            self._buffer = data
-            if not data:
-                if ended:
-                    self._done = True
-                else:
-                    time.sleep(self._poll)
-        n = min(len(b), len(self._buffer))
-        b[:n] = self._buffer[:n]
-        self._buffer = self._buffer[n:]
-        return n

@@ -21,6 +21,7 @@ from jobdispatch._lazy import lazy
 
 if TYPE_CHECKING:
     from jobdispatch.kit.facts import FactsCache
+    from jobdispatch.kit.followed import Followed, follow
     from jobdispatch.kit.refusal import refuse_unsupported, refuses_unsupported
     from jobdispatch.kit.settings import (
         ConfigSection,
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ConfigSection",
     "FactsCache",
+    "Followed",
     "capabilities_setting",
+    "follow",
     "json_schema",
     "refuse_unsupported",
     "refuses_unsupported",
