@@ -18,6 +18,8 @@ from jobdispatch.kit.settings import (
     ConfigSection,
     capabilities_setting,
     json_schema,
+    probe_setting,
+    probe_ttl_setting,
     section,
     setting,
 )
@@ -98,19 +100,10 @@ class Settings(ConfigSection):
         default=30.0,
         description="seconds one API request may take",
     )
-    probe_ttl: float = setting(
-        schema={"type": "number", "minimum": 0, "maximum": 86400},
-        default=300.0,
-        description="seconds the cluster's probed facts are kept before asking again",
-    )
+    probe_ttl: float = probe_ttl_setting(300.0)
     #: False: capabilities and rule support come from the catalogue and ``declared`` alone, so
     #: a job file can be planned where the API server is out of reach.
-    probe: bool = setting(
-        schema={"type": "boolean"},
-        default=True,
-        description="false: plan without asking the cluster about itself; what it would probe "
-        "is unknown unless declared under capabilities",
-    )
+    probe: bool = probe_setting()
     allow_rank_restart: bool = setting(
         schema={"type": "boolean"},
         default=False,

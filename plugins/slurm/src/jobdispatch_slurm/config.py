@@ -18,6 +18,8 @@ from jobdispatch.kit.settings import (
     ConfigSection,
     capabilities_setting,
     json_schema,
+    probe_setting,
+    probe_ttl_setting,
     section,
     setting,
 )
@@ -147,19 +149,10 @@ class Settings(ConfigSection):
         default=14.0,
         description="how many days back sacct looks for a job's objects",
     )
-    probe_ttl: float = setting(
-        schema={"type": "number", "minimum": 0, "maximum": 86400},
-        default=600.0,
-        description="seconds the cluster's probed facts are kept before asking again",
-    )
+    probe_ttl: float = probe_ttl_setting(600.0)
     #: False: capabilities, rule support and the resource check come from the catalogue and
     #: ``declared`` alone, so a job file can be planned where the controller is out of reach.
-    probe: bool = setting(
-        schema={"type": "boolean"},
-        default=True,
-        description="false: plan without asking the cluster about itself; what it would probe "
-        "is unknown unless declared under capabilities",
-    )
+    probe: bool = probe_setting()
     declared: Mapping[Capability, Support] = capabilities_setting()
 
     @classmethod

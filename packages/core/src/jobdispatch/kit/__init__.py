@@ -27,6 +27,8 @@ if TYPE_CHECKING:
         ConfigSection,
         capabilities_setting,
         json_schema,
+        probe_setting,
+        probe_ttl_setting,
         section,
         setting,
     )
@@ -38,6 +40,8 @@ __all__ = [
     "capabilities_setting",
     "follow",
     "json_schema",
+    "probe_setting",
+    "probe_ttl_setting",
     "refuse_unsupported",
     "refuses_unsupported",
     "section",

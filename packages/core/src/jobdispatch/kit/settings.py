@@ -33,6 +33,8 @@ __all__ = [
     "ConfigSection",
     "capabilities_setting",
     "json_schema",
+    "probe_setting",
+    "probe_ttl_setting",
     "section",
     "setting",
 ]
@@ -244,4 +246,24 @@ def capabilities_setting() -> Any:
         read=_declarations,
         description="the site's own answers (yes, no, unknown) for named capabilities, "
         "taking the place of what the adapter would probe or assume",
+    )
+
+
+def probe_setting() -> Any:
+    """The ``probe`` key of an adapter that asks its cluster about itself: false plans from the
+    catalogue and the site's declarations alone, where the cluster is out of reach."""
+    return setting(
+        schema={"type": "boolean"},
+        default=True,
+        description="false: plan without asking the cluster about itself; what it would probe "
+        "is unknown unless declared under capabilities",
+    )
+
+
+def probe_ttl_setting(default: float) -> Any:
+    """The ``probe_ttl`` key: how long a probe's facts are kept (:mod:`jobdispatch.kit.facts`)."""
+    return setting(
+        schema={"type": "number", "minimum": 0, "maximum": 86400},
+        default=default,
+        description="seconds the cluster's probed facts are kept before asking again",
     )
