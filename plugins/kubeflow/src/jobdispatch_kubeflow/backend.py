@@ -23,13 +23,22 @@ from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthoriz
 from jobdispatch.kit import followed
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
+    Backend,
     CessationEvidence,
+    CessationSignal,
     Discovery,
+    Holder,
+    IdentityWeakener,
+    MultiFinder,
     NativeOffer,
+    NativePolicyCompiler,
     ObjectObs,
     ObjectRef,
+    OutputReader,
+    Paced,
     Pacing,
     StartRequest,
+    Watcher,
     parse_discovery_name,
 )
 from jobdispatch.types import (
@@ -109,7 +118,17 @@ def _kueue_rule(rule: Rule, perform: Support) -> RuleSupport | None:
     )
 
 
-class KubeflowBackend:
+class KubeflowBackend(
+    Backend,
+    CessationSignal,
+    Holder,
+    IdentityWeakener,
+    MultiFinder,
+    NativePolicyCompiler,
+    OutputReader,
+    Paced,
+    Watcher,
+):
     """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
     NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener and
     OutputReader.

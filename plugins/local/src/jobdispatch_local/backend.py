@@ -40,12 +40,21 @@ from jobdispatch.errors import (
 )
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
+    Backend,
     CessationEvidence,
+    CessationSignal,
     Discovery,
+    Holder,
+    IdentityWeakener,
+    MultiFinder,
     ObjectObs,
     ObjectRef,
+    OutputReader,
+    Paced,
     Pacing,
+    Requeuer,
     StartRequest,
+    SubmissionPreview,
     parse_discovery_name,
 )
 from jobdispatch.types import (
@@ -136,7 +145,17 @@ class Survey:
     unobservable: tuple[str, ...] = ()
 
 
-class LocalBackend:
+class LocalBackend(
+    Backend,
+    CessationSignal,
+    Holder,
+    IdentityWeakener,
+    MultiFinder,
+    OutputReader,
+    Paced,
+    Requeuer,
+    SubmissionPreview,
+):
     """Real processes on this machine, one runner per opened object.
 
     Args:

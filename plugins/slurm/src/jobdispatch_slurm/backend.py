@@ -24,12 +24,23 @@ from jobdispatch.kit import followed
 from jobdispatch.kit.facts import FactsCache
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
+    Backend,
     Discovery,
+    Holder,
+    IdentityWeakener,
+    InventoryReporter,
+    MultiFinder,
     NativeOffer,
+    NativePolicyCompiler,
     ObjectObs,
     ObjectRef,
+    OutputReader,
+    Paced,
     Pacing,
+    Requeuer,
+    ResourceTable,
     StartRequest,
+    SubmissionPreview,
     parse_discovery_name,
 )
 from jobdispatch.types import (
@@ -51,7 +62,7 @@ from jobdispatch.types import (
 )
 
 from jobdispatch_slurm import holds, probe
-from jobdispatch_slurm.classify import ENDED_STATES, Accounting, Observation, observe
+from jobdispatch_slurm.classify import ENDED_STATES, Accounting, observe
 from jobdispatch_slurm.commands import Slurm
 from jobdispatch_slurm.config import Settings
 from jobdispatch_slurm.parse import SacctRow, SqueueRow
@@ -114,7 +125,19 @@ def build_transport(settings: Settings) -> Transport:
     return LocalTransport(env=env)
 
 
-class SlurmBackend:
+class SlurmBackend(
+    Backend,
+    Holder,
+    IdentityWeakener,
+    InventoryReporter,
+    MultiFinder,
+    NativePolicyCompiler,
+    OutputReader,
+    Paced,
+    Requeuer,
+    ResourceTable,
+    SubmissionPreview,
+):
     """Slurm through one transport. Implements Backend, Holder, Requeuer,
     NativePolicyCompiler, MultiFinder, IdentityWeakener and OutputReader.
 
@@ -443,10 +466,9 @@ class SlurmBackend:
             )
             if obs is None:
                 continue
-            shown = self._object(obs)
-            if wanted_states and shown.state not in wanted_states:
+            if wanted_states and obs.state not in wanted_states:
                 continue
-            found[job].append(shown)
+            found[job].append(obs)
         complete = accounting is not Accounting.MISSING
         return {
             job: Discovery(
@@ -479,7 +501,7 @@ class SlurmBackend:
         obs = observe(job_id, row, [r for r in rows if r.base_id == job_id], accounting, self._mark)
         if obs is None:
             raise NotFound(f"no Slurm job {ref}")
-        return self._object(obs)
+        return obs
 
     def _mark(self, name: str, execution: int) -> str:
         """The line execution ``execution`` of object ``name`` wrote to its standard error when
@@ -497,17 +519,6 @@ class SlurmBackend:
             with self._lock:
                 self._marks[key] = line
         return line
-
-    def _object(self, obs: Observation) -> ObjectObs:
-        return ObjectObs(
-            ref=ObjectRef(obs.job_id),
-            name=obs.name,
-            state=obs.state,
-            executions=obs.executions,
-            hold_instance=obs.hold_instance,
-            requeue_bit=obs.requeue_bit,
-            detail=obs.detail,
-        )
 
     # ------------------------------------------------------------------ holds
 

@@ -20,13 +20,26 @@ from jobdispatch.memory.env import MemoryEnv
 from jobdispatch.memory.objects import MemObject
 from jobdispatch.memory.shape import NATIVE, PERFORM, Shape
 from jobdispatch.spi import (
+    Backend,
     CessationEvidence,
+    CessationSignal,
+    ConcurrentCalls,
     Discovery,
+    Holder,
+    IdentityWeakener,
+    InventoryReporter,
+    MultiFinder,
     NativeOffer,
+    NativePolicyCompiler,
     ObjectObs,
     ObjectRef,
+    OutputReader,
+    Paced,
     Pacing,
+    Requeuer,
     StartRequest,
+    SubmissionPreview,
+    Watcher,
 )
 from jobdispatch.types import (
     Action,
@@ -55,7 +68,21 @@ _WEAKENED = (
 )
 
 
-class MemoryBackend:
+class MemoryBackend(
+    Backend,
+    CessationSignal,
+    ConcurrentCalls,
+    Holder,
+    IdentityWeakener,
+    InventoryReporter,
+    MultiFinder,
+    NativePolicyCompiler,
+    OutputReader,
+    Paced,
+    Requeuer,
+    SubmissionPreview,
+    Watcher,
+):
     """An in-process scheduler in the shape of Slurm or of Kubeflow.
 
     Args:
