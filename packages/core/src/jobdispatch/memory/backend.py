@@ -15,7 +15,7 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Unauthorized, Unavailable, Unreachable, Unsupported
 from jobdispatch.memory import output
 from jobdispatch.memory.cluster import Cluster
-from jobdispatch.memory.config import CONFIG_SCHEMA, parse_config
+from jobdispatch.memory.config import CONFIG_SCHEMA, Settings
 from jobdispatch.memory.env import MemoryEnv
 from jobdispatch.memory.objects import MemObject
 from jobdispatch.memory.shape import NATIVE, PERFORM, Shape
@@ -151,7 +151,7 @@ class MemoryBackend(
         Raises:
             ValidationError: an unknown key or a wrong value, naming it.
         """
-        s = parse_config(config)
+        s = Settings.from_config(config)
         return cls(
             s.shape,
             auto_run=s.auto_run,
