@@ -3,23 +3,22 @@ fetched again; forget drops everything; a failed fetch keeps nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from jobdispatch.kit.facts import FactsCache
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+def _clock(now: list[float]) -> Callable[[], float]:
+    """A clock a test moves by setting ``now[0]``."""
+    return lambda: now[0]
 
 
 def test_kept_for_its_time_to_live_then_fetched_again() -> None:
-    clock = _Clock()
-    cache: FactsCache[str, int] = FactsCache(clock=clock)
+    now = [0.0]
+    cache: FactsCache[str, int] = FactsCache(clock=_clock(now))
     fetched: list[str] = []
 
     def fetch(key: str) -> int:
@@ -27,10 +26,10 @@ def test_kept_for_its_time_to_live_then_fetched_again() -> None:
         return len(fetched)
 
     assert cache.get("a", 10, lambda: fetch("a")) == 1
-    clock.now = 9.9
+    now[0] = 9.9
     assert cache.get("a", 10, lambda: fetch("a")) == 1
     assert cache.get("b", 10, lambda: fetch("b")) == 2  # another key: its own entry
-    clock.now = 10.0
+    now[0] = 10.0
     assert cache.get("a", 10, lambda: fetch("a")) == 3
     cache.forget()
     assert cache.get("b", 10, lambda: fetch("b")) == 4
@@ -38,7 +37,7 @@ def test_kept_for_its_time_to_live_then_fetched_again() -> None:
 
 
 def test_a_zero_ttl_always_fetches_and_a_failure_keeps_nothing() -> None:
-    cache: FactsCache[str, int] = FactsCache(clock=_Clock())
+    cache: FactsCache[str, int] = FactsCache(clock=_clock([0.0]))
     assert cache.get("a", 0, lambda: 1) == 1
     assert cache.get("a", 0, lambda: 2) == 2
 
@@ -58,11 +57,11 @@ def test_a_zero_ttl_always_fetches_and_a_failure_keeps_nothing() -> None:
 def test_a_fetch_happens_exactly_when_the_kept_value_is_ttl_old(
     ttl: float, times: list[float]
 ) -> None:
-    clock = _Clock()
-    cache: FactsCache[str, float] = FactsCache(clock=clock)
+    now = [0.0]
+    cache: FactsCache[str, float] = FactsCache(clock=_clock(now))
     kept_at: float | None = None
     for t in sorted(times):
-        clock.now = t
+        now[0] = t
         got = cache.get("k", ttl, lambda t=t: t)
         if kept_at is None or t - kept_at >= ttl:
             kept_at = t

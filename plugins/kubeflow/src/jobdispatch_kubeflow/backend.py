@@ -19,26 +19,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from jobdispatch import spi
 from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
 from jobdispatch.kit import followed
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
-    Backend,
     CessationEvidence,
-    CessationSignal,
     Discovery,
-    Holder,
-    IdentityWeakener,
-    MultiFinder,
     NativeOffer,
-    NativePolicyCompiler,
     ObjectObs,
     ObjectRef,
-    OutputReader,
-    Paced,
     Pacing,
     StartRequest,
-    Watcher,
     parse_discovery_name,
 )
 from jobdispatch.types import (
@@ -119,15 +111,15 @@ def _kueue_rule(rule: Rule, perform: Support) -> RuleSupport | None:
 
 
 class KubeflowBackend(
-    Backend,
-    CessationSignal,
-    Holder,
-    IdentityWeakener,
-    MultiFinder,
-    NativePolicyCompiler,
-    OutputReader,
-    Paced,
-    Watcher,
+    spi.Backend,
+    spi.CessationSignal,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.MultiFinder,
+    spi.NativePolicyCompiler,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Watcher,
 ):
     """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
     NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener and

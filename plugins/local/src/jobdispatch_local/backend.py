@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import attrs
-from jobdispatch import codec
+from jobdispatch import codec, spi
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import (
     Invalid,
@@ -40,21 +40,12 @@ from jobdispatch.errors import (
 )
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
-    Backend,
     CessationEvidence,
-    CessationSignal,
     Discovery,
-    Holder,
-    IdentityWeakener,
-    MultiFinder,
     ObjectObs,
     ObjectRef,
-    OutputReader,
-    Paced,
     Pacing,
-    Requeuer,
     StartRequest,
-    SubmissionPreview,
     parse_discovery_name,
 )
 from jobdispatch.types import (
@@ -146,15 +137,15 @@ class Survey:
 
 
 class LocalBackend(
-    Backend,
-    CessationSignal,
-    Holder,
-    IdentityWeakener,
-    MultiFinder,
-    OutputReader,
-    Paced,
-    Requeuer,
-    SubmissionPreview,
+    spi.Backend,
+    spi.CessationSignal,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.MultiFinder,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Requeuer,
+    spi.SubmissionPreview,
 ):
     """Real processes on this machine, one runner per opened object.
 

@@ -19,28 +19,18 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
+from jobdispatch import spi
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
 from jobdispatch.kit import followed
 from jobdispatch.kit.facts import FactsCache
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
-    Backend,
     Discovery,
-    Holder,
-    IdentityWeakener,
-    InventoryReporter,
-    MultiFinder,
     NativeOffer,
-    NativePolicyCompiler,
     ObjectObs,
     ObjectRef,
-    OutputReader,
-    Paced,
     Pacing,
-    Requeuer,
-    ResourceTable,
     StartRequest,
-    SubmissionPreview,
     parse_discovery_name,
 )
 from jobdispatch.types import (
@@ -126,17 +116,17 @@ def build_transport(settings: Settings) -> Transport:
 
 
 class SlurmBackend(
-    Backend,
-    Holder,
-    IdentityWeakener,
-    InventoryReporter,
-    MultiFinder,
-    NativePolicyCompiler,
-    OutputReader,
-    Paced,
-    Requeuer,
-    ResourceTable,
-    SubmissionPreview,
+    spi.Backend,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.InventoryReporter,
+    spi.MultiFinder,
+    spi.NativePolicyCompiler,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Requeuer,
+    spi.ResourceTable,
+    spi.SubmissionPreview,
 ):
     """Slurm through one transport. Implements Backend, Holder, Requeuer,
     NativePolicyCompiler, MultiFinder, IdentityWeakener and OutputReader.

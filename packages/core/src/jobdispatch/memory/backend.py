@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, TypeVar
 
+from jobdispatch import spi
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Unauthorized, Unavailable, Unreachable, Unsupported
 from jobdispatch.memory import output
@@ -20,26 +21,13 @@ from jobdispatch.memory.env import MemoryEnv
 from jobdispatch.memory.objects import MemObject
 from jobdispatch.memory.shape import NATIVE, PERFORM, Shape
 from jobdispatch.spi import (
-    Backend,
     CessationEvidence,
-    CessationSignal,
-    ConcurrentCalls,
     Discovery,
-    Holder,
-    IdentityWeakener,
-    InventoryReporter,
-    MultiFinder,
     NativeOffer,
-    NativePolicyCompiler,
     ObjectObs,
     ObjectRef,
-    OutputReader,
-    Paced,
     Pacing,
-    Requeuer,
     StartRequest,
-    SubmissionPreview,
-    Watcher,
 )
 from jobdispatch.types import (
     Action,
@@ -69,19 +57,19 @@ _WEAKENED = (
 
 
 class MemoryBackend(
-    Backend,
-    CessationSignal,
-    ConcurrentCalls,
-    Holder,
-    IdentityWeakener,
-    InventoryReporter,
-    MultiFinder,
-    NativePolicyCompiler,
-    OutputReader,
-    Paced,
-    Requeuer,
-    SubmissionPreview,
-    Watcher,
+    spi.Backend,
+    spi.CessationSignal,
+    spi.ConcurrentCalls,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.InventoryReporter,
+    spi.MultiFinder,
+    spi.NativePolicyCompiler,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Requeuer,
+    spi.SubmissionPreview,
+    spi.Watcher,
 ):
     """An in-process scheduler in the shape of Slurm or of Kubeflow.
 
