@@ -18,8 +18,10 @@ from jobdispatch.kit.settings import (
     ConfigSection,
     capabilities_setting,
     json_schema,
+    path_setting,
     probe_setting,
     probe_ttl_setting,
+    seconds_setting,
     section,
     setting,
 )
@@ -27,7 +29,6 @@ from jobdispatch.types import Capability, Support
 
 __all__ = ["CONFIG_SCHEMA", "Kueue", "Runtime", "Settings"]
 
-_PATH = {"type": "string", "minLength": 1, "pattern": r"^[^\x00\n]+$"}
 _DNS = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
 
 
@@ -68,9 +69,7 @@ class Settings(ConfigSection):
 
     subject: ClassVar[str] = "kubeflow adapter configuration"
 
-    kubeconfig: str | None = setting(
-        schema=_PATH, default=None, description="path of a kubeconfig file"
-    )
+    kubeconfig: str | None = path_setting("path of a kubeconfig file")
     context: str | None = setting(
         schema={"type": "string", "minLength": 1}, default=None, description="its context"
     )
@@ -82,10 +81,8 @@ class Settings(ConfigSection):
     namespace: str = setting(
         schema=_DNS, default="default", description="where TrainJobs are created and found"
     )
-    token_file: str | None = setting(
-        schema=_PATH,
-        default=None,
-        description="bearer token file, read on every request (rotation-safe)",
+    token_file: str | None = path_setting(
+        "bearer token file, read on every request (rotation-safe)"
     )
     runtime: Runtime = section(
         Runtime, factory=Runtime, description="the training runtime every TrainJob refers to"
@@ -95,10 +92,8 @@ class Settings(ConfigSection):
         default="busybox:stable",
         description="image when a spec has none",
     )
-    request_timeout: float = setting(
-        schema={"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        default=30.0,
-        description="seconds one API request may take",
+    request_timeout: float = seconds_setting(
+        30.0, most=600, description="how long one API request may take"
     )
     probe_ttl: float = probe_ttl_setting(300.0)
     #: False: capabilities and rule support come from the catalogue and ``declared`` alone, so

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-from jobdispatch.kit.settings import ConfigSection, json_schema, setting
+from jobdispatch.kit.settings import ConfigSection, json_schema, seconds_setting, setting
 from jobdispatch.sizes import SIZE_PATTERN, parse_bytes, parse_mib
 from jobdispatch.validate import MAX_MEMORY_PER_NODE_MIB
 
@@ -49,10 +49,11 @@ class Settings(ConfigSection):
         description="where objects, their execution records and output live "
         "(default: $XDG_STATE_HOME/jobdispatch/local)",
     )
-    grace: float = setting(
-        schema={"type": "number", "minimum": 0, "maximum": 3600},
-        default=10.0,
-        description="seconds between SIGTERM and SIGKILL when the runner ends ranks "
+    grace: float = seconds_setting(
+        10.0,
+        most=3600,
+        zero=True,
+        description="between SIGTERM and SIGKILL when the runner ends ranks "
         "(preemption, time limit, stop, requeue)",
     )
     memory_limit: int | None = setting(
@@ -73,10 +74,8 @@ class Settings(ConfigSection):
         default="auto",
         description="which cgroup hierarchy enforces memory_limit; auto tries v2 then v1",
     )
-    poll: float = setting(
-        schema={"type": "number", "exclusiveMinimum": 0, "maximum": 5},
-        default=0.05,
-        description="how often the runner looks at its ranks and its control file, in seconds",
+    poll: float = seconds_setting(
+        0.05, most=5, description="how often the runner looks at its ranks and its control file"
     )
     gpus: tuple[int, ...] = setting(
         schema={

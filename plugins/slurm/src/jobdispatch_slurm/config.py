@@ -18,8 +18,10 @@ from jobdispatch.kit.settings import (
     ConfigSection,
     capabilities_setting,
     json_schema,
+    path_setting,
     probe_setting,
     probe_ttl_setting,
+    seconds_setting,
     section,
     setting,
 )
@@ -28,7 +30,13 @@ from jobdispatch.types import Capability, Support
 __all__ = ["CONFIG_SCHEMA", "Settings", "SshSettings"]
 
 _WORD = {"type": "string", "pattern": r"^[A-Za-z0-9_.+-]{1,128}$"}
-_PATH = {"type": "string", "minLength": 1, "pattern": r"^[^\x00\n]+$"}
+
+
+def _sbatch_default(description: str) -> Any:
+    """An sbatch option's value when a job gives none: one word, never an option of its own."""
+    return setting(schema=_WORD, default=None, description=description)
+
+
 #: A host or user name for ssh: never starting with "-" (it would read as an option).
 _SSH_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_.%+][A-Za-z0-9_.%+@:-]{0,254}$"}
 
@@ -50,25 +58,17 @@ class SshSettings(ConfigSection):
         default=None,
         description="default: as ssh_config says",
     )
-    key_file: str | None = setting(
-        schema=_PATH, default=None, description="the private key (ssh -i)"
-    )
-    known_hosts: str | None = setting(
-        schema=_PATH, default=None, description="the known_hosts file host keys are checked in"
-    )
+    key_file: str | None = path_setting("the private key (ssh -i)")
+    known_hosts: str | None = path_setting("the known_hosts file host keys are checked in")
     accept_unknown_hosts: bool = setting(
         schema={"type": "boolean"},
         default=False,
         description="accept a host key missing from known_hosts, unsaved",
     )
-    connect_timeout: float = setting(
-        schema={"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        default=10.0,
-        description="seconds to wait for the connection",
+    connect_timeout: float = seconds_setting(
+        10.0, most=600, description="how long to wait for the connection"
     )
-    config_file: str | None = setting(
-        schema=_PATH, default=None, description="ssh -F; default ~/.ssh/config"
-    )
+    config_file: str | None = path_setting("ssh -F; default ~/.ssh/config")
     jump: str | None = setting(
         schema={
             "type": "string",
@@ -77,15 +77,9 @@ class SshSettings(ConfigSection):
         default=None,
         description="ProxyJump: [user@]host[:port][,...]",
     )
-    control_path: str | None = setting(
-        schema=_PATH,
-        default=None,
-        description="a ControlMaster socket the site opens (with MFA, say)",
-    )
-    control_persist: float = setting(
-        schema={"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
-        default=60.0,
-        description="seconds the shared connection outlives its last command",
+    control_path: str | None = path_setting("a ControlMaster socket the site opens (with MFA, say)")
+    control_persist: float = seconds_setting(
+        60.0, most=86400, description="how long the shared connection outlives its last command"
     )
 
 
@@ -103,31 +97,19 @@ class Settings(ConfigSection):
         default=None,
         description="the login node, reached with the system's OpenSSH client",
     )
-    bin_dir: str | None = setting(
-        schema=_PATH, default=None, description="where sbatch, squeue, sacct and scontrol are"
-    )
-    slurm_conf: str | None = setting(
-        schema=_PATH, default=None, description="SLURM_CONF for every command"
-    )
-    command_timeout: float = setting(
-        schema={"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        default=30.0,
-        description="seconds one Slurm command may take",
+    bin_dir: str | None = path_setting("where sbatch, squeue, sacct and scontrol are")
+    slurm_conf: str | None = path_setting("SLURM_CONF for every command")
+    command_timeout: float = seconds_setting(
+        30.0, most=600, description="how long one Slurm command may take"
     )
     user: str | None = setting(
         schema={"type": "string", "pattern": r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$"},
         default=None,
         description="whose jobs are found (default: the login's user)",
     )
-    partition: str | None = setting(
-        schema=_WORD, default=None, description="sbatch --partition when a job names no queue"
-    )
-    account: str | None = setting(
-        schema=_WORD, default=None, description="sbatch --account when a job names none"
-    )
-    qos: str | None = setting(
-        schema=_WORD, default=None, description="sbatch --qos when a job names none"
-    )
+    partition: str | None = _sbatch_default("sbatch --partition when a job names no queue")
+    account: str | None = _sbatch_default("sbatch --account when a job names none")
+    qos: str | None = _sbatch_default("sbatch --qos when a job names none")
     mem_per_cpu: int | None = setting(
         schema={"type": "integer", "minimum": 1, "maximum": 1 << 30},
         default=None,
@@ -138,11 +120,9 @@ class Settings(ConfigSection):
         default=None,
         description="sbatch --signal, the pre-termination signal (e.g. B:USR1@60)",
     )
-    output_dir: str | None = setting(
-        schema=_PATH,
-        default=None,
-        description="where jobs' output files are written (default: ~/jobdispatch-output of "
-        "the login the commands run as)",
+    output_dir: str | None = path_setting(
+        "where jobs' output files are written (default: ~/jobdispatch-output of "
+        "the login the commands run as)"
     )
     history_days: float = setting(
         schema={"type": "number", "exclusiveMinimum": 0, "maximum": 3650},

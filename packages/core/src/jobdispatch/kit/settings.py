@@ -33,8 +33,10 @@ __all__ = [
     "ConfigSection",
     "capabilities_setting",
     "json_schema",
+    "path_setting",
     "probe_setting",
     "probe_ttl_setting",
+    "seconds_setting",
     "section",
     "setting",
 ]
@@ -249,6 +251,15 @@ def capabilities_setting() -> Any:
     )
 
 
+#: A path as a configuration may give one: not empty, no NUL, no line break.
+PATH_SCHEMA: Mapping[str, Any] = {"type": "string", "minLength": 1, "pattern": r"^[^\x00\n]+$"}
+
+
+def path_setting(description: str) -> Any:
+    """An optional path (a key file, a kubeconfig, a directory): None when not given."""
+    return setting(schema=PATH_SCHEMA, default=None, description=description)
+
+
 def probe_setting() -> Any:
     """The ``probe`` key of an adapter that asks its cluster about itself: false plans from the
     catalogue and the site's declarations alone, where the cluster is out of reach."""
@@ -262,8 +273,17 @@ def probe_setting() -> Any:
 
 def probe_ttl_setting(default: float) -> Any:
     """The ``probe_ttl`` key: how long a probe's facts are kept (:mod:`jobdispatch.kit.facts`)."""
+    return seconds_setting(
+        default, most=86400, zero=True, description="how long probed facts are kept"
+    )
+
+
+def seconds_setting(default: float, *, most: float, description: str, zero: bool = False) -> Any:
+    """A duration in seconds, read as a float: above zero (from zero with ``zero``), at most
+    ``most``. ``description`` says what it is the duration of; the unit is added."""
+    above = "minimum" if zero else "exclusiveMinimum"
     return setting(
-        schema={"type": "number", "minimum": 0, "maximum": 86400},
+        schema={"type": "number", above: 0, "maximum": most},
         default=default,
-        description="seconds the cluster's probed facts are kept before asking again",
+        description=f"{description}, in seconds",
     )
