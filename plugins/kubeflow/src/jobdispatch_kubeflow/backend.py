@@ -11,7 +11,6 @@ reasons for each decision.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import threading
 import time
@@ -19,8 +18,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from jobdispatch import spi
 from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
-from jobdispatch.plan import required_capabilities
+from jobdispatch.kit import followed
+from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
@@ -60,6 +61,9 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
+#: How often a followed output stream looks again for more.
+FOLLOW_POLL = 0.5
+
 #: What a supervisor can have this backend do, per action.
 _PERFORM: Mapping[Action, Support] = {
     Action.RESUBMIT: Support.yes(Source.CATALOGUE, "a new TrainJob"),
@@ -71,7 +75,17 @@ _PERFORM: Mapping[Action, Support] = {
 WATCH_WINDOW = 10
 
 
-class KubeflowBackend:
+class KubeflowBackend(
+    spi.Backend,
+    spi.CessationSignal,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.MultiFinder,
+    spi.NativePolicyCompiler,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Watcher,
+):
     """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
     NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener and
     OutputReader.
@@ -226,18 +240,12 @@ class KubeflowBackend:
     def now(self) -> datetime:
         return self._clock()
 
+    @refuses_unsupported
     def start(self, request: StartRequest) -> ObjectRef:
         """Create the TrainJob suspended under the discovery name. Rejected when the API
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
-        lost."""
+        lost. What the cluster cannot do was refused before, by the core."""
         spec = request.spec
-        caps = self.capabilities(spec)
-        for cap, field in required_capabilities(spec):  # the plan's own list
-            if caps[cap].answer is Tristate.NO:
-                raise Unsupported(
-                    f"cannot start {request.name}: {field} needs {cap}, which is not supported "
-                    f"({caps[cap].detail})"
-                )
         runtime = self._derived_runtime(request) if request.native.rules else None
         identity = "" if runtime else self.identity_weakened(spec)
         if identity and not self.settings.allow_rank_restart:
@@ -668,7 +676,7 @@ class KubeflowBackend:
     ) -> IO[bytes]:
         """The log of rank ``rank``'s pod (its completion index) in the current attempt; with
         ``follow``, a stream that looks again every half second and ends once the object has
-        ended (:class:`_FollowedLog`; the server's own follow may never end). A pod
+        ended (:meth:`_log_whole` says why it does not use the server's follow). A pod
         log holds stdout and stderr together, so only ``stdout`` is asked for."""
         if stream not in ("stdout", "stderr"):
             raise Invalid(f"stream must be stdout or stderr, not {stream!r}")
@@ -679,9 +687,31 @@ class KubeflowBackend:
         if caps[cap].answer is Tristate.NO:
             raise Unsupported(f"{cap} is not supported here ({caps[cap].detail})")
         if follow:
-            return io.BufferedReader(_FollowedLog(self, ref, rank))
+            return followed.follow(
+                lambda offset: self._log_whole(ref, rank)[offset:],
+                lambda: self._ended_or_gone(ref),
+                lambda _offset: time.sleep(FOLLOW_POLL),
+            )
         namespace, pod, container = self._log_source(ref, rank)
         return self.api.log(namespace, pod, container=container, follow=False)
+
+    def _log_whole(self, ref: ObjectRef, rank: int) -> bytes:
+        """The whole log of rank ``rank``'s pod, read without following: the API server's
+        own follow ends when the kubelet ends it, and kwok's never does (it tails its log file
+        for ever, seen on the control plane), while a real kubelet's may outlive a deleted
+        object. So a follower reads the log whole on each look and keeps only what is new."""
+        try:
+            namespace, pod, container = self._log_source(ref, rank)
+            with self.api.log(namespace, pod, container=container, follow=False) as f:
+                return f.read()
+        except NotFound:
+            return b""
+
+    def _ended_or_gone(self, ref: ObjectRef) -> bool:
+        try:
+            return self.inspect(ref).state is ObjectState.ENDED
+        except NotFound:
+            return True
 
     def _log_source(self, ref: ObjectRef, rank: int) -> tuple[str, str, str | None]:
         """(namespace, pod, container) of rank ``rank``'s log in the current attempt."""
@@ -693,53 +723,6 @@ class KubeflowBackend:
         containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
         container = "node" if "node" in containers else (containers[0] if containers else None)
         return self.namespace, str(pod["metadata"]["name"]), container
-
-
-class _FollowedLog(io.RawIOBase):
-    """A followed pod log that ends when the object ends.
-
-    The API server's own follow stream ends when the kubelet ends it; kwok's never does (it
-    tails its log file for ever, seen on the control plane), and a real kubelet's may outlive a
-    deleted object. So the log is read whole on each look, only what is new is returned, and
-    once the object has ended one last read ends the stream.
-    """
-
-    def __init__(self, backend: KubeflowBackend, ref: ObjectRef, rank: int, poll: float = 0.5):
-        super().__init__()
-        self._backend, self._ref, self._rank, self._poll = backend, ref, rank, poll
-        self._offset = 0
-        self._buffer = b""
-        self._done = False
-
-    def readable(self) -> bool:
-        return True
-
-    def _read_all(self) -> bytes:
-        try:
-            namespace, pod, container = self._backend._log_source(self._ref, self._rank)
-            with self._backend.api.log(namespace, pod, container=container, follow=False) as f:
-                return f.read()
-        except NotFound:
-            return b""
-
-    def readinto(self, b: Any) -> int:
-        while not self._buffer and not self._done:
-            try:
-                ended = self._backend.inspect(self._ref).state is ObjectState.ENDED
-            except NotFound:
-                ended = True
-            data = self._read_all()
-            self._buffer = data[self._offset :]
-            self._offset = max(self._offset, len(data))
-            if not self._buffer:
-                if ended:
-                    self._done = True
-                else:
-                    time.sleep(self._poll)
-        n = min(len(b), len(self._buffer))
-        b[:n] = self._buffer[:n]
-        self._buffer = self._buffer[n:]
-        return n
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
