@@ -10,7 +10,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -280,18 +280,23 @@ def test_a_store_that_is_down_never_stops_training_and_is_tried_once_per_interva
     assert [k.step for k in progress_keys(store)] == [50]
 
 
-class _Forbidden(PosixStore):
-    def keys(self, prefix: str, *, limit: int | None = None) -> Iterator[str]:
-        raise PermissionError(errno.EACCES, "Permission denied", str(self.root / prefix))
-
-
-def test_the_reader_is_blind_not_wrong_on_a_missing_or_forbidden_root(tmp_path: Path) -> None:
+def test_the_reader_is_blind_not_wrong_on_a_missing_or_forbidden_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(ProgressUnreadable) as caught:
         read_progress(PosixStore(tmp_path / "missing"))
     assert caught.value.reason == "root"
     assert "does not exist" in str(caught.value)
-    with pytest.raises(ProgressUnreadable) as caught:
-        read_progress(_Forbidden(tmp_path))
+
+    def forbidden(path: Any) -> Any:
+        # The tests run as root, whom no mode keeps out: the refusal is made here.
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    (tmp_path / "_progress").mkdir()
+    with monkeypatch.context() as m:
+        m.setattr("jobdispatch_publish.reader.os.scandir", forbidden)
+        with pytest.raises(ProgressUnreadable) as caught:
+            read_progress(PosixStore(tmp_path))
     assert caught.value.reason == "credentials"
     with pytest.raises(ProgressUnreadable) as caught:
         ProgressReader(str(tmp_path / "missing")).read()

@@ -14,8 +14,9 @@ would declare every job stalled, and one that took it for progress would miss ev
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import attrs
 
@@ -37,10 +38,12 @@ __all__ = [
 Source = Literal["mark", "published"]
 
 
-@attrs.frozen
-class Seen:
+class Seen(NamedTuple):
     """One execution of the job was at ``step`` at ``at`` (the writer's clock, UTC), as told by
-    a progress ``mark`` or a publication (``published``)."""
+    a progress ``mark`` or a publication (``published``).
+
+    Named tuples rather than attrs classes, here and below: a poll builds one per job, tens of
+    thousands, and a tuple is built several times faster."""
 
     step: int
     at: dt.datetime
@@ -49,8 +52,7 @@ class Seen:
     source: Source
 
 
-@attrs.frozen
-class Resumed:
+class Resumed(NamedTuple):
     """Execution ``submission``/``execution`` resumed from the checkpoint of ``step`` (``None``:
     nothing was published, it started fresh), as its ``resolve`` wrote at ``at``."""
 
@@ -60,8 +62,7 @@ class Resumed:
     at: dt.datetime
 
 
-@attrs.frozen
-class JobProgress:
+class JobProgress(NamedTuple):
     """What the listing tells of one job.
 
     ``newest``: the latest progress by time (a mark or a publication; of two at the same
@@ -86,51 +87,61 @@ class ProgressSnapshot:
     strays: int
 
 
-def _later(a: Seen | None, b: Seen) -> bool:
-    return a is None or (b.at, b.step) > (a.at, a.step)
-
-
 def _resumed_order(r: Resumed) -> tuple[dt.datetime, int, str, int]:
     return (r.at, r.submission, r.execution, -1 if r.step is None else r.step)
 
 
 def summarize(keys: Iterable[str], *, root: str = "") -> ProgressSnapshot:
-    """Make sense of a listing of the progress folder: pure, in any order of ``keys``."""
-    newest: dict[str, Seen] = {}
-    checkpoint: dict[str, Seen] = {}
-    resumed: dict[str, list[Resumed]] = {}
+    """Make sense of a listing of the progress folder: pure, in any order of ``keys``.
+
+    Tens of thousands of keys per poll: each is matched once and compared as a tuple, and
+    objects are built only for what is answered.
+    """
+    # job -> (millis, step, submission, execution, kind) of the newest progress, and of the
+    # highest published step as (step, millis, submission, execution)
+    newest: dict[str, tuple[int, int, int, str, Source]] = {}
+    checkpoint: dict[str, tuple[int, int, int, str]] = {}
+    resumed: dict[str, list[tuple[int, int, str, int | None]]] = {}
     jobs: set[str] = set()
     listed = strays = 0
     for key in keys:
         listed += 1
-        parsed = layout.parse_progress_key(key)
-        if parsed is None:
+        fields = layout.progress_fields(key)
+        if fields is None:
             strays += 1
             continue
-        job = parsed.job
+        job, millis, kind, submission, step, execution = fields
         jobs.add(job)
-        if parsed.kind == "resumed":
-            resumed.setdefault(job, []).append(
-                Resumed(parsed.submission, parsed.execution, parsed.step, parsed.at)
-            )
+        if kind == "resumed":
+            resumed.setdefault(job, []).append((millis, submission, execution, step))
             continue
-        assert parsed.step is not None  # only a resumed key may lack one
-        seen = Seen(parsed.step, parsed.at, parsed.submission, parsed.execution, parsed.kind)
-        if _later(newest.get(job), seen):
+        assert step is not None  # only a resumed key may lack one
+        seen = (millis, step, submission, execution, kind)
+        best = newest.get(job)
+        if best is None or seen[:2] > best[:2]:
             newest[job] = seen
-        if parsed.kind == "published":
-            best = checkpoint.get(job)
-            if best is None or (seen.step, seen.at) > (best.step, best.at):
-                checkpoint[job] = seen
-    out = {
-        job: JobProgress(
+        if kind == "published":
+            top = checkpoint.get(job)
+            if top is None or (step, millis) > top[:2]:
+                checkpoint[job] = (step, millis, submission, execution)
+    out: dict[str, JobProgress] = {}
+    for job in sorted(jobs):
+        n = newest.get(job)
+        c = checkpoint.get(job)
+        out[job] = JobProgress(
             job,
-            newest.get(job),
-            checkpoint.get(job),
-            tuple(sorted(resumed.get(job, ()), key=_resumed_order)),
+            None if n is None else Seen(n[1], layout.time_of(n[0]), n[2], n[3], n[4]),
+            None if c is None else Seen(c[0], layout.time_of(c[1]), c[2], c[3], "published"),
+            tuple(
+                sorted(
+                    (
+                        Resumed(sub, ex, step, layout.time_of(ms))
+                        for ms, sub, ex, step in resumed.get(job, ())
+                    ),
+                    key=_resumed_order,
+                )
+            ),
         )
-        for job in sorted(jobs)
-    }
     return ProgressSnapshot(root, out, listed, strays)
 
 
@@ -145,12 +156,22 @@ def read_keys(store: Store) -> list[str]:
     """Every key of the root's progress folder: one listing. :class:`ProgressUnreadable` when
     the root is missing or cannot be listed, whatever the reason."""
     try:
-        if store.local_path("") is not None:
-            # A folder that is not there lists as empty: ask first (a stat, not a listing). On
-            # S3 the listing itself fails for a missing bucket, and an empty prefix is an empty
-            # root, so no second request is made.
-            store.check_root()
-        return list(store.keys(layout.PROGRESS_PREFIX))
+        local = store.local_path(layout.PROGRESS_PREFIX)
+        if local is None:
+            # On S3 the listing itself fails for a missing bucket, and an empty prefix is an
+            # empty root: one pagination and no other request.
+            return list(store.keys(layout.PROGRESS_PREFIX))
+        # A folder that is not there lists as empty: ask first (a stat, not a listing). Then one
+        # scandir, unsorted (summarize takes any order), hidden names (writes in progress) left
+        # out as the store does.
+        store.check_root()
+        try:
+            with os.scandir(local) as found:
+                return [
+                    layout.PROGRESS_PREFIX + e.name for e in found if not e.name.startswith(".")
+                ]
+        except FileNotFoundError:
+            return []  # the root is there, and nobody has marked progress under it yet
     except Exception as exc:
         raise ProgressUnreadable(store.describe(), _reason(exc), exc) from exc
 
