@@ -280,6 +280,33 @@ def test_a_store_that_is_down_never_stops_training_and_is_tried_once_per_interva
     assert [k.step for k in progress_keys(store)] == [50]
 
 
+class _HalfDone(PosixStore):
+    """Writes the new mark, then fails as an S3 store whose DELETE did not go through."""
+
+    fail = False
+
+    def replace_marks(self, key: str, old: Any) -> None:
+        if self.fail:
+            self.fail = False
+            super().replace_marks(key, [])
+            raise Unreachable("the store cannot be reached (test)")
+        super().replace_marks(key, old)
+
+
+def test_a_mark_written_by_a_failed_call_is_replaced_by_the_next(tmp_path: Path) -> None:
+    store = _HalfDone(tmp_path)
+    clock = ManualClock()
+    marker = Marker(store, ident(), interval=60, clock=clock)
+    assert marker.mark(1)
+    clock.advance(60)
+    store.fail = True
+    assert not marker.mark(2)  # written, but the old one is still there
+    assert sorted(k.step for k in progress_keys(store)) == [1, 2]
+    clock.advance(60)
+    assert marker.mark(3)
+    assert [k.step for k in progress_keys(store)] == [3]
+
+
 def test_the_reader_is_blind_not_wrong_on_a_missing_or_forbidden_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

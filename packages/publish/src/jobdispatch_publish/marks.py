@@ -310,6 +310,10 @@ class Marker:
                 raise
             self.state.last_at = now.timestamp()  # the next try an interval later, not next step
             self.state.pending = step
+            # The new mark may have been written before the failure (S3: the PUT went through,
+            # the DELETE did not): the next write replaces it too, whether it exists or not.
+            if key not in self.state.live:
+                self.state.live.append(key)
             if self.raise_healable:
                 raise
             log.warning("progress mark of step %d not written (tried again later): %s", step, exc)
