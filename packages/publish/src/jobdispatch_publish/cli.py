@@ -189,15 +189,12 @@ class _Context:
 
     def __init__(self, args: argparse.Namespace, env: Mapping[str, str]) -> None:
         from jobdispatch_publish.config import load_settings
-        from jobdispatch_publish.root import parse_root, root_from
+        from jobdispatch_publish.root import root_of
 
         self.args = args
         self.env = env
         self.settings = load_settings(args.config, env)
-        if args.root is None and self.settings.root and "JOBDISPATCH_CHECKPOINT_ROOT" not in env:
-            self.root = parse_root(self.settings.root, where=f"{self.settings.origin}: root")
-        else:
-            self.root = root_from(env, args.root)
+        self.root = root_of(self.settings, env, args.root)
 
     def store(self, *, check: bool = True) -> Any:
         """The store, its root checked unless ``check`` is false (watch checks at every scan,

@@ -128,15 +128,6 @@ def parse_interval(value: object, *, where: str) -> float:
     return number
 
 
-def settings_root(settings: Any, env: Mapping[str, str], flag: str | None = None) -> Any:
-    """The root from ``--root``, ``JOBDISPATCH_CHECKPOINT_ROOT`` or the configuration file."""
-    from jobdispatch_publish.root import ENV_ROOT, parse_root, root_from
-
-    if flag is None and settings.root and ENV_ROOT not in env:
-        return parse_root(settings.root, where=f"{settings.origin}: root")
-    return root_from(env, flag)
-
-
 def interval_from(
     env: Mapping[str, str], settings: Any, given: object = None, *, where: str = "--interval"
 ) -> float:
@@ -255,10 +246,11 @@ class Marker:
         credentials are reported before training starts."""
         from jobdispatch_publish.config import load_settings
         from jobdispatch_publish.identity import identity_from
+        from jobdispatch_publish.root import root_of
         from jobdispatch_publish.stores import open_store
 
         settings = load_settings(config, env)
-        root = settings_root(settings, env)
+        root = root_of(settings, env)
         identity = identity_from(env)
         chosen = interval_from(env, settings, interval, where="interval")
         store = open_store(root, settings, env)
