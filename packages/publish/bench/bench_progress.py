@@ -13,7 +13,7 @@ same run on the same machine, so the ratio means something on a loaded machine:
 * on S3, a writing mark (``PutObject`` + ``DeleteObjects``) against one plain ``put_object``;
 * the reader over ``--jobs`` jobs (10,000; ``--quick``: 1,000), each with a mark, a publication
   and a resumed entry under one root, against the bare listing of the same folder
-  (``os.scandir``; on S3 a plain boto3 ``list_objects_v2`` pagination).
+  (``os.scandir``; on S3 a plain boto3 ``list_objects_v2`` pagination), taken in turn.
 
 Prints a table; asserts nothing about timings.
 """
@@ -49,6 +49,22 @@ def median_s(fn: Callable[[], Any], n: int) -> float:
         fn()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def paired_s(a: Callable[[], Any], b: Callable[[], Any], n: int) -> tuple[float, float]:
+    """Medians of ``n`` runs each of ``a`` and ``b``, taken in turn (a, b, b, a, a, b, ...) after
+    one unmeasured run of each, so that a server warming up or a load that changes during the
+    run weighs on both alike."""
+    a()
+    b()
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(n):
+        order = ((0, a), (1, b)) if i % 2 == 0 else ((1, b), (0, a))
+        for which, fn in order:
+            start = time.perf_counter()
+            fn()
+            times[which].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def per_call_s(fn: Callable[[int], Any], calls: int, repeats: int = 5) -> float:
@@ -204,10 +220,9 @@ class Bench:
                 for _ in it:
                     pass
 
-        bare = median_s(scan, n)
         snapshot = read_progress(store)
         assert len(snapshot.jobs) == self.jobs, len(snapshot.jobs)
-        read = median_s(lambda: read_progress(store), n)
+        bare, read = paired_s(scan, lambda: read_progress(store), n)
         keys = f"{snapshot.listed:,} keys"
         self.add(f"POSIX: scandir of {self.jobs:,} jobs' progress", bare, keys, "1.00 (baseline)")
         self.add(f"POSIX: read_progress, {self.jobs:,} jobs", read, keys, f"{read / bare:.2f}")
@@ -266,10 +281,9 @@ class Bench:
                 for _ in pages.paginate(Bucket=bucket, Prefix="reader/_progress/"):
                     pass
 
-            bare = median_s(bare_list, n)
             snapshot = read_progress(reader_store)
             assert len(snapshot.jobs) == self.jobs, len(snapshot.jobs)
-            read = median_s(lambda: read_progress(reader_store), n)
+            bare, read = paired_s(bare_list, lambda: read_progress(reader_store), n)
             keys = f"{snapshot.listed:,} keys, {-(-snapshot.listed // 1000)} pages"
             self.add(f"S3: bare listing, {self.jobs:,} jobs", bare, keys, "1.00 (baseline)")
             self.add(f"S3: read_progress, {self.jobs:,} jobs", read, keys, f"{read / bare:.2f}")
