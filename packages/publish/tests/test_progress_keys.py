@@ -1,15 +1,20 @@
-"""Progress key names and the reader's pure half: round trips, order, and what a listing means."""
+"""The pure halves of progress: key names (round trips, order), what a listing means, and the
+throttle's decision."""
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jobdispatch.clock import ManualClock
 from jobdispatch_publish import layout
+from jobdispatch_publish.identity import Identity
 from jobdispatch_publish.layout import ProgressKey
+from jobdispatch_publish.marks import Marker
 from jobdispatch_publish.reader import summarize
 
 NAME = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
@@ -139,3 +144,52 @@ def test_summarize_takes_each_jobs_newest_whatever_the_order(
         assert [
             (r.submission, r.execution, r.step, layout.millis_of(r.at)) for r in seen.resumed
         ] == [(k.submission, k.execution, k.step, k.millis) for k in resumed]
+
+
+class _Recording:
+    """Just what a Marker asks of a store, recording each mark written."""
+
+    def __init__(self) -> None:
+        self.written: list[ProgressKey] = []
+
+    def keys(self, prefix: str) -> list[str]:
+        return []
+
+    def replace_marks(self, key: str, old: list[str]) -> None:
+        parsed = layout.parse_progress_key(key)
+        assert parsed is not None
+        self.written.append(parsed)
+
+
+@given(
+    st.floats(min_value=0.001, max_value=3600, allow_nan=False),
+    st.lists(
+        st.tuples(
+            st.floats(min_value=0, max_value=120, allow_nan=False),
+            st.integers(min_value=0, max_value=20),
+        ),
+        max_size=80,
+    ),
+)
+def test_the_throttle_writes_at_most_once_per_interval_and_only_when_the_step_moves(
+    interval: float, calls: list[tuple[float, int]]
+) -> None:
+    """Whatever the steps and the pauses between calls (a clock that never goes back), two
+    writes are at least ``interval`` apart (to the millisecond the key keeps), no write repeats
+    the step of the one before, and a call an interval after the last write with a new step
+    writes."""
+    store = _Recording()
+    clock = ManualClock()
+    marker = Marker(store, Identity("j", 1, "0"), interval=interval, clock=clock)  # type: ignore[arg-type]
+    last: tuple[dt.datetime, int] | None = None
+    for pause, step in calls:
+        clock.advance(pause)
+        expected = last is None or (
+            step != last[1] and (clock() - last[0]).total_seconds() >= interval
+        )
+        assert marker.mark(step) == expected
+        if expected:
+            last = (clock(), step)
+    for before, after in itertools.pairwise(store.written):
+        assert (after.millis - before.millis) / 1000 >= interval - 0.001
+        assert after.step != before.step
