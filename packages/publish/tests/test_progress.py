@@ -446,6 +446,27 @@ def test_the_command_throttles_across_processes_without_touching_the_store(
     assert _marks(env) == [("mark", 4)]
 
 
+def test_a_call_that_is_not_due_builds_no_s3_client(env: dict[str, str], tmp_path: Path) -> None:
+    """The throttle is decided from the state file alone: with an S3 root and no server at all,
+    a call that is not due exits 0 without importing boto3 (nor asking for credentials)."""
+    state = Path(env["JOBDISPATCH_PROGRESS_STATE"])
+    now = marks.dt.datetime.now(marks.dt.UTC)
+    key = layout.progress_key("mark", ident(2, "0"), 1, now)
+    state.write_text(MarkState(now.timestamp(), 1, [key]).to_json())
+    code = (
+        "import sys\n"
+        "from jobdispatch_publish.cli import main\n"
+        "rc = main(['progress', '--step', '2'])\n"
+        "print(rc, 'boto3' in sys.modules, 'botocore' in sys.modules)\n"
+    )
+    s3 = {**env, "JOBDISPATCH_CHECKPOINT_ROOT": "s3://no-server/x"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=s3, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["0", "False", "False"], out.stderr
+    assert json.loads(state.read_text())["pending"] == 2
+
+
 def test_the_command_skips_while_another_call_holds_the_state(env: dict[str, str]) -> None:
     path = Path(env["JOBDISPATCH_PROGRESS_STATE"])
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
