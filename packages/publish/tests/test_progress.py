@@ -387,6 +387,26 @@ def test_a_marker_refuses_a_bad_interval() -> None:
         Marker(PosixStore(Path("/nowhere")), ident(), interval=-1)
 
 
+def test_a_marker_never_replaces_a_key_that_is_not_its_own_mark(tmp_path: Path) -> None:
+    store = PosixStore(tmp_path)
+    clock = ManualClock()
+    others = [
+        layout.progress_key("mark", ident(2, "0"), 5, clock()),
+        layout.progress_key("mark", ident(1, "0", job="job-q"), 5, clock()),
+        layout.progress_key("resumed", ident(), 5, clock()),
+    ]
+    (tmp_path / "_progress").mkdir()
+    for key in others:
+        (tmp_path / key).touch()
+    state = MarkState(live=list(others))  # a state file edited by hand, or mistaken
+    clock.advance(1)
+    assert Marker(store, ident(), clock=clock, state=state).mark(6)
+    assert sorted(os.listdir(tmp_path / "_progress")) == sorted(
+        [k.removeprefix("_progress/") for k in others]
+        + [layout.progress_key("mark", ident(), 6, clock()).removeprefix("_progress/")]
+    )
+
+
 def test_a_state_file_that_is_not_one_is_a_fresh_state() -> None:
     assert MarkState.from_json("not json") == MarkState()
     assert MarkState.from_json('{"last_at": "x", "last_step": 1, "live": []}') == MarkState()

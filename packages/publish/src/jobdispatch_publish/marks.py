@@ -205,6 +205,12 @@ def _of(parsed: layout.ProgressKey, identity: Identity) -> bool:
     )
 
 
+def _own_mark(key: str, identity: Identity) -> bool:
+    """Whether ``key`` is a progress mark of ``identity``'s own execution."""
+    parsed = layout.parse_progress_key(key)
+    return parsed is not None and parsed.kind == "mark" and _of(parsed, identity)
+
+
 class Marker:
     """The throttled progress marks of one execution, and their state between calls.
 
@@ -230,6 +236,8 @@ class Marker:
         self.interval = parse_interval(interval, where="interval")
         self.clock = clock
         self.state = state if state is not None else MarkState()
+        # An execution replaces its own marks and nothing else, whatever a state file says.
+        self.state.live = [k for k in self.state.live if _own_mark(k, identity)]
         self._lock = threading.Lock()
 
     @classmethod
@@ -282,13 +290,7 @@ class Marker:
         self.state.adopted = True
         ident = self.identity
         for key in self.store.keys(layout.progress_prefix(ident.job)):
-            parsed = layout.parse_progress_key(key)
-            if (
-                parsed is not None
-                and parsed.kind == "mark"
-                and _of(parsed, ident)
-                and key not in self.state.live
-            ):
+            if _own_mark(key, ident) and key not in self.state.live:
                 self.state.live.append(key)
 
     def _write(self, step: int, now: dt.datetime) -> bool:
