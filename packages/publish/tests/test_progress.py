@@ -472,7 +472,8 @@ def test_a_call_that_is_not_due_builds_no_s3_client(env: dict[str, str], tmp_pat
     state = Path(env["JOBDISPATCH_PROGRESS_STATE"])
     now = marks.dt.datetime.now(marks.dt.UTC)
     key = layout.progress_key("mark", ident(2, "0"), 1, now)
-    state.write_text(MarkState(now.timestamp(), 1, [key]).to_json())
+    owner = f"s3://no-server/x {JOB} 2 0"
+    state.write_text(MarkState(now.timestamp(), 1, [key], owner=owner).to_json())
     code = (
         "import sys\n"
         "from jobdispatch_publish.cli import main\n"
@@ -485,6 +486,13 @@ def test_a_call_that_is_not_due_builds_no_s3_client(env: dict[str, str], tmp_pat
     )
     assert out.stdout.split() == ["0", "False", "False"], out.stderr
     assert json.loads(state.read_text())["pending"] == 2
+
+
+def test_a_state_file_of_another_execution_is_not_its_throttle(env: dict[str, str]) -> None:
+    assert main(["progress", "--step", "1"], env=env) == 0
+    other = {**env, "JOBDISPATCH_EXECUTION": "1"}  # the same state file, by mistake
+    assert main(["progress", "--step", "1"], env=other) == 0
+    assert sorted(_marks(env)) == [("mark", 1), ("mark", 1)]  # one mark for each
 
 
 def test_the_command_skips_while_another_call_holds_the_state(env: dict[str, str]) -> None:

@@ -331,7 +331,13 @@ def cmd_progress(ctx: _Context) -> int:
     (an S3 client, credentials): a call that is not due costs no request and no boto3 import."""
     import datetime as dt
 
-    from jobdispatch_publish.marks import Marker, StateFile, interval_from, parse_step
+    from jobdispatch_publish.marks import (
+        Marker,
+        MarkState,
+        StateFile,
+        interval_from,
+        parse_step,
+    )
 
     a = ctx.args
     step = parse_step(a.step)
@@ -345,6 +351,9 @@ def cmd_progress(ctx: _Context) -> int:
         log.info("step %d not marked: another progress call is marking right now", step)
         return 0
     try:
+        owner = f"{ctx.root} {identity.job} {identity.submission} {identity.execution}"
+        if state.owner != owner:
+            state = MarkState(owner=owner)  # another execution's, or none: start afresh
         now = dt.datetime.now(dt.UTC).timestamp()
         if not a.now and not state.due(now, step, interval):
             if step != state.last_step:

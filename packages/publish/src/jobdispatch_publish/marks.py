@@ -156,6 +156,9 @@ class MarkState:
     live: list[str] = attrs.field(factory=list)
     pending: int | None = None
     adopted: bool = False
+    #: Whose state it is (the root and the execution), so that a state file shared by mistake
+    #: between two executions is not taken for the other's throttle.
+    owner: str = ""
 
     def due(self, now: float, step: int, interval: float) -> bool:
         """Whether a call at ``now`` for ``step`` writes: the first call does; later ones once
@@ -184,6 +187,7 @@ class MarkState:
                 live=list(doc["live"]),
                 pending=doc.get("pending"),
                 adopted=bool(doc.get("adopted", False)),
+                owner=str(doc.get("owner", "")),
             )
         except (ValueError, KeyError, TypeError):
             return cls()
