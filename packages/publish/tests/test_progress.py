@@ -21,7 +21,14 @@ from jobdispatch_publish import layout, marks
 from jobdispatch_publish.cli import main
 from jobdispatch_publish.errors import BadStep, ProgressUnreadable, RootUnavailable
 from jobdispatch_publish.identity import Identity
-from jobdispatch_publish.marks import Marker, MarkState, check_step, parse_interval, parse_step
+from jobdispatch_publish.marks import (
+    Marker,
+    MarkState,
+    StateFile,
+    check_step,
+    parse_interval,
+    parse_step,
+)
 from jobdispatch_publish.posix import PosixStore
 from jobdispatch_publish.publish import publish
 from jobdispatch_publish.reader import ProgressReader, read_progress
@@ -432,6 +439,13 @@ def env(tmp_path: Path, clean_env: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _state(env: dict[str, str]) -> dict[str, Any]:
+    """The one state the command's state file holds."""
+    [state] = json.loads(Path(env["JOBDISPATCH_PROGRESS_STATE"]).read_text())["states"].values()
+    assert isinstance(state, dict)
+    return state
+
+
 def _marks(env: dict[str, str]) -> list[tuple[str, int | None]]:
     folder = Path(env["JOBDISPATCH_CHECKPOINT_ROOT"]) / "_progress"
     if not folder.exists():
@@ -456,7 +470,7 @@ def test_the_command_throttles_across_processes_without_touching_the_store(
     root.rename(tmp_path / "elsewhere")
     second = run("progress", "--step", "2")
     assert (second.returncode, second.stderr) == (0, "")
-    assert json.loads(Path(env["JOBDISPATCH_PROGRESS_STATE"]).read_text())["pending"] == 2
+    assert _state(env)["pending"] == 2
     third = run("progress", "--step", "3", "--now")
     assert third.returncode == 10, third.stderr
     assert "does not exist" in third.stderr
@@ -473,7 +487,8 @@ def test_a_call_that_is_not_due_builds_no_s3_client(env: dict[str, str], tmp_pat
     now = marks.dt.datetime.now(marks.dt.UTC)
     key = layout.progress_key("mark", ident(2, "0"), 1, now)
     owner = f"s3://no-server/x {JOB} 2 0"
-    state.write_text(MarkState(now.timestamp(), 1, [key], owner=owner).to_json())
+    doc = {"states": {owner: MarkState(now.timestamp(), 1, [key]).to_doc()}}
+    state.write_text(json.dumps(doc))
     code = (
         "import sys\n"
         "from jobdispatch_publish.cli import main\n"
@@ -485,7 +500,7 @@ def test_a_call_that_is_not_due_builds_no_s3_client(env: dict[str, str], tmp_pat
         [sys.executable, "-c", code], env=s3, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["0", "False", "False"], out.stderr
-    assert json.loads(state.read_text())["pending"] == 2
+    assert json.loads(state.read_text())["states"][owner]["pending"] == 2
 
 
 def test_a_state_file_of_another_execution_is_not_its_throttle(env: dict[str, str]) -> None:
@@ -493,6 +508,26 @@ def test_a_state_file_of_another_execution_is_not_its_throttle(env: dict[str, st
     other = {**env, "JOBDISPATCH_EXECUTION": "1"}  # the same state file, by mistake
     assert main(["progress", "--step", "1"], env=other) == 0
     assert sorted(_marks(env)) == [("mark", 1), ("mark", 1)]  # one mark for each
+    for each in (env, other):  # and each its own throttle: neither is due again
+        assert main(["progress", "--step", "2"], env=each) == 0
+    assert sorted(_marks(env)) == [("mark", 1), ("mark", 1)]
+    states = json.loads(Path(env["JOBDISPATCH_PROGRESS_STATE"]).read_text())["states"]
+    assert sorted(st["pending"] for st in states.values()) == [2, 2]
+
+
+def test_a_state_file_keeps_the_most_recent_owners(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    for n in range(StateFile.MAX_OWNERS + 4):
+        state_file = StateFile(path, f"owner-{n}")
+        state = state_file.lock()
+        assert state == MarkState()
+        state_file.save(MarkState(last_at=1000.0 + n, last_step=n))
+        state_file.unlock()
+    states = json.loads(path.read_text())["states"]
+    assert sorted(states) == sorted(f"owner-{n}" for n in range(4, StateFile.MAX_OWNERS + 4))
+    state_file = StateFile(path, "owner-9")
+    assert state_file.lock() == MarkState(last_at=1009.0, last_step=9)
+    state_file.unlock()
 
 
 def test_the_command_skips_while_another_call_holds_the_state(env: dict[str, str]) -> None:
@@ -512,9 +547,11 @@ def test_the_interval_comes_from_the_flag_the_variable_or_the_configuration(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     assert main(["progress", "--step", "1"], env=env) == 0
-    state = json.loads(Path(env["JOBDISPATCH_PROGRESS_STATE"]).read_text())
+    path = Path(env["JOBDISPATCH_PROGRESS_STATE"])
+    doc = json.loads(path.read_text())
+    [state] = doc["states"].values()
     state["last_at"] -= 5  # five seconds ago
-    Path(env["JOBDISPATCH_PROGRESS_STATE"]).write_text(json.dumps(state))
+    path.write_text(json.dumps(doc))
     assert main(["progress", "--step", "2"], env=env) == 0
     assert _marks(env) == [("mark", 1)]  # 60 s by default
     assert main(["progress", "--step", "2", "--interval", "4"], env=env) == 0

@@ -331,29 +331,20 @@ def cmd_progress(ctx: _Context) -> int:
     (an S3 client, credentials): a call that is not due costs no request and no boto3 import."""
     import datetime as dt
 
-    from jobdispatch_publish.marks import (
-        Marker,
-        MarkState,
-        StateFile,
-        interval_from,
-        parse_step,
-    )
+    from jobdispatch_publish.marks import Marker, StateFile, interval_from, parse_step
 
     a = ctx.args
     step = parse_step(a.step)
     interval = interval_from(ctx.env, ctx.settings, a.interval)
     identity = ctx.identity()
     path = Path(a.state) if a.state else StateFile.default_path(ctx.env, str(ctx.root), identity)
-    state_file = StateFile(path)
+    state_file = StateFile(path, StateFile.owner_of(str(ctx.root), identity))
     state = state_file.lock()
     log = logging.getLogger(PROG)
     if state is None:
         log.info("step %d not marked: another progress call is marking right now", step)
         return 0
     try:
-        owner = f"{ctx.root} {identity.job} {identity.submission} {identity.execution}"
-        if state.owner != owner:
-            state = MarkState(owner=owner)  # another execution's, or none: start afresh
         now = dt.datetime.now(dt.UTC).timestamp()
         if not a.now and not state.due(now, step, interval):
             if step != state.last_step:

@@ -156,9 +156,6 @@ class MarkState:
     live: list[str] = attrs.field(factory=list)
     pending: int | None = None
     adopted: bool = False
-    #: Whose state it is (the root and the execution), so that a state file shared by mistake
-    #: between two executions is not taken for the other's throttle.
-    owner: str = ""
 
     def due(self, now: float, step: int, interval: float) -> bool:
         """Whether a call at ``now`` for ``step`` writes: the first call does; later ones once
@@ -173,23 +170,34 @@ class MarkState:
         return elapsed < 0 or elapsed >= interval
 
     def to_json(self) -> str:
-        return json.dumps(attrs.asdict(self), sort_keys=True)
+        return json.dumps(self.to_doc(), sort_keys=True)
+
+    def to_doc(self) -> dict[str, Any]:
+        return attrs.asdict(self)
 
     @classmethod
     def from_json(cls, text: str) -> MarkState:
-        """The state a file holds; an empty state for anything that is not one (the file is a
+        """The state a text holds; an empty state for anything that is not one (the file is a
         cache: losing it costs one extra mark and one listing)."""
         try:
-            doc = json.loads(text)
+            return cls.from_doc(json.loads(text))
+        except ValueError:
+            return cls()
+
+    @classmethod
+    def from_doc(cls, doc: object) -> MarkState:
+        """The state a parsed document holds; an empty state for anything that is not one."""
+        if not isinstance(doc, dict):
+            return cls()
+        try:
             state = cls(
                 last_at=doc["last_at"],
                 last_step=doc["last_step"],
                 live=list(doc["live"]),
                 pending=doc.get("pending"),
                 adopted=bool(doc.get("adopted", False)),
-                owner=str(doc.get("owner", "")),
             )
-        except (ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             return cls()
         ok = (
             (state.last_at is None or isinstance(state.last_at, int | float))
@@ -324,18 +332,30 @@ class Marker:
 
 
 class StateFile:
-    """A :class:`MarkState` kept in a small file between the processes of one node.
+    """The :class:`MarkState` of one execution, kept in a small file between the processes of
+    one node.
 
     ``jobdispatch-publish progress`` is a new process at every call; this file is how it knows
     whether a mark is due without asking the store. It is locked (``flock``) while a call reads
     and rewrites it; a call that finds it locked by another skips, since that other call is
-    writing progress at this very moment. It is a cache: lost or unreadable, it costs one extra
-    mark and one listing.
+    writing progress at this very moment. It holds one state per *owner* (the root and the
+    execution), so a file shared by several executions (a fixed ``JOBDISPATCH_PROGRESS_STATE``)
+    keeps a throttle for each, the :data:`MAX_OWNERS` most recent. It is a cache: lost or
+    unreadable, it costs one extra mark and one listing.
     """
 
-    def __init__(self, path: Path) -> None:
+    #: Owners one file keeps, the most recently marked.
+    MAX_OWNERS = 16
+
+    def __init__(self, path: Path, owner: str) -> None:
         self.path = path
+        self.owner = owner
         self._fd: int | None = None
+        self._states: dict[str, Any] = {}
+
+    @staticmethod
+    def owner_of(root: str, identity: Identity) -> str:
+        return f"{root} {identity.job} {identity.submission} {identity.execution}"
 
     @staticmethod
     def default_path(env: Mapping[str, str], root: str, identity: Identity) -> Path:
@@ -349,7 +369,7 @@ class StateFile:
         return Path(folder) / f"jobdispatch-progress-{os.getuid()}-{digest}.json"
 
     def lock(self) -> MarkState | None:
-        """The state, with the file locked; ``None`` if another process holds the lock."""
+        """This owner's state, with the file locked; ``None`` if another process holds it."""
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
@@ -369,12 +389,27 @@ class StateFile:
             return None
         self._fd = fd
         with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as f:
-            return MarkState.from_json(f.read())
+            text = f.read()
+        try:
+            doc = json.loads(text) if text.strip() else {}
+        except ValueError:
+            doc = {}
+        states = doc.get("states") if isinstance(doc, dict) else None
+        self._states = states if isinstance(states, dict) else {}
+        return MarkState.from_doc(self._states.get(self.owner))
 
     def save(self, state: MarkState) -> None:
-        """Rewrite the file (still locked) with ``state``."""
+        """Rewrite the file (still locked) with this owner's ``state`` and the others'."""
         assert self._fd is not None, "save() without lock()"
-        data = state.to_json().encode()
+        self._states[self.owner] = state.to_doc()
+
+        def recency(item: tuple[str, Any]) -> float:
+            at = item[1].get("last_at") if isinstance(item[1], dict) else None
+            return at if isinstance(at, int | float) else 0.0
+
+        kept = sorted(self._states.items(), key=recency, reverse=True)[: self.MAX_OWNERS]
+        self._states = dict(kept)
+        data = json.dumps({"states": self._states}, sort_keys=True).encode()
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, data, 0)
 
