@@ -67,6 +67,7 @@ log = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 60.0
 ENV_INTERVAL = "JOBDISPATCH_PROGRESS_INTERVAL"
 ENV_STATE = "JOBDISPATCH_PROGRESS_STATE"
+_TICK = 1e-6
 
 Clock = Callable[[], dt.datetime]
 
@@ -167,7 +168,9 @@ class MarkState:
         if step == self.last_step:
             return False
         elapsed = now - self.last_at
-        return elapsed < 0 or elapsed >= interval
+        # Epoch seconds as floats keep about a microsecond: an interval that has passed to the
+        # microsecond has passed (1.1 s after 1.7e9 s reads 1.0999999 s).
+        return elapsed < 0 or elapsed >= interval - _TICK
 
     def to_json(self) -> str:
         return json.dumps(self.to_doc(), sort_keys=True)
