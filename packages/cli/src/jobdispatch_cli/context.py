@@ -200,6 +200,31 @@ class App:
                 self._store = LmdbRecords(str(self.store_dir), readonly=True)
         return self._store
 
+    def store_readonly(self) -> Records:
+        """A store of its own that only reads, for a watcher such as the metrics endpoint:
+        LMDB opened read-only (nothing created, no write possible; a missing store is
+        NotFound), PostgreSQL in sessions the database refuses every write in (a missing or
+        older schema is neither created nor migrated). Each call opens a new one."""
+        self._private_state()
+        shared = self.shared_store()
+        if shared is None:
+            from jobdispatch_records_lmdb import LmdbRecords
+
+            return LmdbRecords(str(self.store_dir), readonly=True)
+        if shared.kind != "postgresql":
+            msg = f"record store {shared.kind!r} (from {shared.source}) cannot be opened read-only"
+            raise Invalid(msg)
+        try:
+            entry = self.plugins.registry("record-store").get(shared.kind)
+        except NotFound:
+            need = STORE_DISTRIBUTIONS.get(shared.kind, f"a {shared.kind} record store")
+            msg = f"record store {shared.kind!r} (from {shared.source}) is not installed: "
+            raise Invalid(msg + f"pip install {need}") from None
+        validate_config(dict(shared.settings), entry.schema, subject=shared.source)
+        from jobdispatch_records_postgres import PostgresRecords
+
+        return PostgresRecords(dict(shared.settings), readonly=True)
+
     def job(self, word: str) -> JobID:
         """The job ``word`` names: an id, a unique id prefix or a name (see ``address``)."""
         from jobdispatch_cli.address import resolve

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
+from jobdispatch_cli.commands.observe import check_listen, metrics_options, start_metrics
 from jobdispatch_cli.context import App
 from jobdispatch_cli.durations import parse_duration
 from jobdispatch_cli.jobfile import load_job_file
@@ -457,19 +458,49 @@ def register(group: click.Group) -> None:
     @group.command()
     @supervisor_options
     @click.option("-v", "--verbose", is_flag=True, help="Log every step the supervisor takes.")
+    @click.option(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        default=None,
+        help="Also serve Prometheus metrics of the store's records there, read-only, as "
+        "`jobdispatch metrics` does.",
+    )
+    @metrics_options
     @pass_app
-    def supervise(app: App, poll: float | None, lease_ttl: timedelta, verbose: bool) -> None:
+    def supervise(
+        app: App,
+        poll: float | None,
+        lease_ttl: timedelta,
+        verbose: bool,
+        metrics_listen: str | None,
+        per_job: bool,
+    ) -> None:
         """Serve every unsettled job of the store until stopped (SIGTERM or Ctrl-C).
 
         Several supervisors may serve one store: they share its jobs out evenly, each job is
         owned by one at a time, and the others take over when its owner's lease lapses.
         """
         _logging(verbose)
+        if metrics_listen is not None:
+            check_listen(metrics_listen)  # refused before waiting for anything
         with _stop_on_signals(lambda: None) as stopped:
             store = _store_once_it_answers(app, poll, stopped)
         if store is None:
             app.err.print("stopped before the record store answered", style="dim")
             return
+        endpoint = None
+        if metrics_listen is not None:
+            # Once the store is open for writing: an LMDB store opened read-only first would
+            # keep this process from opening it for writing.
+            endpoint = start_metrics(app, metrics_listen, per_job=per_job, lease_ttl=lease_ttl)
+            app.err.print(f"serving metrics at {endpoint.url}", style="dim", soft_wrap=True)
+        try:
+            _supervise(app, store, poll, lease_ttl)
+        finally:
+            if endpoint is not None:
+                endpoint.stop()
+
+    def _supervise(app: App, store: Any, poll: float | None, lease_ttl: timedelta) -> None:
         cluster = app.cluster()
         reporters: dict[str, Reporter] = {}
         told: dict[str, tuple[int, object]] = {}
