@@ -78,6 +78,8 @@ class Notice:
     rule: RuleFiring | None = None
     outcome: State | None = None
     escalation: EscalationId | None = None
+    #: An escalation's detail, as committed.
+    detail: str = ""
     #: The ids of earlier alert notices of the job this one closes (a recovery, the settling).
     resolves: tuple[str, ...] = ()
 
@@ -235,6 +237,7 @@ class _Reader:
                     e.at,
                     f"escalated: {detail}",
                     escalation=esc,
+                    detail=detail,
                 )
             case ev.OutcomeDecided():
                 self.outcome = e
