@@ -255,6 +255,7 @@ def test_a_slow_receiver_times_out_and_blocks_neither_the_offer_nor_another_sink
         box = outbox(scenario, stuck, quick)
         box.offer(view)  # returns while the slow receiver holds its request
         receiver.wait_for(lambda a: len(a) == 1, timeout=60)
+        assert box.lanes[1].flush_wait(60)
         assert box.lanes[0].pending() == 1  # still sending (or to be tried again)
         assert delivered(scenario.store.read(scenario.job)) == {(notices(view)[-2].id, "quick")}
         for lane in box.lanes:

@@ -13,9 +13,12 @@ escalation), so a slow or dead receiver delays neither a poll nor another sink.
   supervisor killed between a send and its record sends again after a takeover: that, a lost
   delivery record, is the one way a receiver sees a notice twice (it deduplicates on the key).
 * **One sender at a time.** A lane sends a job's notice only while this supervisor holds the
-  job's lease with time to spare (``owns``), or once the job has settled (nobody serves it then
-  but the sweep). A lease lost, a job moved to another supervisor: its queued notices are
-  dropped here and the new owner queues them from the record.
+  job's lease with time to spare (``owns``), checked under :attr:`Outbox.guard`; the supervisor
+  gives a lease back only under that guard, and never while one of the job's notices is being
+  sent (:meth:`Outbox.in_flight`), so the next owner never sends what is in flight here. A
+  settled job stays owned while its notices are queued. A lease lost, a job moved to another
+  supervisor: its queued notices are dropped here and the new owner queues them from the
+  record.
 * **Rate limit and cool-down.** Each lane sends at most ``rate_per_minute`` (a token bucket);
   after ``FAILURES_BEFORE_COOLDOWN`` failures in a row it rests for the sink's ``cooldown``,
   logged once, instead of hammering a receiver that is down.
@@ -83,7 +86,6 @@ def wanted_kinds(sink: Any, notify: Notify) -> frozenset[NoticeKind]:
 class _Item:
     job: str
     notice: Notice
-    settled: bool
     due: float
     tries: int = 0
     #: Sent already, its record not yet committed: only the record is tried again.
@@ -134,29 +136,25 @@ class _Lane:
     def wants(self, notice: Notice, notify: Notify) -> bool:
         return notice.kind in wanted_kinds(self.sink, notify)
 
-    def put(self, job: str, notice: Notice, settled: bool) -> None:
+    def put(self, job: str, notice: Notice) -> None:
         with self._cond:
-            if (job, notice.id) in self._recorded:
+            key = (job, notice.id)
+            if key in self._recorded or key in self._items:
                 return
-            item = self._items.get((job, notice.id))
-            if item is not None:
-                item.settled = item.settled or settled
-                return
-            item = _Item(job, notice, settled, self.outbox.monotonic())
+            item = _Item(job, notice, self.outbox.monotonic())
             self._items[(job, notice.id)] = item
             heapq.heappush(self._heap, (item.due, next(self._count), item))
             self._cond.notify()
 
-    def settle(self, job: str) -> None:
-        """The job settled: its queued notices may be sent without its lease."""
+    def jobs(self) -> set[str]:
+        """The jobs with notices queued here."""
         with self._cond:
-            for (j, _), item in self._items.items():
-                if j == job:
-                    item.settled = True
+            return {job for job, _ in self._items}
 
-    def holds(self, job: str, notice_id: str) -> bool:
+    def sending(self, job: str) -> bool:
+        """Whether one of ``job``'s notices is being sent (or recorded) now."""
         with self._cond:
-            return (job, notice_id) in self._items
+            return self._busy is not None and self._busy.job == job
 
     def pending(self) -> int:
         with self._cond:
@@ -230,12 +228,15 @@ class _Lane:
 
     def _handle(self, item: _Item) -> None:
         outbox = self.outbox
-        if not item.sent and not item.settled and not outbox.owns(item.job):
-            # Not (or no longer) ours: whoever owns the job queues it from the record.
-            self.stats.dropped += 1
-            self._done(item)
-            outbox.forget(item.job)
-            return
+        if not item.sent:
+            with outbox.guard:  # the lease is given back only under the guard
+                ours = outbox.owns(item.job)
+            if not ours:
+                # Not (or no longer) ours: whoever owns the job queues it from the record.
+                self.stats.dropped += 1
+                self._done(item)
+                outbox.forget(item.job)
+                return
         if not item.sent:
             wait = self._token()
             if wait > 0:
@@ -298,6 +299,17 @@ class _Lane:
         with self._cond:
             return not self._items and self._busy is None
 
+    def flush_wait(self, timeout: float) -> bool:
+        """Wait until this lane is idle, at most ``timeout`` seconds; whether it is."""
+        deadline = self.outbox.monotonic() + timeout
+        with self._cond:
+            while self._items or self._busy is not None:
+                left = deadline - self.outbox.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.5))
+        return True
+
 
 class Outbox:
     """Queues what each offered record owes each sink, and delivers it from one thread per
@@ -341,6 +353,9 @@ class Outbox:
         self.monotonic = monotonic
         self.max_age = max_age
         self._draw = draw or random.Random(secrets.randbits(64)).random
+        #: Held while a lane checks ownership before a send, and while the supervisor gives a
+        #: lease back: the two never interleave (see the module docstring).
+        self.guard = threading.Lock()
         self._offered: dict[str, int] = {}
         self._lock = threading.Lock()
         self.lanes = [_Lane(self, s) for s in sinks]
@@ -356,6 +371,28 @@ class Outbox:
         base = min(RETRY_CAP, RETRY_BASE * 2.0 ** max(tries - 1, 0))
         return base * (0.5 + self._draw() / 2)
 
+    def owed(self, view: ev.View) -> list[tuple[Notice, _Lane]]:
+        """What ``view`` owes the sinks: each notice a sink wants, fresh enough (escalations
+        whatever their age), that the record does not show delivered to it."""
+        found = notices(view)
+        if not found:
+            return []
+        done = delivered(view)
+        notify = view.header.spec.notify
+        now = self.clock()
+        out = []
+        for notice in found:
+            if notice.kind is not NoticeKind.ESCALATED and now - notice.at > self.max_age:
+                continue
+            for lane in self.lanes:
+                if (notice.id, lane.name) not in done and lane.wants(notice, notify):
+                    out.append((notice, lane))
+        return out
+
+    def owes(self, view: ev.View) -> bool:
+        """Whether ``view`` owes any sink anything (the residual sweep's question)."""
+        return bool(self.lanes) and bool(self.owed(view))
+
     def offer(self, view: ev.View) -> None:
         """Queue what ``view`` owes the sinks and they do not hold yet. Cheap when nothing
         changed since the job's last offer (the same revision); never blocks on a sink."""
@@ -366,25 +403,19 @@ class Outbox:
             if self._offered.get(job) == view.revision:
                 return
             self._offered[job] = view.revision
-        found = notices(view)
-        if not found:
-            return
-        done = delivered(view)
-        notify = view.header.spec.notify
-        settled = found[-1].kind is NoticeKind.SETTLED
-        now = self.clock()
-        for notice in found:
-            fresh = notice.kind is NoticeKind.ESCALATED or now - notice.at <= self.max_age
-            for lane in self.lanes:
-                if (notice.id, lane.name) in done or not lane.wants(notice, notify):
-                    continue
-                if fresh:
-                    lane.put(job, notice, settled)
-        if settled:
-            for lane in self.lanes:
-                lane.settle(job)
-            with self._lock:
-                self._offered.pop(job, None)  # settled: the sweep may offer it again
+        for notice, lane in self.owed(view):
+            lane.put(job, notice)
+
+    def jobs(self) -> set[str]:
+        """The jobs with notices queued: their leases must be kept until these are sent."""
+        out: set[str] = set()
+        for lane in self.lanes:
+            out |= lane.jobs()
+        return out
+
+    def in_flight(self, job: str) -> bool:
+        """Whether a lane is sending one of ``job``'s notices (its lease must not go now)."""
+        return any(lane.sending(job) for lane in self.lanes)
 
     def forget(self, job: str) -> None:
         """Offer ``job`` anew next time, even at the same revision (a notice was dropped)."""
@@ -445,11 +476,7 @@ class Outbox:
     def flush(self, timeout: float) -> bool:
         """Wait until every lane is empty, at most ``timeout`` seconds; whether they are."""
         deadline = self.monotonic() + timeout
-        while not all(lane.idle() for lane in self.lanes):
-            if self.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
-        return True
+        return all(lane.flush_wait(deadline - self.monotonic()) for lane in self.lanes)
 
     def close(self, timeout: float = 5.0) -> None:
         """Give queued notices up to ``timeout`` to go, then stop every lane. What is left is

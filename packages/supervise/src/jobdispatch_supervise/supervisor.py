@@ -306,7 +306,8 @@ class Supervisor:
 
     def residual_jobs(self) -> list[str]:
         """Settled jobs that may still have an object to sweep: an attempt whose outcome stayed
-        unknown less than ``residual_horizon`` ago, or a recorded object not yet done.
+        unknown less than ``residual_horizon`` ago, or a recorded object not yet done; and
+        settled jobs whose record still owes a sink a notice (their supervisor stopped first).
 
         It folds every settled record, so it runs once per ``sweep_every``, not every poll.
         """
@@ -314,7 +315,8 @@ class Supervisor:
         out = []
         for job in self.store.list(ListFilter(settled=True)):
             try:
-                folded = fold(self.store.read(job), now)
+                view = self.store.read(job)
+                folded = fold(view, now)
             except (NotFound, Invalid) as exc:
                 log.warning("residual sweep skips job %s: %s", job, exc)
                 continue
@@ -330,6 +332,13 @@ class Supervisor:
                 continue
             recent = any(now - a.started_at < self.residual_horizon for a in folded.residuals())
             if recent or any(not o.done for o in folded.objects.values()):
+                out.append(job)
+            elif (
+                folded.settled_at is not None
+                and now - folded.settled_at < self.residual_horizon
+                and self.outbox.owes(view)
+            ):
+                # Its supervisor stopped before its last notices went: serve it until they do.
                 out.append(job)
         return out
 
@@ -365,7 +374,13 @@ class Supervisor:
         try:
             jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
             share = fair_share(len(jobs), self._members(), self.holder)
-            owned = self.ownership.own_share(jobs, share)
+            outbox = self.outbox
+            with outbox.guard:  # no lease goes while a lane sends under it
+                owned = self.ownership.own_share(jobs, share, busy=outbox.in_flight)
+            # Jobs (settled ones, mostly) whose notices are still queued here stay owned.
+            waiting = [j for j in outbox.jobs() if j not in owned]
+            if waiting:
+                owned.update(self.ownership.own_many(waiting))
             if swept is None or self.clock() - swept >= self.sweep_every:
                 # Outside the share: a sweep is one pass per settled job (its lease is let go
                 # after it), and counting these would move every share on each sweep's poll.
@@ -443,7 +458,9 @@ class Supervisor:
                         sighted = False
                     self._failed(job, result.error)
                 elif result.settled:
-                    self.ownership.release(job)
+                    with self.outbox.guard:
+                        if not self.outbox.in_flight(job) and job not in self.outbox.jobs():
+                            self.ownership.release(job)
                 elif result.conflict:
                     # Lost a race or the lease: forget the lease so ownership is checked anew.
                     self.ownership.forget(job)
