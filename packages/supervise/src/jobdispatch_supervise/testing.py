@@ -40,6 +40,7 @@ class Receiver:
         self.delay = delay
         self._lock = threading.Condition()
         self._arrivals: list[Arrival] = []
+        self._handling = 0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -49,12 +50,14 @@ class Receiver:
                 arrival = Arrival(self.path, dict(self.headers.items()), body)
                 with receiver._lock:
                     status, delay = receiver.status, receiver.delay
+                    receiver._handling += 1
                 if delay:
                     time.sleep(delay)
                 with receiver._lock:
                     # Recorded only when answered 2xx: what a receiver that failed never took.
                     if 200 <= status < 300:
                         receiver._arrivals.append(arrival)
+                    receiver._handling -= 1
                     receiver._lock.notify_all()
                 self.send_response(status)
                 self.send_header("Content-Length", "2")
@@ -84,6 +87,11 @@ class Receiver:
                 self.status = status
             if delay is not None:
                 self.delay = delay
+
+    def in_flight(self) -> int:
+        """Requests received and not yet answered."""
+        with self._lock:
+            return self._handling
 
     @property
     def arrivals(self) -> list[Arrival]:
