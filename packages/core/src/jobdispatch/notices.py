@@ -196,7 +196,7 @@ class _Reader:
             f"recovered:{revision}",
             revision,
             at,
-            f"rule {rule} ({firing.action} on {_cause_text(cause)}) recovered submission {n}; "
+            f"rule {rule} ({firing.action}) recovers from {_cause_text(cause)}; "
             f"{left} of {budget} left",
             cause=cause,
             submission=n,

@@ -409,18 +409,47 @@ SEVERITIES = ("critical", "error", "warning", "info")
 
 #: Keys every sink's table may hold besides its own (read by the sink or its outbox lane).
 COMMON_PROPERTIES: dict[str, Any] = {
-    "notify": {"type": "array", "items": {"enum": [str(k) for k in NoticeKind]}},
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 300},
-    "rate_per_minute": {"type": "number", "exclusiveMinimum": 0, "maximum": 6000},
-    "cooldown": {"type": "number", "minimum": 0, "maximum": 86400},
+    "notify": {
+        "type": "array",
+        "items": {"enum": [str(k) for k in NoticeKind]},
+        "description": "the lifecycle notices this sink gets of every job, besides the "
+        "escalations and what each job asks for (docs/reference/notices.md)",
+    },
+    "timeout": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 300,
+        "description": "seconds a send may take (connect and read); default 10",
+    },
+    "rate_per_minute": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 6000,
+        "description": "the most sends a minute (a token bucket); default 60, Slack 20",
+    },
+    "cooldown": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 86400,
+        "description": "seconds the sink rests after 3 failed sends in a row; default 60",
+    },
     "name": {"type": "string", "minLength": 1},
 }
 
 WEBHOOK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "url": {"type": "string", "minLength": 1},
-        "secret_file": {"type": "string", "minLength": 1},
+        "url": {
+            "type": "string",
+            "minLength": 1,
+            "description": "where each notice's JSON body is POSTed (http or https)",
+        },
+        "secret_file": {
+            "type": "string",
+            "minLength": 1,
+            "description": "a file holding the HMAC-SHA256 key the X-Jobdispatch-Signature "
+            "header is made with; without it, bodies go unsigned",
+        },
         **COMMON_PROPERTIES,
     },
     "required": ["url"],
@@ -429,8 +458,16 @@ WEBHOOK_SCHEMA: dict[str, Any] = {
 SLACK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "url": {"type": "string", "minLength": 1},
-        "url_file": {"type": "string", "minLength": 1},
+        "url": {
+            "type": "string",
+            "minLength": 1,
+            "description": "the incoming webhook's URL (a secret: prefer url_file)",
+        },
+        "url_file": {
+            "type": "string",
+            "minLength": 1,
+            "description": "a file holding the incoming webhook's URL",
+        },
         **COMMON_PROPERTIES,
     },
     "additionalProperties": False,
@@ -438,9 +475,20 @@ SLACK_SCHEMA: dict[str, Any] = {
 PAGERDUTY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "routing_key_file": {"type": "string", "minLength": 1},
-        "url": {"type": "string", "minLength": 1},
-        "severity": {"enum": list(SEVERITIES)},
+        "routing_key_file": {
+            "type": "string",
+            "minLength": 1,
+            "description": "a file holding the Events API v2 integration's routing key",
+        },
+        "url": {
+            "type": "string",
+            "minLength": 1,
+            "description": f"the Events API endpoint; default {PAGERDUTY_EVENTS_URL}",
+        },
+        "severity": {
+            "enum": list(SEVERITIES),
+            "description": "the severity of the incidents triggered; default error",
+        },
         **COMMON_PROPERTIES,
     },
     "required": ["routing_key_file"],
