@@ -60,6 +60,8 @@ RETRY_CAP = 300.0
 #: Lifecycle notices older than this when first offered are not sent (a sink added to a
 #: configuration is not flooded with every job's history); escalations are sent whatever their age.
 MAX_AGE = timedelta(hours=24)
+#: How many jobs' last offered revision the outbox remembers (a job forgotten is read afresh).
+OFFERS_KEPT = 100_000
 #: How many recorded deliveries a lane remembers, against offers that read an older record.
 RECORDED_KEPT = 100_000
 #: How many times recording a delivery re-reads a record that kept moving.
@@ -143,6 +145,8 @@ class _Lane:
                 return
             item = _Item(job, notice, self.outbox.monotonic())
             self._items[(job, notice.id)] = item
+            if self._thread.ident is None and not self._stopping:
+                self._thread.start()  # on the first notice: a sink never used costs no thread
             heapq.heappush(self._heap, (item.due, next(self._count), item))
             self._cond.notify()
 
@@ -162,16 +166,14 @@ class _Lane:
 
     # ---------------------------------------------------------------- the thread
 
-    def start(self) -> None:
-        self._thread.start()
-
     def stop(self) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
 
     def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
 
     def _next(self) -> _Item | None:
         """The next item due, once it is due (and the lane not resting); None when stopping."""
@@ -359,8 +361,6 @@ class Outbox:
         self._offered: dict[str, int] = {}
         self._lock = threading.Lock()
         self.lanes = [_Lane(self, s) for s in sinks]
-        for lane in self.lanes:
-            lane.start()
 
     @property
     def sinks(self) -> list[Any]:
@@ -402,7 +402,10 @@ class Outbox:
         with self._lock:
             if self._offered.get(job) == view.revision:
                 return
-            self._offered[job] = view.revision
+            self._offered.pop(job, None)
+            self._offered[job] = view.revision  # last: the oldest offered first when bounded
+            if len(self._offered) > OFFERS_KEPT:
+                del self._offered[next(iter(self._offered))]
         for notice, lane in self.owed(view):
             lane.put(job, notice)
 
