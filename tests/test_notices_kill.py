@@ -165,7 +165,7 @@ class Run:
         if not live:
             return
         victim = rng.choice(live)
-        # Was a request of this one's being answered at the moment? (Counted, not needed.)
+        # Was a request (any supervisor's) being answered at that moment? Counted, not needed.
         if hook.in_flight():
             self.kills_in_flight += 1
         victim.send_signal(signal.SIGKILL)
@@ -324,7 +324,7 @@ def _account(run: Run, hook: Receiver) -> dict[str, Any]:
         "duplicates": deliveries - len(by_key),
         "supervisors_started": len(run.supervisors),
         "sigkills": len(run.killed),
-        "sigkills_during_a_delivery": run.kills_in_flight,
+        "sigkills_while_a_request_was_open": run.kills_in_flight,
         "arrivals_by_kind": dict(sorted(kinds.items())),
         "explanations": explanations,
     }
