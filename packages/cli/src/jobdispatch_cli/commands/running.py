@@ -28,8 +28,9 @@ from jobdispatch_cli.commands.observe import check_listen, metrics_options, star
 from jobdispatch_cli.context import App
 from jobdispatch_cli.durations import parse_duration
 from jobdispatch_cli.jobfile import load_job_file
-from jobdispatch_cli.render import cause_text, plan_view, state_text, to_data
+from jobdispatch_cli.render import cause_text, plan_view, sinks_table, state_text, to_data
 from jobdispatch_cli.report import Reporter
+from jobdispatch_cli.sinkcheck import sink_reports, unknown_sinks
 from jobdispatch_cli.timeline import build, render_text
 
 #: The supervisor's own logger: what the command says about the store reads as the rest.
@@ -339,15 +340,25 @@ def register(group: click.Group) -> None:
             )
             submission = None
         extra = extra_answers(backend)
+        sinks = app.sinks()
+        kinds = {e.name: e.sink for e in app.config.escalations} | {"log": "log"}
+        reports = sink_reports(sinks, kinds, job_file.spec)
+        missing = unknown_sinks(sinks, job_file.spec)
         if as_json:
             data = to_data(made)
             data["extra"] = to_data(extra)
             data["cluster"] = app.cluster_config.name
+            data["sinks"] = [r.as_data() for r in reports]
+            data["unknown_sinks"] = missing
             if submission is not None:
                 data["submission"] = submission
             print_json(app, data)
             return
         app.console.print(plan_view(made, cluster=app.cluster_config.name, extra=extra))
+        app.console.print(sinks_table(reports))
+        for name in missing:
+            warning = f"notify_sinks names {name!r}, which this cluster's supervisors lack"
+            app.console.print(Text(warning, style="yellow"))
         if submission is not None:
             app.console.print("\n[bold]What the first submission creates[/bold]")
             app.console.print(submission, markup=False, highlight=False, soft_wrap=True)
