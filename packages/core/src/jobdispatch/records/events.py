@@ -293,6 +293,17 @@ class EscalationDelivered(Event):
     sink: str
 
 
+@attrs.frozen(kw_only=True)
+class NoticeDelivered(Event):
+    """A lifecycle notice (``jobdispatch.notices``) reached a sink. ``notice`` is the notice's
+    id, derived from the record (its kind and the revision that caused it), so every supervisor
+    names the same notice alike; a sink with one recorded is not sent it again."""
+
+    kind: ClassVar[str] = "notice-delivered"
+    notice: str
+    sink: str
+
+
 # ------------------------------------------------------------------------------ decisions
 
 
@@ -501,6 +512,7 @@ AnyEvent: TypeAlias = (
     | ResumedFrom
     | ProgressBlind
     | ProgressSighted
+    | NoticeDelivered
     | SubmissionAuthorized
     | AttemptStarted
     | CanonicalChosen
@@ -539,6 +551,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ResumedFrom,
         ProgressBlind,
         ProgressSighted,
+        NoticeDelivered,
         SubmissionAuthorized,
         AttemptStarted,
         CanonicalChosen,
