@@ -87,6 +87,13 @@ def build(status: Status, now: datetime | None = None) -> Timeline:
         if t.cause.kind is not CauseKind.NONE:
             label += f": {t.cause.kind}"
         marks.append((at, label))
+    if status.progress is not None:
+        # Stall verdicts, observe-only ones included: a team measures how often the rule
+        # would have fired before enforcing it.
+        for v in status.progress.stalls:
+            what = "stalled" if v.enforced else "would stall (observe)"
+            marks.append((_seconds(v.at, origin, 0.0), f"{what}: run {v.execution}"))
+        marks.sort(key=lambda m: m[0])
     committed.append(Segment(state, since, end))
     # ...shown as running wherever an execution ran (running is never committed: it is what
     # the backend shows), so the row reads pending, running, recovering, running, succeeded.
@@ -171,6 +178,7 @@ CAUSE_COLOUR = {
     CauseKind.LAUNCH_FAILED: "#a50e0e",
     CauseKind.CANCELLED: "#f9ab00",
     CauseKind.REQUEUED: "#a142f4",
+    CauseKind.STALLED: "#8430ce",
     CauseKind.DUPLICATE: "#9aa0a6",
 }
 
