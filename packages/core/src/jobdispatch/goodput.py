@@ -86,6 +86,8 @@ _OBJ_RUNNING = ObjectState.RUNNING
 _CAUSE_NONE = CauseKind.NONE
 _CAUSE_UNKNOWN = CauseKind.UNKNOWN
 _CAUSE_HELD = CauseKind.HELD
+_CAUSE_CANCELLED = CauseKind.CANCELLED
+_STATE_CANCELLED = State.CANCELLED
 _ENFORCER_BACKEND = Enforcer.BACKEND
 #: The reason a supervisor's stop for a stall carries (issue 26's stall stop).
 STALL_REASON = "stalled"
@@ -502,10 +504,15 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
         elif t is ev.OutcomeDecided:
             if outcome is None:
                 outcome = (e.at, e.state, e.cause.kind)  # type: ignore[union-attr]
+        elif t is ev.CancelRequested:
+            # A person's cancel is the outcome itself (it commits ``cancelled``, final).
+            if outcome is None:
+                outcome = (e.at, _STATE_CANCELLED, _CAUSE_CANCELLED)
         elif t is ev.Settled:
             settled_at = e.at
 
-    until = settled_at if settled_at is not None else max(now, origin)
+    # Writers' clocks may disagree by a little: nothing ends before the job was created.
+    until = max(settled_at if settled_at is not None else now, origin)
     total = _us(until - origin)
     unit, width = _width(header.spec)
 
@@ -1012,7 +1019,9 @@ def report(
 
 
 def _state_of(view: ev.View) -> State | None:
-    for e in reversed(view.events):
+    for e in view.events:
         if type(e) is ev.OutcomeDecided:
             return e.state
+        if type(e) is ev.CancelRequested:
+            return _STATE_CANCELLED
     return None
