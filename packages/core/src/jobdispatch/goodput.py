@@ -981,6 +981,9 @@ def report(
                 continue
             cause = by_cause.setdefault(str(s.blame.cause), Tally())
             cause.add(key, micros, job.unit, resource, price)
+            if id(cause) not in counted:
+                counted.add(id(cause))
+                cause.jobs += 1
             if s.blame.rule is not None:
                 rk = rule_key(plan, s.blame.rule)
                 tally = by_rule.setdefault(rk, Tally())
