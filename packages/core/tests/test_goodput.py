@@ -32,6 +32,7 @@ from jobdispatch.types import (
     Actor,
     Cause,
     CauseKind,
+    Enforcer,
     Hold,
     HoldKind,
     JobSpec,
@@ -354,3 +355,49 @@ def test_the_report_is_a_pure_function_and_windows_add_up(
     assert sum(r.total.total.micros for r in (left, mid, right)) == whole.total.total.micros
     for r in (whole, left, mid, right):
         assert sum(f.micros for f in r.total.parts.values()) == r.total.total.micros
+
+
+def test_a_backends_own_rerun_is_charged_to_the_backend_rule() -> None:
+    s = Story.with_rules(
+        Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=2),
+        enforcers={0: Enforcer.BACKEND},
+    )
+    s.later(1).launched(1, "o1", running=False)
+    t1 = s.now
+    s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
+    end = s.later(60).now
+    s.later(5)
+    t2 = s.later(25).now
+    s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1, end, PREEMPTED), _run(1, t2)))
+    s.later(40)
+    g = goodput(s.view(), s.now)
+    lost = {x.part: x for x in g.shares if x.blame.cause is CauseKind.PREEMPTED}
+    assert lost[Part.UNKNOWN].micros == 60 * _S
+    # Never seen ended before it ran again: the backend's relaunch, all of it.
+    assert lost[Part.RELAUNCH].micros == 30 * _S
+    assert {x.blame.rule for x in lost.values()} == {0}
+    assert {x.blame.enforcer for x in lost.values()} == {Enforcer.BACKEND}
+
+
+def test_a_rule_hold_is_queued_for_the_rule_and_charged_to_its_cause() -> None:
+    s = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1))
+    s.later(1).launched(1, "o1", running=False)
+    t1 = s.now
+    s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
+    s.later(50).observe(observation("job1", 1, 1, "o1", _ENDED, _run(0, t1, s.now, PREEMPTED)))
+    s.later(2).add(ev.RecoveryDecided, rule=0, trigger=End("o1", 0), cause=PREEMPTED)
+    s.later(1).add(
+        ev.HoldPlaced,
+        instance=1,
+        hold=Hold(HoldKind.RECOVERY, Actor.supervisor("s")),
+        cause=PREEMPTED,
+    )
+    s.later(600).add(ev.HoldLifted, instance=1, resume=True)
+    s.later(1)
+    g = goodput(s.view(), s.now)
+    held = [x for x in g.shares if x.reason is QueueReason.HELD_BY_RULE]
+    assert [(x.micros, x.blame.cause, x.blame.rule) for x in held] == [
+        (600 * _S, CauseKind.PREEMPTED, 0)
+    ]
+    assert g.part_micros(Part.DECISION) == 2 * _S
+    assert g.part_micros(Part.RELAUNCH) == 2 * _S  # decided to held, lifted to now

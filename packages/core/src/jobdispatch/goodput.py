@@ -535,22 +535,8 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
     outcome_at = outcome[0] if outcome is not None else None
     outcome_us = us(outcome_at, total)
 
-    # 1. Before each submission's first run: queued, or relaunch after a recovery.
-    for i, sub in enumerate(subs):
-        auth = us(sub.authorized, total)
-        nxt = subs[i + 1].authorized if i + 1 < len(subs) else None
-        end = min(us(sub.first_start, total), us(nxt, total), outcome_us)
-        opened = min(us(sub.opened, end), end)
-        if i == 0:
-            paint(0, auth, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
-            paint(auth, opened, (Part.QUEUED, QueueReason.GATED, NO_BLAME, False))
-        else:
-            paint(auth, opened, (Part.RELAUNCH, None, sub.blame, False))
-        paint(opened, end, (Part.QUEUED, QueueReason.NO_CAPACITY, sub.blame, False))
-    if not subs:
-        paint(0, outcome_us, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
-
-    # 2. After each ended run: detection, decision, and a rerun in the same object's relaunch.
+    # 1. After each ended run: detection, decision, then relaunch until the next run starts
+    # (a later submission's own layer, painted next, takes over from its authorization).
     blames: dict[tuple[str, int], Blame] = {}
     for k, run in enumerate(ordered):
         x = run.obs
@@ -568,7 +554,12 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
         if x.state is not _OBJ_ENDED:
             continue
         ended = us(x.ended_at if x.ended_at is not None else run.seen_ended, total)
-        limit = us(rerun.obs.started_at, total) if rerun is not None else total
+        later = next((r for r in ordered[k + 1 :] if r.obs.started_at is not None), None)
+        limit = total if later is None else us(later.obs.started_at, total)
+        if rerun is not None and key not in decided:
+            # The backend ran it again by itself: nobody had to see or decide, it relaunched.
+            paint(ended, min(limit, outcome_us), (Part.RELAUNCH, None, blame, False))
+            continue
         seen = min(max(us(run.seen_ended, ended), ended), limit)
         decision = decided[key][0] if key in decided else outcome_at
         if decision is None and rerun is None:
@@ -576,8 +567,22 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
         d = min(max(us(decision, seen), seen), limit)
         paint(ended, seen, (Part.DETECTION, None, blame, False))
         paint(seen, d, (Part.DECISION, None, blame, False))
-        if rerun is not None:
-            paint(d, limit, (Part.RELAUNCH, None, blame, False))
+        paint(d, min(limit, outcome_us), (Part.RELAUNCH, None, blame, False))
+
+    # 2. Before each submission's first run: queued, or relaunch after a recovery.
+    for i, sub in enumerate(subs):
+        auth = us(sub.authorized, total)
+        nxt = subs[i + 1].authorized if i + 1 < len(subs) else None
+        end = min(us(sub.first_start, total), us(nxt, total), outcome_us)
+        opened = min(us(sub.opened, end), end)
+        if i == 0:
+            paint(0, auth, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
+            paint(auth, opened, (Part.QUEUED, QueueReason.GATED, NO_BLAME, False))
+        else:
+            paint(auth, opened, (Part.RELAUNCH, None, sub.blame, False))
+        paint(opened, end, (Part.QUEUED, QueueReason.NO_CAPACITY, sub.blame, False))
+    if not subs:
+        paint(0, outcome_us, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
 
     # 3. Holds: queued, for a person or for a rule.
     for a, b, blame, by_rule in holds:
