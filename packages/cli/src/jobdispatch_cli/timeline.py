@@ -336,9 +336,15 @@ def render_text(tl: Timeline, width: int = 100) -> RenderableType:
         legend.append(f"{state}  ", style="dim")
     lines.append(legend)
     if tl.bands:
+        # One entry per colour: a good part by its name, a loss by the cause it follows.
         legend = Text(" " * label_w)
-        for label, colour in dict.fromkeys((band_label(b), band_colour(b)) for b in tl.bands):
-            legend.append("▒ ", style=colour)
+        named: dict[str, str] = {}
+        for b in tl.bands:
+            good = b.part == "productive" or b.cause is CauseKind.NONE
+            rule = f", rule {b.rule}" if b.rule is not None else ""
+            named.setdefault(band_colour(b), b.part if good else f"lost to {b.cause}{rule}")
+        for colour, label in named.items():
+            legend.append("█ " if label == "productive" else "▒ ", style=colour)
             legend.append(f"{label}  ", style="dim")
         lines.append(legend)
     return Group(*lines)
