@@ -401,3 +401,62 @@ def test_a_rule_hold_is_queued_for_the_rule_and_charged_to_its_cause() -> None:
     ]
     assert g.part_micros(Part.DECISION) == 2 * _S
     assert g.part_micros(Part.RELAUNCH) == 2 * _S  # decided to held, lifted to now
+
+
+def test_a_blind_window_makes_startup_and_stall_unknown_where_it_overlaps() -> None:
+    s = Story()
+    s.later(1).launched(1, "o1", running=False)
+    t1 = s.now
+    s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
+    s.later(300).add(ev.StopDecided, ref=ev.ObjectRef("o1"), reason="stalled")
+    stall_at = s.now
+    s.later(5)
+    stopped = Cause(CauseKind.CANCELLED, Provenance.ACTOR)
+    s.observe(observation("job1", 1, 1, "o1", _ENDED, _run(0, t1, s.now, stopped)))
+    evidence = {
+        ("o1", 0): ExecutionEvidence(
+            ref="o1",
+            index=0,
+            first_progress=t1 + timedelta(seconds=10),
+            last_progress=t1 + timedelta(seconds=100),
+            stall_stop_at=stall_at,
+            blind=((t1 + timedelta(seconds=5), t1 + timedelta(seconds=150)),),
+        )
+    }
+    g = goodput(s.view(), s.now, evidence)
+    assert g.part_micros(Part.STARTUP) == 5 * _S
+    assert g.part_micros(Part.STALLED) == (305 - 150) * _S
+    assert (
+        g.part_micros(Part.UNKNOWN) == (5 + 90 + 50) * _S
+    )  # blind start-up, no resume known, blind stall
+
+
+@settings(max_examples=200, deadline=None)
+@given(records(), st.data())
+def test_the_parts_add_up_with_any_progress_evidence(
+    got: tuple[ev.View, datetime], data: st.DataObject
+) -> None:
+    view, now = got
+    plain = goodput(view, now)
+    offset = st.one_of(st.none(), st.integers(-100, 4000).map(lambda s: T0 + timedelta(seconds=s)))
+    evidence = {
+        (r.ref, r.index): ExecutionEvidence(
+            ref=r.ref,
+            index=r.index,
+            first_progress=data.draw(offset),
+            last_progress=data.draw(offset),
+            resumed_fresh=data.draw(st.booleans()),
+            checkpoint_at=data.draw(offset),
+            stall_stop_at=data.draw(offset),
+            blind=tuple(
+                (a, b) for a, b in [(data.draw(offset), data.draw(offset))] if a is not None
+            ),
+        )
+        for r in plain.runs
+    }
+    g = goodput(view, now, evidence)
+    assert sum(x.micros for x in g.shares) == g.total_micros == plain.total_micros
+    assert g.resource_micros == plain.resource_micros  # evidence splits running time, no more
+    assert [(r.ref, r.index, r.running_micros) for r in g.runs] == [
+        (r.ref, r.index, r.running_micros) for r in plain.runs
+    ]

@@ -199,6 +199,9 @@ class ExecutionEvidence:
     checkpoint_at: datetime | None = None
     stall_stop_at: datetime | None = None
     checkpoint_costs: tuple[timedelta, ...] = ()
+    #: Windows (start, end; None: still) during which progress could not be read: a start-up
+    #: or a stall that overlaps one is not known to be one.
+    blind: tuple[tuple[datetime, datetime | None], ...] = ()
 
 
 #: Evidence by execution: (object ref, execution index).
@@ -722,6 +725,13 @@ def _paint_run(
     if stall >= 0 and last >= 0:
         lost_end = min(max(last, first), end)
         paint(lost_end, end, (Part.STALLED, None, blame, True))
+    for a, b in own.blind:
+        # Progress unread: the first progress or the last may have come unseen in there.
+        lo, hi = us(a, start), us(b, end)
+        unknown = (Part.UNKNOWN, None, blame if ended else NO_BLAME, True)
+        paint(max(lo, start), min(hi, first), unknown)
+        if lost_end < end:
+            paint(max(lo, lost_end), min(hi, end), unknown)
     if final:
         paint(first, lost_end, (Part.PRODUCTIVE, None, NO_BLAME, True))
         return
