@@ -99,3 +99,23 @@ def test_status_goodput_shows_the_parts_and_draws_them(
     assert invoke("status", ran, "--goodput", "--svg", str(svg)).code == 0
     text = svg.read_text()
     assert ">goodput</text>" in text and "productive" in text
+
+
+def test_all_clusters_totals_each_cluster_apart(invoke: Invoke, home: Path, ran: str) -> None:
+    config = home / "config" / "jobdispatch" / "config.toml"
+    state = home / "state"
+    config.write_text(
+        config.read_text()
+        + f'[clusters.other]\nadapter = "local"\nstate_dir = "{state}/other"\n'
+        + '[clusters.unused]\nadapter = "local"\n'
+    )
+    file = home / "job.toml"
+    assert invoke("run", str(file), "--poll", "0.05", "--cluster", "other").code == 0
+    got = invoke("goodput", "--all-clusters", "--json").json()
+    assert sorted(got["by_cluster"]) == ["local", "other"]
+    assert {j["cluster"] for j in got["jobs"]} == {"local", "other"}
+    records = state / "jobdispatch" / "records"
+    assert (records / "other").is_dir()
+    assert not (records / "unused").exists()  # reading made no store
+    both = invoke("goodput", "--all-clusters", ran)
+    assert both.code == 2 and "not both" in both.err

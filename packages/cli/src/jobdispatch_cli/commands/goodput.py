@@ -60,6 +60,31 @@ def _views(app: App, jobs: tuple[str, ...], bad: list[Unreadable]) -> Iterator[e
             bad.append(exc)
 
 
+def _clusters(app: App) -> list[App]:
+    """``--all-clusters``: the chosen cluster's App, and one for every other configured cluster
+    whose records exist (a cluster never used has no store, and reading must not make one)."""
+    if app.store_given is not None:
+        msg = "--all-clusters reads each cluster's own store; --store names a single one"
+        raise Invalid(msg)
+    apps = [app]
+    for name in sorted(app.config.clusters):
+        if name == app.cluster_config.name:
+            continue
+        other = App(
+            config_path=app.config_path,
+            cluster=name,
+            store=None,
+            actor=app.actor_name,
+            console=app.console,
+            err=app.err,
+        )
+        other.reads_only = True
+        if other.shared_store() is None and not other.store_dir.is_dir():
+            continue
+        apps.append(other)
+    return apps
+
+
 def register(group: click.Group) -> None:
     @group.command()
     @click.argument("jobs", nargs=-1, shell_complete=complete_jobs)
@@ -85,6 +110,11 @@ def register(group: click.Group) -> None:
         help="Only jobs submitted by this person (repeat for several).",
     )
     @click.option(
+        "--all-clusters",
+        is_flag=True,
+        help="Every configured cluster's records, each cluster totalled apart.",
+    )
+    @click.option(
         "--checkpoint-cost",
         help="How long one checkpoint write takes (90s), for the interval where none was measured.",
     )
@@ -98,6 +128,7 @@ def register(group: click.Group) -> None:
         names: tuple[str, ...],
         states: tuple[str, ...],
         submitters: tuple[str, ...],
+        all_clusters: bool,
         checkpoint_cost: str | None,
         as_json: bool,
     ) -> int:
@@ -128,16 +159,27 @@ def register(group: click.Group) -> None:
         )
         if selection.since and selection.until and selection.since >= selection.until:
             raise Invalid("--since must be before --until")
-        cluster = app.cluster_config
-        prices = {cluster.name: cluster.prices} if cluster.prices is not None else {}
+        if all_clusters and jobs:
+            raise Invalid("name JOBs or give --all-clusters, not both: a job is one cluster's")
+        apps = _clusters(app) if all_clusters else [app]
+        prices = {
+            a.cluster_config.name: a.cluster_config.prices
+            for a in apps
+            if a.cluster_config.prices is not None
+        }
         bad: list[Unreadable] = []
-        got = report(
-            ((cluster.name, v) for v in _views(app, jobs, bad)),
-            now,
-            selection,
-            prices=prices,
-            checkpoint_cost=cost,
-        )
+        try:
+            got = report(
+                ((a.cluster_config.name, v) for a in apps for v in _views(a, jobs, bad)),
+                now,
+                selection,
+                prices=prices,
+                checkpoint_cost=cost,
+            )
+        finally:
+            for a in apps:
+                if a is not app:
+                    a.close()
         if as_json:
             click.echo(dumps(report_data(got, prices)))
         elif not got.jobs:
