@@ -1,0 +1,202 @@
+"""Supervised jobs on the real node (``tools/kube/up --real-node``): real containers, a real
+torchrun rendezvous across two pods, real exit codes and OOM kills, through the Kubeflow adapter.
+
+The node's pods run Debian's python3-torch image; the runtime ``dispatch-torch-real`` makes them
+tolerate the node's taint, select it, and mount two host folders: ``/scripts`` (where these tests
+put tests/real_node_ddp.py) and ``/checkpoints``, which every execution of a job reaches, so a
+resubmitted execution resumes from what the evicted one saved.
+
+Without the real node every test skips with the reason; under JOBDISPATCH_REQUIRE_SERVICES=1
+(.ci/run, which starts it) they fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jobdispatch
+import pytest
+from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch.records.memory import MemoryRecords
+from jobdispatch_supervise import Supervisor
+
+pytestmark = pytest.mark.kube
+
+T = TypeVar("T")
+SCRIPT = Path(__file__).with_name("real_node_ddp.py")
+#: Generous: two pods each import torch (about 10 s on a quiet machine) on 2 loaded cores.
+DEADLINE = 600.0
+
+
+def wait_for(what: str, ok: Callable[[], T | None], timeout: float = DEADLINE) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = ok()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout}s")
+        time.sleep(1)
+
+
+def real_node_problem() -> str | None:
+    """Why the real node cannot be used, or None when its node is Ready."""
+    from jobdispatch_kubeflow.api import KubeApi
+    from jobdispatch_kubeflow.testing import cluster_problem
+
+    problem = cluster_problem()
+    if problem is not None:
+        return problem
+    for var in (
+        "JOBDISPATCH_KUBE_REAL_NODE_NAME",
+        "JOBDISPATCH_KUBE_REAL_RUNTIME",
+        "JOBDISPATCH_KUBE_REAL_IMAGE",
+        "JOBDISPATCH_KUBE_REAL_SCRIPTS",
+        "JOBDISPATCH_KUBE_REAL_CHECKPOINTS",
+    ):
+        if not os.environ.get(var):
+            return f'no real node: run eval "$(tools/kube/up --real-node)" first ({var} is not set)'
+    name = os.environ["JOBDISPATCH_KUBE_REAL_NODE_NAME"]
+    admin = KubeApi(kubeconfig=os.environ.get("KUBECONFIG"))
+    try:
+        node = admin.get("nodes", None, name)
+    finally:
+        admin.close()
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return f"the real node {name} is not Ready"
+    return None
+
+
+@pytest.fixture
+def real() -> Iterator[Any]:
+    """The adapter set up for the real node's runtime and image, with the script in place."""
+    from jobdispatch_kubeflow import KubeflowBackend
+    from jobdispatch_kubeflow.config import Runtime
+    from jobdispatch_kubeflow.testing import require, settings
+
+    require(real_node_problem())
+    shutil.copyfile(SCRIPT, Path(os.environ["JOBDISPATCH_KUBE_REAL_SCRIPTS"]) / SCRIPT.name)
+    backend = KubeflowBackend(
+        settings(
+            runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
+            image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+        )
+    )
+    made: list[str] = []
+    yield backend, made
+    for job in made:
+        for obs in backend.find(job).objects:
+            backend.stop(obs.ref, "real-node test over")
+            backend.forget(obs.ref)
+    backend.close()
+
+
+def torchrun(*args: str) -> tuple[str, ...]:
+    """The command of a 2-pod DDP job: one process per pod, the script from /scripts."""
+    return ("torchrun", "--nproc_per_node=1", f"/scripts/{SCRIPT.name}", *args)
+
+
+def supervise(backend: Any, spec: JobSpec) -> tuple[Any, Any, Supervisor]:
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(backend, store=store)
+    plan = cluster.operator.submit(spec, by=Actor.human("real-node"), supervised=True)
+    sup = Supervisor(backend, store, poll=1.0, lease_ttl=timedelta(seconds=10), holder="real")
+    threading.Thread(target=sup.serve, daemon=True).start()
+    return cluster, plan, sup
+
+
+def settled(cluster: Any, job: str) -> Any:
+    return wait_for(f"job {job} settling", lambda: (s := cluster.observer.get(job)).settled and s)
+
+
+def job_folder(job: str) -> Path:
+    return Path(os.environ["JOBDISPATCH_KUBE_REAL_CHECKPOINTS"]) / job
+
+
+def result(job: str, submission: int) -> dict[str, Any]:
+    """What the script wrote at the end of the job's submission (whatever its attempt)."""
+    (path,) = job_folder(job).glob(f"result-s{submission}-a*.json")
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def checkpoint_step(job: str, submission: int) -> int | None:
+    """The newest step the submission checkpointed, None before its first."""
+    files = job_folder(job).glob(f"s{submission}-a*/step-*.pt")
+    return max((int(p.stem.split("-")[1]) for p in files), default=None)
+
+
+def evict_pods(backend: Any, ref: Any) -> None:
+    """Evict the object's running pods through the Eviction API, as a drain does."""
+    from jobdispatch_kubeflow.api import KubeApi
+    from jobdispatch_kubeflow.testing import KubeDriver
+
+    driver = KubeDriver(backend)
+    try:
+        driver.evict(ref)
+    finally:
+        assert isinstance(driver.admin, KubeApi)
+        driver.admin.close()
+
+
+STEPS, WAIT_AT = 30, 12
+
+
+@pytest.mark.timeout(DEADLINE * 3)
+def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: Any) -> None:
+    """A 2-pod torchrun DDP job runs to completion; the same job evicted (a drain) after its
+    step-12 checkpoint is resubmitted by its rule, resumes from step 12 and ends at the same
+    final loss."""
+    backend, made = real
+    env = {"PYTHONUNBUFFERED": "1"}
+    plain = JobSpec(name="real-ddp", command=torchrun("--steps", str(STEPS)), nodes=2, env=env)
+    resumed = JobSpec(
+        name="real-ddp-evicted",
+        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT)),
+        nodes=2,
+        env=env,
+        recovery=RecoveryPolicy(
+            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
+        ),
+    )
+    c1, p1, s1 = supervise(backend, plain)
+    c2, p2, s2 = supervise(backend, resumed)
+    made += [p1.job, p2.job]
+    try:
+        first = wait_for(
+            "the evicted job's step-12 checkpoint", lambda: checkpoint_step(p2.job, 1) == WAIT_AT
+        )
+        assert first
+        refs = [o.ref for o in backend.find(p2.job).objects if o.identity and o.identity[1] == 1]
+        assert len(refs) == 1, refs
+        evict_pods(backend, refs[0])
+
+        done_plain = settled(c1, p1.job)
+        assert done_plain.state is State.SUCCEEDED, done_plain
+        done = settled(c2, p2.job)
+        assert done.state is State.SUCCEEDED, done
+        one, two = done.submissions
+        assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
+        assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
+
+        uninterrupted = result(p1.job, 1)
+        after = result(p2.job, 2)
+        print(
+            f"uninterrupted final loss {uninterrupted['final_loss']!r}; "
+            f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
+        )
+        assert uninterrupted["resumed_from"] == 0
+        assert after["resumed_from"] == WAIT_AT
+        assert after["final_loss"] == uninterrupted["final_loss"]
+    finally:
+        s1.stop()
+        s2.stop()
