@@ -17,6 +17,7 @@ from jobdispatch.types import CallMeta, Capability, HoldMeta, JobSpec, ObjectSta
 from jobdispatch_kubeflow import KubeflowBackend, admission, names, probe
 from jobdispatch_kubeflow.config import Kueue, Settings
 from jobdispatch_kubeflow.fake import FakeApi
+from waiting import until
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 T0 = "2026-12-01T11:59:00Z"
@@ -227,6 +228,35 @@ def test_a_round_marks_the_check_active_spends_the_open_and_answers_ready() -> N
     ac = api.get("admissionchecks", None, "jobdispatch-admission")
     assert ac["status"]["conditions"][0]["type"] == "Active"
     assert ctl.reconcile() == 0  # nothing more to say
+
+
+def test_a_following_controller_reads_its_caches_not_a_list_per_round() -> None:
+    """Once its followers have listed, a round lists no Workloads and no TrainJobs: they come
+    from the list-watch caches (spec 0012 §3)."""
+    api = cluster()
+    lease = admission.Lease(api, "dispatch", "l", "me")
+    assert lease.round()
+    ctl = admission.Controller(api, lease, clock=lambda: NOW)
+    ctl.follow()
+    try:
+        until(
+            lambda: ctl.workloads.synced.is_set() and ctl.trainjobs.synced.is_set(),
+            "both followers listed",
+            10,
+            0.01,
+        )
+        before = api.requests.copy()
+        assert ctl.reconcile() == 1
+        made = api.requests - before
+        assert made["LIST workloads"] == 0 and made["LIST trainjobs"] == 0
+        assert made["PATCH workloads/status"] == 1
+        ctl.unfollow()
+        until(lambda: not ctl._followers["workloads"].running, "the follower stopped", 10, 0.01)
+        before = api.requests.copy()
+        ctl.reconcile()
+        assert (api.requests - before)["LIST workloads"] == 1, "a stopped follower's cache ages"
+    finally:
+        ctl.unfollow()
 
 
 def test_a_follower_writes_nothing() -> None:
