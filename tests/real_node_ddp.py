@@ -12,7 +12,8 @@ go to ``result-s<submission>-a<attempt>.json`` beside the checkpoints.
 
 ``--exit-code N``: the worker of ``--fail-rank`` exits N after the first step (a worker's own
 failure, which torchrun folds into its exit 1). ``--allocate-mib N``: that worker then allocates
-N MiB and touches it (an OOM under the pod's memory limit).
+N MiB and touches it (an OOM under the pod's memory limit). With either, the other ranks wait
+``--peer-wait`` seconds before their next collective, which then fails.
 
 Runs in the torch image (Debian's python3-torch 1.13); it is never imported by the tests.
 """
@@ -66,6 +67,7 @@ def main() -> int:
     parser.add_argument("--exit-code", type=int, default=0)
     parser.add_argument("--allocate-mib", type=int, default=0)
     parser.add_argument("--fail-rank", type=int, default=1)
+    parser.add_argument("--peer-wait", type=float, default=30.0)
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
@@ -110,6 +112,10 @@ def main() -> int:
         if rank == args.fail_rank and args.exit_code:
             print(f"{tag} exiting {args.exit_code}", flush=True)
             sys.exit(args.exit_code)
+        if rank != args.fail_rank and (args.exit_code or args.allocate_mib):
+            # The failing rank's pod ends first, seconds apart, so its failure is the
+            # earliest: the peers would otherwise fail in the same second at the barrier.
+            time.sleep(args.peer_wait)
         dist.barrier()  # the checkpoint of this step is on disk before anyone waits or ends
         if step + 1 == args.wait_at and submission == "1":
             print(f"{tag} step {step + 1}: waiting to be preempted", flush=True)

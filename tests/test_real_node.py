@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import jobdispatch
 import pytest
-from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Resources, Rule, State
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch_supervise import Supervisor
 
@@ -200,3 +200,74 @@ def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: 
     finally:
         s1.stop()
         s2.stop()
+
+
+# ---------------------------------------------------------------------------- endings
+
+#: Endings are read without recovery rules: the first execution's cause is the verdict.
+
+
+def first_cause(backend: Any, made: list[str], spec: JobSpec) -> Any:
+    """Run ``spec`` supervised until it settles; the cause its only execution ended with."""
+    cluster, plan, sup = supervise(backend, spec)
+    made.append(plan.job)
+    try:
+        done = settled(cluster, plan.job)
+    finally:
+        sup.stop()
+    (submission,) = done.submissions
+    causes = [e.cause for e in submission.executions if e.cause is not None]
+    assert causes, done
+    print(f"{spec.name}: {causes[-1]}")
+    return causes[-1]
+
+
+@pytest.mark.timeout(DEADLINE * 2)
+def test_a_workers_exit_code_is_read_through_torchrun(real: Any) -> None:
+    """Rank 1's worker exits 3; torchrun exits 1 for it. The cause keeps the worker's 3 (from
+    torchrun's failure summary, the pod's termination message) and says torchrun folded it."""
+    backend, made = real
+    spec = JobSpec(name="real-exit", command=torchrun("--exit-code", "3"), nodes=2)
+    cause = first_cause(backend, made, spec)
+    assert cause.kind is CauseKind.NON_ZERO_EXIT, cause
+    assert cause.exit_code == 3, cause
+    assert "torchrun" in cause.detail and "rank 1" in cause.detail, cause
+
+
+@pytest.mark.timeout(DEADLINE * 2)
+def test_a_worker_killed_by_the_oom_killer_is_out_of_memory(real: Any) -> None:
+    """Rank 1's worker allocates past the pod's 700 MiB limit; on cgroup v1 the kernel kills
+    the worker alone, torchrun exits 1, and the container shows reason OOMKilled."""
+    backend, made = real
+    spec = JobSpec(
+        name="real-oom",
+        command=torchrun("--allocate-mib", "2000"),
+        nodes=2,
+        resources=Resources(memory_per_node_mib=700),
+    )
+    cause = first_cause(backend, made, spec)
+    assert cause.kind is CauseKind.OUT_OF_MEMORY, cause
+
+
+@pytest.mark.timeout(DEADLINE * 2)
+def test_a_missing_program_is_launch_failed(real: Any) -> None:
+    backend, made = real
+    spec = JobSpec(name="real-noprog", command=("/no/such/program",), nodes=1)
+    cause = first_cause(backend, made, spec)
+    assert cause.kind is CauseKind.LAUNCH_FAILED, cause
+
+
+@pytest.mark.timeout(DEADLINE * 2)
+def test_an_image_that_cannot_be_found_is_launch_failed(real: Any) -> None:
+    """No registry answers: the pull is retried until the time limit ends the run, which had
+    never started."""
+    backend, made = real
+    spec = JobSpec(
+        name="real-noimage",
+        command=("python3", "-c", "print(1)"),
+        nodes=1,
+        image="dispatch.local/no-such-image:1",
+        time_limit=timedelta(seconds=60),
+    )
+    cause = first_cause(backend, made, spec)
+    assert cause.kind is CauseKind.LAUNCH_FAILED, cause
