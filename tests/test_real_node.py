@@ -271,3 +271,17 @@ def test_an_image_that_cannot_be_found_is_launch_failed(real: Any) -> None:
     )
     cause = first_cause(backend, made, spec)
     assert cause.kind is CauseKind.LAUNCH_FAILED, cause
+
+
+@pytest.mark.timeout(DEADLINE * 2)
+def test_a_run_past_its_time_limit_is_time_limit(real: Any) -> None:
+    """The TrainJob's deadline stops a real process that would run for ten minutes."""
+    backend, made = real
+    spec = JobSpec(
+        name="real-deadline",
+        command=("python3", "-c", "import time; time.sleep(600)"),
+        nodes=1,
+        time_limit=timedelta(seconds=45),
+    )
+    cause = first_cause(backend, made, spec)
+    assert cause.kind is CauseKind.TIME_LIMIT, cause
