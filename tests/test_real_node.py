@@ -15,8 +15,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -285,3 +288,158 @@ def test_a_run_past_its_time_limit_is_time_limit(real: Any) -> None:
     )
     cause = first_cause(backend, made, spec)
     assert cause.kind is CauseKind.TIME_LIMIT, cause
+
+
+# ---------------------------------------------------------------------------- Kueue
+
+KUEUE_QUEUE = "jobdispatch-gated"
+
+
+@pytest.fixture
+def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
+    """The adapter in Kueue mode on the gated queue (low priority), for the real node, with
+    dispatch's admission controller running (spec 0012)."""
+    from jobdispatch_kubeflow import KubeflowBackend
+    from jobdispatch_kubeflow.config import Kueue, Runtime
+    from jobdispatch_kubeflow.testing import settings
+
+    namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
+    lease = f"jd-real-adm-{uuid.uuid4().hex[:8]}"
+    with (tmp_path / "admission.log").open("ab") as log:
+        controller = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "jobdispatch_kubeflow.admission", "run"),
+                *("--kubeconfig", os.environ["KUBECONFIG"], "--lease-namespace", namespace),
+                *("--lease-name", lease, "--interval", "0.5"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        backend = KubeflowBackend(
+            settings(
+                runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
+                image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+                kueue=Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low"),
+            )
+        )
+        made: list[str] = []
+        try:
+            yield backend, made, namespace
+        finally:
+            for job in made:
+                for obs in backend.find(job).objects:
+                    backend.stop(obs.ref, "real-node test over")
+                    backend.forget(obs.ref)
+            backend.close()
+            controller.terminate()
+            controller.wait(timeout=60)
+            kubectl("-n", namespace, "delete", "lease", lease, "--ignore-not-found")
+
+
+def kubectl(*args: str, stdin: str | None = None) -> str:
+    kube = Path(os.environ["JOBDISPATCH_KUBE_BIN"]) / "kubectl"
+    done = subprocess.run(
+        [str(kube), *args], input=stdin, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def high_priority(namespace: str, cpus: str) -> str:
+    """A TrainJob that is not dispatch's, at high priority on the gated queue, asking more CPU
+    than the cohort has left beside the real job: Kueue preempts the real job for it. Its pods
+    go to the kwok nodes (they do not tolerate the real node's taint)."""
+    name = f"realhigh{uuid.uuid4().hex[:8]}"
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": KUEUE_QUEUE,
+                "kueue.x-k8s.io/priority-class": "jobdispatch-high",
+            },
+        },
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime",
+                "name": "dispatch-torch-test",
+            },
+            "trainer": {
+                "numNodes": 2,
+                "image": "registry.invalid/x:1",
+                "command": ["sleep", "600"],
+                "resourcesPerNode": {"requests": {"cpu": cpus}, "limits": {"cpu": cpus}},
+            },
+        },
+    }
+    kubectl("-n", namespace, "create", "-f", "-", stdin=json.dumps(body))
+    return name
+
+
+@pytest.mark.timeout(DEADLINE * 3)
+def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
+    real: Any, real_kueue: Any
+) -> None:
+    """Under Kueue, a higher-priority workload preempts the DDP job after its step-12
+    checkpoint; the resubmitted job waits for the quota, resumes from step 12 and ends at the
+    loss of an uninterrupted run (which runs beside it without Kueue)."""
+    plain_backend, plain_made = real
+    backend, made, namespace = real_kueue
+    env = {"PYTHONUNBUFFERED": "1"}
+    plain = JobSpec(name="real-ddp-k0", command=torchrun("--steps", str(STEPS)), nodes=2, env=env)
+    resumed = JobSpec(
+        name="real-ddp-kueue",
+        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT)),
+        nodes=2,
+        env=env,
+        resources=Resources(cpus_per_proc=1),
+        recovery=RecoveryPolicy(
+            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
+        ),
+    )
+    c1, p1, s1 = supervise(plain_backend, plain)
+    c2, p2, s2 = supervise(backend, resumed)
+    plain_made.append(p1.job)
+    made.append(p2.job)
+    high = None
+    try:
+        wait_for("the step-12 checkpoint", lambda: checkpoint_step(p2.job, 1) == WAIT_AT)
+        # The cohort has 12 CPUs; the real job holds 2: 2 x 5.5 does not fit beside it.
+        high = high_priority(namespace, "5500m")
+
+        def preempted() -> Any:
+            status = c2.observer.get(p2.job)
+            if len(status.submissions) < 2:
+                return None
+            ends = [e.cause for e in status.submissions[0].executions if e.cause]
+            return ends or None
+
+        (cause,) = wait_for("the preemption recorded and resubmitted", preempted)
+        assert cause.kind is CauseKind.PREEMPTED, cause
+        assert "InClusterQueue" in cause.detail, cause
+        kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
+        high = None
+
+        done_plain = settled(c1, p1.job)
+        assert done_plain.state is State.SUCCEEDED, done_plain
+        done = settled(c2, p2.job)
+        assert done.state is State.SUCCEEDED, done
+        one, two = done.submissions
+        assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
+        assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
+
+        uninterrupted = result(p1.job, 1)
+        after = result(p2.job, 2)
+        print(
+            f"uninterrupted final loss {uninterrupted['final_loss']!r}; Kueue-preempted job "
+            f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
+        )
+        assert after["resumed_from"] == WAIT_AT
+        assert after["final_loss"] == uninterrupted["final_loss"]
+    finally:
+        s1.stop()
+        s2.stop()
+        if high is not None:
+            kubectl("-n", namespace, "delete", "trainjob", high, "--ignore-not-found")
