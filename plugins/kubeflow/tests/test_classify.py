@@ -867,3 +867,14 @@ def test_a_worker_oom_killed_under_torchrun_is_out_of_memory_with_the_workers_si
     cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=HEALTHY))
     assert (cause.kind, cause.exit_code, cause.signal) == (CauseKind.OUT_OF_MEMORY, 137, 9)
     assert "worker rank 1, which exited 137" in cause.detail
+
+
+def test_a_container_restarted_in_place_says_so() -> None:
+    """JobSet's pods restart ``OnFailure``: the kubelet reran the failed container once before
+    the Job failed (seen on the real node); the detail counts it."""
+    p = pod("p-1", phase="Failed", containers=[folded(1, 3, "2026-12-02_09:39:10")])
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=HEALTHY))
+    assert cause.detail.endswith("; restarted in place 1 time"), cause.detail
+    once = pod("p-2", phase="Failed", containers=[terminated(3)])
+    plain = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[once], nodes=HEALTHY))
+    assert "restarted" not in plain.detail

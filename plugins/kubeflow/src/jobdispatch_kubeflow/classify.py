@@ -168,7 +168,9 @@ def _terminations(pod: Obj) -> list[dict[str, Any]]:
         for where in ("state", "lastState"):
             term = _get(cs, where, "terminated")
             if term:
-                found.append(dict(term, container=cs.get("name", "")))
+                found.append(
+                    dict(term, container=cs.get("name", ""), restarts=cs.get("restartCount") or 0)
+                )
     return found
 
 
@@ -309,7 +311,7 @@ def _oom_killed(e: PodEvidence) -> Cause:
     return Cause(
         CauseKind.OUT_OF_MEMORY,
         Provenance.APPLICATION,
-        detail=detail,
+        detail=detail + _restarted(term),
         exit_code=code,
         signal=_signal_of(code) or 9,
     )
@@ -372,6 +374,12 @@ def _failure_time(term: Mapping[str, Any]) -> str:
     return folded.at if folded else str(term.get("finishedAt") or "~")
 
 
+def _restarted(term: Mapping[str, Any]) -> str:
+    """What a detail adds for a container the kubelet restarted in place (``OnFailure``)."""
+    n = int(term.get("restarts") or 0)
+    return f"; restarted in place {n} time{'s' if n != 1 else ''}" if n else ""
+
+
 def _first_exit(e: PodEvidence) -> Cause:
     first = min(e.failed_exits, key=_failure_time)
     code = int(first["exitCode"])
@@ -384,7 +392,7 @@ def _first_exit(e: PodEvidence) -> Cause:
             "is read from its failure summary, the termination message)"
         )
         code = folded.code
-    return _exited(code, detail)
+    return _exited(code, detail + _restarted(first))
 
 
 K, P = CauseKind, Provenance
