@@ -460,3 +460,59 @@ def test_the_parts_add_up_with_any_progress_evidence(
     assert [(r.ref, r.index, r.running_micros) for r in g.runs] == [
         (r.ref, r.index, r.running_micros) for r in plain.runs
     ]
+
+
+def test_progress_events_in_the_record_are_the_evidence() -> None:
+    """The same split as with evidence given by hand, read from the record's own progress
+    events: the first run's marks, its checkpoint of step 150 published 60 s in (recorded as
+    the run ended), and the second run's resumed-from entry naming that step."""
+    s = _preempted_then_done(gpus=4)
+    runs = {(r.ref, r.index): r for r in goodput(s.view(), s.now).runs}
+    start1, start2 = runs[("o1", 0)].started_at, runs[("o2", 0)].started_at
+    assert start1 is not None and start2 is not None
+    mark = ev.Origin.MARK
+    s.add(
+        ev.ProgressSeen,
+        step=10,
+        marked_at=start1 + timedelta(seconds=7),
+        submission=1,
+        execution="0",
+        origin=mark,
+    )
+    s.add(
+        ev.ProgressSeen,
+        step=150,
+        marked_at=start1 + timedelta(seconds=60),
+        submission=1,
+        execution="0",
+        origin=ev.Origin.PUBLICATION,
+    )
+    s.add(ev.ResumedFrom, submission=2, execution="0", step=150, resumed_at=start2)
+    s.add(
+        ev.ProgressSeen,
+        step=160,
+        marked_at=start2 + timedelta(seconds=4),
+        submission=2,
+        execution="0",
+        origin=mark,
+    )
+    evidence = evidence_of(s.view())
+    assert evidence[("o2", 0)].resumed_from == 150
+    assert evidence[("o2", 0)].checkpoint_at == start1 + timedelta(seconds=60)
+    assert evidence[("o1", 0)].first_progress == start1 + timedelta(seconds=7)
+    g = goodput(s.view(), s.now)
+    assert g.part_micros(Part.STARTUP) == (7 + 4) * _S
+    assert g.part_micros(Part.PRODUCTIVE) == (60 - 7 + 49 - 4) * _S
+    assert g.part_micros(Part.RECOMPUTATION) == (97 - 60) * _S
+
+
+def test_a_blind_spell_in_the_record_reaches_every_run() -> None:
+    s = _preempted_then_done()
+    s.add(ev.ProgressBlind, detail="root unreadable")
+    opened = s.now
+    s.later(5).add(ev.ProgressSighted)
+    evidence = evidence_of(s.view())
+    assert evidence == {}  # no run has progress evidence of its own to carry it
+    s.add(ev.ProgressSeen, step=1, marked_at=opened, submission=1, execution="0")
+    found = evidence_of(s.view())[("o1", 0)]
+    assert found.blind == ((opened, opened + timedelta(seconds=5)),)

@@ -571,3 +571,23 @@ def test_a_resumed_entry_listed_twice_is_recorded_once_and_a_duplicate_never_bre
     commit(s, step)
     commit(s, step)  # a second supervisor recorded it too: evidence, harmless
     assert s.fold().resumed[(1, "0")].step == 40
+
+
+def test_every_execution_is_told_the_root_its_progress_is_read_from():
+    from jobdispatch.launch import execution_env
+
+    env = execution_env("j1", _spec(), submission=2)
+    assert env == {
+        "JOBDISPATCH_JOB": "j1",
+        "JOBDISPATCH_SUBMISSION": "2",
+        "JOBDISPATCH_CHECKPOINT_ROOT": ROOT,
+    }
+    assert "JOBDISPATCH_CHECKPOINT_ROOT" not in execution_env("j1", _spec(progress=None), 1)
+
+
+def test_a_job_env_naming_another_checkpoint_root_is_refused():
+    found = _problems(_spec(env={"JOBDISPATCH_CHECKPOINT_ROOT": "/elsewhere"}))
+    assert "/elsewhere" in found["env.JOBDISPATCH_CHECKPOINT_ROOT"]
+    assert "env.JOBDISPATCH_CHECKPOINT_ROOT" not in _problems(
+        _spec(env={"JOBDISPATCH_CHECKPOINT_ROOT": ROOT})
+    )

@@ -22,9 +22,9 @@ time into resource time: GPU-seconds when the job declares GPUs, core-seconds ot
 Every span of badput names the ending it follows (the cause), the rule that acted on that ending
 and the rule's enforcer.
 
-What the record holds today decides the running parts only coarsely: without progress evidence
-an execution's running time is ``unknown`` (or ``productive`` for the run that finished the
-job). Progress evidence comes in through one type, :class:`ExecutionEvidence`, made by one
+Without progress evidence (a job with no ``[progress]`` root) the running parts are coarse: an
+execution's running time is ``unknown`` (or ``productive`` for the run that finished the job).
+Progress evidence comes in through one type, :class:`ExecutionEvidence`, made by one
 function, :func:`evidence_of`: that is the one place that reads progress from the record.
 docs/explanation/goodput.md says what each part means and what the record cannot see.
 """
@@ -211,24 +211,76 @@ Evidence = Mapping[tuple[str, int], ExecutionEvidence]
 def evidence_of(view: ev.View) -> dict[tuple[str, int], ExecutionEvidence]:
     """The progress evidence ``view`` holds, by execution. THE one place that reads it.
 
-    Today the record holds only the stall stops (a ``StopDecided`` whose reason is
-    ``stalled``), attributed to the execution of the object that was running when it was
-    decided. When the record gains progress events (progress seen, resumed-from), they are
-    read here, and nothing else in this module changes.
+    The record names an execution two ways: observations and stall decisions by object and
+    execution index, progress evidence (``progress-seen``, ``resumed-from``, written from
+    what the job's helper left under its checkpoint root) by submission and the execution the
+    job was told (``JOBDISPATCH_EXECUTION``, the index as a string). A submission's object is
+    the one chosen canonical for it (or opened for it, or seen carrying its discovery name).
+    Progress the record holds only at its recording interval, so the first and last points are
+    as good as that interval; the checkpoint a run resumed from is dated by the publication
+    of that step the record saw (it is recorded when a run ends, for a budget's charge).
+    Blind spells apply to every run they overlap.
     """
     running: dict[str, int] = {}
-    out: dict[tuple[str, int], ExecutionEvidence] = {}
+    object_of: dict[int, str] = {}
+    seen: dict[tuple[int, str], list[Progress]] = {}
+    published: dict[int, datetime] = {}
+    resumed: dict[tuple[int, str], int] = {}
+    blind: list[tuple[datetime, datetime | None]] = []
+    stalls: dict[tuple[str, int], datetime] = {}
     for e in view.events:
         if type(e) is ev.Observed:
             latest = e.obs.latest
             if latest is not None:
                 running[e.obs.ref.id] = latest.index
+            if e.obs.identity is not None:
+                object_of.setdefault(e.obs.identity[1], e.obs.ref.id)
+        elif type(e) is ev.CanonicalChosen or type(e) is ev.OpenDecided:
+            object_of[e.submission] = e.ref.id
+        elif type(e) is ev.ProgressSeen:
+            seen.setdefault((e.submission, e.execution), []).append(Progress(e.step, e.marked_at))
+            if e.origin is ev.Origin.PUBLICATION:
+                published.setdefault(e.step, e.marked_at)
+        elif type(e) is ev.ResumedFrom:
+            resumed[(e.submission, e.execution)] = e.step
+        elif type(e) is ev.ProgressBlind:
+            if not blind or blind[-1][1] is not None:
+                blind.append((e.at, None))
+        elif type(e) is ev.ProgressSighted:
+            if blind and blind[-1][1] is None:
+                blind[-1] = (blind[-1][0], e.at)
         elif type(e) is ev.StopDecided and e.reason == STALL_REASON:
             index = running.get(e.ref.id)
             if index is not None:
-                key = (e.ref.id, index)
-                old = out.get(key) or ExecutionEvidence(ref=e.ref.id, index=index)
-                out[key] = attrs.evolve(old, stall_stop_at=e.at)
+                stalls[(e.ref.id, index)] = e.at
+
+    out: dict[tuple[str, int], ExecutionEvidence] = {}
+
+    def at(key: tuple[str, int]) -> ExecutionEvidence:
+        return out.get(key) or ExecutionEvidence(ref=key[0], index=key[1], blind=tuple(blind))
+
+    def key_of(submission: int, execution: str) -> tuple[str, int] | None:
+        ref = object_of.get(submission)
+        if ref is None or not execution.isdigit():
+            return None  # a run the record cannot place is left to "unknown"
+        return ref, int(execution)
+
+    for (submission, execution), points in seen.items():
+        key = key_of(submission, execution)
+        if key is not None:
+            ordered = tuple(sorted(points, key=lambda p: (p.at, p.step)))
+            out[key] = attrs.evolve(
+                at(key),
+                first_progress=ordered[0].at,
+                last_progress=ordered[-1].at,
+                points=ordered,
+            )
+    for (submission, execution), step in resumed.items():
+        key = key_of(submission, execution)
+        if key is not None:
+            out[key] = attrs.evolve(at(key), resumed_from=step, checkpoint_at=published.get(step))
+    for key, stopped in stalls.items():
+        out[key] = attrs.evolve(at(key), stall_stop_at=stopped)
     return out
 
 

@@ -27,6 +27,9 @@ from jobdispatch.types import (
 __all__ = ["MAX_BUDGET", "MAX_DURATION", "problems", "validate"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Where the checkpoint helper publishes and marks progress: set for every process from the job
+#: file's ``[progress] root`` (launch.start_request), so job and supervisor agree on it.
+ENV_CHECKPOINT_ROOT = "JOBDISPATCH_CHECKPOINT_ROOT"
 #: Environment names the adapters set for every process; a spec may not override them.
 RESERVED_ENV = frozenset(
     {
@@ -268,6 +271,16 @@ def problems(spec: JobSpec) -> list[Problem]:
             )
     if spec.progress is not None:
         _check_progress(spec.progress, out)
+        given = spec.env.get(ENV_CHECKPOINT_ROOT)
+        if given is not None and given != spec.progress.root:
+            out.append(
+                Problem(
+                    f"env.{ENV_CHECKPOINT_ROOT}",
+                    f"is {given!r} but [progress] root is {spec.progress.root!r}: the job "
+                    "would mark progress where the supervisor does not look; leave the "
+                    "variable out (it is set from [progress] root)",
+                )
+            )
     if spec.stall is not None:
         _check_stall(spec.stall, out)
     elif CauseKind.STALLED in seen:
