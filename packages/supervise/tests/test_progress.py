@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
+from jobdispatch.progress import Blind
 from jobdispatch.records import events as ev
 from jobdispatch.triggers import Blind as BlindEscalation
 from jobdispatch.types import Charge, ProgressSource, StallMode, StallRule
@@ -191,3 +193,28 @@ def test_no_advance_spares_the_budget_of_a_job_that_advances():
     assert [f.charged for f in status.firings] == [False] * 5
     assert status.plan is not None
     assert (status.plan.rules[0].firings, status.plan.rules[0].charged) == (5, 0)
+
+
+def test_an_unreadable_root_is_logged_once_per_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """Every poll of an outage is blind, but the log says so once, and once when it ends."""
+    from jobdispatch_supervise.progress import ProgressPoll
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.fail = True
+
+        def read(self, root: str, jobs: object) -> dict[str, object]:
+            if self.fail:
+                raise OSError("mount gone")
+            return {}
+
+    source = Flaky()
+    remembered: set[str] = set()
+    caplog.set_level("WARNING", logger="jobdispatch.supervise")
+    for _ in range(3):
+        assert isinstance(ProgressPoll(source, "s", remembered)._list("/r", {"j"}), Blind)
+    source.fail = False
+    assert ProgressPoll(source, "s", remembered)._list("/r", {"j"}) == {}
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert "unreadable (1 job blind" in said[0] and "reads again" in said[1]

@@ -25,7 +25,7 @@ never stall. It does no I/O and reads no clock.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, TypeAlias, runtime_checkable
 
 import attrs
@@ -307,17 +307,27 @@ def _stall(job: Job, reading: JobProgress, now: datetime) -> Stall | None:
         if now - started < rule.grace:
             return None
         signal = (
-            f"no progress within the startup grace of {rule.grace} since the run started at "
+            f"no progress within the startup grace of {_span(rule.grace)} since the run started at "
             f"{started.isoformat()}"
         )
     else:
         if now - mine.at < rule.after:
             return None
-        signal = f"no progress for {now - mine.at}, past stall after {rule.after}"
+        signal = f"no progress for {_span(now - mine.at)}, past stall after {_span(rule.after)}"
     cause = Cause(
         CauseKind.STALLED, Provenance.SUPERVISOR, f"{signal}; {_describe(mine or newest)}"
     )
     return Stall(ref=ref, execution=index, cause=cause, enforced=rule.mode is _ENFORCE)
+
+
+def _span(d: timedelta) -> str:
+    """A duration as a person reads it in a cause's detail: ``20.4 s``, ``7 min 3 s``."""
+    seconds = d.total_seconds()
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s"
 
 
 def judge(job: Job, reading: Reading, now: datetime) -> Verdict:

@@ -28,10 +28,15 @@ _NOTHING_YET = JobProgress()
 class ProgressPoll:
     """The progress readings of one poll, made lazily, one listing per root."""
 
-    def __init__(self, source: ProgressReader | None, holder: str = "") -> None:
+    def __init__(
+        self, source: ProgressReader | None, holder: str = "", unreadable: set[str] | None = None
+    ) -> None:
         self._source = source
         self._holder = holder
         self._roots: dict[str, Mapping[JobID, JobProgress] | Blind] = {}
+        #: The roots found unreadable by earlier polls (the supervisor keeps the set across
+        #: polls): an outage is logged once when it begins and once when it ends, not per poll.
+        self._unreadable = set() if unreadable is None else unreadable
 
     @property
     def listings(self) -> int:
@@ -61,7 +66,19 @@ class ProgressPoll:
             who = f" {self._holder}" if self._holder else ""
             return Blind(f"no progress source is configured on supervisor{who}")
         try:
-            return self._source.read(root, jobs)
+            found = self._source.read(root, jobs)
         except Exception as exc:  # any failure to read is blindness, never a stall
-            log.warning("progress of %d jobs under %s unreadable: %s", len(jobs), root, exc)
+            if root not in self._unreadable:
+                self._unreadable.add(root)
+                log.warning(
+                    "progress under %s unreadable (%d job%s blind until it reads again): %s",
+                    root,
+                    len(jobs),
+                    "" if len(jobs) == 1 else "s",
+                    exc,
+                )
             return Blind(f"{type(exc).__name__}: {exc}")
+        if root in self._unreadable:
+            self._unreadable.discard(root)
+            log.warning("progress under %s reads again", root)
+        return found

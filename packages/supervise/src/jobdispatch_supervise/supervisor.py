@@ -197,6 +197,7 @@ class Supervisor:
         self._draw = draw or random.Random(secrets.randbits(64)).random
         self.on_observed = on_observed
         self.progress = progress
+        self._unreadable_roots: set[str] = set()  # progress roots an earlier poll could not list
         self._watching = Watching(
             backend,
             self.wake,
@@ -272,7 +273,7 @@ class Supervisor:
         # and after a call the executor looks again itself.
         polled = True
         discovery: Discovery | None = None
-        readings = ProgressPoll(self.progress, self.holder)
+        readings = ProgressPoll(self.progress, self.holder, self._unreadable_roots)
         try:
             while not self._stopping.is_set():
                 try:
@@ -283,7 +284,7 @@ class Supervisor:
                         continue
                     if polled:
                         discovery, polled = self.backend.find(job), False
-                        readings = ProgressPoll(self.progress, self.holder)
+                        readings = ProgressPoll(self.progress, self.holder, self._unreadable_roots)
                     result = self.executor.run_batch([(job, lease, discovery)], readings)[0]
                     if result.error is not None:
                         raise result.error
@@ -458,7 +459,9 @@ class Supervisor:
         batch: list[tuple[str, Lease, Discovery | None]] = [
             (job, lease, fresh.get(job)) for job, lease in owned.items()
         ]
-        readings = ProgressPoll(self.progress, self.holder)  # one listing per root per poll
+        readings = ProgressPoll(
+            self.progress, self.holder, self._unreadable_roots
+        )  # one listing per root per poll
         while batch and not self._stopping.is_set():
             results = self.executor.run_batch(batch, readings)
             again: list[str] = []
