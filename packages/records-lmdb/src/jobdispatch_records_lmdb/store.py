@@ -63,6 +63,7 @@ from jobdispatch.errors import (
 from jobdispatch.records import rules
 from jobdispatch.records.decoded import DEFAULT_CACHE_EVENTS, Decoded, DecodedCache, extend
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
+from jobdispatch.records.singles import SingleCalls
 from jobdispatch.records.store import (
     AppendRequest,
     Created,
@@ -76,7 +77,6 @@ from jobdispatch.types import JobID
 __all__ = ["FORMAT", "FORMAT_VERSION", "LmdbRecords"]
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 #: The marker written in the ``meta`` database: a directory without it is not ours.
 FORMAT = b"jobdispatch-records"
@@ -654,14 +654,6 @@ class _Prepared:
     encoded: list[tuple[bytes, bool]]
 
 
-def _raised(answers: Sequence[U | Refusal]) -> U:
-    """The single form's answer from a batch of one: the value, or its refusal raised."""
-    (answer,) = answers
-    if isinstance(answer, (Conflict, NotFound)):
-        raise answer
-    return answer
-
-
 @attrs.frozen
 class _Fetched:
     """What a read transaction brings out: raw rows after the cached prefix, if any."""
@@ -677,7 +669,7 @@ class _Fetched:
 # ---------------------------------------------------------------------------------- the store
 
 
-class LmdbRecords:
+class LmdbRecords(SingleCalls):
     """A durable, multi-process record store in the directory ``path``.
 
     Args:
@@ -719,12 +711,6 @@ class LmdbRecords:
 
     def __repr__(self) -> str:
         return f"LmdbRecords({str(self.path)!r})"
-
-    def __enter__(self) -> LmdbRecords:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --------------------------------------------------------------------------- the interface
 
@@ -895,19 +881,6 @@ class LmdbRecords:
         self._decoded.put(got.seq, header, events)
         return View(header, events)
 
-    def append(
-        self,
-        job: JobID,
-        events: Sequence[AnyEvent],
-        *,
-        expect_revision: int,
-        owner: Lease | None = None,
-    ) -> int:
-        request = AppendRequest(
-            job=job, events=events, expect_revision=expect_revision, owner=owner
-        )
-        return _raised(self.append_many([request]))
-
     def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
         requests = rules.batch(requests, AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
@@ -1035,9 +1008,6 @@ class LmdbRecords:
             raise Unreadable(msg, path=str(data))
         return codec.decode_header(head, job=f"number {seq}").job
 
-    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
-        return _raised(self.acquire_many([job], holder, ttl))
-
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
@@ -1065,9 +1035,6 @@ class LmdbRecords:
 
         return self._transact(txn_acquire, write=True)
 
-    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
-        return _raised(self.renew_many([lease], ttl))
-
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
         leases = rules.batch(leases, Lease, "renew_many")
         keys = [self._job_key(lease.job) for lease in leases]
@@ -1090,9 +1057,6 @@ class LmdbRecords:
             return tuple(answers)
 
         return self._transact(txn_renew, write=True)
-
-    def release(self, lease: Lease) -> None:
-        self.release_many([lease])
 
     def release_many(self, leases: Sequence[Lease]) -> None:
         leases = rules.batch(leases, Lease, "release_many")
