@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.plugins import Registry
+from jobdispatch.plugins import Registration, registers
 
 if TYPE_CHECKING:  # the sinks module is imported only when a sink is made
     from jobdispatch_supervise.sinks import CommandSink, LogSink
@@ -25,17 +24,17 @@ def _command(config: dict[str, Any]) -> CommandSink:
     )
 
 
-@hookimpl
-def jobdispatch_register_escalation_sinks(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_escalation_sinks = registers(
+    Registration(
         "log",
         _log,
         schema={"type": "object", "properties": {}},
         summary="writes escalations to the jobdispatch.escalations logger",
-    )
-    registry.add(
+    ),
+    Registration(
         "command",
         _command,
         schema="jobdispatch_supervise.sinks:COMMAND_SCHEMA",
         summary="runs a program with each escalation as JSON on its standard input",
-    )
+    ),
+)
