@@ -54,47 +54,9 @@ ADMIN_KUBECONFIG=$PKI/admin.kubeconfig
 ADAPTER_KUBECONFIG=$KUBE_STATE/adapter.kubeconfig
 TOKEN_FILE=$KUBE_STATE/adapter.token
 
-_tag=${0##*/}
-say() { printf '[kube-%s %s] %s\n' "$_tag" "$(date +%T)" "$*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
-
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-# poll SECONDS CMD...: run CMD every 0.3 s until it succeeds; non-zero if it never does.
-poll() {
-  local deadline=$(( $(date +%s) + $1 )); shift
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -ge "$deadline" ] && return 1
-    sleep 0.3
-  done
-}
-
-# poll_daemon PIDFILE SECONDS CMD...: like poll, but give up at once when the process in PIDFILE
-# has exited (a component with a bad flag or a taken port exits within a second).
-poll_daemon() {
-  local f=$1 deadline=$(( $(date +%s) + $2 )); shift 2
-  until "$@" >/dev/null 2>&1; do
-    if ! pid_alive "$f"; then say "the process in $f has exited"; return 1; fi
-    [ "$(date +%s)" -ge "$deadline" ] && return 1
-    sleep 0.3
-  done
-}
-
-show_log() { { echo "---- last lines of $1 ----"; tail -n 40 "$1" 2>/dev/null || echo "(no log)"; echo "----"; } >&2; }
-
-# stop_pid FILE NAME: TERM the process in FILE, wait up to 15 s, then KILL. Never by name.
-stop_pid() {
-  local f=$1 name=$2 pid i
-  [ -s "$f" ] || { rm -f "$f"; return 0; }
-  pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
-    say "stopping $name (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null
-    for i in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then say "$name did not exit after TERM, sending KILL"; kill -KILL "$pid" 2>/dev/null; fi
-  fi
-  rm -f "$f"
-}
+SERVICE=kube POLL_SECONDS=0.3 LOG_LINES=40 STOP_SECONDS=15
+# shellcheck source=../lib/daemons.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/daemons.sh"
 
 # The admin's kubectl (client certificate in system:masters), for setting the cluster up.
 kc() { "$KUBE_BIN/kubectl" --kubeconfig="$ADMIN_KUBECONFIG" "$@"; }
@@ -108,8 +70,6 @@ module_dir() {
   (cd / && go mod download -json "$1") \
     | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(d.get("Error")) if d.get("Error") else print(d["Dir"])'
 }
-
-elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # ---------------------------------------------------------------------------- the real node
 # One real kubelet beside the kwok nodes (tools/kube/up --real-node; README "Real node"). Its
