@@ -441,10 +441,8 @@ class SharedCheckpoint:
 
 
 class NoticeKind(_Word):
-    """A kind of lifecycle notice a job may ask for (``jobdispatch.notices``).
-
-    ``stalled`` and ``resumed`` are named here so a job may ask for them now; they are sent
-    once the record carries the progress evidence they derive from (issue 26)."""
+    """A kind of lifecycle notice a job may ask for (``jobdispatch.notices``); ``stalled`` and
+    ``resumed`` derive from the progress evidence of a job with a ``[progress]`` root."""
 
     STARTED = "started"
     ENDED = "ended"
