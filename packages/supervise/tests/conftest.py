@@ -7,10 +7,8 @@ scenario's ``tick``, which advances the clock and lets the scenario play the clu
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import attrs
 import jobdispatch
@@ -117,19 +115,3 @@ def kubeflow() -> Scenario:
 
 
 HOUR = timedelta(hours=1)
-
-
-def _until(ok: Callable[[], Any], what: str, timeout: float = 60.0) -> None:
-    """Poll ``ok`` until it holds; AssertionError naming ``what`` after ``timeout`` seconds (a
-    bound against hangs on a loaded machine, never a measure)."""
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
-@pytest.fixture
-def until() -> Callable[..., None]:
-    """``until(ok, what, timeout=60)``: wait for a condition of a supervisor run in a thread."""
-    return _until

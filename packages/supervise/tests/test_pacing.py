@@ -12,9 +12,10 @@ from jobdispatch import Actor, Invalid, JobSpec, ObjectState, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.spi import Discovery, ObjectObs, Pacing
+from jobdispatch.testing import PATIENCE, eventually
 from jobdispatch_supervise import Supervisor
 
-DEADLINE = 120.0  # generous: a loaded 2-core machine; the waits end on conditions
+DEADLINE = PATIENCE  # a join ends on the supervisor stopping; this only bounds a hang
 
 
 class Paced(MemoryBackend):
@@ -45,13 +46,6 @@ def _submit(cluster, n: int = 1) -> list[str]:
         cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True).job
         for _ in range(n)
     ]
-
-
-def _wait(condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.01)
 
 
 def test_the_poll_is_the_adapter_s_unless_told_and_never_below_its_floor():
@@ -93,7 +87,9 @@ def test_a_watcher_wakes_the_supervisor_long_before_its_interval():
     thread = threading.Thread(target=sup.run, args=(job,), daemon=True)
     thread.start()
     try:
-        _wait(lambda: cluster.observer.get(job).state is State.RUNNING, "running")
+        eventually(
+            lambda: cluster.observer.get(job), "running", holds=lambda s: s.state is State.RUNNING
+        )
         (ref,) = backend.env.objects_of(job)
         backend.env.complete(ref)
         # Without the watch's news the supervisor would sleep out its hour.
@@ -122,9 +118,13 @@ def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs):
                 any(o.state is ObjectState.RUNNING for o in seen[j].objects) for j in submitted
             )
 
-        _wait(all_running, "every job reported running")
+        eventually(all_running, "every job reported running")
         before = dict(backend.env.calls)
-        _wait(lambda: backend.env.calls["find_many"] >= before.get("find_many", 0) + 5, "polls")
+        eventually(
+            lambda: backend.env.calls["find_many"],
+            "five polls more",
+            holds=lambda polls: polls >= before.get("find_many", 0) + 5,
+        )
         after = dict(backend.env.calls)
     finally:
         sup.stop()
@@ -149,15 +149,16 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll():
     thread = threading.Thread(target=sup.serve, daemon=True)
     thread.start()
     try:
-        _wait(
-            lambda: all(cluster.observer.get(j).state is State.RUNNING for j in submitted),
+        eventually(
+            lambda: [cluster.observer.get(j).state for j in submitted],
             "every job running",
+            holds=lambda states: all(s is State.RUNNING for s in states),
         )
         before = backend.env.calls["find"]
         for job in submitted:
             (ref,) = backend.env.objects_of(job)
             backend.env.complete(ref)
-        _wait(
+        eventually(
             lambda: all(store.read(j).header and _settled(cluster, j) for j in submitted),
             "every job settled",
         )
@@ -185,9 +186,10 @@ def test_a_launch_under_serve_never_records_its_new_object_absent():
     thread = threading.Thread(target=sup.serve, daemon=True)
     thread.start()
     try:
-        _wait(
-            lambda: all(cluster.observer.get(j).state is State.RUNNING for j in submitted),
+        eventually(
+            lambda: [cluster.observer.get(j).state for j in submitted],
             "every job running",
+            holds=lambda states: all(s is State.RUNNING for s in states),
         )
     finally:
         sup.stop()
@@ -210,7 +212,7 @@ def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job():
     try:
         # Judged from the record alone (an empty, incomplete Discovery): the observer's own
         # Find would be counted.
-        _wait(
+        eventually(
             lambda: all(
                 cluster.observer.get(j, Discovery(job=j, complete=False)).state is State.RUNNING
                 for j in submitted

@@ -6,10 +6,21 @@ import threading
 import time
 from datetime import timedelta
 
-from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
+from jobdispatch import (
+    Action,
+    Actor,
+    CauseKind,
+    JobSpec,
+    RecoveryPolicy,
+    Rule,
+    State,
+    Status,
+    compose,
+)
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually
 from jobdispatch_supervise import Supervisor
 
 
@@ -33,22 +44,28 @@ def test_two_supervisor_threads_over_one_store_never_both_act():
     threads = [threading.Thread(target=s.serve, daemon=True) for s in sups]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 60
     preempted: set[str] = set()
+
+    def scheduler_round() -> list[Status]:
+        """The statuses seen, after the scheduler preempted each running job's first two
+        submissions and let its third succeed."""
+        statuses = [cluster.observer.get(j) for j in jobs]
+        for s in statuses:
+            if s.state is State.RUNNING:
+                ref = s.submissions[-1].canonical
+                if len(s.submissions) < 3 and ref.id not in preempted:
+                    preempted.add(ref.id)
+                    backend.env.preempt(ref)
+                elif len(s.submissions) >= 3:
+                    backend.env.complete(ref)
+        return statuses
+
     try:
-        while time.monotonic() < deadline:
-            statuses = {j: cluster.observer.get(j) for j in jobs}
-            if all(s.settled for s in statuses.values()):
-                break
-            for s in statuses.values():
-                if s.state is State.RUNNING:
-                    ref = s.submissions[-1].canonical
-                    if len(s.submissions) < 3 and ref.id not in preempted:
-                        preempted.add(ref.id)
-                        backend.env.preempt(ref)
-                    elif len(s.submissions) >= 3:
-                        backend.env.complete(ref)
-            time.sleep(0.01)
+        eventually(
+            scheduler_round,
+            "every job settled",
+            holds=lambda statuses: all(s.settled for s in statuses),
+        )
     finally:
         for s in sups:
             s.stop()
@@ -100,10 +117,7 @@ def test_supervisors_share_the_jobs_a_newcomer_gets_work_and_a_dead_ones_jobs_mo
         return [sum(s.ownership.held(j) is not None for j in jobs) for s in sups]
 
     def wait_for(sups: list[Supervisor], want: list[int]) -> None:
-        deadline = time.monotonic() + 60
-        while holdings(sups) != want:
-            assert time.monotonic() < deadline, holdings(sups)
-            time.sleep(0.01)
+        eventually(lambda: holdings(sups), f"jobs held {want}", holds=lambda held: held == want)
 
     running = [start("a")]
     try:

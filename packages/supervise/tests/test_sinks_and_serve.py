@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from datetime import timedelta
 
 import attrs
@@ -26,6 +25,7 @@ from jobdispatch import (
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.plugins import load
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually
 from jobdispatch_supervise import CommandSink, EscalationMessage, Supervisor
 
 from .conftest import Scenario
@@ -112,17 +112,18 @@ def test_serve_asks_the_backend_once_per_poll_for_all_its_jobs():
     thread = threading.Thread(target=sup.serve, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if all(cluster.observer.get(j).state is State.RUNNING for j in jobs):
-                break
-            time.sleep(0.01)
+        eventually(
+            lambda: [cluster.observer.get(j).state for j in jobs],
+            "every job running",
+            holds=lambda states: all(s is State.RUNNING for s in states),
+        )
         before = dict(backend.env.calls)
         # Three polls with nothing to do, however long this machine takes to make them.
-        deadline = time.monotonic() + 30
-        while backend.env.calls.get("find_many", 0) - before.get("find_many", 0) < 3:
-            assert time.monotonic() < deadline, "the supervisor did not poll three times"
-            time.sleep(0.01)
+        eventually(
+            lambda: backend.env.calls.get("find_many", 0) - before.get("find_many", 0),
+            "three quiet polls",
+            holds=lambda polls: polls >= 3,
+        )
         after = dict(backend.env.calls)
     finally:
         sup.stop()
@@ -165,19 +166,16 @@ def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy()
     thread = threading.Thread(target=sup.serve, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not backend.hidden:
-            time.sleep(0.01)
+        eventually(lambda: backend.hidden, "an attempt whose object is not listed")
         # One attempt, its reply lost and its object not listed: the person cancels; the job
         # settles with the attempt unresolved (the residual policy does not wait for it).
         cluster.operator.cancel(job, by=Actor.human("ops"))
-        while time.monotonic() < deadline and not cluster.observer.get(job).settled:
-            time.sleep(0.01)
-        assert cluster.observer.get(job).settled
+        eventually(lambda: cluster.observer.get(job), "settled", holds=lambda s: s.settled)
         late = backend.env.objects_of(job)[0]
         backend.hidden.clear()  # the late object shows up: the sweep stops it, never opening it
-        while time.monotonic() < deadline and backend.env.state(late).value != "ended":
-            time.sleep(0.01)
+        eventually(
+            lambda: backend.env.state(late).value, "the late object ended", holds="ended".__eq__
+        )
     finally:
         sup.stop()
         thread.join(timeout=10)

@@ -19,6 +19,7 @@ from jobdispatch.clock import system_clock
 from jobdispatch.errors import Unavailable
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually
 from jobdispatch_supervise import Supervisor
 from jobdispatch_supervise.outage import WatchedStore
 
@@ -48,7 +49,7 @@ class FlakyStore:
 
 
 @pytest.mark.parametrize("mode", ["run", "serve"])
-def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any, until: Any) -> None:
+def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any) -> None:
     caplog.set_level(logging.WARNING, logger="jobdispatch")
     backend = MemoryBackend(auto_run=True)
     store = FlakyStore()
@@ -66,17 +67,21 @@ def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any, unti
 
     thread = threading.Thread(target=go, daemon=True)
     thread.start()
-    until(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
+    eventually(
+        lambda: cluster.observer.get(plan.job), "running", holds=lambda s: s.state is State.RUNNING
+    )
     before = store.inner.read(plan.job).revision
     store.away.set()
-    until(lambda: errors or store.failed >= 20, "the supervisor to meet the absent store often")
+    eventually(
+        lambda: errors or store.failed >= 20, "the supervisor to meet the absent store often"
+    )
     assert thread.is_alive() and not errors, errors
     ref = cluster.observer.get(plan.job).submissions[0].canonical
     backend.env.complete(ref)  # the job ends while nothing can be recorded
     time.sleep(0.3)  # past the lease ttl: the lease lapses meanwhile
     assert store.inner.read(plan.job).revision == before  # nothing was recorded
     store.away.clear()
-    until(lambda: cluster.observer.get(plan.job).settled, "settled")
+    eventually(lambda: cluster.observer.get(plan.job), "settled", holds=lambda s: s.settled)
     supervisor.stop()
     thread.join(timeout=30)
     assert not errors, errors

@@ -11,11 +11,12 @@ import pytest
 from jobdispatch import Actor, JobSpec, State, compose
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually
 from jobdispatch_supervise import Supervisor
 
 
 @pytest.mark.parametrize("mode", ["run", "serve"])
-def test_supervision_survives_an_unreachable_backend(mode, caplog, until):
+def test_supervision_survives_an_unreachable_backend(mode, caplog):
     # The warnings are asserted below: whatever an earlier test set the level to (the
     # simulator quiets this logger in its process), they must be captured here.
     caplog.set_level(logging.WARNING, logger="jobdispatch")
@@ -34,17 +35,19 @@ def test_supervision_survives_an_unreachable_backend(mode, caplog, until):
 
     thread = threading.Thread(target=go, daemon=True)
     thread.start()
-    until(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
+    eventually(
+        lambda: cluster.observer.get(plan.job), "running", holds=lambda s: s.state is State.RUNNING
+    )
     backend.env.set_reachable(False)
     # Until the supervisor has met the unreachable backend at least once (a fixed sleep of
     # 0.1 s was once too short for serve's first poll after it on a loaded CI machine).
-    until(lambda: "cannot be reached" in caplog.text, "a poll meeting the unreachable backend")
+    eventually(lambda: "cannot be reached" in caplog.text, "a poll meeting the unreachable backend")
     time.sleep(0.05)  # and tried again meanwhile
     assert thread.is_alive() and not errors, errors
     backend.env.set_reachable(True)
     ref = cluster.observer.get(plan.job).submissions[0].canonical
     backend.env.complete(ref)
-    until(lambda: cluster.observer.get(plan.job).settled, "settled")
+    eventually(lambda: cluster.observer.get(plan.job), "settled", holds=lambda s: s.settled)
     supervisor.stop()
     thread.join(timeout=10)
     assert not errors, errors
