@@ -6,10 +6,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from jobdispatch.testing import eventually
 from jobdispatch_publish.cli import main
 from publish_helpers import make_save
 
@@ -161,9 +161,7 @@ def test_watch_publishes_the_last_save_when_stopped(
     )
     try:
         make_save(saves / "global_step100", {"m": 10})
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not list((root / "j" / "log").glob("*.json")):
-            time.sleep(0.05)
+        eventually(lambda: list((root / "j" / "log").glob("*.json")), "step 100 logged", every=0.05)
         make_save(saves / "global_step200", {"m": 10}, marker=None)
         make_save(saves / ".global_step300.tmp", {"m": 10})  # hidden: in progress
         (saves / "global_step200" / "COMPLETE").write_text("done")

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import pytest
 from jobdispatch.errors import Unauthorized
+from jobdispatch.testing import eventually
 from jobdispatch_publish import layout
 from jobdispatch_publish.config import Settings
 from jobdispatch_publish.errors import AlreadyPublished, Corrupt
@@ -206,13 +207,12 @@ def test_a_writer_killed_mid_upload_leaves_nothing_resolvable(
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, env=s3_env)
     prefix = store.root.key(f"{JOB}/executions/")
-    deadline = time.monotonic() + 60
-    started = False
-    while time.monotonic() < deadline and not started:
-        reply = store.client.list_multipart_uploads(Bucket=store.root.bucket, Prefix=prefix)
-        started = bool(reply.get("Uploads"))
-        time.sleep(0.05)
-    assert started, "the publish never began its multipart upload"
+    eventually(
+        lambda: store.client.list_multipart_uploads(Bucket=store.root.bucket, Prefix=prefix),
+        "the publish to begin its multipart upload",
+        holds=lambda reply: reply.get("Uploads"),
+        every=0.05,
+    )
     time.sleep(1.0)  # some parts are up, most are not
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait(10) == -signal.SIGKILL
