@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from jobdispatch.errors import Unauthorized, Unreachable
 from jobdispatch.spi import StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, JobSpec, Provenance
 from jobdispatch_kubeflow import KubeflowBackend, Settings
 from jobdispatch_kubeflow.api import Gone
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
 from jobdispatch_kubeflow.sentinel import Sentinel
 from objects import cond, node, pod
-from waiting import until
 
 POD = "jd-j1-1-1-node-0-0-abcde"
 EVICTED = [cond("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")]
@@ -111,7 +111,7 @@ def test_an_eviction_between_two_polls_keeps_its_cause(backend, api) -> None:
     dying = pod(deleting=True, conditions=EVICTED)
     del api.objects[("pods", "dispatch", POD)]
     api.events.put({"type": "MODIFIED", "object": dying})
-    until(lambda: _evidence(api) is not None, "pinned", 10, 0.01)
+    eventually(lambda: _evidence(api) is not None, "pinned", every=0.01)
     tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
     tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
     (obs,) = backend.find("j1").objects
@@ -166,7 +166,7 @@ def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_serve
         api.events.put(Unreachable("the API server went away"))
         api.events.put({"type": "MODIFIED", "object": pod(phase="Failed")})
         sentinel.start()
-        until(lambda: handed, "handed over after a 410 and a lost server", 10, 0.01)
+        eventually(lambda: handed, "handed over after a 410 and a lost server", every=0.01)
         assert api.requests["LIST pods"] >= 3, "a 410 and a lost server each list again"
     finally:
         sentinel.stop()
@@ -183,7 +183,7 @@ def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(caplog) -> None:
     sentinel = Sentinel(Forbidden(), "dispatch", lambda p: None)
     with caplog.at_level(logging.WARNING, logger="jobdispatch_kubeflow.sentinel"):
         sentinel.start()
-        until(lambda: not sentinel.running, "stopped", 10, 0.01)
+        eventually(lambda: not sentinel.running, "stopped", every=0.01)
     assert "may not list and watch pods" in caplog.text
 
 
