@@ -8,17 +8,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jobdispatch.errors import Rejected, Unauthorized
 from jobdispatch.spi import ObjectRef, StartRequest, find_all
+from jobdispatch.testing import eventually
 from jobdispatch.types import (
     Actor,
     CallMeta,
@@ -38,7 +38,6 @@ from jobdispatch_slurm import (
 from jobdispatch_slurm.testing import stop_quietly
 
 pytestmark = pytest.mark.slurm
-T = TypeVar("T")
 
 NASTY = [
     "it's",
@@ -59,17 +58,6 @@ DUMP = (
     "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], "
     "'env': {k: v for k, v in os.environ.items() if k.startswith('FUZZ_')}}))"
 )
-
-
-def wait_until(what: str, ok: Callable[[], T | None], timeout: float = 90.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout}s")
-        time.sleep(0.5)
 
 
 @pytest.fixture
@@ -108,9 +96,11 @@ def run_to_end(backend: SlurmBackend, spec: JobSpec) -> tuple[ObjectRef, Any]:
     ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
     backend.started.append(ref)  # type: ignore[attr-defined]
     backend.open(ref)
-    obs = wait_until(
+    obs = eventually(
+        lambda: backend.inspect(ref),
         f"{ref} ended",
-        lambda: (o := backend.inspect(ref)).state is ObjectState.ENDED and o,
+        holds=lambda o: o.state is ObjectState.ENDED,
+        every=0.5,
     )
     return ref, obs
 
@@ -311,7 +301,12 @@ def test_output_is_followed_over_ssh(over_ssh):
     ref = over_ssh.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
     over_ssh.started.append(ref)  # type: ignore[attr-defined]
     over_ssh.open(ref)
-    wait_until("running", lambda: over_ssh.inspect(ref).state is not ObjectState.GATED)
+    eventually(
+        lambda: over_ssh.inspect(ref),
+        "the opened object past its gate",
+        holds=lambda o: o.state is not ObjectState.GATED,
+        every=0.5,
+    )
     assert over_ssh.output(ref, follow=True).read() == b"first\nsecond\n"
 
 
