@@ -15,27 +15,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
 from jobdispatch_supervise import Supervisor
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, ok: Callable[[], T | None], timeout: float = 120) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout}s")
-        time.sleep(0.5)
 
 
 @pytest.fixture(
@@ -111,7 +99,7 @@ def running_submission(cluster: Any, job: str, n: int) -> Any:
                 return sub.canonical
         return None
 
-    return wait_for(f"submission {n} of {job} running", ok)
+    return eventually(ok, f"submission {n} of {job} running", every=0.5)
 
 
 def rule(cause: CauseKind) -> RecoveryPolicy:
@@ -128,8 +116,11 @@ def recovered(kube: Any, cause: CauseKind, end: Callable[[Any, Any], None]) -> N
         end(driver, first)
         second = running_submission(cluster, plan.job, 2)
         driver.complete(second)
-        done = wait_for(
-            "the job settling", lambda: (s := cluster.observer.get(plan.job)).settled and s
+        done = eventually(
+            lambda: cluster.observer.get(plan.job),
+            "the job settling",
+            holds=lambda s: s.settled,
+            every=0.5,
         )
         assert done.state is State.SUCCEEDED, done
         one, two = done.submissions
@@ -160,7 +151,9 @@ def test_a_hold_keeps_the_trainjob_suspended_until_released(kube: Any) -> None:
     sup = Supervisor(backend, store, poll=0.5)
     threading.Thread(target=sup.serve, daemon=True).start()
     try:
-        wait_for("the job held", lambda: cluster.observer.get(plan.job).state is State.HELD)
+        eventually(
+            lambda: cluster.observer.get(plan.job).state is State.HELD, "the job held", every=0.5
+        )
         time.sleep(5)
         for obs in backend.find(plan.job).objects:
             assert obs.state in (jobdispatch.ObjectState.GATED, jobdispatch.ObjectState.HELD), obs
@@ -168,7 +161,9 @@ def test_a_hold_keeps_the_trainjob_suspended_until_released(kube: Any) -> None:
         cluster.operator.release(plan.job, by=Actor.human("e2e"))
         ref = running_submission(cluster, plan.job, 1)
         driver.complete(ref)
-        done = wait_for("success", lambda: (s := cluster.observer.get(plan.job)).settled and s)
+        done = eventually(
+            lambda: cluster.observer.get(plan.job), "success", holds=lambda s: s.settled, every=0.5
+        )
         assert done.state is State.SUCCEEDED, done
     finally:
         sup.stop()
@@ -191,15 +186,19 @@ def test_a_cancel_gives_its_receipt_and_the_trainjob_keeps_it(kube: Any) -> None
             assert not THREADS[id(sup)].is_alive(), "the supervisor did not stop"
         receipt = cluster.operator.cancel(plan.job, by=Actor.human("e2e"), reason="not needed")
         assert receipt.committed
-        obs = wait_for(
+        obs = eventually(
+            lambda: backend.inspect(ref),
             "the TrainJob ended",
-            lambda: (o := backend.inspect(ref)).state is jobdispatch.ObjectState.ENDED and o,
+            holds=lambda o: o.state is jobdispatch.ObjectState.ENDED,
+            every=0.5,
         )
         cause = obs.executions[-1].cause
         assert cause is not None and cause.kind is CauseKind.CANCELLED
         assert "not needed" in cause.detail
         sups.append(serving(backend, sups[0].store, "after"))
-        wait_for("the record cancelled", lambda: cluster.observer.get(plan.job).settled)
+        eventually(
+            lambda: cluster.observer.get(plan.job).settled, "the record cancelled", every=0.5
+        )
         assert cluster.observer.get(plan.job).state is State.CANCELLED
         # Whatever the clean-up did afterwards, the TrainJob keeps the cancel's reason.
         kept = backend.inspect(ref).executions[-1].cause
@@ -221,7 +220,9 @@ def test_two_supervisors_racing_never_open_a_duplicate_trainjob(kube: Any) -> No
         driver.fail(first, 3)
         second = running_submission(cluster, plan.job, 2)
         driver.complete(second)
-        done = wait_for("success", lambda: (s := cluster.observer.get(plan.job)).settled and s)
+        done = eventually(
+            lambda: cluster.observer.get(plan.job), "success", holds=lambda s: s.settled, every=0.5
+        )
         assert done.state is State.SUCCEEDED, done
         objects = backend.find(plan.job).objects
         opened: dict[int, list[str]] = {}

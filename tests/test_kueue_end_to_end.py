@@ -19,35 +19,24 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually
 from jobdispatch.types import Resources
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
 
-T = TypeVar("T")
 QUEUE = "jobdispatch-gated"
 CHECK = "jobdispatch-admission"
 WAIT = 240.0
-
-
-def wait_for(what: str, ok: Callable[[], T | None], timeout: float = WAIT) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout:.0f}s")
-        time.sleep(0.5)
 
 
 def kubectl(*args: str, stdin: str | None = None) -> str:
@@ -209,7 +198,7 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
                     return sub.canonical
             return None
 
-        first = wait_for("submission 1 running", lambda: running(1))
+        first = eventually(lambda: running(1), "submission 1 running", within=WAIT, every=0.5)
         watch = WorkloadWatch(backend, namespace, first.id.split("/")[1])
         high = high_priority(namespace)
 
@@ -220,7 +209,12 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
             ends = [e.cause for e in status.submissions[0].executions if e.cause]
             return status if ends else None
 
-        status = wait_for("the preemption recorded and resubmitted", preempted_and_resubmitted)
+        status = eventually(
+            preempted_and_resubmitted,
+            "the preemption recorded and resubmitted",
+            within=WAIT,
+            every=0.5,
+        )
         [cause] = [e.cause for e in status.submissions[0].executions if e.cause]
         assert cause.kind is CauseKind.PREEMPTED, cause
         assert "InClusterQueue" in cause.detail, cause
@@ -231,14 +225,23 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
             objs = [o for o in backend.find(plan.job).objects if o.ref != first]
             return any("insufficient unused quota" in o.detail for o in objs)
 
-        wait_for("submission 2 waiting for the quota", waiting_for_quota)
+        eventually(waiting_for_quota, "submission 2 waiting for the quota", within=WAIT, every=0.5)
         kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
         high = None
-        second = wait_for("submission 2 running once the quota returned", lambda: running(2))
+        second = eventually(
+            lambda: running(2),
+            "submission 2 running once the quota returned",
+            within=WAIT,
+            every=0.5,
+        )
         assert second != first
         driver.complete(second)
-        done = wait_for(
-            "the job settling", lambda: (s := cluster.observer.get(plan.job)).settled and s
+        done = eventually(
+            lambda: cluster.observer.get(plan.job),
+            "the job settling",
+            holds=lambda s: s.settled,
+            within=WAIT,
+            every=0.5,
         )
         assert done.state is State.SUCCEEDED, done
         one, two = done.submissions

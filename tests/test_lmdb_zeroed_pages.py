@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_end_to_end import wait
+from jobdispatch.testing import eventually
 
 lmdb = pytest.importorskip("jobdispatch_records_lmdb")
 
@@ -178,7 +178,9 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> RanStore:
             stderr=subprocess.STDOUT,
         )
     try:
-        wait("every job to settle", lambda: _active(ran) == [], timeout=SETTLE_TIMEOUT, every=2)
+        eventually(
+            lambda: _active(ran) == [], "every job to settle", within=SETTLE_TIMEOUT, every=2
+        )
     finally:
         sup.send_signal(signal.SIGINT)
         sup.wait(timeout=COMMAND_TIMEOUT)

@@ -16,13 +16,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from multiprocessing.managers import BaseManager
 
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
+from jobdispatch.testing import eventually
 
 lmdb_store = pytest.importorskip("jobdispatch_records_lmdb")
 
@@ -74,16 +74,6 @@ class Manager(BaseManager):
     pass
 
 
-def wait(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("timed out")
-
-
 def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_path):
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     Manager.register("backend", callable=lambda: backend)
@@ -124,7 +114,11 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
     owner = spawn("owner", slow=2)
     other = None
     try:
-        running = wait(lambda: (s := cluster.observer.get(job)).state is State.RUNNING and s)
+        running = eventually(
+            lambda: cluster.observer.get(job),
+            "submission 1 running",
+            holds=lambda s: s.state is State.RUNNING,
+        )
         backend.env.preempt(running.submissions[0].canonical)
         # The owner authorizes submission 2, commits its attempt and makes the Start call...
         assert owner.stdout is not None
@@ -136,12 +130,10 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
         owner.send_signal(signal.SIGKILL)
         owner.communicate(timeout=10)
         other = spawn("other", slow=0)
-        running = wait(
-            lambda: (
-                (s := cluster.observer.get(job)).state is State.RUNNING
-                and len(s.submissions) == 2
-                and s
-            )
+        running = eventually(
+            lambda: cluster.observer.get(job),
+            "submission 2 running under the other supervisor",
+            holds=lambda s: s.state is State.RUNNING and len(s.submissions) == 2,
         )
         backend.env.complete(running.submissions[1].canonical)
         _, err = other.communicate(timeout=60)
