@@ -21,8 +21,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jobdispatch.exitcodes import ExitCode, codes_of
 from jobdispatch.types import RECOVERABLE, Action
-from jobdispatch_cli import exitcodes
 
 Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
 
@@ -36,26 +36,15 @@ settings.register_profile("cli-fuzz", max_examples=40, **_QUICK)
 settings.register_profile("cli-fuzz-long", max_examples=2000, **_QUICK)
 FUZZ = settings.get_profile(os.environ.get("JOBDISPATCH_FUZZ_PROFILE", "cli-fuzz"))
 
-#: Every exit status errors.md documents.
-DOCUMENTED = {
-    exitcodes.OK,
-    exitcodes.JOB_FAILED,
-    exitcodes.USAGE,
-    exitcodes.NOT_FOUND,
-    exitcodes.REFUSED,
-    exitcodes.UNREACHABLE,
-    exitcodes.UNAUTHORIZED,
-    exitcodes.CONFLICT,
-    exitcodes.UNREADABLE,
-    exitcodes.INTERRUPTED,
-}
+#: Every exit status errors.md documents for the command.
+DOCUMENTED: set[int] = set(codes_of("jobdispatch"))
 #: 1 means "the job run supervised failed"; any other command giving it is a crash.
-NOT_RUN = DOCUMENTED - {exitcodes.JOB_FAILED}
+NOT_RUN = DOCUMENTED - {ExitCode.FAILED}
 
 
 def _told(ran: Any, allowed: set[int]) -> None:
     assert ran.code in allowed, (ran.code, ran.err)
-    if ran.code not in (exitcodes.OK, exitcodes.INTERRUPTED):
+    if ran.code not in (ExitCode.OK, ExitCode.INTERRUPTED):
         assert ran.err.strip(), "a failure must say why"
     assert "Traceback" not in ran.err
 

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import pytest
 from jobdispatch.errors import Unauthorized
+from jobdispatch.exitcodes import ExitCode
 from jobdispatch.testing import eventually
 from jobdispatch_publish import layout
 from jobdispatch_publish.config import Settings
@@ -94,12 +95,12 @@ def test_probe_refuses_a_store_that_silently_overwrites(
     create_only = checks[0]
     assert create_only.ok is False
     assert "overwrote" in create_only.detail or "acknowledged" in create_only.detail
-    # Through the command: exit code 7 and a message naming the failed check.
+    # Through the command: exit code 4 (refused) and a message naming the failed check.
     from jobdispatch_publish import cli, stores
 
     real = stores.open_store
     monkeypatch.setattr(stores, "open_store", lambda *a, **k: ignoring_if_none_match(real(*a, **k)))
-    assert cli.main(["probe"], env=s3_env) == 7
+    assert cli.main(["probe"], env=s3_env) == ExitCode.REFUSED
     err = capsys.readouterr().err
     assert "create-only write failed" in err
 
@@ -325,7 +326,7 @@ def test_a_download_that_differs_from_the_recorded_digest_is_corrupt(
     assert not (tmp_path / "resume").exists()
 
 
-def test_a_missing_bucket_is_exit_10(
+def test_a_missing_bucket_is_the_root_unavailable(
     s3_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from jobdispatch_publish.cli import main
@@ -335,7 +336,7 @@ def test_a_missing_bucket_is_exit_10(
         "JOBDISPATCH_CHECKPOINT_ROOT": "s3://no-such-bucket-jd/x",
         "JOBDISPATCH_JOB": "j",
     }
-    assert main(["resolve", "--into", str(tmp_path / "r")], env=env) == 10
+    assert main(["resolve", "--into", str(tmp_path / "r")], env=env) == ExitCode.ROOT_UNAVAILABLE
     assert "the bucket does not exist" in capsys.readouterr().err
 
 
@@ -357,7 +358,7 @@ def test_watch_gives_up_on_refused_credentials(s3_env: dict[str, str], tmp_path:
         check=False,
         timeout=60,  # before, it logged the refusal and retried forever
     )
-    assert out.returncode == 4, out.stderr
+    assert out.returncode == ExitCode.UNAUTHORIZED, out.stderr
     assert "watch gave up" in out.stderr
     assert "SignatureDoesNotMatch" in out.stderr
     assert "wrong-secret" not in out.stderr

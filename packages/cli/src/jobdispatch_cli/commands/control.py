@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 
 import click
 from jobdispatch.errors import DispatchError
+from jobdispatch.exitcodes import ExitCode, code_for
 from jobdispatch.types import JobID, State
 from rich.text import Text
 
-from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import _duration, accept_option
 from jobdispatch_cli.completion import complete_jobs
@@ -64,7 +64,7 @@ def _each(
     chosen = app.select_jobs(jobs, every=every, states=[State(s) for s in states], name=name)
     if every and not chosen:
         app.err.print("no job matches", style="dim")
-    code = exitcodes.OK
+    code = ExitCode.OK
     for job in chosen:
         try:
             act(job)
@@ -72,7 +72,7 @@ def _each(
             if len(chosen) == 1:
                 raise
             app.err.print(f"{job}: {exc}", style="red", markup=False, highlight=False)
-            code = code or exitcodes.code_for(exc)
+            code = code or code_for(exc, otherwise=ExitCode.USAGE)
     return code
 
 
