@@ -17,8 +17,9 @@ No GPU, no downloads, standard library only.
     python examples/train.py --steps 40 --step-seconds 0.25
 
 ``--wait-at STEP`` makes the first submission stop after that step and wait, checkpointed, until
-it is preempted (SIGTERM): the demo's job waits for the reader to preempt it, and the tests' jobs
-wait for the test, however slow the machine. Later submissions run straight through.
+it is preempted (SIGTERM): the demo's job waits for the reader (or examples/demo.py) to
+preempt it, and the tests' jobs wait for the test, however slow the machine. Later submissions
+run straight through.
 """
 
 from __future__ import annotations

@@ -362,19 +362,46 @@ def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
     assert len(status["submissions"]) == 1
 
 
-def test_the_readme_demo_waits_for_the_reader_to_preempt_it(home: Home) -> None:
-    """The README's demo, step by step: what `./dev demo` runs (`run --follow` on the example
-    job file itself); once rank 0's output there says it is waiting to be preempted, preempt it
-    with `jobdispatch local preempt` as the reader does from a second terminal; the job recovers
-    from its checkpoint at step 30 and succeeds. The first submission waits for the preemption,
-    so how long the reader (or this machine) takes to get there changes nothing."""
+def _start_demo(home: Home, preempt_after: str) -> tuple[subprocess.Popen[bytes], Path, str]:
+    """What ``./dev demo`` runs (examples/demo.py, which runs ``run --follow`` on the example job
+    file itself), started with the home's configuration; returns it, its log and the job id."""
     demo = (ROOT / "dev").read_text()
-    assert "run --follow examples/train.toml" in demo, "the test runs what ./dev demo runs"
-    runner = home.start(
-        "run", "--follow", str(ROOT / "examples" / "train.toml"), "--poll", "0.05", log="run.log"
-    )
-    log = home.root / "run.log"
-    job = eventually(lambda: _job_from(log.read_text()), "run to print the job", every=0.05)
+    assert "python examples/demo.py" in demo, "the test runs what ./dev demo runs"
+    log = home.root / "demo.log"
+    script = [sys.executable, str(ROOT / "examples" / "demo.py")]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [*script, "--preempt-after", preempt_after, "--", "--poll", "0.05"],
+            env=home.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    home.procs.append(proc)
+    job = eventually(lambda: _job_from(log.read_text()), "the demo to print the job", every=0.05)
+    return proc, log, job
+
+
+def _assert_the_demo_recovered(
+    home: Home, demo: subprocess.Popen[bytes], log: Path, job: str
+) -> None:
+    assert demo.wait(timeout=TIMEOUT) == 0, log.read_text()
+    text = log.read_text()
+    assert text.count("ended: preempted (scheduler)") == 1, text
+    assert "submission 1 execution 0 ended: preempted (scheduler)" in text, text
+    assert "recovering → succeeded" in text or "recovering -> succeeded" in text, text
+    second = home.run("logs", job, "--submission", "2", "--rank", "0").stdout
+    assert "resuming from step 30" in second, second
+    assert "done: w" in second, second
+    assert_one_execution_at_a_time(home.executions(job))
+
+
+def test_the_readme_demo_waits_for_the_reader_to_preempt_it(home: Home) -> None:
+    """The README's demo, step by step: once rank 0 says it is waiting to be preempted, preempt
+    it with `jobdispatch local preempt` as the reader does from a second terminal; the job
+    recovers from its checkpoint at step 30 and succeeds, and the demo preempts nothing more.
+    The first submission waits for the preemption (here the demo's own deadline is an hour), so
+    how long the reader (or this machine) takes to get there changes nothing."""
+    demo, log, job = _start_demo(home, preempt_after="3600")
     eventually(
         lambda: "step 30: waiting to be preempted" in log.read_text(),
         "rank 0 to say it waits for the preemption",
@@ -382,11 +409,14 @@ def test_the_readme_demo_waits_for_the_reader_to_preempt_it(home: Home) -> None:
     )
     preempted = home.run("local", "preempt", job)
     assert preempted.returncode == 0, preempted.stderr
-    assert runner.wait(timeout=TIMEOUT) == 0, log.read_text()
-    text = log.read_text()
-    assert "submission 1 execution 0 ended: preempted (scheduler)" in text, text
-    assert "recovering → succeeded" in text or "recovering -> succeeded" in text, text
-    second = home.run("logs", job, "--submission", "2", "--rank", "0").stdout
-    assert "resuming from step 30" in second, second
-    assert "done: w" in second, second
-    assert_one_execution_at_a_time(home.executions(job))
+    _assert_the_demo_recovered(home, demo, log, job)
+    assert "so the demo does" not in log.read_text()
+
+
+def test_the_readme_demo_preempts_the_job_itself_when_nobody_does(home: Home) -> None:
+    """`./dev demo` alone runs to its end: with nobody at a second terminal, the demo preempts
+    the first submission itself once its deadline passed (here at once), as the command would,
+    and shows the recovery."""
+    demo, log, job = _start_demo(home, preempt_after="0")
+    _assert_the_demo_recovered(home, demo, log, job)
+    assert f"jobdispatch local preempt jd-{job}-1-" in log.read_text()

@@ -246,6 +246,50 @@ def test_a_supervisor_rides_out_its_server_killed_for_30_s(
     _told_once(site, proc)
 
 
+def test_run_rides_out_its_server_killed_for_30_s(site: Site, server: PrivateServer) -> None:
+    """``jobdispatch run`` supervises in a thread and reports from the record in the
+    foreground: neither exits while the store is away (the report exited 5 before), and the
+    job's outcome is told once the store answers."""
+    job_file = site.root / "run.toml"
+    rank = 'echo run >> "$0/starts"; until [ -e "$0/release.run" ]; do sleep 0.1; done'
+    job_file.write_text(
+        f'name = "run"\ncommand = {json.dumps(["sh", "-c", rank, str(site.marks)])}\n'
+    )
+    log = site.root / "run.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [*_command(), "--config", str(site.config), "run", str(job_file), "--poll", "0.5"],
+            env=site.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    site.supervisors.append(proc)
+    starts = site.marks / "starts"
+    eventually(
+        lambda: starts.exists() and "run" in starts.read_text(),
+        "the job to start",
+        within=DEADLINE,
+        every=0.1,
+    )
+    eventually(
+        lambda: "running" in log.read_text(),
+        "run to report the job running",
+        within=DEADLINE,
+        every=0.1,
+    )
+    server.kill()
+    site.release("run")  # it ends while nobody can record it
+    end = time.monotonic() + KILLED_FOR
+    while time.monotonic() < end:
+        assert proc.poll() is None, f"run exited ({proc.returncode}):\n{log.read_text()}"
+        time.sleep(0.5)
+    server.start()
+    assert proc.wait(timeout=300) == 0, log.read_text()
+    text = log.read_text()
+    assert "outcome: succeeded" in text, text
+    assert starts.read_text().split().count("run") == 1  # ran once, never again
+
+
 def test_a_supervisor_rides_out_a_partition_of_60_s(site: Site, server: PrivateServer) -> None:
     relay = Relay(("127.0.0.1", server.port))
     try:

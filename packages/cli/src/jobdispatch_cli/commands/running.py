@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import click
 import jobdispatch
@@ -35,6 +35,9 @@ from jobdispatch_cli.timeline import build, render_text
 log = logging.getLogger("jobdispatch.supervise")
 
 __all__ = ["Seconds", "register"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class _RankStreams:
@@ -228,6 +231,26 @@ def _store_once_it_answers(app: App, poll: float | None, stopped: threading.Even
         return store
 
 
+def _unless_away(read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
+    """``read(...)``, or None while the record store is away: a report skipped then is caught
+    up by the next one (the supervisor says once that the store is away and once it is back)."""
+    try:
+        return read(*args, **kwargs)
+    except (Unavailable, Unreachable):
+        return None
+
+
+def _once_it_answers(read: Callable[[], T], stopped: threading.Event) -> T:
+    """``read()``, asked again every second while the record store is away; a stop (Ctrl-C)
+    asks once more, and lets that last answer or error stand."""
+    while True:
+        got = _unless_away(read)
+        if got is not None:
+            return got
+        if stopped.wait(1.0):
+            return read()
+
+
 def _logging(verbose: bool) -> None:
     from rich.logging import RichHandler
 
@@ -396,8 +419,8 @@ def register(group: click.Group) -> None:
                 except queue.Empty:
                     if alive:
                         continue
-                if last is not None:
-                    status = cluster.observer.get(job, last)
+                status = None if last is None else _unless_away(cluster.observer.get, job, last)
+                if status is not None:
                     for line in reporter.news(status):
                         if streams is not None:
                             streams.print(line)
@@ -412,7 +435,7 @@ def register(group: click.Group) -> None:
             streams.finish()
         if failure:
             raise failure[0]
-        status = cluster.observer.get(job, last)
+        status = _once_it_answers(lambda: cluster.observer.get(job, last), interrupted)
         if timeline and status.submissions:
             app.console.print(render_text(build(status), width=min(app.console.width, 110)))
         if interrupted.is_set() and not status.settled:
