@@ -26,14 +26,14 @@ from jobdispatch.types import RECOVERABLE, Action
 
 Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
 
-_QUICK = {
-    "deadline": None,
-    # The fixtures (a private config and state folder) are shared by a test's examples on
-    # purpose: each example is one more command against the same store, as a person's are.
-    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-}
-settings.register_profile("cli-fuzz", max_examples=40, **_QUICK)
-settings.register_profile("cli-fuzz-long", max_examples=2000, **_QUICK)
+# The fixtures (a private config and state folder) are shared by a test's examples on purpose:
+# each example is one more command against the same store, as a person's are.
+_QUICK = settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.register_profile("cli-fuzz", _QUICK, max_examples=40)
+settings.register_profile("cli-fuzz-long", _QUICK, max_examples=2000)
 FUZZ = settings.get_profile(os.environ.get("JOBDISPATCH_FUZZ_PROFILE", "cli-fuzz"))
 
 #: Every exit status errors.md documents for the command.
@@ -51,7 +51,7 @@ def _told(ran: Any, allowed: set[int]) -> None:
 
 # ------------------------------------------------------------------------- values
 
-text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 scalars = st.one_of(
     st.none(),
     st.booleans(),
