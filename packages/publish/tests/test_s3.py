@@ -99,7 +99,13 @@ def test_probe_refuses_a_store_that_silently_overwrites(
     from jobdispatch_publish import cli, stores
 
     real = stores.open_store
-    monkeypatch.setattr(stores, "open_store", lambda *a, **k: ignoring_if_none_match(real(*a, **k)))
+
+    def overwriting(*args: Any, **kwargs: Any) -> S3Store:
+        store = real(*args, **kwargs)
+        assert isinstance(store, S3Store), f"an s3:// root opened {store!r}"
+        return ignoring_if_none_match(store)
+
+    monkeypatch.setattr(stores, "open_store", overwriting)
     assert cli.main(["probe"], env=s3_env) == ExitCode.REFUSED
     err = capsys.readouterr().err
     assert "create-only write failed" in err
@@ -159,7 +165,8 @@ def test_resolve_across_several_executions_fetches_the_newest(
     assert (tmp_path / "resume/meta/step").read_text() == "30"
     assert (tmp_path / "resume/model.bin").stat().st_size == 12 << 20
     # The 12 MiB file went up in parts: its ETag is a multipart one.
-    assert next(f.etag for f in found.entry.files if f.path == "model.bin").endswith('-3"')
+    etag = next(f.etag for f in found.entry.files if f.path == "model.bin")
+    assert etag is not None and etag.endswith('-3"'), etag
 
 
 def test_data_replaced_after_publication_is_detected(

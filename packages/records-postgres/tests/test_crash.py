@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from jobdispatch.records.events import CallAnswered
 from jobdispatch.records.store import Lease
 from jobdispatch.testing import eventually
 from jobdispatch_conformance.records import make_header
@@ -110,7 +111,8 @@ def test_sigkilled_writers_lose_nothing_and_tear_nothing(
             # Every batch the writer saw commit is there, at its revision, with its contents.
             assert revision >= acknowledged + 1
             for view in views:
-                details = [e.detail for e in view.events]  # type: ignore[attr-defined]
+                assert all(isinstance(e, CallAnswered) for e in view.events), view.events
+                details = [e.detail for e in view.events if isinstance(e, CallAnswered)]
                 assert details == [f"batch-{i}" for i in range(revision)]
             batch = revision
             # The dead writer's row locks are gone: this process takes every lease at once
