@@ -89,7 +89,7 @@ def test_after_an_eviction_the_spent_open_no_longer_admits() -> None:
 
 
 def test_not_a_dispatch_submission_is_ready_and_other_states_are_left_alone() -> None:
-    other = {"metadata": {"labels": {}, "annotations": {}}}
+    other: dict[str, Any] = {"metadata": {"labels": {}, "annotations": {}}}
     assert admission.decide(pending(), workload(), other, NOW) == admission.Answer(
         "Ready", "not a dispatch submission: not gated by dispatch"
     )
@@ -166,6 +166,7 @@ def test_only_one_candidate_holds_the_lease_and_a_standby_takes_over_when_it_lap
     clock.t = 23
     assert b.round() and b.held()
     lease = api.get("leases", "ns", "l")
+    assert lease is not None
     assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
     assert not a.round()
 
@@ -221,10 +222,12 @@ def test_a_round_marks_the_check_active_spends_the_open_and_answers_ready() -> N
     ctl = admission.Controller(api, lease, clock=lambda: NOW)
     assert ctl.reconcile() == 1
     wl = api.get("workloads", "dispatch", "wl")
+    assert wl is not None
     assert json.loads(wl["metadata"]["annotations"][names.ADMISSION_SPENT])["open"] == "o1"
     (entry,) = wl["status"]["admissionChecks"]
     assert entry["state"] == "Ready" and entry["message"] == "opened by dispatch (open o1)"
     ac = api.get("admissionchecks", None, "jobdispatch-admission")
+    assert ac is not None
     assert ac["status"]["conditions"][0]["type"] == "Active"
     assert ctl.reconcile() == 0  # nothing more to say
 

@@ -206,7 +206,9 @@ def renew_time(admin: Any, controllers: Controllers) -> str:
     return str(((lease or {}).get("spec") or {}).get("renewTime") or "")
 
 
-def test_a_gated_submission_reserves_no_quota_until_opened(admin, backend, controllers) -> None:
+def test_a_gated_submission_reserves_no_quota_until_opened(
+    admin: Any, backend: Any, controllers: Controllers
+) -> None:
     controllers.start("solo")
     ref = start(backend)
     wl = eventually(
@@ -238,7 +240,9 @@ def test_a_gated_submission_reserves_no_quota_until_opened(admin, backend, contr
     )
     # With the check Active (so its ClusterQueue is active) and the controller leading, the
     # Workload is still gated, reserving nothing.
-    wl = workload(admin, ref)
+    found = workload(admin, ref)
+    assert found is not None, "the Workload went"
+    wl = found
     assert cond(wl, "QuotaReserved") == ("False", "AdmissionGated"), wl
     assert cond(wl, "Admitted")[0] != "True"
     assert "admission" not in (wl.get("status") or {}), wl["status"]
@@ -251,7 +255,9 @@ def test_a_gated_submission_reserves_no_quota_until_opened(admin, backend, contr
             "jobdispatch.dev/open"
         ]
     )
-    wl = workload(admin, ref)
+    found = workload(admin, ref)
+    assert found is not None, "the Workload went"
+    wl = found
     assert check(wl).get("message") == f"opened by dispatch (open {opened['id']})", wl["status"]
     eventually(
         lambda: backend.inspect(ref).state is ObjectState.RUNNING,
@@ -262,7 +268,7 @@ def test_a_gated_submission_reserves_no_quota_until_opened(admin, backend, contr
 
 
 def test_an_open_past_its_deadline_is_refused_by_adapter_and_controller(
-    admin, backend, controllers
+    admin: Any, backend: Any, controllers: Controllers
 ) -> None:
     controllers.start("solo")
     ref = start(backend)
@@ -299,7 +305,9 @@ def test_an_open_past_its_deadline_is_refused_by_adapter_and_controller(
     assert not admitted(admin, ref)
 
 
-def test_of_two_replicas_only_the_leader_answers(admin, backend, controllers) -> None:
+def test_of_two_replicas_only_the_leader_answers(
+    admin: Any, backend: Any, controllers: Controllers
+) -> None:
     controllers.start("one")
     eventually(
         lambda: leader(admin, controllers) == "one", "replica one leading", within=WAIT, every=0.5
@@ -343,20 +351,24 @@ def test_of_two_replicas_only_the_leader_answers(admin, backend, controllers) ->
 
 
 def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
-    admin, backend, controllers
+    admin: Any, backend: Any, controllers: Controllers
 ) -> None:
     ref = start(backend, gpus=8)
     controllers.start("crashing", JOBDISPATCH_KUEUE_ADMISSION_FAULT="exit-after-spend")
     backend.open(ref, meta())
     assert controllers.procs["crashing"].wait(timeout=WAIT) == 3
-    wl = workload(admin, ref)
+    found = workload(admin, ref)
+    assert found is not None, "the Workload went"
+    wl = found
     spent = json.loads(wl["metadata"]["annotations"]["jobdispatch.dev/admission-spent"])
     assert check(wl)["state"] == "Pending" and not admitted(admin, ref)
     controllers.procs.pop("crashing")
 
     controllers.start("restarted")
     eventually(lambda: admitted(admin, ref), "admission after the restart", within=WAIT, every=0.5)
-    wl = workload(admin, ref)
+    found = workload(admin, ref)
+    assert found is not None, "the Workload went"
+    wl = found
     assert f"(open {spent['open']})" in check(wl)["message"]
     eventually(
         lambda: backend.inspect(ref).state is ObjectState.RUNNING,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -102,7 +102,9 @@ def _evidence(api: FakeApi) -> str | None:
     return (tj["metadata"].get("annotations") or {}).get("jobdispatch.dev/evidence-0")
 
 
-def test_an_eviction_between_two_polls_keeps_its_cause(backend, api) -> None:
+def test_an_eviction_between_two_polls_keeps_its_cause(
+    backend: KubeflowBackend, api: WatchedApi
+) -> None:
     """The pod is evicted and deleted before any poll: only the watch saw it dying."""
     _started(backend)
     api.put("pods", "dispatch", pod())
@@ -121,7 +123,7 @@ def test_an_eviction_between_two_polls_keeps_its_cause(backend, api) -> None:
 
 
 def test_each_dying_stage_is_handed_over_once_and_other_pods_not_at_all() -> None:
-    handed: list[dict[str, Any]] = []
+    handed: list[Mapping[str, Any]] = []
     sentinel = Sentinel(FakeApi(), "dispatch", handed.append)
     sentinel.see(pod())  # running: not dying
     sentinel.see(pod(jobset_name="someone-elses-jobset", phase="Failed"))
@@ -134,7 +136,7 @@ def test_each_dying_stage_is_handed_over_once_and_other_pods_not_at_all() -> Non
 
 
 def test_a_listed_failed_pod_waits_for_the_polls_and_a_listed_pod_going_does_not() -> None:
-    handed: list[dict[str, Any]] = []
+    handed: list[Mapping[str, Any]] = []
     sentinel = Sentinel(FakeApi(), "dispatch", handed.append)
     lingering = pod("p-0", phase="Failed")
     going = pod("p-1", deleting=True, conditions=EVICTED)
@@ -144,7 +146,9 @@ def test_a_listed_failed_pod_waits_for_the_polls_and_a_listed_pod_going_does_not
     assert handed == [going]
 
 
-def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(caplog) -> None:
+def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     def broken(pod_obj: Any) -> None:
         raise RuntimeError("the hand-over broke")
 
@@ -155,7 +159,9 @@ def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(caplog) ->
     sentinel.see(pod(phase="Failed", deleting=True))  # still following
 
 
-def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_server(api) -> None:
+def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_server(
+    api: WatchedApi,
+) -> None:
     from jobdispatch_kubeflow import sentinel as module
 
     handed: list[Any] = []
@@ -173,7 +179,9 @@ def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_serve
         module.RETRY_SECONDS = module_retry
 
 
-def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(caplog) -> None:
+def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     class Forbidden(FakeApi):
         def list(self, kind: str, namespace: str | None, **kw: Any) -> Any:
             if kind == "pods":
@@ -187,7 +195,9 @@ def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(caplog) -> None:
     assert "may not list and watch pods" in caplog.text
 
 
-def test_watching_starts_one_sentinel_and_closing_stops_it(backend, api) -> None:
+def test_watching_starts_one_sentinel_and_closing_stops_it(
+    backend: KubeflowBackend, api: WatchedApi
+) -> None:
     _started(backend)
     before = set(threading.enumerate())
     for _ in backend.watch("j1"):
