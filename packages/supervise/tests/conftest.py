@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import attrs
 import jobdispatch
 import pytest
 from jobdispatch import Actor, JobSpec, ManualClock, ObjectState, Status
 from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.memory.history import LiveSpan
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.spi import ObjectRef
+from jobdispatch.testing import job_of
 from jobdispatch_supervise import Supervisor
+from jobdispatch_supervise.sinks import Sink
 
 ME = Actor.human("ops")
 
@@ -40,17 +45,17 @@ class Scenario:
     events: list[Event] = attrs.Factory(list)
     job: str = ""
     ticks: int = 0
-    sinks: list = attrs.Factory(list)
+    sinks: list[Sink] = attrs.Factory(list)
 
     def __attrs_post_init__(self) -> None:
         self.backend = MemoryBackend(shape=self.shape, auto_run=True, clock=self.clock)
         self.store = MemoryRecords(clock=self.clock)
         self.cluster = jobdispatch.compose(self.backend, store=self.store, clock=self.clock)
 
-    def submit(self, spec: JobSpec, **options) -> jobdispatch.Plan:
+    def submit(self, spec: JobSpec, **options: Any) -> jobdispatch.Plan:
         options.setdefault("supervised", True)
         plan = self.cluster.operator.submit(spec, by=ME, **options)
-        self.job = plan.job
+        self.job = job_of(plan)
         return plan
 
     def on(self, when: Callable[[Status], bool], do: Callable[[Status], None]) -> Scenario:
@@ -72,7 +77,7 @@ class Scenario:
                     event.done = True
                     event.do(status)
 
-    def supervisor(self, **kw) -> Supervisor:
+    def supervisor(self, **kw: Any) -> Supervisor:
         kw.setdefault("sinks", self.sinks)
         return Supervisor(
             self.backend, self.store, clock=self.clock, sleep=self.tick, poll=1.0, **kw
@@ -90,17 +95,17 @@ class Scenario:
 
         return check
 
-    def canonical(self, s: Status, n: int):
+    def canonical(self, s: Status, n: int) -> ObjectRef:
         ref = s.submissions[n - 1].canonical
         assert ref is not None
         return ref
 
-    def live_overlaps(self) -> list:
+    def live_overlaps(self) -> list[tuple[LiveSpan, LiveSpan]]:
         return self.backend.env.history.overlapping_live(self.job)
 
 
 @pytest.fixture(params=[Shape.SLURM, Shape.KUBEFLOW], ids=["slurm", "kubeflow"])
-def scenario(request) -> Scenario:
+def scenario(request: pytest.FixtureRequest) -> Scenario:
     return Scenario(shape=request.param)
 
 

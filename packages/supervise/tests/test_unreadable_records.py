@@ -12,7 +12,7 @@ from jobdispatch import Actor, JobSpec, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import ListFilter
-from jobdispatch.testing import eventually
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
 
 
@@ -23,7 +23,9 @@ def test_serve_leaves_an_unreadable_job_and_supervises_the_others(
     store = MemoryRecords()
     cluster = compose(backend, store=store)
     first, bad, last = (
-        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True).job
+        job_of(
+            cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
+        )
         for _ in range(3)
     )
     store.damage(bad, 0, "written by a newer version (schema 2, this reads 1)")
@@ -76,7 +78,7 @@ def test_the_residual_sweep_names_a_job_listed_as_settled_that_is_not(
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     store = _SettledIndexDamaged()
     cluster = compose(backend, store=store)
-    hidden = cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops")).job
+    hidden = job_of(cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops")))
     store.listed_as_settled = hidden
     sup = Supervisor(backend, store, poll=0.02)
     caplog.set_level(logging.ERROR, logger="jobdispatch.supervise")

@@ -28,6 +28,7 @@ from jobdispatch.types import (
     CauseKind,
     CheckpointMode,
     Enforcer,
+    JobID,
     JobSpec,
     ObjectState,
     Plan,
@@ -40,7 +41,16 @@ from jobdispatch.types import (
     UnmatchedPolicy,
 )
 
-__all__ = ["PATIENCE", "T0", "Story", "eventually", "execution", "observation", "plan_for"]
+__all__ = [
+    "PATIENCE",
+    "T0",
+    "Story",
+    "eventually",
+    "execution",
+    "job_of",
+    "observation",
+    "plan_for",
+]
 
 #: The time stories start at.
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -238,6 +248,13 @@ class Story:
 
 PREEMPTED = Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER)
 SUCCESS = Cause(CauseKind.NONE, exit_code=0)
+
+
+def job_of(plan: Plan) -> JobID:
+    """The job ``plan`` was recorded for. A plan from ``submit`` always names it; one from
+    ``make_plan`` does not, which is why :attr:`Plan.job` may be None."""
+    assert plan.job is not None, "a plan made without submitting names no job"
+    return plan.job
 
 
 T = TypeVar("T")
