@@ -94,6 +94,7 @@ TYPED_TESTS = [
     "records-lmdb",
     "records-postgres",
     "sim",
+    "slurm",
     "supervise",
 ]
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slurm
 @pytest.fixture
 def backend(slurm_cluster: None) -> Iterator[SlurmBackend]:
     b = SlurmBackend(Settings())
-    b.started: list[ObjectRef] = []  # type: ignore[misc]
+    b.started: list[ObjectRef] = []  # type: ignore[attr-defined,misc]
     yield b
     stop_quietly(b, b.started)  # type: ignore[attr-defined]
     b.close()
