@@ -27,7 +27,7 @@ from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.timing import CALL_DEADLINE
 from jobdispatch.types import Actor, CauseKind
 from jobdispatch_local import LocalBackend
-from jobdispatch_local.config import parse_config
+from jobdispatch_local.config import Settings
 from jobdispatch_local.testing import TEST_GRACE, shut_down
 from jobdispatch_supervise.executor import Executor
 
@@ -88,7 +88,7 @@ def _cancel_while_the_open_is_paused(
     reliability D2 paused it), so only a deadline judged under the lock can see it."""
     clock = _Clock()
     config = {"state_dir": str(state), "grace": TEST_GRACE, "poll": 0.02}
-    backend = LocalBackend(parse_config(config), clock=clock)
+    backend = LocalBackend(Settings.from_config(config), clock=clock)
     store = MemoryRecords(clock)
     command = ["sh", "-c", f'echo started >> "{starts}"; exec sleep 30']
     spec = JobSpec(command=command, name="c")

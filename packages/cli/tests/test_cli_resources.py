@@ -134,13 +134,13 @@ def test_plan_refuses_gpus_the_cluster_does_not_have(invoke: Invoke, tmp_path: P
 def test_a_size_means_the_same_in_a_job_file_and_in_the_config(size: str | int) -> None:
     """Issue 33, item 5: one parser, binary units, a bare number of MiB, in both places
     ("64Gi" was refused in a job file, and a bare number was bytes in the config)."""
-    from jobdispatch_local.config import parse_config
+    from jobdispatch_local.config import Settings
 
     written = f'"{size}"' if isinstance(size, str) else str(size)
     text = f'command = ["true"]\n[resources]\nmemory_per_node = {written}\n'
     spec = parse_job_text(text, file="m.toml", suffix=".toml", base=Path()).spec
     assert spec.resources.memory_per_node_mib == 65536
-    assert parse_config({"memory_limit": size}).memory_limit == 65536 << 20
+    assert Settings.from_config({"memory_limit": size}).memory_limit == 65536 << 20
 
 
 def test_the_kubernetes_spelling_plans_from_a_job_file_and_a_config(

@@ -21,7 +21,8 @@ def test_help_does_not_import_boto3() -> None:
     code = (
         "import sys\n"
         "from jobdispatch_publish.cli import main\n"
-        "for argv in (['--help'], ['resolve', '--help'], ['watch', '--help']):\n"
+        "for argv in (['--help'], ['resolve', '--help'], ['watch', '--help'],\n"
+        "             ['progress', '--help']):\n"
         "    try:\n"
         "        main(argv)\n"
         "    except SystemExit:\n"

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jobdispatch.errors import Rejected
 from jobdispatch.spi import StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import CallMeta, Capability, HoldMeta, JobSpec, ObjectState, Tristate
 from jobdispatch_kubeflow import KubeflowBackend, admission, names, probe
 from jobdispatch_kubeflow.config import Kueue, Settings
@@ -230,6 +231,36 @@ def test_a_round_marks_the_check_active_spends_the_open_and_answers_ready() -> N
     assert ac is not None
     assert ac["status"]["conditions"][0]["type"] == "Active"
     assert ctl.reconcile() == 0  # nothing more to say
+
+
+def test_a_following_controller_reads_its_caches_not_a_list_per_round() -> None:
+    """Once its followers have listed, a round lists no Workloads and no TrainJobs: they come
+    from the list-watch caches (spec 0012 §3)."""
+    api = cluster()
+    lease = admission.Lease(api, "dispatch", "l", "me")
+    assert lease.round()
+    ctl = admission.Controller(api, lease, clock=lambda: NOW)
+    ctl.follow()
+    try:
+        eventually(
+            lambda: ctl.workloads.synced.is_set() and ctl.trainjobs.synced.is_set(),
+            "both followers listed",
+            every=0.01,
+        )
+        before = api.requests.copy()
+        assert ctl.reconcile() == 1
+        made = api.requests - before
+        assert made["LIST workloads"] == 0 and made["LIST trainjobs"] == 0
+        assert made["PATCH workloads/status"] == 1
+        ctl.unfollow()
+        eventually(
+            lambda: not ctl._followers["workloads"].running, "the follower stopped", every=0.01
+        )
+        before = api.requests.copy()
+        ctl.reconcile()
+        assert (api.requests - before)["LIST workloads"] == 1, "a stopped follower's cache ages"
+    finally:
+        ctl.unfollow()
 
 
 def test_a_follower_writes_nothing() -> None:

@@ -75,16 +75,20 @@ class Controllers:
         self.lease = f"jd-kueue-adm-{uuid.uuid4().hex[:8]}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, identity: str, **env: str) -> subprocess.Popen[bytes]:
+    def start(self, identity: str, fault: str | None = None) -> subprocess.Popen[bytes]:
+        """A replica: the shipped controller, or with ``fault`` the one of admission_faults.py
+        that fails at that fault point."""
+        program = ["-m", "jobdispatch_kubeflow.admission"]
+        if fault is not None:
+            program = [str(Path(__file__).with_name("admission_faults.py")), fault]
         with (self.tmp / f"{identity}.log").open("ab") as log:
-            return self._start(identity, log, env)
+            return self._start(identity, log, program)
 
-    def _start(self, identity: str, log: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _start(self, identity: str, log: Any, program: list[str]) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "jobdispatch_kubeflow.admission",
+                *program,
                 "run",
                 "--kubeconfig",
                 os.environ["JOBDISPATCH_KUBE_ADAPTER_KUBECONFIG"],
@@ -105,7 +109,6 @@ class Controllers:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **env},
         )
         self.procs[identity] = proc
         return proc
@@ -354,7 +357,7 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
     admin: Any, backend: Any, controllers: Controllers
 ) -> None:
     ref = start(backend, gpus=8)
-    controllers.start("crashing", JOBDISPATCH_KUEUE_ADMISSION_FAULT="exit-after-spend")
+    controllers.start("crashing", fault="exit-after-spend")
     backend.open(ref, meta())
     assert controllers.procs["crashing"].wait(timeout=WAIT) == 3
     found = workload(admin, ref)

@@ -162,7 +162,7 @@ def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(
 def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_server(
     api: WatchedApi,
 ) -> None:
-    from jobdispatch_kubeflow import sentinel as module
+    from jobdispatch_kubeflow import listwatch as module
 
     handed: list[Any] = []
     sentinel = Sentinel(api, "dispatch", handed.append)

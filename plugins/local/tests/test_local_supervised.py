@@ -16,7 +16,7 @@ from jobdispatch.spi import ObjectRef
 from jobdispatch.status import Status
 from jobdispatch.testing import eventually
 from jobdispatch.types import Enforcer, Tristate
-from jobdispatch_local import LocalBackend, parse_config
+from jobdispatch_local import LocalBackend, Settings
 from jobdispatch_local.testing import Puppets
 from jobdispatch_supervise import Supervisor
 
@@ -107,12 +107,14 @@ def test_config_is_checked_and_defaults_to_xdg_state(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    settings = parse_config({})
+    settings = Settings.from_config({})
     assert settings.state_dir == tmp_path / "jobdispatch" / "local"
-    assert parse_config({"memory_limit": "1.5G"}).memory_limit == 3 << 29
-    assert parse_config({"memory_limit": 4096}).memory_limit == 4096 << 20  # MiB, as job files
+    assert Settings.from_config({"memory_limit": "1.5G"}).memory_limit == 3 << 29
+    assert (
+        Settings.from_config({"memory_limit": 4096}).memory_limit == 4096 << 20
+    )  # MiB, as job files
     with pytest.raises(ValidationError) as err:
-        parse_config({"memory_limit": "lots", "grace": -1})
+        Settings.from_config({"memory_limit": "lots", "grace": -1})
     assert set(err.value.paths) == {"grace", "memory_limit"}
 
 

@@ -11,9 +11,10 @@ import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jobdispatch.spi import ObjectObs
 from jobdispatch.types import CauseKind, ObjectState, Provenance
 from jobdispatch_slurm import holds
-from jobdispatch_slurm.classify import Accounting, Observation, cause_of, observe, records
+from jobdispatch_slurm.classify import Accounting, cause_of, observe, records
 from jobdispatch_slurm.parse import (
     SacctRow,
     SqueueRow,
@@ -105,7 +106,7 @@ def test_launch_failure_needs_a_non_signal_status() -> None:
     assert cause_of(records([row])[0], reason="JobLaunchFailure").kind is CauseKind.LAUNCH_FAILED
 
 
-def observed(*args: Any) -> Observation:
+def observed(*args: Any) -> ObjectObs:
     """What ``observe`` makes of rows that show the job (None is for a job no row shows)."""
     obs = observe(*args)
     assert obs is not None, f"nothing observed of {args[0]}"

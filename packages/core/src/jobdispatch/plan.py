@@ -47,7 +47,13 @@ from jobdispatch.types import (
 )
 from jobdispatch.validate import validate
 
-__all__ = ["SHARED_HOLD_FOR", "check_resources", "make_plan", "required_capabilities"]
+__all__ = [
+    "SHARED_HOLD_FOR",
+    "check_resources",
+    "make_plan",
+    "required_capabilities",
+    "unsupported_need",
+]
 
 
 def required_capabilities(spec: JobSpec) -> list[tuple[Capability, str]]:
@@ -79,6 +85,20 @@ def required_capabilities(spec: JobSpec) -> list[tuple[Capability, str]]:
         if asked:
             needs.append((capability, field))
     return needs
+
+
+def unsupported_need(
+    spec: JobSpec, capabilities: Mapping[Capability, Support]
+) -> tuple[Capability, str, Support] | None:
+    """The first capability ``spec`` needs that ``capabilities`` answers no for, with the field
+    of the spec that needs it and the answer; None when every need is met or unknown (unknown
+    is tried, never refused). The one comparison of needs with answers: the plan refuses with
+    it, and so does every adapter's ``start`` (:mod:`jobdispatch.kit.refusal`)."""
+    for capability, field in required_capabilities(spec):
+        answer = capabilities.get(capability)
+        if answer is not None and answer.answer is Tristate.NO:
+            return capability, field, answer
+    return None
 
 
 def check_resources(backend: Backend, spec: JobSpec) -> None:
@@ -174,11 +194,11 @@ def make_plan(
             raise Invalid(msg)
 
     capabilities = dict(backend.capabilities(spec))
-    for capability, field in required_capabilities(spec):
-        answer = capabilities.get(capability, Support.unknown(detail="not answered"))
-        if answer.answer is Tristate.NO:
-            msg = f"{field}: this cluster does not support {capability} ({answer})"
-            raise Unsupported(msg)
+    need = unsupported_need(spec, capabilities)
+    if need is not None:
+        capability, field, answer = need
+        msg = f"{field}: this cluster does not support {capability} ({answer})"
+        raise Unsupported(msg)
     check_resources(backend, spec)
 
     mode = spec.checkpoint

@@ -15,10 +15,12 @@ from jobdispatch_publish.__about__ import __version__
 if TYPE_CHECKING:
     from jobdispatch_publish.entry import Entry
     from jobdispatch_publish.identity import Identity
+    from jobdispatch_publish.marks import Marker, progress
     from jobdispatch_publish.posix import PosixStore
     from jobdispatch_publish.probe import probe
     from jobdispatch_publish.prune import prune
     from jobdispatch_publish.publish import publish
+    from jobdispatch_publish.reader import ProgressReader, read_progress
     from jobdispatch_publish.resolve import resolve
     from jobdispatch_publish.stores import open_store
     from jobdispatch_publish.watch import Watcher
@@ -26,13 +28,17 @@ if TYPE_CHECKING:
 __all__ = [
     "Entry",
     "Identity",
+    "Marker",
     "PosixStore",
+    "ProgressReader",
     "Watcher",
     "__version__",
     "open_store",
     "probe",
+    "progress",
     "prune",
     "publish",
+    "read_progress",
     "resolve",
 ]
 

@@ -31,7 +31,10 @@ environment:
   JOBDISPATCH_EXECUTION         the execution's identity within the submission
   JOBDISPATCH_CHECKPOINT_ROOT   a path, or s3://bucket/prefix
   JOBDISPATCH_PUBLISH_CONFIG    a configuration file (JSON or .toml): S3 settings, proxy,
-                                credential sources
+                                credential sources, [progress] interval
+  JOBDISPATCH_PROGRESS_INTERVAL seconds between two progress marks (default 60)
+  JOBDISPATCH_PROGRESS_STATE    the file progress keeps its throttle in (default: one per
+                                execution in $XDG_RUNTIME_DIR or the temporary folder)
   flags override the variables.
 
 exit codes (shared with jobdispatch):
@@ -77,9 +80,14 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     common.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
 
-    writer = argparse.ArgumentParser(add_help=False)
-    writer.add_argument("--submission", help="submission number (default: $JOBDISPATCH_SUBMISSION)")
-    writer.add_argument("--execution", help="execution identity (default: $JOBDISPATCH_EXECUTION)")
+    execution = argparse.ArgumentParser(add_help=False)
+    execution.add_argument(
+        "--submission", help="submission number (default: $JOBDISPATCH_SUBMISSION)"
+    )
+    execution.add_argument(
+        "--execution", help="execution identity (default: $JOBDISPATCH_EXECUTION)"
+    )
+    writer = argparse.ArgumentParser(add_help=False, parents=[execution])
     writer.add_argument("--max-bandwidth", type=_size, help="limit transfers, bytes/s (e.g. 200M)")
 
     parser = argparse.ArgumentParser(
@@ -93,13 +101,15 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "resolve",
-        parents=[common],
+        parents=[common, execution],
         help="print (and fetch) the newest published checkpoint, to resume from",
         description="Print the folder to resume from: the newest published checkpoint of the job, "
         "over all its executions, after checking the size and digest of every file. With --into "
         "a private copy is fetched (S3) or copied (POSIX; a reflink where the file system has "
         "them) into an empty folder. Prints nothing when nothing is published yet; a root that "
-        "does not exist is an error (exit 10), never 'nothing published'.",
+        "does not exist is an error (exit 10), never 'nothing published'. With the execution's "
+        "identity (the adapters' variables), a create-only 'resumed' entry records which step "
+        "this execution resumed from.",
     )
     p.add_argument("--into", type=Path, help="fetch or copy the checkpoint into this folder")
     p.add_argument("--require", action="store_true", help="exit 3 when nothing is published")
@@ -112,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Publish the save in FOLDER as STEP: its data, then its entry, create-only.",
     )
     p.add_argument("folder", type=Path, help="the save's folder")
-    p.add_argument("--step", type=int, required=True, help="the training step the save is of")
+    p.add_argument("--step", required=True, help="the training step the save is of")
     p.add_argument("--json", action="store_true", help="print the entry as JSON")
 
     p = sub.add_parser(
@@ -129,6 +139,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--interval", type=float, default=10.0, help="seconds between scans (10)")
     p.add_argument("--once", action="store_true", help="scan once and exit")
+
+    p = sub.add_parser(
+        "progress",
+        parents=[common, execution],
+        help="mark that training reached a step (call it every step: it writes once per interval)",
+        description="Mark that this execution reached STEP, for the supervisor's stall rules. "
+        "At most one write per interval (60 s unless --interval, $JOBDISPATCH_PROGRESS_INTERVAL "
+        "or the configuration's [progress] interval say otherwise), and only when the step "
+        "moved; other calls read and rewrite a small local state file and touch no store. "
+        "Prints nothing.",
+    )
+    p.add_argument("--step", required=True, help="the training step reached (0, 1, 2, ...)")
+    p.add_argument("--interval", help="seconds between two writes (default 60)")
+    p.add_argument(
+        "--now", action="store_true", help="write now if the step moved, whatever the interval"
+    )
+    p.add_argument(
+        "--state", help="the throttle's state file (default: $JOBDISPATCH_PROGRESS_STATE)"
+    )
 
     p = sub.add_parser(
         "prune",
@@ -166,15 +195,12 @@ class _Context:
 
     def __init__(self, args: argparse.Namespace, env: Mapping[str, str]) -> None:
         from jobdispatch_publish.config import load_settings
-        from jobdispatch_publish.root import parse_root, root_from
+        from jobdispatch_publish.root import root_of
 
         self.args = args
         self.env = env
         self.settings = load_settings(args.config, env)
-        if args.root is None and self.settings.root and "JOBDISPATCH_CHECKPOINT_ROOT" not in env:
-            self.root = parse_root(self.settings.root, where=f"{self.settings.origin}: root")
-        else:
-            self.root = root_from(env, args.root)
+        self.root = root_of(self.settings, env, args.root)
 
     def store(self, *, check: bool = True) -> Any:
         """The store, its root checked unless ``check`` is false (watch checks at every scan,
@@ -198,6 +224,25 @@ class _Context:
         a = self.args
         return identity_from(self.env, job=a.job, submission=a.submission, execution=a.execution)
 
+    def resuming(self, job: str) -> Any:
+        """The execution a resolve resumes, to name in its ``resumed`` entry; ``None`` (with a
+        note) when the submission or execution is not given, as when a person resolves by hand.
+        A value that is given but wrong is refused, as for any command."""
+        from jobdispatch_publish.identity import ENV_EXECUTION, ENV_SUBMISSION, identity_from
+
+        a = self.args
+        missing = [
+            var
+            for var, flag in ((ENV_SUBMISSION, a.submission), (ENV_EXECUTION, a.execution))
+            if flag is None and var not in self.env
+        ]
+        if missing:
+            logging.getLogger(PROG).info(
+                "no resumed entry written: %s not set", " and ".join(missing)
+            )
+            return None
+        return identity_from(self.env, job=job, submission=a.submission, execution=a.execution)
+
 
 def _entry_doc(entry: Any, path: Path | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(entry.to_json())
@@ -211,7 +256,7 @@ def cmd_resolve(ctx: _Context) -> int:
     from jobdispatch_publish.resolve import resolve
 
     job = ctx.job()
-    found = resolve(ctx.store(), job, into=ctx.args.into)
+    found = resolve(ctx.store(), job, into=ctx.args.into, identity=ctx.resuming(job))
     if found is None:
         if ctx.args.require:
             msg = f"job {job} has no published checkpoint under {ctx.root}"
@@ -228,11 +273,13 @@ def cmd_resolve(ctx: _Context) -> int:
 
 
 def cmd_publish(ctx: _Context) -> int:
+    from jobdispatch_publish.marks import parse_step
     from jobdispatch_publish.publish import publish
 
+    step = parse_step(ctx.args.step)
     identity = ctx.identity()
     store = ctx.store()
-    result = publish(store, identity, ctx.args.folder, ctx.args.step)
+    result = publish(store, identity, ctx.args.folder, step)
     if ctx.args.json:
         print(json.dumps({**_entry_doc(result.entry), "written": result.written}, sort_keys=True))
     else:
@@ -283,6 +330,49 @@ def watcher_loop(watcher: Any, log: logging.Logger, args: argparse.Namespace) ->
     signal.signal(signal.SIGINT, on_signal)
     log.info("watching %s for saves marked %s", args.saves, args.marker)
     watcher.run(stop)
+
+
+def cmd_progress(ctx: _Context) -> int:
+    """Decide from the local state file whether a mark is due, and only then open the store
+    (an S3 client, credentials): a call that is not due costs no request and no boto3 import."""
+    import datetime as dt
+
+    from jobdispatch_publish.marks import Marker, StateFile, interval_from, parse_step
+
+    a = ctx.args
+    step = parse_step(a.step)
+    interval = interval_from(ctx.env, ctx.settings, a.interval)
+    identity = ctx.identity()
+    path = Path(a.state) if a.state else StateFile.default_path(ctx.env, str(ctx.root), identity)
+    state_file = StateFile(path, StateFile.owner_of(str(ctx.root), identity))
+    state = state_file.lock()
+    log = logging.getLogger(PROG)
+    if state is None:
+        log.info("step %d not marked: another progress call is marking right now", step)
+        return 0
+    try:
+        now = dt.datetime.now(dt.UTC).timestamp()
+        if not a.now and not state.due(now, step, interval):
+            if step != state.last_step:
+                state.pending = step
+                state_file.save(state)
+            log.info("step %d not marked: the last mark is younger than %g s", step, interval)
+            return 0
+        marker = Marker(
+            ctx.store(check=False), identity, interval=interval, state=state, raise_healable=True
+        )
+        try:
+            if a.now:
+                state.pending = step
+                written = marker.flush()
+            else:
+                written = marker.mark(step)
+        finally:
+            state_file.save(state)
+        log.info("step %d %s", step, "marked" if written else "not marked")
+        return 0
+    finally:
+        state_file.unlock()
 
 
 def cmd_prune(ctx: _Context) -> int:
@@ -380,6 +470,7 @@ COMMANDS = {
     "resolve": cmd_resolve,
     "publish": cmd_publish,
     "watch": cmd_watch,
+    "progress": cmd_progress,
     "prune": cmd_prune,
     "probe": cmd_probe,
     "list": cmd_list,

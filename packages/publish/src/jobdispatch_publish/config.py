@@ -47,6 +47,11 @@ SCHEMA: dict[str, Any] = {
     "properties": {
         "root": {"type": "string", "minLength": 1},
         "s3": _S3,
+        "progress": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"interval": {"type": "number", "exclusiveMinimum": 0}},
+        },
         "proxy": {
             "type": "object",
             "additionalProperties": False,
@@ -92,6 +97,8 @@ class Settings:
     proxy: Mapping[str, Any] | None = None
     credentials: Sequence[Mapping[str, Any]] = DEFAULT_SOURCES
     origin: str = "defaults"
+    #: Seconds between two progress marks of one execution (``[progress] interval``).
+    progress_interval: float | None = None
 
 
 def parse_settings(doc: Any, *, origin: str) -> Settings:
@@ -102,6 +109,7 @@ def parse_settings(doc: Any, *, origin: str) -> Settings:
         proxy=doc.get("proxy"),
         credentials=tuple(doc.get("credentials", DEFAULT_SOURCES)),
         origin=origin,
+        progress_interval=doc.get("progress", {}).get("interval"),
     )
 
 

@@ -27,12 +27,14 @@ from jobdispatch.exitcodes import ExitCode, code_for
 
 __all__ = [
     "AlreadyPublished",
+    "BadStep",
     "Corrupt",
     "DamagedEntry",
     "ExitCode",
     "MissingCredentials",
     "MissingExtra",
     "NothingPublished",
+    "ProgressUnreadable",
     "RootUnavailable",
     "SaveChanged",
     "StoreRefused",
@@ -69,6 +71,31 @@ class RootUnavailable(DispatchError):
     training from step 0 without a word."""
 
     prefix = "checkpoint root"
+
+
+class BadStep(Invalid, ValueError):
+    """A step that is not a whole number from 0 to 10^18 - 1 (negative, fractional, not a
+    number). Invalid input, exit 3; also a :class:`ValueError`, as it was before it had a class
+    of its own."""
+
+
+class ProgressUnreadable(DispatchError):
+    """The progress of a checkpoint root could not be listed, so nothing is known of it.
+
+    A supervisor that gets this is *blind* for that root and must say so, never take the silence
+    for "no progress" (which would declare every job stalled) nor for progress. ``root`` is the
+    root as given, ``reason`` one word for what failed (``credentials``, ``unreachable``,
+    ``root``, ``invalid``, ``failed``) and ``cause`` the error underneath. The message never holds
+    a secret: it is built from the store's own messages, which never do.
+    """
+
+    prefix = "progress unreadable"
+
+    def __init__(self, root: str, reason: str, cause: BaseException) -> None:
+        super().__init__(f"{root}: {cause}")
+        self.root = root
+        self.reason = reason
+        self.cause = cause
 
 
 class SaveChanged(Invalid):
@@ -129,6 +156,8 @@ _OS_CODES = {
 
 def exit_code_for(exc: BaseException) -> ExitCode:
     """The exit code for an error; :attr:`ExitCode.FAILED` for anything unforeseen."""
+    if isinstance(exc, ProgressUnreadable):
+        return exit_code_for(exc.cause)
     for kind, code in _CODES:
         if isinstance(exc, kind):
             return code

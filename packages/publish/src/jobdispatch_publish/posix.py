@@ -19,6 +19,7 @@ Names starting with "." are writes in progress and are never listed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -143,6 +144,37 @@ class PosixStore:
         temp = self._write_temp(final, data)
         os.replace(temp, final)
         fsync_dir(final.parent)
+
+    def replace_marks(self, key: str, old: Sequence[str]) -> None:
+        """One ``rename`` of the previous mark to the new name (atomic: a reader sees the one or
+        the other, never both or neither), else a create; no ``fsync`` (see the protocol)."""
+        final = self.root / key
+        moved = False
+        for prev in old:
+            if prev == key:
+                moved = True
+                continue
+            path = self.root / prev
+            try:
+                if moved:
+                    path.unlink()
+                else:
+                    os.rename(path, final)
+                    moved = True
+            except FileNotFoundError:
+                continue
+        if moved:
+            return
+        try:
+            fd = os.open(final, os.O_WRONLY | os.O_CREAT, 0o666)
+        except FileNotFoundError:
+            # The progress folder is missing: make it, never the root (a root that is not there
+            # is a typo or an unmounted file system, which a mark must not paper over).
+            self.check_root()
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(final.parent)
+            fd = os.open(final, os.O_WRONLY | os.O_CREAT, 0o666)
+        os.close(fd)
 
     def read(self, key: str) -> bytes | None:
         try:

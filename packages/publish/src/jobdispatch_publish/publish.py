@@ -21,6 +21,7 @@ from jobdispatch_publish import layout
 from jobdispatch_publish.entry import Entry
 from jobdispatch_publish.errors import AlreadyPublished, SaveChanged
 from jobdispatch_publish.identity import Identity
+from jobdispatch_publish.marks import record_publication
 from jobdispatch_publish.posix import PosixStore
 from jobdispatch_publish.store import Exists, LocalFile, Progress, Store
 
@@ -97,7 +98,9 @@ def publish(
 
     Publishing a step this execution published already is a no-op (``written`` is false), so a
     restarted watcher does no harm. A step published by another execution raises
-    :class:`AlreadyPublished`, before any data moves when it can be seen in advance.
+    :class:`AlreadyPublished`, before any data moves when it can be seen in advance. A
+    publication also leaves its step and time among the root's progress keys
+    (:func:`~jobdispatch_publish.marks.record_publication`).
     """
     layout.check_step(step)
     store.check_root()
@@ -121,6 +124,7 @@ def publish(
         msg = f"save {folder} changed while it was being published; it was not published"
         raise SaveChanged(msg)
 
+    now = clock()
     entry = Entry(
         job=identity.job,
         submission=identity.submission,
@@ -128,7 +132,7 @@ def publish(
         step=step,
         data=data,
         files=tuple(records),
-        published_at=clock().isoformat(timespec="milliseconds"),
+        published_at=now.isoformat(timespec="milliseconds"),
         host=socket.gethostname(),
         pid=os.getpid(),
     )
@@ -141,6 +145,8 @@ def publish(
             return Published(winner, written=False)
         raise AssertionError(key) from None  # _existing raised for anyone else
     log.info("published %s at %s", entry.describe(), store.describe(key))
+    # Every publication is progress: leave it where the supervisor's one listing finds it.
+    record_publication(store, identity, step, now)
     return Published(entry, written=True)
 
 

@@ -17,6 +17,7 @@ of older helpers carry no digests; for them sizes are checked, and a warning say
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ import secrets
 import shutil
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -33,6 +34,8 @@ from jobdispatch.errors import Invalid
 from jobdispatch_publish import layout
 from jobdispatch_publish.entry import Entry
 from jobdispatch_publish.errors import Corrupt
+from jobdispatch_publish.identity import Identity
+from jobdispatch_publish.marks import record_resumed
 from jobdispatch_publish.store import Progress, Store
 from jobdispatch_publish.verify import check_folder
 
@@ -189,7 +192,13 @@ def _fetch(store: Store, entry: Entry, dest: Path, progress: Progress | None) ->
 
 
 def resolve(
-    store: Store, job: str, *, into: Path | None = None, progress: Progress | None = None
+    store: Store,
+    job: str,
+    *,
+    into: Path | None = None,
+    progress: Progress | None = None,
+    identity: Identity | None = None,
+    clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
 ) -> Resolved | None:
     """The newest checkpoint, fetched (or linked) ``into`` a folder when one is given.
 
@@ -198,7 +207,23 @@ def resolve(
     the job has no published checkpoint; a root that does not exist or cannot be read raises
     :class:`~jobdispatch_publish.errors.RootUnavailable` instead, since "nothing published" would
     restart training from step 0.
+
+    Given the ``identity`` of the execution that resumes, a create-only ``resumed`` entry names
+    it and the step it resumes from (none when nothing is published), among the root's progress
+    keys, once the checkpoint is handed over (:func:`~jobdispatch_publish.marks.record_resumed`).
     """
+    if identity is not None and identity.job != job:
+        msg = f"resolve of job {job} for an execution of job {identity.job}"
+        raise Invalid(msg)
+    found = _resolve(store, job, into, progress)
+    if identity is not None:
+        record_resumed(store, identity, None if found is None else found.entry.step, clock())
+    return found
+
+
+def _resolve(
+    store: Store, job: str, into: Path | None, progress: Progress | None
+) -> Resolved | None:
     store.check_root()
     skip: set[int] = set()
     while True:

@@ -11,11 +11,12 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 from jobdispatch.errors import Problem, ValidationError
 
-__all__ = ["ENV_ROOT", "PosixRoot", "Root", "S3Root", "parse_root", "root_from"]
+__all__ = ["ENV_ROOT", "PosixRoot", "Root", "S3Root", "parse_root", "root_from", "root_of"]
 
 ENV_ROOT = "JOBDISPATCH_CHECKPOINT_ROOT"
 
@@ -88,3 +89,12 @@ def root_from(env: Mapping[str, str], flag: str | None = None) -> Root:
     if ENV_ROOT not in env:
         raise ValidationError([Problem(ENV_ROOT, "not set (or pass --root)")])
     return parse_root(env[ENV_ROOT])
+
+
+def root_of(settings: Any, env: Mapping[str, str], flag: str | None = None) -> Root:
+    """The root a command uses: ``--root``, else ``JOBDISPATCH_CHECKPOINT_ROOT``, else the
+    configuration file's ``root`` (``settings``, a :class:`~jobdispatch_publish.config.Settings`,
+    named by its origin when it is wrong)."""
+    if flag is None and settings.root and ENV_ROOT not in env:
+        return parse_root(settings.root, where=f"{settings.origin}: root")
+    return root_from(env, flag)

@@ -146,6 +146,12 @@ class S3Store:
             Body=data,
         )
 
+    def replace_marks(self, key: str, old: Sequence[str]) -> None:
+        """One ``PutObject`` of the empty mark, then one ``DeleteObjects`` of those it replaces
+        (S3 has no rename; AWS does not charge for deletions)."""
+        self.write(key, b"")
+        self.delete([k for k in old if k != key])
+
     def read(self, key: str) -> bytes | None:
         try:
             reply = self._call(

@@ -67,6 +67,14 @@ class Store(Protocol):
         """Write or replace a small object (pins only)."""
         ...
 
+    def replace_marks(self, key: str, old: Sequence[str]) -> None:
+        """Put the empty progress mark ``key`` in place of the marks ``old`` this writer left
+        before (removed; missing ones are no error). Cheap rather than durable: a mark is a
+        sign of life, and one lost in a crash only makes the job look a little older. Never
+        creates the root: a missing one is
+        :class:`~jobdispatch_publish.errors.RootUnavailable`."""
+        ...
+
     def read(self, key: str) -> bytes | None:
         """A small object's bytes, or ``None`` when it does not exist."""
         ...

@@ -49,6 +49,7 @@ from jobdispatch.errors import Conflict, NotFound, OutcomeUnknown, Unauthorized,
 
 from jobdispatch_kubeflow import api as kapi
 from jobdispatch_kubeflow import names
+from jobdispatch_kubeflow.listwatch import Cache, Follower
 
 __all__ = [
     "CONTROLLER_NAME",
@@ -325,8 +326,12 @@ class Lease:
 class Controller:
     """One reconcile round over every Workload with a check of ours; see the module doc.
 
-    fault: a test fault point; ``exit-after-spend`` makes the process exit right after it
-    recorded an open as spent and before it answered Ready (the kill-and-restart test).
+    The Workloads and TrainJobs a round reads come from two followers
+    (:class:`listwatch.Follower`) once :meth:`follow` has started them (``run`` does): a LIST
+    each, then a watch, rather than a LIST of every Workload every round. Until a follower has
+    listed (and for a controller that follows nothing, as in one-round tests), the round LISTs
+    itself. Every write is conditional on the version the round read, so an object the
+    followers have not caught up with yet costs a 409 and the next round, never a wrong answer.
     """
 
     def __init__(
@@ -336,11 +341,42 @@ class Controller:
         *,
         controller_name: str = CONTROLLER_NAME,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        fault: str | None = None,
     ) -> None:
         self.api, self.lease, self.controller_name = api, lease, controller_name
-        self.clock, self.fault = clock, fault
+        self.clock = clock
         self.writes = 0
+        self.workloads = Cache()
+        self.trainjobs = Cache()
+        self._followers: dict[str, Follower] = {}
+
+    def _caches(self) -> dict[str, Cache]:
+        return {"workloads": self.workloads, "trainjobs": self.trainjobs}
+
+    def follow(self) -> None:
+        """Keep the Workloads and TrainJobs of every namespace by list-watch (threads)."""
+        for kind, cache in self._caches().items():
+            if kind not in self._followers:
+                follower = Follower(self.api, kind, None, cache.apply, name=f"following {kind}")
+                follower.start()
+                self._followers[kind] = follower
+
+    def unfollow(self) -> None:
+        for follower in self._followers.values():
+            follower.stop()
+
+    def _objects(self, kind: str) -> list[Obj]:
+        """Every object of ``kind``: its follower's, once listed and while it follows (one
+        refused stops, and its cache would age for ever); else a LIST now."""
+        cache, follower = self._caches()[kind], self._followers.get(kind)
+        if follower is not None and follower.running and cache.synced.is_set():
+            return cache.items()
+        items, _ = self.api.list(kind, None)
+        return items
+
+    def spent(self, namespace: str, name: str, open_id: str) -> None:
+        """Said once an open is recorded spent on a Workload, before the check is answered
+        (the kill-and-restart test's fault point is a controller that exits here)."""
+        log.info("workload %s/%s: open %s spent", namespace, name, open_id)
 
     def _checks(self) -> list[str]:
         """Our AdmissionChecks, each marked Active (Kueue keeps a ClusterQueue that lists a
@@ -385,8 +421,8 @@ class Controller:
         ours = set(self._checks())
         if not ours:
             return 0
-        workloads, _ = self.api.list("workloads", None)
-        trainjobs: dict[str, dict[str, Obj]] = {}
+        workloads = self._objects("workloads")
+        trainjobs: dict[str, Obj] | None = None
         written = 0
         for wl in workloads:
             checks = (wl.get("status") or {}).get("admissionChecks") or []
@@ -394,10 +430,10 @@ class Controller:
             if not mine:
                 continue
             namespace = wl["metadata"]["namespace"]
-            if namespace not in trainjobs:
-                items, _ = self.api.list("trainjobs", namespace)
-                trainjobs[namespace] = {t["metadata"]["uid"]: t for t in items}
-            owner = _owner(wl, trainjobs[namespace])
+            if trainjobs is None:
+                items = self._objects("trainjobs")
+                trainjobs = {str(t["metadata"].get("uid")): t for t in items}
+            owner = _owner(wl, trainjobs)
             for check in mine:
                 if not self.lease.held():
                     return written
@@ -437,10 +473,7 @@ class Controller:
                 },
             )
             rv = result["metadata"]["resourceVersion"]
-            log.info("workload %s/%s: open %s spent", namespace, name, answer.spend)
-            if self.fault == "exit-after-spend":
-                log.warning("fault point exit-after-spend: exiting before answering Ready")
-                os._exit(3)
+            self.spent(namespace, name, answer.spend)
         now = self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         entries = []
         for entry in (wl.get("status") or {}).get("admissionChecks") or []:
@@ -469,7 +502,9 @@ class Controller:
         )
 
     def run(self, *, interval: float = 1.0, stop: Callable[[], bool] = lambda: False) -> None:
-        """Rounds until ``stop`` says so; the lease is released at the end."""
+        """Follow (:meth:`follow`), then rounds until ``stop`` says so; the lease is released
+        and the followers stopped at the end."""
+        self.follow()
         try:
             while not stop():
                 started = time.monotonic()
@@ -480,6 +515,7 @@ class Controller:
                         log.warning("round failed: %s", exc)
                 time.sleep(max(0.0, interval - (time.monotonic() - started)))
         finally:
+            self.unfollow()
             self.lease.release()
 
 
@@ -605,9 +641,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, controller: type[Controller] = Controller) -> int:
     """Console script ``jobdispatch-kueue-admission``: ``run`` or ``rbac``. Exit 2 on bad
-    arguments (argparse), 1 when the controller cannot start."""
+    arguments (argparse), 1 when the controller cannot start. ``controller``: the class run
+    (the tests' fault points are subclasses of their own)."""
     args = _parser().parse_args(argv)
     if args.command == "rbac":
         sys.stdout.write(rbac_manifest(args.namespace, args.service_account))
@@ -635,19 +672,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, _f: stopping.append(s))
-    controller = Controller(
-        client,
-        lease,
-        controller_name=args.controller_name,
-        fault=os.environ.get("JOBDISPATCH_KUEUE_ADMISSION_FAULT") or None,
-    )
+    running = controller(client, lease, controller_name=args.controller_name)
     log.info(
         "jobdispatch-kueue-admission %s starting (lease %s/%s)",
         identity,
         args.lease_namespace,
         args.lease_name,
     )
-    controller.run(interval=args.interval, stop=lambda: bool(stopping))
+    running.run(interval=args.interval, stop=lambda: bool(stopping))
     return 0
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -180,6 +180,17 @@ def _status_error(status: int, body: bytes, what: str, *, write: bool) -> Except
     return Rejected(text)
 
 
+def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The non-blank lines of a stream that arrives in chunks (one watch event per line)."""
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+
+
 class KubeApi:
     """The Kubernetes API through the official client.
 
@@ -256,6 +267,8 @@ class KubeApi:
         timeout: float | None = None,
         tag: str = "",
     ) -> Any:
+        """One request. ``timeout``: seconds for the reply (the client's own by default); a
+        stream waits for ever unless ``timeout`` is given, which then bounds each read."""
         from urllib3.exceptions import HTTPError
 
         write = method not in ("GET", "LIST", "WATCH")
@@ -278,9 +291,10 @@ class KubeApi:
         )
         what = f"{method} {path}"
         try:
-            response = api_client.call_api(
-                *request, _request_timeout=None if stream else (timeout or self._timeout)
-            )
+            bound: float | tuple[float, float] | None = timeout or self._timeout
+            if stream:
+                bound = None if timeout is None else (self._timeout, timeout)
+            response = api_client.call_api(*request, _request_timeout=bound)
         except (HTTPError, OSError) as exc:
             if (
                 write
@@ -367,7 +381,14 @@ class KubeApi:
     ) -> Iterator[Obj]:
         """Watch events (``{"type": ..., "object": ...}``) from ``resource_version`` for at most
         ``timeout`` seconds; :class:`Gone` when the version is too old (410, sent either as the
-        status of the request or as an ERROR event inside the stream)."""
+        status of the request or as an ERROR event inside the stream).
+
+        A connection that goes silent is noticed: each read waits at most ``timeout`` seconds
+        plus the request timeout (the server ends the stream after ``timeout``, and sends a
+        bookmark just before), then the watch ends with ``Unreachable``, as it does when the
+        connection breaks."""
+        from urllib3.exceptions import HTTPError
+
         query = [
             ("watch", "true"),
             ("resourceVersion", resource_version),
@@ -376,22 +397,25 @@ class KubeApi:
         ]
         if label_selector:
             query.append(("labelSelector", label_selector))
-        raw = self._call("WATCH", KINDS[kind].path(namespace), query=query, stream=True, tag=kind)
+        raw = self._call(
+            "WATCH",
+            KINDS[kind].path(namespace),
+            query=query,
+            stream=True,
+            timeout=timeout + self._timeout,
+            tag=kind,
+        )
         try:
-            buffer = b""
-            for chunk in raw.stream(4096, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        if status.get("code") == 410:
-                            raise Gone(str(status.get("message", "resourceVersion too old")))
-                        raise Unreachable(f"watch {kind}: {status.get('message', status)}")
-                    yield event
+            for line in _lines(raw.stream(4096, decode_content=True)):
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == 410:
+                        raise Gone(str(status.get("message", "resourceVersion too old")))
+                    raise Unreachable(f"watch {kind}: {status.get('message', status)}")
+                yield event
+        except (HTTPError, OSError) as exc:
+            raise Unreachable(f"watch {kind}: the stream broke or went silent ({exc})") from exc
         finally:
             raw.release_conn()
 

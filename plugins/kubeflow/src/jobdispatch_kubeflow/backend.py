@@ -11,17 +11,17 @@ reasons for each decision.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from jobdispatch import spi
 from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
-from jobdispatch.plan import required_capabilities
+from jobdispatch.kit import followed
+from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
@@ -36,7 +36,6 @@ from jobdispatch.types import (
     Action,
     CallMeta,
     Capability,
-    CauseKind,
     HoldMeta,
     JobID,
     JobSpec,
@@ -49,10 +48,11 @@ from jobdispatch.types import (
     Tristate,
 )
 
-from jobdispatch_kubeflow import admission, classify, manifest, names, probe, restart
-from jobdispatch_kubeflow.api import AlreadyExists, Api, Gone, KubeApi, file_token
+from jobdispatch_kubeflow import classify, gating, manifest, names, probe, restart
+from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
+from jobdispatch_kubeflow.listwatch import Listed, list_watch
 from jobdispatch_kubeflow.sentinel import Sentinel
 
 __all__ = ["KubeflowBackend"]
@@ -60,6 +60,9 @@ __all__ = ["KubeflowBackend"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+
+#: How often a followed output stream looks again for more.
+FOLLOW_POLL = 0.5
 
 #: What a supervisor can have this backend do, per action.
 _PERFORM: Mapping[Action, Support] = {
@@ -72,41 +75,17 @@ _PERFORM: Mapping[Action, Support] = {
 WATCH_WINDOW = 10
 
 
-#: The causes Kueue requeues an evicted Workload on by itself (spec 0012 §5): a preemption
-#: (always), a pods-ready timeout (no-capacity, with the back-off and ``backoffLimitCount`` of
-#: its ``waitForPodsReady.requeuingStrategy``, then it deactivates the Workload).
-_KUEUE_REQUEUES = frozenset({CauseKind.PREEMPTED, CauseKind.NO_CAPACITY})
-
-
-def _kueue_rule(rule: Rule, perform: Support) -> RuleSupport | None:
-    """Kueue mode: what Kueue does by itself for ``rule`` (spec 0012 §7), None when Kueue
-    changes nothing for it. Kueue requeues a preempted or pods-ready-timed-out Workload on its
-    own, but never as a new execution the plan could count on: dispatch's admission check
-    holds each readmission, so a rule on those causes is the supervisor's."""
-    kueue_causes = sorted(str(k) for k in rule.on if k in _KUEUE_REQUEUES)
-    if rule.action is Action.REQUEUE:
-        return RuleSupport(
-            Support.no(
-                Source.CATALOGUE,
-                "Kueue requeues an evicted Workload by itself, but dispatch's admission check "
-                "holds its readmission: the supervisor decides (resubmit)",
-            ),
-            Support.no(Source.CATALOGUE, "a requeue on request is not mapped under Kueue"),
-        )
-    if not kueue_causes:
-        return None
-    return RuleSupport(
-        Support.no(
-            Source.CATALOGUE,
-            f"Kueue requeues on {', '.join(kueue_causes)} by itself (a pods-ready timeout "
-            "within its backoffLimitCount, then it deactivates), but dispatch's admission "
-            "check holds the readmission: the supervisor enforces the rule",
-        ),
-        perform,
-    )
-
-
-class KubeflowBackend:
+class KubeflowBackend(
+    spi.Backend,
+    spi.CessationSignal,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.MultiFinder,
+    spi.NativePolicyCompiler,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Watcher,
+):
     """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
     NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener and
     OutputReader.
@@ -144,6 +123,8 @@ class KubeflowBackend:
         )
         self._clock = clock or (lambda: datetime.now(UTC))
         self.namespace = self.settings.namespace
+        #: How TrainJobs are gated and held: chosen once, here, from the settings.
+        self.gating = gating.of(self.settings)
         #: Follows dying pods between polls once a supervisor watches (see :meth:`watch`).
         self._sentry: Sentinel | None = None
         self._sentinel_lock = threading.Lock()
@@ -172,7 +153,7 @@ class KubeflowBackend:
         """Every capability, probed per cluster (cached for ``probe_ttl``); a spec that names a
         GPU model is told no, since the model is a node label this adapter does not select by."""
         answers = probe.capabilities(
-            self.facts(), self.settings.declared, kueue_mode=self.settings.kueue is not None
+            self.facts(), self.settings.declared, kueue_mode=self.gating.through_kueue
         )
         if spec is not None and spec.resources.gpu_type is not None:
             answers = dict(answers)
@@ -191,10 +172,9 @@ class KubeflowBackend:
 
     def _rule(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport:
         perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
-        if self.settings.kueue is not None:
-            kueue = _kueue_rule(rule, perform)
-            if kueue is not None:
-                return kueue
+        answered = self.gating.rule(rule, perform)
+        if answered is not None:
+            return answered
         if rule.action is not Action.RESTART:
             return RuleSupport(
                 Support.no(Source.CATALOGUE, f"the cluster does not {rule.action} by itself"),
@@ -260,18 +240,12 @@ class KubeflowBackend:
     def now(self) -> datetime:
         return self._clock()
 
+    @refuses_unsupported
     def start(self, request: StartRequest) -> ObjectRef:
         """Create the TrainJob suspended under the discovery name. Rejected when the API
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
-        lost."""
+        lost. What the cluster cannot do was refused before, by the core."""
         spec = request.spec
-        caps = self.capabilities(spec)
-        for cap, field in required_capabilities(spec):  # the plan's own list
-            if caps[cap].answer is Tristate.NO:
-                raise Unsupported(
-                    f"cannot start {request.name}: {field} needs {cap}, which is not supported "
-                    f"({caps[cap].detail})"
-                )
         runtime = self._derived_runtime(request) if request.native.rules else None
         identity = "" if runtime else self.identity_weakened(spec)
         if identity and not self.settings.allow_rank_restart:
@@ -280,7 +254,7 @@ class KubeflowBackend:
                 "the site accepts it, or use a runtime with backoffLimit 0 and "
                 "restartPolicy Never"
             )
-        body = manifest.trainjob(request, self.settings, runtime=runtime)
+        body = manifest.trainjob(request, self.settings, self.gating, runtime=runtime)
         try:
             self.api.create("trainjobs", self.namespace, body)
         except AlreadyExists as exc:
@@ -335,57 +309,22 @@ class KubeflowBackend:
         raise Rejected(f"TrainJob {ref} kept changing under five attempts to update it")
 
     def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
-        """Lift the gate: ``gate: open`` and ``suspend: false``. Under one of our holds only the
-        gate is lifted (the hold stays). Already open, running or ended: success. Rejected past
+        """Lift the gate the way the gating strategy lifts it (``gate: open`` and ``suspend:
+        false``; under Kueue, 0012 §3). Under one of our holds only the gate is lifted (the
+        hold stays). Already open, running, stopped or ended: success. Rejected past
         ``meta.deadline``, judged just before each conditional patch (spec 0001, D8)."""
 
         def change(obj: Obj) -> Obj | None:
             if meta is not None:
                 self._check(meta.deadline, f"open of {ref}")
             md = obj.get("metadata") or {}
-            annotations = md.get("annotations") or {}
-            if md.get("deletionTimestamp") or names.STOP in annotations:
+            if md.get("deletionTimestamp") or names.STOP in (md.get("annotations") or {}):
                 return None
             if _ended(obj):
                 return None
-            if self.settings.kueue is not None:
-                if names.HOLD in annotations:
-                    # Opening never lifts a hold: the Kueue gate stays until the release.
-                    gate_open = annotations.get(names.GATE) == "open"
-                    return (
-                        None if gate_open else {"metadata": {"annotations": {names.GATE: "open"}}}
-                    )
-                return self._kueue_open(obj, meta)
-            if annotations.get(names.GATE) != "closed":
-                return None
-            body: Obj = {"metadata": {"annotations": {names.GATE: "open"}}}
-            if names.HOLD not in annotations:
-                body["spec"] = {"suspend": False}
-            return body
+            return self.gating.open(obj, meta)
 
         self._patch(ref, change)
-
-    def _kueue_open(self, obj: Obj, meta: CallMeta | None) -> Obj | None:
-        """Kueue mode (spec 0012 §3): Kueue owns ``suspend``. The first open removes dispatch's
-        gate from ``admission-gated-by`` (Kueue may then reserve quota); every open writes a
-        fresh ``jobdispatch.dev/open`` (an id and the deadline), which the admission controller
-        answers Ready for once, before the deadline. An open of a TrainJob that runs (Kueue
-        admitted it) changes nothing; one of an open TrainJob that Kueue suspended again (an
-        eviction) is the readmission the controller waits for."""
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        if annotations.get(names.GATE) != "closed" and not (obj.get("spec") or {}).get("suspend"):
-            return None
-        new: dict[str, str | None] = {
-            names.GATE: "open",
-            names.OPEN: admission.open_annotation(
-                uuid.uuid4().hex[:16], meta.deadline if meta is not None else None
-            ),
-        }
-        gates = [g.strip() for g in annotations.get(names.ADMISSION_GATED_BY, "").split(",")]
-        if manifest.ADMISSION_GATE in gates:
-            rest = [g for g in gates if g and g != manifest.ADMISSION_GATE]
-            new[names.ADMISSION_GATED_BY] = ",".join(rest) if rest else None
-        return {"metadata": {"annotations": new}}
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """Write the reason and suspend, then delete the TrainJob with background propagation.
@@ -503,7 +442,7 @@ class KubeflowBackend:
         pods, _ = self.api.list("pods", self.namespace, label_selector=beneath)
         nodes = self._nodes(ours, pods)
         by_name: dict[str, Obj] = {str(js["metadata"]["name"]): js for js in jobsets}
-        workloads = self._workloads(self.namespace, ours)
+        workloads = self.gating.workloads(self.api, self.namespace, ours)
 
         def under(objs: list[Obj], name: str) -> list[Obj]:
             return [o for o in objs if _labels(o).get(names.JOBSET_NAME) == name]
@@ -530,21 +469,6 @@ class KubeflowBackend:
             return None
         items, _ = self.api.list("nodes", None)
         return {str(n["metadata"]["name"]): n for n in items}
-
-    def _workloads(self, namespace: str, trainjobs: Sequence[Obj]) -> dict[str, Obj]:
-        """Kueue mode: the Workloads of ``trainjobs`` by their owner's uid, from one LIST (none
-        made otherwise, or when no TrainJob is suspended, which is all a Workload explains)."""
-        if self.settings.kueue is None or not any(
-            (tj.get("spec") or {}).get("suspend") for tj in trainjobs
-        ):
-            return {}
-        items, _ = self.api.list("workloads", namespace)
-        out: dict[str, Obj] = {}
-        for wl in items:
-            for owner in (wl.get("metadata") or {}).get("ownerReferences") or ():
-                if owner.get("kind") == "TrainJob":
-                    out[str(owner.get("uid"))] = wl
-        return out
 
     def _pin(self, chain: Chain) -> None:
         """Write on the TrainJob what a failing pod shows, before the pod is deleted with it
@@ -589,7 +513,8 @@ class KubeflowBackend:
             found, _ = self.api.list(
                 "events", namespace, field_selector=f"involvedObject.name={name}"
             )
-        workload = self._workloads(namespace, [tj]).get(str(tj["metadata"].get("uid")))
+        workloads = self.gating.workloads(self.api, namespace, [tj])
+        workload = workloads.get(str(tj["metadata"].get("uid")))
         return Chain(
             trainjob=tj,
             jobset=jobset,
@@ -635,50 +560,32 @@ class KubeflowBackend:
 
     def watch(self, job: JobID) -> Iterator[ObjectObs]:
         """The job's objects as they are now (one LIST), then each change the API server sends
-        on a watch from that list's resourceVersion, for up to ``WATCH_WINDOW`` seconds. A 410
-        Gone (the version is too old) lists again and watches from the new version. Call it
-        again to go on.
+        on a watch from that list's resourceVersion, for up to ``WATCH_WINDOW`` seconds
+        (:func:`listwatch.list_watch`: a 410 Gone lists again and watches from the new
+        version). Call it again to go on.
 
         Watching also starts the backend's pod sentinel (module ``sentinel``), once: it pins
         what a dying pod shows as the API server reports it, so that an eviction between two
         polls keeps its cause."""
         self._sentinel().start()
         selector = names.job_selector([job])
-        deadline = time.monotonic() + WATCH_WINDOW
-        trainjobs, version = self.api.list("trainjobs", self.namespace, label_selector=selector)
-        for chain in self._chains(trainjobs, selector):
-            yield self._object(observe(chain))
-        while (left := int(deadline - time.monotonic())) > 0:
-            try:
-                for event in self.api.watch(
-                    "trainjobs",
-                    self.namespace,
-                    label_selector=selector,
-                    resource_version=version,
-                    timeout=left,
-                ):
-                    obj = event.get("object") or {}
-                    version = str((obj.get("metadata") or {}).get("resourceVersion", version))
-                    if event.get("type") == "BOOKMARK":
-                        continue
-                    name = str((obj.get("metadata") or {}).get("name", ""))
-                    if parse_discovery_name(name) is None:
-                        continue
-                    if event.get("type") == "DELETED":
-                        yield self._object(observe(Chain(trainjob=obj)))
-                        continue
-                    try:
-                        yield self.inspect(names.ref_of(self.namespace, name))
-                    except NotFound:
-                        continue
-                return
-            except Gone:
-                log.info("watch of %s: resourceVersion %s is gone; listing again", job, version)
-                trainjobs, version = self.api.list(
-                    "trainjobs", self.namespace, label_selector=selector
-                )
-                for chain in self._chains(trainjobs, selector):
+        for event in list_watch(
+            self.api, "trainjobs", self.namespace, selector=selector, window=WATCH_WINDOW
+        ):
+            if isinstance(event, Listed):
+                for chain in self._chains(event.items, selector):
                     yield self._object(observe(chain))
+                continue
+            name = str((event.obj.get("metadata") or {}).get("name", ""))
+            if parse_discovery_name(name) is None:
+                continue
+            if event.type == "DELETED":
+                yield self._object(observe(Chain(trainjob=event.obj)))
+                continue
+            try:
+                yield self.inspect(names.ref_of(self.namespace, name))
+            except NotFound:
+                continue
 
     def ceased(self, ref: ObjectRef) -> CessationEvidence:
         """Yes once no pod of the object can still run (none left, or all Succeeded or Failed);
@@ -713,36 +620,12 @@ class KubeflowBackend:
             msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
             raise Rejected(msg)
 
-    def _set_active(self, ref: ObjectRef, active: bool) -> bool:
-        """Kueue mode: write ``spec.active`` on the TrainJob's Workload, conditional on the
-        version read. False when there is no Workload (yet): the gate or the hold annotation
-        then keeps it from admission (open under a hold does not lift the Kueue gate)."""
-        for _ in range(5):
-            namespace, _name, tj = self._trainjob(ref)
-            wl = self._workloads(namespace, [{**tj, "spec": {"suspend": True}}]).get(
-                str(tj["metadata"].get("uid"))
-            )
-            if wl is None:
-                return False
-            if (wl.get("spec") or {}).get("active", True) is active:
-                return True
-            body = {
-                "metadata": {"resourceVersion": wl["metadata"]["resourceVersion"]},
-                "spec": {"active": active},
-            }
-            try:
-                self.api.patch("workloads", namespace, str(wl["metadata"]["name"]), body)
-                return True
-            except Conflict:
-                continue
-        raise Rejected(f"the Workload of {ref} kept changing under five attempts to update it")
-
     def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only
         an object that has not run can be held: Rejected when it runs or has ended (suspending
         a running TrainJob deletes its pods, which is a stop, not a hold), and past
-        ``meta.deadline``. Kueue mode (spec 0012 §8): Kueue owns suspend, so the hold is the
-        annotation and ``Workload.spec.active: false``."""
+        ``meta.deadline``. The gating strategy places it: under Kueue, which owns suspend, the
+        hold is the annotation and ``Workload.spec.active: false`` (spec 0012 §8)."""
         self._check(meta.deadline, f"hold {meta.instance} of {ref}")
         if meta.instance < 0:
             raise Invalid(f"hold instance must be >= 0, not {meta.instance}")
@@ -758,21 +641,19 @@ class KubeflowBackend:
             annotations = obj["metadata"].get("annotations") or {}
             if annotations.get(names.HOLD) == str(meta.instance):
                 return None
-            body: Obj = {"metadata": {"annotations": {names.HOLD: str(meta.instance)}}}
-            if self.settings.kueue is None:
-                body["spec"] = {"suspend": True}
-            return body
+            return self.gating.hold(meta.instance)
 
         self._patch(ref, change)
-        if self.settings.kueue is not None:
-            self._check(meta.deadline, f"hold {meta.instance} of {ref}")
-            self._set_active(ref, False)
+        self.gating.held(
+            self.api, ref, lambda: self._check(meta.deadline, f"hold {meta.instance} of {ref}")
+        )
 
     def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
         object was held before it was opened, else resumed. Another instance, or none: success
-        with no effect. Rejected past ``meta.deadline``. Kueue mode: the Workload is
-        reactivated, and an object opened under the hold gets the Kueue open it was held from."""
+        with no effect. Rejected past ``meta.deadline``. The gating strategy lifts it: under
+        Kueue the Workload is reactivated, and an object opened under the hold gets the open it
+        was held from."""
         self._check(meta.deadline, f"release {meta.instance} of {ref}")
         released = False
 
@@ -782,22 +663,11 @@ class KubeflowBackend:
             if annotations.get(names.HOLD) != str(meta.instance):
                 return None
             released = True
-            gated = annotations.get(names.GATE) == "closed"
-            if self.settings.kueue is None:
-                return {
-                    "metadata": {"annotations": {names.HOLD: None}},
-                    "spec": {"suspend": gated},
-                }
-            body: Obj = {"metadata": {"annotations": {names.HOLD: None}}}
-            if not gated:
-                opened = self._kueue_open(obj, CallMeta(deadline=meta.deadline))
-                if opened is not None:
-                    body["metadata"]["annotations"].update(opened["metadata"]["annotations"])
-            return body
+            return self.gating.release(obj, CallMeta(deadline=meta.deadline))
 
         self._patch(ref, change)
-        if self.settings.kueue is not None and released:
-            self._set_active(ref, True)
+        if released:
+            self.gating.released(self.api, ref)
 
     # ------------------------------------------------------------------ output
 
@@ -806,7 +676,7 @@ class KubeflowBackend:
     ) -> IO[bytes]:
         """The log of rank ``rank``'s pod (its completion index) in the current attempt; with
         ``follow``, a stream that looks again every half second and ends once the object has
-        ended (:class:`_FollowedLog`; the server's own follow may never end). A pod
+        ended (:meth:`_log_whole` says why it does not use the server's follow). A pod
         log holds stdout and stderr together, so only ``stdout`` is asked for."""
         if stream not in ("stdout", "stderr"):
             raise Invalid(f"stream must be stdout or stderr, not {stream!r}")
@@ -817,9 +687,31 @@ class KubeflowBackend:
         if caps[cap].answer is Tristate.NO:
             raise Unsupported(f"{cap} is not supported here ({caps[cap].detail})")
         if follow:
-            return io.BufferedReader(_FollowedLog(self, ref, rank))
+            return followed.follow(
+                lambda offset: self._log_whole(ref, rank)[offset:],
+                lambda: self._ended_or_gone(ref),
+                lambda _offset: time.sleep(FOLLOW_POLL),
+            )
         namespace, pod, container = self._log_source(ref, rank)
         return self.api.log(namespace, pod, container=container, follow=False)
+
+    def _log_whole(self, ref: ObjectRef, rank: int) -> bytes:
+        """The whole log of rank ``rank``'s pod, read without following: the API server's
+        own follow ends when the kubelet ends it, and kwok's never does (it tails its log file
+        for ever, seen on the control plane), while a real kubelet's may outlive a deleted
+        object. So a follower reads the log whole on each look and keeps only what is new."""
+        try:
+            namespace, pod, container = self._log_source(ref, rank)
+            with self.api.log(namespace, pod, container=container, follow=False) as f:
+                return f.read()
+        except NotFound:
+            return b""
+
+    def _ended_or_gone(self, ref: ObjectRef) -> bool:
+        try:
+            return self.inspect(ref).state is ObjectState.ENDED
+        except NotFound:
+            return True
 
     def _log_source(self, ref: ObjectRef, rank: int) -> tuple[str, str, str | None]:
         """(namespace, pod, container) of rank ``rank``'s log in the current attempt."""
@@ -831,53 +723,6 @@ class KubeflowBackend:
         containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
         container = "node" if "node" in containers else (containers[0] if containers else None)
         return self.namespace, str(pod["metadata"]["name"]), container
-
-
-class _FollowedLog(io.RawIOBase):
-    """A followed pod log that ends when the object ends.
-
-    The API server's own follow stream ends when the kubelet ends it; kwok's never does (it
-    tails its log file for ever, seen on the control plane), and a real kubelet's may outlive a
-    deleted object. So the log is read whole on each look, only what is new is returned, and
-    once the object has ended one last read ends the stream.
-    """
-
-    def __init__(self, backend: KubeflowBackend, ref: ObjectRef, rank: int, poll: float = 0.5):
-        super().__init__()
-        self._backend, self._ref, self._rank, self._poll = backend, ref, rank, poll
-        self._offset = 0
-        self._buffer = b""
-        self._done = False
-
-    def readable(self) -> bool:
-        return True
-
-    def _read_all(self) -> bytes:
-        try:
-            namespace, pod, container = self._backend._log_source(self._ref, self._rank)
-            with self._backend.api.log(namespace, pod, container=container, follow=False) as f:
-                return f.read()
-        except NotFound:
-            return b""
-
-    def readinto(self, b: Any) -> int:
-        while not self._buffer and not self._done:
-            try:
-                ended = self._backend.inspect(self._ref).state is ObjectState.ENDED
-            except NotFound:
-                ended = True
-            data = self._read_all()
-            self._buffer = data[self._offset :]
-            self._offset = max(self._offset, len(data))
-            if not self._buffer:
-                if ended:
-                    self._done = True
-                else:
-                    time.sleep(self._poll)
-        n = min(len(b), len(self._buffer))
-        b[:n] = self._buffer[:n]
-        self._buffer = self._buffer[n:]
-        return n
 
 
 def _uid(obj: Mapping[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""The Kubeflow adapter's configuration: what a site may set, and nothing else.
+"""The Kubeflow adapter's configuration: what a site may set, and nothing else, each key
+declared once with its schema, default and meaning (:mod:`jobdispatch.kit.settings`).
 
 An allow-list checked by JSON Schema (unknown keys are refused at every level). Nothing is
 passed through to the kubernetes client as free-form keyword arguments: a configuration names a
@@ -8,125 +9,115 @@ file that is read on every request.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 import attrs
-from jobdispatch.config import validate_config
-from jobdispatch.errors import Problem, ValidationError
-from jobdispatch.types import Capability, Source, Support, Tristate
+from jobdispatch.errors import Problem
+from jobdispatch.kit.settings import (
+    ConfigSection,
+    capabilities_setting,
+    json_schema,
+    path_setting,
+    probe_setting,
+    probe_ttl_setting,
+    seconds_setting,
+    section,
+    setting,
+)
+from jobdispatch.types import Capability, Support
 
 __all__ = ["CONFIG_SCHEMA", "Kueue", "Runtime", "Settings"]
 
-_PATH = {"type": "string", "minLength": 1, "pattern": r"^[^\x00\n]+$"}
 _DNS = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
 
-CONFIG_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "kubeconfig": dict(_PATH, description="path of a kubeconfig file"),
-        "context": {"type": "string", "minLength": 1, "description": "its context"},
-        "in_cluster": {
-            "type": "boolean",
-            "description": "use the pod's service account instead of a kubeconfig",
-        },
-        "namespace": dict(_DNS, description="where TrainJobs are created and found"),
-        "token_file": dict(
-            _PATH, description="bearer token file, read on every request (rotation-safe)"
-        ),
-        "runtime": {
-            "type": "object",
-            "properties": {
-                "name": _DNS,
-                "kind": {"enum": ["ClusterTrainingRuntime", "TrainingRuntime"]},
-            },
-            "required": ["name"],
-            "additionalProperties": False,
-        },
-        "image": {"type": "string", "minLength": 1, "description": "image when a spec has none"},
-        "request_timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        "probe_ttl": {"type": "number", "minimum": 0, "maximum": 86400},
-        "probe": {
-            "type": "boolean",
-            "description": (
-                "false: plan without asking the cluster about itself; what it would probe is "
-                "unknown unless declared under capabilities (default true)"
-            ),
-        },
-        "allow_rank_restart": {
-            "type": "boolean",
-            "description": "the site accepts ranks rerun in place (the runtime's Job retries)",
-        },
-        "kueue": {
-            "type": "object",
-            "description": "submit through Kueue (spec 0012): the LocalQueue, and optionally "
-            "the WorkloadPriorityClass, of every TrainJob; admission is gated by "
-            "jobdispatch-kueue-admission",
-            "properties": {"queue": _DNS, "priority_class": _DNS},
-            "required": ["queue"],
-            "additionalProperties": False,
-        },
-        "capabilities": {
-            "type": "object",
-            "properties": {c.value: {"enum": ["yes", "no", "unknown"]} for c in Capability},
-            "additionalProperties": False,
-        },
-    },
-    "additionalProperties": False,
-}
-
 
 @attrs.frozen
-class Runtime:
+class Runtime(ConfigSection):
     """The training runtime every TrainJob refers to."""
 
-    name: str = "torch-distributed"
-    kind: str = "ClusterTrainingRuntime"
+    subject: ClassVar[str] = "kubeflow adapter configuration, runtime"
+
+    name: str = setting(
+        schema=_DNS,
+        default="torch-distributed",
+        required=True,
+        description="the runtime's name",
+    )
+    kind: str = setting(
+        schema={"enum": ["ClusterTrainingRuntime", "TrainingRuntime"]},
+        default="ClusterTrainingRuntime",
+        description="cluster-wide, or in the namespace",
+    )
 
 
 @attrs.frozen
-class Kueue:
+class Kueue(ConfigSection):
     """Kueue mode: every TrainJob goes to this LocalQueue (with this priority class)."""
 
-    queue: str
-    priority_class: str | None = None
+    subject: ClassVar[str] = "kubeflow adapter configuration, kueue"
+
+    queue: str = setting(schema=_DNS, description="the LocalQueue")
+    priority_class: str | None = setting(
+        schema=_DNS, default=None, description="the WorkloadPriorityClass"
+    )
 
 
 @attrs.frozen(kw_only=True)
-class Settings:
+class Settings(ConfigSection):
     """The validated configuration."""
 
-    kubeconfig: str | None = None
-    context: str | None = None
-    in_cluster: bool = False
-    namespace: str = "default"
-    token_file: str | None = None
-    runtime: Runtime = attrs.field(factory=Runtime)
-    image: str = "busybox:stable"
-    request_timeout: float = 30.0
-    probe_ttl: float = 300.0
+    subject: ClassVar[str] = "kubeflow adapter configuration"
+
+    kubeconfig: str | None = path_setting("path of a kubeconfig file")
+    context: str | None = setting(
+        schema={"type": "string", "minLength": 1}, default=None, description="its context"
+    )
+    in_cluster: bool = setting(
+        schema={"type": "boolean"},
+        default=False,
+        description="use the pod's service account instead of a kubeconfig",
+    )
+    namespace: str = setting(
+        schema=_DNS, default="default", description="where TrainJobs are created and found"
+    )
+    token_file: str | None = path_setting(
+        "bearer token file, read on every request (rotation-safe)"
+    )
+    runtime: Runtime = section(
+        Runtime, factory=Runtime, description="the training runtime every TrainJob refers to"
+    )
+    image: str = setting(
+        schema={"type": "string", "minLength": 1},
+        default="busybox:stable",
+        description="image when a spec has none",
+    )
+    request_timeout: float = seconds_setting(
+        30.0, most=600, description="how long one API request may take"
+    )
+    probe_ttl: float = probe_ttl_setting(300.0)
     #: False: capabilities and rule support come from the catalogue and ``declared`` alone, so
     #: a job file can be planned where the API server is out of reach.
-    probe: bool = True
-    allow_rank_restart: bool = False
-    kueue: Kueue | None = None
-    declared: Mapping[Capability, Support] = attrs.field(factory=dict)
+    probe: bool = probe_setting()
+    allow_rank_restart: bool = setting(
+        schema={"type": "boolean"},
+        default=False,
+        description="the site accepts ranks rerun in place (the runtime's Job retries)",
+    )
+    kueue: Kueue | None = section(
+        Kueue,
+        default=None,
+        description="submit through Kueue (spec 0012): the LocalQueue, and optionally the "
+        "WorkloadPriorityClass, of every TrainJob; admission is gated by "
+        "jobdispatch-kueue-admission",
+    )
+    declared: Mapping[Capability, Support] = capabilities_setting()
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> Settings:
-        """Validate ``config`` (unknown keys refused at every level) and read it."""
-        subject = "kubeflow adapter configuration"
-        validate_config(config, CONFIG_SCHEMA, subject=subject)
-        data = dict(config)
-        if data.get("in_cluster") and ("kubeconfig" in data or "context" in data):
-            raise ValidationError(
-                [Problem("in_cluster", "in_cluster excludes kubeconfig and context")],
-                subject=subject,
-            )
-        declared = {
-            Capability(k): Support(Tristate(v), Source.DECLARED, "declared by the site")
-            for k, v in (data.pop("capabilities", None) or {}).items()
-        }
-        runtime = Runtime(**data.pop("runtime")) if "runtime" in data else Runtime()
-        kueue = Kueue(**data.pop("kueue")) if "kueue" in data else None
-        return cls(declared=declared, runtime=runtime, kueue=kueue, **data)
+    def conflicts(cls, config: Mapping[str, Any]) -> Iterable[Problem]:
+        if config.get("in_cluster") and ("kubeconfig" in config or "context" in config):
+            yield Problem("in_cluster", "in_cluster excludes kubeconfig and context")
+
+
+#: The JSON Schema of the Kubeflow adapter's configuration, derived from :class:`Settings`.
+CONFIG_SCHEMA: Mapping[str, Any] = json_schema(Settings)

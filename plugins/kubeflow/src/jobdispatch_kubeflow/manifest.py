@@ -1,9 +1,10 @@
 """The TrainJob a StartRequest becomes. Pure: a request and the settings in, a dict out.
 
-The TrainJob is created suspended (Start's gate) under the request's discovery name, labelled
-with job, submission and attempt, and annotated ``gate: closed``. Trainer v2.2 removed
-``spec.labels``, and the TrainJob's own labels do not reach the JobSet, so the labels are also
-given to the JobSet through a runtime patch of the adapter's own (manager
+The TrainJob is created under the request's discovery name, labelled with job, submission and
+attempt, and gated the way the backend's :mod:`gating` strategy gates (suspended and annotated
+``gate: closed``; under Kueue also in its LocalQueue, behind ``admission-gated-by``). Trainer
+v2.2 removed ``spec.labels``, and the TrainJob's own labels do not reach the JobSet, so the
+labels are also given to the JobSet through a runtime patch of the adapter's own (manager
 ``jobdispatch.dev/adapter``): the JobSet can then be found by the same selector.
 """
 
@@ -17,11 +18,9 @@ from jobdispatch.spi import StartRequest
 
 from jobdispatch_kubeflow import names
 from jobdispatch_kubeflow.config import Settings
+from jobdispatch_kubeflow.gating import Gating
 
-__all__ = ["ADMISSION_GATE", "labels", "resources_per_node", "trainjob"]
-
-#: The gate dispatch puts in kueue.x-k8s.io/admission-gated-by (the admission controller's name).
-ADMISSION_GATE = "jobdispatch.dev/admission"
+__all__ = ["labels", "resources_per_node", "trainjob"]
 
 
 def labels(request: StartRequest) -> dict[str, str]:
@@ -60,9 +59,10 @@ def resources_per_node(request: StartRequest) -> Mapping[str, Any] | None:
 
 
 def trainjob(
-    request: StartRequest, settings: Settings, *, runtime: str | None = None
+    request: StartRequest, settings: Settings, gating: Gating, *, runtime: str | None = None
 ) -> dict[str, Any]:
-    """The TrainJob body for ``request``: gated, labelled, its environment injected."""
+    """The TrainJob body for ``request``: labelled, its environment injected, gated as
+    ``gating`` gates (suspended and ``gate: closed``; in a LocalQueue under Kueue)."""
     spec = request.spec
     name = names.check_name(request.name)
     env = {
@@ -91,7 +91,7 @@ def trainjob(
             "name": name,
             "namespace": settings.namespace,
             "labels": labels(request),
-            "annotations": {names.GATE: "closed"},
+            "annotations": {},
             "finalizers": [names.FINALIZER],
         },
         "spec": {
@@ -100,7 +100,6 @@ def trainjob(
                 "kind": settings.runtime.kind if runtime is None else "TrainingRuntime",
                 "name": runtime or settings.runtime.name,
             },
-            "suspend": True,
             "trainer": trainer,
             "runtimePatches": [
                 {
@@ -110,17 +109,8 @@ def trainjob(
             ],
         },
     }
-    if settings.kueue is not None:
-        # Kueue mode (spec 0012): Kueue owns suspend. The Workload is kept from reserving quota
-        # by admission-gated-by (settable at creation only), which open() removes; readmission
-        # after an eviction is gated by the jobdispatch-kueue-admission check.
-        md = body["metadata"]
-        md["labels"][names.QUEUE_NAME] = settings.kueue.queue
-        if settings.kueue.priority_class:
-            md["labels"][names.PRIORITY_CLASS] = settings.kueue.priority_class
-        md["annotations"][names.ADMISSION_GATED_BY] = ADMISSION_GATE
     if spec.time_limit is not None:
         # Whole seconds, rounded up: a limit is never cut short. The TrainJob's deadline
         # restarts when it is resumed, so it bounds each run, not the job (0010 §3).
         body["spec"]["activeDeadlineSeconds"] = max(1, math.ceil(spec.time_limit.total_seconds()))
-    return body
+    return gating.gate(body)

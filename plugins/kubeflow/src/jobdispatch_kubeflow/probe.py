@@ -13,19 +13,18 @@ them is ``unknown`` unless declared.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 from jobdispatch.errors import DispatchError, Unauthorized
+from jobdispatch.kit.facts import FactsCache
 from jobdispatch.types import Capability, Source, Support, Tristate
 
 from jobdispatch_kubeflow.api import KINDS, Api
 from jobdispatch_kubeflow.config import Settings
 
-__all__ = ["NOT_PROBED", "UNPROBED", "ClusterFacts", "capabilities", "probe"]
+__all__ = ["NOT_PROBED", "UNPROBED", "ClusterFacts", "capabilities", "forget", "probe"]
 
 #: The (verb, resource, subresource) the adapter needs, and what each is for.
 NEEDED: Mapping[str, tuple[str, str, str, str]] = {
@@ -94,8 +93,11 @@ UNPROBED = ClusterFacts(
     probed=False,
 )
 
-_CACHE: dict[tuple[str, str], tuple[float, ClusterFacts]] = {}
-_CACHE_LOCK = threading.Lock()
+#: Facts per cluster and namespace, shared by every backend of the process.
+_CACHE: FactsCache[tuple[str, str], ClusterFacts] = FactsCache()
+
+#: Drop every cached probe (tests that change a cluster's answers).
+forget = _CACHE.forget
 
 
 def _template_facts(runtime: Mapping[str, Any]) -> tuple[Any, int | None, str | None]:
@@ -119,12 +121,12 @@ def _template_facts(runtime: Mapping[str, Any]) -> tuple[Any, int | None, str | 
 
 def probe(api: Api, settings: Settings, *, key: str) -> ClusterFacts:
     """Probe the cluster behind ``api`` (cached per ``key`` and namespace for ``probe_ttl``)."""
-    cache_key = (key, settings.namespace)
-    now = time.monotonic()
-    with _CACHE_LOCK:
-        hit = _CACHE.get(cache_key)
-        if hit is not None and now - hit[0] < settings.probe_ttl:
-            return hit[1]
+    return _CACHE.get((key, settings.namespace), settings.probe_ttl, lambda: _ask(api, settings))
+
+
+def _ask(api: Api, settings: Settings) -> ClusterFacts:
+    """What the probe asks: the API groups served, what the credentials may do in the
+    namespace, the runtime's template, and whether JobSet takes message patterns."""
     groups: dict[str, tuple[str, ...]] = {}
     for group in api.raw("GET", "/apis").get("groups") or ():
         groups[str(group.get("name"))] = tuple(
@@ -169,7 +171,7 @@ def probe(api: Api, settings: Settings, *, key: str) -> ClusterFacts:
             patterns = "onJobFailureMessagePatterns" in json.dumps(document)
         except DispatchError:
             patterns = None
-    facts = ClusterFacts(
+    return ClusterFacts(
         groups=groups,
         allowed=allowed,
         runtime_found=runtime is not None,
@@ -178,15 +180,6 @@ def probe(api: Api, settings: Settings, *, key: str) -> ClusterFacts:
         restart_policy=restart,
         message_patterns=patterns,
     )
-    with _CACHE_LOCK:
-        _CACHE[cache_key] = (now, facts)
-    return facts
-
-
-def forget() -> None:
-    """Drop every cached probe (tests that change a cluster's answers)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
 
 
 def capabilities(

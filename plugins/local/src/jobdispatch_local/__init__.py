@@ -18,12 +18,7 @@ from jobdispatch_local.__about__ import __version__
 
 if TYPE_CHECKING:
     from jobdispatch_local.backend import LocalBackend, Survey
-    from jobdispatch_local.config import (
-        CONFIG_SCHEMA,
-        Settings,
-        default_state_dir,
-        parse_config,
-    )
+    from jobdispatch_local.config import CONFIG_SCHEMA, Settings, default_state_dir
 
 __all__ = [
     "CONFIG_SCHEMA",
@@ -32,7 +27,6 @@ __all__ = [
     "Survey",
     "__version__",
     "default_state_dir",
-    "parse_config",
 ]
 
 __getattr__, __dir__ = lazy(__name__, __file__)

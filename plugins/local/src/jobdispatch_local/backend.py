@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import attrs
-from jobdispatch import codec
+from jobdispatch import codec, spi
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import (
     Invalid,
@@ -37,9 +37,8 @@ from jobdispatch.errors import (
     OutcomeUnknown,
     Rejected,
     Unavailable,
-    Unsupported,
 )
-from jobdispatch.plan import required_capabilities
+from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
@@ -67,7 +66,7 @@ from jobdispatch.types import (
 )
 
 from jobdispatch_local import cgroups, files, output, procs
-from jobdispatch_local.config import CONFIG_SCHEMA, Settings, parse_config
+from jobdispatch_local.config import CONFIG_SCHEMA, Settings
 from jobdispatch_local.layout import (
     FORMAT,
     VERSION,
@@ -137,7 +136,17 @@ class Survey:
     unobservable: tuple[str, ...] = ()
 
 
-class LocalBackend:
+class LocalBackend(
+    spi.Backend,
+    spi.CessationSignal,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.MultiFinder,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Requeuer,
+    spi.SubmissionPreview,
+):
     """Real processes on this machine, one runner per opened object.
 
     Args:
@@ -174,7 +183,7 @@ class LocalBackend:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, clock: Clock = system_clock) -> LocalBackend:
         """Build from a configuration checked against :data:`CONFIG_SCHEMA`."""
-        return cls(parse_config(config), clock=clock)
+        return cls(Settings.from_config(config), clock=clock)
 
     def __repr__(self) -> str:
         return f"LocalBackend(state_dir={str(self.state_dir)!r})"
@@ -280,17 +289,9 @@ class LocalBackend:
 
     def _record(self, request: StartRequest) -> dict[str, Any]:
         """The object's record as start writes it: the spec, and the launch the runner reads.
-
-        Raises:
-            Unsupported: the spec needs a capability this machine answers no for (the plan's
-                own list: an image, GPUs beyond those declared, a queue...).
-        """
+        What this machine cannot give (an image, GPUs beyond those declared, a queue...) was
+        refused before, by the core (``refuses_unsupported``)."""
         spec = request.spec
-        caps = self.capabilities(spec)
-        for cap, field in required_capabilities(spec):
-            if caps[cap].answer is Tristate.NO:
-                msg = f"cannot start {request.name}: {field}: {caps[cap].detail}"
-                raise Unsupported(msg)
         res = spec.resources
         gpus = None
         if res.gpus_per_node:
@@ -332,11 +333,13 @@ class LocalBackend:
             ),
         }
 
+    @refuses_unsupported
     def preview(self, request: StartRequest) -> str:
         """What ``start`` would create, without creating it: the runner's command line and
         each rank's, with the environment dispatch gives it (``SubmissionPreview``)."""
         return describe_launch(self._record(request), self.root / request.name)
 
+    @refuses_unsupported
     def start(self, request: StartRequest) -> ObjectRef:
         """Create the object's directory, gate closed, durably; nothing runs until open.
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from jobdispatch.kit import followed
+
 __all__ = ["follow", "snapshot"]
 
 #: How often a follower looks for new bytes.
@@ -27,43 +29,16 @@ def snapshot(path: Path) -> IO[bytes]:
         return io.BytesIO(b"")
 
 
-class _Follow(io.RawIOBase):
-    def __init__(self, path: Path, ended: Callable[[], bool], poll: float) -> None:
-        super().__init__()
-        self._path = path
-        self._ended = ended
-        self._poll = poll
-        self._file: IO[bytes] | None = None
-
-    def readable(self) -> bool:
-        return True
-
-    def _read(self, size: int) -> bytes:
-        if self._file is None:
-            try:
-                self._file = self._path.open("rb")
-            except FileNotFoundError:
-                return b""
-        return self._file.read(size)
-
-    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
-        while True:
-            # Ask whether it ended before reading, so no byte written before the end is missed.
-            ended = self._ended()
-            chunk = self._read(len(buffer))
-            if chunk:
-                buffer[: len(chunk)] = chunk
-                return len(chunk)
-            if ended:
-                return 0
-            time.sleep(self._poll)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        super().close()
-
-
 def follow(path: Path, ended: Callable[[], bool], poll: float = FOLLOW_POLL) -> IO[bytes]:
-    """A buffered stream over the file that waits for more until ``ended()`` is true."""
-    return io.BufferedReader(_Follow(path, ended, poll))
+    """A buffered stream over the file that waits for more until ``ended()`` is true
+    (:func:`jobdispatch.kit.followed.follow`, looking again every ``poll`` seconds)."""
+
+    def read_from(offset: int) -> bytes:
+        try:
+            with path.open("rb") as f:
+                f.seek(offset)
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    return followed.follow(read_from, ended, lambda _offset: time.sleep(poll))

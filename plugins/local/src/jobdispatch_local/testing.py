@@ -51,10 +51,10 @@ TEST_GRACE = 0.3
 
 def make_backend(state_dir: Path, **extra: object) -> LocalBackend:
     """A backend over ``state_dir`` with test-sized grace and poll intervals."""
-    from jobdispatch_local.config import parse_config
+    from jobdispatch_local.config import Settings
 
     config = {"state_dir": str(state_dir), "grace": TEST_GRACE, "poll": 0.02, **extra}
-    return LocalBackend(parse_config(config))
+    return LocalBackend(Settings.from_config(config))
 
 
 def shut_down(state_dir: Path) -> list[int]:

@@ -19,8 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
+from jobdispatch import spi
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
-from jobdispatch.plan import required_capabilities
+from jobdispatch.kit import followed
+from jobdispatch.kit.facts import FactsCache
+from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     Discovery,
     NativeOffer,
@@ -49,7 +52,7 @@ from jobdispatch.types import (
 )
 
 from jobdispatch_slurm import holds, probe
-from jobdispatch_slurm.classify import ENDED_STATES, Accounting, Observation, observe
+from jobdispatch_slurm.classify import ENDED_STATES, Accounting, observe
 from jobdispatch_slurm.commands import Slurm
 from jobdispatch_slurm.config import Settings
 from jobdispatch_slurm.parse import SacctRow, SqueueRow
@@ -75,6 +78,9 @@ _INVALID = "Invalid job id specified"
 #: The causes Slurm reruns a ``--requeue`` job for by itself.
 _NODE_REQUEUE = frozenset({CauseKind.NODE_LOST})
 _PREEMPT_REQUEUE = frozenset({CauseKind.PREEMPTED})
+
+#: How often a followed output stream looks again for more.
+FOLLOW_POLL = 0.5
 
 #: What a supervisor can have this backend do, per action.
 _PERFORM: Mapping[Action, Support] = {
@@ -109,7 +115,19 @@ def build_transport(settings: Settings) -> Transport:
     return LocalTransport(env=env)
 
 
-class SlurmBackend:
+class SlurmBackend(
+    spi.Backend,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.InventoryReporter,
+    spi.MultiFinder,
+    spi.NativePolicyCompiler,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Requeuer,
+    spi.ResourceTable,
+    spi.SubmissionPreview,
+):
     """Slurm through one transport. Implements Backend, Holder, Requeuer,
     NativePolicyCompiler, MultiFinder, IdentityWeakener and OutputReader.
 
@@ -143,7 +161,9 @@ class SlurmBackend:
         self._user: str | None = self.settings.user
         self._output_dir: str | None = self.settings.output_dir
         self._dir_made = False
-        self._facts: tuple[float, probe.ClusterFacts] | None = None
+        #: This backend's facts: even the cluster's name costs a command, so a poll asks
+        #: here first, and the probe's cache (shared by the process) only when this expires.
+        self._facts: FactsCache[None, probe.ClusterFacts] = FactsCache()
         #: Launch marks found per (object name, execution): a mark, once written, stays, so it
         #: is searched for no more. Absence is not kept: a shared file system may show the
         #: line a moment after accounting shows the end.
@@ -163,15 +183,8 @@ class SlurmBackend:
     def facts(self) -> probe.ClusterFacts:
         """The probed facts of the cluster: probed once per ``probe_ttl`` by this backend (and
         shared with other backends of the same cluster), so a poll costs no probe."""
-        now = time.monotonic()
-        with self._lock:
-            cached = self._facts
-            if cached is not None and now - cached[0] < self.settings.probe_ttl:
-                return cached[1]
-        facts = probe.probe(self.slurm, ttl=self.settings.probe_ttl)
-        with self._lock:
-            self._facts = (now, facts)
-        return facts
+        ttl = self.settings.probe_ttl
+        return self._facts.get(None, ttl, lambda: probe.probe(self.slurm, ttl=ttl))
 
     def _plan_facts(self) -> probe.ClusterFacts:
         """The facts capabilities, rules and the resource check rest on: none with
@@ -282,6 +295,7 @@ class SlurmBackend:
     def now(self) -> datetime:
         return self._clock()
 
+    @refuses_unsupported
     def start(self, request: StartRequest) -> ObjectRef:
         """sbatch the request's script gated at the far-future begin time. Rejected when sbatch
         refuses; OutcomeUnknown when its reply was lost (find by the name then)."""
@@ -290,17 +304,9 @@ class SlurmBackend:
         return ObjectRef(job_id)
 
     def _submission(self, request: StartRequest, output_dir: str) -> Submission:
-        """The sbatch options and script for ``request``, refused with Unsupported when the
-        spec needs a capability this cluster answers no for (the plan's own list)."""
-        spec = request.spec
-        caps = self.capabilities(spec)
-        for cap, field in required_capabilities(spec):
-            if caps[cap].answer is Tristate.NO:
-                msg = (
-                    f"cannot start {request.name}: {field} needs {cap}, "
-                    f"which this cluster does not support ({caps[cap].detail})"
-                )
-                raise Unsupported(msg)
+        """The sbatch options and script for ``request`` (what this cluster cannot do was
+        refused before, by the core: ``refuses_unsupported``)."""
+        caps = self.capabilities(request.spec)
         return render(
             request,
             output_dir=output_dir,
@@ -312,6 +318,7 @@ class SlurmBackend:
             container=caps[Capability.CONTAINER_IMAGE].answer is Tristate.YES,
         )
 
+    @refuses_unsupported
     def preview(self, request: StartRequest) -> str:
         """Exactly what ``start`` would send, without sending it or making the output
         directory: the sbatch command line, then the script it reads on standard input."""
@@ -449,10 +456,9 @@ class SlurmBackend:
             )
             if obs is None:
                 continue
-            shown = self._object(obs)
-            if wanted_states and shown.state not in wanted_states:
+            if wanted_states and obs.state not in wanted_states:
                 continue
-            found[job].append(shown)
+            found[job].append(obs)
         complete = accounting is not Accounting.MISSING
         return {
             job: Discovery(
@@ -485,7 +491,7 @@ class SlurmBackend:
         obs = observe(job_id, row, [r for r in rows if r.base_id == job_id], accounting, self._mark)
         if obs is None:
             raise NotFound(f"no Slurm job {ref}")
-        return self._object(obs)
+        return obs
 
     def _mark(self, name: str, execution: int) -> str:
         """The line execution ``execution`` of object ``name`` wrote to its standard error when
@@ -503,17 +509,6 @@ class SlurmBackend:
             with self._lock:
                 self._marks[key] = line
         return line
-
-    def _object(self, obs: Observation) -> ObjectObs:
-        return ObjectObs(
-            ref=ObjectRef(obs.job_id),
-            name=obs.name,
-            state=obs.state,
-            executions=obs.executions,
-            hold_instance=obs.hold_instance,
-            requeue_bit=obs.requeue_bit,
-            detail=obs.detail,
-        )
 
     # ------------------------------------------------------------------ holds
 
@@ -627,7 +622,11 @@ class SlurmBackend:
         path = self._output_path(ref, stream)
         if not follow:
             return io.BytesIO(self.slurm.read(path) or b"")
-        return io.BufferedReader(_Follow(self, ref, path))
+        return followed.follow(
+            lambda offset: self.slurm.read(path, offset) or b"",
+            lambda: self._ended(ref),
+            lambda _offset: time.sleep(FOLLOW_POLL),
+        )
 
     def _output_path(self, ref: ObjectRef, stream: str) -> str:
         job_id = self._id(ref)
@@ -652,37 +651,3 @@ def _order(obs: ObjectObs) -> tuple[int, int, int]:
     ident = obs.identity
     n, k = (ident[1], ident[2]) if ident is not None else (0, 0)
     return (n, k, int(obs.ref.id) if obs.ref.id.isdigit() else 0)
-
-
-class _Follow(io.RawIOBase):
-    """A followed output file: returns bytes as they are written, and EOF once the job has
-    ended and the file holds nothing more."""
-
-    def __init__(self, backend: SlurmBackend, ref: ObjectRef, path: str, poll: float = 0.5):
-        super().__init__()
-        self._backend = backend
-        self._ref = ref
-        self._path = path
-        self._poll = poll
-        self._offset = 0
-        self._buffer = b""
-        self._done = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while not self._buffer and not self._done:
-            ended = self._backend._ended(self._ref)
-            data = self._backend.slurm.read(self._path, self._offset) or b""
-            self._offset += len(data)
-            self._buffer = data
-            if not data:
-                if ended:
-                    self._done = True
-                else:
-                    time.sleep(self._poll)
-        n = min(len(b), len(self._buffer))
-        b[:n] = self._buffer[:n]
-        self._buffer = self._buffer[n:]
-        return n

@@ -29,7 +29,7 @@ from datetime import datetime
 
 import attrs
 from jobdispatch.firstmatch import Row, Table, always, cause_cells, cause_row
-from jobdispatch.spi import ExecutionObs
+from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef
 from jobdispatch.types import Cause, CauseKind, ObjectState, Provenance
 
 from jobdispatch_slurm import holds
@@ -43,7 +43,6 @@ __all__ = [
     "Accounting",
     "Ended",
     "Live",
-    "Observation",
     "Record",
     "Seen",
     "cause_of",
@@ -534,20 +533,6 @@ def squeue_cause(row: SqueueRow) -> Cause:
     return Cause(CauseKind.UNKNOWN, Provenance.NONE, f"squeue {state} {row.reason}, no accounting")
 
 
-@attrs.frozen
-class Observation:
-    """What one job shows: the parts of an :class:`~jobdispatch.spi.ObjectObs` that come from
-    the scheduler."""
-
-    job_id: str
-    name: str
-    state: ObjectState
-    executions: tuple[ExecutionObs, ...] = ()
-    hold_instance: int | None = None
-    requeue_bit: bool | None = None
-    detail: str = ""
-
-
 #: Looks up the launch mark of execution ``index`` of the object named ``name`` ("" if none).
 MarkLookup = Callable[[str, int], str]
 
@@ -588,7 +573,7 @@ def _accounted(
 
 def _from_accounting(
     job_id: str, name: str, recs: Sequence[Record], executions: Sequence[ExecutionObs]
-) -> Observation:
+) -> ObjectObs:
     """Past MinJobAge: accounting alone. A last record still RUNNING or PENDING is the
     accounting lag or a controller that lost the job: not evidence of an end."""
     last = recs[-1].job
@@ -600,7 +585,9 @@ def _from_accounting(
     else:
         state = ObjectState.PENDING
         notes = f"sacct shows {last.state} and squeue no longer knows the job"
-    return Observation(job_id, name, state, tuple(executions), detail=notes)
+    return ObjectObs(
+        ref=ObjectRef(job_id), name=name, state=state, executions=tuple(executions), detail=notes
+    )
 
 
 @attrs.frozen
@@ -791,10 +778,10 @@ def observe(
     sacct: Sequence[SacctRow],
     accounting: Accounting,
     marks: MarkLookup | None = None,
-) -> Observation | None:
+) -> ObjectObs | None:
     """Combine one job's squeue row (``None`` once slurmctld forgot it) and its sacct rows into
-    an observation; ``None`` when neither shows the job. ``marks`` is asked only for a run that
-    failed with 126 or 127 (:func:`exec_failure_suspect`)."""
+    what the backend shows of the object; ``None`` when neither shows the job. ``marks`` is
+    asked only for a run that failed with 126 or 127 (:func:`exec_failure_suspect`)."""
     recs = records(sacct)
     if squeue is None and not recs:
         return None
@@ -809,11 +796,11 @@ def observe(
     notes = list(seen.notes)
     if accounting is Accounting.MISSING:
         notes.append("sacct did not answer")
-    return Observation(
-        job_id,
-        name,
-        seen.state,
-        tuple(sorted(seen.executions, key=lambda e: e.index)),
+    return ObjectObs(
+        ref=ObjectRef(job_id),
+        name=name,
+        state=seen.state,
+        executions=tuple(sorted(seen.executions, key=lambda e: e.index)),
         hold_instance=seen.hold_instance,
         requeue_bit=squeue.requeue,
         detail="; ".join(notes),

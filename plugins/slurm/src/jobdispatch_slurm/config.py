@@ -1,4 +1,5 @@
-"""The Slurm adapter's configuration: what a site may set, and nothing else.
+"""The Slurm adapter's configuration: what a site may set, and nothing else, each key declared
+once with its schema, default and meaning (:mod:`jobdispatch.kit.settings`).
 
 The schema is an allow-list. Nothing is passed through to ssh as free-form options, and
 nothing becomes an sbatch option unless it is named here and checked against a pattern, so a
@@ -8,158 +9,137 @@ every job.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 import attrs
-from jobdispatch.config import validate_config
-from jobdispatch.types import Capability, Source, Support, Tristate
+from jobdispatch.errors import Problem
+from jobdispatch.kit.settings import (
+    ConfigSection,
+    capabilities_setting,
+    json_schema,
+    path_setting,
+    probe_setting,
+    probe_ttl_setting,
+    seconds_setting,
+    section,
+    setting,
+)
+from jobdispatch.types import Capability, Support
 
 __all__ = ["CONFIG_SCHEMA", "Settings", "SshSettings"]
 
 _WORD = {"type": "string", "pattern": r"^[A-Za-z0-9_.+-]{1,128}$"}
-_PATH = {"type": "string", "minLength": 1, "pattern": r"^[^\x00\n]+$"}
+
+
+def _sbatch_default(description: str) -> Any:
+    """An sbatch option's value when a job gives none: one word, never an option of its own."""
+    return setting(schema=_WORD, default=None, description=description)
+
+
 #: A host or user name for ssh: never starting with "-" (it would read as an option).
 _SSH_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_.%+][A-Za-z0-9_.%+@:-]{0,254}$"}
 
-CONFIG_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "transport": {"enum": ["local", "ssh"], "description": "where commands run"},
-        "ssh": {
-            "type": "object",
-            "description": "the login node, reached with the system's OpenSSH client",
-            "properties": {
-                "host": {
-                    **_SSH_NAME,
-                    "description": "a host name, or a Host alias of the ssh_config file",
-                },
-                "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-                "user": {**_SSH_NAME, "description": "default: as ssh_config says"},
-                "key_file": _PATH,
-                "known_hosts": _PATH,
-                "accept_unknown_hosts": {
-                    "type": "boolean",
-                    "description": "accept a host key missing from known_hosts, unsaved",
-                },
-                "connect_timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-                "config_file": {**_PATH, "description": "ssh -F; default ~/.ssh/config"},
-                "jump": {
-                    "type": "string",
-                    "pattern": r"^[A-Za-z0-9_.%+@\[\]:][A-Za-z0-9_.%+@\[\]:,-]{0,511}$",
-                    "description": "ProxyJump: [user@]host[:port][,...]",
-                },
-                "control_path": {
-                    **_PATH,
-                    "description": "a ControlMaster socket the site opens (with MFA, say)",
-                },
-                "control_persist": {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "maximum": 86400,
-                    "description": "seconds the shared connection outlives its last command",
-                },
-            },
-            "required": ["host"],
-            "additionalProperties": False,
-        },
-        "bin_dir": _PATH,
-        "slurm_conf": _PATH,
-        "command_timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
-        "user": {"type": "string", "pattern": r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$"},
-        "partition": _WORD,
-        "account": _WORD,
-        "qos": _WORD,
-        "mem_per_cpu": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 1 << 30,
-            "description": "MB per CPU",
-        },
-        "signal": {
-            "type": "string",
-            "pattern": r"^([RB]:)?[A-Z0-9]{1,10}(@[0-9]{1,5})?$",
-            "description": "sbatch --signal, the pre-termination signal (e.g. B:USR1@60)",
-        },
-        "output_dir": _PATH,
-        "history_days": {"type": "number", "exclusiveMinimum": 0, "maximum": 3650},
-        "probe_ttl": {"type": "number", "minimum": 0, "maximum": 86400},
-        "probe": {
-            "type": "boolean",
-            "description": (
-                "false: plan without asking the cluster about itself; what it would probe is "
-                "unknown unless declared under capabilities (default true)"
-            ),
-        },
-        "capabilities": {
-            "type": "object",
-            "properties": {c.value: {"enum": ["yes", "no", "unknown"]} for c in Capability},
-            "additionalProperties": False,
-        },
-    },
-    "additionalProperties": False,
-}
-
 
 @attrs.frozen
-class SshSettings:
+class SshSettings(ConfigSection):
     """``ssh.*``: what is not set here comes from the ssh_config file, as for ``ssh HOST``."""
 
-    host: str
-    user: str | None = None
-    port: int | None = None
-    key_file: str | None = None
-    known_hosts: str | None = None
-    accept_unknown_hosts: bool = False
-    connect_timeout: float = 10.0
-    config_file: str | None = None
-    jump: str | None = None
-    control_path: str | None = None
-    control_persist: float = 60.0
+    subject: ClassVar[str] = "slurm adapter configuration, ssh"
+
+    host: str = setting(
+        schema=_SSH_NAME, description="a host name, or a Host alias of the ssh_config file"
+    )
+    user: str | None = setting(
+        schema=_SSH_NAME, default=None, description="default: as ssh_config says"
+    )
+    port: int | None = setting(
+        schema={"type": "integer", "minimum": 1, "maximum": 65535},
+        default=None,
+        description="default: as ssh_config says",
+    )
+    key_file: str | None = path_setting("the private key (ssh -i)")
+    known_hosts: str | None = path_setting("the known_hosts file host keys are checked in")
+    accept_unknown_hosts: bool = setting(
+        schema={"type": "boolean"},
+        default=False,
+        description="accept a host key missing from known_hosts, unsaved",
+    )
+    connect_timeout: float = seconds_setting(
+        10.0, most=600, description="how long to wait for the connection"
+    )
+    config_file: str | None = path_setting("ssh -F; default ~/.ssh/config")
+    jump: str | None = setting(
+        schema={
+            "type": "string",
+            "pattern": r"^[A-Za-z0-9_.%+@\[\]:][A-Za-z0-9_.%+@\[\]:,-]{0,511}$",
+        },
+        default=None,
+        description="ProxyJump: [user@]host[:port][,...]",
+    )
+    control_path: str | None = path_setting("a ControlMaster socket the site opens (with MFA, say)")
+    control_persist: float = seconds_setting(
+        60.0, most=86400, description="how long the shared connection outlives its last command"
+    )
 
 
 @attrs.frozen(kw_only=True)
-class Settings:
+class Settings(ConfigSection):
     """The validated configuration."""
 
-    transport: str = "local"
-    ssh: SshSettings | None = None
-    bin_dir: str | None = None
-    slurm_conf: str | None = None
-    command_timeout: float = 30.0
-    user: str | None = None
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    mem_per_cpu: int | None = None
-    signal: str | None = None
-    output_dir: str | None = None
-    history_days: float = 14.0
-    probe_ttl: float = 600.0
+    subject: ClassVar[str] = "slurm adapter configuration"
+
+    transport: str = setting(
+        schema={"enum": ["local", "ssh"]}, default="local", description="where commands run"
+    )
+    ssh: SshSettings | None = section(
+        SshSettings,
+        default=None,
+        description="the login node, reached with the system's OpenSSH client",
+    )
+    bin_dir: str | None = path_setting("where sbatch, squeue, sacct and scontrol are")
+    slurm_conf: str | None = path_setting("SLURM_CONF for every command")
+    command_timeout: float = seconds_setting(
+        30.0, most=600, description="how long one Slurm command may take"
+    )
+    user: str | None = setting(
+        schema={"type": "string", "pattern": r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$"},
+        default=None,
+        description="whose jobs are found (default: the login's user)",
+    )
+    partition: str | None = _sbatch_default("sbatch --partition when a job names no queue")
+    account: str | None = _sbatch_default("sbatch --account when a job names none")
+    qos: str | None = _sbatch_default("sbatch --qos when a job names none")
+    mem_per_cpu: int | None = setting(
+        schema={"type": "integer", "minimum": 1, "maximum": 1 << 30},
+        default=None,
+        description="MB per CPU",
+    )
+    signal: str | None = setting(
+        schema={"type": "string", "pattern": r"^([RB]:)?[A-Z0-9]{1,10}(@[0-9]{1,5})?$"},
+        default=None,
+        description="sbatch --signal, the pre-termination signal (e.g. B:USR1@60)",
+    )
+    output_dir: str | None = path_setting(
+        "where jobs' output files are written (default: ~/jobdispatch-output of "
+        "the login the commands run as)"
+    )
+    history_days: float = setting(
+        schema={"type": "number", "exclusiveMinimum": 0, "maximum": 3650},
+        default=14.0,
+        description="how many days back sacct looks for a job's objects",
+    )
+    probe_ttl: float = probe_ttl_setting(600.0)
     #: False: capabilities, rule support and the resource check come from the catalogue and
     #: ``declared`` alone, so a job file can be planned where the controller is out of reach.
-    probe: bool = True
-    declared: Mapping[Capability, Support] = attrs.field(factory=dict)
+    probe: bool = probe_setting()
+    declared: Mapping[Capability, Support] = capabilities_setting()
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> Settings:
-        """Validate ``config`` (unknown keys are refused at every level) and read it."""
-        validate_config(config, CONFIG_SCHEMA, subject="slurm adapter configuration")
-        data = dict(config)
-        ssh = data.pop("ssh", None)
-        declared = {
-            Capability(k): Support(Tristate(v), Source.DECLARED, "declared by the site")
-            for k, v in (data.pop("capabilities", None) or {}).items()
-        }
-        if data.get("transport") == "ssh" and ssh is None:
-            from jobdispatch.errors import Problem, ValidationError
+    def conflicts(cls, config: Mapping[str, Any]) -> Iterable[Problem]:
+        if config.get("transport") == "ssh" and "ssh" not in config:
+            yield Problem("ssh", "transport ssh needs an ssh section (at least host)")
 
-            raise ValidationError(
-                [Problem("ssh", "transport ssh needs an ssh section (at least host)")],
-                subject="slurm adapter configuration",
-            )
-        return cls(
-            ssh=SshSettings(**ssh) if ssh is not None else None,
-            declared=declared,
-            **data,
-        )
+
+#: The JSON Schema of the Slurm adapter's configuration, derived from :class:`Settings`.
+CONFIG_SCHEMA: Mapping[str, Any] = json_schema(Settings)

@@ -15,11 +15,11 @@ asked: :data:`UNPROBED` stands in for the facts, and every answer that would res
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
+from jobdispatch.kit.facts import FactsCache
 from jobdispatch.types import Capability, Inventory, NodeGroup, Source, Support
 
 from jobdispatch_slurm.commands import Slurm
@@ -29,14 +29,11 @@ __all__ = [
     "UNPROBED",
     "ClusterFacts",
     "capabilities",
-    "clear_cache",
+    "forget",
     "inventory",
     "node_group",
     "probe",
 ]
-
-_CACHE: dict[tuple[str, str], tuple[float, ClusterFacts]] = {}
-_LOCK = threading.Lock()
 
 
 @attrs.frozen
@@ -115,9 +112,11 @@ UNPROBED = ClusterFacts(
 )
 
 
-def clear_cache() -> None:
-    with _LOCK:
-        _CACHE.clear()
+#: Facts per cluster (ClusterName, controller host), shared by every backend of the process.
+_CACHE: FactsCache[tuple[str, str], ClusterFacts] = FactsCache()
+
+#: Drop every cached probe (tests that change a cluster's answers).
+forget = _CACHE.forget
 
 
 def probe(slurm: Slurm, *, ttl: float = 600.0) -> ClusterFacts:
@@ -126,12 +125,11 @@ def probe(slurm: Slurm, *, ttl: float = 600.0) -> ClusterFacts:
     config = slurm.show("config") or {}
     cluster = config.get("ClusterName", "")
     controller = config.get("SlurmctldHost[0]", config.get("ControlMachine", ""))
-    key = (cluster, controller)
-    now = time.monotonic()
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None and now - hit[0] < ttl:
-            return hit[1]
+    return _CACHE.get((cluster, controller), ttl, lambda: _ask(slurm, config, cluster, controller))
+
+
+def _ask(slurm: Slurm, config: Mapping[str, Any], cluster: str, controller: str) -> ClusterFacts:
+    """Everything else the probe asks, once ``scontrol show config`` has named the cluster."""
     partitions: dict[str, tuple[str, str]] = {}
     parts = slurm.partitions()
     for part in parts:
@@ -145,7 +143,7 @@ def probe(slurm: Slurm, *, ttl: float = 600.0) -> ClusterFacts:
         group = node_group(node)
         groups[group] = groups.get(group, 0) + 1
     answers, detail = slurm.sacct_answers()
-    facts = ClusterFacts(
+    return ClusterFacts(
         cluster=cluster,
         controller=controller,
         version=config.get("SLURM_VERSION", ""),
@@ -162,9 +160,6 @@ def probe(slurm: Slurm, *, ttl: float = 600.0) -> ClusterFacts:
         nodes=tuple(attrs.evolve(g, count=n) for g, n in groups.items()),
         select_params=config.get("SelectTypeParameters", ""),
     )
-    with _LOCK:
-        _CACHE[key] = (now, facts)
-    return facts
 
 
 def _number(text: str) -> int | None:

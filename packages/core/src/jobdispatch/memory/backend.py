@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, TypeVar
 
+from jobdispatch import spi
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Unauthorized, Unavailable, Unreachable, Unsupported
 from jobdispatch.memory import output
 from jobdispatch.memory.cluster import Cluster
-from jobdispatch.memory.config import CONFIG_SCHEMA, parse_config
+from jobdispatch.memory.config import CONFIG_SCHEMA, Settings
 from jobdispatch.memory.env import MemoryEnv
 from jobdispatch.memory.objects import MemObject
 from jobdispatch.memory.shape import NATIVE, PERFORM, Shape
@@ -55,7 +56,21 @@ _WEAKENED = (
 )
 
 
-class MemoryBackend:
+class MemoryBackend(
+    spi.Backend,
+    spi.CessationSignal,
+    spi.ConcurrentCalls,
+    spi.Holder,
+    spi.IdentityWeakener,
+    spi.InventoryReporter,
+    spi.MultiFinder,
+    spi.NativePolicyCompiler,
+    spi.OutputReader,
+    spi.Paced,
+    spi.Requeuer,
+    spi.SubmissionPreview,
+    spi.Watcher,
+):
     """An in-process scheduler in the shape of Slurm or of Kubeflow.
 
     Args:
@@ -124,7 +139,7 @@ class MemoryBackend:
         Raises:
             ValidationError: an unknown key or a wrong value, naming it.
         """
-        s = parse_config(config)
+        s = Settings.from_config(config)
         return cls(
             s.shape,
             auto_run=s.auto_run,

@@ -28,10 +28,10 @@ from jobdispatch.errors import (
     Rejected,
     Unsupported,
 )
+from jobdispatch.kit.refusal import refuse_unsupported
 from jobdispatch.memory import history as h
 from jobdispatch.memory.objects import MemExecution, MemObject, NativeRule, describe
 from jobdispatch.memory.shape import NATIVE, Shape, answers
-from jobdispatch.plan import required_capabilities
 from jobdispatch.spi import ObjectObs, ObjectRef, StartRequest
 from jobdispatch.types import (
     Actor,
@@ -176,10 +176,9 @@ class Cluster:
     def create(self, req: StartRequest) -> ObjectRef:
         """Start: one object, gated, under the request's discovery name."""
         now = self.clock()
-        # The same fields the plan checks: Start refuses what the plan would have refused, for a
-        # caller that starts without planning (the conformance suite does).
-        for cap, field in required_capabilities(req.spec):
-            self.refuse_unless(cap, f"cannot start {req.name}: {field}")
+        # Start refuses what the plan would have refused, for a caller that starts without
+        # planning (the conformance suite does): the core's one refusal, under the lock.
+        refuse_unsupported(req, self.supports())
         if self.faults.refuse_start:
             reason = self.faults.refuse_start.pop(0)
             self.history.append(
@@ -213,8 +212,7 @@ class Cluster:
     def preview(self, req: StartRequest) -> str:
         """What :meth:`create` would hold for ``req``, checked as create checks it, without
         creating anything."""
-        for cap, field in required_capabilities(req.spec):
-            self.refuse_unless(cap, f"cannot start {req.name}: {field}")
+        refuse_unsupported(req, self.supports())
         return describe(req.name, req.spec, self._native(req))
 
     def _native(self, req: StartRequest) -> list[NativeRule]:

@@ -1,4 +1,5 @@
-"""The memory adapter's configuration: its JSON Schema and the checked settings built from it.
+"""The memory adapter's configuration, declared once (:mod:`jobdispatch.kit.settings`): each
+key with its schema, default and meaning, and :data:`CONFIG_SCHEMA` derived from them.
 
 Every object in the schema refuses additional properties, so a misspelt key is an error that
 names it instead of a setting silently ignored.
@@ -7,15 +8,15 @@ names it instead of a setting silently ignored.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
-from jobdispatch.config import validate_config
+from jobdispatch.kit.settings import ConfigSection, json_schema, setting
 from jobdispatch.memory.shape import Shape
 from jobdispatch.types import Capability, Inventory, NodeGroup, Support, Tristate
 
-__all__ = ["CONFIG_SCHEMA", "Settings", "parse_config"]
+__all__ = ["CONFIG_SCHEMA", "Settings"]
 
 _DECLARATION: dict[str, Any] = {
     "oneOf": [
@@ -64,88 +65,20 @@ INVENTORY_SCHEMA: dict[str, Any] = {
     },
 }
 
-#: The JSON Schema of the memory adapter's configuration.
-CONFIG_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "memory adapter",
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "shape": {"type": "string", "enum": [str(s) for s in Shape], "default": "slurm"},
-        "auto_run": {
-            "type": "boolean",
-            "default": False,
-            "description": "an opened object starts running at once, without env.run",
-        },
-        "seed": {
-            "type": "integer",
-            "minimum": -(1 << 63),
-            "maximum": (1 << 63) - 1,
-            "default": 0,
-        },
-        "namespace": {
-            "type": "string",
-            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-            "default": "default",
-            "description": "the namespace of object refs in the Kubeflow shape",
-        },
-        "allow_rank_restart": {
-            "type": "boolean",
-            "default": False,
-            "description": "Kubeflow shape: the site lets the backend rerun a rank in place",
-        },
-        "inventory": INVENTORY_SCHEMA,
-        "capabilities": {
-            "type": "object",
-            "description": "site declarations overriding the shape's capability answers",
-            "additionalProperties": False,
-            "properties": {str(c): _DECLARATION for c in Capability},
-        },
-    },
-}
 
-
-@attrs.frozen
-class Settings:
-    """A checked configuration, ready for the backend's constructor."""
-
-    shape: Shape = Shape.SLURM
-    auto_run: bool = False
-    seed: int = 0
-    namespace: str = "default"
-    allow_rank_restart: bool = False
-    declared: Mapping[Capability, Support] = attrs.field(factory=dict)
-    inventory: Inventory | None = None
-
-
-def parse_config(config: Mapping[str, Any]) -> Settings:
-    """Check ``config`` against :data:`CONFIG_SCHEMA` and build :class:`Settings`.
-
-    Raises:
-        ValidationError: every problem at once, each naming its key.
-    """
-    validate_config(config, CONFIG_SCHEMA, subject="memory adapter configuration")
+def _declarations(config: Mapping[str, Any]) -> Mapping[Capability, Support]:
+    """The site's answers: ``"no"``, or ``{answer = "no", detail = "why"}``."""
     declared: dict[Capability, Support] = {}
-    for key, value in dict(config.get("capabilities", {})).items():
+    for key, value in config.items():
         if isinstance(value, str):
             answer, detail = Tristate(value), "site declaration"
         else:
             answer, detail = Tristate(value["answer"]), value.get("detail", "site declaration")
         declared[Capability(key)] = Support(answer, detail=detail)
-    return Settings(
-        shape=Shape(config.get("shape", "slurm")),
-        auto_run=bool(config.get("auto_run", False)),
-        seed=int(config.get("seed", 0)),
-        namespace=str(config.get("namespace", "default")),
-        allow_rank_restart=bool(config.get("allow_rank_restart", False)),
-        declared=declared,
-        inventory=_inventory(config.get("inventory")),
-    )
+    return declared
 
 
-def _inventory(data: Mapping[str, Any] | None) -> Inventory | None:
-    if data is None:
-        return None
+def _inventory(data: Mapping[str, Any]) -> Inventory:
     groups = data.get("groups")
     return Inventory(
         groups=None if groups is None else tuple(NodeGroup(**g) for g in groups),
@@ -153,3 +86,58 @@ def _inventory(data: Mapping[str, Any] | None) -> Inventory | None:
         default_queue=data.get("default_queue"),
         detail="declared in the memory adapter's configuration",
     )
+
+
+@attrs.frozen(kw_only=True)
+class Settings(ConfigSection):
+    """A checked configuration, ready for the backend's constructor."""
+
+    subject: ClassVar[str] = "memory adapter configuration"
+
+    shape: Shape = setting(
+        schema={"type": "string", "enum": [str(s) for s in Shape]},
+        default=Shape.SLURM,
+        read=Shape,
+        description="which scheduler the model behaves like",
+    )
+    auto_run: bool = setting(
+        schema={"type": "boolean"},
+        default=False,
+        description="an opened object starts running at once, without env.run",
+    )
+    seed: int = setting(
+        schema={"type": "integer", "minimum": -(1 << 63), "maximum": (1 << 63) - 1},
+        default=0,
+        description="seeds the choice of the node lose_node takes when none is named",
+    )
+    namespace: str = setting(
+        schema={"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+        default="default",
+        description="the namespace of object refs in the Kubeflow shape",
+    )
+    allow_rank_restart: bool = setting(
+        schema={"type": "boolean"},
+        default=False,
+        description="Kubeflow shape: the site lets the backend rerun a rank in place",
+    )
+    declared: Mapping[Capability, Support] = setting(
+        key="capabilities",
+        schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {str(c): _DECLARATION for c in Capability},
+        },
+        factory=dict,
+        read=_declarations,
+        description="site declarations overriding the shape's capability answers",
+    )
+    inventory: Inventory | None = setting(
+        schema=INVENTORY_SCHEMA,
+        default=None,
+        read=_inventory,
+        description="the nodes and queues the plan's resource check sees",
+    )
+
+
+#: The JSON Schema of the memory adapter's configuration, derived from :class:`Settings`.
+CONFIG_SCHEMA: Mapping[str, Any] = json_schema(Settings)

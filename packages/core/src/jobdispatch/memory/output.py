@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from typing import IO
 
+from jobdispatch.kit import followed
 from jobdispatch.memory.cluster import Cluster
 from jobdispatch.memory.objects import MemObject
 
@@ -22,33 +23,23 @@ def snapshot(obj: MemObject, stream: str, rank: int) -> IO[bytes]:
     return io.BytesIO(bytes(obj.output.get((stream, rank), b"")))
 
 
-class _Follow(io.RawIOBase):
-    def __init__(self, cluster: Cluster, obj: MemObject, stream: str, rank: int) -> None:
-        super().__init__()
-        self._cluster = cluster
-        self._obj = obj
-        self._key = (stream, rank)
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
-        with self._cluster.changed:
-            while True:
-                data = self._obj.output.get(self._key, b"")
-                if self._pos < len(data):
-                    chunk = data[self._pos : self._pos + len(buffer)]
-                    buffer[: len(chunk)] = chunk
-                    self._pos += len(chunk)
-                    return len(chunk)
-                if self._obj.ended:
-                    return 0
-                # sim: allowed (following output waits for the cluster's other thread by design;
-                # neither the executor nor the simulator ever follows output)
-                self._cluster.changed.wait()
-
-
 def follow(cluster: Cluster, obj: MemObject, stream: str, rank: int) -> IO[bytes]:
-    """A buffered stream over the output that waits for more until the object ends."""
-    return io.BufferedReader(_Follow(cluster, obj, stream, rank))
+    """A buffered stream over the output that waits for more until the object ends
+    (:func:`jobdispatch.kit.followed.follow`, waiting on the cluster's condition)."""
+    key = (stream, rank)
+
+    def read_from(offset: int) -> bytes:
+        with cluster.changed:
+            return bytes(obj.output.get(key, b"")[offset:])
+
+    def ended() -> bool:
+        with cluster.changed:
+            return obj.ended
+
+    def wait(offset: int) -> None:
+        with cluster.changed:
+            # sim: allowed (following output waits for the cluster's other thread by design;
+            # neither the executor nor the simulator ever follows output)
+            cluster.changed.wait_for(lambda: len(obj.output.get(key, b"")) > offset or obj.ended)
+
+    return followed.follow(read_from, ended, wait)
