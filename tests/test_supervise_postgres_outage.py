@@ -219,20 +219,30 @@ def _told_once(site: Site, proc: subprocess.Popen[bytes]) -> None:
     assert "error connecting" not in log, log
 
 
+def _started_and_seen_running(site: Site, job: str) -> None:
+    """Wait until ``job`` started once and the store says it runs."""
+    eventually(
+        lambda: site.started(job),
+        f"{job} to start",
+        holds=lambda n: n == 1,
+        within=DEADLINE,
+        every=0.1,
+    )
+    eventually(
+        lambda: site.states().get(job),
+        f"{job} to be seen running",
+        holds="running".__eq__,
+        within=DEADLINE,
+        every=0.1,
+    )
+
+
 def test_a_supervisor_rides_out_its_server_killed_for_30_s(
     site: Site, server: PrivateServer
 ) -> None:
     during = site.submit("during")
     proc = site.supervise(site.config)
-    eventually(
-        lambda: site.started(during) == 1, "the first job to start", within=DEADLINE, every=0.1
-    )
-    eventually(
-        lambda: site.states().get(during) == "running",
-        "the first job to be seen running",
-        within=DEADLINE,
-        every=0.1,
-    )
+    _started_and_seen_running(site, during)
     before = site.events()
     server.kill()
     site.release("during")  # it ends while nobody can record it
@@ -298,15 +308,7 @@ def test_a_supervisor_rides_out_a_partition_of_60_s(site: Site, server: PrivateS
         )
         during = site.submit("during")
         proc = site.supervise(through)
-        eventually(
-            lambda: site.started(during) == 1, "the first job to start", within=DEADLINE, every=0.1
-        )
-        eventually(
-            lambda: site.states().get(during) == "running",
-            "the first job to be seen running",
-            within=DEADLINE,
-            every=0.1,
-        )
+        _started_and_seen_running(site, during)
         before = site.events()
         relay.cut()
         site.release("during")

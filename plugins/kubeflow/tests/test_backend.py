@@ -359,13 +359,7 @@ class _GoneOnce(FakeApi):
         self.versions: list[str] = []
 
     def watch(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None,
-        resource_version: str,
-        timeout: int,
+        self, kind: str, namespace: str | None, *, resource_version: str, **_: Any
     ) -> Iterator[dict[str, Any]]:
         from jobdispatch_kubeflow.api import Gone
 

@@ -83,21 +83,16 @@ def code_for(exc: BaseException, otherwise: ExitCode) -> ExitCode:
     from jobdispatch import errors
 
     # First match wins: Unreadable is an Invalid, but about stored data, not the input.
-    by_kind: tuple[tuple[type[errors.DispatchError], ExitCode], ...] = (
-        (errors.NotFound, ExitCode.NOT_FOUND),
-        (errors.Unreadable, ExitCode.UNREADABLE),
-        (errors.Invalid, ExitCode.USAGE),
-        (errors.Unsupported, ExitCode.REFUSED),
-        (errors.Rejected, ExitCode.REFUSED),
-        (errors.ReadOnly, ExitCode.REFUSED),
-        (errors.AlreadyRegistered, ExitCode.REFUSED),
-        (errors.Unreachable, ExitCode.UNREACHABLE),
-        (errors.Unavailable, ExitCode.UNREACHABLE),
-        (errors.OutcomeUnknown, ExitCode.UNREACHABLE),
-        (errors.Unauthorized, ExitCode.UNAUTHORIZED),
-        (errors.Conflict, ExitCode.CONFLICT),
+    by_kind: tuple[tuple[tuple[type[errors.DispatchError], ...], ExitCode], ...] = (
+        ((errors.NotFound,), ExitCode.NOT_FOUND),
+        ((errors.Unreadable,), ExitCode.UNREADABLE),
+        ((errors.Invalid,), ExitCode.USAGE),
+        (
+            (errors.Unsupported, errors.Rejected, errors.ReadOnly, errors.AlreadyRegistered),
+            ExitCode.REFUSED,
+        ),
+        ((errors.Unreachable, errors.Unavailable, errors.OutcomeUnknown), ExitCode.UNREACHABLE),
+        ((errors.Unauthorized,), ExitCode.UNAUTHORIZED),
+        ((errors.Conflict,), ExitCode.CONFLICT),
     )
-    for kind, code in by_kind:
-        if isinstance(exc, kind):
-            return code
-    return otherwise
+    return next((code for kinds, code in by_kind if isinstance(exc, kinds)), otherwise)

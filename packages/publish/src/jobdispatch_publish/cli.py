@@ -1,8 +1,9 @@
 """The ``jobdispatch-publish`` command, run inside job containers.
 
 Start-up cost matters here (it runs before and beside training, in every container), so this
-module imports the standard library only; each command imports what it needs when it runs, and
-``--help`` never loads boto3. argparse rather than click: one dependency fewer in every image.
+module imports the standard library and the core's exit-code table (itself standard library
+only); each command imports what it needs when it runs, and ``--help`` never loads boto3.
+argparse rather than click: one dependency fewer in every image.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jobdispatch.exitcodes import summary
+
 __all__ = ["main"]
 
 PROG = "jobdispatch-publish"
 
-#: The exit codes are the core's table (jobdispatch.exitcodes), written out here so that
-#: ``--help`` imports the standard library only; a test holds the two equal.
+#: The exit codes are the core's table (:mod:`jobdispatch.exitcodes`).
 EPILOG = """\
 environment:
   JOBDISPATCH_JOB               the job id (set by the adapters)
@@ -38,17 +40,7 @@ environment:
   flags override the variables.
 
 exit codes (shared with jobdispatch):
-  0  done
-  1  failed: run's job failed or was cancelled; the helper's own error
-  2  bad usage or input: an option, a file, a variable or a value
-  3  not found (the helper: nothing published, with --require)
-  4  refused: unsupported, rejected, read-only, or failed the probe
-  5  unreachable or unavailable, or a full disk; try again
-  6  unauthorized: credentials or permissions missing or refused
-  7  conflict: the record moved, or the step was published first
-  8  unreadable: stored data damaged, or from a newer version
- 10  the checkpoint root is missing or unreadable
-130  interrupted (run: the job goes on, unsupervised)
+{codes}
 watch stops with the code of a failure no retry can mend (2, 4, 6, 10) and retries the rest.
 """
 
@@ -93,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Publish and resolve a dispatch job's checkpoints.",
-        epilog=EPILOG,
+        epilog=EPILOG.format(codes=summary(PROG)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
