@@ -83,35 +83,19 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
-#: The members whose tests the typecheck session checks too. A member's tests join once mypy
-#: passes on them; issue 29's note lists those still to do.
-TYPED_TESTS = [
-    "cli",
-    "conformance",
-    "kubeflow",
-    "local",
-    "publish",
-    "records-lmdb",
-    "records-postgres",
-    "sim",
-    "slurm",
-    "supervise",
-]
-
-
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy, strict (pyproject.toml), over every member's source and the tests of TYPED_TESTS."""
+    """mypy, strict (pyproject.toml), over every member's source and then its tests."""
     config = ("--config-file", str(ROOT / "pyproject.toml"))
     cache = ("--cache-dir", str(ROOT / ".mypy_cache"))
     for name, path in MEMBERS.items():
         packages = [p.name for p in (path / "src").iterdir() if (p / "__init__.py").exists()]
         session.log(f"mypy: {name}")
         session.run("mypy", *config, *cache, *(arg for p in packages for arg in ("-p", p)))
-    for name in TYPED_TESTS:
-        tests = MEMBERS[name] / "tests"
+    for name, path in MEMBERS.items():
+        tests = path / "tests"
         session.log(f"mypy: {name}'s tests")
-        with session.chdir(MEMBERS[name]):
+        with session.chdir(path):
             session.run("mypy", *config, *cache, "tests", env=_tests_search_path(tests))
 
 
