@@ -85,7 +85,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy, strict (pyproject.toml), over every member's source and then its tests."""
+    """mypy, strict (pyproject.toml), over every member's source, its tests and the
+    cross-package tests under tests/."""
     config = ("--config-file", str(ROOT / "pyproject.toml"))
     cache = ("--cache-dir", str(ROOT / ".mypy_cache"))
     for name, path in MEMBERS.items():
@@ -97,6 +98,16 @@ def typecheck(session: nox.Session) -> None:
         session.log(f"mypy: {name}'s tests")
         with session.chdir(path):
             session.run("mypy", *config, *cache, "tests", env=_tests_search_path(tests))
+    # The cross-package tests, which import their helpers by name; tests/repo has a conftest
+    # of its own, so it is checked apart.
+    session.log("mypy: the cross-package tests")
+    with session.chdir(ROOT):
+        tests = ROOT / "tests"
+        session.run(
+            "mypy", *config, *cache, "tests", "--exclude", "tests/repo/",
+            env={"MYPYPATH": str(tests)},
+        )  # fmt: skip
+        session.run("mypy", *config, *cache, "tests/repo", env={"MYPYPATH": str(tests / "repo")})
 
 
 def _tests_search_path(tests: Path) -> dict[str, str]:

@@ -28,7 +28,7 @@ import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.records.memory import MemoryRecords
-from jobdispatch.testing import eventually
+from jobdispatch.testing import eventually, job_of
 from jobdispatch.types import Resources
 from jobdispatch_supervise import Supervisor
 
@@ -181,7 +181,8 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
     store = MemoryRecords()
     cluster = jobdispatch.compose(backend, store=store)
     plan = cluster.operator.submit(spec, by=Actor.human("e2e"), supervised=True)
-    made.append(plan.job)
+    job_id = job_of(plan)
+    made.append(job_id)
     # The plan says the preemption rule is the supervisor's, naming Kueue's own requeuing.
     assert "Kueue requeues on preempted" in plan.rules[0].support.native.detail
     sup = Supervisor(backend, store, poll=0.5, lease_ttl=timedelta(seconds=5), holder="s0")
@@ -191,7 +192,7 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
     try:
 
         def running(n: int) -> Any:
-            status = cluster.observer.get(plan.job)
+            status = cluster.observer.get(job_id)
             if len(status.submissions) >= n and status.state is State.RUNNING:
                 sub = status.submissions[n - 1]
                 if sub.executions and sub.canonical is not None:
@@ -203,7 +204,7 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
         high = high_priority(namespace)
 
         def preempted_and_resubmitted() -> Any:
-            status = cluster.observer.get(plan.job)
+            status = cluster.observer.get(job_id)
             if len(status.submissions) < 2:
                 return None
             ends = [e.cause for e in status.submissions[0].executions if e.cause]
@@ -222,7 +223,7 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
         # The quota is the high job's until it goes: submission 2, opened by dispatch, waits
         # in Kueue for it.
         def waiting_for_quota() -> bool:
-            objs = [o for o in backend.find(plan.job).objects if o.ref != first]
+            objs = [o for o in backend.find(job_id).objects if o.ref != first]
             return any("insufficient unused quota" in o.detail for o in objs)
 
         eventually(waiting_for_quota, "submission 2 waiting for the quota", within=WAIT, every=0.5)
@@ -237,7 +238,7 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
         assert second != first
         driver.complete(second)
         done = eventually(
-            lambda: cluster.observer.get(plan.job),
+            lambda: cluster.observer.get(job_id),
             "the job settling",
             holds=lambda s: s.settled,
             within=WAIT,
@@ -271,7 +272,7 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
     # (its readmission was the supervisor's to decide, and its rule resubmitted instead).
     from jobdispatch.records.events import Observed, OpenDecided
 
-    record = store.read(plan.job).events
+    record = store.read(job_id).events
     assert any(
         isinstance(e, Observed) and e.obs.ref == first and "never readmitted" in e.obs.detail
         for e in record

@@ -181,7 +181,9 @@ def test_a_supervisor_paused_inside_open_freezes_nothing_and_is_taken_over(home:
 
     def late_runner_left() -> bool:
         runner = obj_a.read_runner()
-        return runner is not None and runner["pid"] != first_runner["pid"] and runner.get("done")
+        return bool(
+            runner is not None and runner["pid"] != first_runner["pid"] and runner.get("done")
+        )
 
     eventually(late_runner_left, "the runner A spawned late to take the object and leave it")
     for proc in (sup_a, sup_b):

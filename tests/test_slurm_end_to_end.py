@@ -16,7 +16,7 @@ import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.records.memory import MemoryRecords
-from jobdispatch.testing import eventually
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_slurm import Settings, SlurmBackend
 from jobdispatch_slurm.parse import SACCT_FIELDS, parse_sacct
 from jobdispatch_slurm.testing import (
@@ -50,7 +50,7 @@ def accounting(job_id: str) -> list[tuple[str, str]]:
     return [(r.state, ",".join(r.nodes)) for r in parse_sacct(out)]
 
 
-def test_preempted_two_node_job_is_recovered_by_the_supervisor():
+def test_preempted_two_node_job_is_recovered_by_the_supervisor() -> None:
     require(cluster_problem())
     backend = SlurmBackend(Settings())
     store = MemoryRecords()
@@ -64,13 +64,15 @@ def test_preempted_two_node_job_is_recovered_by_the_supervisor():
         ),
     )
     plan = cluster.operator.submit(spec, by=Actor.human("e2e"), supervised=True)
+    job_id = job_of(plan)
     assert str(plan.rules[0].enforcer) == "supervisor"
     supervisor = Supervisor(backend, store, poll=2.0)  # the adapter's floor
     errors: list[BaseException | None] = []
 
     def supervise() -> None:
         try:
-            errors.append(supervisor.run(plan.job))
+            supervisor.run(job_id)
+            errors.append(None)
         except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
 
@@ -80,14 +82,14 @@ def test_preempted_two_node_job_is_recovered_by_the_supervisor():
     driver = SlurmDriver(backend)
     try:
         first = eventually(
-            lambda: (
-                (s := observer.get(plan.job)).state is State.RUNNING
-                and s.submissions
-                and s.submissions[0].executions
-                and len(s.submissions[0].executions[-1].nodes) == 2
-                and s
-            ),
+            lambda: observer.get(job_id),
             "submission 1 running on two nodes",
+            holds=lambda s: (
+                s.state is State.RUNNING
+                and len(s.submissions) > 0
+                and len(s.submissions[0].executions) > 0
+                and len(s.submissions[0].executions[-1].nodes) == 2
+            ),
             within=60,
             every=0.5,
         )
@@ -96,7 +98,7 @@ def test_preempted_two_node_job_is_recovered_by_the_supervisor():
         driver.preempt(victim)
 
         done = eventually(
-            lambda: observer.get(plan.job),
+            lambda: observer.get(job_id),
             "the job succeeding after recovery",
             holds=lambda s: s.state.terminal,
             within=150,
@@ -122,7 +124,7 @@ def test_preempted_two_node_job_is_recovered_by_the_supervisor():
     finally:
         supervisor.stop()
         runner.join(timeout=30)
-        stop_quietly(backend, [o.ref for o in backend.find(plan.job).objects])
+        stop_quietly(backend, [o.ref for o in backend.find(job_id).objects])
         driver.cleanup()
         cancel_helpers()
         resume_nodes()

@@ -23,6 +23,7 @@ and fails under JOBDISPATCH_REQUIRE_SERVICES=1.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -33,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterator
 from multiprocessing.managers import BaseManager
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
@@ -127,7 +128,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
         env = {
             **os.environ,
             "JD_STORE": json.dumps(through),
-            "JD_SCHEDULER": f"{host.gateway}:{scheduler.address[1]}",
+            "JD_SCHEDULER": f"{host.gateway}:{cast(tuple[str, int], scheduler.address)[1]}",
         }
         proc = subprocess.Popen(
             [
@@ -166,7 +167,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
             proc.communicate(timeout=30)
         store.close()
         relay.close()
-        scheduler.stop_event.set()
+        scheduler.stop_event.set()  # type: ignore[attr-defined]  # the manager's Server has one
         for host in hosts:
             host.remove()
         pg_testing.drop_schema(config, config["schema"])
@@ -199,7 +200,7 @@ def _settle_all(world: dict[str, Any], jobs: list[str]) -> None:
     cluster, backend = world["cluster"], world["backend"]
     for job in jobs:
         status = eventually(
-            lambda job=job: cluster.observer.get(job),
+            functools.partial(cluster.observer.get, job),
             f"{job} running",
             holds=lambda s: s.state is State.RUNNING,
             within=DEADLINE,
@@ -208,7 +209,7 @@ def _settle_all(world: dict[str, Any], jobs: list[str]) -> None:
         backend.env.complete(status.submissions[-1].canonical)
     for job in jobs:
         eventually(
-            lambda job=job: cluster.observer.get(job),
+            functools.partial(cluster.observer.get, job),
             f"{job} settled",
             holds=lambda s: s.settled,
             within=DEADLINE,
