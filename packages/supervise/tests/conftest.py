@@ -95,6 +95,10 @@ class Scenario:
 
         return check
 
+    def preempting(self, n: int) -> Callable[[Status], None]:
+        """An action that preempts submission ``n``'s object, as the scheduler does."""
+        return lambda s: self.backend.env.preempt(self.canonical(s, n))
+
     def canonical(self, s: Status, n: int) -> ObjectRef:
         ref = s.submissions[n - 1].canonical
         assert ref is not None

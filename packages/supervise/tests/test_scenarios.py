@@ -3,7 +3,6 @@ replies, spent budgets, cancels and holds in the middle of a recovery."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -182,12 +181,8 @@ def test_preempted_three_times_under_a_budget_of_two_fails_with_an_escalation(
     scenario: Scenario,
 ) -> None:
     scenario.submit(spec(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)))
-
-    def preempting(n: int) -> Callable[[Status], None]:
-        return lambda s: scenario.backend.env.preempt(scenario.canonical(s, n))
-
     for n in (1, 2, 3):
-        scenario.on(scenario.running(n), preempting(n))
+        scenario.on(scenario.running(n), scenario.preempting(n))
     status = scenario.run()
     assert status.cause is not None, status
     assert (status.state, status.cause.kind) == (State.FAILED, CauseKind.PREEMPTED)
