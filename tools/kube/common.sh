@@ -110,3 +110,48 @@ module_dir() {
 }
 
 elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# ---------------------------------------------------------------------------- the real node
+# One real kubelet beside the kwok nodes (tools/kube/up --real-node; README "Real node"). Its
+# programs come from Debian (runc, containerd, the CNI plugins, debootstrap), the kubelet and the
+# pause container from k8s.io/kubernetes at KUBE_VERSION, CoreDNS from its module; its images are
+# made here from Debian's packages. Each is cached under KUBE_CACHE by the versions that make it.
+COREDNS_VERSION=${JOBDISPATCH_KUBE_COREDNS_VERSION:-v1.15.0}
+NODE_SUITE=${JOBDISPATCH_KUBE_NODE_SUITE:-bookworm}
+NODE_MIRROR=${JOBDISPATCH_KUBE_NODE_MIRROR:-http://deb.debian.org/debian}
+NODE_PACKAGES=(runc containerd containernetworking-plugins debootstrap)
+COREDNS_BIN=$KUBE_CACHE/coredns-${COREDNS_VERSION}_${KUBE_RECIPE}/bin
+REAL_NODE=${JOBDISPATCH_KUBE_REAL_NODE_NAME:-realnode-1}
+NODE_NETNS=jobdispatch-node
+NODE_SUBNET=10.88.0
+NODE_IP=$NODE_SUBNET.1
+KUBELET_PORT=${JOBDISPATCH_KUBE_KUBELET_PORT:-21250}
+NODE_CGROUP=jobdispatch-realnode
+NODE_STATE=$KUBE_STATE/node
+# containerd's root outlives `down` (even with WIPE): the images imported into it are the slow
+# part of a cold start, and a warm machine imports nothing.
+NODE_CONTAINERD_ROOT=$KUBE_CACHE/containerd-root
+PAUSE_IMAGE=dispatch.local/pause:$KUBE_VERSION
+
+# debian_version PACKAGE: the version apt would install (the candidate), for cache keys.
+debian_version() { apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p'; }
+
+# The torch image's name and cache folder, from the suite and python3-torch's version.
+torch_image_key() {
+  local v; v=$(debian_version python3-torch)
+  [ -n "$v" ] && [ "$v" != "(none)" ] || return 1
+  v=${v//[^A-Za-z0-9.]/-}
+  echo "torch-image-${NODE_SUITE}_python3-torch-${v}_${KUBE_RECIPE}"
+}
+torch_image_name() { echo "dispatch.local/torch:${1#torch-image-}"; }
+
+# install_node_packages: Debian's runc, containerd, CNI plugins and debootstrap, when missing.
+install_node_packages() {
+  local p missing=()
+  for p in "${NODE_PACKAGES[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "apt-get install ${missing[*]}"
+  compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null || apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=600 -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+    || die "apt-get install ${missing[*]} failed"
+}

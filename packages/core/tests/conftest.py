@@ -20,6 +20,6 @@ for _cls in (tr.Launch, tr.Resubmit, tr.Release, tr.Requeue, tr.Retry):
     st.register_type_strategy(_cls, st.builds(_cls, _counts))
 for _cls in (tr.RuleEscalates, tr.Unenforced, tr.NativeSpent):
     st.register_type_strategy(_cls, st.builds(_cls, _counts, st.deferred(lambda: _triggers)))
-for _cls in (tr.BudgetSpent, tr.HoldExpired, tr.Unresolved, tr.RequeueFailed):
+for _cls in (tr.BudgetSpent, tr.HoldExpired, tr.Unresolved, tr.RequeueFailed, tr.Blind):
     st.register_type_strategy(_cls, st.builds(_cls, _counts))
 st.register_type_strategy(tr.Cleanup, st.just(tr.CLEANUP))

@@ -32,6 +32,7 @@ from jobdispatch.types import (
     Capability,
     Cause,
     CauseKind,
+    Charge,
     Hold,
     HoldKind,
     HoldMeta,
@@ -40,6 +41,7 @@ from jobdispatch.types import (
     Notify,
     ObjectState,
     Plan,
+    ProgressSource,
     Provenance,
     RecoveryPolicy,
     Rule,
@@ -47,6 +49,9 @@ from jobdispatch.types import (
     RuleSupport,
     SharedCheckpoint,
     Source,
+    StallAssignment,
+    StallMode,
+    StallRule,
     State,
     Support,
     Tristate,
@@ -74,6 +79,14 @@ rules = st.builds(
     action=st.sampled_from(Action),
     budget=st.integers(0, 9),
     for_=st.none() | durations,
+    charge=st.sampled_from(Charge),
+)
+stall_rules = st.builds(
+    StallRule,
+    after=durations,
+    startup_grace=st.none() | durations,
+    mode=st.sampled_from(StallMode),
+    blind_after=durations,
 )
 specs = st.builds(
     JobSpec,
@@ -96,6 +109,8 @@ specs = st.builds(
         max_size=2,
     ),
     recovery=st.builds(RecoveryPolicy, rules=st.lists(rules, max_size=3)),
+    progress=st.none() | st.builds(ProgressSource, root=names, record_every=durations),
+    stall=st.none() | stall_rules,
 )
 supports = st.builds(
     Support, answer=st.sampled_from(Tristate), source=st.sampled_from(Source), detail=text
@@ -130,6 +145,7 @@ assignments = st.builds(
     support=st.builds(RuleSupport, native=supports, perform=supports),
     firings=st.integers(0, 5),
     accepted=text,
+    charged=st.integers(0, 5),
 )
 plans = st.builds(
     Plan,
@@ -141,6 +157,14 @@ plans = st.builds(
     capabilities=st.dictionaries(st.sampled_from(Capability), supports),
     identity_weakened=text,
     supervised=st.booleans(),
+    stall=st.none()
+    | st.builds(
+        StallAssignment,
+        rule=stall_rules,
+        enforcer=st.sampled_from(jobdispatch.Enforcer),
+        root=text,
+        note=text,
+    ),
 )
 holds = st.builds(
     Hold, kind=st.sampled_from(HoldKind), by=actors, reason=text, until=st.none() | times
@@ -232,6 +256,9 @@ def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
             fields[f.name] = st.integers(1, 99) if cls.cls is ev.EventClass.DECISION else st.none()
     overrides: dict[str, st.SearchStrategy[Any]] = {
         "find_at": times,
+        "marked_at": times,
+        "resumed_at": times,
+        "origin": st.sampled_from(ev.Origin),
         "deadline": times,
         "until": times,
         "obs": observations,
@@ -297,6 +324,7 @@ def test_enums_print_as_their_kebab_case_words() -> None:
             "launch-failed",
             "no-capacity",
             "requeued",
+            "stalled",
             "unknown",
         )
     ]

@@ -4,6 +4,7 @@ built once from the global options and only when a command needs them."""
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -288,6 +289,7 @@ class App:
         (``--poll``) overrides the interval, never below the floor (Invalid, exit 2). Its
         sinks and heartbeat are made (and their files read) first: a sink that cannot work
         is an error naming its key before anything is supervised."""
+        from jobdispatch_publish.supervision import RootsReader
         from jobdispatch_supervise import Supervisor
 
         pacing = self.pacing()
@@ -304,6 +306,9 @@ class App:
                 on_observed=on_observed,
                 cluster=self.cluster_config.name,
                 heartbeat=heartbeat,
+                # Jobs with a [progress] root: their marks and publications, one listing of
+                # each root a poll, read with this process's own credentials.
+                progress=RootsReader(env=os.environ),
             )
         except Invalid as exc:
             if "poll" not in exc.message:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, overload
 import attrs
 
 from jobdispatch.job import Job, fold
+from jobdispatch.progress import Reading
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef, discovery_name
 from jobdispatch.steps import Step, next_steps
@@ -153,13 +154,18 @@ class Story:
         return fold(self.view(), now or self.now)
 
     def next(
-        self, *objects: ObjectObs, now: datetime | None = None, complete: bool = True
+        self,
+        *objects: ObjectObs,
+        now: datetime | None = None,
+        complete: bool = True,
+        progress: Reading | None = None,
     ) -> list[Step]:
         when = now or self.now
         return next_steps(
             self.fold(when),
             Discovery(job=self.job_id, objects=objects, at=when, complete=complete),
             when,
+            progress,
         )
 
     def later(self, seconds: float) -> Story:

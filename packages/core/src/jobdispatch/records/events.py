@@ -230,6 +230,60 @@ class CessationAnswered(Event):
     evidence: CessationEvidence
 
 
+class Origin(enum.Enum):
+    """Where a progress reading came from: a checkpoint the helper published (a step the job
+    can resume from), or a mark (``jobdispatch-publish progress``: the job is alive at a step,
+    nothing more)."""
+
+    PUBLICATION = "publication"
+    MARK = "mark"
+
+
+@attrs.frozen(kw_only=True)
+class ProgressSeen(Event):
+    """The job's progress advanced: its newest step (from a publication or a mark), the time
+    the job gave it (``marked_at``), and the submission and execution that made it.
+
+    Committed only when the step advanced past the record's newest, and at most once per the
+    job's ``progress.record_every`` (sooner when a run has ended: a budget's charge then reads
+    the newest checkpoint), so a record does not grow by an event per training step."""
+
+    kind: ClassVar[str] = "progress-seen"
+    step: int
+    marked_at: datetime
+    submission: int
+    execution: str = ""
+    origin: Origin = Origin.MARK
+
+
+@attrs.frozen(kw_only=True)
+class ResumedFrom(Event):
+    """Execution ``execution`` of submission ``submission`` resumed from the checkpoint of step
+    ``step`` (the helper's ``resolve`` wrote a "resumed" entry naming it at ``resumed_at``)."""
+
+    kind: ClassVar[str] = "resumed-from"
+    submission: int
+    execution: str
+    step: int
+    resumed_at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class ProgressBlind(Event):
+    """The job's progress could not be read (its checkpoint root, the store or its credentials
+    unavailable). From now until :class:`ProgressSighted`, no stall is declared."""
+
+    kind: ClassVar[str] = "progress-blind"
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ProgressSighted(Event):
+    """The job's progress can be read again after a :class:`ProgressBlind`."""
+
+    kind: ClassVar[str] = "progress-sighted"
+
+
 @attrs.frozen(kw_only=True)
 class EscalationDelivered(Event):
     """An escalation reached a sink; each sink gets each escalation once."""
@@ -265,6 +319,9 @@ class SubmissionAuthorized(Event):
     trigger: Trigger
     rule: int | None = None
     cause: Cause | None = None
+    #: Whether the rule's budget pays for this firing, said only by a rule that charges
+    #: ``no-advance`` (None: every firing of the rule is charged).
+    charged: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -328,6 +385,24 @@ class StopDecided(Event):
 
 
 @attrs.frozen(kw_only=True)
+class StallDeclared(Event):
+    """Run ``execution`` of object ``ref`` made no progress for its job's stall rule's time:
+    ``cause`` (``stalled``, provenance supervisor) names the signal and the last progress seen.
+
+    ``enforced``: the run is to be stopped, and this commits with the :class:`StopDecided`
+    before any stop call, so when the run ends its cause is ``stalled``, never ``cancelled``.
+    Not enforced: the stall rule only observes, and this is its verdict, recorded once per run.
+    """
+
+    kind: ClassVar[str] = "stall-declared"
+    cls: ClassVar[EventClass] = EventClass.DECISION
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+    enforced: bool = True
+
+
+@attrs.frozen(kw_only=True)
 class VerifiedStopped(Event):
     """The object is judged gone from its absence in complete Finds, the last at ``find_at``."""
 
@@ -349,6 +424,8 @@ class RecoveryDecided(Event):
     cause: Cause
     ref: ObjectRef | None = None
     submission: int = 0
+    #: As :attr:`SubmissionAuthorized.charged`.
+    charged: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -431,6 +508,10 @@ AnyEvent: TypeAlias = (
     | CallAnswered
     | CessationAnswered
     | EscalationDelivered
+    | ProgressSeen
+    | ResumedFrom
+    | ProgressBlind
+    | ProgressSighted
     | NoticeDelivered
     | SubmissionAuthorized
     | AttemptStarted
@@ -438,6 +519,7 @@ AnyEvent: TypeAlias = (
     | OpenDecided
     | Retired
     | StopDecided
+    | StallDeclared
     | VerifiedStopped
     | RecoveryDecided
     | HoldPlaced
@@ -465,6 +547,10 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CallAnswered,
         CessationAnswered,
         EscalationDelivered,
+        ProgressSeen,
+        ResumedFrom,
+        ProgressBlind,
+        ProgressSighted,
         NoticeDelivered,
         SubmissionAuthorized,
         AttemptStarted,
@@ -472,6 +558,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         OpenDecided,
         Retired,
         StopDecided,
+        StallDeclared,
         VerifiedStopped,
         RecoveryDecided,
         HoldPlaced,
