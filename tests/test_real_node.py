@@ -18,36 +18,24 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Resources, Rule, State
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
 
-T = TypeVar("T")
 SCRIPT = Path(__file__).with_name("real_node_ddp.py")
 #: Generous: two pods each import torch (about 10 s on a quiet machine) on 2 loaded cores.
 DEADLINE = 600.0
-
-
-def wait_for(what: str, ok: Callable[[], T | None], timeout: float = DEADLINE) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout}s")
-        time.sleep(1)
 
 
 def real_node_problem() -> str | None:
@@ -118,7 +106,13 @@ def supervise(backend: Any, spec: JobSpec) -> tuple[Any, Any, Supervisor]:
 
 
 def settled(cluster: Any, job: str) -> Any:
-    return wait_for(f"job {job} settling", lambda: (s := cluster.observer.get(job)).settled and s)
+    return eventually(
+        lambda: cluster.observer.get(job),
+        f"job {job} settling",
+        holds=lambda s: s.settled,
+        within=DEADLINE,
+        every=1,
+    )
 
 
 def job_folder(job: str) -> Path:
@@ -175,8 +169,11 @@ def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: 
     c2, p2, s2 = supervise(backend, resumed)
     made += [p1.job, p2.job]
     try:
-        first = wait_for(
-            "the evicted job's step-12 checkpoint", lambda: checkpoint_step(p2.job, 1) == WAIT_AT
+        first = eventually(
+            lambda: checkpoint_step(p2.job, 1) == WAIT_AT,
+            "the evicted job's step-12 checkpoint",
+            within=DEADLINE,
+            every=1,
         )
         assert first
         refs = [o.ref for o in backend.find(p2.job).objects if o.identity and o.identity[1] == 1]
@@ -407,7 +404,12 @@ def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
     made.append(p2.job)
     high = None
     try:
-        wait_for("the step-12 checkpoint", lambda: checkpoint_step(p2.job, 1) == WAIT_AT)
+        eventually(
+            lambda: checkpoint_step(p2.job, 1) == WAIT_AT,
+            "the step-12 checkpoint",
+            within=DEADLINE,
+            every=1,
+        )
         # The cohort has 12 CPUs; the real job holds 2: 2 x 5.5 does not fit beside it.
         high = high_priority(namespace, "5500m")
 
@@ -418,7 +420,9 @@ def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
             ends = [e.cause for e in status.submissions[0].executions if e.cause]
             return ends or None
 
-        (cause,) = wait_for("the preemption recorded and resubmitted", preempted)
+        (cause,) = eventually(
+            preempted, "the preemption recorded and resubmitted", within=DEADLINE, every=1
+        )
         assert cause.kind is CauseKind.PREEMPTED, cause
         assert "InClusterQueue" in cause.detail, cause
         kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")

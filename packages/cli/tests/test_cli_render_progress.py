@@ -44,6 +44,7 @@ def _story(mode: StallMode) -> Story:
         progress=ProgressSource(root="s3://ckpt/a"),
         stall=StallRule(after=timedelta(minutes=20), mode=mode),
     )
+    assert spec.stall is not None
     stall = StallAssignment(rule=spec.stall, enforcer=Enforcer.SUPERVISOR, root="s3://ckpt/a")
     s = Story(spec=spec, plan=attrs.evolve(plan_for(spec), stall=stall)).launched()
     s.add(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import attrs
 import jobdispatch
@@ -238,14 +239,14 @@ VALUES = {
 @pytest.mark.parametrize("cls", list(VALUES), ids=lambda c: c.__name__)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
-def test_value_types_round_trip_through_json(cls, data):
+def test_value_types_round_trip_through_json(cls: type[Any], data: st.DataObject) -> None:
     value = data.draw(VALUES[cls])
     raw = json.loads(json.dumps(codec.converter.unstructure(value)))
     assert codec.converter.structure(raw, cls) == value
 
 
 def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
-    fields = {}
+    fields: dict[str, st.SearchStrategy[Any]] = {}
     for f in attrs.fields(cls):
         if f.name in ("at",):
             fields[f.name] = times
@@ -253,7 +254,7 @@ def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
             fields[f.name] = actors
         elif f.name == "token":
             fields[f.name] = st.integers(1, 99) if cls.cls is ev.EventClass.DECISION else st.none()
-    overrides = {
+    overrides: dict[str, st.SearchStrategy[Any]] = {
         "find_at": times,
         "marked_at": times,
         "resumed_at": times,
@@ -281,7 +282,9 @@ def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
 @pytest.mark.parametrize("cls", list(ev.EVENT_TYPES.values()), ids=lambda c: c.kind)
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
-def test_every_event_round_trips_with_its_tag_and_version(cls, data):
+def test_every_event_round_trips_with_its_tag_and_version(
+    cls: type[Any], data: st.DataObject
+) -> None:
     event = data.draw(_event_strategy(cls))
     raw = codec.encode_event(event)
     body = json.loads(raw[5:])  # after the frame: a version byte and the CRC-32
@@ -289,7 +292,7 @@ def test_every_event_round_trips_with_its_tag_and_version(cls, data):
     assert codec.decode_event(raw, revision=1) == event
 
 
-def test_unknown_types_and_newer_versions_are_refused_naming_the_revision():
+def test_unknown_types_and_newer_versions_are_refused_naming_the_revision() -> None:
     with pytest.raises(jobdispatch.Invalid, match="revision 7: unknown event type 'teleported'"):
         codec.decode_event(b'{"type":"teleported","v":1}', revision=7, job="j")
     with pytest.raises(jobdispatch.Invalid, match="revision 3: event schema version 9"):
@@ -300,12 +303,12 @@ def test_unknown_types_and_newer_versions_are_refused_naming_the_revision():
         codec.decode_header(b'{"schema": 99}', job="j")
 
 
-def test_naive_times_are_refused():
+def test_naive_times_are_refused() -> None:
     with pytest.raises(jobdispatch.Invalid, match="naive datetime"):
         codec.encode_event(ev.Settled(at=datetime(2026, 1, 1), by=Actor.human("x"), token=1))
 
 
-def test_enums_print_as_their_kebab_case_words():
+def test_enums_print_as_their_kebab_case_words() -> None:
     assert str(CauseKind.NODE_LOST) == "node-lost"
     assert str(CauseKind.OUT_OF_MEMORY) == "out-of-memory"
     assert str(State.RECOVERING) == "recovering"
@@ -330,7 +333,7 @@ def test_enums_print_as_their_kebab_case_words():
 # ------------------------------------------------------------- stored values: frame and damage
 
 _stored = st.one_of(
-    VALUES[ev.Header].map(lambda h: (codec.encode_header(h), h)),
+    VALUES[ev.Header].map(lambda h: (codec.encode_header(cast(ev.Header, h)), h)),
     st.sampled_from(list(ev.EVENT_TYPES.values()))
     .flatmap(_event_strategy)
     .map(lambda e: (codec.encode_event(e), e)),
@@ -345,7 +348,9 @@ def _decode(raw: bytes, like: object) -> object:
 
 @settings(max_examples=15, deadline=None)
 @given(stored=_stored)
-def test_no_single_bit_flip_of_a_stored_value_decodes_into_a_changed_record(stored):
+def test_no_single_bit_flip_of_a_stored_value_decodes_into_a_changed_record(
+    stored: tuple[bytes, Any],
+) -> None:
     # Every bit of the value, frame included: each flip is reported (the CRC-32 catches every
     # single-bit error) or, were it ever harmless, decodes to the very value written.
     raw, value = stored
@@ -365,7 +370,7 @@ def test_no_single_bit_flip_of_a_stored_value_decodes_into_a_changed_record(stor
     assert reported == len(raw) * 8
 
 
-def test_a_damaged_value_is_reported_naming_the_record_and_revision():
+def test_a_damaged_value_is_reported_naming_the_record_and_revision() -> None:
     event = ev.Settled(at=datetime(2026, 1, 1, tzinfo=UTC), by=Actor.human("x"), token=1)
     raw = bytearray(codec.encode_event(event))
     raw[-3] ^= 0x04
@@ -382,7 +387,7 @@ def test_a_damaged_value_is_reported_naming_the_record_and_revision():
 
 @settings(max_examples=20, deadline=None)
 @given(stored=_stored)
-def test_values_written_before_frames_are_still_read(stored):
+def test_values_written_before_frames_are_still_read(stored: tuple[bytes, Any]) -> None:
     # Stores written before checksums hold bare JSON: it decodes as it always did.
     raw, value = stored
     legacy = raw[5:]
@@ -418,7 +423,7 @@ def _framed(body: bytes) -> bytes:
 
 @settings(max_examples=300, deadline=None)
 @given(raw=st.binary(max_size=200))
-def test_arbitrary_bytes_raise_only_the_typed_error(raw):
+def test_arbitrary_bytes_raise_only_the_typed_error(raw: bytes) -> None:
     _only_typed_errors(raw)
     _only_typed_errors(_framed(raw))
     _only_typed_errors(b"{" + raw)
@@ -426,7 +431,9 @@ def test_arbitrary_bytes_raise_only_the_typed_error(raw):
 
 @settings(max_examples=200, deadline=None)
 @given(stored=_stored, data=st.data())
-def test_mutated_encodings_raise_only_the_typed_error(stored, data):
+def test_mutated_encodings_raise_only_the_typed_error(
+    stored: tuple[bytes, Any], data: st.DataObject
+) -> None:
     raw, _ = stored
     body = bytearray(raw[5:])
     for _ in range(data.draw(st.integers(1, 4))):
@@ -446,7 +453,9 @@ def test_mutated_encodings_raise_only_the_typed_error(stored, data):
 
 @settings(max_examples=200, deadline=None)
 @given(stored=_stored, data=st.data())
-def test_structurally_changed_encodings_raise_only_the_typed_error(stored, data):
+def test_structurally_changed_encodings_raise_only_the_typed_error(
+    stored: tuple[bytes, Any], data: st.DataObject
+) -> None:
     # Well-formed JSON with one field's value (or a new field) replaced by any JSON value.
     raw, _ = stored
     body = json.loads(raw[5:])
@@ -455,7 +464,7 @@ def test_structurally_changed_encodings_raise_only_the_typed_error(stored, data)
     _only_typed_errors(_framed(json.dumps(body).encode()))
 
 
-def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error():
+def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error() -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     with pytest.raises(jobdispatch.Unreadable, match="revision 0"):
         codec.decode_header(_framed(deep), job="j")
@@ -466,14 +475,14 @@ def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error():
 @pytest.mark.parametrize(
     "bad", ["", "   ", "a\nb", "tab\there", "nul\x00", "line\u2028sep", "\udcff", "x" * 513]
 )
-def test_an_actor_id_that_cannot_be_shown_on_one_line_is_refused(bad):
+def test_an_actor_id_that_cannot_be_shown_on_one_line_is_refused(bad: str) -> None:
     with pytest.raises(jobdispatch.Invalid, match="an actor's id"):
         Actor.human(bad)
     with pytest.raises(jobdispatch.Invalid, match="an actor's id"):
         Actor(ActorKind.SUPERVISOR, bad)
 
 
-def test_a_record_written_before_actor_ids_were_checked_still_reads():
+def test_a_record_written_before_actor_ids_were_checked_still_reads() -> None:
     raw = (
         b'{"type":"cancel-requested","v":1,"at":"2026-01-01T00:00:00+00:00",'
         b'"by":{"kind":"human","id":""},"reason":"","superseded_by":""}'

@@ -24,7 +24,7 @@ from jobdispatch.goodput import (
     young_daly,
 )
 from jobdispatch.records import events as ev
-from jobdispatch.spi import ExecutionObs
+from jobdispatch.spi import ExecutionObs, ObjectRef
 from jobdispatch.testing import PREEMPTED, SUCCESS, T0, Story, observation
 from jobdispatch.triggers import SUBMIT, End, Launch
 from jobdispatch.types import (
@@ -152,7 +152,7 @@ def test_a_stall_stop_is_read_from_the_record_and_charged_as_stalled() -> None:
     s.later(1).launched(1, "o1", running=False)
     t1 = s.now
     s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
-    s.later(300).add(ev.StopDecided, ref=ev.ObjectRef("o1"), reason="stalled")
+    s.later(300).add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
     ev_of = evidence_of(s.view())
     assert ev_of[("o1", 0)].stall_stop_at == s.now
     evidence = {
@@ -408,7 +408,7 @@ def test_a_blind_window_makes_startup_and_stall_unknown_where_it_overlaps() -> N
     s.later(1).launched(1, "o1", running=False)
     t1 = s.now
     s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
-    s.later(300).add(ev.StopDecided, ref=ev.ObjectRef("o1"), reason="stalled")
+    s.later(300).add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
     stall_at = s.now
     s.later(5)
     stopped = Cause(CauseKind.CANCELLED, Provenance.ACTOR)

@@ -6,7 +6,9 @@ invariants over drawn histories."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 import attrs
 import pytest
@@ -19,6 +21,7 @@ from jobdispatch import (
     Enforcer,
     ObjectRef,
     ObjectState,
+    Plan,
     Provenance,
     RecoveryPolicy,
     Rule,
@@ -39,7 +42,7 @@ from jobdispatch.progress import (
     judge,
 )
 from jobdispatch.records import events as ev
-from jobdispatch.spi import Discovery
+from jobdispatch.spi import Discovery, ObjectObs
 from jobdispatch.status import project
 from jobdispatch.steps import (
     Authorize,
@@ -49,6 +52,7 @@ from jobdispatch.steps import (
     ObserveStall,
     Outcome,
     RecordProgress,
+    Step,
     Stop,
     Wait,
 )
@@ -97,7 +101,7 @@ def reading(step: int, at: datetime, n: int = 1, checkpoint: int | None = None) 
     return JobProgress(latest=latest, checkpoint=ckpt)
 
 
-def running(n: int = 1, ref: str = "o1", index: int = 0):
+def running(n: int = 1, ref: str = "o1", index: int = 0) -> ObjectObs:
     return observation("job1", n, 1, ref, ObjectState.RUNNING, execution(index))
 
 
@@ -111,7 +115,7 @@ def commit(s: Story, step: object) -> Story:
 # ------------------------------------------------------------------------------ P1: evidence
 
 
-def test_p1_the_first_progress_is_recorded_as_evidence():
+def test_p1_the_first_progress_is_recorded_as_evidence() -> None:
     s = story().launched()
     step = s.next(running(), progress=reading(100, T0))[0]
     assert step == RecordProgress(evidence=(mark(100, T0),))
@@ -122,7 +126,7 @@ def test_p1_the_first_progress_is_recorded_as_evidence():
     assert type(s.next(running(), progress=reading(100, T0))[0]) is Wait
 
 
-def test_p1_progress_is_recorded_at_most_once_per_interval():
+def test_p1_progress_is_recorded_at_most_once_per_interval() -> None:
     s = story().launched()
     commit(s, s.next(running(), progress=reading(1, T0))[0])
     s.later(60)
@@ -132,7 +136,7 @@ def test_p1_progress_is_recorded_at_most_once_per_interval():
     assert step == RecordProgress(evidence=(mark(30, s.now),))
 
 
-def test_p1_a_publication_is_recorded_as_the_checkpoint_and_resumed_entries_once():
+def test_p1_a_publication_is_recorded_as_the_checkpoint_and_resumed_entries_once() -> None:
     s = story().launched()
     entry = Resumed(submission=1, execution="0", step=40, at=T0)
     got = JobProgress(
@@ -150,7 +154,7 @@ def test_p1_a_publication_is_recorded_as_the_checkpoint_and_resumed_entries_once
     assert type(s.next(running(), progress=got)[0]) is Wait
 
 
-def test_p1_a_run_that_ended_gets_its_progress_recorded_at_once():
+def test_p1_a_run_that_ended_gets_its_progress_recorded_at_once() -> None:
     s = story().launched()
     commit(s, s.next(running(), progress=reading(1, T0))[0])
     s.later(30)
@@ -160,7 +164,7 @@ def test_p1_a_run_that_ended_gets_its_progress_recorded_at_once():
     assert [e.step for e in step.evidence if isinstance(e, Mark)] == [9]
 
 
-def test_p1_without_a_progress_source_nothing_is_read_or_declared():
+def test_p1_without_a_progress_source_nothing_is_read_or_declared() -> None:
     s = story(progress=False).launched()
     s.later(GRACE.total_seconds() * 10)
     assert type(s.next(running(), progress=BLIND)[0]) is Wait
@@ -170,7 +174,7 @@ def test_p1_without_a_progress_source_nothing_is_read_or_declared():
 # ------------------------------------------------------------------------------ P2: blind
 
 
-def test_p2_a_blind_source_is_recorded_once_and_never_declares_a_stall():
+def test_p2_a_blind_source_is_recorded_once_and_never_declares_a_stall() -> None:
     s = story().launched()
     s.later(GRACE.total_seconds() * 2)
     step = s.next(running(), progress=Blind("the root is gone"))[0]
@@ -181,7 +185,7 @@ def test_p2_a_blind_source_is_recorded_once_and_never_declares_a_stall():
     assert type(s.next(running(), progress=BLIND)[0]) is Wait
 
 
-def test_p2_blind_past_its_bound_escalates_once():
+def test_p2_blind_past_its_bound_escalates_once() -> None:
     s = story().launched()
     commit(s, s.next(running(), progress=BLIND)[0])
     blind_rev = s.fold().blind.revision  # type: ignore[union-attr]
@@ -192,7 +196,7 @@ def test_p2_blind_past_its_bound_escalates_once():
     assert type(s.next(running(), progress=BLIND)[0]) is Wait
 
 
-def test_p2_seeing_again_is_recorded_before_any_judgement():
+def test_p2_seeing_again_is_recorded_before_any_judgement() -> None:
     s = story().launched()
     commit(s, s.next(running(), progress=BLIND)[0])
     s.later(GRACE.total_seconds() * 2)
@@ -207,7 +211,7 @@ def test_p2_seeing_again_is_recorded_before_any_judgement():
 # ------------------------------------------------------------------------------ P3: stalls
 
 
-def test_p3_no_stall_while_progress_is_within_stall_after():
+def test_p3_no_stall_while_progress_is_within_stall_after() -> None:
     s = story().launched()
     s.later(GRACE.total_seconds() + 60)
     recent = reading(7, s.now - AFTER + timedelta(seconds=1))
@@ -216,7 +220,7 @@ def test_p3_no_stall_while_progress_is_within_stall_after():
     assert type(s.next(running(), progress=recent)[0]) is Wait
 
 
-def test_p3_a_run_without_progress_past_stall_after_is_stopped_as_stalled():
+def test_p3_a_run_without_progress_past_stall_after_is_stopped_as_stalled() -> None:
     s = story().launched()
     commit(s, s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0])
     s.later((AFTER + timedelta(seconds=6)).total_seconds())
@@ -232,7 +236,7 @@ def test_p3_a_run_without_progress_past_stall_after_is_stopped_as_stalled():
     assert step.call(Context(at=s.now, by=SUPERVISOR, job=s.fold())) is not None
 
 
-def test_p3_before_its_first_progress_a_run_has_its_startup_grace():
+def test_p3_before_its_first_progress_a_run_has_its_startup_grace() -> None:
     s = story().launched()
     s.later((GRACE - timedelta(seconds=1)).total_seconds())
     assert type(s.next(running(), progress=JobProgress())[0]) is Wait
@@ -241,7 +245,7 @@ def test_p3_before_its_first_progress_a_run_has_its_startup_grace():
     assert isinstance(step, DeclareStall) and "startup grace" in step.cause.detail
 
 
-def test_p3_progress_of_an_earlier_submission_is_not_this_runs_own():
+def test_p3_progress_of_an_earlier_submission_is_not_this_runs_own() -> None:
     s = story(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=3)).launched()
     s.ended(1, "o1", PREEMPTED)
     s.launched(2, "o2", rule=0, trigger=tr.End("o1", 0), cause=PREEMPTED)
@@ -254,7 +258,7 @@ def test_p3_progress_of_an_earlier_submission_is_not_this_runs_own():
     assert isinstance(step, DeclareStall) and step.ref == ObjectRef("o2")
 
 
-def test_p3_a_stalled_run_ends_with_cause_stalled_and_its_rule_fires():
+def test_p3_a_stalled_run_ends_with_cause_stalled_and_its_rule_fires() -> None:
     rule = Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1)
     s = story(rule).launched()
     s.later((GRACE + timedelta(seconds=1)).total_seconds())
@@ -271,7 +275,7 @@ def test_p3_a_stalled_run_ends_with_cause_stalled_and_its_rule_fires():
     assert status.progress is not None and status.progress.stalls[0].enforced
 
 
-def test_p3_a_stalled_run_without_a_rule_fails_the_job_with_cause_stalled():
+def test_p3_a_stalled_run_without_a_rule_fails_the_job_with_cause_stalled() -> None:
     s = story().launched()
     s.later((GRACE + timedelta(seconds=1)).total_seconds())
     commit(s, s.next(running(), progress=JobProgress())[0])
@@ -280,7 +284,7 @@ def test_p3_a_stalled_run_without_a_rule_fails_the_job_with_cause_stalled():
     assert isinstance(step, Outcome) and step.cause.kind is CauseKind.STALLED
 
 
-def test_p3_observe_mode_records_the_verdict_once_and_stops_nothing():
+def test_p3_observe_mode_records_the_verdict_once_and_stops_nothing() -> None:
     s = story(mode=StallMode.OBSERVE).launched()
     s.later((GRACE + timedelta(seconds=1)).total_seconds())
     step = s.next(running(), progress=JobProgress())[0]
@@ -295,7 +299,7 @@ def test_p3_observe_mode_records_the_verdict_once_and_stops_nothing():
     assert status.progress is not None and not status.progress.stalls[0].enforced
 
 
-def test_p4_a_stalled_run_still_running_is_stopped_again_after_stop_retry():
+def test_p4_a_stalled_run_still_running_is_stopped_again_after_stop_retry() -> None:
     s = story().launched()
     s.later((GRACE + timedelta(seconds=1)).total_seconds())
     commit(s, s.next(running(), progress=JobProgress())[0])
@@ -320,7 +324,7 @@ def _fire_after(s: Story, n: int, ref: str, checkpoint: int | None) -> object:
     return step
 
 
-def test_no_advance_firings_after_progress_are_not_charged():
+def test_no_advance_firings_after_progress_are_not_charged() -> None:
     rule = Rule(
         on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1, charge=Charge.NO_ADVANCE
     )
@@ -338,7 +342,7 @@ def test_no_advance_firings_after_progress_are_not_charged():
     assert [f.charged for f in job.fired] == [False] * 5
 
 
-def test_no_advance_two_crashes_at_the_same_step_spend_the_budget():
+def test_no_advance_two_crashes_at_the_same_step_spend_the_budget() -> None:
     rule = Rule(
         on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1, charge=Charge.NO_ADVANCE
     )
@@ -363,7 +367,7 @@ def test_no_advance_two_crashes_at_the_same_step_spend_the_budget():
     assert (status.plan.rules[0].firings, status.plan.rules[0].charged) == (2, 1)
 
 
-def test_every_firing_is_charged_by_default_whatever_the_progress():
+def test_every_firing_is_charged_by_default_whatever_the_progress() -> None:
     rule = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)
     s = story(rule, stall=False).launched()
     s.later(600)
@@ -396,7 +400,9 @@ def _histories(draw: st.DrawFn) -> list[tuple[timedelta, object]]:
     return out
 
 
-def _play(history: list[tuple[timedelta, object]], mode: StallMode):
+def _play(
+    history: list[tuple[timedelta, object]], mode: StallMode
+) -> Iterator[tuple[Job, object, datetime, Step]]:
     """Drive one running job through ``history``, committing what ``next`` decides, and yield
     (job before the step, the reading, now, the step)."""
     s = story(mode=mode).launched()
@@ -408,7 +414,8 @@ def _play(history: list[tuple[timedelta, object]], mode: StallMode):
         elif what == "none":
             got = JobProgress(latest=latest)
         else:
-            _, step_no, age = what  # type: ignore[misc]
+            assert isinstance(what, tuple), what
+            _, step_no, age = what
             at = s.now - timedelta(seconds=age)
             if latest is None or at > latest.at:
                 latest = mark(step_no, at)
@@ -424,7 +431,9 @@ def _play(history: list[tuple[timedelta, object]], mode: StallMode):
 
 @settings(max_examples=150, deadline=None)
 @given(_histories(), st.sampled_from(StallMode))
-def test_never_a_stall_while_blind_or_while_progress_is_recent(history, mode):
+def test_never_a_stall_while_blind_or_while_progress_is_recent(
+    history: list[tuple[timedelta, object]], mode: StallMode
+) -> None:
     for job, got, now, step in _play(history, mode):
         if not isinstance(step, DeclareStall | ObserveStall):
             continue
@@ -441,7 +450,9 @@ def test_never_a_stall_while_blind_or_while_progress_is_recent(history, mode):
 
 @settings(max_examples=150, deadline=None)
 @given(_histories())
-def test_progress_enters_the_record_at_most_once_per_interval(history):
+def test_progress_enters_the_record_at_most_once_per_interval(
+    history: list[tuple[timedelta, object]],
+) -> None:
     times: list[datetime] = []
     for _, _, now, step in _play(history, StallMode.OBSERVE):
         if isinstance(step, RecordProgress) and any(isinstance(e, Mark) for e in step.evidence):
@@ -451,7 +462,7 @@ def test_progress_enters_the_record_at_most_once_per_interval(history):
 
 @settings(max_examples=150, deadline=None)
 @given(_histories())
-def test_each_run_is_judged_at_most_once(history):
+def test_each_run_is_judged_at_most_once(history: list[tuple[timedelta, object]]) -> None:
     declared = [step for _, _, _, step in _play(history, StallMode.ENFORCE)]
     stalls = [s for s in declared if isinstance(s, DeclareStall | ObserveStall)]
     assert len(stalls) <= 1
@@ -459,7 +470,9 @@ def test_each_run_is_judged_at_most_once(history):
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), _steps), min_size=1, max_size=8))
-def test_a_no_advance_firing_is_charged_exactly_when_the_checkpoint_did_not_advance(firings):
+def test_a_no_advance_firing_is_charged_exactly_when_the_checkpoint_did_not_advance(
+    firings: list[tuple[bool, int]],
+) -> None:
     """Drawn firings of a no-advance rule, each after a checkpoint that advanced or not."""
     rule = Rule(
         on=[CauseKind.PREEMPTED],
@@ -488,7 +501,7 @@ def test_a_no_advance_firing_is_charged_exactly_when_the_checkpoint_did_not_adva
     assert [f.charged for f in s.fold().fired] == expected
 
 
-def test_judge_is_pure_and_reads_nothing_but_its_arguments():
+def test_judge_is_pure_and_reads_nothing_but_its_arguments() -> None:
     s = story().launched()
     s.later(GRACE.total_seconds() + 1)
     job: Job = s.fold()
@@ -500,8 +513,8 @@ def test_judge_is_pure_and_reads_nothing_but_its_arguments():
 # ------------------------------------------------------------------------------ the job spec
 
 
-def _spec(**kw) -> JobSpec:
-    fields = {
+def _spec(**kw: Any) -> JobSpec:
+    fields: dict[str, Any] = {
         "command": ["train"],
         "progress": ProgressSource(root=ROOT),
         "stall": StallRule(after=AFTER),
@@ -514,7 +527,7 @@ def _problems(spec: JobSpec) -> dict[str, str]:
     return {p.path: p.message for p in problems(spec)}
 
 
-def test_validation_names_each_bad_progress_and_stall_field():
+def test_validation_names_each_bad_progress_and_stall_field() -> None:
     found = _problems(
         _spec(
             stall=StallRule(after=timedelta(0), startup_grace=timedelta(seconds=-1)),
@@ -527,7 +540,7 @@ def test_validation_names_each_bad_progress_and_stall_field():
     assert "at least 10 s" in found["progress.record_every"]
 
 
-def test_no_advance_without_a_checkpoint_root_is_refused_naming_the_rule():
+def test_no_advance_without_a_checkpoint_root_is_refused_naming_the_rule() -> None:
     rule = Rule(
         on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1, charge=Charge.NO_ADVANCE
     )
@@ -536,17 +549,17 @@ def test_no_advance_without_a_checkpoint_root_is_refused_naming_the_rule():
     assert not _problems(_spec(recovery=RecoveryPolicy(rules=[rule])))
 
 
-def test_a_rule_on_stalled_without_a_stall_rule_is_refused():
+def test_a_rule_on_stalled_without_a_stall_rule_is_refused() -> None:
     rule = Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1)
     found = _problems(_spec(stall=None, recovery=RecoveryPolicy(rules=[rule])))
     assert "can never stall" in found["recovery.rules[0].on"]
 
 
-def _plan(spec: JobSpec, supervised: bool = True):
+def _plan(spec: JobSpec, supervised: bool = True) -> Plan:
     return make_plan(MemoryBackend(), "job1", spec, supervised=supervised)
 
 
-def test_the_plan_names_the_supervisor_as_the_stall_rules_enforcer():
+def test_the_plan_names_the_supervisor_as_the_stall_rules_enforcer() -> None:
     plan = _plan(_spec())
     assert plan.stall is not None and plan.stall.enforcer is Enforcer.SUPERVISOR
     assert plan.stall.root == ROOT and CauseKind.STALLED in plan.uncovered
@@ -563,7 +576,9 @@ def test_the_plan_names_the_supervisor_as_the_stall_rules_enforcer():
         _plan(_spec(stall=StallRule(after=timedelta(milliseconds=100))))
 
 
-def test_a_resumed_entry_listed_twice_is_recorded_once_and_a_duplicate_never_breaks_the_fold():
+def test_a_resumed_entry_listed_twice_is_recorded_once_and_a_duplicate_never_breaks_the_fold() -> (
+    None
+):
     s = story().launched()
     entry = Resumed(submission=1, execution="0", step=40, at=T0)
     step = s.next(running(), progress=JobProgress(resumed=(entry, entry)))[0]
@@ -573,7 +588,7 @@ def test_a_resumed_entry_listed_twice_is_recorded_once_and_a_duplicate_never_bre
     assert s.fold().resumed[(1, "0")].step == 40
 
 
-def test_every_execution_is_told_the_root_its_progress_is_read_from():
+def test_every_execution_is_told_the_root_its_progress_is_read_from() -> None:
     from jobdispatch.launch import execution_env
 
     env = execution_env("j1", _spec(), submission=2)
@@ -585,7 +600,7 @@ def test_every_execution_is_told_the_root_its_progress_is_read_from():
     assert "JOBDISPATCH_CHECKPOINT_ROOT" not in execution_env("j1", _spec(progress=None), 1)
 
 
-def test_a_job_env_naming_another_checkpoint_root_is_refused():
+def test_a_job_env_naming_another_checkpoint_root_is_refused() -> None:
     found = _problems(_spec(env={"JOBDISPATCH_CHECKPOINT_ROOT": "/elsewhere"}))
     assert "/elsewhere" in found["env.JOBDISPATCH_CHECKPOINT_ROOT"]
     assert "env.JOBDISPATCH_CHECKPOINT_ROOT" not in _problems(

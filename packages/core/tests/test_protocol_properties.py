@@ -10,6 +10,7 @@ and the passing of time.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import attrs
 import pytest
@@ -142,7 +143,10 @@ class World:
             self.blind_stalls.extend(e for e in decided if isinstance(e, ev.StallDeclared))
         revision = s.commit(decided)
         call = step.call(ctx)
-        assert type(call) is step.call_type or call is step.call_type is None, (step, call)
+        assert type(call) is step.call_type or (call is None and step.call_type is None), (
+            step,
+            call,
+        )
         if call is None:
             return
         answer = step.answer(ctx, self.answer(call, revision))
@@ -240,7 +244,7 @@ def play(actions: list[tuple[object, ...]]) -> World:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ACTIONS, min_size=1, max_size=60))
-def test_every_record_the_protocol_writes_folds(actions):
+def test_every_record_the_protocol_writes_folds(actions: list[tuple[Any, ...]]) -> None:
     world = play(actions)
     job = world.story.fold()
     # Invariant: never two objects of the job past their gate and running at once.
@@ -253,7 +257,7 @@ def test_every_record_the_protocol_writes_folds(actions):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ACTIONS, min_size=10, max_size=60))
-def test_supervising_to_the_end_always_reaches_an_outcome(actions):
+def test_supervising_to_the_end_always_reaches_an_outcome(actions: list[tuple[Any, ...]]) -> None:
     world = play(actions)
     world.lose_replies = False
     for _ in range(400):
@@ -275,7 +279,9 @@ def test_supervising_to_the_end_always_reaches_an_outcome(actions):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ACTIONS, min_size=1, max_size=60), st.sampled_from(ENDINGS), st.integers(0, 3))
-def test_ended_is_what_the_backend_shows_and_always_has_a_step_to_take(actions, ending, steps):
+def test_ended_is_what_the_backend_shows_and_always_has_a_step_to_take(
+    actions: list[tuple[Any, ...]], ending: Cause, steps: int
+) -> None:
     """Issue 14.6: between a run's end and its commit, status shows ``ended`` with the run's
     cause instead of the committed ``pending``. Whatever the history, ``ended`` is never
     committed, carries the last run's cause, and is transient: ``next`` has a step to take.
@@ -303,8 +309,8 @@ def test_ended_is_what_the_backend_shows_and_always_has_a_step_to_take(actions, 
         obs = shown.get(job.latest.canonical) or (rec.obs if rec else None)
         assert obs is not None and obs.state is ObjectState.ENDED
         assert status.cause == max(obs.executions, key=lambda e: e.index).cause
-        steps = next_steps(job, discovery, world.story.now)
-        assert steps and not isinstance(steps[0], Wait), steps
+        to_take = next_steps(job, discovery, world.story.now)
+        assert to_take and not isinstance(to_take[0], Wait), to_take
 
 
 # ------------------------------------------------------------------------------ corruptions
@@ -350,7 +356,7 @@ def _corruptions(events: list[ev.AnyEvent]) -> list[tuple[str, list[ev.AnyEvent]
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(ACTIONS, min_size=5, max_size=40))
-def test_histories_the_protocol_cannot_write_are_refused(actions):
+def test_histories_the_protocol_cannot_write_are_refused(actions: list[tuple[Any, ...]]) -> None:
     world = play(actions)
     events = list(world.story.events)
     for what, corrupt in _corruptions(events):
@@ -422,7 +428,9 @@ def play_progress(actions: list[tuple[object, ...]], mode: StallMode) -> World:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(PROGRESS_ACTIONS, min_size=1, max_size=120), st.sampled_from(StallMode))
-def test_progress_histories_fold_within_their_declarations_and_never_stall_blind(actions, mode):
+def test_progress_histories_fold_within_their_declarations_and_never_stall_blind(
+    actions: list[tuple[Any, ...]], mode: StallMode
+) -> None:
     world = play_progress(actions, mode)
     job = world.story.fold()
     assert not world.blind_stalls

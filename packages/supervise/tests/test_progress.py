@@ -12,6 +12,7 @@ from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
 from jobdispatch.progress import Blind
 from jobdispatch.records import events as ev
+from jobdispatch.testing import job_of
 from jobdispatch.triggers import Blind as BlindEscalation
 from jobdispatch.types import Charge, ProgressSource, StallMode, StallRule
 from jobdispatch_supervise import Supervisor
@@ -47,7 +48,7 @@ def _supervisor(
     )
 
 
-def test_a_hung_run_is_named_stalled_stopped_and_resubmitted():
+def test_a_hung_run_is_named_stalled_stopped_and_resubmitted() -> None:
     sc = Scenario(shape=Shape.SLURM)
     progress = MemoryProgress()
     sc.submit(spec(Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1), root=ROOT))
@@ -85,7 +86,7 @@ def test_a_hung_run_is_named_stalled_stopped_and_resubmitted():
     assert 1 <= kinds.count("progress-seen") <= 5
 
 
-def test_observe_mode_records_the_verdict_and_stops_nothing():
+def test_observe_mode_records_the_verdict_and_stops_nothing() -> None:
     sc = Scenario(shape=Shape.SLURM)
     progress = MemoryProgress()
     sc.submit(spec(mode=StallMode.OBSERVE))
@@ -103,7 +104,7 @@ def test_observe_mode_records_the_verdict_and_stops_nothing():
     assert "stop-decided" not in [e.kind for e in sc.store.read(sc.job).events]
 
 
-def test_a_blind_source_never_stalls_and_escalates_past_its_bound():
+def test_a_blind_source_never_stalls_and_escalates_past_its_bound() -> None:
     sc = Scenario(shape=Shape.SLURM)
     progress = MemoryProgress()
     progress.blind(ROOT)
@@ -124,7 +125,7 @@ def test_a_blind_source_never_stalls_and_escalates_past_its_bound():
     assert status.progress is not None and status.progress.blind_since is not None
 
 
-def test_a_supervisor_without_a_progress_source_is_blind_never_stalls():
+def test_a_supervisor_without_a_progress_source_is_blind_never_stalls() -> None:
     sc = Scenario(shape=Shape.SLURM)
     sc.submit(spec())
     sc.on(
@@ -136,12 +137,12 @@ def test_a_supervisor_without_a_progress_source_is_blind_never_stalls():
     assert "no progress source" in status.progress.blind_detail  # type: ignore[union-attr]
 
 
-def test_serve_lists_each_root_once_per_poll_whatever_the_number_of_jobs():
+def test_serve_lists_each_root_once_per_poll_whatever_the_number_of_jobs() -> None:
     sc = Scenario(shape=Shape.SLURM)
     progress = MemoryProgress()
-    jobs = [sc.submit(spec(root=root)).job for root in ("r/a", "r/a", "r/a", "r/b", "r/b")]
+    jobs = [job_of(sc.submit(spec(root=root))) for root in ("r/a", "r/a", "r/a", "r/b", "r/b")]
     polls = {"n": 0}
-    sup = None
+    sup: Supervisor | None = None
 
     def tick(seconds: float) -> None:
         polls["n"] += 1
@@ -149,7 +150,8 @@ def test_serve_lists_each_root_once_per_poll_whatever_the_number_of_jobs():
         for i, job in enumerate(jobs):
             progress.mark("r/a" if i < 3 else "r/b", job, polls["n"], sc.clock(), 1)
         if polls["n"] >= 6:
-            sup.stop()  # type: ignore[union-attr]
+            assert sup is not None
+            sup.stop()
 
     sup = _supervisor(sc, tick, progress)
     sup.serve()
@@ -157,7 +159,7 @@ def test_serve_lists_each_root_once_per_poll_whatever_the_number_of_jobs():
     assert progress.listings == {"r/a": 6, "r/b": 6}
 
 
-def test_no_advance_spares_the_budget_of_a_job_that_advances():
+def test_no_advance_spares_the_budget_of_a_job_that_advances() -> None:
     sc = Scenario(shape=Shape.SLURM)
     progress = MemoryProgress()
     rule = Rule(

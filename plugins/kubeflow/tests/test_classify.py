@@ -3,12 +3,15 @@ real chain (TrainJob, JobSet, Job, Pod, Node, Event)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jobdispatch.types import CauseKind, ObjectState, Provenance
+from jobdispatch.types import Cause, CauseKind, ObjectState, Provenance
 from jobdispatch_kubeflow.classify import Chain, observe, pod_cause
 from objects import (
+    Obj,
     cond,
     event,
     job,
@@ -25,7 +28,7 @@ FAILED = [cond("Failed", "FailedJobs", "jobset failed: job jd-j1-1-1-node-0 fail
 HEALTHY = nodes(node("kwok-node-1"), node("kwok-node-2"))
 
 
-def ended(chain: Chain):
+def ended(chain: Chain) -> Cause:
     obs = observe(chain)
     assert obs.state is ObjectState.ENDED, obs
     assert obs.executions, obs
@@ -572,11 +575,13 @@ def test_a_malformed_pin_is_ignored() -> None:
 # ---------------------------------------------------------------------------- pinned placement
 
 
-def _with_uid(n, uid: str):
+def _with_uid(n: Obj, uid: str) -> Obj:
     return {**n, "metadata": {**n["metadata"], "uid": uid}}
 
 
-def _placed(tj, pods, node_map, jobset_obj=None):
+def _placed(
+    tj: Obj, pods: list[Obj], node_map: dict[str, Obj], jobset_obj: Obj | None = None
+) -> Obj:
     """``tj`` with the placement pins a look at ``pods`` on ``node_map`` writes."""
     from jobdispatch_kubeflow.classify import placement_pins
 
@@ -616,7 +621,9 @@ def test_no_placement_is_pinned_without_the_nodes_for_a_pod_not_started_or_once_
         (nodes(_with_uid(node("kwok-node-1"), "u-9")), "made again (uid u-1 is gone)"),
     ],
 )
-def test_a_failed_run_whose_pods_went_with_its_node_is_node_lost(nodes_now, words) -> None:
+def test_a_failed_run_whose_pods_went_with_its_node_is_node_lost(
+    nodes_now: dict[str, Obj], words: str
+) -> None:
     tj = _placed(trainjob(), [pod()], nodes(_with_uid(node("kwok-node-1"), "u-1")))
     tj["status"] = {"conditions": FAILED}
     backoff = job(conditions=[cond("Failed", "BackoffLimitExceeded", "backoff limit")])
@@ -682,7 +689,7 @@ def test_nodes_are_wanted_for_a_bound_pod_or_an_unfinished_placement() -> None:
 _FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
 
 
-def _captured(name: str):
+def _captured(name: str) -> Any:
     import json
 
     return json.loads((_FIXTURES / name).read_text())
@@ -745,7 +752,9 @@ def summary(rank: int, code: int, at: str = "2026-12-02_09:39:10") -> str:
     )
 
 
-def folded(rank: int, code: int, at: str, *, reason: str = "Error", last: bool = True) -> dict:
+def folded(
+    rank: int, code: int, at: str, *, reason: str = "Error", last: bool = True
+) -> dict[str, Any]:
     """A torchrun container that exited 1 for its worker, finished when its peers failed."""
     status = terminated(1, reason, finished="2026-12-02T09:39:40Z", last=last)
     where = "lastState" if last else "state"

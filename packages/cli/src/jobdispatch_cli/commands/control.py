@@ -13,10 +13,10 @@ from typing import Any, TypeVar, cast
 import attrs
 import click
 from jobdispatch.errors import DispatchError
+from jobdispatch.exitcodes import ExitCode, code_for
 from jobdispatch.types import JobID, State
 from rich.text import Text
 
-from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import _duration, accept_option
 from jobdispatch_cli.completion import complete_jobs
@@ -87,7 +87,7 @@ def _each(app: App, which: Chosen, act: Callable[[JobID], None]) -> int:
     chosen = app.select_jobs(which.jobs, every=which.every, states=states, name=which.name)
     if which.every and not chosen:
         app.err.print("no job matches", style="dim")
-    code = exitcodes.OK
+    code = ExitCode.OK
     for job in chosen:
         try:
             act(job)
@@ -95,7 +95,7 @@ def _each(app: App, which: Chosen, act: Callable[[JobID], None]) -> int:
             if len(chosen) == 1:
                 raise
             app.err.print(f"{job}: {exc}", style="red", markup=False, highlight=False)
-            code = code or exitcodes.code_for(exc)
+            code = code or code_for(exc, otherwise=ExitCode.USAGE)
     return code
 
 

@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 
 import click
 from jobdispatch.errors import Invalid, NotFound, Unreadable
+from jobdispatch.exitcodes import ExitCode
 from jobdispatch.goodput import Selection, report
 from jobdispatch.records import events as ev
 from jobdispatch.records.store import ListFilter
 from jobdispatch.types import State
 
-from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app
 from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.context import App
@@ -186,4 +186,4 @@ def register(group: click.Group) -> None:
             app.err.print("no jobs in the window", style="dim")
         else:
             app.console.print(report_view(got))
-        return exitcodes.UNREADABLE if bad else exitcodes.OK
+        return ExitCode.UNREADABLE if bad else ExitCode.OK

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 import jobdispatch
 from jobdispatch.errors import Invalid, NotFound, Unsupported
+from jobdispatch.exitcodes import ExitCode
 from jobdispatch.goodput import goodput as goodput_of
 from jobdispatch.spi import ObjectRef, OutputReader
 from jobdispatch.status import Status
@@ -20,7 +21,6 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import Seconds, extra_answers, rank_option
 from jobdispatch_cli.completion import complete_jobs
@@ -145,7 +145,7 @@ def register(group: click.Group) -> None:
             app.console.print(jobs_table(found))
         for bad in found.unreadable:
             app.err.print(str(bad), style="red", markup=False, highlight=False, soft_wrap=True)
-        return exitcodes.UNREADABLE if found.unreadable else exitcodes.OK
+        return ExitCode.UNREADABLE if found.unreadable else ExitCode.OK
 
     @group.command()
     @click.argument("job", shell_complete=complete_jobs)
