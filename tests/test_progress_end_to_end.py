@@ -17,19 +17,21 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch.testing import eventually
 from jobdispatch.types import ObjectState
 from jobdispatch_local.testing import make_backend
-from test_cli_end_to_end import TRAIN, Home, wait
+from test_cli_end_to_end import TRAIN, Home
 
 STALL_AFTER = 6.0
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Any:
+def home(tmp_path: Path) -> Iterator[Home]:
     h = Home(tmp_path)
     yield h
     h.close()
@@ -134,7 +136,9 @@ charge = "no-advance"
             step = _published(home, job, n)
             return step if step > before else 0
 
-        last = wait(f"submission {submission} to publish past step {last}", advanced, every=0.05)
+        last = eventually(
+            advanced, f"submission {submission} to publish past step {last}", every=0.05
+        )
 
         def running(n: int = submission) -> Any:
             return next(
@@ -146,10 +150,13 @@ charge = "no-advance"
                 None,
             )
 
-        obj = wait(f"submission {submission} to run", running, every=0.05)
+        obj = eventually(running, f"submission {submission} to run", every=0.05)
         backend.preempt(obj.ref)
-    status = wait(
-        "the job to settle", lambda: (s := home.json("status", job))["settled"] and s, every=0.5
+    status = eventually(
+        lambda: home.json("status", job),
+        "the job to settle",
+        holds=lambda s: s["settled"],
+        every=0.5,
     )
     assert status["state"] == "succeeded", status["cause"]
     assert len(status["submissions"]) == 6

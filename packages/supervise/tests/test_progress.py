@@ -3,14 +3,14 @@ on the memory adapter, with the in-memory progress source playing the jobs' help
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from datetime import timedelta
 
 import pytest
 from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
-from jobdispatch.progress import Blind
+from jobdispatch.progress import Blind, JobProgress
 from jobdispatch.records import events as ev
 from jobdispatch.testing import job_of
 from jobdispatch.triggers import Blind as BlindEscalation
@@ -205,7 +205,7 @@ def test_an_unreadable_root_is_logged_once_per_outage(caplog: pytest.LogCaptureF
         def __init__(self) -> None:
             self.fail = True
 
-        def read(self, root: str, jobs: object) -> dict[str, object]:
+        def read(self, root: str, jobs: Collection[str]) -> Mapping[str, JobProgress]:
             if self.fail:
                 raise OSError("mount gone")
             return {}
