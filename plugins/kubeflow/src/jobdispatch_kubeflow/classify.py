@@ -879,6 +879,26 @@ def wants_nodes(trainjobs: Iterable[Obj], pods: Iterable[Obj]) -> bool:
     )
 
 
+def needed_nodes(trainjobs: Iterable[Obj], pods: Iterable[Obj]) -> set[str]:
+    """The names of the nodes an observation must read when :func:`wants_nodes` says so: every
+    node a pod is bound to, and every node pinned in the placement of a TrainJob that has not
+    succeeded. Nothing else of the cluster's nodes is ever read."""
+    wanted = {str(n) for n in (_get(p, "spec", "nodeName") for p in pods) if n}
+    for tj in trainjobs:
+        if _condition(tj, "Complete"):
+            continue
+        for key, value in (_get(tj, "metadata", "annotations") or {}).items():
+            if not key.startswith(names.PLACEMENT):
+                continue
+            try:
+                pinned = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(pinned, dict):
+                wanted.update(str(n) for n in pinned)
+    return wanted
+
+
 def _restart_rule_cause(jobset: Obj | None) -> Cause | None:
     """The cause of the run before the latest restart, from the failure-policy rule that
     restarted it (``RestartingJobSet`` reason ``FailurePolicy_dispatch-restart-<index>``, whatever
