@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch import spi
@@ -75,6 +75,10 @@ _PERFORM: Mapping[Action, Support] = {
 }
 #: How long one watch call listens before it returns (call it again to go on).
 WATCH_WINDOW = 10
+#: How long the receipt of a TrainJob someone else deleted is kept once its pods are gone,
+#: from its deletion, before an observation releases the finalizer (spec 0010 §4): many polls
+#: of a supervisor (every 10 s), so the ending is recorded by then wherever one runs.
+RECEIPT_KEEP = timedelta(minutes=10)
 
 
 class KubeflowBackend(
@@ -349,12 +353,17 @@ class KubeflowBackend(
             return
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
+            # Deleted already (by dispatch, or by someone else, whose delete alone stops
+            # nothing while the receipt holds it): make sure it is suspended, nothing more.
+            if not (obj.get("spec") or {}).get("suspend") and not _ended(obj):
+                latest = observe(self.chain(ref)).executions
+                going = (
+                    latest[-1].index if latest and latest[-1].state is ObjectState.RUNNING else None
+                )
+                self._suspend_deleted(ref, going)
             return
         if not _ended(obj):
-            latest = observe(self.chain(ref)).executions
-            running = (
-                latest[-1].index if latest and latest[-1].state is ObjectState.RUNNING else None
-            )
+            running = _going(self.chain(ref))
 
             def change(current: Obj) -> Obj | None:
                 md = current.get("metadata") or {}
@@ -495,6 +504,7 @@ class KubeflowBackend(
         ]
         for chain in chains:
             self._pin(chain)
+            self._tend(chain)
         return chains
 
     def _list_beneath(self, trainjobs: list[Obj]) -> tuple[list[Obj], list[Obj], list[Obj]]:
@@ -560,7 +570,54 @@ class KubeflowBackend(
         """Every object beneath one TrainJob, events included (for inspect and the tests)."""
         chain = self._read_chain(ref)
         self._pin(chain)
+        self._tend(chain)
         return chain
+
+    def _tend(self, chain: Chain) -> None:
+        """What an observation does for a TrainJob someone other than dispatch deleted (a
+        ``kubectl delete``, the SDK's ``delete_job``): the receipt finalizer holds it, and a
+        background delete waits for it, so nothing else would ever stop its pods (they ran
+        on for 21 minutes on the control plane). Suspend it, as :meth:`stop` does, writing the
+        run that was going; once its pods are gone and :data:`RECEIPT_KEEP` has passed since
+        the deletion, release the finalizer (spec 0010 §4). A TrainJob dispatch stopped keeps
+        its receipt until ``forget``."""
+        tj = chain.trainjob
+        md = tj.get("metadata") or {}
+        annotations = md.get("annotations") or {}
+        if not md.get("deletionTimestamp") or names.STOP in annotations:
+            return
+        ref = names.ref_of(str(md.get("namespace") or self.namespace), str(md.get("name")))
+        if not (tj.get("spec") or {}).get("suspend") and not _ended(tj):
+            log.info("TrainJob %s was deleted by someone else: suspending it", ref)
+            self._suspend_deleted(ref, _going(chain))
+            return
+        deleted = _time(md.get("deletionTimestamp"))
+        if (
+            names.FINALIZER in (md.get("finalizers") or ())
+            and not observe(chain).pods_left
+            and deleted is not None
+            and self.now() - deleted >= RECEIPT_KEEP
+        ):
+            log.info("TrainJob %s: deleted by someone else, stopped; releasing its receipt", ref)
+            self.forget(ref)
+
+    def _suspend_deleted(self, ref: ObjectRef, going: int | None) -> None:
+        """Suspend a TrainJob being deleted (its pods then go), with the run that was going."""
+
+        def change(obj: Obj) -> Obj | None:
+            if (obj.get("spec") or {}).get("suspend") or _ended(obj):
+                return None
+            body: Obj = {"spec": {"suspend": True}}
+            if going is not None and names.STOPPED_RUN not in (
+                (obj.get("metadata") or {}).get("annotations") or {}
+            ):
+                body["metadata"] = {"annotations": {names.STOPPED_RUN: str(going)}}
+            return body
+
+        try:
+            self._patch(ref, change)
+        except (NotFound, Rejected, Unauthorized) as exc:
+            log.info("could not suspend the deleted TrainJob %s: %s", ref, exc)
 
     def _read_chain(
         self, ref: ObjectRef, *, events: bool = True, seen: Sequence[Mapping[str, Any]] = ()
@@ -885,6 +942,13 @@ def _concerns(kind: str, event: Event, job: JobID) -> bool:
     return parsed is not None and parsed[0] == job
 
 
+def _time(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+    except ValueError:
+        return None
+
+
 def _uid(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return str(meta.get("uid") or meta.get("name"))
@@ -902,7 +966,13 @@ def _rank(pod: Mapping[str, Any]) -> int:
     return int(value) if str(value).isdigit() else 0
 
 
-def _ended(obj: Obj) -> bool:
+def _going(chain: Chain) -> int | None:
+    """The index of the execution running in ``chain``, None when none is."""
+    latest = observe(chain).executions
+    return latest[-1].index if latest and latest[-1].state is ObjectState.RUNNING else None
+
+
+def _ended(obj: Mapping[str, Any]) -> bool:
     for cond in (obj.get("status") or {}).get("conditions") or ():
         if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
             return True
