@@ -483,20 +483,16 @@ class KubeflowBackend(
             for js in jobsets
             if str(js["metadata"]["name"]) in tj_names
         }
-        jobs = [o for o in jobs if _labels(o).get(names.JOBSET_NAME) in tj_names]
-        pods = [o for o in pods if _labels(o).get(names.JOBSET_NAME) in tj_names]
+        jobs_under, pods_under = _beneath(jobs, tj_names), _beneath(pods, tj_names)
+        pods = [p for under in pods_under.values() for p in under]
         nodes = self._nodes(ours, pods, view)
         workloads = self.gating.workloads(self.api, self.namespace, ours, listed=listed)
-
-        def under(objs: list[Obj], name: str) -> list[Obj]:
-            return [o for o in objs if _labels(o).get(names.JOBSET_NAME) == name]
-
         chains = [
             Chain(
                 trainjob=tj,
                 jobset=by_name.get(tj["metadata"]["name"]),
-                jobs=under(jobs, tj["metadata"]["name"]),
-                pods=under(pods, tj["metadata"]["name"]),
+                jobs=jobs_under.get(tj["metadata"]["name"], []),
+                pods=pods_under.get(tj["metadata"]["name"], []),
                 nodes=nodes,
                 workload=workloads.get(str(tj["metadata"].get("uid"))),
             )
@@ -916,6 +912,17 @@ class KubeflowBackend(
         containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
         container = "node" if "node" in containers else (containers[0] if containers else None)
         return self.namespace, str(pod["metadata"]["name"]), container
+
+
+def _beneath(objs: list[Obj], wanted: set[str]) -> dict[str, list[Obj]]:
+    """``objs`` by the JobSet (TrainJob) name they carry, of the ``wanted`` ones only: one pass,
+    so a poll of N jobs is linear in N."""
+    out: dict[str, list[Obj]] = {}
+    for obj in objs:
+        name = _labels(obj).get(names.JOBSET_NAME)
+        if name in wanted:
+            out.setdefault(str(name), []).append(obj)
+    return out
 
 
 def _concerns(kind: str, event: Event, job: JobID) -> bool:
