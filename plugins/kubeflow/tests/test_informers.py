@@ -50,9 +50,12 @@ class StreamingApi(FakeApi):
     def _stream(events: queue.Queue[Obj]) -> Iterator[Obj]:
         while True:
             try:
-                yield events.get(timeout=0.2)
+                item = events.get(timeout=0.2)
             except queue.Empty:
                 return
+            if isinstance(item, Exception):
+                raise item
+            yield item
 
     def change(self, kind: str, obj: Obj, type_: str = "MODIFIED") -> None:
         self.changes.setdefault(kind, queue.Queue()).put({"type": type_, "object": obj})
@@ -175,3 +178,35 @@ def test_a_list_replaces_the_cache_and_a_deleted_object_goes() -> None:
     assert [p["metadata"]["name"] for p in informers.items("pods")] == ["c"]
     informers.wrote("pods", {**a, "metadata": {**a["metadata"], "deletionTimestamp": "x"}})
     assert informers.get("pods", "a") is None, "a write that let it go does not bring it back"
+
+
+def test_a_follower_that_lost_the_server_sends_the_poll_to_the_server(backend, api) -> None:
+    """A cache whose follower lost the API server may be stale: the poll asks the server, and
+    says Unreachable when it does not answer, until the follower has listed again."""
+    from jobdispatch.errors import Unreachable
+    from jobdispatch_kubeflow import listwatch
+
+    _start(backend, "j1")
+    _cached(backend)
+    informers = backend._informers
+    assert informers is not None
+    retry, listwatch.RETRY_SECONDS = listwatch.RETRY_SECONDS, 0.5
+    listing = api.list
+    down = [True]
+
+    def lost(kind, namespace, **kw):  # type: ignore[no-untyped-def]
+        if down[0]:
+            raise Unreachable("the API server went away")
+        return listing(kind, namespace, **kw)
+
+    try:
+        api.list = lost
+        api.changes.setdefault("pods", queue.Queue()).put(Unreachable("stream broke"))  # type: ignore[arg-type]
+        until(lambda: not informers.ready(), "the pods' cache marked stale", 10, 0.01)
+        with pytest.raises(Unreachable):
+            backend.find("j1")
+        down[0] = False
+        until(informers.ready, "listed again", 10, 0.01)
+        assert backend.find("j1").objects
+    finally:
+        listwatch.RETRY_SECONDS = retry

@@ -20,6 +20,10 @@ Nodes are the exception, being the cluster's and not the project's: they are fol
 once a pod's evidence needs them (:meth:`Informers.follow_nodes`), by one watch of every Node,
 listed once; until then (and by a backend that follows nothing) a node is read by name.
 
+A follower that lost the API server (or may not follow its kind) marks its cache unlisted
+until its next list is in: a poll then asks the API server, and says so when it does not
+answer, rather than answer from what may be stale.
+
 Read-your-writes: a write's reply is put in the cache at once (:meth:`Informers.wrote`), so a
 poll right after a create sees the object; an event older than what the cache holds (by
 ``resourceVersion``, which the API server hands out in increasing order) does not undo it.
@@ -119,6 +123,7 @@ class Informers:
                 + "; the polls list them instead"
             ),
             logger=log,
+            on_lost=lambda exc: self._stores[kind].synced.clear(),
         )
 
     def start(self) -> None:
