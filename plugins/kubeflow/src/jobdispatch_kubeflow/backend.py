@@ -15,6 +15,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
@@ -75,6 +76,8 @@ _PERFORM: Mapping[Action, Support] = {
 }
 #: How long one watch call listens before it returns (call it again to go on).
 WATCH_WINDOW = 10
+#: Pins remembered as written (see ``KubeflowBackend._pin``).
+PINS_REMEMBERED = 100_000
 #: How long the receipt of a TrainJob someone else deleted is kept once its pods are gone,
 #: from its deletion, before an observation releases the finalizer (spec 0010 §4): many polls
 #: of a supervisor (every 10 s), so the ending is recorded by then wherever one runs.
@@ -138,6 +141,10 @@ class KubeflowBackend(
         self._informers: Informers | None = None
         #: Seconds one :meth:`watch` call follows before it returns.
         self.watch_window: float = WATCH_WINDOW
+        #: The pins this backend wrote, by (TrainJob uid, annotation), so that two looks at
+        #: once (the poll, a watch thread) write one once (bounded, the oldest forgotten).
+        self._pinned: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._pins_lock = threading.Lock()
 
     @classmethod
     def from_config(
@@ -549,6 +556,12 @@ class KubeflowBackend(
         if not annotations:
             return
         meta = chain.trainjob.get("metadata") or {}
+        uid = str(meta.get("uid") or meta.get("name"))
+        with self._pins_lock:
+            if all(self._pinned.get((uid, k)) == v for k, v in annotations.items()):
+                # Written already by this backend: the poll and a watch thread read the same
+                # cached object at once, or the cache has not had the write's event yet.
+                return
         try:
             self._wrote(
                 "trainjobs",
@@ -561,6 +574,12 @@ class KubeflowBackend(
             )
         except (NotFound, Conflict, Rejected, Unauthorized) as exc:
             log.info("could not pin the evidence of %s: %s", meta.get("name"), exc)
+            return
+        with self._pins_lock:
+            for k, v in annotations.items():
+                self._pinned[(uid, k)] = v
+            while len(self._pinned) > PINS_REMEMBERED:
+                self._pinned.popitem(last=False)
 
     def chain(self, ref: ObjectRef) -> Chain:
         """Every object beneath one TrainJob, events included (for inspect and the tests)."""
