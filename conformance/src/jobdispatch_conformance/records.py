@@ -100,7 +100,14 @@ from jobdispatch.records.events import (
     Settled,
     View,
 )
-from jobdispatch.records.store import AppendRequest, Created, Lease, ListFilter, Records
+from jobdispatch.records.store import (
+    AppendRequest,
+    Created,
+    Lease,
+    ListFilter,
+    Records,
+    Surveyed,
+)
 from jobdispatch.types import Actor, CheckpointMode, JobSpec, Plan, UnmatchedPolicy
 
 __all__ = [
@@ -1141,6 +1148,29 @@ class RecordStoreSuite:
         assert list(store.list(ListFilter())) == names
         assert list(store.list(ListFilter(settled=True))) == ["job-05", "job-03", "job-01"]
         assert list(store.list(ListFilter(settled=False))) == ["job-09", "job-07"]
+
+    def test_a_survey_tells_revisions_members_and_unexpired_leases(
+        self, store: Records, clock: ManualClock
+    ) -> None:
+        """``survey()`` is optional (spec 0002 D4): a store that offers it answers every job's
+        revision in creation order, every member not yet pruned with its expiry, and the
+        unexpired leases per holder, by the store's clock."""
+        if not isinstance(store, Surveyed):
+            pytest.skip("the store does not offer survey() (optional)")
+        for job in ("sv-b", "sv-a", "sv-c"):
+            store.create(make_header(job, at=clock()))
+        store.append("sv-a", [evidence(1)], expect_revision=0)
+        store.announce("m1", _ttl(10))
+        store.acquire("sv-b", "m1", _ttl(10))
+        store.acquire("sv-c", "m1", _ttl(30))
+        survey = store.survey()
+        assert list(survey.revisions.items()) == [("sv-b", 0), ("sv-a", 1), ("sv-c", 0)]
+        assert list(survey.members) == ["m1"] and survey.members["m1"] > survey.now
+        assert dict(survey.leases) == {"m1": 2}
+        clock.advance(11)
+        later = store.survey()
+        assert dict(later.leases) == {"m1": 1}  # sv-b's lease lapsed, sv-c's has not
+        assert later.members["m1"] <= later.now  # lapsed, and nobody announced to prune it
 
     def test_list_never_misses_a_job(self, store: Records) -> None:
         created = []

@@ -384,7 +384,7 @@ def test_escalation_sink_errors_name_the_key_and_line(invoke: Invoke, home: Path
         base
         + '[escalations.pager]\nsink = "command"\ntimeout = 0\n'
         + '[escalations.log]\nsink = "command"\nargv = ["x"]\n'
-        + '[escalations.chat]\nsink = "slack"\n'
+        + '[escalations.chat]\nsink = "discord"\n'
         + '[escalations.named]\nsink = "command"\nargv = ["x"]\nname = "other"\n'
     )
     ran = invoke("list")
@@ -393,5 +393,5 @@ def test_escalation_sink_errors_name_the_key_and_line(invoke: Invoke, home: Path
     assert f"{config}:{n + 1}: escalations.pager: 'argv' is a required property" in err
     assert f"{config}:{n + 3}: escalations.pager.timeout: 0 is less than" in err
     assert f"{config}:{n + 4}: escalations.log: the log sink always runs" in err
-    assert f"{config}:{n + 8}: escalations.chat.sink: no escalation-sink named 'slack'" in err
+    assert f"{config}:{n + 8}: escalations.chat.sink: no escalation-sink named 'discord'" in err
     assert f"{config}:{n + 12}: escalations.named.name: the sink's name is its table's" in err

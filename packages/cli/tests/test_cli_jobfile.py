@@ -117,7 +117,8 @@ action = "resubmit"
     assert problems(write(tmp_path, "bad.toml", text)) == [
         f"{f}:3: nodes: must be at least 1, got 0",
         f"{f}:4: tim_limit: unknown key (known keys: name, command, nodes, procs_per_node, "
-        "time_limit, env, working_dir, output, image, checkpoint, resources, recovery)",
+        "time_limit, env, working_dir, output, image, checkpoint, resources, notify, "
+        "notify_sinks, recovery)",
         f"{f}:12: recovery.rules[1].on[0]: unknown cause 'preempt' (rules cover: preempted, "
         "node-lost, out-of-memory, time-limit, non-zero-exit, launch-failed, no-capacity, "
         "requeued, unknown)",

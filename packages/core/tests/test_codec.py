@@ -35,6 +35,8 @@ from jobdispatch.types import (
     HoldKind,
     HoldMeta,
     JobSpec,
+    NoticeKind,
+    Notify,
     ObjectState,
     Plan,
     Provenance,
@@ -83,7 +85,15 @@ specs = st.builds(
     env=st.dictionaries(names.map(str.upper), text, max_size=3),
     time_limit=st.none() | durations,
     output=st.none() | text,
-    extensions=st.lists(st.just(SharedCheckpoint()), max_size=1),
+    extensions=st.lists(
+        st.just(SharedCheckpoint())
+        | st.builds(
+            Notify,
+            events=st.lists(st.sampled_from(NoticeKind), max_size=3),
+            sinks=st.lists(names, max_size=2),
+        ),
+        max_size=2,
+    ),
     recovery=st.builds(RecoveryPolicy, rules=st.lists(rules, max_size=3)),
 )
 supports = st.builds(

@@ -32,6 +32,17 @@
     sink = "command"
     argv = ["/usr/local/bin/page-oncall", "--team", "training"]
 
+    [escalations.team]                 # escalations, and the lifecycle notices named in notify
+    sink = "slack"
+    url_file = "/etc/jobdispatch/slack-url"
+    notify = ["ended", "settled"]
+
+    [heartbeat]                        # pinged after every poll that saw store and cluster
+    url_file = "/etc/jobdispatch/deadman-url"
+
+A cluster's ``sinks`` (a list of ``[escalations.NAME]`` names) limits its supervisors to those
+sinks (and the log); without it they deliver to every one.
+
 A cluster's ``poll_interval`` and ``poll_floor`` (seconds) are the command's, not the adapter's:
 how often its supervisors poll the cluster (by default the adapter's pacing: Slurm every 30 s,
 local every 0.5 s), and never more often than the floor, which a site may raise above the
@@ -74,6 +85,7 @@ __all__ = [
     "Cluster",
     "Config",
     "EscalationSink",
+    "HeartbeatConfig",
     "SharedStore",
     "cluster_schema",
     "config_path",
@@ -96,7 +108,7 @@ ADAPTER_DISTRIBUTIONS: Mapping[str, str] = {
 #: Adapters registered for tests that are not clusters anyone runs jobs on: the core's
 #: in-process memory scheduler forgets everything when the command exits.
 TEST_ONLY_ADAPTERS = frozenset({"memory"})
-_TOP_KEYS = ("default_cluster", "store", "clusters", "escalations")
+_TOP_KEYS = ("default_cluster", "store", "clusters", "escalations", "heartbeat")
 #: What a ``store`` (or ``--store``) that names a PostgreSQL database starts with.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: What marks a store value as a URL rather than a directory.
@@ -137,6 +149,19 @@ class Cluster:
     source: str
     poll_interval: float | None = None
     poll_floor: float | None = None
+    #: The sinks its supervisors deliver to, by name (None: every configured sink).
+    sinks: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class HeartbeatConfig:
+    """``[heartbeat]``: the dead-man URL (given, or read from a file: it often holds a token)
+    and the ping's timeout. The URL is read when a supervisor is made, never printed."""
+
+    url: str | None
+    url_file: str | None
+    timeout: float
+    source: str
 
 
 @attrs.frozen
@@ -170,6 +195,7 @@ class Config:
     default_cluster: str
     records_root: Path
     escalations: tuple[EscalationSink, ...] = ()
+    heartbeat: HeartbeatConfig | None = None
     #: ``store`` naming a database (a URL or a ``[store]`` table); None: LMDB directories.
     shared_store: SharedStore | None = None
     #: The clusters that cannot be used, each with its problems: told when one is chosen.
@@ -231,6 +257,13 @@ def load_config(
         elif cluster is not None:
             clusters[name] = cluster
     escalations = _escalations(plugins, data.get("escalations", {}), file, problem)
+    names = {e.name for e in escalations}
+    for cluster in clusters.values():
+        for n in cluster.sinks or ():
+            if n not in names and n != LOG_SINK:
+                known = ", ".join(sorted(names)) or "none configured"
+                problem(f"clusters.{cluster.name}.sinks", f"names no sink {n!r} (sinks: {known})")
+    heartbeat = _heartbeat(data.get("heartbeat"), file, problem)
     default = data.get("default_cluster", DEFAULT_CLUSTER)
     if not isinstance(default, str):
         problem("default_cluster", f"must be a cluster's name, got {default!r}")
@@ -269,6 +302,7 @@ def load_config(
         default_cluster=default,
         records_root=root,
         escalations=escalations,
+        heartbeat=heartbeat,
         shared_store=shared,
         unusable=unusable,
     )
@@ -313,6 +347,13 @@ def _cluster(
         problem(f"clusters.{name}.adapter", missing_adapter(plugins, chosen))
         return None, found
     pacing: dict[str, float | None] = {}
+    sinks: tuple[str, ...] | None = None
+    if isinstance(raw, dict) and "sinks" in raw:
+        given = raw.pop("sinks")
+        if isinstance(given, list) and all(isinstance(n, str) and n for n in given):
+            sinks = tuple(given)
+        else:
+            problem(f"clusters.{name}.sinks", f"must be a list of sink names, got {given!r}")
     if isinstance(raw, dict):
         for key in PACING_KEYS:
             pacing[key] = _seconds(raw.pop(key, None), f"clusters.{name}.{key}", problem)
@@ -334,7 +375,8 @@ def _cluster(
     if checked is None:
         return None, found
     adapter, settings = checked
-    return Cluster(name, adapter, settings, f"{file}, [clusters.{name}]", **pacing), found
+    source = f"{file}, [clusters.{name}]"
+    return Cluster(name, adapter, settings, source, **pacing, sinks=sinks), found
 
 
 def cluster_schema(shared: SharedStore, cluster: str) -> str:
@@ -444,6 +486,37 @@ def _escalations(
             sink, settings = checked
             out.append(EscalationSink(name, sink, settings, f"{file}, [escalations.{name}]"))
     return tuple(out)
+
+
+_HEARTBEAT_KEYS = ("url", "url_file", "timeout")
+
+
+def _heartbeat(raw: Any, file: str, problem: Callable[[str, str], None]) -> HeartbeatConfig | None:
+    """The ``[heartbeat]`` table: exactly one of ``url`` and ``url_file``, and a timeout."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        problem("heartbeat", "must be a table with url or url_file")
+        return None
+    for key in raw:
+        if key not in _HEARTBEAT_KEYS:
+            problem(f"heartbeat.{key}", f"unknown key (known keys: {', '.join(_HEARTBEAT_KEYS)})")
+    url, url_file = raw.get("url"), raw.get("url_file")
+    if (url is None) == (url_file is None):
+        problem("heartbeat", "give exactly one of url and url_file")
+        return None
+    for key, value in (("url", url), ("url_file", url_file)):
+        if value is not None and not (isinstance(value, str) and value):
+            problem(f"heartbeat.{key}", f"must be a non-empty string, got {value!r}")
+            return None
+    if isinstance(url, str) and not url.startswith(("http://", "https://")):
+        # Only the scheme is quoted: the rest may hold the monitor's token.
+        problem("heartbeat.url", "must be an http:// or https:// URL")
+        return None
+    timeout = _seconds(raw.get("timeout", 10.0), "heartbeat.timeout", problem)
+    if timeout is None:
+        return None
+    return HeartbeatConfig(url, url_file, timeout, f"{file}, [heartbeat]")
 
 
 def _plugin_table(

@@ -200,6 +200,31 @@ class App:
                 self._store = LmdbRecords(str(self.store_dir), readonly=True)
         return self._store
 
+    def store_readonly(self) -> Records:
+        """A store of its own that only reads, for a watcher such as the metrics endpoint:
+        LMDB opened read-only (nothing created, no write possible; a missing store is
+        NotFound), PostgreSQL in sessions the database refuses every write in (a missing or
+        older schema is neither created nor migrated). Each call opens a new one."""
+        self._private_state()
+        shared = self.shared_store()
+        if shared is None:
+            from jobdispatch_records_lmdb import LmdbRecords
+
+            return LmdbRecords(str(self.store_dir), readonly=True)
+        if shared.kind != "postgresql":
+            msg = f"record store {shared.kind!r} (from {shared.source}) cannot be opened read-only"
+            raise Invalid(msg)
+        try:
+            entry = self.plugins.registry("record-store").get(shared.kind)
+        except NotFound:
+            need = STORE_DISTRIBUTIONS.get(shared.kind, f"a {shared.kind} record store")
+            msg = f"record store {shared.kind!r} (from {shared.source}) is not installed: "
+            raise Invalid(msg + f"pip install {need}") from None
+        validate_config(dict(shared.settings), entry.schema, subject=shared.source)
+        from jobdispatch_records_postgres import PostgresRecords
+
+        return PostgresRecords(dict(shared.settings), readonly=True)
+
     def job(self, word: str) -> JobID:
         """The job ``word`` names: an id, a unique id prefix or a name (see ``address``)."""
         from jobdispatch_cli.address import resolve
@@ -260,19 +285,25 @@ class App:
         on_observed: Callable[[JobID, Any], object] | None = None,
     ) -> Any:
         """A supervisor of this cluster's jobs, paced by the adapter and the site; ``poll``
-        (``--poll``) overrides the interval, never below the floor (Invalid, exit 2)."""
+        (``--poll``) overrides the interval, never below the floor (Invalid, exit 2). Its
+        sinks and heartbeat are made (and their files read) first: a sink that cannot work
+        is an error naming its key before anything is supervised."""
         from jobdispatch_supervise import Supervisor
 
         pacing = self.pacing()
+        sinks = self.sinks()
+        heartbeat = self.heartbeat()
         try:
             return Supervisor(
                 self.backend(),
                 self.store(),
-                sinks=self.sinks(),
+                sinks=sinks,
                 poll=pacing.interval if poll is None else poll,
                 poll_floor=pacing.floor,
                 lease_ttl=lease_ttl,
                 on_observed=on_observed,
+                cluster=self.cluster_config.name,
+                heartbeat=heartbeat,
             )
         except Invalid as exc:
             if "poll" not in exc.message:
@@ -280,19 +311,53 @@ class App:
             msg = f"--poll: {exc.message}"
             raise Invalid(msg) from None
 
-    def sinks(self) -> list[Any]:
-        """Where a supervisor of this command delivers escalations: the log, then every
-        ``[escalations.NAME]`` of the configuration, each delivering under its table's name."""
+    def _config_problem(self, exc: Invalid, default: str) -> FileError:
+        """A sink's or the heartbeat's Invalid (``KEY: what``) as the config file's problem."""
+        key, sep, what = exc.message.partition(": ")
+        if not sep or " " in key:
+            key, what = default, exc.message
+        return FileError([FileProblem(str(self.config.path), None, key, what)])
+
+    def heartbeat(self) -> Any:
+        """The ``[heartbeat]`` of the configuration, made (its URL file read), or None."""
+        configured = self.config.heartbeat
+        if configured is None:
+            return None
+        from jobdispatch_supervise.heartbeat import Heartbeat
+        from jobdispatch_supervise.http_sinks import read_secret
+
+        try:
+            url = configured.url
+            if configured.url_file is not None:
+                url = read_secret(configured.url_file, "heartbeat.url_file")
+            key = "heartbeat.url_file" if configured.url_file else "heartbeat.url"
+            return Heartbeat(url or "", timeout=configured.timeout, key=key)
+        except Invalid as exc:
+            raise self._config_problem(exc, "heartbeat") from None
+
+    def sinks(self, cluster: str | None = None) -> list[Any]:
+        """Where a supervisor of this command delivers escalations and notices: the log, then
+        every ``[escalations.NAME]`` of the configuration the cluster's ``sinks`` names (all of
+        them when it names none), each delivering under its table's name. Each is made here,
+        so a secret file that cannot be read or a bad URL is an error naming its key."""
         from jobdispatch_supervise.sinks import LogSink
 
+        chosen = self.config.clusters.get(cluster) if cluster else self.cluster_config
+        wanted = chosen.sinks if chosen is not None else None
         registry = self.plugins.registry("escalation-sink")
         built: list[Any] = [LogSink()]
         for configured in self.config.escalations:
+            if wanted is not None and configured.name not in wanted:
+                continue
             entry = registry.get(configured.sink)
             settings = dict(configured.settings)
             if "name" in (entry.schema or {}).get("properties", {}):
                 settings["name"] = configured.name
-            sink = entry.factory(settings)
+            try:
+                sink = entry.factory(settings)
+            except (Invalid, ValueError) as exc:
+                error = exc if isinstance(exc, Invalid) else Invalid(str(exc))
+                raise self._config_problem(error, f"escalations.{configured.name}") from None
             if sink.name in {s.name for s in built}:
                 problem = FileProblem(
                     str(self.config.path),

@@ -55,7 +55,9 @@ from jobdispatch.sizes import parse_mib
 from jobdispatch.types import (
     Action,
     CauseKind,
+    Extension,
     JobSpec,
+    Notify,
     RecoveryPolicy,
     Resources,
     Rule,
@@ -258,6 +260,16 @@ class _Reader:
             )
         return out
 
+    def extensions(self, data: Mapping[str, Any], checkpoint: Any) -> list[Extension]:
+        out: list[Extension] = [SharedCheckpoint()] if checkpoint == "shared" else []
+        events = self.get(data, "notify", "notify")
+        sinks = self.get(data, "notify_sinks", "notify_sinks")
+        if sinks and not events:
+            self.problem("notify_sinks", "names sinks for no notices: add notify = [...]")
+        elif events and self.ok("notify") and self.ok("notify_sinks"):
+            out.append(Notify(events=events, sinks=sinks or ()))
+        return out
+
     def spec(self, data: Mapping[str, Any]) -> JobSpec | None:
         for found in schema_problems(data):
             self.broken.add(found.field)
@@ -276,7 +288,7 @@ class _Reader:
             "output": self.path(self.get(data, "output", "output"), "output"),
             "env": {str(k): self.text(v, f"env.{k}") for k, v in env.items()},
             "time_limit": self.duration(self.get(data, "time_limit", "time_limit"), "time_limit"),
-            "extensions": [SharedCheckpoint()] if checkpoint == "shared" else [],
+            "extensions": self.extensions(data, checkpoint),
             "resources": self.resources(data.get("resources")),
             "recovery": RecoveryPolicy(rules=self.rules(data.get("recovery"))),
         }

@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 from jobdispatch.sizes import SIZE_FORMS, SIZE_PATTERN
-from jobdispatch.types import RECOVERABLE, Action, CauseKind
+from jobdispatch.types import RECOVERABLE, Action, CauseKind, NoticeKind
 from jobdispatch.validate import MAX_BUDGET
 
 __all__ = ["SCHEMA_FILE", "SchemaProblem", "job_schema", "problems", "schema_text"]
@@ -51,6 +51,8 @@ _TOP = (
     "checkpoint",
     "resources",
     "recovery",
+    "notify",
+    "notify_sinks",
 )
 _RESOURCES = (
     "gpus_per_node",
@@ -185,6 +187,25 @@ def job_schema() -> Mapping[str, Any]:
                 "x-message": "must be isolated or shared, got {value}",
             },
             "resources": resources,
+            "notify": {
+                "type": "array",
+                "items": {
+                    "enum": [str(k) for k in NoticeKind],
+                    "x-message": "is not a notice kind ("
+                    + ", ".join(str(k) for k in NoticeKind)
+                    + "), got {value}",
+                },
+                "uniqueItems": True,
+                "description": "the lifecycle notices this job sends (escalations always go)",
+                "x-message": "must be a list of notice kinds, got {value}",
+            },
+            "notify_sinks": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "x-message": "must name a sink"},
+                "uniqueItems": True,
+                "description": "the configured sinks that get this job's notices (default: all)",
+                "x-message": "must be a list of sink names, got {value}",
+            },
             "recovery": {
                 "type": "object",
                 "properties": {"rules": {"type": "array", "items": rule}},

@@ -165,9 +165,9 @@ def _accept_global_options_after(command: click.Command) -> None:
 
 def _register(group: click.Group) -> None:
     """Add the subcommands: called by the group the first time a command is needed."""
-    from jobdispatch_cli.commands import control, inspect, local, running, store
+    from jobdispatch_cli.commands import control, inspect, local, observe, running, store
 
-    for module in (running, inspect, control, local, store):
+    for module in (running, inspect, control, local, store, observe):
         module.register(group)
     for command in group.commands.values():
         _accept_global_options_after(command)

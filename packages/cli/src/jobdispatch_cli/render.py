@@ -319,6 +319,27 @@ def plan_view(
     return Group(*parts)
 
 
+def sinks_table(reports: Iterable[Any]) -> Table:
+    """Where the job's escalations and notices would go, and what a probe found of each sink."""
+    table = Table(title="notices", title_justify="left", show_edge=False)
+    table.add_column("sink")
+    table.add_column("kind")
+    table.add_column("gets")
+    table.add_column("probe")
+    table.add_column("detail", style="dim")
+    for r in reports:
+        if not r.configured:
+            probe = Text("not configured", style="red")
+        elif r.reachable is False:
+            probe = Text("unreachable", style="red")
+        elif r.reachable:
+            probe = Text("reachable", style="green")
+        else:
+            probe = Text("configured", style="green")
+        table.add_row(r.name, r.sink, ", ".join(r.gets), probe, r.detail)
+    return table
+
+
 def capabilities_table(
     capabilities: Mapping[Capability, Support], *, extra: Mapping[str, Support] | None = None
 ) -> Table:

@@ -36,7 +36,15 @@ from jobdispatch.triggers import (
     parse_escalation,
     parse_trigger,
 )
-from jobdispatch.types import EXTENSIONS, Actor, ActorKind, AdapterValue, JobSpec, Resources
+from jobdispatch.types import (
+    EXTENSIONS,
+    Actor,
+    ActorKind,
+    AdapterValue,
+    Extension,
+    JobSpec,
+    Resources,
+)
 
 T = TypeVar("T")
 
@@ -148,6 +156,9 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
     for cls in tags:
         c.register_unstructure_hook(cls, unstructure_extension)
         c.register_structure_hook(cls, structure_extension)
+    # The union a spec's extensions are typed as: each value by its own tag.
+    c.register_structure_hook_func(lambda t: t == Extension, structure_extension)
+    c.register_unstructure_hook_func(lambda t: t == Extension, unstructure_extension)
 
     # A spec that asks for no resources is written as it was before resources existed, and a
     # resources table holds only what was asked: records stay small and old ones read the same.

@@ -282,6 +282,8 @@ class Job:
     #: Requeue intents (a person's, or a rule's) waiting for their call, by trigger key.
     requeues: list[tuple[Trigger, int | None, Cause | None]] = attrs.Factory(list)
     escalations: dict[EscalationId, EscalationRec] = attrs.Factory(dict)
+    #: Lifecycle notices delivered, as (notice id, sink) pairs (``jobdispatch.notices``).
+    notices_delivered: set[tuple[str, str]] = attrs.Factory(set)
     #: When an open or a stop of each object was last decided, for retrying the idempotent call.
     open_at: dict[str, datetime] = attrs.Factory(dict)
     stop_at: dict[str, datetime] = attrs.Factory(dict)
@@ -383,6 +385,7 @@ class _Folder:
     #: The events a settled record may still take: evidence, and clean-up of residual objects.
     AFTER_SETTLED = (
         ev.EscalationDelivered,
+        ev.NoticeDelivered,
         ev.Observed,
         ev.Absent,
         ev.AttemptReplied,  # a Start whose caller paused may answer after clean-up settled
@@ -698,6 +701,11 @@ class _Folder:
             msg = f"escalation {str(e.escalation)!r} delivered to {e.sink} twice"
             raise _bad(i, self.job, msg)
         rec.delivered.add(e.sink)
+
+    def _on_notice_delivered(self, i: int, e: ev.NoticeDelivered) -> None:
+        # A second record of one delivery is harmless (a notice's delivery is at least once);
+        # writers check for one before committing, so it happens only if they race.
+        self.job.notices_delivered.add((e.notice, e.sink))
 
     # -------------------------------------------------------------- decisions
 

@@ -421,9 +421,39 @@ class SharedCheckpoint:
     """
 
 
+class NoticeKind(_Word):
+    """A kind of lifecycle notice a job may ask for (``jobdispatch.notices``).
+
+    ``stalled`` and ``resumed`` are named here so a job may ask for them now; they are sent
+    once the record carries the progress evidence they derive from (issue 26)."""
+
+    STARTED = "started"
+    ENDED = "ended"
+    RECOVERED = "recovered"
+    BUDGET_LOW = "budget-low"
+    ESCALATED = "escalated"
+    SETTLED = "settled"
+    STALLED = "stalled"
+    RESUMED = "resumed"
+
+
+def _notice_kinds(value: Iterable[NoticeKind | str]) -> tuple[NoticeKind, ...]:
+    return tuple(v if isinstance(v, NoticeKind) else NoticeKind(v) for v in value)
+
+
+@attrs.frozen
+class Notify:
+    """The lifecycle notices a job asks for (``events``), and the configured sinks they go to
+    (``sinks``; empty: every sink of the supervisor). Recorded with the job, so every
+    supervisor, on any host, sends the same notices for it."""
+
+    events: tuple[NoticeKind, ...] = attrs.field(default=(), converter=_notice_kinds)
+    sinks: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
 #: The extension types a spec may carry, by the tag their encoding uses.
-EXTENSIONS: Mapping[str, type] = {"shared-checkpoint": SharedCheckpoint}
-Extension: TypeAlias = SharedCheckpoint
+EXTENSIONS: Mapping[str, type] = {"shared-checkpoint": SharedCheckpoint, "notify": Notify}
+Extension: TypeAlias = SharedCheckpoint | Notify
 
 
 def _strings(value: Iterable[str]) -> tuple[str, ...]:
@@ -548,6 +578,14 @@ class JobSpec:
         """Shared when a :class:`SharedCheckpoint` extension is declared, else isolated."""
         shared = any(isinstance(e, SharedCheckpoint) for e in self.extensions)
         return CheckpointMode.SHARED if shared else CheckpointMode.ISOLATED
+
+    @property
+    def notify(self) -> Notify:
+        """The lifecycle notices the job asked for (none unless a :class:`Notify` is declared)."""
+        for e in self.extensions:
+            if isinstance(e, Notify):
+                return e
+        return Notify()
 
 
 # ---------------------------------------------------------------------------- the plan

@@ -70,6 +70,7 @@ from jobdispatch.records.store import (
     ListFilter,
     ReadAnswer,
     Refusal,
+    Survey,
 )
 from jobdispatch.types import JobID
 
@@ -714,6 +715,9 @@ class LmdbRecords:
         self.path = Path(path).absolute()
         self._clock = clock
         self._decoded = DecodedCache(cache_events)
+        #: Asked for read-only: this store refuses writes even when it shares an environment
+        #: this process opened for writing (a supervisor serving its metrics beside it).
+        self._readonly = readonly
         self._shared: _Env | None = _acquire_env(self.path, map_size, readonly=readonly)
         self._max_key = self._shared.env.max_key_size()
 
@@ -1146,6 +1150,45 @@ class LmdbRecords:
 
         self._transact(txn_withdraw, write=True)
 
+    def survey(self) -> Survey:
+        """Every job's revision, the members and the unexpired leases per holder, from one
+        read transaction (so a read-only store answers too), and the data file's size."""
+
+        def txn_survey(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Survey:
+            now = self._clock()
+            by_seq: list[tuple[int, str, int]] = []
+            for key, value in txn.cursor(db=dbs["jobs"]):
+                seq, revision, _ = _JOB.unpack(bytes(value))
+                by_seq.append((seq, bytes(key).decode(), revision))
+            by_seq.sort()
+            leases: dict[str, int] = {}
+            for _, raw in txn.cursor(db=dbs["leases"]):
+                row = _LeaseRow.load(bytes(raw))
+                if row.holder is not None and row.expires is not None and now < row.expires:
+                    leases[row.holder] = leases.get(row.holder, 0) + 1
+            members: dict[str, datetime] = {}
+            cursor = txn.cursor(db=dbs["meta"])
+            if cursor.set_range(_MEMBER):
+                for raw, value in cursor:
+                    name = bytes(raw)
+                    if not name.startswith(_MEMBER):
+                        break
+                    expires = _from_micros(_U64.unpack(bytes(value))[0])
+                    members[name[len(_MEMBER) :].decode()] = expires
+            return Survey(
+                now=now,
+                revisions={job: revision for _, job, revision in by_seq},
+                members=members,
+                leases=leases,
+            )
+
+        found = self._transact(txn_survey, write=False)
+        try:
+            size = (self.path / "data.mdb").stat().st_size
+        except OSError:
+            return found
+        return attrs.evolve(found, size_bytes=size)
+
     def close(self) -> None:
         """Let go of the environment; the last store on a path in this process closes it."""
         shared, self._shared = self._shared, None
@@ -1182,7 +1225,7 @@ class LmdbRecords:
         if shared.pid != _This.pid:
             msg = f"{self.path}: the store was opened before a fork; open it again in this process"
             raise Unavailable(msg)
-        if write and shared.readonly:
+        if write and (shared.readonly or self._readonly):
             msg = f"{self.path}: the store is opened read-only; nothing was written"
             raise ReadOnly(msg)
         shared.check_length()

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from jobdispatch.errors import Invalid
+from jobdispatch.errors import Invalid, NotFound
 from psycopg import sql
 
 __all__ = ["FORMAT", "SCHEMA_VERSION", "ensure", "grant", "owns"]
@@ -195,7 +195,13 @@ GRANT EXECUTE ON FUNCTION {s}.pin_now(timestamptz), {s}.store_now() TO {r};
 _GRANTED = "granted:"
 
 
-def ensure(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str]) -> int:
+def ensure(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    where: Callable[[], str],
+    *,
+    readonly: bool = False,
+) -> int:
     """Create or migrate ``schema`` to :data:`SCHEMA_VERSION`; returns the version found.
 
     Invalid (naming both versions) for a schema written by a newer version, or one that holds
@@ -217,6 +223,16 @@ def ensure(conn: psycopg.Connection[Any], schema: str, where: Callable[[], str])
             raise Invalid(msg)
         if found == SCHEMA_VERSION:
             return found
+        if readonly and found == 0:
+            msg = f"{where()}: there is no store in this schema (opened read-only: none was made)"
+            raise NotFound(msg)
+        if readonly:
+            msg = (
+                f"{where()}: the store's schema is version {found} and this version reads "
+                f"{SCHEMA_VERSION}; opened read-only, so it was not migrated: run `jobdispatch "
+                "store migrate` with the owner's credentials"
+            )
+            raise Invalid(msg)
         owner = _owner(conn, schema)
         if owner is not None and not owns(conn, schema):
             msg = (

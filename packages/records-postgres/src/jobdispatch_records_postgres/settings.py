@@ -112,6 +112,10 @@ class Settings:
     connect_timeout: float = 10.0
     stalled_transaction_timeout: float = 10.0
     call_timeout: float = 30.0
+    #: Sessions that may not write (``default_transaction_read_only``): the database itself
+    #: refuses any write, for a reader such as the metrics endpoint. Not a setting of the
+    #: configuration file: the reader that wants it asks for it.
+    read_only: bool = False
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -185,6 +189,8 @@ class Settings:
         kwargs["connect_timeout"] = max(1, round(self.connect_timeout))
         stalled_ms = max(1, round(self.stalled_transaction_timeout * 1000))
         kwargs["options"] = f"-c idle_in_transaction_session_timeout={stalled_ms}"
+        if self.read_only:
+            kwargs["options"] += " -c default_transaction_read_only=on"
         password = self.password()
         if password is not None:
             kwargs["password"] = password

@@ -49,6 +49,7 @@ from jobdispatch.records.store import (
     ListFilter,
     ReadAnswer,
     Refusal,
+    Survey,
 )
 from jobdispatch.types import JobID
 from psycopg import sql
@@ -173,6 +174,9 @@ class PostgresRecords:
         cache_events: how many decoded events this store keeps for re-reads (least recently
             read records go first; 0 keeps none). A record read again is fetched from where
             its cached part ends, so a supervisor's poll brings only what is new.
+        readonly: open sessions that may not write (the database refuses any write in them),
+            for a reader such as the metrics endpoint: a missing schema is NotFound and an
+            older one Invalid, since neither is created nor migrated.
 
     Raises, naming the database and never the password, Unavailable when it cannot reach the
     database (down, cut off, out of connections), Unauthorized when the database refuses the
@@ -189,8 +193,10 @@ class PostgresRecords:
         clock: Clock | None = None,
         *,
         cache_events: int = DEFAULT_CACHE_EVENTS,
+        readonly: bool = False,
     ) -> None:
-        self.settings = config if isinstance(config, Settings) else Settings.from_config(config)
+        settings = config if isinstance(config, Settings) else Settings.from_config(config)
+        self.settings = attrs.evolve(settings, read_only=True) if readonly else settings
         self._clock = clock
         self._decoded = DecodedCache(cache_events)
         self._closed = False
@@ -200,7 +206,9 @@ class PostgresRecords:
         self._connections = Connections(self.settings)
         try:
             self._run(
-                lambda conn: schema_module.ensure(conn, self.settings.schema, self.settings.where)
+                lambda conn: schema_module.ensure(
+                    conn, self.settings.schema, self.settings.where, readonly=readonly
+                )
             )
         except BaseException:
             self._connections.close()
@@ -645,6 +653,30 @@ class PostgresRecords:
 
         self._run(body, transaction=True)
 
+    def survey(self) -> Survey:
+        """Every job's revision, the members, the unexpired leases per holder and the size of
+        the schema's tables (with their indexes and TOAST), in one read transaction."""
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> Survey:
+            pinned = self._clock() if self._clock is not None else None
+            row = conn.execute(q.pin_now, (pinned,)).fetchone()
+            assert row is not None
+            now = _utc(row[0])
+            revisions = {str(j): int(r) for j, r in conn.execute(q.revisions)}
+            leases = {str(h): int(n) for h, n in conn.execute(q.leases_held, (now,))}
+            members = {str(m): _utc(e) for m, e in conn.execute(q.members)}
+            size = conn.execute(q.size, (self.settings.schema,)).fetchone()
+            return Survey(
+                now=now,
+                revisions=revisions,
+                members=members,
+                leases=leases,
+                size_bytes=int(size[0]) if size is not None and size[0] is not None else None,
+            )
+
+        return self._run(body, transaction=True)
+
     def _warn_if_owner(self, conn: psycopg.Connection[Any]) -> None:
         """Say once, at a supervisor's first announcement (only supervisors announce), that it
         runs with the schema owner's rights: raw SQL under those credentials can drop the
@@ -826,6 +858,16 @@ class _Queries:
         )
         self.members = q("SELECT member, expires FROM {s}.members")
         self.withdraw = q("DELETE FROM {s}.members WHERE member = %s")
+        self.revisions = q("SELECT job, revision FROM {s}.jobs ORDER BY seq")
+        self.leases_held = q(
+            "SELECT holder, count(*) FROM {s}.jobs WHERE holder IS NOT NULL "
+            "AND lease_expires > %s GROUP BY holder"
+        )
+        self.size = sql.SQL(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class AS c "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'r'"
+        )
         self.orphans = q(
             "SELECT DISTINCT e.job FROM {s}.events AS e "
             "WHERE NOT EXISTS (SELECT 1 FROM {s}.jobs AS j WHERE j.job = e.job) ORDER BY e.job"

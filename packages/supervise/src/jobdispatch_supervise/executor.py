@@ -52,6 +52,7 @@ from jobdispatch.steps import Answer, Context, Step, Wait, next_steps
 from jobdispatch.triggers import EscalationId
 from jobdispatch.types import Actor, Tristate
 
+from jobdispatch_supervise.outbox import Outbox
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
 
 _TRI_UNKNOWN = Tristate.UNKNOWN
@@ -129,6 +130,7 @@ class Executor:
         holder: str,
         sinks: Sequence[Sink] = (),
         concurrency: int = 1,
+        outbox: Outbox | None = None,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             msg = f"an executor's call concurrency must be an integer >= 1, got {concurrency!r}"
@@ -139,6 +141,9 @@ class Executor:
         self.holder = holder
         self.actor = Actor.supervisor(holder)
         self.sinks = list(sinks)
+        #: Where each record read is offered for delivery off this thread (a supervisor's);
+        #: None: escalations are delivered to ``sinks`` here, in the pass (the simulator's).
+        self.outbox = outbox
         #: The most calls in flight at once: the caller's bound within the adapter's.
         self.concurrency = min(concurrency, call_concurrency(backend))
         #: Job -> its record folded so far, extended by each pass (see _fold).
@@ -202,7 +207,13 @@ class Executor:
             discovery = self.backend.find(job)
         now = self.clock()
         folded = self._fold(view, now)
-        self._deliver(folded, view.revision)
+        if self.outbox is not None:
+            try:
+                self.outbox.offer(view)
+            except Exception:  # a notice's trouble never stops the supervision of its job
+                log.exception("job %s: its notices could not be queued", job)
+        else:
+            self._deliver(folded, view.revision)
         step = next_steps(folded, discovery, now)[0]
         if isinstance(step, Wait):
             wait = Pass(step=step, settled=folded.settled, wake=step.wake, revision=view.revision)

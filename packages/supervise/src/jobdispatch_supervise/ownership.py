@@ -10,7 +10,7 @@ deterministically.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from jobdispatch.clock import Clock
@@ -102,7 +102,9 @@ class Ownership:
         else:
             self._leases.pop(job, None)
 
-    def own_share(self, jobs: Sequence[str], share: int) -> dict[str, Lease]:
+    def own_share(
+        self, jobs: Sequence[str], share: int, busy: Callable[[str], bool] | None = None
+    ) -> dict[str, Lease]:
         """The leases to serve ``jobs`` with, taking no more than ``share`` of them, through
         :meth:`own_many` (so in a few store calls, whatever the number of jobs).
 
@@ -111,11 +113,16 @@ class Ownership:
         other holders own are passed over for the next ones. Held beyond the share (a new
         member joined, so every share shrank), one job, the last held, is released per call:
         the surplus drains gradually to the newcomers, and releasing is always safe (its next
-        owner is fenced by a greater token and starts from the record).
+        owner is fenced by a greater token and starts from the record). A job ``busy`` says is
+        in the middle of something that must finish under this lease (a notice being sent) is
+        not the one released.
         """
         held = [job for job in jobs if job in self._leases]
         if len(held) > share:
-            self.release(held.pop())
+            free = [job for job in held if busy is None or not busy(job)]
+            if free:
+                held.remove(free[-1])
+                self.release(free[-1])
         owned = self.own_many(held)
         free = [job for job in jobs if job not in self._leases]
         at = 0

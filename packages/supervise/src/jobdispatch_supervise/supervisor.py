@@ -38,11 +38,14 @@ from jobdispatch.steps import (
     VerifiedStopped,
     Wait,
 )
+from jobdispatch.types import Actor
 from jobdispatch.validate import MAX_DURATION
 
 from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.heap import COLLECT_EVERY, HeapKeeper
+from jobdispatch_supervise.heartbeat import Heartbeat
 from jobdispatch_supervise.outage import AWAY, WatchedStore
+from jobdispatch_supervise.outbox import Outbox
 from jobdispatch_supervise.ownership import Ownership, fair_share
 from jobdispatch_supervise.sinks import LogSink, Sink
 from jobdispatch_supervise.watching import Watching
@@ -50,6 +53,11 @@ from jobdispatch_supervise.watching import Watching
 __all__ = ["Supervisor"]
 
 log = logging.getLogger("jobdispatch.supervise")
+
+#: The least lease left for a notice of a job to be sent: more than a sink's longest timeout.
+SEND_MARGIN = timedelta(seconds=12)
+#: How long ``run`` waits, once its job settled, for the job's last notices to go.
+SETTLE_FLUSH = 10.0
 
 
 def _holder_id() -> str:
@@ -87,6 +95,13 @@ class Supervisor:
             polls (:mod:`jobdispatch_supervise.heap`): the heap frozen after each poll, and
             collected fully between two polls every ``full_collection_every``.
         full_collection_every: the longest time garbage in reference cycles waits.
+        cluster: the cluster's name, carried by every notice.
+        heartbeat: pinged after every poll that saw the store and the cluster (never after
+            a blind one), from a thread of its own.
+        link: a job's dashboard page, for notices, when one is configured.
+
+    Escalations and lifecycle notices go through an :class:`Outbox`: each pass offers the
+    record it read, and one thread per sink sends and records, so no delivery delays a poll.
 
     Raises Invalid at construction for a poll or a lease ttl that is not positive or is longer
     than the core's MAX_DURATION (a NaN poll included), for a poll below the poll floor or a
@@ -114,6 +129,9 @@ class Supervisor:
         call_concurrency: int = 8,
         freeze_heap: bool = True,
         full_collection_every: timedelta = COLLECT_EVERY,
+        cluster: str = "",
+        heartbeat: Heartbeat | None = None,
+        link: Callable[[str], str | None] | None = None,
     ) -> None:
         # Checked here, not when the first lease is needed: a supervisor that cannot work must
         # say so before it serves anything. Pacing names NaN, infinities and out-of-range
@@ -140,13 +158,27 @@ class Supervisor:
         self.poll = self.pacing.interval
         self.lease_ttl = lease_ttl
         self.holder = holder or _holder_id()
+        self.heartbeat = heartbeat
+        #: Within a renewed lease's life (renewed with half of it left) whatever the ttl.
+        self._send_margin = min(SEND_MARGIN, lease_ttl / 4)
+        self.outbox = Outbox(
+            self.store,
+            list(sinks) if sinks is not None else [LogSink()],
+            by=Actor.supervisor(self.holder),
+            clock=clock,
+            cluster=cluster,
+            sender=self.holder,
+            owns=self._may_send,
+            link=link,
+        )
         self.executor = Executor(
             backend,
             self.store,
             clock=clock,
             holder=self.holder,
-            sinks=list(sinks) if sinks is not None else [LogSink()],
+            sinks=self.outbox.sinks,
             concurrency=call_concurrency,
+            outbox=self.outbox,
         )
         self.sweep_every = sweep_every
         self.heap = HeapKeeper(clock, collect_every=full_collection_every, enabled=freeze_heap)
@@ -171,6 +203,25 @@ class Supervisor:
         self._unreadable: set[str] = set()
         #: The live members at the last announcement (spec 0004 D7).
         self._last_members: tuple[str, ...] = (self.holder,)
+
+    # ---------------------------------------------------------------- notices
+
+    def _may_send(self, job: str) -> bool:
+        """Whether this supervisor may send ``job``'s notices now: it holds the job's lease,
+        with at least SEND_MARGIN of it left (a send takes at most a sink's timeout)."""
+        lease = self.ownership.held(job)
+        return lease is not None and lease.expires - self.clock() > self._send_margin
+
+    def _beat(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.beat(self.holder, self.clock())
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Let queued notices go (at most ``timeout`` seconds), then stop the sink threads and
+        the heartbeat. What is not sent stays owed by the record."""
+        self.outbox.close(timeout)
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
 
     # ---------------------------------------------------------------- loops
 
@@ -226,6 +277,7 @@ class Supervisor:
                     result = self.executor.run_pass(job, lease, discovery)
                     if discovery is not None:
                         self._observed(job, discovery)
+                        self._beat()
                     if not _record_only(result):
                         discovery = None
                 except (Unreachable, Unavailable) as exc:
@@ -237,6 +289,8 @@ class Supervisor:
                     polled = True
                     continue
                 if result.settled:
+                    # Its last notices go while the lease still stands (at most the bound).
+                    self.outbox.flush(SETTLE_FLUSH)
                     return
                 if result.conflict:
                     # Lost a race or the lease: forget the lease so ownership is checked anew.
@@ -252,7 +306,8 @@ class Supervisor:
 
     def residual_jobs(self) -> list[str]:
         """Settled jobs that may still have an object to sweep: an attempt whose outcome stayed
-        unknown less than ``residual_horizon`` ago, or a recorded object not yet done.
+        unknown less than ``residual_horizon`` ago, or a recorded object not yet done; and
+        settled jobs whose record still owes a sink a notice (their supervisor stopped first).
 
         It folds every settled record, so it runs once per ``sweep_every``, not every poll.
         """
@@ -260,7 +315,8 @@ class Supervisor:
         out = []
         for job in self.store.list(ListFilter(settled=True)):
             try:
-                folded = fold(self.store.read(job), now)
+                view = self.store.read(job)
+                folded = fold(view, now)
             except (NotFound, Invalid) as exc:
                 log.warning("residual sweep skips job %s: %s", job, exc)
                 continue
@@ -277,6 +333,13 @@ class Supervisor:
             recent = any(now - a.started_at < self.residual_horizon for a in folded.residuals())
             if recent or any(not o.done for o in folded.objects.values()):
                 out.append(job)
+            elif (
+                folded.settled_at is not None
+                and now - folded.settled_at < self.residual_horizon
+                and self.outbox.owes(view)
+            ):
+                # Its supervisor stopped before its last notices went: serve it until they do.
+                out.append(job)
         return out
 
     def serve(self, filter: ListFilter | None = None) -> None:
@@ -292,6 +355,8 @@ class Supervisor:
         finally:
             self.heap.stop()
         self._watching.stop()
+        # While the leases still stand: what is queued may go (what cannot stays owed).
+        self.outbox.close(SETTLE_FLUSH)
         self.ownership.release_all()
         try:
             self.store.withdraw(self.holder)
@@ -309,7 +374,13 @@ class Supervisor:
         try:
             jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
             share = fair_share(len(jobs), self._members(), self.holder)
-            owned = self.ownership.own_share(jobs, share)
+            outbox = self.outbox
+            with outbox.guard:  # no lease goes while a lane sends under it
+                owned = self.ownership.own_share(jobs, share, busy=outbox.in_flight)
+            # Jobs (settled ones, mostly) whose notices are still queued here stay owned.
+            waiting = [j for j in outbox.jobs() if j not in owned]
+            if waiting:
+                owned.update(self.ownership.own_many(waiting))
             if swept is None or self.clock() - swept >= self.sweep_every:
                 # Outside the share: a sweep is one pass per settled job (its lease is let go
                 # after it), and counting these would move every share on each sweep's poll.
@@ -327,7 +398,9 @@ class Supervisor:
             log.warning("the backend did not answer: %s; trying again", exc)
             self._wait_for(None)
             return swept
-        wake = self._rounds(owned, found)
+        wake, sighted = self._rounds(owned, found)
+        if sighted:
+            self._beat()
         self.heap.between_polls()
         self._wait_for(wake)
         return swept
@@ -344,7 +417,9 @@ class Supervisor:
             log.warning("cannot announce %s as a member: %s", self.holder, exc)
         return self._last_members
 
-    def _rounds(self, owned: dict[str, Lease], found: dict[str, Discovery]) -> datetime | None:
+    def _rounds(
+        self, owned: dict[str, Lease], found: dict[str, Discovery]
+    ) -> tuple[datetime | None, bool]:
         """Execute steps for every owned job until each has to wait, in rounds: each round is
         one batch of passes (:meth:`Executor.run_batch`: every decision committed in one
         batch, the calls made, every answer committed in one batch); a job that executed a
@@ -358,8 +433,13 @@ class Supervisor:
         called, made after those calls, and that one is reused in turn. So news costs the
         scheduler nothing beyond the poll's query, and a round after calls one query however
         many jobs it has. Each job whose rounds ended without an error is then handed to
-        ``on_observed`` with the latest Find of it."""
+        ``on_observed`` with the latest Find of it.
+
+        Answers the earliest wake, and whether the poll saw everything it asked about (no
+        job's pass ended because the store or the backend did not answer): only such a poll
+        is followed by a heartbeat."""
         wake: datetime | None = None
+        sighted = True
         fresh = dict(found)  # job -> its latest Find, while no step of the job called out since
         seen = dict(found)  # job -> its latest Find, for on_observed
         failed: set[str] = set()
@@ -374,9 +454,13 @@ class Supervisor:
                     fresh.pop(job, None)
                 if result.error is not None:
                     failed.add(job)
+                    if isinstance(result.error, (Unreachable, Unavailable)):
+                        sighted = False
                     self._failed(job, result.error)
                 elif result.settled:
-                    self.ownership.release(job)
+                    with self.outbox.guard:
+                        if not self.outbox.in_flight(job) and job not in self.outbox.jobs():
+                            self.ownership.release(job)
                 elif result.conflict:
                     # Lost a race or the lease: forget the lease so ownership is checked anew.
                     self.ownership.forget(job)
@@ -395,13 +479,14 @@ class Supervisor:
                     fresh.update(find_all(self.backend, stale))
                 except (Unreachable, Unavailable) as exc:
                     log.warning("the backend did not answer: %s; trying again", exc)
+                    sighted = False
                     break
                 seen.update((job, fresh[job]) for job in stale if job in fresh)
             batch = [(job, lease, fresh.get(job)) for job, lease in leases.items()]
         for job in owned:
             if job not in failed:
                 self._observed(job, seen.get(job))
-        return wake
+        return wake, sighted
 
     def _failed(self, job: str, exc: Exception) -> None:
         """What ended one job's pass in a round: that job's problem, the others go on; an

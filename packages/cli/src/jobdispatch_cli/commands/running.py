@@ -24,11 +24,13 @@ from rich.text import Text
 
 from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
+from jobdispatch_cli.commands.observe import check_listen, metrics_options, start_metrics
 from jobdispatch_cli.context import App
 from jobdispatch_cli.durations import parse_duration
 from jobdispatch_cli.jobfile import load_job_file
-from jobdispatch_cli.render import cause_text, plan_view, state_text, to_data
+from jobdispatch_cli.render import cause_text, plan_view, sinks_table, state_text, to_data
 from jobdispatch_cli.report import Reporter
+from jobdispatch_cli.sinkcheck import sink_reports, unknown_sinks
 from jobdispatch_cli.timeline import build, render_text
 
 #: The supervisor's own logger: what the command says about the store reads as the rest.
@@ -338,15 +340,25 @@ def register(group: click.Group) -> None:
             )
             submission = None
         extra = extra_answers(backend)
+        sinks = app.sinks()
+        kinds = {e.name: e.sink for e in app.config.escalations} | {"log": "log"}
+        reports = sink_reports(sinks, kinds, job_file.spec)
+        missing = unknown_sinks(sinks, job_file.spec)
         if as_json:
             data = to_data(made)
             data["extra"] = to_data(extra)
             data["cluster"] = app.cluster_config.name
+            data["sinks"] = [r.as_data() for r in reports]
+            data["unknown_sinks"] = missing
             if submission is not None:
                 data["submission"] = submission
             print_json(app, data)
             return
         app.console.print(plan_view(made, cluster=app.cluster_config.name, extra=extra))
+        app.console.print(sinks_table(reports))
+        for name in missing:
+            warning = f"notify_sinks names {name!r}, which this cluster's supervisors lack"
+            app.console.print(Text(warning, style="yellow"))
         if submission is not None:
             app.console.print("\n[bold]What the first submission creates[/bold]")
             app.console.print(submission, markup=False, highlight=False, soft_wrap=True)
@@ -457,19 +469,49 @@ def register(group: click.Group) -> None:
     @group.command()
     @supervisor_options
     @click.option("-v", "--verbose", is_flag=True, help="Log every step the supervisor takes.")
+    @click.option(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        default=None,
+        help="Also serve Prometheus metrics of the store's records there, read-only, as "
+        "`jobdispatch metrics` does.",
+    )
+    @metrics_options
     @pass_app
-    def supervise(app: App, poll: float | None, lease_ttl: timedelta, verbose: bool) -> None:
+    def supervise(
+        app: App,
+        poll: float | None,
+        lease_ttl: timedelta,
+        verbose: bool,
+        metrics_listen: str | None,
+        per_job: bool,
+    ) -> None:
         """Serve every unsettled job of the store until stopped (SIGTERM or Ctrl-C).
 
         Several supervisors may serve one store: they share its jobs out evenly, each job is
         owned by one at a time, and the others take over when its owner's lease lapses.
         """
         _logging(verbose)
+        if metrics_listen is not None:
+            check_listen(metrics_listen)  # refused before waiting for anything
         with _stop_on_signals(lambda: None) as stopped:
             store = _store_once_it_answers(app, poll, stopped)
         if store is None:
             app.err.print("stopped before the record store answered", style="dim")
             return
+        endpoint = None
+        if metrics_listen is not None:
+            # Once the store is open for writing: an LMDB store opened read-only first would
+            # keep this process from opening it for writing.
+            endpoint = start_metrics(app, metrics_listen, per_job=per_job, lease_ttl=lease_ttl)
+            app.err.print(f"serving metrics at {endpoint.url}", style="dim", soft_wrap=True)
+        try:
+            _supervise(app, store, poll, lease_ttl)
+        finally:
+            if endpoint is not None:
+                endpoint.stop()
+
+    def _supervise(app: App, store: Any, poll: float | None, lease_ttl: timedelta) -> None:
         cluster = app.cluster()
         reporters: dict[str, Reporter] = {}
         told: dict[str, tuple[int, object]] = {}

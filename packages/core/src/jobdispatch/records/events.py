@@ -239,6 +239,17 @@ class EscalationDelivered(Event):
     sink: str
 
 
+@attrs.frozen(kw_only=True)
+class NoticeDelivered(Event):
+    """A lifecycle notice (``jobdispatch.notices``) reached a sink. ``notice`` is the notice's
+    id, derived from the record (its kind and the revision that caused it), so every supervisor
+    names the same notice alike; a sink with one recorded is not sent it again."""
+
+    kind: ClassVar[str] = "notice-delivered"
+    notice: str
+    sink: str
+
+
 # ------------------------------------------------------------------------------ decisions
 
 
@@ -420,6 +431,7 @@ AnyEvent: TypeAlias = (
     | CallAnswered
     | CessationAnswered
     | EscalationDelivered
+    | NoticeDelivered
     | SubmissionAuthorized
     | AttemptStarted
     | CanonicalChosen
@@ -453,6 +465,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CallAnswered,
         CessationAnswered,
         EscalationDelivered,
+        NoticeDelivered,
         SubmissionAuthorized,
         AttemptStarted,
         CanonicalChosen,

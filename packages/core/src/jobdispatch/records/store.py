@@ -20,7 +20,7 @@ store:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -206,4 +206,38 @@ class Records(Protocol):
 
     def close(self) -> None:
         """Release files and handles."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class Survey:
+    """What a store shows of itself at one moment, read without changing anything: for a
+    reader that watches the whole store (the metrics endpoint), not for a supervisor.
+
+    ``revisions`` lets such a reader fold again only the records that grew since it last
+    looked, without fetching any record; ``members`` and ``leases`` are the supervisors'
+    side of the store (spec 0004 D7), as of ``now`` by the store's clock."""
+
+    #: The store's clock when it was read (the database's, for a shared store).
+    now: datetime
+    #: Every job's revision, in creation order.
+    revisions: Mapping[JobID, int]
+    #: Every member still in the membership table and when its announcement lapses; one past
+    #: its expiry has stopped announcing and is not pruned yet (a member prunes on announcing).
+    members: Mapping[str, datetime]
+    #: How many unexpired leases each holder has.
+    leases: Mapping[str, int]
+    #: The room the store takes, in bytes; None when it cannot tell.
+    size_bytes: int | None = None
+
+
+@runtime_checkable
+class Surveyed(Protocol):
+    """A store that can answer :meth:`survey`: the LMDB and PostgreSQL stores do. Not part
+    of :class:`Records`: a store without it still stores and leases, it just cannot be
+    watched cheaply."""
+
+    def survey(self) -> Survey:
+        """The store as it is now (:class:`Survey`), from one read transaction; Unavailable
+        when it cannot answer."""
         ...
