@@ -363,11 +363,7 @@ class KubeflowBackend(
             # Deleted already (by dispatch, or by someone else, whose delete alone stops
             # nothing while the receipt holds it): make sure it is suspended, nothing more.
             if not (obj.get("spec") or {}).get("suspend") and not _ended(obj):
-                latest = observe(self.chain(ref)).executions
-                going = (
-                    latest[-1].index if latest and latest[-1].state is ObjectState.RUNNING else None
-                )
-                self._suspend_deleted(ref, going)
+                self._suspend_deleted(ref, _going(self.chain(ref)))
             return
         if not _ended(obj):
             running = _going(self.chain(ref))
