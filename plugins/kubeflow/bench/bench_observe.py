@@ -9,7 +9,10 @@ One command::
 
 For each N on the **real** control plane (``tools/kube/up``'s exports; skipped with the reason
 when it does not answer), N one-node sleeping TrainJobs are started and opened, and once every
-pod runs, three windows of ``--window`` seconds are measured back to back:
+pod runs, three windows of ``--window`` seconds are measured back to back. The pods run on kwok
+nodes of the benchmark's own (tainted, and chosen by a runtime patch with a node selector and a
+toleration, added before the open), so that others using the plane (a test deleting a node
+under its own pod) do not end them mid-window; the nodes are deleted at the end.
 
 1. idle: nothing of ours runs (the apiserver's CPU is the plane's background, other users of
    the plane included);
@@ -64,6 +67,9 @@ INTERVAL = 10.0
 #: Jobs the supervisor follows at once (``Supervisor``'s default ``watch_limit``).
 WATCH_LIMIT = 16
 RUNTIME = "dispatch-torch-test"
+#: Pods the benchmark puts on each kwok node of its own, and the label and taint naming them.
+PODS_PER_NODE = 100
+BENCH_LABEL = "dispatch.bench/node"
 
 Row = dict[str, Any]
 
@@ -172,7 +178,10 @@ def real(sizes: list[int], window: float) -> list[Row]:
     tag = uuid.uuid4().hex[:6]
     jobs: list[str] = []
     rows: list[Row] = []
+    nodes = [f"kwok-bench-{tag}-{i}" for i in range(-(-max(sizes, default=0) // PODS_PER_NODE))]
     try:
+        for name in nodes:
+            _make_node(admin, name, tag)
         for n in sorted(sizes):
             _grow(setup, admin, jobs, n, tag)
             trainjobs = [f"jd-{job}-1-1" for job in jobs]
@@ -196,6 +205,8 @@ def real(sizes: list[int], window: float) -> list[Row]:
     finally:
         _teardown(setup, jobs)
         setup.close()
+        for name in nodes:
+            admin.delete("nodes", None, name, propagation="Background")
     return rows
 
 
@@ -211,6 +222,7 @@ def _grow(backend: KubeflowBackend, admin: Api, jobs: list[str], n: int, tag: st
     while len(jobs) < n:
         job = f"bench{tag}x{len(jobs)}"
         ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
+        _place(admin, backend.namespace, f"jd-{job}-1-1", tag)
         backend.open(ref)
         jobs.append(job)
     wanted = {f"jd-{job}-1-1" for job in jobs}
@@ -228,6 +240,60 @@ def _grow(backend: KubeflowBackend, admin: Api, jobs: list[str], n: int, tag: st
         if time.monotonic() > deadline:
             raise SystemExit(f"{len(missing)} of {n} TrainJobs have no running pod in time")
         time.sleep(2)
+
+
+def _make_node(admin: Api, name: str, tag: str) -> None:
+    """A kwok node of the benchmark's own, made like the plane's, tainted with ``tag``."""
+    like = admin.list("nodes", None, label_selector="type=kwok")[0][0]
+    meta = like["metadata"]
+    status = {
+        k: v for k, v in (like.get("status") or {}).items() if k in ("allocatable", "capacity")
+    }
+    for part in status.values():
+        part["pods"] = str(PODS_PER_NODE + 10)
+    labels = {**(meta.get("labels") or {}), "kubernetes.io/hostname": name, BENCH_LABEL: tag}
+    admin.create(
+        "nodes",
+        None,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": meta.get("annotations") or {},
+            },
+            "spec": {"taints": [{"key": BENCH_LABEL, "value": tag, "effect": "NoSchedule"}]},
+            "status": status,
+        },
+    )
+
+
+def _place(admin: Api, namespace: str, name: str, tag: str) -> None:
+    """Put the TrainJob's pods on the benchmark's nodes (a runtime patch of a manager of its
+    own: a node selector and the toleration of the nodes' taint)."""
+    tj = admin.get("trainjobs", namespace, name)
+    assert tj is not None
+    pod_spec = {
+        "nodeSelector": {BENCH_LABEL: tag},
+        "tolerations": [
+            {"key": BENCH_LABEL, "operator": "Equal", "value": tag, "effect": "NoSchedule"}
+        ],
+    }
+    placement = {
+        "manager": "dispatch.bench/placement",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}
+                    ]
+                }
+            }
+        },
+    }
+    patches = [*tj["spec"]["runtimePatches"], placement]
+    admin.patch("trainjobs", namespace, name, {"spec": {"runtimePatches": patches}})
 
 
 def _teardown(backend: KubeflowBackend, jobs: list[str]) -> None:
