@@ -58,7 +58,6 @@ MEMBERS = _members()
 #: The interpreter behind the workspace environment (fresh environments are made from it, not
 #: from .venv's own python, which is a link into one).
 BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
-STRICT = ["core", "supervise"]
 
 
 @nox.session
@@ -86,11 +85,44 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy over every member's source, strict on core and supervise (pyproject.toml says how)."""
+    """mypy, strict (pyproject.toml), over every member's source, its tests and the
+    cross-package tests under tests/."""
+    config = ("--config-file", str(ROOT / "pyproject.toml"))
+    cache = ("--cache-dir", str(ROOT / ".mypy_cache"))
     for name, path in MEMBERS.items():
         packages = [p.name for p in (path / "src").iterdir() if (p / "__init__.py").exists()]
         session.log(f"mypy: {name}")
-        session.run("mypy", *(arg for p in packages for arg in ("-p", p)))
+        session.run("mypy", *config, *cache, *(arg for p in packages for arg in ("-p", p)))
+    for name, path in MEMBERS.items():
+        tests = path / "tests"
+        session.log(f"mypy: {name}'s tests")
+        with session.chdir(path):
+            session.run("mypy", *config, *cache, "tests", env=_tests_search_path(tests))
+    # The cross-package tests, which import their helpers by name; tests/repo has a conftest
+    # of its own, so it is checked apart.
+    session.log("mypy: the cross-package tests")
+    with session.chdir(ROOT):
+        tests = ROOT / "tests"
+        session.run(
+            "mypy", *config, *cache, "tests", "--exclude", "tests/repo/",
+            env={"MYPYPATH": str(tests)},
+        )  # fmt: skip
+        session.run("mypy", *config, *cache, "tests/repo", env={"MYPYPATH": str(tests / "repo")})
+
+
+def _tests_search_path(tests: Path) -> dict[str, str]:
+    """Where mypy finds what a member's tests import from beside them, as pytest does.
+
+    Tests whose conftest puts their folder on ``sys.path`` import their helpers by name
+    (``from publish_helpers import ...``): that folder is mypy's search path too. The others
+    import from their conftest relatively (``from .conftest import ...``), which mypy resolves
+    from the member's folder, where ``tests`` is a namespace package.
+    """
+    conftest = tests / "conftest.py"
+    on_path = conftest.is_file() and "sys.path.insert(0, str(Path(__file__).parent))" in (
+        conftest.read_text(encoding="utf-8")
+    )
+    return {"MYPYPATH": str(tests)} if on_path else {}
 
 
 @nox.session

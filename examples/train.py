@@ -29,7 +29,9 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -119,6 +121,63 @@ def wait_for_preemption(tag: str, step: int, stopping: Callable[[], bool]) -> No
         time.sleep(0.05)
 
 
+class Helper:
+    """Checkpoints through dispatch's checkpoint helper, used when the job file names a
+    ``[progress] root`` (the adapters then set ``JOBDISPATCH_CHECKPOINT_ROOT``): every rank
+    resolves the newest *published* checkpoint (rank 0 as its execution, so a "resumed" entry
+    names it), rank 0 marks its step every step (the helper writes at most once per interval)
+    and publishes a checkpoint every ``publish_every`` steps. The supervisor reads those marks
+    and publications to tell a job that trains from one that hangs."""
+
+    def __init__(self, rank: int, publish_every: int) -> None:
+        self.rank = rank
+        self.publish_every = publish_every
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"train-rank{rank}-"))
+
+    def _helper(self, *args: str, as_execution: bool) -> str:
+        env = dict(os.environ)
+        if not as_execution:  # a reader only: no "resumed" entry of its own
+            env.pop("JOBDISPATCH_SUBMISSION", None)
+            env.pop("JOBDISPATCH_EXECUTION", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "jobdispatch_publish", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"jobdispatch-publish {args[0]} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def load(self) -> dict[str, float] | None:
+        root = os.environ["JOBDISPATCH_CHECKPOINT_ROOT"]
+        if "://" not in root:
+            # The example's own root, made on first use; the helper itself refuses a missing
+            # root rather than read it as "nothing published" and start over.
+            Path(root).mkdir(parents=True, exist_ok=True)
+        into = self.scratch / "resumed"
+        into.mkdir()
+        found = self._helper("resolve", "--into", str(into), as_execution=self.rank == 0)
+        if not found.strip():
+            return None
+        state: dict[str, float] = json.loads((into / "state.json").read_text())
+        return state
+
+    def step_done(self, state: dict[str, float]) -> None:
+        if self.rank != 0:
+            return
+        import jobdispatch_publish
+
+        step = int(state["step"])
+        jobdispatch_publish.progress(step)
+        if step % self.publish_every == 0:
+            save = self.scratch / f"save-{step:06d}"
+            save.mkdir()
+            (save / "state.json").write_text(json.dumps(state))
+            self._helper("publish", "--step", str(step), str(save), as_execution=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
@@ -130,6 +189,27 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="STEP",
         help="in the first submission, wait after this step until preempted (SIGTERM)",
+    )
+    parser.add_argument(
+        "--hang-at",
+        type=int,
+        default=None,
+        metavar="STEP",
+        help="in the first submission, hang after this step (no progress) until stopped",
+    )
+    parser.add_argument(
+        "--crash-at",
+        type=int,
+        default=None,
+        metavar="STEP",
+        help="in every submission, exit 3 right after reaching this step",
+    )
+    parser.add_argument(
+        "--publish-every",
+        type=int,
+        default=5,
+        metavar="STEPS",
+        help="with a checkpoint root (JOBDISPATCH_CHECKPOINT_ROOT): publish every STEPS steps",
     )
     args = parser.parse_args(argv)
 
@@ -147,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
 
-    state = latest(job_dir(), folder) or {"step": 0, "w": 0.0, "b": 0.0, "loss": float("nan")}
+    helper = (
+        Helper(rank, args.publish_every) if os.environ.get("JOBDISPATCH_CHECKPOINT_ROOT") else None
+    )
+    found = helper.load() if helper is not None else latest(job_dir(), folder)
+    state = found or {"step": 0, "w": 0.0, "b": 0.0, "loss": float("nan")}
     start = int(state["step"])
     tag = f"[rank {rank}/{world} submission {submission} execution {execution}]"
     if start:
@@ -161,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{tag} SIGTERM: stopping after step {i}", flush=True)
             return 143
         w, b, loss = step(w, b, points, args.lr)
-        if rank == 0:
+        if helper is not None:
+            helper.step_done({"step": i + 1, "w": w, "b": b, "loss": loss})
+        elif rank == 0:
             save(folder, {"step": i + 1, "w": w, "b": b, "loss": loss})
         if (i + 1) % 5 == 0 or i + 1 == args.steps:
             print(
@@ -170,6 +256,14 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(args.step_seconds)
         if i + 1 == args.wait_at and submission == "1" and not stopping:
             wait_for_preemption(tag, i + 1, lambda: stopping)
+        if i + 1 == args.hang_at and submission == "1" and not stopping:
+            if rank == 0:
+                print(f"{tag} step {i + 1}: hanging (no more progress)", flush=True)
+            while not stopping:  # a rank stuck in a collective: nothing moves, nothing ends
+                time.sleep(0.05)
+        if i + 1 == args.crash_at:
+            print(f"{tag} step {i + 1}: crashing (exit 3)", flush=True)
+            return 3
     print(f"{tag} done: w {w:.3f} b {b:.3f} (true {TRUE_W}, {TRUE_B})", flush=True)
     return 0
 

@@ -25,8 +25,7 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import pytest
@@ -35,19 +34,6 @@ T = TypeVar("T")
 #: Generous: the CI machine has 2 cores and a load of 10. A deadline only turns a hang into a
 #: failure; nothing measures time against it.
 DEADLINE = 180.0
-
-
-def wait(predicate: Callable[[], T | None], what: str, timeout: float = DEADLINE) -> T:
-    """The first true value ``predicate`` returns, polled every 0.1 s; AssertionError naming
-    ``what`` once ``timeout`` seconds pass without one."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    msg = f"timed out waiting for {what}"
-    raise AssertionError(msg)
 
 
 def require(problem: str | None) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch.testing import eventually
 
 #: Generous: a loaded 2-core machine. A deadline only turns a hang into a failure.
 START_DEADLINE = 120.0
@@ -183,10 +184,13 @@ class PrivateServer:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self._proc.wait(timeout=60)
-        deadline = time.monotonic() + START_DEADLINE
-        while self.answers():
-            assert time.monotonic() < deadline, "the killed server still answers"
-            time.sleep(0.1)
+        eventually(
+            self.answers,
+            "the killed server to stop answering",
+            holds=lambda answers: not answers,
+            within=START_DEADLINE,
+            every=0.1,
+        )
 
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from jobdispatch import CallMeta, JobSpec, ObjectRef, ObjectState, State, compos
 from jobdispatch.clock import system_clock
 from jobdispatch.job import fold
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import job_of
 from jobdispatch.timing import CALL_DEADLINE
 from jobdispatch.types import Actor, CauseKind
 from jobdispatch_local import LocalBackend
@@ -53,7 +54,7 @@ class _AsSeenBy:
 
     def __init__(self, inner: LocalBackend) -> None:
         self.inner = inner
-        self.before_open = lambda: None
+        self.before_open: Callable[[], object] = lambda: None
         self.stop_dies = False
         self.gate_after_open: list[ObjectState] = []
 
@@ -92,7 +93,7 @@ def _cancel_while_the_open_is_paused(
     store = MemoryRecords(clock)
     command = ["sh", "-c", f'echo started >> "{starts}"; exec sleep 30']
     spec = JobSpec(command=command, name="c")
-    job = compose(backend, store=store, clock=clock).operator.submit(spec, by=PERSON).job
+    job = job_of(compose(backend, store=store, clock=clock).operator.submit(spec, by=PERSON))
     mine, theirs = _AsSeenBy(backend), _AsSeenBy(backend)
     theirs.stop_dies = True
     operator = compose(theirs, store=store, clock=clock).operator  # type: ignore[arg-type]

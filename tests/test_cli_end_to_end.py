@@ -15,13 +15,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jobdispatch.errors import Unavailable
+from jobdispatch.testing import eventually
 from jobdispatch.types import ObjectState
 from jobdispatch_local.layout import scan
 from jobdispatch_local.testing import make_backend, shut_down
@@ -110,17 +111,6 @@ def home(tmp_path: Path) -> Iterator[Home]:
     h = Home(tmp_path)
     yield h
     h.close()
-
-
-def wait(what: str, ok: Callable[[], Any], timeout: float = TIMEOUT, every: float = 0.01) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every)
 
 
 def train_job(home: Home, steps: int, step_seconds: float, wait_at: int, budget: int = 3) -> Path:
@@ -238,7 +228,7 @@ def test_a_supervisor_killed_mid_recovery_loses_nothing_and_runs_nothing_twice(
         running = [o for o in backend.find(job).objects if o.state is ObjectState.RUNNING]
         return bool(running) and len(ckpts) >= 3
 
-    wait("the first execution to run and checkpoint", running_and_checkpointed)
+    eventually(running_and_checkpointed, "the first execution to run and checkpoint")
     [running] = [o for o in backend.find(job).objects if o.state is ObjectState.RUNNING]
     # Preempted here rather than by `jobdispatch local preempt`: the frozen supervisor may hold
     # the LMDB store's writer lock (it renews its lease every poll), and the command opens the
@@ -262,17 +252,18 @@ def test_a_supervisor_killed_mid_recovery_loses_nothing_and_runs_nothing_twice(
     print(f"killed {delay}s into the recovery, after: {done_by_first or 'nothing'}")
 
     second = home.start(*supervise, log="supervisor-2.log")
-    wait(
-        "the second submission to run to its end",
+    eventually(
         lambda: any(
             o.identity and o.identity[1] == 2 and o.state is ObjectState.ENDED
             for o in backend.find(job).objects
         ),
+        "the second submission to run to its end",
         every=0.05,
     )
-    status = wait(
+    status = eventually(
+        lambda: home.json("status", job),
         "the job to settle under the second supervisor",
-        lambda: (s := home.json("status", job))["settled"] and s,
+        holds=lambda s: s["settled"],
         every=0.5,
     )
     second.send_signal(signal.SIGTERM)
@@ -305,12 +296,12 @@ def test_run_recovers_the_training_example_from_its_checkpoint(home: Home) -> No
     path = train_job(home, steps=40, step_seconds=0.08, wait_at=5)
     runner = home.start("run", str(path), "--poll", "0.05", log="run.log")
     log = home.root / "run.log"
-    job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
+    job = eventually(lambda: _job_from(log.read_text()), "run to print the job", every=0.05)
 
     def checkpointed() -> bool:
         return len(list((home.root / "checkpoints" / job).glob("*/step-*.json"))) >= 3
 
-    wait("a few checkpoints", checkpointed, every=0.05)
+    eventually(checkpointed, "a few checkpoints", every=0.05)
     assert home.run("local", "preempt", job).returncode == 0
     assert runner.wait(timeout=TIMEOUT) == 0, log.read_text()
     text = log.read_text()
@@ -347,11 +338,11 @@ def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
     )
     runner = home.start("run", str(path), "--poll", "0.05", log="run.log")
     log = home.root / "run.log"
-    job = wait("run to print the job", lambda: _job_from(log.read_text()), every=0.05)
+    job = eventually(lambda: _job_from(log.read_text()), "run to print the job", every=0.05)
     backend = make_backend(home.local)
-    wait(
-        "the job to run",
+    eventually(
         lambda: any(o.state is ObjectState.RUNNING for o in backend.find(job).objects),
+        "the job to run",
     )
     runner.send_signal(signal.SIGINT)
     assert runner.wait(timeout=30) == 130, log.read_text()
@@ -359,8 +350,11 @@ def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
     assert any(o.state is ObjectState.RUNNING for o in backend.find(job).objects)
     supervisor = home.start("supervise", "--poll", "0.05", log="supervisor.log")
     release.touch()
-    status = wait(
-        "the job to settle", lambda: (s := home.json("status", job))["settled"] and s, every=0.5
+    status = eventually(
+        lambda: home.json("status", job),
+        "the job to settle",
+        holds=lambda s: s["settled"],
+        every=0.5,
     )
     supervisor.send_signal(signal.SIGINT)
     assert supervisor.wait(timeout=30) == 0
@@ -383,7 +377,7 @@ def _start_demo(home: Home, preempt_after: str) -> tuple[subprocess.Popen[bytes]
             stderr=subprocess.STDOUT,
         )
     home.procs.append(proc)
-    job = wait("the demo to print the job", lambda: _job_from(log.read_text()), every=0.05)
+    job = eventually(lambda: _job_from(log.read_text()), "the demo to print the job", every=0.05)
     return proc, log, job
 
 
@@ -408,9 +402,9 @@ def test_the_readme_demo_waits_for_the_reader_to_preempt_it(home: Home) -> None:
     The first submission waits for the preemption (here the demo's own deadline is an hour), so
     how long the reader (or this machine) takes to get there changes nothing."""
     demo, log, job = _start_demo(home, preempt_after="3600")
-    wait(
-        "rank 0 to say it waits for the preemption",
+    eventually(
         lambda: "step 30: waiting to be preempted" in log.read_text(),
+        "rank 0 to say it waits for the preemption",
         every=0.2,
     )
     preempted = home.run("local", "preempt", job)

@@ -17,9 +17,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from jobdispatch.testing import eventually
 from jobdispatch_records_postgres import Settings, testing
 from psycopg import sql
-from test_cli_end_to_end import Home, wait
+from test_cli_end_to_end import Home
 
 UNREADABLE = 8
 
@@ -94,7 +95,9 @@ def test_one_damaged_record_holds_up_no_job_of_its_supervisor(
     _owner_sql(pg, f"UPDATE {{s}}.jobs SET settled = true WHERE job = '{hidden}'")
     beside = _submit(home, "beside")
     supervisor = home.start("supervise", "--poll", "0.2", log="supervise.log")
-    wait("the job beside the damaged ones to succeed", lambda: _state(home, beside) == "succeeded")
+    eventually(
+        lambda: _state(home, beside) == "succeeded", "the job beside the damaged ones to succeed"
+    )
     supervisor.send_signal(signal.SIGTERM)
     supervisor.wait(timeout=60)
     log = (home.root / "supervise.log").read_text()
@@ -120,7 +123,7 @@ def test_damaged_settled_records_are_named_not_shown_otherwise(
     testing.require_superuser(pg)
     behind, gone, fine = (_submit(home, name) for name in ("behind", "gone", "fine"))
     supervisor = home.start("supervise", "--poll", "0.2", log="supervise.log")
-    wait("the jobs to succeed", lambda: _all_succeeded(home, {behind, gone, fine}))
+    eventually(lambda: _all_succeeded(home, {behind, gone, fine}), "the jobs to succeed")
     supervisor.send_signal(signal.SIGTERM)
     supervisor.wait(timeout=60)
     _owner_sql(

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch.testing import eventually
 from jobdispatch.types import ObjectState
 from jobdispatch_local.testing import make_backend, shut_down
 from netns_hosts import (
@@ -49,7 +50,6 @@ from netns_hosts import (
     owned_by,
     require,
     spread,
-    wait,
 )
 
 pg_testing = pytest.importorskip("jobdispatch_records_postgres.testing")
@@ -199,7 +199,7 @@ class World:
             said = re.findall(r"\sas\s+(\S+:\d+:\S+),", log.read_text())
             return next((h for h in said if h.split(":")[1] == str(proc.pid)), None)
 
-        holder = wait(announced, f"supervisor h{index} to start")
+        holder = eventually(announced, f"supervisor h{index} to start", within=DEADLINE, every=0.1)
         assert holder.split(":")[0] == f"h{index}", holder
         return proc
 
@@ -270,7 +270,7 @@ def _settle(world: World, jobs: list[str], timeout: float = DEADLINE) -> dict[st
         done = all(statuses.get(job, {}).get("state") in SETTLED for job in jobs)
         return statuses if done else None
 
-    return wait(settled, "every job to settle", timeout)
+    return eventually(settled, "every job to settle", within=timeout, every=0.1)
 
 
 def _audit(world: World, jobs: list[str], lost: dict[str, list[float]]) -> dict[str, list[Any]]:
@@ -344,18 +344,38 @@ def _lose_a_node(world: World, job: str) -> float | None:
 def test_the_jobs_spread_and_a_killed_supervisors_jobs_move(world: World) -> None:
     jobs = world.submit(6)
     world.spawn(0)
-    wait(lambda: spread(world.settings, jobs) == {"h0": 6}, "h0 owning every job")
-    wait(lambda: world.running(jobs), "every job's ranks running")
+    eventually(
+        lambda: spread(world.settings, jobs) == {"h0": 6},
+        "h0 owning every job",
+        within=DEADLINE,
+        every=0.1,
+    )
+    eventually(lambda: world.running(jobs), "every job's ranks running", within=DEADLINE, every=0.1)
     world.spawn(1)
-    wait(lambda: spread(world.settings, jobs) == {"h0": 3, "h1": 3}, "h1 getting half")
+    eventually(
+        lambda: spread(world.settings, jobs) == {"h0": 3, "h1": 3},
+        "h1 getting half",
+        within=DEADLINE,
+        every=0.1,
+    )
     third = world.spawn(2)
-    wait(lambda: spread(world.settings, jobs) == {"h0": 2, "h1": 2, "h2": 2}, "two each")
+    eventually(
+        lambda: spread(world.settings, jobs) == {"h0": 2, "h1": 2, "h2": 2},
+        "two each",
+        within=DEADLINE,
+        every=0.1,
+    )
     before = holders(world.settings)
     third_jobs = [j for j in jobs if host_of(before[j][0] or "") == "h2"]
     assert len(third_jobs) == 2, before
     third.send_signal(signal.SIGKILL)
     killed = time.monotonic()
-    wait(lambda: spread(world.settings, jobs) == {"h0": 3, "h1": 3}, "h2's jobs moving")
+    eventually(
+        lambda: spread(world.settings, jobs) == {"h0": 3, "h1": 3},
+        "h2's jobs moving",
+        within=DEADLINE,
+        every=0.1,
+    )
     # Not asserted (timings never are); spec 0013 D7 quotes it against the lease ttl.
     print(f"\nh2's jobs moved {time.monotonic() - killed:.1f} s after its SIGKILL")
     after = holders(world.settings)
@@ -370,21 +390,41 @@ def test_a_supervisor_cut_off_is_fenced_and_a_node_lost_meanwhile_recovers_once(
 ) -> None:
     jobs = world.submit(3)
     world.spawn(0)
-    before = wait(lambda: owned_by(world.settings, "h0", jobs), "h0 owning every job")
-    wait(lambda: world.running(jobs), "every job's ranks running")
+    before = eventually(
+        lambda: owned_by(world.settings, "h0", jobs),
+        "h0 owning every job",
+        within=DEADLINE,
+        every=0.1,
+    )
+    eventually(lambda: world.running(jobs), "every job's ranks running", within=DEADLINE, every=0.1)
     world.spawn(1)
     cut = world.hosts[0]
     cut.link(up=False)
-    after = wait(lambda: owned_by(world.settings, "h1", jobs), "h1 taking every job over")
+    after = eventually(
+        lambda: owned_by(world.settings, "h1", jobs),
+        "h1 taking every job over",
+        within=DEADLINE,
+        every=0.1,
+    )
     # h0 still runs but holds nothing: its leases lapsed on the database's clock.
     assert world.procs[0].poll() is None, world.log(0)
     # A node lost while h0 is away: h1 resubmits the job, once.
     lost = _lose_a_node(world, jobs[0])
     assert lost is not None
-    wait(lambda: world.running(jobs[:1], submission=2), "the resubmission's ranks running")
+    eventually(
+        lambda: world.running(jobs[:1], submission=2),
+        "the resubmission's ranks running",
+        within=DEADLINE,
+        every=0.1,
+    )
     cut.link(up=True)
     # h0 is back when it holds a share again, under new tokens.
-    wait(lambda: spread(world.settings, jobs).get("h0", 0) >= 1, "h0 back with a share")
+    eventually(
+        lambda: spread(world.settings, jobs).get("h0", 0) >= 1,
+        "h0 back with a share",
+        within=DEADLINE,
+        every=0.1,
+    )
     _check(world, jobs, lost={jobs[0]: [lost]})
     # None of h0's late decisions committed: every decision under a token older than the
     # takeover's comes before every one under the takeover's token or a later one, and none

@@ -15,27 +15,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
 from jobdispatch_supervise import Supervisor
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, ok: Callable[[], T | None], timeout: float = 120) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout}s")
-        time.sleep(0.5)
 
 
 @pytest.fixture(
@@ -82,12 +70,13 @@ def kube(request: pytest.FixtureRequest) -> Iterator[Any]:
 FAKE_RUNTIME = TEST_RUNTIME_OBJECT
 
 
-def supervised(backend: Any, spec: JobSpec, *, holders: int = 1) -> tuple[Any, Any, list[Any]]:
+def supervised(backend: Any, spec: JobSpec, *, holders: int = 1) -> tuple[Any, str, list[Any]]:
+    """A store, the job submitted to it and ``holders`` supervisors serving it."""
     store = MemoryRecords()
     cluster = jobdispatch.compose(backend, store=store)
-    plan = cluster.operator.submit(spec, by=Actor.human("e2e"), supervised=True)
+    job_id = job_of(cluster.operator.submit(spec, by=Actor.human("e2e"), supervised=True))
     sups = [serving(backend, store, f"s{i}") for i in range(holders)]
-    return cluster, plan, sups
+    return cluster, job_id, sups
 
 
 #: Each serving supervisor's thread, so a test can wait until one has stopped.
@@ -111,7 +100,7 @@ def running_submission(cluster: Any, job: str, n: int) -> Any:
                 return sub.canonical
         return None
 
-    return wait_for(f"submission {n} of {job} running", ok)
+    return eventually(ok, f"submission {n} of {job} running", every=0.5)
 
 
 def rule(cause: CauseKind) -> RecoveryPolicy:
@@ -121,15 +110,18 @@ def rule(cause: CauseKind) -> RecoveryPolicy:
 def recovered(kube: Any, cause: CauseKind, end: Callable[[Any, Any], None]) -> None:
     backend, driver, made = kube
     spec = JobSpec(name=f"e2e-{cause}", command=("sleep", "600"), recovery=rule(cause))
-    cluster, plan, sups = supervised(backend, spec)
-    made.append(plan.job)
+    cluster, job_id, sups = supervised(backend, spec)
+    made.append(job_id)
     try:
-        first = running_submission(cluster, plan.job, 1)
+        first = running_submission(cluster, job_id, 1)
         end(driver, first)
-        second = running_submission(cluster, plan.job, 2)
+        second = running_submission(cluster, job_id, 2)
         driver.complete(second)
-        done = wait_for(
-            "the job settling", lambda: (s := cluster.observer.get(plan.job)).settled and s
+        done = eventually(
+            lambda: cluster.observer.get(job_id),
+            "the job settling",
+            holds=lambda s: s.settled,
+            every=0.5,
         )
         assert done.state is State.SUCCEEDED, done
         one, two = done.submissions
@@ -155,20 +147,25 @@ def test_a_hold_keeps_the_trainjob_suspended_until_released(kube: Any) -> None:
     plan = cluster.operator.submit(
         JobSpec(name="e2e-hold", command=("sleep", "600")), by=Actor.human("e2e"), supervised=True
     )
-    made.append(plan.job)
-    cluster.operator.hold(plan.job, by=Actor.human("e2e"), reason="wait for data")
+    job_id = job_of(plan)
+    made.append(job_id)
+    cluster.operator.hold(job_id, by=Actor.human("e2e"), reason="wait for data")
     sup = Supervisor(backend, store, poll=0.5)
     threading.Thread(target=sup.serve, daemon=True).start()
     try:
-        wait_for("the job held", lambda: cluster.observer.get(plan.job).state is State.HELD)
+        eventually(
+            lambda: cluster.observer.get(job_id).state is State.HELD, "the job held", every=0.5
+        )
         time.sleep(5)
-        for obs in backend.find(plan.job).objects:
+        for obs in backend.find(job_id).objects:
             assert obs.state in (jobdispatch.ObjectState.GATED, jobdispatch.ObjectState.HELD), obs
             assert not obs.executions, "a held job must not run"
-        cluster.operator.release(plan.job, by=Actor.human("e2e"))
-        ref = running_submission(cluster, plan.job, 1)
+        cluster.operator.release(job_id, by=Actor.human("e2e"))
+        ref = running_submission(cluster, job_id, 1)
         driver.complete(ref)
-        done = wait_for("success", lambda: (s := cluster.observer.get(plan.job)).settled and s)
+        done = eventually(
+            lambda: cluster.observer.get(job_id), "success", holds=lambda s: s.settled, every=0.5
+        )
         assert done.state is State.SUCCEEDED, done
     finally:
         sup.stop()
@@ -176,10 +173,12 @@ def test_a_hold_keeps_the_trainjob_suspended_until_released(kube: Any) -> None:
 
 def test_a_cancel_gives_its_receipt_and_the_trainjob_keeps_it(kube: Any) -> None:
     backend, _, made = kube
-    cluster, plan, sups = supervised(backend, JobSpec(name="e2e-cancel", command=("sleep", "600")))
-    made.append(plan.job)
+    cluster, job_id, sups = supervised(
+        backend, JobSpec(name="e2e-cancel", command=("sleep", "600"))
+    )
+    made.append(job_id)
     try:
-        ref = running_submission(cluster, plan.job, 1)
+        ref = running_submission(cluster, job_id, 1)
         # The supervisor is stopped (and waited for) first, so the operator's own stop reaches
         # the TrainJob alone; a supervisor started afterwards settles the job, its clean-up
         # stopping, under its own reason, anything it still finds live. (With both running,
@@ -189,18 +188,20 @@ def test_a_cancel_gives_its_receipt_and_the_trainjob_keeps_it(kube: Any) -> None
             sup.stop()
             THREADS[id(sup)].join(timeout=120)
             assert not THREADS[id(sup)].is_alive(), "the supervisor did not stop"
-        receipt = cluster.operator.cancel(plan.job, by=Actor.human("e2e"), reason="not needed")
+        receipt = cluster.operator.cancel(job_id, by=Actor.human("e2e"), reason="not needed")
         assert receipt.committed
-        obs = wait_for(
+        obs = eventually(
+            lambda: backend.inspect(ref),
             "the TrainJob ended",
-            lambda: (o := backend.inspect(ref)).state is jobdispatch.ObjectState.ENDED and o,
+            holds=lambda o: o.state is jobdispatch.ObjectState.ENDED,
+            every=0.5,
         )
         cause = obs.executions[-1].cause
         assert cause is not None and cause.kind is CauseKind.CANCELLED
         assert "not needed" in cause.detail
         sups.append(serving(backend, sups[0].store, "after"))
-        wait_for("the record cancelled", lambda: cluster.observer.get(plan.job).settled)
-        assert cluster.observer.get(plan.job).state is State.CANCELLED
+        eventually(lambda: cluster.observer.get(job_id).settled, "the record cancelled", every=0.5)
+        assert cluster.observer.get(job_id).state is State.CANCELLED
         # Whatever the clean-up did afterwards, the TrainJob keeps the cancel's reason.
         kept = backend.inspect(ref).executions[-1].cause
         assert kept is not None and "not needed" in kept.detail, kept
@@ -214,16 +215,18 @@ def test_two_supervisors_racing_never_open_a_duplicate_trainjob(kube: Any) -> No
     spec = JobSpec(
         name="e2e-race", command=("sleep", "600"), recovery=rule(CauseKind.NON_ZERO_EXIT)
     )
-    cluster, plan, sups = supervised(backend, spec, holders=2)
-    made.append(plan.job)
+    cluster, job_id, sups = supervised(backend, spec, holders=2)
+    made.append(job_id)
     try:
-        first = running_submission(cluster, plan.job, 1)
+        first = running_submission(cluster, job_id, 1)
         driver.fail(first, 3)
-        second = running_submission(cluster, plan.job, 2)
+        second = running_submission(cluster, job_id, 2)
         driver.complete(second)
-        done = wait_for("success", lambda: (s := cluster.observer.get(plan.job)).settled and s)
+        done = eventually(
+            lambda: cluster.observer.get(job_id), "success", holds=lambda s: s.settled, every=0.5
+        )
         assert done.state is State.SUCCEEDED, done
-        objects = backend.find(plan.job).objects
+        objects = backend.find(job_id).objects
         opened: dict[int, list[str]] = {}
         for obs in objects:
             ident = obs.identity

@@ -19,35 +19,24 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually, job_of
 from jobdispatch.types import Resources
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
 
-T = TypeVar("T")
 QUEUE = "jobdispatch-gated"
 CHECK = "jobdispatch-admission"
 WAIT = 240.0
-
-
-def wait_for(what: str, ok: Callable[[], T | None], timeout: float = WAIT) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout:.0f}s")
-        time.sleep(0.5)
 
 
 def kubectl(*args: str, stdin: str | None = None) -> str:
@@ -192,7 +181,8 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
     store = MemoryRecords()
     cluster = jobdispatch.compose(backend, store=store)
     plan = cluster.operator.submit(spec, by=Actor.human("e2e"), supervised=True)
-    made.append(plan.job)
+    job_id = job_of(plan)
+    made.append(job_id)
     # The plan says the preemption rule is the supervisor's, naming Kueue's own requeuing.
     assert "Kueue requeues on preempted" in plan.rules[0].support.native.detail
     sup = Supervisor(backend, store, poll=0.5, lease_ttl=timedelta(seconds=5), holder="s0")
@@ -202,25 +192,30 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
     try:
 
         def running(n: int) -> Any:
-            status = cluster.observer.get(plan.job)
+            status = cluster.observer.get(job_id)
             if len(status.submissions) >= n and status.state is State.RUNNING:
                 sub = status.submissions[n - 1]
                 if sub.executions and sub.canonical is not None:
                     return sub.canonical
             return None
 
-        first = wait_for("submission 1 running", lambda: running(1))
+        first = eventually(lambda: running(1), "submission 1 running", within=WAIT, every=0.5)
         watch = WorkloadWatch(backend, namespace, first.id.split("/")[1])
         high = high_priority(namespace)
 
         def preempted_and_resubmitted() -> Any:
-            status = cluster.observer.get(plan.job)
+            status = cluster.observer.get(job_id)
             if len(status.submissions) < 2:
                 return None
             ends = [e.cause for e in status.submissions[0].executions if e.cause]
             return status if ends else None
 
-        status = wait_for("the preemption recorded and resubmitted", preempted_and_resubmitted)
+        status = eventually(
+            preempted_and_resubmitted,
+            "the preemption recorded and resubmitted",
+            within=WAIT,
+            every=0.5,
+        )
         [cause] = [e.cause for e in status.submissions[0].executions if e.cause]
         assert cause.kind is CauseKind.PREEMPTED, cause
         assert "InClusterQueue" in cause.detail, cause
@@ -228,17 +223,26 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
         # The quota is the high job's until it goes: submission 2, opened by dispatch, waits
         # in Kueue for it.
         def waiting_for_quota() -> bool:
-            objs = [o for o in backend.find(plan.job).objects if o.ref != first]
+            objs = [o for o in backend.find(job_id).objects if o.ref != first]
             return any("insufficient unused quota" in o.detail for o in objs)
 
-        wait_for("submission 2 waiting for the quota", waiting_for_quota)
+        eventually(waiting_for_quota, "submission 2 waiting for the quota", within=WAIT, every=0.5)
         kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
         high = None
-        second = wait_for("submission 2 running once the quota returned", lambda: running(2))
+        second = eventually(
+            lambda: running(2),
+            "submission 2 running once the quota returned",
+            within=WAIT,
+            every=0.5,
+        )
         assert second != first
         driver.complete(second)
-        done = wait_for(
-            "the job settling", lambda: (s := cluster.observer.get(plan.job)).settled and s
+        done = eventually(
+            lambda: cluster.observer.get(job_id),
+            "the job settling",
+            holds=lambda s: s.settled,
+            within=WAIT,
+            every=0.5,
         )
         assert done.state is State.SUCCEEDED, done
         one, two = done.submissions
@@ -268,7 +272,7 @@ def test_a_preempted_low_priority_job_is_recovered_by_its_rule_when_quota_return
     # (its readmission was the supervisor's to decide, and its rule resubmitted instead).
     from jobdispatch.records.events import Observed, OpenDecided
 
-    record = store.read(plan.job).events
+    record = store.read(job_id).events
     assert any(
         isinstance(e, Observed) and e.obs.ref == first and "never readmitted" in e.obs.detail
         for e in record

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from test_cli_end_to_end import Home, wait
+from jobdispatch.testing import eventually
+from test_cli_end_to_end import Home
 
 pytest.importorskip("jobdispatch_records_lmdb")
 
@@ -63,7 +64,9 @@ def test_a_data_file_truncated_under_a_running_supervisor_stops_it_with_a_messag
     store = home.root / "st"
     _submit(home, store, "done", '["true"]')
     supervisor = home.start("--store", str(store), "supervise", "--poll", "2", log="sup.log")
-    wait("the job to settle", lambda: home.json("--store", str(store), "list", "--active") == [])
+    eventually(
+        lambda: home.json("--store", str(store), "list", "--active") == [], "the job to settle"
+    )
     assert supervisor.poll() is None, (home.root / "sup.log").read_text()
     os.truncate(store / "data.mdb", 2 * 4096)  # the two meta pages: every tree is gone
     code = supervisor.wait(timeout=300)

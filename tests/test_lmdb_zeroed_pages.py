@@ -9,7 +9,8 @@ page and dozens of leaves) is copied once per page; the copy has that one page z
   and fold every job (``list``), read and fold the first job (``status``). A worker that dies
   of a signal is counted and replaced, so the count of deaths is exact. Going through the
   command 150 times would take most of an hour on a loaded test machine; the API is what the
-  command calls, and the exit code is the command's own mapping (``exitcodes.code_for``);
+  command calls, and the exit code is the command's own mapping
+  (``jobdispatch.exitcodes.code_for``);
 * **a sample of pages, through the command itself**: some whose damage the API reported and
   some it read cleanly, each with ``list`` and ``status``.
 
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_end_to_end import wait
+from jobdispatch.testing import eventually
 
 lmdb = pytest.importorskip("jobdispatch_records_lmdb")
 
@@ -64,7 +65,7 @@ WORKER = textwrap.dedent("""
     from datetime import UTC, datetime
     from jobdispatch import fold
     from jobdispatch.errors import DispatchError, Invalid, Unreadable
-    from jobdispatch_cli.exitcodes import code_for
+    from jobdispatch.exitcodes import ExitCode, code_for
     from jobdispatch_records_lmdb import LmdbRecords
 
     source, scratch, first = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -95,9 +96,9 @@ WORKER = textwrap.dedent("""
                 try:
                     read(store, first)
                 except DispatchError as exc:
-                    status = [code_for(exc), str(exc)]
+                    status = [code_for(exc, otherwise=ExitCode.USAGE), str(exc)]
         except DispatchError as exc:
-            code = code_for(exc)
+            code = code_for(exc, otherwise=ExitCode.USAGE)
             return {"list": [code, [str(exc)]], "status": [code, str(exc)]}, {}, None
         return {"list": [8 if bad else 0, bad], "status": status}, views, listed
 
@@ -178,7 +179,9 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> RanStore:
             stderr=subprocess.STDOUT,
         )
     try:
-        wait("every job to settle", lambda: _active(ran) == [], timeout=SETTLE_TIMEOUT, every=2)
+        eventually(
+            lambda: _active(ran) == [], "every job to settle", within=SETTLE_TIMEOUT, every=2
+        )
     finally:
         sup.send_signal(signal.SIGINT)
         sup.wait(timeout=COMMAND_TIMEOUT)

@@ -24,12 +24,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch.testing import eventually
 from jobdispatch_local.layout import ObjectDir, scan
 from jobdispatch_local.testing import shut_down
 
@@ -67,17 +67,6 @@ def _stopped(pid: int) -> bool:
     """Whether the process is stopped by a signal (state T in /proc)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     return stat.rpartition(")")[2].split()[0] == "T"
-
-
-def wait(what: str, ok: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 class Home:
@@ -159,7 +148,7 @@ def test_a_supervisor_paused_inside_open_freezes_nothing_and_is_taken_over(home:
         "supervisor-a.log",
         JD_TEST_PAUSED_MARKER=str(marker),
     )
-    wait("supervisor A to stop inside open", lambda: marker.exists() and _stopped(sup_a.pid))
+    eventually(lambda: marker.exists() and _stopped(sup_a.pid), "supervisor A to stop inside open")
     obj_a = ObjectDir(home.local / "objects" / marker.read_text())
     assert obj_a.read_control()["opened"], "A recorded the gate lifted before it stopped"
     assert obj_a.read_runner() is None, "and stopped before any runner existed"
@@ -180,8 +169,8 @@ def test_a_supervisor_paused_inside_open_freezes_nothing_and_is_taken_over(home:
         return status if status["state"] in ("succeeded", "failed", "cancelled") else None
 
     # B runs the unrelated job, then takes A's job over once A's lease has passed.
-    assert wait("job b to settle", lambda: settled(b))["state"] == "succeeded"
-    status_a = wait("job a to settle under supervisor B", lambda: settled(a))
+    assert eventually(lambda: settled(b), "job b to settle")["state"] == "succeeded"
+    status_a = eventually(lambda: settled(a), "job a to settle under supervisor B")
     assert status_a["state"] == "succeeded"
     assert _stopped(sup_a.pid), "all of this happened while A was stopped"
     first_runner = obj_a.read_runner()
@@ -192,9 +181,11 @@ def test_a_supervisor_paused_inside_open_freezes_nothing_and_is_taken_over(home:
 
     def late_runner_left() -> bool:
         runner = obj_a.read_runner()
-        return runner is not None and runner["pid"] != first_runner["pid"] and runner.get("done")
+        return bool(
+            runner is not None and runner["pid"] != first_runner["pid"] and runner.get("done")
+        )
 
-    wait("the runner A spawned late to take the object and leave it", late_runner_left)
+    eventually(late_runner_left, "the runner A spawned late to take the object and leave it")
     for proc in (sup_a, sup_b):
         proc.send_signal(signal.SIGTERM)
     for proc in (sup_a, sup_b):

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch.testing import eventually
 from private_postgres import PrivateServer
 
 pg = pytest.importorskip("jobdispatch_records_postgres")
@@ -55,14 +56,6 @@ BOUND = 600.0
 def _command() -> list[str]:
     script = Path(sys.executable).parent / "jobdispatch"
     return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
-
-
-def _wait(ok: Any, what: str, timeout: float = BOUND) -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 class Run:
@@ -255,13 +248,15 @@ def _play(run: Run, hook: Receiver, rng: random.Random) -> None:
         run.supervise()
     # After the last kill: every record's notices delivered (the sweep serves settled jobs).
     expected = _expected(run)
-    _wait(
+    eventually(
         lambda: all(
             (n.id, "hook") in delivered(v)
             for v in run.records().values()
             for n in expected[v.header.job]
         ),
         "every notice recorded as delivered",
+        within=BOUND,
+        every=0.1,
     )
     states = {s["job"]: s["state"] for s in run.cli("list")}
     for job, (_, times) in jobs.items():

@@ -12,6 +12,7 @@ JOBDISPATCH_REQUIRE_SERVICES=1 (CI starts both first).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -19,15 +20,15 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch.testing import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "examples" / "train.py"
@@ -43,14 +44,6 @@ def _skip_or_fail(why: str) -> None:
     if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
         pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {why}")
     pytest.skip(why)
-
-
-def _wait(what: str, ok: Callable[[], Any], timeout: float = DEADLINE, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := ok()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every)
-    return value
 
 
 class Prometheus:
@@ -201,6 +194,11 @@ def _holder(log: str) -> str | None:
     return found.group(1) if found else None
 
 
+def _holder_in(fleet: Fleet, i: int) -> str | None:
+    """Supervisor ``i``'s holder id, once its log names it."""
+    return _holder(fleet.log(f"supervisor-{i}.log"))
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     """The scripted run, once for the module's tests: JOBS jobs shared by two supervisors;
@@ -216,12 +214,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         endpoint = fleet.start(
             "metrics", "--listen", "127.0.0.1:0", "--lease-ttl", "3s", log="metrics.log"
         )
-        port = _wait(
-            "the endpoint's address",
+        port = eventually(
             lambda: (
                 (m := re.search(r"127\.0\.0\.1:(\d+)/metrics", fleet.log("metrics.log")))
                 and int(m.group(1))
             ),
+            "the endpoint's address",
+            within=DEADLINE,
+            every=0.2,
         )
         assert endpoint.poll() is None
         fleet.target = prometheus.scrape(fleet.run_label, port)
@@ -229,7 +229,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         first = fleet.start(*supervise, log="supervisor-1.log")
         fleet.start(*supervise, log="supervisor-2.log")
         holders = [
-            _wait(f"supervisor {i} to start", lambda i=i: _holder(fleet.log(f"supervisor-{i}.log")))
+            eventually(
+                functools.partial(_holder_in, fleet, i),
+                f"supervisor {i} to start",
+                within=DEADLINE,
+                every=0.2,
+            )
             for i in (1, 2)
         ]
         run = fleet.run_label
@@ -239,7 +244,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             running = prometheus.by(f'jobdispatch_jobs{{run="{run}",state="running"}}')
             return all(leases[(h,)] > 0 for h in holders) and running[()] == JOBS
 
-        _wait("both supervisors to hold leases and every job to run", both_hold_leases_and_all_run)
+        eventually(
+            both_hold_leases_and_all_run,
+            "both supervisors to hold leases and every job to run",
+            within=DEADLINE,
+            every=0.2,
+        )
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
         for job in jobs:
@@ -252,10 +262,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                 check=False,
             )
             assert done.returncode == 0, done.stderr
-        _wait(
-            "every job to settle under the survivor",
+        eventually(
             lambda: all(fleet.json("status", job)["settled"] for job in jobs),
+            "every job to settle under the survivor",
             every=1.0,
+            within=DEADLINE,
         )
         yield fleet
     finally:
@@ -313,7 +324,12 @@ def test_promql_gives_exactly_the_counts_the_record_holds(fleet: Fleet) -> None:
         return {key: +prom.by(q, *labels) for key, (q, labels) in queries.items()}
 
     # Prometheus shows what it scraped last: wait until it has scraped the settled records.
-    _wait("Prometheus to scrape the settled records", lambda: scraped() == expected, every=1.0)
+    eventually(
+        lambda: scraped() == expected,
+        "Prometheus to scrape the settled records",
+        every=1.0,
+        within=DEADLINE,
+    )
     assert scraped() == expected
 
 
@@ -328,9 +344,11 @@ def test_the_counters_never_reset_through_the_takeover(fleet: Fleet) -> None:
 
 def test_the_survivor_is_the_one_live_supervisor(fleet: Fleet) -> None:
     prom, run = fleet.prometheus, fleet.run_label
-    _wait(
-        "the killed supervisor to drop out of the members",
+    eventually(
         lambda: prom.by(f'jobdispatch_supervisors_live{{run="{run}"}}') == {(): 1},
+        "the killed supervisor to drop out of the members",
+        within=DEADLINE,
+        every=0.2,
     )
     survivor = _holder(fleet.log("supervisor-2.log"))
     ages = prom.by(f'jobdispatch_supervisor_last_poll_age_seconds{{run="{run}"}}', "supervisor")

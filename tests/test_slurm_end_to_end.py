@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
-from collections.abc import Callable
-from typing import TypeVar
 
 import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_slurm import Settings, SlurmBackend
 from jobdispatch_slurm.parse import SACCT_FIELDS, parse_sacct
 from jobdispatch_slurm.testing import (
@@ -32,7 +30,6 @@ from jobdispatch_slurm.testing import (
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.slurm
-T = TypeVar("T")
 
 #: Submission 1 waits to be preempted; any later submission works for 3 s and succeeds.
 COMMAND = (
@@ -40,17 +37,6 @@ COMMAND = (
     "-c",
     'if [ "$JOBDISPATCH_SUBMISSION" = 1 ]; then sleep 600; else sleep 3; fi',
 )
-
-
-def wait_for(what: str, ok: Callable[[], T | None], timeout: float) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout}s")
-        time.sleep(0.5)
 
 
 def accounting(job_id: str) -> list[tuple[str, str]]:
@@ -64,7 +50,7 @@ def accounting(job_id: str) -> list[tuple[str, str]]:
     return [(r.state, ",".join(r.nodes)) for r in parse_sacct(out)]
 
 
-def test_preempted_two_node_job_is_recovered_by_the_supervisor():
+def test_preempted_two_node_job_is_recovered_by_the_supervisor() -> None:
     require(cluster_problem())
     backend = SlurmBackend(Settings())
     store = MemoryRecords()
@@ -78,13 +64,15 @@ def test_preempted_two_node_job_is_recovered_by_the_supervisor():
         ),
     )
     plan = cluster.operator.submit(spec, by=Actor.human("e2e"), supervised=True)
+    job_id = job_of(plan)
     assert str(plan.rules[0].enforcer) == "supervisor"
     supervisor = Supervisor(backend, store, poll=2.0)  # the adapter's floor
     errors: list[BaseException | None] = []
 
     def supervise() -> None:
         try:
-            errors.append(supervisor.run(plan.job))
+            supervisor.run(job_id)
+            errors.append(None)
         except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
 
@@ -93,25 +81,28 @@ def test_preempted_two_node_job_is_recovered_by_the_supervisor():
     observer = cluster.observer
     driver = SlurmDriver(backend)
     try:
-        first = wait_for(
+        first = eventually(
+            lambda: observer.get(job_id),
             "submission 1 running on two nodes",
-            lambda: (
-                (s := observer.get(plan.job)).state is State.RUNNING
-                and s.submissions
-                and s.submissions[0].executions
+            holds=lambda s: (
+                s.state is State.RUNNING
+                and len(s.submissions) > 0
+                and len(s.submissions[0].executions) > 0
                 and len(s.submissions[0].executions[-1].nodes) == 2
-                and s
             ),
-            timeout=60,
+            within=60,
+            every=0.5,
         )
         victim = first.submissions[0].canonical
         assert victim is not None
         driver.preempt(victim)
 
-        done = wait_for(
+        done = eventually(
+            lambda: observer.get(job_id),
             "the job succeeding after recovery",
-            lambda: (s := observer.get(plan.job)).state.terminal and s,
-            timeout=150,
+            holds=lambda s: s.state.terminal,
+            within=150,
+            every=0.5,
         )
         runner.join(timeout=60)
         assert not runner.is_alive(), "the supervisor did not return once the job settled"
@@ -133,7 +124,7 @@ def test_preempted_two_node_job_is_recovered_by_the_supervisor():
     finally:
         supervisor.stop()
         runner.join(timeout=30)
-        stop_quietly(backend, [o.ref for o in backend.find(plan.job).objects])
+        stop_quietly(backend, [o.ref for o in backend.find(job_id).objects])
         driver.cleanup()
         cancel_helpers()
         resume_nodes()

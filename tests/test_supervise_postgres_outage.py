@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from netns_hosts import Relay, wait
+from jobdispatch.testing import eventually
+from netns_hosts import DEADLINE, Relay
 from private_postgres import PrivateServer
 from psycopg import sql
 
@@ -186,7 +187,12 @@ def _hold(proc: subprocess.Popen[bytes], seconds: float, site: Site) -> None:
 def _first_commit_after(site: Site, before: int) -> float:
     """Seconds from now until the store holds more than ``before`` events."""
     t0 = time.monotonic()
-    wait(lambda: site.events() > before, "the first commit after the outage")
+    eventually(
+        lambda: site.events() > before,
+        "the first commit after the outage",
+        within=DEADLINE,
+        every=0.1,
+    )
     return time.monotonic() - t0
 
 
@@ -196,7 +202,7 @@ def _settles(site: Site, proc: subprocess.Popen[bytes], jobs: list[str]) -> None
         states = site.states()
         return all(states.get(job) == "succeeded" for job in jobs)
 
-    wait(settled, f"jobs {jobs} to succeed")
+    eventually(settled, f"jobs {jobs} to succeed", within=DEADLINE, every=0.1)
     for job in jobs:
         assert site.started(job) == 1, (job, site.started(job))  # ran once, never again
         site.tokens_never_go_back(job)
@@ -213,13 +219,30 @@ def _told_once(site: Site, proc: subprocess.Popen[bytes]) -> None:
     assert "error connecting" not in log, log
 
 
+def _started_and_seen_running(site: Site, job: str) -> None:
+    """Wait until ``job`` started once and the store says it runs."""
+    eventually(
+        lambda: site.started(job),
+        f"{job} to start",
+        holds=lambda n: n == 1,
+        within=DEADLINE,
+        every=0.1,
+    )
+    eventually(
+        lambda: site.states().get(job),
+        f"{job} to be seen running",
+        holds="running".__eq__,
+        within=DEADLINE,
+        every=0.1,
+    )
+
+
 def test_a_supervisor_rides_out_its_server_killed_for_30_s(
     site: Site, server: PrivateServer
 ) -> None:
     during = site.submit("during")
     proc = site.supervise(site.config)
-    wait(lambda: site.started(during) == 1, "the first job to start")
-    wait(lambda: site.states().get(during) == "running", "the first job to be seen running")
+    _started_and_seen_running(site, during)
     before = site.events()
     server.kill()
     site.release("during")  # it ends while nobody can record it
@@ -252,8 +275,18 @@ def test_run_rides_out_its_server_killed_for_30_s(site: Site, server: PrivateSer
         )
     site.supervisors.append(proc)
     starts = site.marks / "starts"
-    wait(lambda: starts.exists() and "run" in starts.read_text(), "the job to start")
-    wait(lambda: "running" in log.read_text(), "run to report the job running")
+    eventually(
+        lambda: starts.exists() and "run" in starts.read_text(),
+        "the job to start",
+        within=DEADLINE,
+        every=0.1,
+    )
+    eventually(
+        lambda: "running" in log.read_text(),
+        "run to report the job running",
+        within=DEADLINE,
+        every=0.1,
+    )
     server.kill()
     site.release("run")  # it ends while nobody can record it
     end = time.monotonic() + KILLED_FOR
@@ -275,8 +308,7 @@ def test_a_supervisor_rides_out_a_partition_of_60_s(site: Site, server: PrivateS
         )
         during = site.submit("during")
         proc = site.supervise(through)
-        wait(lambda: site.started(during) == 1, "the first job to start")
-        wait(lambda: site.states().get(during) == "running", "the first job to be seen running")
+        _started_and_seen_running(site, during)
         before = site.events()
         relay.cut()
         site.release("during")
@@ -299,9 +331,11 @@ def test_a_supervisor_started_during_an_outage_waits_then_serves(
     waiting = site.submit("waiting")  # the schema and a job exist before the outage
     server.kill()
     proc = site.supervise(site.config)
-    wait(
+    eventually(
         lambda: AWAY in site.log() or proc.poll() is not None,
         "the supervisor to say the store does not answer",
+        within=DEADLINE,
+        every=0.1,
     )
     _hold(proc, 15.0, site)  # past the store's connect_timeout (10 s)
     server.start()

@@ -16,13 +16,15 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from multiprocessing.managers import BaseManager
+from pathlib import Path
+from typing import cast
 
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
+from jobdispatch.testing import eventually, job_of
 
 lmdb_store = pytest.importorskip("jobdispatch_records_lmdb")
 
@@ -74,17 +76,7 @@ class Manager(BaseManager):
     pass
 
 
-def wait(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("timed out")
-
-
-def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_path):
+def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_path: Path) -> None:
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     Manager.register("backend", callable=lambda: backend)
     manager = Manager(address=("127.0.0.1", 0), authkey=b"jobdispatch-test")
@@ -95,7 +87,8 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
             server.serve_forever()
 
     threading.Thread(target=serve, daemon=True).start()
-    addr = f"{server.address[0]}:{server.address[1]}"
+    host, port = cast(tuple[str, int], server.address)
+    addr = f"{host}:{port}"
 
     path = tmp_path / "records"
     store = lmdb_store.LmdbRecords(path)
@@ -107,7 +100,7 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
             rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
         ),
     )
-    job = cluster.operator.submit(spec, by=Actor.human("ops"), supervised=True).job
+    job = job_of(cluster.operator.submit(spec, by=Actor.human("ops"), supervised=True))
     script = tmp_path / "child.py"
     script.write_text(CHILD)
 
@@ -124,8 +117,14 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
     owner = spawn("owner", slow=2)
     other = None
     try:
-        running = wait(lambda: (s := cluster.observer.get(job)).state is State.RUNNING and s)
-        backend.env.preempt(running.submissions[0].canonical)
+        running = eventually(
+            lambda: cluster.observer.get(job),
+            "submission 1 running",
+            holds=lambda s: s.state is State.RUNNING,
+        )
+        first = running.submissions[0].canonical
+        assert first is not None
+        backend.env.preempt(first)
         # The owner authorizes submission 2, commits its attempt and makes the Start call...
         assert owner.stdout is not None
         assert owner.stdout.readline().startswith("started")
@@ -136,14 +135,14 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
         owner.send_signal(signal.SIGKILL)
         owner.communicate(timeout=10)
         other = spawn("other", slow=0)
-        running = wait(
-            lambda: (
-                (s := cluster.observer.get(job)).state is State.RUNNING
-                and len(s.submissions) == 2
-                and s
-            )
+        running = eventually(
+            lambda: cluster.observer.get(job),
+            "submission 2 running under the other supervisor",
+            holds=lambda s: s.state is State.RUNNING and len(s.submissions) == 2,
         )
-        backend.env.complete(running.submissions[1].canonical)
+        second = running.submissions[1].canonical
+        assert second is not None
+        backend.env.complete(second)
         _, err = other.communicate(timeout=60)
         assert other.returncode == 0, err
     finally:
@@ -155,6 +154,7 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
 
     status = cluster.observer.get(job)
     assert status.settled and status.state is State.SUCCEEDED
+    assert status.plan is not None
     assert len(status.submissions) == 2 and status.plan.rules[0].firings == 1
     # The object whose reply was lost was found by its name and became canonical: no duplicate.
     assert status.submissions[1].attempts == 1 and not status.submissions[1].retired
@@ -163,4 +163,4 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
     assert {e.by.id for e in decisions} == {"owner", "other"}
     assert [e.token for e in decisions] == sorted(e.token for e in decisions)
     store.close()
-    server.stop_event.set()
+    server.stop_event.set()  # type: ignore[attr-defined]  # the manager's Server has one

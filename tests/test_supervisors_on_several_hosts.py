@@ -23,6 +23,7 @@ and fails under JOBDISPATCH_REQUIRE_SERVICES=1.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -33,12 +34,13 @@ import threading
 import time
 from collections.abc import Iterator
 from multiprocessing.managers import BaseManager
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
-from netns_hosts import Relay, holders, make_hosts, owned_by, require, spread, wait
+from jobdispatch.testing import eventually
+from netns_hosts import DEADLINE, Relay, holders, make_hosts, owned_by, require, spread
 
 pg_testing = pytest.importorskip("jobdispatch_records_postgres.testing")
 from jobdispatch_records_postgres import PostgresRecords, Settings  # noqa: E402
@@ -126,7 +128,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
         env = {
             **os.environ,
             "JD_STORE": json.dumps(through),
-            "JD_SCHEDULER": f"{host.gateway}:{scheduler.address[1]}",
+            "JD_SCHEDULER": f"{host.gateway}:{cast(tuple[str, int], scheduler.address)[1]}",
         }
         proc = subprocess.Popen(
             [
@@ -165,7 +167,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
             proc.communicate(timeout=30)
         store.close()
         relay.close()
-        scheduler.stop_event.set()
+        scheduler.stop_event.set()  # type: ignore[attr-defined]  # the manager's Server has one
         for host in hosts:
             host.remove()
         pg_testing.drop_schema(config, config["schema"])
@@ -197,13 +199,22 @@ def _submit(world: dict[str, Any], n: int) -> list[str]:
 def _settle_all(world: dict[str, Any], jobs: list[str]) -> None:
     cluster, backend = world["cluster"], world["backend"]
     for job in jobs:
-        status = wait(
-            lambda job=job: (s := cluster.observer.get(job)).state is State.RUNNING and s,
+        status = eventually(
+            functools.partial(cluster.observer.get, job),
             f"{job} running",
+            holds=lambda s: s.state is State.RUNNING,
+            within=DEADLINE,
+            every=0.1,
         )
         backend.env.complete(status.submissions[-1].canonical)
     for job in jobs:
-        wait(lambda job=job: cluster.observer.get(job).settled, f"{job} settled")
+        eventually(
+            functools.partial(cluster.observer.get, job),
+            f"{job} settled",
+            holds=lambda s: s.settled,
+            within=DEADLINE,
+            every=0.1,
+        )
 
 
 def _check_no_duplicates(world: dict[str, Any], jobs: list[str]) -> None:
@@ -220,10 +231,14 @@ def _check_no_duplicates(world: dict[str, Any], jobs: list[str]) -> None:
 def test_a_killed_supervisors_jobs_are_taken_over(world: dict[str, Any]) -> None:
     jobs = _submit(world, 4)
     first = world["spawn"](0)
-    before = wait(lambda: _owned_by(world, "h0", jobs), "h0 owning every job")
+    before = eventually(
+        lambda: _owned_by(world, "h0", jobs), "h0 owning every job", within=DEADLINE, every=0.1
+    )
     world["spawn"](1)
     first.send_signal(signal.SIGKILL)
-    after = wait(lambda: _owned_by(world, "h1", jobs), "h1 taking every job over")
+    after = eventually(
+        lambda: _owned_by(world, "h1", jobs), "h1 taking every job over", within=DEADLINE, every=0.1
+    )
     for job in jobs:
         assert after[job][1] > before[job][1]  # type: ignore[operator]
     _settle_all(world, jobs)
@@ -233,18 +248,28 @@ def test_a_killed_supervisors_jobs_are_taken_over(world: dict[str, Any]) -> None
 def test_a_supervisor_cut_off_is_fenced_when_it_comes_back(world: dict[str, Any]) -> None:
     jobs = _submit(world, 3)
     world["spawn"](0)
-    before = wait(lambda: _owned_by(world, "h0", jobs), "h0 owning every job")
+    before = eventually(
+        lambda: _owned_by(world, "h0", jobs), "h0 owning every job", within=DEADLINE, every=0.1
+    )
     world["spawn"](1)
     cut = world["hosts"][0]
     cut.link(up=False)
-    after = wait(
-        lambda: _owned_by(world, "h1", jobs), "h1 taking every job over from the cut-off h0"
+    after = eventually(
+        lambda: _owned_by(world, "h1", jobs),
+        "h1 taking every job over from the cut-off h0",
+        within=DEADLINE,
+        every=0.1,
     )
     # A preemption while h0 is away: h1 recovers it. Then h0 comes back.
     cluster, backend = world["cluster"], world["backend"]
     running = cluster.observer.get(jobs[0])
     backend.env.preempt(running.submissions[0].canonical)
-    wait(lambda: len(cluster.observer.get(jobs[0]).submissions) == 2, "the resubmission")
+    eventually(
+        lambda: len(cluster.observer.get(jobs[0]).submissions) == 2,
+        "the resubmission",
+        within=DEADLINE,
+        every=0.1,
+    )
     cut.link(up=True)
     _settle_all(world, jobs)
     _check_no_duplicates(world, jobs)
@@ -269,14 +294,31 @@ def test_the_jobs_spread_over_the_live_supervisors(world: dict[str, Any]) -> Non
     # jobs move to the living (within one lease: its leases and its announcement lapse).
     jobs = _submit(world, 6)
     world["spawn"](0)
-    wait(lambda: _spread(world, jobs) == {"h0": 6}, "h0 owning every job")
+    eventually(
+        lambda: _spread(world, jobs) == {"h0": 6}, "h0 owning every job", within=DEADLINE, every=0.1
+    )
     world["spawn"](1)
-    wait(lambda: _spread(world, jobs) == {"h0": 3, "h1": 3}, "h1 getting half the jobs")
+    eventually(
+        lambda: _spread(world, jobs) == {"h0": 3, "h1": 3},
+        "h1 getting half the jobs",
+        within=DEADLINE,
+        every=0.1,
+    )
     third = world["spawn"](2)
-    wait(lambda: _spread(world, jobs) == {"h0": 2, "h1": 2, "h2": 2}, "two jobs each")
+    eventually(
+        lambda: _spread(world, jobs) == {"h0": 2, "h1": 2, "h2": 2},
+        "two jobs each",
+        within=DEADLINE,
+        every=0.1,
+    )
     third.send_signal(signal.SIGKILL)
     killed = time.monotonic()
-    wait(lambda: _spread(world, jobs) == {"h0": 3, "h1": 3}, "h2's jobs moving to h0 and h1")
+    eventually(
+        lambda: _spread(world, jobs) == {"h0": 3, "h1": 3},
+        "h2's jobs moving to h0 and h1",
+        within=DEADLINE,
+        every=0.1,
+    )
     # Not asserted (timings never are); spec 0013 D7 quotes it against the lease ttl.
     print(
         f"\nh2's jobs moved {time.monotonic() - killed:.1f} s after its SIGKILL (ttl {LEASE_TTL} s)"
@@ -336,18 +378,24 @@ def test_soak(world: dict[str, Any]) -> None:
             time.sleep(rng.uniform(ttl / 2, ttl * 1.5))  # sometimes past its leases' expiry
             host.link(up=True)
     # Everything left running completes; recovering jobs get there on their own.
-    deadline = time.monotonic() + 30 * 60
-    while True:
+
+    def complete_the_running() -> list[str]:
+        """The jobs not yet settled, after completing each one's running submission."""
         open_jobs = [j for j in jobs if not cluster.observer.get(j).settled]
-        if not open_jobs:
-            break
-        assert time.monotonic() < deadline, f"{len(open_jobs)} jobs never settled"
         for job in open_jobs:
             status = cluster.observer.get(job)
             ref = status.submissions[-1].canonical if status.submissions else None
             if status.state is State.RUNNING and ref is not None:
                 backend.env.complete(ref)
-        time.sleep(1)
+        return open_jobs
+
+    eventually(
+        complete_the_running,
+        "every job settled",
+        holds=lambda open_jobs: not open_jobs,
+        within=30 * 60,
+        every=1,
+    )
     duplicates = sum(len(backend.env.history.overlapping_live(j)) for j in jobs)
     overspent = sum(1 for j in jobs if cluster.observer.get(j).plan.rules[0].firings > BUDGET)
     listed = set(world["store"].list())

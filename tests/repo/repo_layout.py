@@ -110,7 +110,7 @@ def run_python(code: str, *args: str, timeout: float = 120, **options: Any) -> s
         **options,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return str(done.stdout)
 
 
 @cache

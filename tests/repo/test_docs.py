@@ -204,7 +204,7 @@ def test_the_shipped_systemd_unit_runs_the_supervise_command() -> None:
 
     path = ROOT / "packages/cli/src/jobdispatch_cli/systemd/jobdispatch-supervise.service"
     unit = configparser.ConfigParser(strict=False, interpolation=None)
-    unit.optionxform = str  # keep the keys' case (ExecStart, not execstart)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]  # keep the keys' case
     unit.read_string(path.read_text(encoding="utf-8"))
     argv = unit["Service"]["ExecStart"].split()
     assert argv[0].endswith("/jobdispatch") and argv[1] == "supervise", argv
@@ -222,7 +222,7 @@ def test_the_shipped_metrics_unit_runs_the_metrics_command() -> None:
 
     path = ROOT / "packages/cli/src/jobdispatch_cli/systemd/jobdispatch-metrics.service"
     unit = configparser.ConfigParser(strict=False, interpolation=None)
-    unit.optionxform = str  # keep the keys' case (ExecStart, not execstart)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]  # keep the keys' case
     unit.read_string(path.read_text(encoding="utf-8"))
     argv = unit["Service"]["ExecStart"].split()
     assert argv[0].endswith("/jobdispatch") and argv[1] == "metrics", argv

@@ -91,7 +91,7 @@ EXAMPLES = [
 
 def test_the_readmes_examples_are_marked_to_run() -> None:
     """The two first examples a newcomer meets, the repository's and the core's, are run."""
-    ids = [p.id for p in EXAMPLES]
+    ids = [str(p.id) for p in EXAMPLES]
     assert any(i.startswith("README.md:") for i in ids), ids
     assert any(i.startswith("packages/core/README.md:") for i in ids), ids
 
@@ -112,7 +112,7 @@ CONFIGS = [
 
 
 def test_there_are_config_examples_for_slurm_and_kubernetes() -> None:
-    shown = {p.values[2].split('adapter = "')[1].split('"')[0] for p in CONFIGS}
+    shown = {str(p.values[2]).split('adapter = "')[1].split('"')[0] for p in CONFIGS}
     assert {"slurm", "kubeflow"} <= shown, shown
 
 

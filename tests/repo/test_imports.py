@@ -22,6 +22,7 @@ import ast
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -108,7 +109,7 @@ def test_the_check_sees_an_undeclared_import(tmp_path: Path) -> None:
     src.mkdir(parents=True)
     (src / "__init__.py").write_text("")
     (src / "helper.py").write_text('"""Helpers."""\nimport pytest\nimport attrs\n')
-    pyproject = {"project": {"name": "probe", "dependencies": ["attrs"]}}
+    pyproject: dict[str, Any] = {"project": {"name": "probe", "dependencies": ["attrs"]}}
     probe = Member(tmp_path, pyproject)
     assert _undeclared(probe) == [
         f"{src.as_posix()}/helper.py:2: imports pytest (pytest) at module level, which probe's "

@@ -16,6 +16,7 @@ import inspect
 import json
 import os
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ PROBE = textwrap.dedent(
 )
 
 
-def discovery_report(*targets: str, path: list[Path] = ()) -> dict[str, list[str]]:
+def discovery_report(*targets: str, path: Sequence[Path] = ()) -> dict[str, list[str]]:
     """What importing ``targets`` (or, with none, loading every plugin) imports beyond the
     plugin machinery, in a fresh interpreter with ``path`` in front of ``sys.path``."""
     env = dict(os.environ)

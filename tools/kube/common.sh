@@ -54,47 +54,9 @@ ADMIN_KUBECONFIG=$PKI/admin.kubeconfig
 ADAPTER_KUBECONFIG=$KUBE_STATE/adapter.kubeconfig
 TOKEN_FILE=$KUBE_STATE/adapter.token
 
-_tag=${0##*/}
-say() { printf '[kube-%s %s] %s\n' "$_tag" "$(date +%T)" "$*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
-
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-# poll SECONDS CMD...: run CMD every 0.3 s until it succeeds; non-zero if it never does.
-poll() {
-  local deadline=$(( $(date +%s) + $1 )); shift
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -ge "$deadline" ] && return 1
-    sleep 0.3
-  done
-}
-
-# poll_daemon PIDFILE SECONDS CMD...: like poll, but give up at once when the process in PIDFILE
-# has exited (a component with a bad flag or a taken port exits within a second).
-poll_daemon() {
-  local f=$1 deadline=$(( $(date +%s) + $2 )); shift 2
-  until "$@" >/dev/null 2>&1; do
-    if ! pid_alive "$f"; then say "the process in $f has exited"; return 1; fi
-    [ "$(date +%s)" -ge "$deadline" ] && return 1
-    sleep 0.3
-  done
-}
-
-show_log() { { echo "---- last lines of $1 ----"; tail -n 40 "$1" 2>/dev/null || echo "(no log)"; echo "----"; } >&2; }
-
-# stop_pid FILE NAME: TERM the process in FILE, wait up to 15 s, then KILL. Never by name.
-stop_pid() {
-  local f=$1 name=$2 pid i
-  [ -s "$f" ] || { rm -f "$f"; return 0; }
-  pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
-    say "stopping $name (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null
-    for i in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then say "$name did not exit after TERM, sending KILL"; kill -KILL "$pid" 2>/dev/null; fi
-  fi
-  rm -f "$f"
-}
+SERVICE=kube POLL_SECONDS=0.3 LOG_LINES=40 STOP_SECONDS=15
+# shellcheck source=../lib/daemons.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/daemons.sh"
 
 # The admin's kubectl (client certificate in system:masters), for setting the cluster up.
 kc() { "$KUBE_BIN/kubectl" --kubeconfig="$ADMIN_KUBECONFIG" "$@"; }
@@ -109,4 +71,47 @@ module_dir() {
     | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(d.get("Error")) if d.get("Error") else print(d["Dir"])'
 }
 
-elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+# ---------------------------------------------------------------------------- the real node
+# One real kubelet beside the kwok nodes (tools/kube/up --real-node; README "Real node"). Its
+# programs come from Debian (runc, containerd, the CNI plugins, debootstrap), the kubelet and the
+# pause container from k8s.io/kubernetes at KUBE_VERSION, CoreDNS from its module; its images are
+# made here from Debian's packages. Each is cached under KUBE_CACHE by the versions that make it.
+COREDNS_VERSION=${JOBDISPATCH_KUBE_COREDNS_VERSION:-v1.15.0}
+NODE_SUITE=${JOBDISPATCH_KUBE_NODE_SUITE:-bookworm}
+NODE_MIRROR=${JOBDISPATCH_KUBE_NODE_MIRROR:-http://deb.debian.org/debian}
+NODE_PACKAGES=(runc containerd containernetworking-plugins debootstrap)
+COREDNS_BIN=$KUBE_CACHE/coredns-${COREDNS_VERSION}_${KUBE_RECIPE}/bin
+REAL_NODE=${JOBDISPATCH_KUBE_REAL_NODE_NAME:-realnode-1}
+NODE_NETNS=jobdispatch-node
+NODE_SUBNET=10.88.0
+NODE_IP=$NODE_SUBNET.1
+KUBELET_PORT=${JOBDISPATCH_KUBE_KUBELET_PORT:-21250}
+NODE_CGROUP=jobdispatch-realnode
+NODE_STATE=$KUBE_STATE/node
+# containerd's root outlives `down` (even with WIPE): the images imported into it are the slow
+# part of a cold start, and a warm machine imports nothing.
+NODE_CONTAINERD_ROOT=$KUBE_CACHE/containerd-root
+PAUSE_IMAGE=dispatch.local/pause:$KUBE_VERSION
+
+# debian_version PACKAGE: the version apt would install (the candidate), for cache keys.
+debian_version() { apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p'; }
+
+# The torch image's name and cache folder, from the suite and python3-torch's version.
+torch_image_key() {
+  local v; v=$(debian_version python3-torch)
+  [ -n "$v" ] && [ "$v" != "(none)" ] || return 1
+  v=${v//[^A-Za-z0-9.]/-}
+  echo "torch-image-${NODE_SUITE}_python3-torch-${v}_${KUBE_RECIPE}"
+}
+torch_image_name() { echo "dispatch.local/torch:${1#torch-image-}"; }
+
+# install_node_packages: Debian's runc, containerd, CNI plugins and debootstrap, when missing.
+install_node_packages() {
+  local p missing=()
+  for p in "${NODE_PACKAGES[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "apt-get install ${missing[*]}"
+  compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null || apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -o DPkg::Lock::Timeout=600 -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+    || die "apt-get install ${missing[*]} failed"
+}

@@ -28,9 +28,9 @@ export CEPH_CONF=$CEPH_DIR/ceph.conf
 # Each writes its own PID file into $RUN_DIR (ceph.conf's `pid file`).
 DAEMON_PIDS=("$RUN_DIR/mon.a.pid" "$RUN_DIR/osd.0.pid" "$RUN_DIR/client.rgw.a.pid")
 
-_tag=${0##*/}
-say() { printf '[s3-%s %s] %s\n' "$_tag" "$(date +%T)" "$*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
+SERVICE=s3 POLL_SECONDS=0.2 LOG_LINES=30 STOP_SECONDS=10
+# shellcheck source=../lib/daemons.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/daemons.sh"
 # A command that fails under `set -e` ends the script; say which one, so that a failed start is
 # never silent (stdout is eval'ed by the caller and carries nothing then).
 set -E
@@ -51,36 +51,6 @@ ceph_admin() {
   printf '%s\n' "$out"
 }
 
-# pid_alive FILE: the PID written in FILE is a live process.
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
 # answers: the S3 endpoint replies to an HTTP request (any status counts: 403 is an answer).
 answers() { curl -s -o /dev/null -m 2 "http://127.0.0.1:$S3_PORT/"; }
 
-# poll SECONDS CMD...: run CMD every 0.2 s until it succeeds; non-zero if it never does.
-poll() {
-  local deadline=$(( $(date +%s) + $1 )); shift
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -ge "$deadline" ] && return 1
-    sleep 0.2
-  done
-}
-
-# stop_pid FILE: TERM the process in FILE, wait up to 10 s, then KILL. Never by name.
-stop_pid() {
-  local f=$1 pid
-  [ -s "$f" ] || { rm -f "$f"; return 0; }
-  pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
-    say "stopping ${f##*/} (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then say "pid $pid did not exit after TERM, sending KILL"; kill -KILL "$pid" 2>/dev/null; fi
-  fi
-  rm -f "$f"
-}
-
-# show_log FILE: the tail of a daemon's log, for a failure message.
-show_log() { { echo "---- last lines of $1 ----"; tail -n 30 "$1" 2>/dev/null || echo "(no log)"; echo "----"; } >&2; }
-
-elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }

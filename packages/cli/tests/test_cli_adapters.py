@@ -32,11 +32,13 @@ def without_slurm(monkeypatch: pytest.MonkeyPatch, fresh_plugins: None) -> None:
     """As if jobdispatch-slurm were not installed: its entry point is gone."""
     real = metadata.entry_points
 
-    def entry_points(**params: str) -> metadata.EntryPoints:
-        found = real(**params)
+    def entry_points(*, group: str) -> metadata.EntryPoints:
+        found = real(group=group)
         return metadata.EntryPoints(ep for ep in found if ep.name != "slurm")
 
-    monkeypatch.setattr(plugins.metadata, "entry_points", entry_points)
+    # The plugin machinery's own reference to importlib.metadata is this same module.
+    assert plugins.metadata is metadata  # type: ignore[attr-defined]
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
 
 
 @pytest.mark.usefixtures("without_slurm")

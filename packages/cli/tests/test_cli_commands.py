@@ -395,3 +395,29 @@ def test_escalation_sink_errors_name_the_key_and_line(invoke: Invoke, home: Path
     assert f"{config}:{n + 4}: escalations.log: the log sink always runs" in err
     assert f"{config}:{n + 8}: escalations.chat.sink: no escalation-sink named 'discord'" in err
     assert f"{config}:{n + 12}: escalations.named.name: the sink's name is its table's" in err
+
+
+def test_plan_shows_the_stall_rule_its_enforcer_and_no_advance_budgets(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    path = tmp_path / "stall.toml"
+    path.write_text(
+        'name = "hangs"\ncommand = ["true"]\n'
+        '[progress]\nroot = "/tmp/ckpt"\n'
+        '[stall]\nafter = "20m"\nstartup_grace = "1h"\nmode = "observe"\n'
+        '[[recovery.rules]]\non = ["stalled", "preempted"]\naction = "resubmit"\nbudget = 2\n'
+        'charge = "no-advance"\n'
+    )
+    ran = invoke("plan", str(path), "--json")
+    assert ran.code == 0, ran.err
+    plan = ran.json()
+    assert plan["stall"]["enforcer"] == "supervisor" and plan["stall"]["root"] == "/tmp/ckpt"
+    assert plan["stall"]["rule"]["mode"] == "observe"
+    assert plan["rules"][0]["rule"]["charge"] == "no-advance"
+    text = invoke("plan", str(path)).out
+    assert "observe after 20m without progress" in text and "observe only" in text
+    assert "no-advance" in text
+    # Too short for the local adapter's poll (0.5 s): refused, naming the field.
+    path.write_text(path.read_text().replace('after = "20m"', 'after = "0.1"'))
+    refused = invoke("plan", str(path))
+    assert refused.code != 0 and "stall.after" in refused.err + refused.out

@@ -21,48 +21,37 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jobdispatch.exitcodes import ExitCode, codes_of
 from jobdispatch.types import RECOVERABLE, Action
-from jobdispatch_cli import exitcodes
 
 Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
 
-_QUICK = {
-    "deadline": None,
-    # The fixtures (a private config and state folder) are shared by a test's examples on
-    # purpose: each example is one more command against the same store, as a person's are.
-    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-}
-settings.register_profile("cli-fuzz", max_examples=40, **_QUICK)
-settings.register_profile("cli-fuzz-long", max_examples=2000, **_QUICK)
+# The fixtures (a private config and state folder) are shared by a test's examples on purpose:
+# each example is one more command against the same store, as a person's are.
+_QUICK = settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.register_profile("cli-fuzz", _QUICK, max_examples=40)
+settings.register_profile("cli-fuzz-long", _QUICK, max_examples=2000)
 FUZZ = settings.get_profile(os.environ.get("JOBDISPATCH_FUZZ_PROFILE", "cli-fuzz"))
 
-#: Every exit status errors.md documents.
-DOCUMENTED = {
-    exitcodes.OK,
-    exitcodes.JOB_FAILED,
-    exitcodes.USAGE,
-    exitcodes.NOT_FOUND,
-    exitcodes.REFUSED,
-    exitcodes.UNREACHABLE,
-    exitcodes.UNAUTHORIZED,
-    exitcodes.CONFLICT,
-    exitcodes.UNREADABLE,
-    exitcodes.INTERRUPTED,
-}
+#: Every exit status errors.md documents for the command.
+DOCUMENTED: set[int] = set(codes_of("jobdispatch"))
 #: 1 means "the job run supervised failed"; any other command giving it is a crash.
-NOT_RUN = DOCUMENTED - {exitcodes.JOB_FAILED}
+NOT_RUN = DOCUMENTED - {ExitCode.FAILED}
 
 
 def _told(ran: Any, allowed: set[int]) -> None:
     assert ran.code in allowed, (ran.code, ran.err)
-    if ran.code not in (exitcodes.OK, exitcodes.INTERRUPTED):
+    if ran.code not in (ExitCode.OK, ExitCode.INTERRUPTED):
         assert ran.err.strip(), "a failure must say why"
     assert "Traceback" not in ran.err
 
 
 # ------------------------------------------------------------------------- values
 
-text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 scalars = st.one_of(
     st.none(),
     st.booleans(),

@@ -6,7 +6,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from jobdispatch.types import Action, CauseKind, CheckpointMode
+from jobdispatch.types import (
+    Action,
+    CauseKind,
+    Charge,
+    CheckpointMode,
+    ProgressSource,
+    StallMode,
+    StallRule,
+)
 from jobdispatch_cli.durations import format_duration, parse_duration
 from jobdispatch_cli.jobfile import FileError, NoSuchFile, load_job_file
 from jobdispatch_cli.locate import line_of, toml_lines
@@ -118,10 +126,10 @@ action = "resubmit"
         f"{f}:3: nodes: must be at least 1, got 0",
         f"{f}:4: tim_limit: unknown key (known keys: name, command, nodes, procs_per_node, "
         "time_limit, env, working_dir, output, image, checkpoint, resources, notify, "
-        "notify_sinks, recovery)",
+        "notify_sinks, recovery, progress, stall)",
         f"{f}:12: recovery.rules[1].on[0]: unknown cause 'preempt' (rules cover: preempted, "
         "node-lost, out-of-memory, time-limit, non-zero-exit, launch-failed, no-capacity, "
-        "requeued, unknown)",
+        "requeued, stalled, unknown)",
     ]
 
 
@@ -142,7 +150,8 @@ recovery:
     f = f"{tmp_path}/bad.yaml"
     assert problems(write(tmp_path, "bad.yaml", text)) == [
         f"{f}:3: time_limit: not a duration: 'ten minutes' (use 90s, 10m, 1h30m or 2d)",
-        f"{f}:11: recovery.rules[1].budgett: unknown key (known keys: on, action, budget, for)",
+        f"{f}:11: recovery.rules[1].budgett: unknown key (known keys: on, action, budget, for, "
+        "charge)",
     ]
 
 
@@ -164,6 +173,67 @@ action = "hold"
         f"{f}:6: recovery.rules[1].for: a hold needs a positive duration",
         f"{f}:7: recovery.rules[1].on[0]: preempted is already covered by recovery.rules[0]",
         f"{f}:7: recovery.rules[1].on[1]: held is not a recoverable cause",
+    ]
+
+
+PROGRESS_TOML = """\
+command = ["python3", "train.py"]
+
+[progress]
+root = "s3://ckpt/team-a"
+record_every = "2m"
+
+[stall]
+after = "20m"
+startup_grace = "1h"
+mode = "observe"
+
+[[recovery.rules]]
+on = ["stalled", "preempted"]
+action = "resubmit"
+budget = 2
+charge = "no-advance"
+"""
+
+
+def test_progress_stall_and_charge_mirror_jobspec(tmp_path: Path) -> None:
+    spec = load_job_file(write(tmp_path, "p.toml", PROGRESS_TOML)).spec
+    assert spec.progress == ProgressSource(
+        root="s3://ckpt/team-a", record_every=timedelta(minutes=2)
+    )
+    assert spec.stall == StallRule(
+        after=timedelta(minutes=20), startup_grace=timedelta(hours=1), mode=StallMode.OBSERVE
+    )
+    (rule,) = spec.recovery.rules
+    assert rule.on == (CauseKind.PREEMPTED, CauseKind.STALLED) or rule.on == (
+        CauseKind.STALLED,
+        CauseKind.PREEMPTED,
+    )
+    assert rule.charge is Charge.NO_ADVANCE
+
+
+def test_bad_progress_and_stall_fields_are_named_with_their_lines(tmp_path: Path) -> None:
+    text = """\
+command = ["x"]
+[stall]
+after = "0s"
+mode = "watch"
+[[recovery.rules]]
+on = ["preempted"]
+action = "resubmit"
+budget = 1
+charge = "no-advance"
+"""
+    f = f"{tmp_path}/s.toml"
+    assert problems(write(tmp_path, "s.toml", text)) == [
+        f"{f}:4: stall.mode: must be enforce or observe, got 'watch'",
+        f"{f}:9: recovery.rules[0].charge: no-advance needs the job's checkpoint root "
+        "([progress] root) to tell whether training advanced; without one every firing is "
+        "charged",
+    ]
+    text = 'command = ["x"]\n[progress]\nroot = "/ckpt"\n[stall]\nafter = "0s"\n'
+    assert problems(write(tmp_path, "z.toml", text)) == [
+        f"{tmp_path}/z.toml:5: stall.after: must be positive, got 0:00:00"
     ]
 
 

@@ -105,6 +105,8 @@ def test_the_page_documents_every_command_that_prints_json() -> None:
         "clusters",
         "plugins",
         "ps",
+        "goodput",
+        "status_goodput",
     }
 
 

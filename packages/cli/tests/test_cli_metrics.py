@@ -8,24 +8,15 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jobdispatch.testing import eventually
 
 TIMEOUT = 90.0
-
-
-def _wait(what: str, ok: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-    """``ok()`` once it is truthy; a bound against hangs, never a measure."""
-    deadline = time.monotonic() + timeout
-    while not (value := ok()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
 
 
 class Served:
@@ -40,7 +31,7 @@ class Served:
                 stderr=subprocess.STDOUT,
                 env=dict(os.environ),
             )
-        self.url: str = _wait("the endpoint's address", self._url)
+        self.url: str = eventually(self._url, "the endpoint's address")
 
     def _url(self) -> str | None:
         found = re.search(r"(http://127\.0\.0\.1:\d+/metrics)", self.log.read_text())
@@ -106,7 +97,7 @@ def test_supervise_serves_the_metrics_of_what_it_supervises(
         done = _value(text, 'jobdispatch_jobs{cluster="local",state="succeeded"}') == 1
         return text if done else None
 
-    text = _wait("the job to succeed, as scraped", succeeded)
+    text = eventually(succeeded, "the job to succeed, as scraped")
     assert _value(text, 'jobdispatch_supervisors_live{cluster="local"}') == 1
     assert (
         _value(

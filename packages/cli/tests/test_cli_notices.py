@@ -5,16 +5,21 @@ job's notices reach a real receiver on loopback."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from jobdispatch_supervise.testing import Receiver
+
+from .conftest import Invoke
 
 
 def _config(home: Path) -> Path:
     return home / "config" / "jobdispatch" / "config.toml"
 
 
-def test_plan_shows_and_probes_each_sink_with_what_it_gets(invoke, home, job_file, tmp_path):
+def test_plan_shows_and_probes_each_sink_with_what_it_gets(
+    invoke: Invoke, home: Path, job_file: Callable[..., Path], tmp_path: Path
+) -> None:
     secret = tmp_path / "secret"
     secret.write_text("k3y")
     with Receiver() as hook:
@@ -40,7 +45,9 @@ def test_plan_shows_and_probes_each_sink_with_what_it_gets(invoke, home, job_fil
         assert shown.code == 0 and "notices" in shown.out and "unreachable" in shown.out
 
 
-def test_a_sink_that_cannot_work_is_an_error_naming_its_key(invoke, home, job_file, tmp_path):
+def test_a_sink_that_cannot_work_is_an_error_naming_its_key(
+    invoke: Invoke, home: Path, job_file: Callable[..., Path], tmp_path: Path
+) -> None:
     config = _config(home)
     config.write_text(
         config.read_text()
@@ -52,7 +59,9 @@ def test_a_sink_that_cannot_work_is_an_error_naming_its_key(invoke, home, job_fi
     assert "escalations.hook.secret_file:" in ran.err and "does not exist" in ran.err
 
 
-def test_config_errors_for_cluster_sinks_and_the_heartbeat_name_their_keys(invoke, home):
+def test_config_errors_for_cluster_sinks_and_the_heartbeat_name_their_keys(
+    invoke: Invoke, home: Path
+) -> None:
     config = _config(home)
     config.write_text(
         config.read_text().replace("grace = 0.3\n", 'grace = 0.3\nsinks = ["nowhere"]\n')
@@ -68,8 +77,8 @@ def test_config_errors_for_cluster_sinks_and_the_heartbeat_name_their_keys(invok
 
 
 def test_run_delivers_the_notices_a_job_asks_for_and_pings_the_heartbeat(
-    invoke, home, job_file, tmp_path
-):
+    invoke: Invoke, home: Path, job_file: Callable[..., Path], tmp_path: Path
+) -> None:
     with Receiver() as hook, Receiver() as monitor:
         url = tmp_path / "deadman"
         url.write_text(monitor.url + "/token")

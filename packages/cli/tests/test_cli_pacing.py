@@ -3,6 +3,7 @@ command line, each checked before anything is submitted or served."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def test_a_site_cannot_lower_the_adapter_s_floor(invoke: Invoke, home: Path) -> 
 
 
 def test_run_refuses_a_poll_below_the_site_s_floor_before_submitting(
-    invoke: Invoke, home: Path, job_file
+    invoke: Invoke, home: Path, job_file: Callable[..., Path]
 ) -> None:
     _local_table(home, "poll_floor = 1\n")
     ran = invoke("run", str(job_file(["true"])), "--poll", "0.5")
@@ -60,7 +61,7 @@ def test_run_refuses_a_poll_below_the_site_s_floor_before_submitting(
 
 
 def test_run_polls_at_the_site_s_interval_and_reports_the_outcome(
-    invoke: Invoke, home: Path, job_file
+    invoke: Invoke, home: Path, job_file: Callable[..., Path]
 ) -> None:
     # The site's interval is what the supervisor polls at when --poll is not given; the
     # report (built from the supervisor's own observations) still tells the whole story.

@@ -31,8 +31,12 @@ def _flip_header_bit(store: Path, job: str) -> None:
     env = lmdb.open(str(store), max_dbs=10)
     with env.begin(write=True) as txn:
         jobs, headers = env.open_db(b"jobs", txn=txn), env.open_db(b"headers", txn=txn)
-        seq = bytes(txn.get(job.encode(), db=jobs))[:8]
-        value = bytearray(txn.get(seq, db=headers))
+        found = txn.get(job.encode(), db=jobs)
+        assert found is not None, f"{job} is not in the store"
+        seq = bytes(found)[:8]
+        stored = txn.get(seq, db=headers)
+        assert stored is not None, f"{job} has no stored header"
+        value = bytearray(stored)
         value[len(value) // 2] ^= 0x01
         txn.put(seq, bytes(value), db=headers)
     env.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import attrs
 import jobdispatch
@@ -31,6 +32,7 @@ from jobdispatch.types import (
     Capability,
     Cause,
     CauseKind,
+    Charge,
     Hold,
     HoldKind,
     HoldMeta,
@@ -39,6 +41,7 @@ from jobdispatch.types import (
     Notify,
     ObjectState,
     Plan,
+    ProgressSource,
     Provenance,
     RecoveryPolicy,
     Rule,
@@ -46,6 +49,9 @@ from jobdispatch.types import (
     RuleSupport,
     SharedCheckpoint,
     Source,
+    StallAssignment,
+    StallMode,
+    StallRule,
     State,
     Support,
     Tristate,
@@ -73,6 +79,14 @@ rules = st.builds(
     action=st.sampled_from(Action),
     budget=st.integers(0, 9),
     for_=st.none() | durations,
+    charge=st.sampled_from(Charge),
+)
+stall_rules = st.builds(
+    StallRule,
+    after=durations,
+    startup_grace=st.none() | durations,
+    mode=st.sampled_from(StallMode),
+    blind_after=durations,
 )
 specs = st.builds(
     JobSpec,
@@ -95,6 +109,8 @@ specs = st.builds(
         max_size=2,
     ),
     recovery=st.builds(RecoveryPolicy, rules=st.lists(rules, max_size=3)),
+    progress=st.none() | st.builds(ProgressSource, root=names, record_every=durations),
+    stall=st.none() | stall_rules,
 )
 supports = st.builds(
     Support, answer=st.sampled_from(Tristate), source=st.sampled_from(Source), detail=text
@@ -129,6 +145,7 @@ assignments = st.builds(
     support=st.builds(RuleSupport, native=supports, perform=supports),
     firings=st.integers(0, 5),
     accepted=text,
+    charged=st.integers(0, 5),
 )
 plans = st.builds(
     Plan,
@@ -140,6 +157,14 @@ plans = st.builds(
     capabilities=st.dictionaries(st.sampled_from(Capability), supports),
     identity_weakened=text,
     supervised=st.booleans(),
+    stall=st.none()
+    | st.builds(
+        StallAssignment,
+        rule=stall_rules,
+        enforcer=st.sampled_from(jobdispatch.Enforcer),
+        root=text,
+        note=text,
+    ),
 )
 holds = st.builds(
     Hold, kind=st.sampled_from(HoldKind), by=actors, reason=text, until=st.none() | times
@@ -214,14 +239,14 @@ VALUES = {
 @pytest.mark.parametrize("cls", list(VALUES), ids=lambda c: c.__name__)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
-def test_value_types_round_trip_through_json(cls, data):
+def test_value_types_round_trip_through_json(cls: type[Any], data: st.DataObject) -> None:
     value = data.draw(VALUES[cls])
     raw = json.loads(json.dumps(codec.converter.unstructure(value)))
     assert codec.converter.structure(raw, cls) == value
 
 
 def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
-    fields = {}
+    fields: dict[str, st.SearchStrategy[Any]] = {}
     for f in attrs.fields(cls):
         if f.name in ("at",):
             fields[f.name] = times
@@ -229,8 +254,11 @@ def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
             fields[f.name] = actors
         elif f.name == "token":
             fields[f.name] = st.integers(1, 99) if cls.cls is ev.EventClass.DECISION else st.none()
-    overrides = {
+    overrides: dict[str, st.SearchStrategy[Any]] = {
         "find_at": times,
+        "marked_at": times,
+        "resumed_at": times,
+        "origin": st.sampled_from(ev.Origin),
         "deadline": times,
         "until": times,
         "obs": observations,
@@ -254,7 +282,9 @@ def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
 @pytest.mark.parametrize("cls", list(ev.EVENT_TYPES.values()), ids=lambda c: c.kind)
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
-def test_every_event_round_trips_with_its_tag_and_version(cls, data):
+def test_every_event_round_trips_with_its_tag_and_version(
+    cls: type[Any], data: st.DataObject
+) -> None:
     event = data.draw(_event_strategy(cls))
     raw = codec.encode_event(event)
     body = json.loads(raw[5:])  # after the frame: a version byte and the CRC-32
@@ -262,7 +292,7 @@ def test_every_event_round_trips_with_its_tag_and_version(cls, data):
     assert codec.decode_event(raw, revision=1) == event
 
 
-def test_unknown_types_and_newer_versions_are_refused_naming_the_revision():
+def test_unknown_types_and_newer_versions_are_refused_naming_the_revision() -> None:
     with pytest.raises(jobdispatch.Invalid, match="revision 7: unknown event type 'teleported'"):
         codec.decode_event(b'{"type":"teleported","v":1}', revision=7, job="j")
     with pytest.raises(jobdispatch.Invalid, match="revision 3: event schema version 9"):
@@ -273,12 +303,12 @@ def test_unknown_types_and_newer_versions_are_refused_naming_the_revision():
         codec.decode_header(b'{"schema": 99}', job="j")
 
 
-def test_naive_times_are_refused():
+def test_naive_times_are_refused() -> None:
     with pytest.raises(jobdispatch.Invalid, match="naive datetime"):
         codec.encode_event(ev.Settled(at=datetime(2026, 1, 1), by=Actor.human("x"), token=1))
 
 
-def test_enums_print_as_their_kebab_case_words():
+def test_enums_print_as_their_kebab_case_words() -> None:
     assert str(CauseKind.NODE_LOST) == "node-lost"
     assert str(CauseKind.OUT_OF_MEMORY) == "out-of-memory"
     assert str(State.RECOVERING) == "recovering"
@@ -294,6 +324,7 @@ def test_enums_print_as_their_kebab_case_words():
             "launch-failed",
             "no-capacity",
             "requeued",
+            "stalled",
             "unknown",
         )
     ]
@@ -302,7 +333,7 @@ def test_enums_print_as_their_kebab_case_words():
 # ------------------------------------------------------------- stored values: frame and damage
 
 _stored = st.one_of(
-    VALUES[ev.Header].map(lambda h: (codec.encode_header(h), h)),
+    VALUES[ev.Header].map(lambda h: (codec.encode_header(cast(ev.Header, h)), h)),
     st.sampled_from(list(ev.EVENT_TYPES.values()))
     .flatmap(_event_strategy)
     .map(lambda e: (codec.encode_event(e), e)),
@@ -317,7 +348,9 @@ def _decode(raw: bytes, like: object) -> object:
 
 @settings(max_examples=15, deadline=None)
 @given(stored=_stored)
-def test_no_single_bit_flip_of_a_stored_value_decodes_into_a_changed_record(stored):
+def test_no_single_bit_flip_of_a_stored_value_decodes_into_a_changed_record(
+    stored: tuple[bytes, Any],
+) -> None:
     # Every bit of the value, frame included: each flip is reported (the CRC-32 catches every
     # single-bit error) or, were it ever harmless, decodes to the very value written.
     raw, value = stored
@@ -337,7 +370,7 @@ def test_no_single_bit_flip_of_a_stored_value_decodes_into_a_changed_record(stor
     assert reported == len(raw) * 8
 
 
-def test_a_damaged_value_is_reported_naming_the_record_and_revision():
+def test_a_damaged_value_is_reported_naming_the_record_and_revision() -> None:
     event = ev.Settled(at=datetime(2026, 1, 1, tzinfo=UTC), by=Actor.human("x"), token=1)
     raw = bytearray(codec.encode_event(event))
     raw[-3] ^= 0x04
@@ -354,7 +387,7 @@ def test_a_damaged_value_is_reported_naming_the_record_and_revision():
 
 @settings(max_examples=20, deadline=None)
 @given(stored=_stored)
-def test_values_written_before_frames_are_still_read(stored):
+def test_values_written_before_frames_are_still_read(stored: tuple[bytes, Any]) -> None:
     # Stores written before checksums hold bare JSON: it decodes as it always did.
     raw, value = stored
     legacy = raw[5:]
@@ -390,7 +423,7 @@ def _framed(body: bytes) -> bytes:
 
 @settings(max_examples=300, deadline=None)
 @given(raw=st.binary(max_size=200))
-def test_arbitrary_bytes_raise_only_the_typed_error(raw):
+def test_arbitrary_bytes_raise_only_the_typed_error(raw: bytes) -> None:
     _only_typed_errors(raw)
     _only_typed_errors(_framed(raw))
     _only_typed_errors(b"{" + raw)
@@ -398,7 +431,9 @@ def test_arbitrary_bytes_raise_only_the_typed_error(raw):
 
 @settings(max_examples=200, deadline=None)
 @given(stored=_stored, data=st.data())
-def test_mutated_encodings_raise_only_the_typed_error(stored, data):
+def test_mutated_encodings_raise_only_the_typed_error(
+    stored: tuple[bytes, Any], data: st.DataObject
+) -> None:
     raw, _ = stored
     body = bytearray(raw[5:])
     for _ in range(data.draw(st.integers(1, 4))):
@@ -418,7 +453,9 @@ def test_mutated_encodings_raise_only_the_typed_error(stored, data):
 
 @settings(max_examples=200, deadline=None)
 @given(stored=_stored, data=st.data())
-def test_structurally_changed_encodings_raise_only_the_typed_error(stored, data):
+def test_structurally_changed_encodings_raise_only_the_typed_error(
+    stored: tuple[bytes, Any], data: st.DataObject
+) -> None:
     # Well-formed JSON with one field's value (or a new field) replaced by any JSON value.
     raw, _ = stored
     body = json.loads(raw[5:])
@@ -427,7 +464,7 @@ def test_structurally_changed_encodings_raise_only_the_typed_error(stored, data)
     _only_typed_errors(_framed(json.dumps(body).encode()))
 
 
-def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error():
+def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error() -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     with pytest.raises(jobdispatch.Unreadable, match="revision 0"):
         codec.decode_header(_framed(deep), job="j")
@@ -438,14 +475,14 @@ def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error():
 @pytest.mark.parametrize(
     "bad", ["", "   ", "a\nb", "tab\there", "nul\x00", "line\u2028sep", "\udcff", "x" * 513]
 )
-def test_an_actor_id_that_cannot_be_shown_on_one_line_is_refused(bad):
+def test_an_actor_id_that_cannot_be_shown_on_one_line_is_refused(bad: str) -> None:
     with pytest.raises(jobdispatch.Invalid, match="an actor's id"):
         Actor.human(bad)
     with pytest.raises(jobdispatch.Invalid, match="an actor's id"):
         Actor(ActorKind.SUPERVISOR, bad)
 
 
-def test_a_record_written_before_actor_ids_were_checked_still_reads():
+def test_a_record_written_before_actor_ids_were_checked_still_reads() -> None:
     raw = (
         b'{"type":"cancel-requested","v":1,"at":"2026-01-01T00:00:00+00:00",'
         b'"by":{"kind":"human","id":""},"reason":"","superseded_by":""}'

@@ -43,6 +43,7 @@ def _planted(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
     path = ""
     for key, after in zip(keys, [*keys[1:], None], strict=True):
         path += f"[{key}]" if isinstance(key, int) else (f".{key}" if path else key)
+        value: Any
         if after is None:
             value = draw(_NON_FINITE)
         else:

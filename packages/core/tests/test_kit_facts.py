@@ -3,6 +3,7 @@ fetched again; forget drops everything; a failed fetch keeps nothing."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
@@ -62,7 +63,7 @@ def test_a_fetch_happens_exactly_when_the_kept_value_is_ttl_old(
     kept_at: float | None = None
     for t in sorted(times):
         now[0] = t
-        got = cache.get("k", ttl, lambda t=t: t)
+        got = cache.get("k", ttl, functools.partial(float, t))
         if kept_at is None or t - kept_at >= ttl:
             kept_at = t
         assert got == kept_at

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -25,8 +26,8 @@ draws = st.floats(min_value=0.0, max_value=1.0, exclude_max=True)
     until=st.none() | st.floats(min_value=-1e4, max_value=1e5),
 )
 def test_a_delay_is_never_below_the_floor_nor_above_the_interval_nor_past_a_due_step(
-    floor, extra, jitter, draw, until
-):
+    floor: float, extra: float, jitter: float, draw: float, until: float | None
+) -> None:
     pacing = Pacing(interval=floor + extra, floor=floor, jitter=jitter)
     delay = pacing.delay(draw, until)
     assert pacing.floor <= delay <= pacing.interval
@@ -40,7 +41,7 @@ def test_a_delay_is_never_below_the_floor_nor_above_the_interval_nor_past_a_due_
         assert delay <= until
 
 
-def test_the_draw_decides_the_delay_so_a_seeded_source_repeats_the_schedule():
+def test_the_draw_decides_the_delay_so_a_seeded_source_repeats_the_schedule() -> None:
     assert SLURMISH.delay(0.0) == 30.0
     assert SLURMISH.delay(0.5) == pytest.approx(27.0)
     assert SLURMISH.delay(0.999999) == pytest.approx(24.0, abs=1e-4)
@@ -48,7 +49,7 @@ def test_the_draw_decides_the_delay_so_a_seeded_source_repeats_the_schedule():
     assert SLURMISH.delay(0.0, until=0.1) == 2.0  # a step due at once still waits the floor
 
 
-def test_a_site_may_raise_the_floor_and_set_the_interval_but_never_lower_the_floor():
+def test_a_site_may_raise_the_floor_and_set_the_interval_but_never_lower_the_floor() -> None:
     raised = SLURMISH.for_site(floor=10)
     assert (raised.interval, raised.floor) == (30.0, 10.0)
     assert SLURMISH.for_site(interval=120).interval == 120.0
@@ -74,7 +75,9 @@ def test_a_site_may_raise_the_floor_and_set_the_interval_but_never_lower_the_flo
         ({"floor": -1}, "a poll floor must be a positive"),
     ],
 )
-def test_a_site_pacing_out_of_range_is_refused_naming_the_setting(site, words):
+def test_a_site_pacing_out_of_range_is_refused_naming_the_setting(
+    site: dict[str, Any], words: str
+) -> None:
     with pytest.raises(Invalid, match=words):
         SLURMISH.for_site(**site)
 
@@ -87,12 +90,14 @@ def test_a_site_pacing_out_of_range_is_refused_naming_the_setting(site, words):
         ({"interval": 30.0, "floor": 2.0, "jitter": 1.0}, r"jitter is a fraction in \[0, 1\)"),
     ],
 )
-def test_an_adapter_cannot_declare_a_pacing_out_of_range(fields, words):
+def test_an_adapter_cannot_declare_a_pacing_out_of_range(
+    fields: dict[str, Any], words: str
+) -> None:
     with pytest.raises(Invalid, match=words):
         Pacing(**fields)
 
 
-def test_an_adapter_without_a_pacing_gets_the_default_and_one_with_a_wrong_value_is_named():
+def test_an_adapter_without_a_pacing_gets_the_default_and_one_with_a_wrong_value_is_named() -> None:
     class Plain:
         name = "plain"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jobdispatch
 import pytest
@@ -37,7 +38,7 @@ def expected_output(script: Path) -> str:
     return "\n".join(lines).strip() + "\n"
 
 
-def test_plan_examples_prints_exactly_what_its_docstring_says():
+def test_plan_examples_prints_exactly_what_its_docstring_says() -> None:
     script = ROOT / "examples" / "plan_examples.py"
     out = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=60
@@ -45,18 +46,18 @@ def test_plan_examples_prints_exactly_what_its_docstring_says():
     assert out == expected_output(script)
 
 
-def test_the_repository_plan_examples_are_the_design_ones():
+def test_the_repository_plan_examples_are_the_design_ones() -> None:
     design = ROOT.parent / "shared" / "design" / "plan_examples.py"
     if not design.exists():
         pytest.skip("no shared/design beside this checkout")
     assert (ROOT / "examples" / "plan_examples.py").read_text() == design.read_text()
 
 
-def spec(*rules, **fields):
+def spec(*rules: Rule, **fields: Any) -> JobSpec:
     return JobSpec(command=["train"], recovery=RecoveryPolicy(rules=rules), **fields)
 
 
-def test_native_rules_go_to_the_backend_others_to_the_supervisor():
+def test_native_rules_go_to_the_backend_others_to_the_supervisor() -> None:
     backend = MemoryBackend(shape=Shape.SLURM)
     plan = jobdispatch.make_plan(
         backend,
@@ -80,7 +81,7 @@ def test_native_rules_go_to_the_backend_others_to_the_supervisor():
     assert plan.capabilities[Capability.HOLD].answer.value == "yes"
 
 
-def test_unenforced_rules_are_refused_unless_accepted():
+def test_unenforced_rules_are_refused_unless_accepted() -> None:
     backend = MemoryBackend(shape=Shape.KUBEFLOW)
     rule = Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1)
     with pytest.raises(Rejected, match="nobody would enforce rule 0"):
@@ -89,16 +90,16 @@ def test_unenforced_rules_are_refused_unless_accepted():
     assert plan.rules[0].enforcer is Enforcer.NOBODY and plan.rules[0].accepted
 
 
-def test_unknown_support_needs_an_enforcer_named():
+def test_unknown_support_needs_an_enforcer_named() -> None:
     backend = MemoryBackend(shape=Shape.SLURM)
 
     class Unsure:
         name = "unsure"
 
-        def __getattr__(self, attr):
+        def __getattr__(self, attr: str) -> Any:
             return getattr(backend, attr)
 
-        def rules(self, spec, policy):
+        def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[jobdispatch.RuleSupport]:
             unknown = jobdispatch.RuleSupport(native=Support.no(), perform=Support.unknown())
             return [unknown for _ in policy.rules]
 
@@ -111,13 +112,13 @@ def test_unknown_support_needs_an_enforcer_named():
     assert plan.rules[0].enforcer is Enforcer.SUPERVISOR
 
 
-def test_a_capability_the_cluster_lacks_is_unsupported_naming_the_field():
+def test_a_capability_the_cluster_lacks_is_unsupported_naming_the_field() -> None:
     backend = MemoryBackend(shape=Shape.SLURM)
     with pytest.raises(Unsupported, match="image"):
         jobdispatch.make_plan(backend, "j", spec(image="pytorch:2"))
 
 
-def test_shared_checkpoints_turn_every_rule_into_a_day_long_hold():
+def test_shared_checkpoints_turn_every_rule_into_a_day_long_hold() -> None:
     backend = MemoryBackend(shape=Shape.SLURM)
     plan = jobdispatch.make_plan(
         backend,
@@ -134,6 +135,6 @@ def test_shared_checkpoints_turn_every_rule_into_a_day_long_hold():
     assert [a.rule.action for a in plan.rules] == [Action.REQUEUE, Action.RESUBMIT]
 
 
-def test_accepting_a_rule_that_does_not_exist_is_invalid():
+def test_accepting_a_rule_that_does_not_exist_is_invalid() -> None:
     with pytest.raises(jobdispatch.Invalid, match="rule 3"):
         jobdispatch.make_plan(MemoryBackend(shape=Shape.SLURM), "j", spec(), accept_unenforced=[3])

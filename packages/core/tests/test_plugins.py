@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from importlib import metadata
+from pathlib import Path
+from typing import cast
 
 import jobdispatch
 import pytest
@@ -14,7 +17,9 @@ from jobdispatch import AlreadyRegistered, NotFound, ValidationError, plugins
 
 
 @pytest.fixture
-def distribution(tmp_path, monkeypatch):
+def distribution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str, str, str], None]]:
     """A small distribution installed for the test: a module and its dist-info with an entry
     point in the jobdispatch group, found by importlib.metadata as any installed one is."""
 
@@ -31,7 +36,9 @@ def distribution(tmp_path, monkeypatch):
         del sys.modules[mod]
 
 
-def test_a_plugin_declared_by_an_installed_distribution_is_discovered(distribution):
+def test_a_plugin_declared_by_an_installed_distribution_is_discovered(
+    distribution: Callable[[str, str, str], None],
+) -> None:
     distribution(
         "jdtest-fake",
         "jdtest_fake",
@@ -52,7 +59,9 @@ def test_a_plugin_declared_by_an_installed_distribution_is_discovered(distributi
     assert "memory" in loaded.registry("adapter")
 
 
-def test_a_second_registration_of_a_name_is_refused_and_the_first_stays(distribution):
+def test_a_second_registration_of_a_name_is_refused_and_the_first_stays(
+    distribution: Callable[[str, str, str], None],
+) -> None:
     distribution(
         "jdtest-thief",
         "jdtest_thief",
@@ -76,7 +85,9 @@ def test_a_second_registration_of_a_name_is_refused_and_the_first_stays(distribu
     assert registry.get("x").factory() == 1
 
 
-def test_a_plugin_that_fails_to_import_is_recorded_and_the_rest_load(distribution):
+def test_a_plugin_that_fails_to_import_is_recorded_and_the_rest_load(
+    distribution: Callable[[str, str, str], None],
+) -> None:
     distribution("jdtest-broken", "jdtest_broken", "raise ImportError('needs libfoo')\n")
     loaded = plugins.load()
     failure = next(f for f in loaded.failures if f.plugin == "jdtest-broken")
@@ -84,7 +95,7 @@ def test_a_plugin_that_fails_to_import_is_recorded_and_the_rest_load(distributio
     assert "memory" in loaded.registry("adapter")
 
 
-def test_blocked_plugins_are_not_loaded(distribution):
+def test_blocked_plugins_are_not_loaded(distribution: Callable[[str, str, str], None]) -> None:
     distribution(
         "jdtest-fake2",
         "jdtest_fake2",
@@ -100,7 +111,7 @@ def test_blocked_plugins_are_not_loaded(distribution):
     assert "fake2" not in loaded.registry("adapter")
 
 
-def test_unknown_adapters_and_config_keys_are_refused_with_their_path():
+def test_unknown_adapters_and_config_keys_are_refused_with_their_path() -> None:
     with pytest.raises(NotFound, match="no adapter named 'nope'"):
         jobdispatch.new_backend("nope", {})
     with pytest.raises(ValidationError) as err:
@@ -110,7 +121,7 @@ def test_unknown_adapters_and_config_keys_are_refused_with_their_path():
     assert backend.name == "memory"
 
 
-def test_nested_unknown_keys_are_refused_at_every_level():
+def test_nested_unknown_keys_are_refused_at_every_level() -> None:
     schema = {
         "type": "object",
         "properties": {"transport": {"type": "object", "properties": {"host": {"type": "string"}}}},
@@ -122,7 +133,9 @@ def test_nested_unknown_keys_are_refused_at_every_level():
     assert err.value.paths == ["transport.prot"]
 
 
-def test_the_token_callable_reaches_the_adapter_uncalled(distribution):
+def test_the_token_callable_reaches_the_adapter_uncalled(
+    distribution: Callable[[str, str, str], None],
+) -> None:
     distribution(
         "jdtest-tok",
         "jdtest_tok",
@@ -136,7 +149,7 @@ def test_the_token_callable_reaches_the_adapter_uncalled(distribution):
     )
     calls = []
 
-    def token():
+    def token() -> str:
         calls.append(1)
         return "secret"
 
@@ -145,7 +158,7 @@ def test_the_token_callable_reaches_the_adapter_uncalled(distribution):
         got = jobdispatch.new_backend("tok", {}, token=token)
     finally:
         plugins.reset_default()
-    assert got is token and calls == []
+    assert cast(object, got) is token and calls == []  # the fake factory hands the token back
 
 
 def _adapter_declaring(spi: str | None) -> str:
@@ -169,7 +182,9 @@ def _adapter_declaring(spi: str | None) -> str:
         ("one", "MAJOR.MINOR"),
     ],
 )
-def test_an_adapter_for_another_spi_is_refused_naming_both_versions(distribution, declared, says):
+def test_an_adapter_for_another_spi_is_refused_naming_both_versions(
+    distribution: Callable[[str, str, str], None], declared: str | None, says: str
+) -> None:
     distribution("jdtest-versioned", "jdtest_versioned", _adapter_declaring(declared))
     loaded = plugins.load()
     assert "versioned" not in loaded.registry("adapter")
@@ -182,7 +197,9 @@ def test_an_adapter_for_another_spi_is_refused_naming_both_versions(distribution
     assert "memory" in loaded.registry("adapter"), "one refused adapter stopped the others"
 
 
-def test_an_adapter_for_an_older_minor_of_the_same_spi_is_accepted(distribution):
+def test_an_adapter_for_an_older_minor_of_the_same_spi_is_accepted(
+    distribution: Callable[[str, str, str], None],
+) -> None:
     major = plugins.ADAPTER_SPI.split(".")[0]
     distribution("jdtest-versioned", "jdtest_versioned", _adapter_declaring(f"{major}.0"))
     entry = plugins.load().registry("adapter").get("versioned")
@@ -191,22 +208,24 @@ def test_an_adapter_for_an_older_minor_of_the_same_spi_is_accepted(distribution)
 
 
 @given(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5))
-def test_spi_compatibility_is_same_major_and_no_newer_minor(dmaj, dmin, smaj, smin):
+def test_spi_compatibility_is_same_major_and_no_newer_minor(
+    dmaj: int, dmin: int, smaj: int, smin: int
+) -> None:
     fits = plugins.spi_compatible(f"{dmaj}.{dmin}", f"{smaj}.{smin}")
     assert fits == (dmaj == smaj and dmin <= smin)
     # A core always drives adapters written for exactly its own SPI.
     assert plugins.spi_compatible(f"{smaj}.{smin}", f"{smaj}.{smin}")
 
 
-def test_other_kinds_carry_no_spi_version():
+def test_other_kinds_carry_no_spi_version() -> None:
     registry = plugins.Registry("record-store")
     registry.add("x", lambda config: None)
     assert registry.get("x").spi == ""
 
 
 def test_a_factory_and_schema_registered_by_string_are_imported_when_first_used(
-    distribution, tmp_path
-):
+    distribution: Callable[[str, str, str], None], tmp_path: Path
+) -> None:
     """Registration by ``"module:attribute"`` imports nothing; reading the entry's factory or
     schema imports the module then."""
     distribution(

@@ -10,6 +10,7 @@ and the passing of time.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import attrs
 import pytest
@@ -29,10 +30,19 @@ from jobdispatch import (
     calls,
     project,
 )
+from jobdispatch.progress import BLIND, JobProgress, Mark, Origin, Reading
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, discovery_name
 from jobdispatch.steps import Answer, Context, Wait, next_steps
-from jobdispatch.testing import SUPERVISOR, Story
+from jobdispatch.testing import SUPERVISOR, Story, plan_for
+from jobdispatch.types import (
+    Charge,
+    JobSpec,
+    ProgressSource,
+    RecoveryPolicy,
+    StallMode,
+    StallRule,
+)
 
 ENDINGS = [
     Cause(CauseKind.NONE, exit_code=0),
@@ -73,6 +83,28 @@ class World:
     story: Story
     objects: list[ToyObject] = attrs.Factory(list)
     lose_replies: bool = False
+    #: The job's progress as its helper left it, and whether its root can be read; None: the
+    #: job names no progress source and ``next`` is given no reading.
+    progress: JobProgress | None = None
+    blind: bool = False
+    #: Stalls committed while the root was blind (must stay empty).
+    blind_stalls: list[ev.StallDeclared] = attrs.Factory(list)
+
+    def reading(self) -> Reading | None:
+        if self.progress is None:
+            return None
+        return BLIND if self.blind else self.progress
+
+    def mark(self, step: int, publish: bool) -> None:
+        """The running run's helper marks (or publishes) ``step`` now."""
+        assert self.progress is not None
+        live = [o for o in self.objects if o.state is ObjectState.RUNNING]
+        if not live:
+            return
+        origin = Origin.PUBLICATION if publish else Origin.MARK
+        mark = Mark(step=step, at=self.story.now, submission=live[-1].n, origin=origin)
+        checkpoint = mark if publish else self.progress.checkpoint
+        self.progress = JobProgress(latest=mark, checkpoint=checkpoint)
 
     def discovery(self) -> Discovery:
         return Discovery(
@@ -99,7 +131,7 @@ class World:
         (the declarations the docs' tables are checked against)."""
         s = self.story
         job = s.fold()
-        step = next_steps(job, self.discovery(), s.now)[0]
+        step = next_steps(job, self.discovery(), s.now, self.reading())[0]
         event(f"step {step.kind}")
         if isinstance(step, Wait):
             s.later(5)
@@ -107,9 +139,14 @@ class World:
         ctx = Context(at=s.now, by=SUPERVISOR, job=job)
         decided = step.before(ctx)
         assert {type(e) for e in decided} <= set(step.commits), (step, decided)
+        if self.blind:
+            self.blind_stalls.extend(e for e in decided if isinstance(e, ev.StallDeclared))
         revision = s.commit(decided)
         call = step.call(ctx)
-        assert type(call) is step.call_type or call is step.call_type is None, (step, call)
+        assert type(call) is step.call_type or (call is None and step.call_type is None), (
+            step,
+            call,
+        )
         if call is None:
             return
         answer = step.answer(ctx, self.answer(call, revision))
@@ -207,7 +244,7 @@ def play(actions: list[tuple[object, ...]]) -> World:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ACTIONS, min_size=1, max_size=60))
-def test_every_record_the_protocol_writes_folds(actions):
+def test_every_record_the_protocol_writes_folds(actions: list[tuple[Any, ...]]) -> None:
     world = play(actions)
     job = world.story.fold()
     # Invariant: never two objects of the job past their gate and running at once.
@@ -220,7 +257,7 @@ def test_every_record_the_protocol_writes_folds(actions):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ACTIONS, min_size=10, max_size=60))
-def test_supervising_to_the_end_always_reaches_an_outcome(actions):
+def test_supervising_to_the_end_always_reaches_an_outcome(actions: list[tuple[Any, ...]]) -> None:
     world = play(actions)
     world.lose_replies = False
     for _ in range(400):
@@ -242,7 +279,9 @@ def test_supervising_to_the_end_always_reaches_an_outcome(actions):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ACTIONS, min_size=1, max_size=60), st.sampled_from(ENDINGS), st.integers(0, 3))
-def test_ended_is_what_the_backend_shows_and_always_has_a_step_to_take(actions, ending, steps):
+def test_ended_is_what_the_backend_shows_and_always_has_a_step_to_take(
+    actions: list[tuple[Any, ...]], ending: Cause, steps: int
+) -> None:
     """Issue 14.6: between a run's end and its commit, status shows ``ended`` with the run's
     cause instead of the committed ``pending``. Whatever the history, ``ended`` is never
     committed, carries the last run's cause, and is transient: ``next`` has a step to take.
@@ -270,8 +309,8 @@ def test_ended_is_what_the_backend_shows_and_always_has_a_step_to_take(actions, 
         obs = shown.get(job.latest.canonical) or (rec.obs if rec else None)
         assert obs is not None and obs.state is ObjectState.ENDED
         assert status.cause == max(obs.executions, key=lambda e: e.index).cause
-        steps = next_steps(job, discovery, world.story.now)
-        assert steps and not isinstance(steps[0], Wait), steps
+        to_take = next_steps(job, discovery, world.story.now)
+        assert to_take and not isinstance(to_take[0], Wait), to_take
 
 
 # ------------------------------------------------------------------------------ corruptions
@@ -317,7 +356,7 @@ def _corruptions(events: list[ev.AnyEvent]) -> list[tuple[str, list[ev.AnyEvent]
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(ACTIONS, min_size=5, max_size=40))
-def test_histories_the_protocol_cannot_write_are_refused(actions):
+def test_histories_the_protocol_cannot_write_are_refused(actions: list[tuple[Any, ...]]) -> None:
     world = play(actions)
     events = list(world.story.events)
     for what, corrupt in _corruptions(events):
@@ -325,3 +364,87 @@ def test_histories_the_protocol_cannot_write_are_refused(actions):
         with pytest.raises(Invalid):  # a record with this corruption must not fold
             story.fold()
         del what
+
+
+# ------------------------------------------------------------------ progress (spec 0001 D9)
+
+PROGRESS_RULES = [
+    Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1, charge=Charge.NO_ADVANCE),
+    Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1, charge=Charge.NO_ADVANCE),
+    Rule(on=[CauseKind.NODE_LOST], action=Action.RESUBMIT, budget=1),
+]
+#: Steps often, minutes at a time (a stall rule's times are minutes), marks and blind spells.
+PROGRESS_ACTIONS = st.one_of(
+    st.just(("step",)),
+    st.just(("step",)),
+    st.just(("step",)),
+    st.tuples(st.just("time"), st.integers(30, 900)),
+    st.tuples(st.just("mark"), st.integers(0, 1000), st.booleans()),
+    st.tuples(st.just("blind"), st.booleans()),
+    ACTIONS,
+)
+
+
+def play_progress(actions: list[tuple[object, ...]], mode: StallMode) -> World:
+    spec = JobSpec(
+        command=["train"],
+        name="t",
+        recovery=RecoveryPolicy(rules=PROGRESS_RULES),
+        progress=ProgressSource(root="/ckpt", record_every=timedelta(minutes=5)),
+        stall=StallRule(
+            after=timedelta(minutes=10), startup_grace=timedelta(minutes=15), mode=mode
+        ),
+    )
+    world = World(Story(spec=spec, plan=plan_for(spec)), progress=JobProgress())
+    for action in actions:
+        kind = action[0]
+        if kind == "mark":
+            world.mark(action[1], action[2])  # type: ignore[arg-type]
+        elif kind == "blind":
+            world.blind = bool(action[1])
+        elif kind == "step":
+            world.execute()
+        elif kind == "end":
+            live = [o for o in world.objects if o.state is ObjectState.RUNNING]
+            if live:
+                world.end(live[-1], action[1])  # type: ignore[arg-type]
+        elif kind == "control":
+            _control(world, action[1])  # type: ignore[arg-type]
+        elif kind == "time":
+            world.story.later(action[1])  # type: ignore[arg-type]
+        elif kind == "lose-replies":
+            world.lose_replies = bool(action[1])
+        world.story.fold()
+    # Then the supervisor keeps at it while a quarter of an hour passes, as the root stays as
+    # the actions left it: a run still running gets its stall judged.
+    for _ in range(2):
+        for _ in range(8):
+            world.execute()
+        world.story.later(1000)
+    for _ in range(8):
+        world.execute()
+    return world
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(PROGRESS_ACTIONS, min_size=1, max_size=120), st.sampled_from(StallMode))
+def test_progress_histories_fold_within_their_declarations_and_never_stall_blind(
+    actions: list[tuple[Any, ...]], mode: StallMode
+) -> None:
+    world = play_progress(actions, mode)
+    job = world.story.fold()
+    assert not world.blind_stalls
+    running = [o for o in world.objects if o.state is ObjectState.RUNNING]
+    assert len(running) <= 1
+    for index, used in job.rule_use.items():
+        assert used <= job.header.plan.rules[index].effective.budget
+    # A run stopped as stalled is recovered (or fails the job) as stalled.
+    for e in world.story.events:
+        if isinstance(e, ev.SubmissionAuthorized | ev.RecoveryDecided) and e.cause is not None:
+            trigger = e.trigger
+            stalled = getattr(trigger, "ref", None), getattr(trigger, "index", None)
+            stall = job.stalls.get(stalled)  # type: ignore[arg-type]
+            if stall is not None and stall.enforced:
+                assert e.cause.kind is CauseKind.STALLED
+    for stall in job.stalls.values():
+        event("stall " + ("enforced" if stall.enforced else "observed"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import attrs
 import pytest
@@ -30,7 +31,7 @@ CPU_NODES = NodeGroup(count=4, cpus=16, memory_mib=32768, features=["ib"], queue
 SITE = Inventory(groups=(GPU_NODES, CPU_NODES), queues=("gpu", "cpu"), default_queue="cpu")
 
 
-def spec(nodes: int = 1, procs: int = 1, **resources: object) -> JobSpec:
+def spec(nodes: int = 1, procs: int = 1, **resources: Any) -> JobSpec:
     return JobSpec(
         command=["train"], nodes=nodes, procs_per_node=procs, resources=Resources(**resources)
     )
@@ -66,7 +67,7 @@ def test_a_spec_without_resources_is_valid_and_empty() -> None:
         ({"adapter": {"bad name": {}}}, "resources.bad name"),
     ],
 )
-def test_validation_names_the_field(resources: dict[str, object], path: str) -> None:
+def test_validation_names_the_field(resources: dict[str, Any], path: str) -> None:
     assert path in paths(spec(**resources))
 
 
@@ -153,7 +154,7 @@ _asks = st.fixed_dictionaries(
 
 @given(groups=_groups, ask=_asks)
 def test_asking_for_less_never_stops_a_spec_from_fitting(
-    groups: tuple[NodeGroup, ...], ask: dict[str, int | None]
+    groups: tuple[NodeGroup, ...], ask: dict[str, Any]
 ) -> None:
     """Fit is monotone: a spec that fits still fits with fewer nodes, GPUs, memory or CPUs."""
     inventory = Inventory(groups=groups)
@@ -199,7 +200,7 @@ def test_a_spec_that_fits_is_planned() -> None:
 
 
 def test_start_refuses_a_no_capability_without_a_plan() -> None:
-    b = MemoryBackend(shape=Shape.SLURM, capabilities={Capability.EXCLUSIVE_NODES: "no"})
+    b = MemoryBackend(shape=Shape.SLURM, capabilities={Capability.EXCLUSIVE_NODES: Tristate.NO})
     request = StartRequest(job="j1", submission=1, attempt=1, spec=spec(exclusive=True))
     with pytest.raises(Unsupported, match=r"resources\.exclusive"):
         b.start(request)

@@ -90,7 +90,7 @@ def test_seed_20_a_refused_attempt_after_an_unresolved_one_does_not_stall_the_la
     story = Story().authorize().attempt(1, 1).attempt(1, 2)
     story.reply(1, 2, reply=ev.Reply.REFUSED, detail="no capacity")
     steps = story.next()
-    assert (type(steps[0]), steps[0].attempt) == (Start, 3)
+    assert isinstance(steps[0], Start) and steps[0].attempt == 3, steps[0]
 
     story = Story(options=ev.Options(supervised=True, submit_retries=1))
     story.authorize().attempt(1, 1).attempt(1, 2)
@@ -98,7 +98,7 @@ def test_seed_20_a_refused_attempt_after_an_unresolved_one_does_not_stall_the_la
     assert type(story.next()[0]) is Wait
     story.later(timedelta(minutes=11).total_seconds())
     steps = story.next()
-    assert (type(steps[0]), steps[0].escalation) == (Escalate, Unresolved(1))
+    assert isinstance(steps[0], Escalate) and steps[0].escalation == Unresolved(1), steps[0]
 
 
 def test_seed_114_a_requeue_rule_on_a_failed_launch_fails_the_job() -> None:
@@ -143,7 +143,7 @@ def test_seed_2_manual_policy_escalates_attempts_that_block_settlement() -> None
     assert type(story.next()[0]) is Wait
     story.later(timedelta(minutes=10).total_seconds())
     step = story.next()[0]
-    assert (type(step), step.escalation) == (Escalate, Unresolved(1))
+    assert isinstance(step, Escalate) and step.escalation == Unresolved(1), step
     story.add(ev.Escalated, id=Unresolved(1), detail=step.detail)
     assert type(story.next()[0]) is Wait
     story.add(ev.AbandonRequested, submission=1, attempt=1)
@@ -233,7 +233,7 @@ def test_seed_3033085_a_cancelled_job_settles_only_once_a_requeues_rerun_is_seen
 
     # A lagging Find shows nothing: the rerun may be live, so it is stopped, not settled.
     step = story.next()[0]
-    assert (type(step), step.ref) == (Stop, o1)
+    assert isinstance(step, Stop) and step.ref == o1, step
     # A Find after the call that still shows the first end is recorded, though nothing
     # changed, since it is the first sight of the object after the call.
     assert type(story.next(first_end)[0]) is Observe
@@ -270,17 +270,17 @@ def test_seed_10071625_a_released_hold_waits_for_a_requeues_rerun_to_stop() -> N
     # The release gets its new submission, but its object opens only once the rerun is
     # stopped: one live object per job.
     steps = story.next()
-    assert (type(steps[0]), steps[0].submission) == (Authorize, 2)
+    assert isinstance(steps[0], Authorize) and steps[0].submission == 2, steps[0]
     story.authorize(2, trigger=steps[0].trigger, cause=failed)
     story.attempt(2, 1).reply(2, 1, ref="o2").canonical(2, "o2", 1)
     gated = observation("job1", 2, 1, "o2", ObjectState.GATED)
     story.observe(gated)
     step = story.next(gated)[0]
-    assert (type(step), step.ref) == (Stop, o1)
+    assert isinstance(step, Stop) and step.ref == o1, step
     story.add(ev.StopDecided, ref=o1, reason=step.reason)
     assert all(type(s) is not Open for s in story.next(gated))
     # Once the rerun is seen ended after the call, submission 2 opens.
     rerun = _o1_rerun(failed, failed)
     story.observe(rerun)
     step = story.next(gated)[0]
-    assert (type(step), step.ref) == (Open, ObjectRef("o2"))
+    assert isinstance(step, Open) and step.ref == ObjectRef("o2"), step

@@ -19,35 +19,37 @@ from jobdispatch import (
     project,
 )
 from jobdispatch.records import events as ev
+from jobdispatch.spi import ObjectObs
+from jobdispatch.status import Status
 from jobdispatch.testing import PREEMPTED, SUCCESS, Story, execution, observation
 from jobdispatch.triggers import End
 
 FAILED_3 = Cause(CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, exit_code=3)
 
 
-def status(story: Story, *shown):
+def status(story: Story, *shown: ObjectObs) -> Status:
     when = story.now
     return project(story.fold(when), Discovery(job=story.job_id, objects=shown, at=when), when)
 
 
-def ended(cause: Cause, ref: str = "o1", n: int = 1):
+def ended(cause: Cause, ref: str = "o1", n: int = 1) -> ObjectObs:
     return observation("job1", n, 1, ref, ObjectState.ENDED, execution(0, ObjectState.ENDED, cause))
 
 
-def test_a_run_shown_ended_before_anything_is_recorded_is_ended_not_pending():
+def test_a_run_shown_ended_before_anything_is_recorded_is_ended_not_pending() -> None:
     story = Story().launched(1, "o1")
     got = status(story, ended(FAILED_3))
     assert (got.state, got.cause, got.committed) == (State.ENDED, FAILED_3, False)
 
 
-def test_a_recorded_end_awaiting_its_outcome_is_ended_with_its_cause():
+def test_a_recorded_end_awaiting_its_outcome_is_ended_with_its_cause() -> None:
     story = Story().launched(1, "o1")
     story.ended(1, "o1", FAILED_3)
     got = status(story)  # the backend shows nothing now: the record's observation stands
     assert (got.state, got.cause, got.committed) == (State.ENDED, FAILED_3, False)
 
 
-def test_once_the_outcome_is_committed_the_state_is_the_records():
+def test_once_the_outcome_is_committed_the_state_is_the_records() -> None:
     story = Story().launched(1, "o1")
     obs = story.ended(1, "o1", FAILED_3)
     story.add(ev.OutcomeDecided, state=State.FAILED, cause=FAILED_3)
@@ -55,13 +57,13 @@ def test_once_the_outcome_is_committed_the_state_is_the_records():
     assert (got.state, got.cause, got.committed) == (State.FAILED, FAILED_3, True)
 
 
-def test_a_success_shown_before_its_commit_is_ended_with_no_cause():
+def test_a_success_shown_before_its_commit_is_ended_with_no_cause() -> None:
     story = Story().launched(1, "o1")
     got = status(story, ended(SUCCESS))
     assert (got.state, got.cause.kind, got.committed) == (State.ENDED, CauseKind.NONE, False)
 
 
-def test_a_recovery_committed_for_the_end_is_recovering_not_ended():
+def test_a_recovery_committed_for_the_end_is_recovering_not_ended() -> None:
     rule = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)
     story = Story.with_rules(rule).launched(1, "o1")
     obs = story.ended(1, "o1", PREEMPTED)
@@ -74,7 +76,7 @@ def test_a_recovery_committed_for_the_end_is_recovering_not_ended():
     )
 
 
-def test_running_is_not_committed_either_and_pending_is():
+def test_running_is_not_committed_either_and_pending_is() -> None:
     story = Story().launched(1, "o1", running=False)
     assert (status(story).state, status(story).committed) == (State.PENDING, True)
     shown = observation("job1", 1, 1, "o1", ObjectState.RUNNING, execution(0))

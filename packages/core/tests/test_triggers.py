@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -33,8 +34,8 @@ from jobdispatch.triggers import (
 )
 from jobdispatch.types import Actor
 
-triggers = st.from_type(Trigger)  # type: ignore[arg-type]
-escalations = st.from_type(EscalationId)  # type: ignore[arg-type]
+triggers: st.SearchStrategy[Trigger] = st.from_type(Trigger)  # type: ignore[arg-type]
+escalations: st.SearchStrategy[EscalationId] = st.from_type(EscalationId)  # type: ignore[arg-type]
 
 #: Every word of the grammar, so drawn texts often start like a real one and test the fields.
 _WORDS = sorted({c.word for c in (*TRIGGER_CLASSES, *ESCALATION_CLASSES)})
@@ -117,7 +118,7 @@ def test_the_printed_forms_are_the_ones_records_hold() -> None:
 
 
 def test_ids_of_different_kinds_with_the_same_fields_differ() -> None:
-    assert Resubmit(3) != Requeue(3) and len({Resubmit(3), Requeue(3), Retry(3)}) == 3
+    assert cast(object, Resubmit(3)) != Requeue(3) and len({Resubmit(3), Requeue(3), Retry(3)}) == 3
     assert parse_trigger("requeue:3") == Requeue(3)
 
 

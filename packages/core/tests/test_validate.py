@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import jobdispatch
 import pytest
@@ -12,12 +13,12 @@ from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Resources, R
 from jobdispatch.config import validate_config
 
 
-def spec(**fields):
+def spec(**fields: Any) -> JobSpec:
     fields.setdefault("command", ["python", "train.py"])
     return JobSpec(**fields)
 
 
-def rules(*rs):
+def rules(*rs: Rule) -> RecoveryPolicy:
     return RecoveryPolicy(rules=rs)
 
 
@@ -111,7 +112,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("bad", "path", "words"), BAD, ids=[b[1] for b in BAD])
-def test_each_bad_spec_names_its_field(bad, path, words):
+def test_each_bad_spec_names_its_field(bad: JobSpec, path: str, words: str) -> None:
     with pytest.raises(ValidationError) as err:
         jobdispatch.validate(bad)
     problem = next((p for p in err.value.problems if p.path == path), None)
@@ -120,7 +121,7 @@ def test_each_bad_spec_names_its_field(bad, path, words):
     assert path in str(err.value)
 
 
-def test_every_problem_is_reported_at_once():
+def test_every_problem_is_reported_at_once() -> None:
     bad = JobSpec(
         command=[],
         nodes=0,
@@ -140,7 +141,7 @@ def test_every_problem_is_reported_at_once():
     assert isinstance(err.value, jobdispatch.DispatchError)
 
 
-def test_a_good_spec_passes():
+def test_a_good_spec_passes() -> None:
     jobdispatch.validate(
         spec(
             name="finetune",
@@ -172,8 +173,10 @@ def _with(field: str, value: str) -> tuple[JobSpec, str]:
         return spec(env={value: "x"}), f"env.{value}"
     if field == "constraints":
         return spec(resources=Resources(constraints=(value,))), "resources.constraints[0]"
-    extra = {"gpus_per_node": 1} if field == "gpu_type" else {}
-    return spec(resources=Resources(**{field: value}, **extra)), f"resources.{field}"
+    given: dict[str, Any] = {field: value}
+    if field == "gpu_type":
+        given["gpus_per_node"] = 1
+    return spec(resources=Resources(**given)), f"resources.{field}"
 
 
 @given(
@@ -181,7 +184,9 @@ def _with(field: str, value: str) -> tuple[JobSpec, str]:
     _WORDS,
     _ENDINGS,
 )
-def test_a_trailing_newline_is_refused_wherever_a_word_is_checked(field, word, ending):
+def test_a_trailing_newline_is_refused_wherever_a_word_is_checked(
+    field: str, word: str, ending: str
+) -> None:
     if field == "env":
         word = "V" + word.replace(".", "_").replace("-", "_")
     good, _ = _with(field, word)
@@ -190,7 +195,7 @@ def test_a_trailing_newline_is_refused_wherever_a_word_is_checked(field, word, e
     assert [p.path for p in jobdispatch.problems(bad)] == [path]
 
 
-def test_a_pattern_in_a_configuration_schema_is_anchored_at_the_very_end():
+def test_a_pattern_in_a_configuration_schema_is_anchored_at_the_very_end() -> None:
     schema = {
         "type": "object",
         "properties": {

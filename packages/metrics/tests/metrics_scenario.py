@@ -54,9 +54,10 @@ class Scenario:
     def preempt_runs(self, job: str, runs: Iterable[int]) -> None:
         """Preempt submission ``n``'s object for each ``n`` in ``runs`` once it runs."""
         for n in runs:
-            self.events.append(
-                Event(self.running(job, n), lambda s, n=n: self.backend.env.preempt(_ref(s, n)))
-            )
+            self.events.append(Event(self.running(job, n), self._preempting(n)))
+
+    def _preempting(self, n: int) -> Callable[[Status], None]:
+        return lambda s: self.backend.env.preempt(_ref(s, n))
 
     def complete_run(self, job: str, n: int) -> None:
         self.events.append(
@@ -114,7 +115,7 @@ def samples(metrics: Iterable[Metric]) -> dict[tuple[str, tuple[tuple[str, str],
     return out
 
 
-def by_name(found: dict, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+def by_name(found: dict[Any, float], name: str) -> dict[tuple[tuple[str, str], ...], float]:
     """The samples of one series name, by labels (without ``cluster``)."""
     return {
         tuple(kv for kv in labels if kv[0] != "cluster"): value

@@ -6,6 +6,7 @@ from __future__ import annotations
 import urllib.request
 from collections import Counter
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from jobdispatch.errors import Invalid, Unavailable
@@ -50,7 +51,7 @@ def _expected(scenario: Scenario) -> dict[str, Counter[tuple[str, ...]]]:
     return {"endings": endings, "outcomes": outcomes, "recoveries": recoveries}
 
 
-def _values(found: dict, name: str) -> Counter[tuple[str, ...]]:
+def _values(found: dict[Any, float], name: str) -> Counter[tuple[str, ...]]:
     return Counter({tuple(v for _, v in k): int(n) for k, n in by_name(found, name).items()})
 
 

@@ -3,7 +3,7 @@ must come out the same however records are put in and taken out."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import attrs
 from hypothesis import given
@@ -12,18 +12,24 @@ from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs
 from jobdispatch.testing import PREEMPTED, SUCCESS, T0, Story, observation
 from jobdispatch.triggers import End
-from jobdispatch.types import Action, CauseKind, ObjectState, Rule, State
+from jobdispatch.types import Action, Cause, CauseKind, ObjectState, Rule, State
 from jobdispatch_metrics.facts import JobFacts, facts_of
 from jobdispatch_metrics.watch import Tally
 
 RUNNING, ENDED = ObjectState.RUNNING, ObjectState.ENDED
 
 
-def _at(seconds: float) -> object:
+def _at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def _run(index: int, state: ObjectState, started: float, ended: float | None = None, cause=None):
+def _run(
+    index: int,
+    state: ObjectState,
+    started: float,
+    ended: float | None = None,
+    cause: Cause | None = None,
+) -> ExecutionObs:
     return ExecutionObs(
         index=index,
         state=state,

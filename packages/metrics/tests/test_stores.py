@@ -30,9 +30,9 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     from jobdispatch_records_postgres import PostgresRecords, testing
 
     config = {**testing.require(), "schema": testing.new_schema_name("metrics")}
-    writer = PostgresRecords(config)
-    yield writer, lambda: PostgresRecords(config, readonly=True)
-    writer.close()
+    shared = PostgresRecords(config)
+    yield shared, lambda: PostgresRecords(config, readonly=True)
+    shared.close()
     testing.drop_schema(config, config["schema"])
 
 
@@ -54,8 +54,9 @@ def test_a_survey_gives_revisions_members_leases_and_size(opener: Any) -> None:
     writer.release(writer.acquire("j2", "sup-b", TTL))
     reader = open_readonly()
     try:
-        assert isinstance(reader, Surveyed)
-        survey = reader.survey()
+        surveyed = reader
+        assert isinstance(surveyed, Surveyed)
+        survey = surveyed.survey()
     finally:
         reader.close()
     assert list(survey.revisions.items()) == [("j1", 0), ("j2", 1), ("j3", 0)]

@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_publish import s3_settings
+from bench_publish import print_table, s3_settings
 
 Row = tuple[str, str, str, str]
 
@@ -296,15 +296,7 @@ class Bench:
             client.delete_bucket(Bucket=bucket)
 
     def print(self) -> None:
-        head = ("measurement", "median", "note", "ratio")
-        widths = [max(len(r[i]) for r in [head, *self.rows]) for i in range(4)]
-        line = "  ".join("-" * w for w in widths)
-        print(line)
-        print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
-        print(line)
-        for row in self.rows:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        print(line)
+        print_table(("measurement", "median", "note", "ratio"), self.rows)
 
 
 def main(argv: list[str] | None = None) -> int:

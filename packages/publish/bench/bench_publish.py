@@ -265,15 +265,20 @@ class Bench:
         self.rows.append((f"POSIX: resolve newest, {n}", f"{posix_newest:.1f} ms", "", ""))
 
     def print(self) -> None:
-        head = ("measurement", "time", "rate / note", "ratio")
-        widths = [max(len(r[i]) for r in [head, *self.rows]) for i in range(4)]
-        line = "  ".join("-" * w for w in widths)
-        print(line)
-        print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
-        print(line)
-        for row in self.rows:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        print(line)
+        print_table(("measurement", "time", "rate / note", "ratio"), self.rows)
+
+
+def print_table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """``rows`` under ``head`` in columns as wide as their widest cell, between rules (the
+    publish benchmarks all print this way)."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    line = "  ".join("-" * w for w in widths)
+    print(line)
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
+    print(line)
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    print(line)
 
 
 def main(argv: list[str] | None = None) -> int:

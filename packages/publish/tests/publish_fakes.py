@@ -17,7 +17,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -53,7 +53,7 @@ class _Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def start(self) -> _Server:
+    def start(self) -> Self:
         self.thread.start()
         return self
 

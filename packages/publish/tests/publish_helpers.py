@@ -4,7 +4,7 @@ another package's ``conftest``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ def make_save(
 
 
 def race(
-    calls: list[Callable[[], Any]], expected: type[BaseException]
+    calls: Sequence[Callable[[], Any]], expected: type[BaseException]
 ) -> tuple[list[Any], list[BaseException]]:
     """Run ``calls`` at the same moment in threads; (results, errors of type ``expected``)."""
     import threading

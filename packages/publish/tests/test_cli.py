@@ -6,10 +6,11 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from jobdispatch.exitcodes import ExitCode
+from jobdispatch.testing import eventually
 from jobdispatch_publish.cli import main
 from publish_helpers import make_save
 
@@ -32,7 +33,7 @@ def test_help_does_not_import_boto3() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "[]"
-    assert "exit codes:" in out.stdout
+    assert "exit codes (shared with jobdispatch):" in out.stdout
 
 
 def test_version() -> None:
@@ -43,41 +44,41 @@ def test_version() -> None:
 @pytest.mark.parametrize(
     ("argv", "env", "code", "message"),
     [
-        (["resolve"], {}, 3, "JOBDISPATCH_CHECKPOINT_ROOT: not set (or pass --root)"),
+        (["resolve"], {}, ExitCode.USAGE, "JOBDISPATCH_CHECKPOINT_ROOT: not set (or pass --root)"),
         (
             ["resolve", "--root", "gs://b/p"],
             {"JOBDISPATCH_JOB": "j"},
-            3,
+            ExitCode.USAGE,
             "scheme 'gs' is not supported",
         ),
         (
             ["resolve"],
             {"JOBDISPATCH_CHECKPOINT_ROOT": "s3://B!/x", "JOBDISPATCH_JOB": "j"},
-            3,
+            ExitCode.USAGE,
             "is not a bucket name",
         ),
         (
             ["resolve", "--root", "/tmp"],
             {"JOBDISPATCH_JOB": "../etc"},
-            3,
+            ExitCode.USAGE,
             "JOBDISPATCH_JOB: '../etc' is not a valid name",
         ),
         (
             ["publish", ".", "--step", "1", "--root", "/tmp"],
             {"JOBDISPATCH_JOB": "j", "JOBDISPATCH_SUBMISSION": "0"},
-            3,
+            ExitCode.USAGE,
             "2 problems",
         ),
         (
             ["resolve", "--root", "s3://bucket/p"],
             {"JOBDISPATCH_JOB": "j"},
-            4,
+            ExitCode.UNAUTHORIZED,
             "no credentials found; tried aws:",
         ),
         (
             ["resolve", "--config", "/nonexistent.json", "--root", "/tmp"],
             {"JOBDISPATCH_JOB": "j"},
-            3,
+            ExitCode.USAGE,
             "cannot be read",
         ),
     ],
@@ -108,7 +109,7 @@ def test_publish_resolve_list_prune_on_a_posix_root(
     }
     assert main(["resolve"], env=env) == 0
     assert capsys.readouterr().out == ""
-    assert main(["resolve", "--require"], env=env) == 5
+    assert main(["resolve", "--require"], env=env) == ExitCode.NOT_FOUND
     for step in (1, 2, 3):
         assert (
             main(
@@ -118,7 +119,8 @@ def test_publish_resolve_list_prune_on_a_posix_root(
             == 0
         )
     assert "published step 3" in capsys.readouterr().out
-    assert main(["publish", str(tmp_path / "s3"), "--step", "3", "--execution", "1"], env=env) == 6
+    again = ["publish", str(tmp_path / "s3"), "--step", "3", "--execution", "1"]
+    assert main(again, env=env) == ExitCode.CONFLICT
     assert "already published by submission 1 execution 0" in capsys.readouterr().err
     assert (
         main(
@@ -162,9 +164,7 @@ def test_watch_publishes_the_last_save_when_stopped(
     )
     try:
         make_save(saves / "global_step100", {"m": 10})
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not list((root / "j" / "log").glob("*.json")):
-            time.sleep(0.05)
+        eventually(lambda: list((root / "j" / "log").glob("*.json")), "step 100 logged", every=0.05)
         make_save(saves / "global_step200", {"m": 10}, marker=None)
         make_save(saves / ".global_step300.tmp", {"m": 10})  # hidden: in progress
         (saves / "global_step200" / "COMPLETE").write_text("done")
@@ -177,12 +177,12 @@ def test_watch_publishes_the_last_save_when_stopped(
 
 
 @pytest.mark.s3
-def test_a_wrong_secret_exits_4_and_is_not_printed(
+def test_a_wrong_secret_exits_unauthorized_and_is_not_printed(
     s3_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     secret = "wrong-secret-that-must-stay-hidden"
     env = {**s3_env, "AWS_SECRET_ACCESS_KEY": secret, "JOBDISPATCH_JOB": "j"}
-    assert main(["resolve", "--into", "/tmp/nowhere", "-v"], env=env) == 4
+    assert main(["resolve", "--into", "/tmp/nowhere", "-v"], env=env) == ExitCode.UNAUTHORIZED
     captured = capsys.readouterr()
     assert "SignatureDoesNotMatch" in captured.err
     assert secret not in captured.err + captured.out
@@ -208,8 +208,8 @@ def test_file_system_errors_are_named_with_an_exit_code(
     }
     save = make_save(tmp_path / "s", {"m": 1})
     for code, exit_code, text in (
-        (errno.EACCES, 4, "Permission denied"),
-        (errno.ENOSPC, 8, "No space left"),
+        (errno.EACCES, ExitCode.UNAUTHORIZED, "Permission denied"),
+        (errno.ENOSPC, ExitCode.UNREACHABLE, "No space left"),
     ):
 
         def refuse(src: object, dst: object, code: int = code) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ SECRET = "s3cr3t-Value-that-must-not-leak"
 TOKEN = "session-token-that-must-not-leak"
 
 
-def chain(specs: list[dict[str, object]], proxy: ProxyRule | None = None) -> Credentials:
+def chain(specs: Sequence[Mapping[str, object]], proxy: ProxyRule | None = None) -> Credentials:
     return build_chain(specs, proxy or ProxyRule(), env=dict(os.environ)).resolve()
 
 
@@ -263,7 +263,7 @@ def test_configuration_unknown_keys_are_refused_with_their_path(clean_env: dict[
 
 
 def test_configuration_problems_name_the_path_not_the_value(clean_env: dict[str, str]) -> None:
-    specs = [
+    specs: list[dict[str, object]] = [
         {"source": "aws", "profile": 7},
         {"source": "nope"},
         {"source": "vault", "url": "x", "auth": {"method": "kubernetes"}},

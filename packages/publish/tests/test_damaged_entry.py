@@ -1,7 +1,9 @@
-"""A damaged publication entry is damage, exit 9, naming the entry; ``list`` still shows the
-job's other steps: the regressions of issue 34 item 7, on a POSIX root and on the real S3 server.
+"""A damaged publication entry is damage, exit 8 (unreadable), naming the entry; ``list`` still
+shows the job's other steps: the regressions of issue 34 item 7, on a POSIX root and on the real
+S3 server.
 
-Before, an entry with a field missing stopped ``resolve`` and ``list`` with exit 3 ("fix the job
+Before, an entry with a field missing stopped ``resolve`` and ``list`` with exit 3 (then "invalid
+input": "fix the job
 spec; retrying cannot help") and the bare ``KeyError`` text ``cannot be read: 'size'``.
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jobdispatch.exitcodes import ExitCode
 from jobdispatch_publish import layout
 from jobdispatch_publish.cli import main
 from jobdispatch_publish.config import Settings
@@ -90,7 +93,7 @@ def test_resolve_of_a_damaged_newest_entry_exits_9_naming_it(
     for argv in (["resolve", "--into", str(tmp_path / "resume")], ["resolve"]):
         if argv == ["resolve"] and where.startswith("s3://"):
             continue  # an S3 root resolves only --into
-        assert main(argv, env=env) == 9, argv
+        assert main(argv, env=env) == ExitCode.UNREADABLE, argv
         err = capsys.readouterr().err
         assert f"corrupt: publication entry {where} is damaged: " in err
         assert "cannot be read: '" not in err
@@ -103,7 +106,7 @@ def test_resolve_names_the_missing_field(
     store = published(env, tmp_path, [1])
     damage(store, 1, without_size)
     capsys.readouterr()
-    assert main(["resolve", "--into", str(tmp_path / "resume")], env=env) == 9
+    assert main(["resolve", "--into", str(tmp_path / "resume")], env=env) == ExitCode.UNREADABLE
     assert "is damaged: field files[0].size is missing" in capsys.readouterr().err
 
 
@@ -113,7 +116,7 @@ def test_list_shows_the_other_steps_and_marks_the_damaged_one(
     store = published(env, tmp_path, [1, 2, 3])
     where = damage(store, 2, without_size)
     capsys.readouterr()
-    assert main(["list"], env=env) == 9
+    assert main(["list"], env=env) == ExitCode.UNREADABLE
     out, err = capsys.readouterr()
     rows = [line.split() for line in out.splitlines()]
     assert [(r[0], r[1]) for r in rows] == [
@@ -122,7 +125,7 @@ def test_list_shows_the_other_steps_and_marks_the_damaged_one(
         ("1", "published"),
     ]
     assert f"publication entry {where} is damaged: field files[0].size is missing" in err
-    assert main(["list", "--json"], env=env) == 9
+    assert main(["list", "--json"], env=env) == ExitCode.UNREADABLE
     docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(d["step"], d["state"]) for d in docs] == [
         (3, "published"),

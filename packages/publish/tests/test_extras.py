@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from jobdispatch.exitcodes import ExitCode
 from publish_helpers import make_save
 
 #: Runs the helper in a fresh interpreter where the named modules cannot be imported, as in an
@@ -54,7 +55,7 @@ def test_posix_checkpoints_work_without_boto3_or_hvac(
 def test_an_s3_root_without_the_s3_extra_names_it(clean_env: dict[str, str]) -> None:
     env = {**clean_env, "JOBDISPATCH_JOB": "j"}
     out = _helper("boto3,botocore", "resolve", "--root", "s3://bucket/p", "--into", "x", env=env)
-    assert out.returncode == 3
+    assert out.returncode == ExitCode.USAGE
     assert "the S3 checkpoint root s3://bucket/p needs the boto3 package" in out.stderr
     assert "pip install 'jobdispatch-publish[s3]'" in out.stderr
 
@@ -68,6 +69,6 @@ def test_the_vault_source_without_the_vault_extra_names_it(
     config.write_text(json.dumps({"credentials": [vault]}))
     env = {**clean_env, "JOBDISPATCH_JOB": "j", "JOBDISPATCH_PUBLISH_CONFIG": str(config)}
     out = _helper("hvac", "resolve", "--root", "s3://bucket/p", "--into", "x", env=env)
-    assert out.returncode == 3
+    assert out.returncode == ExitCode.USAGE
     assert "the 'vault' credential source needs the hvac package" in out.stderr
     assert "pip install 'jobdispatch-publish[vault]'" in out.stderr

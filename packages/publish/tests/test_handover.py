@@ -15,6 +15,7 @@ from pathlib import Path
 import attrs
 import pytest
 from jobdispatch.errors import Unreachable
+from jobdispatch.exitcodes import ExitCode
 from jobdispatch_publish import layout
 from jobdispatch_publish.cli import main
 from jobdispatch_publish.entry import Entry
@@ -161,10 +162,10 @@ def test_an_into_folder_changed_after_it_was_fetched_is_not_reused(
         "JOBDISPATCH_CHECKPOINT_ROOT": str(store.root),
         "JOBDISPATCH_JOB": JOB,
     }
-    assert main(["resolve", "--into", str(resume)], env=env) == 9
+    assert main(["resolve", "--into", str(resume)], env=env) == ExitCode.UNREADABLE
     assert "optim.bin" in capsys.readouterr().err
     (resume / ".jobdispatch-checkpoint.json").write_text("{torn")
-    assert main(["resolve", "--into", str(resume)], env=env) == 3
+    assert main(["resolve", "--into", str(resume)], env=env) == ExitCode.USAGE
     assert "is not empty and does not hold step 10" in capsys.readouterr().err
 
 
@@ -223,7 +224,7 @@ def test_a_root_that_is_not_there_is_an_error_not_nothing_published(
     with pytest.raises(RootUnavailable, match=expected):
         resolve(PosixStore(root), JOB)
     env = {"JOBDISPATCH_CHECKPOINT_ROOT": str(root), "JOBDISPATCH_JOB": JOB}
-    assert main(["resolve"], env=env) == 10
+    assert main(["resolve"], env=env) == ExitCode.ROOT_UNAVAILABLE
     err = capsys.readouterr().err
     assert expected in err
     assert "start fresh" not in err
@@ -247,7 +248,7 @@ def test_watch_gives_up_on_a_missing_root_with_its_exit_code(tmp_path: Path) -> 
         check=False,
         timeout=60,  # before the fix it retried forever
     )
-    assert out.returncode == 10, out.stderr
+    assert out.returncode == ExitCode.ROOT_UNAVAILABLE, out.stderr
     assert "watch gave up" in out.stderr
     assert "does not exist" in out.stderr
 

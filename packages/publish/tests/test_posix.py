@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from jobdispatch.errors import Invalid
+from jobdispatch.testing import eventually
 from jobdispatch_publish import layout
 from jobdispatch_publish.errors import AlreadyPublished, Corrupt
 from jobdispatch_publish.identity import Identity
@@ -183,15 +184,12 @@ def test_a_writer_killed_mid_copy_leaves_nothing_resolvable(
 ) -> None:
     save = make_save(tmp_path / "big", {"a.bin": 8 << 20, "b.bin": 8 << 20})
     proc = subprocess.Popen(_publish_cmd(store.root, save, 9, "0", "--max-bandwidth", "2M"))
-    partial_seen = False
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not partial_seen:
-        folder = store.root / JOB / "executions/1/0"
-        partial_seen = folder.is_dir() and any(
-            p.name.endswith(".partial") for p in folder.iterdir()
-        )
-        time.sleep(0.02)
-    assert partial_seen, "the publish never started copying"
+    folder = store.root / JOB / "executions/1/0"
+    eventually(
+        lambda: folder.is_dir() and [p.name for p in folder.iterdir()],
+        "the publish to start copying (a .partial file)",
+        holds=lambda names: names and any(n.endswith(".partial") for n in names),
+    )
     time.sleep(0.3)
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait(10) == -signal.SIGKILL

@@ -17,6 +17,8 @@ from typing import Any
 import attrs
 import pytest
 from jobdispatch.errors import Unauthorized
+from jobdispatch.exitcodes import ExitCode
+from jobdispatch.testing import eventually
 from jobdispatch_publish import layout
 from jobdispatch_publish.config import Settings
 from jobdispatch_publish.errors import AlreadyPublished, Corrupt
@@ -93,12 +95,18 @@ def test_probe_refuses_a_store_that_silently_overwrites(
     create_only = checks[0]
     assert create_only.ok is False
     assert "overwrote" in create_only.detail or "acknowledged" in create_only.detail
-    # Through the command: exit code 7 and a message naming the failed check.
+    # Through the command: exit code 4 (refused) and a message naming the failed check.
     from jobdispatch_publish import cli, stores
 
     real = stores.open_store
-    monkeypatch.setattr(stores, "open_store", lambda *a, **k: ignoring_if_none_match(real(*a, **k)))
-    assert cli.main(["probe"], env=s3_env) == 7
+
+    def overwriting(*args: Any, **kwargs: Any) -> S3Store:
+        store = real(*args, **kwargs)
+        assert isinstance(store, S3Store), f"an s3:// root opened {store!r}"
+        return ignoring_if_none_match(store)
+
+    monkeypatch.setattr(stores, "open_store", overwriting)
+    assert cli.main(["probe"], env=s3_env) == ExitCode.REFUSED
     err = capsys.readouterr().err
     assert "create-only write failed" in err
 
@@ -157,7 +165,8 @@ def test_resolve_across_several_executions_fetches_the_newest(
     assert (tmp_path / "resume/meta/step").read_text() == "30"
     assert (tmp_path / "resume/model.bin").stat().st_size == 12 << 20
     # The 12 MiB file went up in parts: its ETag is a multipart one.
-    assert next(f.etag for f in found.entry.files if f.path == "model.bin").endswith('-3"')
+    etag = next(f.etag for f in found.entry.files if f.path == "model.bin")
+    assert etag is not None and etag.endswith('-3"'), etag
 
 
 def test_data_replaced_after_publication_is_detected(
@@ -206,13 +215,12 @@ def test_a_writer_killed_mid_upload_leaves_nothing_resolvable(
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, env=s3_env)
     prefix = store.root.key(f"{JOB}/executions/")
-    deadline = time.monotonic() + 60
-    started = False
-    while time.monotonic() < deadline and not started:
-        reply = store.client.list_multipart_uploads(Bucket=store.root.bucket, Prefix=prefix)
-        started = bool(reply.get("Uploads"))
-        time.sleep(0.05)
-    assert started, "the publish never began its multipart upload"
+    eventually(
+        lambda: store.client.list_multipart_uploads(Bucket=store.root.bucket, Prefix=prefix),
+        "the publish to begin its multipart upload",
+        holds=lambda reply: reply.get("Uploads"),
+        every=0.05,
+    )
     time.sleep(1.0)  # some parts are up, most are not
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait(10) == -signal.SIGKILL
@@ -325,7 +333,7 @@ def test_a_download_that_differs_from_the_recorded_digest_is_corrupt(
     assert not (tmp_path / "resume").exists()
 
 
-def test_a_missing_bucket_is_exit_10(
+def test_a_missing_bucket_is_the_root_unavailable(
     s3_env: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from jobdispatch_publish.cli import main
@@ -335,7 +343,7 @@ def test_a_missing_bucket_is_exit_10(
         "JOBDISPATCH_CHECKPOINT_ROOT": "s3://no-such-bucket-jd/x",
         "JOBDISPATCH_JOB": "j",
     }
-    assert main(["resolve", "--into", str(tmp_path / "r")], env=env) == 10
+    assert main(["resolve", "--into", str(tmp_path / "r")], env=env) == ExitCode.ROOT_UNAVAILABLE
     assert "the bucket does not exist" in capsys.readouterr().err
 
 
@@ -357,7 +365,7 @@ def test_watch_gives_up_on_refused_credentials(s3_env: dict[str, str], tmp_path:
         check=False,
         timeout=60,  # before, it logged the refusal and retried forever
     )
-    assert out.returncode == 4, out.stderr
+    assert out.returncode == ExitCode.UNAUTHORIZED, out.stderr
     assert "watch gave up" in out.stderr
     assert "SignatureDoesNotMatch" in out.stderr
     assert "wrong-secret" not in out.stderr

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 from jobdispatch.errors import Invalid, NotFound, Unauthorized, Unreachable
+from jobdispatch_publish.credentials.base import Credentials
 from jobdispatch_publish.credentials.chain import build_chain
 from jobdispatch_publish.proxy import ProxyRule
 from publish_fakes import FakeVault, RecordingProxy
@@ -39,8 +40,8 @@ def jwt_file(tmp_path: Path) -> Path:
 
 
 def resolve(
-    spec: dict[str, object], env: dict[str, str] | None = None, proxy: ProxyRule | None = None
-):  # type: ignore[no-untyped-def]
+    spec: Mapping[str, object], env: dict[str, str] | None = None, proxy: ProxyRule | None = None
+) -> Credentials:
     return build_chain([{"source": "vault", **spec}], proxy or ProxyRule(), env=env or {}).resolve()
 
 

@@ -63,9 +63,13 @@ class TestLmdbRecords(RecordStoreSuite):
                     env.open_db(b"jobs", txn=txn),
                     env.open_db(b"headers" if revision == 0 else b"events", txn=txn),
                 )
-                seq = bytes(txn.get(job.encode(), db=jobs))[:8]
+                found = txn.get(job.encode(), db=jobs)
+                assert found is not None, f"{job} is not in the store"
+                seq = bytes(found)[:8]
                 key = seq + revision.to_bytes(8, "big") if revision else seq
-                value = bytearray(txn.get(key, db=values))
+                stored = txn.get(key, db=values)
+                assert stored is not None, f"{job} has nothing stored at revision {revision}"
+                value = bytearray(stored)
                 value[-2] ^= 0x10
                 txn.put(key, bytes(value), db=values)
             env.close()

@@ -269,9 +269,9 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
             for report in lines:
                 kind, *rest = report.split()
                 if kind == "A":
-                    rjob, revision, count, prefix = rest
-                    reported[rjob][int(revision)] = (int(count), prefix)
-                    last = int(revision)
+                    rjob, at, appended_count, prefix = rest
+                    reported[rjob][int(at)] = (int(appended_count), prefix)
+                    last = int(at)
                 elif kind == "C":
                     created.append(rest[0])
                 elif kind == "T":

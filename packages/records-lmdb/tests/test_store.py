@@ -139,7 +139,9 @@ def _rewrite_event(path: Path, revision: int, change: dict[str, object]) -> None
     with env.begin(write=True, db=events) as txn:
         keys = [bytes(k) for k in txn.cursor().iternext(values=False)]
         key = keys[revision - 1]
-        body = json.loads(bytes(txn.get(key))[5:])  # the JSON after the value's frame
+        stored = txn.get(key)
+        assert stored is not None, f"no event at revision {revision}"
+        body = json.loads(bytes(stored)[5:])  # the JSON after the value's frame
         body.update(change)
         txn.put(key, json.dumps(body).encode())  # bare JSON: as a version before frames wrote
     env.close()

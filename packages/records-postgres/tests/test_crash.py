@@ -15,13 +15,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from jobdispatch.records.events import CallAnswered
 from jobdispatch.records.store import Lease
+from jobdispatch.testing import eventually
 from jobdispatch_conformance.records import make_header
 from jobdispatch_records_postgres import PostgresRecords
 
@@ -49,15 +50,21 @@ def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
 def _acquire_all(store: PostgresRecords) -> list[Lease]:
     """Every job's lease for the checker. A writer killed after its acquire_many and before its
     release_many leaves its leases held until they expire (``_TTL``): wait that out, bounded."""
-    deadline = time.monotonic() + _TTL.total_seconds() + LINE_TIMEOUT
-    while True:
-        answers = store.acquire_many(JOBS, "checker", _TTL)
-        held = [a for a in answers if isinstance(a, Lease)]
+
+    def acquire_or_let_go() -> list[Lease]:
+        """The leases acquired: all of them, or none (those taken are released again)."""
+        held = [a for a in store.acquire_many(JOBS, "checker", _TTL) if isinstance(a, Lease)]
         if len(held) == len(JOBS):
             return held
         store.release_many(held)
-        assert time.monotonic() < deadline, f"leases still held after {_TTL}: {answers}"
-        time.sleep(1.0)
+        return []
+
+    return eventually(
+        acquire_or_let_go,
+        f"every job's lease, free once a killed writer's expire ({_TTL})",
+        within=_TTL.total_seconds() + LINE_TIMEOUT,
+        every=1.0,
+    )
 
 
 def test_sigkilled_writers_lose_nothing_and_tear_nothing(
@@ -104,7 +111,8 @@ def test_sigkilled_writers_lose_nothing_and_tear_nothing(
             # Every batch the writer saw commit is there, at its revision, with its contents.
             assert revision >= acknowledged + 1
             for view in views:
-                details = [e.detail for e in view.events]  # type: ignore[attr-defined]
+                assert all(isinstance(e, CallAnswered) for e in view.events), view.events
+                details = [e.detail for e in view.events if isinstance(e, CallAnswered)]
                 assert details == [f"batch-{i}" for i in range(revision)]
             batch = revision
             # The dead writer's row locks are gone: this process takes every lease at once

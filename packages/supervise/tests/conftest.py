@@ -7,7 +7,6 @@ scenario's ``tick``, which advances the clock and lets the scenario play the clu
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -17,8 +16,12 @@ import jobdispatch
 import pytest
 from jobdispatch import Actor, JobSpec, ManualClock, ObjectState, Status
 from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.memory.history import LiveSpan
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.spi import ObjectRef
+from jobdispatch.testing import job_of
 from jobdispatch_supervise import Supervisor
+from jobdispatch_supervise.sinks import Sink
 
 ME = Actor.human("ops")
 
@@ -42,17 +45,17 @@ class Scenario:
     events: list[Event] = attrs.Factory(list)
     job: str = ""
     ticks: int = 0
-    sinks: list = attrs.Factory(list)
+    sinks: list[Sink] = attrs.Factory(list)
 
     def __attrs_post_init__(self) -> None:
         self.backend = MemoryBackend(shape=self.shape, auto_run=True, clock=self.clock)
         self.store = MemoryRecords(clock=self.clock)
         self.cluster = jobdispatch.compose(self.backend, store=self.store, clock=self.clock)
 
-    def submit(self, spec: JobSpec, **options) -> jobdispatch.Plan:
+    def submit(self, spec: JobSpec, **options: Any) -> jobdispatch.Plan:
         options.setdefault("supervised", True)
         plan = self.cluster.operator.submit(spec, by=ME, **options)
-        self.job = plan.job
+        self.job = job_of(plan)
         return plan
 
     def on(self, when: Callable[[Status], bool], do: Callable[[Status], None]) -> Scenario:
@@ -74,7 +77,7 @@ class Scenario:
                     event.done = True
                     event.do(status)
 
-    def supervisor(self, **kw) -> Supervisor:
+    def supervisor(self, **kw: Any) -> Supervisor:
         kw.setdefault("sinks", self.sinks)
         return Supervisor(
             self.backend, self.store, clock=self.clock, sleep=self.tick, poll=1.0, **kw
@@ -92,17 +95,21 @@ class Scenario:
 
         return check
 
-    def canonical(self, s: Status, n: int):
+    def preempting(self, n: int) -> Callable[[Status], None]:
+        """An action that preempts submission ``n``'s object, as the scheduler does."""
+        return lambda s: self.backend.env.preempt(self.canonical(s, n))
+
+    def canonical(self, s: Status, n: int) -> ObjectRef:
         ref = s.submissions[n - 1].canonical
         assert ref is not None
         return ref
 
-    def live_overlaps(self) -> list:
+    def live_overlaps(self) -> list[tuple[LiveSpan, LiveSpan]]:
         return self.backend.env.history.overlapping_live(self.job)
 
 
 @pytest.fixture(params=[Shape.SLURM, Shape.KUBEFLOW], ids=["slurm", "kubeflow"])
-def scenario(request) -> Scenario:
+def scenario(request: pytest.FixtureRequest) -> Scenario:
     return Scenario(shape=request.param)
 
 
@@ -117,19 +124,3 @@ def kubeflow() -> Scenario:
 
 
 HOUR = timedelta(hours=1)
-
-
-def _until(ok: Callable[[], Any], what: str, timeout: float = 60.0) -> None:
-    """Poll ``ok`` until it holds; AssertionError naming ``what`` after ``timeout`` seconds (a
-    bound against hangs on a loaded machine, never a measure)."""
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
-@pytest.fixture
-def until() -> Callable[..., None]:
-    """``until(ok, what, timeout=60)``: wait for a condition of a supervisor run in a thread."""
-    return _until

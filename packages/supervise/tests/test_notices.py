@@ -8,6 +8,8 @@ from jobdispatch.notices import delivered, notices
 from jobdispatch.records import events as ev
 from jobdispatch.types import NoticeKind, Notify
 
+from .conftest import Scenario
+
 
 def spec(*rules: Rule, notify: Notify | None = None) -> JobSpec:
     return JobSpec(
@@ -18,13 +20,10 @@ def spec(*rules: Rule, notify: Notify | None = None) -> JobSpec:
     )
 
 
-def test_three_preemptions_under_a_budget_of_two_read_as_their_notices(scenario):
+def test_three_preemptions_under_a_budget_of_two_read_as_their_notices(scenario: Scenario) -> None:
     scenario.submit(spec(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)))
     for n in (1, 2, 3):
-        scenario.on(
-            scenario.running(n),
-            lambda s, n=n: scenario.backend.env.preempt(scenario.canonical(s, n)),
-        )
+        scenario.on(scenario.running(n), scenario.preempting(n))
     scenario.run()
     view = scenario.store.read(scenario.job)
     found = notices(view)
@@ -53,8 +52,8 @@ def test_three_preemptions_under_a_budget_of_two_read_as_their_notices(scenario)
     assert delivered(scenario.store.read(scenario.job)) == {(escalated.id, "x")}
 
 
-def test_a_notice_delivery_is_recorded_and_read_back(scenario):
-    scenario.submit(spec(notify=Notify(events=["ended", "settled"], sinks=["hook"])))
+def test_a_notice_delivery_is_recorded_and_read_back(scenario: Scenario) -> None:
+    scenario.submit(spec(notify=Notify(events=["ended", "settled"], sinks=["hook"])))  # type: ignore[list-item]  # sinks: see Notify
     scenario.on(
         scenario.running(1), lambda s: scenario.backend.env.complete(scenario.canonical(s, 1))
     )
@@ -62,7 +61,8 @@ def test_a_notice_delivery_is_recorded_and_read_back(scenario):
     assert status.state is State.SUCCEEDED
     view = scenario.store.read(scenario.job)
     assert view.header.spec.notify == Notify(
-        events=[NoticeKind.ENDED, NoticeKind.SETTLED], sinks=["hook"]
+        events=[NoticeKind.ENDED, NoticeKind.SETTLED],
+        sinks=["hook"],  # type: ignore[list-item]  # the converter is tuple, which mypy cannot read
     )
     settled = notices(view)[-1]
     assert settled.kind is NoticeKind.SETTLED and settled.outcome is State.SUCCEEDED

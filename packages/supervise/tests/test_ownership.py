@@ -11,6 +11,7 @@ from hypothesis import given
 from jobdispatch import JobSpec, ManualClock
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import job_of
 from jobdispatch_conformance.records import make_header
 from jobdispatch_supervise import Ownership, Supervisor
 from jobdispatch_supervise.ownership import fair_share
@@ -26,7 +27,7 @@ def _store_with_job() -> tuple[ManualClock, MemoryRecords, str]:
     plan = cluster.operator.submit(
         JobSpec(command=("true",)), by=jobdispatch.Actor.human("ops"), supervised=True
     )
-    return clock, store, plan.job
+    return clock, store, job_of(plan)
 
 
 def test_a_lease_is_acquired_once_kept_while_young_and_renewed_past_half_its_life() -> None:

@@ -8,13 +8,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from jobdispatch import Actor, Invalid, JobSpec, ObjectState, State, compose
+from jobdispatch import Actor, Cluster, Invalid, JobSpec, ObjectState, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.spi import Discovery, ObjectObs, Pacing
+from jobdispatch.testing import PATIENCE, eventually, job_of
 from jobdispatch_supervise import Supervisor
 
-DEADLINE = 120.0  # generous: a loaded 2-core machine; the waits end on conditions
+DEADLINE = PATIENCE  # a join ends on the supervisor stopping; this only bounds a hang
 
 
 class Paced(MemoryBackend):
@@ -40,21 +41,16 @@ class Streaming(MemoryBackend):
             time.sleep(0.01)
 
 
-def _submit(cluster, n: int = 1) -> list[str]:
+def _submit(cluster: Cluster, n: int = 1) -> list[str]:
     return [
-        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True).job
+        job_of(
+            cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
+        )
         for _ in range(n)
     ]
 
 
-def _wait(condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.01)
-
-
-def test_the_poll_is_the_adapter_s_unless_told_and_never_below_its_floor():
+def test_the_poll_is_the_adapter_s_unless_told_and_never_below_its_floor() -> None:
     store = MemoryRecords()
     assert Supervisor(Paced(), store).poll == 30.0
     assert Supervisor(Paced(), store, poll=5).poll == 5.0
@@ -65,7 +61,7 @@ def test_the_poll_is_the_adapter_s_unless_told_and_never_below_its_floor():
         Supervisor(Paced(), store, poll_floor=1)
 
 
-def test_each_sleep_is_the_interval_jittered_by_the_injected_draw():
+def test_each_sleep_is_the_interval_jittered_by_the_injected_draw() -> None:
     backend = Paced(shape=Shape.SLURM, auto_run=True)
     store = MemoryRecords()
     (job,) = _submit(compose(backend, store=store))
@@ -84,7 +80,7 @@ def test_each_sleep_is_the_interval_jittered_by_the_injected_draw():
     assert slept == pytest.approx([30.0, 27.0, 28.5, 25.5])
 
 
-def test_a_watcher_wakes_the_supervisor_long_before_its_interval():
+def test_a_watcher_wakes_the_supervisor_long_before_its_interval() -> None:
     backend = Streaming(shape=Shape.SLURM, auto_run=True)
     store = MemoryRecords()
     cluster = compose(backend, store=store)
@@ -93,7 +89,9 @@ def test_a_watcher_wakes_the_supervisor_long_before_its_interval():
     thread = threading.Thread(target=sup.run, args=(job,), daemon=True)
     thread.start()
     try:
-        _wait(lambda: cluster.observer.get(job).state is State.RUNNING, "running")
+        eventually(
+            lambda: cluster.observer.get(job), "running", holds=lambda s: s.state is State.RUNNING
+        )
         (ref,) = backend.env.objects_of(job)
         backend.env.complete(ref)
         # Without the watch's news the supervisor would sleep out its hour.
@@ -106,7 +104,7 @@ def test_a_watcher_wakes_the_supervisor_long_before_its_interval():
 
 
 @pytest.mark.parametrize("jobs", [1, 20])
-def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs):
+def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs: int) -> None:
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     store = MemoryRecords()
     cluster = compose(backend, store=store)
@@ -122,9 +120,13 @@ def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs):
                 any(o.state is ObjectState.RUNNING for o in seen[j].objects) for j in submitted
             )
 
-        _wait(all_running, "every job reported running")
+        eventually(all_running, "every job reported running")
         before = dict(backend.env.calls)
-        _wait(lambda: backend.env.calls["find_many"] >= before.get("find_many", 0) + 5, "polls")
+        eventually(
+            lambda: backend.env.calls["find_many"],
+            "five polls more",
+            holds=lambda polls: polls >= before.get("find_many", 0) + 5,
+        )
         after = dict(backend.env.calls)
     finally:
         sup.stop()
@@ -137,7 +139,7 @@ def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs):
     assert status.state is State.RUNNING
 
 
-def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll():
+def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll() -> None:
     # Recording an ending, its outcome and the settling call nothing on the backend, so the
     # passes after them reuse the poll's Find: before, each looked again (a find per job, on
     # Slurm an squeue and an sacct each) after every one of those steps.
@@ -149,15 +151,16 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll():
     thread = threading.Thread(target=sup.serve, daemon=True)
     thread.start()
     try:
-        _wait(
-            lambda: all(cluster.observer.get(j).state is State.RUNNING for j in submitted),
+        eventually(
+            lambda: [cluster.observer.get(j).state for j in submitted],
             "every job running",
+            holds=lambda states: all(s is State.RUNNING for s in states),
         )
         before = backend.env.calls["find"]
         for job in submitted:
             (ref,) = backend.env.objects_of(job)
             backend.env.complete(ref)
-        _wait(
+        eventually(
             lambda: all(store.read(j).header and _settled(cluster, j) for j in submitted),
             "every job settled",
         )
@@ -168,11 +171,11 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll():
     assert after - before == 0
 
 
-def _settled(cluster, job: str) -> bool:
+def _settled(cluster: Cluster, job: str) -> bool:
     return cluster.observer.get(job, Discovery(job=job, complete=False)).settled
 
 
-def test_a_launch_under_serve_never_records_its_new_object_absent():
+def test_a_launch_under_serve_never_records_its_new_object_absent() -> None:
     # The poll's Find predates the Start: reused after a call (the canonical pass after the
     # start), it lacked the object just created, and its absence was recorded as evidence.
     from jobdispatch.records import events as ev
@@ -185,9 +188,10 @@ def test_a_launch_under_serve_never_records_its_new_object_absent():
     thread = threading.Thread(target=sup.serve, daemon=True)
     thread.start()
     try:
-        _wait(
-            lambda: all(cluster.observer.get(j).state is State.RUNNING for j in submitted),
+        eventually(
+            lambda: [cluster.observer.get(j).state for j in submitted],
             "every job running",
+            holds=lambda states: all(s is State.RUNNING for s in states),
         )
     finally:
         sup.stop()
@@ -196,7 +200,7 @@ def test_a_launch_under_serve_never_records_its_new_object_absent():
     assert absent == []
 
 
-def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job():
+def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job() -> None:
     # After a round's calls (the starts, the opens) the poll's Find is stale: the round after
     # them looks again with one batched Find for every job that called, never a find per job
     # (on Slurm an squeue and an sacct each, 2N commands a round while N jobs launch).
@@ -210,7 +214,7 @@ def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job():
     try:
         # Judged from the record alone (an empty, incomplete Discovery): the observer's own
         # Find would be counted.
-        _wait(
+        eventually(
             lambda: all(
                 cluster.observer.get(j, Discovery(job=j, complete=False)).state is State.RUNNING
                 for j in submitted

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import threading
 import traceback
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import attrs
 import pytest
@@ -14,8 +16,10 @@ from jobdispatch import Actor, Invalid, JobSpec, ManualClock, Unavailable, compo
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
-from jobdispatch.spi import call_concurrency
+from jobdispatch.records.store import AppendRequest, Lease, ReadAnswer, Refusal
+from jobdispatch.spi import ObjectRef, StartRequest, call_concurrency
 from jobdispatch.steps import Start
+from jobdispatch.testing import job_of
 from jobdispatch_supervise import Executor, Supervisor
 
 TTL = timedelta(seconds=30)
@@ -28,7 +32,7 @@ class Counting(MemoryRecords):
         super().__init__(clock)
         self.batches: list[int] = []
 
-    def append_many(self, requests):
+    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
         self.batches.append(len(requests))
         return super().append_many(requests)
 
@@ -39,32 +43,34 @@ class Sequential(MemoryBackend):
 
     call_concurrency = 1
 
-    def __init__(self, store: MemoryRecords, **kw) -> None:
+    def __init__(self, store: MemoryRecords, **kw: Any) -> None:
         super().__init__(**kw)
         self.store = store
         self.started: list[str] = []
 
-    def start(self, request):
+    def start(self, request: StartRequest) -> ObjectRef:
         events = self.store.read(request.job).events
         assert isinstance(events[-1], ev.AttemptStarted), "Start was called before its decision"
         self.started.append(request.job)
         return super().start(request)
 
 
-def _jobs(n: int, backend_type=Sequential, **kw):
+def _jobs(
+    n: int, backend_type: type[Sequential] = Sequential, **kw: Any
+) -> tuple[ManualClock, Counting, Sequential, list[str]]:
     clock = ManualClock()
     store = Counting(clock)
     backend = backend_type(store, shape=Shape.SLURM, auto_run=True, clock=clock, **kw)
     cluster = compose(backend, store=store, clock=clock)
     ops = Actor.human("ops")
     jobs = [
-        cluster.operator.submit(JobSpec(command=["x"]), by=ops, supervised=True).job
+        job_of(cluster.operator.submit(JobSpec(command=["x"]), by=ops, supervised=True))
         for _ in range(n)
     ]
     return clock, store, backend, jobs
 
 
-def _until_start(executor: Executor, store: MemoryRecords, jobs: list[str]):
+def _until_start(executor: Executor, store: MemoryRecords, jobs: list[str]) -> dict[str, Lease]:
     """Run batches until every job's next step is its Start; the leases, one per job."""
     leases = {j: store.acquire(j, executor.holder, TTL) for j in jobs}
     for _ in range(10):
@@ -132,7 +138,7 @@ class ReadsCounted(Counting):
         self.reads: list[int] = []
         self.down = False
 
-    def read_many(self, jobs):
+    def read_many(self, jobs: Sequence[str]) -> tuple[ReadAnswer, ...]:
         self.reads.append(len(jobs))
         if self.down:
             raise Unavailable("the store is away")
@@ -145,7 +151,9 @@ def test_a_batch_reads_its_records_in_one_call_and_a_store_away_ends_every_pass(
     backend = Sequential(store, shape=Shape.SLURM, auto_run=True, clock=clock)
     cluster = compose(backend, store=store, clock=clock)
     jobs = [
-        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("o"), supervised=True).job
+        job_of(
+            cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("o"), supervised=True)
+        )
         for _ in range(4)
     ]
     executor = Executor(backend, store, clock=clock, holder="s")
@@ -173,12 +181,12 @@ class Meeting(Sequential):
 
     call_concurrency = 2
 
-    def __init__(self, store: MemoryRecords, **kw) -> None:
+    def __init__(self, store: MemoryRecords, **kw: Any) -> None:
         super().__init__(store, **kw)
         self.barrier = threading.Barrier(2, timeout=60)
         self.met = 0
 
-    def start(self, request):
+    def start(self, request: StartRequest) -> ObjectRef:
         self.barrier.wait()
         self.met += 1
         return super().start(request)
@@ -193,9 +201,11 @@ def test_calls_are_made_concurrently_within_the_bound_where_the_adapter_allows()
     results = executor.run_batch([(j, leases[j], None) for j in jobs])
 
     assert all(r.error is None and not r.conflict for r in results)
+    assert isinstance(backend, Meeting)
     assert backend.met == 2 and not backend.barrier.broken
     for job in jobs:
-        assert store.read(job).events[-1].reply is ev.Reply.CREATED
+        last = store.read(job).events[-1]
+        assert isinstance(last, ev.AttemptReplied) and last.reply is ev.Reply.CREATED, last
 
 
 class Undeclared:
@@ -215,8 +225,12 @@ def test_an_adapter_that_declares_nothing_gets_its_calls_one_at_a_time() -> None
     assert call_concurrency(Undeclared()) == 1
     assert call_concurrency(Declaring(5)) == 5
     executor = Executor(
-        Undeclared(), MemoryRecords(), clock=ManualClock(), holder="s", concurrency=8
-    )  # type: ignore[arg-type]
+        Undeclared(),  # type: ignore[arg-type]
+        MemoryRecords(),
+        clock=ManualClock(),
+        holder="s",
+        concurrency=8,
+    )
     assert executor.concurrency == 1
 
 
@@ -235,19 +249,21 @@ class CountingLeases(MemoryRecords):
         super().__init__(clock)
         self.calls: list[str] = []
 
-    def acquire(self, job, holder, ttl):
+    def acquire(self, job: str, holder: str, ttl: timedelta) -> Lease:
         self.calls.append("acquire")
         return super().acquire(job, holder, ttl)
 
-    def renew(self, lease, ttl):
+    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
         self.calls.append("renew")
         return super().renew(lease, ttl)
 
-    def acquire_many(self, jobs, holder, ttl):
+    def acquire_many(
+        self, jobs: Sequence[str], holder: str, ttl: timedelta
+    ) -> tuple[Lease | Refusal, ...]:
         self.calls.append(f"acquire_many:{len(jobs)}")
         return super().acquire_many(jobs, holder, ttl)
 
-    def renew_many(self, leases, ttl):
+    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
         self.calls.append(f"renew_many:{len(leases)}")
         return super().renew_many(leases, ttl)
 

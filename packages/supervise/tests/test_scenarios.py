@@ -16,9 +16,11 @@ from jobdispatch import (
     RecoveryPolicy,
     Rule,
     State,
+    Status,
 )
 from jobdispatch.memory import Shape
 from jobdispatch.triggers import BudgetSpent
+from jobdispatch_supervise import EscalationMessage
 
 from .conftest import ME, Scenario
 
@@ -41,16 +43,19 @@ def end_then_complete(sc: Scenario, kind: CauseKind) -> Scenario:
 
 
 @pytest.mark.parametrize("kind", list(DRIVERS), ids=str)
-def test_resubmit_recovers_each_cause(scenario, kind):
+def test_resubmit_recovers_each_cause(scenario: Scenario, kind: CauseKind) -> None:
     scenario.submit(spec(Rule(on=[kind], action=Action.RESUBMIT, budget=1)))
     end_then_complete(scenario, kind)
     scenario.on(
         scenario.running(2), lambda s: scenario.backend.env.complete(scenario.canonical(s, 2))
     )
     status = scenario.run()
+    assert status.cause is not None, status
     assert (status.state, status.cause.kind) == (State.SUCCEEDED, CauseKind.NONE)
     assert len(status.submissions) == 2
+    assert status.submissions[0].executions[-1].cause is not None, status
     assert status.submissions[0].executions[-1].cause.kind is kind
+    assert status.plan is not None, status
     assert status.plan.rules[0].firings == 1 and status.settled
     assert [(t.from_, t.to) for t in status.history] == [
         (State.PENDING, State.RECOVERING),
@@ -62,12 +67,14 @@ def test_resubmit_recovers_each_cause(scenario, kind):
 @pytest.mark.parametrize(
     "kind", [CauseKind.PREEMPTED, CauseKind.NODE_LOST, CauseKind.OUT_OF_MEMORY], ids=str
 )
-def test_supervisor_requeue_reruns_the_same_object(slurm, kind):
+def test_supervisor_requeue_reruns_the_same_object(slurm: Scenario, kind: CauseKind) -> None:
     slurm.submit(spec(Rule(on=[kind], action=Action.REQUEUE, budget=1)), accept_unverified=None)
-    assert slurm.status().plan.rules[0].enforcer in (Enforcer.SUPERVISOR, Enforcer.BACKEND)
+    plan = slurm.status().plan
+    assert plan is not None
+    assert plan.rules[0].enforcer in (Enforcer.SUPERVISOR, Enforcer.BACKEND)
     end_then_complete(slurm, kind)
 
-    def second_run(s):
+    def second_run(s: Status) -> bool:
         sub = s.submissions[0]
         return sub.state is ObjectState.RUNNING and len(sub.executions) == 2
 
@@ -76,17 +83,18 @@ def test_supervisor_requeue_reruns_the_same_object(slurm, kind):
     assert status.state is State.SUCCEEDED and len(status.submissions) == 1
     indices = [x.index for x in status.submissions[0].executions]
     assert indices == [0, 1]
+    assert status.submissions[0].executions[0].cause is not None, status
     assert status.submissions[0].executions[0].cause.kind is kind
 
 
-def test_native_restart_on_kubeflow_is_observed_not_acted_on(kubeflow):
+def test_native_restart_on_kubeflow_is_observed_not_acted_on(kubeflow: Scenario) -> None:
     plan = kubeflow.submit(
         spec(Rule(on=[CauseKind.NON_ZERO_EXIT], action=Action.RESTART, budget=2))
     )
     assert plan.rules[0].enforcer is Enforcer.BACKEND
     end_then_complete(kubeflow, CauseKind.NON_ZERO_EXIT)
 
-    def restarted(s):
+    def restarted(s: Status) -> bool:
         return (
             len(s.submissions[0].executions) == 2 and s.submissions[0].state is ObjectState.RUNNING
         )
@@ -94,16 +102,17 @@ def test_native_restart_on_kubeflow_is_observed_not_acted_on(kubeflow):
     kubeflow.on(restarted, lambda s: kubeflow.backend.env.complete(kubeflow.canonical(s, 1)))
     status = kubeflow.run()
     assert status.state is State.SUCCEEDED and len(status.submissions) == 1
+    assert status.plan is not None, status
     assert status.plan.rules[0].firings == 1
     assert State.RECOVERING in [t.to for t in status.history]
 
 
-def test_native_requeue_on_slurm_with_its_budget(slurm):
+def test_native_requeue_on_slurm_with_its_budget(slurm: Scenario) -> None:
     plan = slurm.submit(spec(Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1)))
     assert plan.rules[0].enforcer is Enforcer.BACKEND
     end_then_complete(slurm, CauseKind.PREEMPTED)
 
-    def rerun(s):
+    def rerun(s: Status) -> bool:
         return (
             len(s.submissions[0].executions) == 2 and s.submissions[0].state is ObjectState.RUNNING
         )
@@ -111,11 +120,13 @@ def test_native_requeue_on_slurm_with_its_budget(slurm):
     slurm.on(rerun, lambda s: slurm.backend.env.preempt(slurm.canonical(s, 1)))
     status = slurm.run()
     # The backend's native budget of 1 is spent by the first preemption; the second ends it.
+    assert status.cause is not None, status
     assert (status.state, status.cause.kind) == (State.FAILED, CauseKind.PREEMPTED)
+    assert status.plan is not None, status
     assert status.plan.rules[0].firings == 1 and status.escalations
 
 
-def test_hold_for_a_person_then_release_resubmits(scenario):
+def test_hold_for_a_person_then_release_resubmits(scenario: Scenario) -> None:
     scenario.submit(
         spec(
             Rule(
@@ -141,19 +152,20 @@ def test_hold_for_a_person_then_release_resubmits(scenario):
     ]
 
 
-def test_escalate_rule_fails_the_job_and_delivers_once(scenario):
+def test_escalate_rule_fails_the_job_and_delivers_once(scenario: Scenario) -> None:
     delivered = []
 
     class Sink:
         name = "test"
 
-        def deliver(self, message):
+        def deliver(self, message: EscalationMessage) -> None:
             delivered.append(message.id)
 
     scenario.sinks.append(Sink())
     scenario.submit(spec(Rule(on=[CauseKind.TIME_LIMIT], action=Action.ESCALATE)))
     end_then_complete(scenario, CauseKind.TIME_LIMIT)
     status = scenario.run()
+    assert status.cause is not None, status
     assert (status.state, status.cause.kind) == (State.FAILED, CauseKind.TIME_LIMIT)
     assert delivered == [str(status.escalations[0].id)] and status.escalations[0].delivered == (
         "test",
@@ -165,21 +177,24 @@ def test_escalate_rule_fails_the_job_and_delivers_once(scenario):
     assert len(delivered) == 1
 
 
-def test_preempted_three_times_under_a_budget_of_two_fails_with_an_escalation(scenario):
+def test_preempted_three_times_under_a_budget_of_two_fails_with_an_escalation(
+    scenario: Scenario,
+) -> None:
     scenario.submit(spec(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)))
     for n in (1, 2, 3):
-        scenario.on(
-            scenario.running(n),
-            lambda s, n=n: scenario.backend.env.preempt(scenario.canonical(s, n)),
-        )
+        scenario.on(scenario.running(n), scenario.preempting(n))
     status = scenario.run()
+    assert status.cause is not None, status
     assert (status.state, status.cause.kind) == (State.FAILED, CauseKind.PREEMPTED)
+    assert status.plan is not None, status
     assert len(status.submissions) == 3 and status.plan.rules[0].firings == 2
     assert [e.id for e in status.escalations] == [BudgetSpent(0)]
     assert not scenario.live_overlaps()
 
 
-def test_a_lost_start_reply_leaves_a_gated_duplicate_that_is_retired_and_never_runs(scenario):
+def test_a_lost_start_reply_leaves_a_gated_duplicate_that_is_retired_and_never_runs(
+    scenario: Scenario,
+) -> None:
     scenario.backend.env.lose_next_start_reply()
     scenario.backend.env.delay_next_object()
     scenario.submit(spec())
@@ -198,7 +213,7 @@ def test_a_lost_start_reply_leaves_a_gated_duplicate_that_is_retired_and_never_r
     assert not history.select(ExecutionStarted, ref=ref)
 
 
-def test_cancel_during_recovery_commits_first_and_cleans_up(scenario):
+def test_cancel_during_recovery_commits_first_and_cleans_up(scenario: Scenario) -> None:
     scenario.submit(spec(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=3)))
     end_then_complete(scenario, CauseKind.PREEMPTED)
     receipts = []
@@ -210,6 +225,7 @@ def test_cancel_during_recovery_commits_first_and_cleans_up(scenario):
     )
     status = scenario.run()
     assert receipts and receipts[0].committed
+    assert status.cause is not None, status
     assert (status.state, status.cause.kind) == (State.CANCELLED, CauseKind.CANCELLED)
     assert status.cleanup is CleanupState.CLEAR and status.settled
     assert not scenario.live_overlaps()
@@ -224,10 +240,10 @@ def test_cancel_during_recovery_commits_first_and_cleans_up(scenario):
     )
 
 
-def test_operator_hold_and_release_around_a_recovery(scenario):
+def test_operator_hold_and_release_around_a_recovery(scenario: Scenario) -> None:
     scenario.submit(spec(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)))
 
-    def preempt_and_hold(s):
+    def preempt_and_hold(s: Status) -> None:
         scenario.cluster.operator.hold(scenario.job, by=ME, reason="look first")
         scenario.backend.env.preempt(scenario.canonical(s, 1))
 
@@ -248,7 +264,7 @@ def test_operator_hold_and_release_around_a_recovery(scenario):
     assert State.HELD in [t.to for t in status.history]
 
 
-def test_give_up_fails_with_the_last_cause(scenario):
+def test_give_up_fails_with_the_last_cause(scenario: Scenario) -> None:
     scenario.submit(
         spec(
             Rule(
@@ -262,11 +278,14 @@ def test_give_up_fails_with_the_last_cause(scenario):
         lambda s: scenario.cluster.operator.give_up(scenario.job, by=ME, reason="bad data"),
     )
     status = scenario.run()
+    assert status.cause is not None, status
     assert (status.state, status.cause.kind) == (State.FAILED, CauseKind.OUT_OF_MEMORY)
     assert "bad data" in status.cause.detail
 
 
-def test_person_resubmit_stops_the_running_object_before_opening_the_next(scenario):
+def test_person_resubmit_stops_the_running_object_before_opening_the_next(
+    scenario: Scenario,
+) -> None:
     scenario.submit(spec())
     scenario.on(
         scenario.running(1),
@@ -277,15 +296,16 @@ def test_person_resubmit_stops_the_running_object_before_opening_the_next(scenar
     )
     status = scenario.run()
     assert status.state is State.SUCCEEDED and len(status.submissions) == 2
+    assert status.submissions[0].executions[-1].cause is not None, status
     assert status.submissions[0].executions[-1].cause.kind is CauseKind.CANCELLED
     assert not scenario.live_overlaps()
 
 
-def test_operator_requeue_reruns_in_place(slurm):
+def test_operator_requeue_reruns_in_place(slurm: Scenario) -> None:
     slurm.submit(spec())
     slurm.on(slurm.running(1), lambda s: slurm.cluster.operator.requeue(slurm.job, by=ME))
 
-    def rerun(s):
+    def rerun(s: Status) -> bool:
         return (
             len(s.submissions[0].executions) == 2 and s.submissions[0].state is ObjectState.RUNNING
         )
@@ -293,15 +313,16 @@ def test_operator_requeue_reruns_in_place(slurm):
     slurm.on(rerun, lambda s: slurm.backend.env.complete(slurm.canonical(s, 1)))
     status = slurm.run()
     assert status.state is State.SUCCEEDED
+    assert status.submissions[0].executions[0].cause is not None, status
     assert status.submissions[0].executions[0].cause.kind is CauseKind.REQUEUED
 
 
-def test_a_requeue_bit_left_set_is_restored(slurm):
+def test_a_requeue_bit_left_set_is_restored(slurm: Scenario) -> None:
     slurm.submit(spec())
     slurm.on(slurm.running(1), lambda s: slurm.backend.env.set_requeue_bit(slurm.canonical(s, 1)))
     slurm.on(
         lambda s: (
-            s.submissions
+            len(s.submissions) > 0
             and s.submissions[0].state is ObjectState.RUNNING
             and slurm.backend.inspect(slurm.canonical(s, 1)).requeue_bit is False
         ),
@@ -311,5 +332,5 @@ def test_a_requeue_bit_left_set_is_restored(slurm):
     assert status.state is State.SUCCEEDED
 
 
-def test_every_scenario_shape_is_covered():
+def test_every_scenario_shape_is_covered() -> None:
     assert {Shape.SLURM, Shape.KUBEFLOW} == set(Shape)

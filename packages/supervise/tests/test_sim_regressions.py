@@ -5,6 +5,7 @@ Replay a seed with ``nox -s sim -- --seed N``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -23,7 +24,7 @@ from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.steps import Open
-from jobdispatch.testing import PERSON, SUCCESS, T0, Story
+from jobdispatch.testing import PERSON, SUCCESS, T0, Story, job_of
 from jobdispatch.timing import CALL_DEADLINE
 from jobdispatch.triggers import BudgetSpent
 from jobdispatch_supervise.executor import Executor
@@ -36,7 +37,7 @@ class _Sink:
     name = "pager"
 
     def __init__(self) -> None:
-        self.during = lambda: None
+        self.during: Callable[[], object] = lambda: None
         self.got: list[str] = []
 
     def deliver(self, message: EscalationMessage) -> None:
@@ -82,7 +83,7 @@ class _Proxy:
 
     def __init__(self, inner: MemoryBackend) -> None:
         self.inner = inner
-        self.before_open = lambda: None
+        self.before_open: Callable[[], object] = lambda: None
         self.stop_dies = False
 
     def __getattr__(self, name: str) -> object:
@@ -111,7 +112,7 @@ def _paused_open_across_a_cancel(
     mine, theirs = _Proxy(backend), _Proxy(backend)
     theirs.stop_dies = True
     spec = JobSpec(command=["train"], name="c")
-    job = compose(backend, store=store, clock=clock).operator.submit(spec, by=PERSON).job
+    job = job_of(compose(backend, store=store, clock=clock).operator.submit(spec, by=PERSON))
     operator = compose(theirs, store=store, clock=clock).operator  # type: ignore[arg-type]
     executor = Executor(mine, store, clock=clock, holder="a")  # type: ignore[arg-type]
     lease = store.acquire(job, "a", timedelta(hours=1))

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -17,6 +19,7 @@ from jobdispatch import (
     CauseKind,
     Invalid,
     JobSpec,
+    ObjectState,
     OutcomeUnknown,
     RecoveryPolicy,
     Rule,
@@ -26,12 +29,14 @@ from jobdispatch import (
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.plugins import load
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.spi import Discovery, ObjectRef, StartRequest
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import CommandSink, EscalationMessage, Supervisor
 
 from .conftest import Scenario
 
 
-def test_the_command_sink_gives_the_program_the_escalation_as_json(tmp_path):
+def test_the_command_sink_gives_the_program_the_escalation_as_json(tmp_path: Path) -> None:
     out = tmp_path / "got.json"
     script = f"import sys, pathlib; pathlib.Path({str(out)!r}).write_text(sys.stdin.read())"
     sink = CommandSink([sys.executable, "-c", script])
@@ -49,20 +54,20 @@ def test_the_command_sink_gives_the_program_the_escalation_as_json(tmp_path):
     }
 
 
-def test_a_failing_command_is_a_failed_delivery_tried_again():
+def test_a_failing_command_is_a_failed_delivery_tried_again() -> None:
     sink = CommandSink([sys.executable, "-c", "import sys; sys.stderr.write('no'); sys.exit(3)"])
     with pytest.raises(RuntimeError, match="exited 3: no"):
         sink.deliver(EscalationMessage(job="j", name="", id="x", detail="", at=Scenario().clock()))
 
 
-def test_the_sinks_are_plugins():
+def test_the_sinks_are_plugins() -> None:
     registry = load().registry("escalation-sink")
     assert {"log", "command"} <= set(registry.names())
     sink = registry.get("command").factory({"argv": ["true"]})
     assert sink.name == "command"
 
 
-def test_an_escalation_is_delivered_once_per_sink_across_restarts():
+def test_an_escalation_is_delivered_once_per_sink_across_restarts() -> None:
     sc = Scenario(shape=Shape.SLURM)
     calls: list[tuple[str, str]] = []
 
@@ -71,7 +76,7 @@ def test_an_escalation_is_delivered_once_per_sink_across_restarts():
             self.name = name
             self.fail = fail_first
 
-        def deliver(self, message):
+        def deliver(self, message: EscalationMessage) -> None:
             if self.fail:
                 self.fail = False
                 raise OSError("mail server down")
@@ -100,29 +105,32 @@ def test_an_escalation_is_delivered_once_per_sink_across_restarts():
     assert len(calls) == 2
 
 
-def test_serve_asks_the_backend_once_per_poll_for_all_its_jobs():
+def test_serve_asks_the_backend_once_per_poll_for_all_its_jobs() -> None:
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     store = MemoryRecords()
     cluster = compose(backend, store=store)
     jobs = [
-        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True).job
+        job_of(
+            cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
+        )
         for _ in range(5)
     ]
     sup = Supervisor(backend, store, poll=0.05)
     thread = threading.Thread(target=sup.serve, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if all(cluster.observer.get(j).state is State.RUNNING for j in jobs):
-                break
-            time.sleep(0.01)
+        eventually(
+            lambda: [cluster.observer.get(j).state for j in jobs],
+            "every job running",
+            holds=lambda states: all(s is State.RUNNING for s in states),
+        )
         before = dict(backend.env.calls)
         # Three polls with nothing to do, however long this machine takes to make them.
-        deadline = time.monotonic() + 30
-        while backend.env.calls.get("find_many", 0) - before.get("find_many", 0) < 3:
-            assert time.monotonic() < deadline, "the supervisor did not poll three times"
-            time.sleep(0.01)
+        eventually(
+            lambda: backend.env.calls.get("find_many", 0) - before.get("find_many", 0),
+            "three quiet polls",
+            holds=lambda polls: polls >= 3,
+        )
         after = dict(backend.env.calls)
     finally:
         sup.stop()
@@ -137,47 +145,48 @@ class Hiding(MemoryBackend):
     """The memory adapter with objects that stay out of Find until shown: a scheduler whose
     listing lags far behind its submissions."""
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.hidden: set[str] = set()
 
-    def find(self, job):
+    def find(self, job: str) -> Discovery:
         d = super().find(job)
         return attrs.evolve(d, objects=tuple(o for o in d.objects if o.ref.id not in self.hidden))
 
-    def find_many(self, jobs, states=()):
+    def find_many(
+        self, jobs: Sequence[str], states: Sequence[ObjectState] = ()
+    ) -> Mapping[str, Discovery]:
         return {j: self.find(j) for j in jobs}
 
-    def start(self, request):
+    def start(self, request: StartRequest) -> ObjectRef:
         ref = super().start(request)
         self.hidden.add(ref.id)
         raise OutcomeUnknown("the reply was lost")
 
 
-def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy():
+def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy() -> None:
     backend = Hiding(shape=Shape.SLURM, auto_run=True)
     store = MemoryRecords()
     cluster = compose(backend, store=store)
-    job = cluster.operator.submit(
-        JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True, submit_retries=0
-    ).job
+    job = job_of(
+        cluster.operator.submit(
+            JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True, submit_retries=0
+        )
+    )
     sup = Supervisor(backend, store, poll=0.02, sweep_every=timedelta(0))
     thread = threading.Thread(target=sup.serve, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not backend.hidden:
-            time.sleep(0.01)
+        eventually(lambda: backend.hidden, "an attempt whose object is not listed")
         # One attempt, its reply lost and its object not listed: the person cancels; the job
         # settles with the attempt unresolved (the residual policy does not wait for it).
         cluster.operator.cancel(job, by=Actor.human("ops"))
-        while time.monotonic() < deadline and not cluster.observer.get(job).settled:
-            time.sleep(0.01)
-        assert cluster.observer.get(job).settled
+        eventually(lambda: cluster.observer.get(job), "settled", holds=lambda s: s.settled)
         late = backend.env.objects_of(job)[0]
         backend.hidden.clear()  # the late object shows up: the sweep stops it, never opening it
-        while time.monotonic() < deadline and backend.env.state(late).value != "ended":
-            time.sleep(0.01)
+        eventually(
+            lambda: backend.env.state(late).value, "the late object ended", holds="ended".__eq__
+        )
     finally:
         sup.stop()
         thread.join(timeout=10)
@@ -200,7 +209,9 @@ def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy()
         ({"lease_ttl": timedelta(days=999_999_999)}, "lease ttl"),
     ],
 )
-def test_a_supervisor_that_cannot_work_is_refused_when_made(options, words):
+def test_a_supervisor_that_cannot_work_is_refused_when_made(
+    options: dict[str, Any], words: str
+) -> None:
     # A NaN poll made every wait return at once (a busy loop), and a ttl of 0 was only refused
     # by the store once a job needed a lease; both are refused before anything is served.
     with pytest.raises(Invalid, match=words):

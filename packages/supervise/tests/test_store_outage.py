@@ -19,6 +19,7 @@ from jobdispatch.clock import system_clock
 from jobdispatch.errors import Unavailable
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
 from jobdispatch_supervise.outage import WatchedStore
 
@@ -48,43 +49,50 @@ class FlakyStore:
 
 
 @pytest.mark.parametrize("mode", ["run", "serve"])
-def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any, until: Any) -> None:
+def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any) -> None:
     caplog.set_level(logging.WARNING, logger="jobdispatch")
     backend = MemoryBackend(auto_run=True)
     store = FlakyStore()
     cluster = compose(backend, store=store.inner)
-    plan = cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
+    job = job_of(
+        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
+    )
     # A lease ttl short enough that it is due for renewal (and lapses) during the outage.
     supervisor = Supervisor(backend, store, poll=0.01, lease_ttl=timedelta(seconds=0.2))
     errors: list[BaseException] = []
 
     def go() -> None:
         try:
-            supervisor.run(plan.job) if mode == "run" else supervisor.serve()
+            supervisor.run(job) if mode == "run" else supervisor.serve()
         except BaseException as exc:
             errors.append(exc)
 
     thread = threading.Thread(target=go, daemon=True)
     thread.start()
-    until(lambda: cluster.observer.get(plan.job).state is State.RUNNING, "running")
-    before = store.inner.read(plan.job).revision
+    eventually(
+        lambda: cluster.observer.get(job), "running", holds=lambda s: s.state is State.RUNNING
+    )
+    before = store.inner.read(job).revision
     store.away.set()
-    until(lambda: errors or store.failed >= 20, "the supervisor to meet the absent store often")
+    eventually(
+        lambda: errors or store.failed >= 20, "the supervisor to meet the absent store often"
+    )
     assert thread.is_alive() and not errors, errors
-    ref = cluster.observer.get(plan.job).submissions[0].canonical
+    ref = cluster.observer.get(job).submissions[0].canonical
+    assert ref is not None
     backend.env.complete(ref)  # the job ends while nothing can be recorded
     time.sleep(0.3)  # past the lease ttl: the lease lapses meanwhile
-    assert store.inner.read(plan.job).revision == before  # nothing was recorded
+    assert store.inner.read(job).revision == before  # nothing was recorded
     store.away.clear()
-    until(lambda: cluster.observer.get(plan.job).settled, "settled")
+    eventually(lambda: cluster.observer.get(job), "settled", holds=lambda s: s.settled)
     supervisor.stop()
     thread.join(timeout=30)
     assert not errors, errors
-    assert cluster.observer.get(plan.job).state is State.SUCCEEDED
+    assert cluster.observer.get(job).state is State.SUCCEEDED
     assert caplog.text.count(AWAY) == 1, caplog.text
     assert caplog.text.count(BACK) == 1, caplog.text
     assert "trying again" not in caplog.text  # no line per job for the store's outage
-    events = store.inner.read(plan.job).events
+    events = store.inner.read(job).events
     tokens = [e.token for e in events if e.token is not None]
     assert tokens == sorted(tokens)
 
@@ -94,7 +102,7 @@ def test_an_outage_is_told_once_and_its_end_once(answers: list[bool]) -> None:
     """Whatever the run of answers and failures, one line per change: away after an answer
     (or at first), back after a failure; and every failure is the outage's own."""
     store = FlakyStore()
-    watched = WatchedStore(store, system_clock)  # type: ignore[arg-type]
+    watched = WatchedStore(store, system_clock)
     logger = logging.getLogger("jobdispatch.supervise")
     lines: list[str] = []
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
@@ -32,25 +33,27 @@ def expected() -> str:
     return "\n".join(lines).strip() + "\n"
 
 
-def test_the_tutorial_prints_exactly_its_expected_output():
+def test_the_tutorial_prints_exactly_its_expected_output() -> None:
     out = subprocess.run(
         [sys.executable, str(TUTORIAL)], capture_output=True, text=True, timeout=120, check=True
     ).stdout
     assert out == expected()
 
 
-def test_the_repository_tutorial_is_the_design_tutorial():
+def test_the_repository_tutorial_is_the_design_tutorial() -> None:
     design = ROOT.parent / "shared" / "design" / "tutorial.py"
     if not design.exists():
         pytest.skip("no shared/design beside this checkout")
     assert TUTORIAL.read_text() == design.read_text()
 
 
-def test_the_tutorial_on_the_kubeflow_shape(capsys, monkeypatch):
+def test_the_tutorial_on_the_kubeflow_shape(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import jobdispatch.memory as memory
 
     class Kubeflow(memory.MemoryBackend):
-        def __init__(self, *, shape, **kw):
+        def __init__(self, *, shape: Shape, **kw: Any) -> None:
             super().__init__(shape=Shape.KUBEFLOW, **kw)
 
     monkeypatch.setattr(memory, "MemoryBackend", Kubeflow)
@@ -58,7 +61,7 @@ def test_the_tutorial_on_the_kubeflow_shape(capsys, monkeypatch):
     assert capsys.readouterr().out == expected()
 
 
-def test_a_supervisor_restarted_between_every_pair_of_steps_reaches_the_same_outcome():
+def test_a_supervisor_restarted_between_every_pair_of_steps_reaches_the_same_outcome() -> None:
     sc = Scenario(shape=Shape.SLURM)
     spec = JobSpec(
         name="finetune",
@@ -102,5 +105,5 @@ def test_a_supervisor_restarted_between_every_pair_of_steps_reaches_the_same_out
         (State.PENDING, State.RECOVERING, 2),
         (State.RECOVERING, State.SUCCEEDED, 2),
     ]
-    assert status.plan.rules[0].firings == 1
+    assert status.plan is not None and status.plan.rules[0].firings == 1
     assert not sc.live_overlaps()

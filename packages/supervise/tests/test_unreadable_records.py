@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -13,6 +12,7 @@ from jobdispatch import Actor, JobSpec, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import ListFilter
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
 
 
@@ -23,7 +23,9 @@ def test_serve_leaves_an_unreadable_job_and_supervises_the_others(
     store = MemoryRecords()
     cluster = compose(backend, store=store)
     first, bad, last = (
-        cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True).job
+        job_of(
+            cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
+        )
         for _ in range(3)
     )
     store.damage(bad, 0, "written by a newer version (schema 2, this reads 1)")
@@ -33,11 +35,11 @@ def test_serve_leaves_an_unreadable_job_and_supervises_the_others(
     caplog.set_level(logging.ERROR, logger="jobdispatch.supervise")
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if all(cluster.observer.get(j).state is State.RUNNING for j in (first, last)):
-                break
-            time.sleep(0.01)
+        eventually(
+            lambda: [cluster.observer.get(j).state for j in (first, last)],
+            "the readable jobs running",
+            holds=lambda states: all(s is State.RUNNING for s in states),
+        )
         # Still serving: the unreadable job did not end the loop.
         assert thread.is_alive()
         assert cluster.observer.get(first).state is State.RUNNING
@@ -76,7 +78,7 @@ def test_the_residual_sweep_names_a_job_listed_as_settled_that_is_not(
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     store = _SettledIndexDamaged()
     cluster = compose(backend, store=store)
-    hidden = cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops")).job
+    hidden = job_of(cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops")))
     store.listed_as_settled = hidden
     sup = Supervisor(backend, store, poll=0.02)
     caplog.set_level(logging.ERROR, logger="jobdispatch.supervise")

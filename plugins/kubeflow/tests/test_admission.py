@@ -13,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jobdispatch.errors import Rejected
 from jobdispatch.spi import StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import CallMeta, Capability, HoldMeta, JobSpec, ObjectState, Tristate
 from jobdispatch_kubeflow import KubeflowBackend, admission, names, probe
 from jobdispatch_kubeflow.config import Kueue, Settings
 from jobdispatch_kubeflow.fake import FakeApi
-from waiting import until
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 T0 = "2026-12-01T11:59:00Z"
@@ -90,7 +90,7 @@ def test_after_an_eviction_the_spent_open_no_longer_admits() -> None:
 
 
 def test_not_a_dispatch_submission_is_ready_and_other_states_are_left_alone() -> None:
-    other = {"metadata": {"labels": {}, "annotations": {}}}
+    other: dict[str, Any] = {"metadata": {"labels": {}, "annotations": {}}}
     assert admission.decide(pending(), workload(), other, NOW) == admission.Answer(
         "Ready", "not a dispatch submission: not gated by dispatch"
     )
@@ -167,6 +167,7 @@ def test_only_one_candidate_holds_the_lease_and_a_standby_takes_over_when_it_lap
     clock.t = 23
     assert b.round() and b.held()
     lease = api.get("leases", "ns", "l")
+    assert lease is not None
     assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
     assert not a.round()
 
@@ -222,10 +223,12 @@ def test_a_round_marks_the_check_active_spends_the_open_and_answers_ready() -> N
     ctl = admission.Controller(api, lease, clock=lambda: NOW)
     assert ctl.reconcile() == 1
     wl = api.get("workloads", "dispatch", "wl")
+    assert wl is not None
     assert json.loads(wl["metadata"]["annotations"][names.ADMISSION_SPENT])["open"] == "o1"
     (entry,) = wl["status"]["admissionChecks"]
     assert entry["state"] == "Ready" and entry["message"] == "opened by dispatch (open o1)"
     ac = api.get("admissionchecks", None, "jobdispatch-admission")
+    assert ac is not None
     assert ac["status"]["conditions"][0]["type"] == "Active"
     assert ctl.reconcile() == 0  # nothing more to say
 
@@ -239,11 +242,10 @@ def test_a_following_controller_reads_its_caches_not_a_list_per_round() -> None:
     ctl = admission.Controller(api, lease, clock=lambda: NOW)
     ctl.follow()
     try:
-        until(
+        eventually(
             lambda: ctl.workloads.synced.is_set() and ctl.trainjobs.synced.is_set(),
             "both followers listed",
-            10,
-            0.01,
+            every=0.01,
         )
         before = api.requests.copy()
         assert ctl.reconcile() == 1
@@ -251,7 +253,9 @@ def test_a_following_controller_reads_its_caches_not_a_list_per_round() -> None:
         assert made["LIST workloads"] == 0 and made["LIST trainjobs"] == 0
         assert made["PATCH workloads/status"] == 1
         ctl.unfollow()
-        until(lambda: not ctl._followers["workloads"].running, "the follower stopped", 10, 0.01)
+        eventually(
+            lambda: not ctl._followers["workloads"].running, "the follower stopped", every=0.01
+        )
         before = api.requests.copy()
         ctl.reconcile()
         assert (api.requests - before)["LIST workloads"] == 1, "a stopped follower's cache ages"

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unsupported, ValidationError
@@ -39,7 +42,7 @@ def backend(api: FakeApi) -> KubeflowBackend:
     return KubeflowBackend(settings, api=api, clock=lambda: NOW)
 
 
-def request(job: str = "j1", n: int = 1, k: int = 1, **spec: object) -> StartRequest:
+def request(job: str = "j1", n: int = 1, k: int = 1, **spec: Any) -> StartRequest:
     return StartRequest(
         job=job, submission=n, attempt=k, spec=JobSpec(command=("python", "train.py"), **spec)
     )
@@ -49,7 +52,9 @@ def meta(instance: int, deadline: datetime = NOW + timedelta(minutes=1)) -> Hold
     return HoldMeta(instance=instance, deadline=deadline)
 
 
-def test_start_creates_one_suspended_trainjob_under_its_discovery_name(backend, api) -> None:
+def test_start_creates_one_suspended_trainjob_under_its_discovery_name(
+    backend: KubeflowBackend, api: FakeApi
+) -> None:
     ref = backend.start(request(nodes=2, env={"A": "1"}))
     assert ref.id == "dispatch/jd-j1-1-1"
     body = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
@@ -73,25 +78,27 @@ def test_start_creates_one_suspended_trainjob_under_its_discovery_name(backend, 
     assert backend.inspect(ref).state is ObjectState.GATED
 
 
-def test_a_second_start_of_the_same_name_is_rejected(backend) -> None:
+def test_a_second_start_of_the_same_name_is_rejected(backend: KubeflowBackend) -> None:
     backend.start(request())
     with pytest.raises(Rejected, match="exists already"):
         backend.start(request())
 
 
-def test_a_time_limit_becomes_the_deadline_rounded_up(backend, api) -> None:
+def test_a_time_limit_becomes_the_deadline_rounded_up(
+    backend: KubeflowBackend, api: FakeApi
+) -> None:
     backend.start(request(time_limit=timedelta(seconds=90.2)))
     assert (
         api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]["spec"]["activeDeadlineSeconds"] == 91
     )
 
 
-def test_a_working_directory_is_refused_as_unsupported(backend) -> None:
+def test_a_working_directory_is_refused_as_unsupported(backend: KubeflowBackend) -> None:
     with pytest.raises(Unsupported, match="working-directory"):
         backend.start(request(working_dir="/data"))
 
 
-def test_a_runtime_that_reruns_pods_is_refused_unless_the_site_allows_it(api) -> None:
+def test_a_runtime_that_reruns_pods_is_refused_unless_the_site_allows_it(api: FakeApi) -> None:
     from jobdispatch_kubeflow import probe
 
     probe.forget()
@@ -115,13 +122,15 @@ def test_a_runtime_that_reruns_pods_is_refused_unless_the_site_allows_it(api) ->
     assert allowed.start(request(job="j2")).id == "dispatch/jd-j2-1-1"
 
 
-def test_a_long_job_id_is_refused_before_anything_is_created(backend, api) -> None:
+def test_a_long_job_id_is_refused_before_anything_is_created(
+    backend: KubeflowBackend, api: FakeApi
+) -> None:
     with pytest.raises(Invalid, match="RFC 1035"):
         backend.start(request(job="x" * 60))
     assert not [k for k in api.objects if k[0] == "trainjobs"]
 
 
-def test_open_lifts_suspend_and_is_idempotent(backend, api) -> None:
+def test_open_lifts_suspend_and_is_idempotent(backend: KubeflowBackend, api: FakeApi) -> None:
     ref = backend.start(request())
     backend.open(ref)
     obj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
@@ -133,7 +142,7 @@ def test_open_lifts_suspend_and_is_idempotent(backend, api) -> None:
     assert backend.inspect(ref).state is ObjectState.PENDING
 
 
-def test_open_of_an_unknown_ref_is_not_found(backend) -> None:
+def test_open_of_an_unknown_ref_is_not_found(backend: KubeflowBackend) -> None:
     from jobdispatch.spi import ObjectRef
 
     with pytest.raises(NotFound):
@@ -142,7 +151,7 @@ def test_open_of_an_unknown_ref_is_not_found(backend) -> None:
         backend.open(ObjectRef("not-a-ref"))
 
 
-def test_hold_and_release_by_instance(backend) -> None:
+def test_hold_and_release_by_instance(backend: KubeflowBackend) -> None:
     ref = backend.start(request())
     backend.open(ref)
     backend.hold(ref, meta(7))
@@ -155,7 +164,9 @@ def test_hold_and_release_by_instance(backend) -> None:
     assert (obs.state, obs.hold_instance) == (ObjectState.PENDING, None)
 
 
-def test_a_hold_over_the_gate_stays_gated_after_release_and_open_keeps_the_hold(backend) -> None:
+def test_a_hold_over_the_gate_stays_gated_after_release_and_open_keeps_the_hold(
+    backend: KubeflowBackend,
+) -> None:
     ref = backend.start(request())
     backend.hold(ref, meta(3))
     backend.open(ref)
@@ -169,7 +180,7 @@ def test_a_hold_over_the_gate_stays_gated_after_release_and_open_keeps_the_hold(
     assert backend.inspect(ref2).state is ObjectState.GATED
 
 
-def test_hold_and_release_refuse_past_their_deadline(backend) -> None:
+def test_hold_and_release_refuse_past_their_deadline(backend: KubeflowBackend) -> None:
     ref = backend.start(request())
     with pytest.raises(Rejected, match="deadline"):
         backend.hold(ref, meta(1, NOW - timedelta(seconds=1)))
@@ -178,7 +189,7 @@ def test_hold_and_release_refuse_past_their_deadline(backend) -> None:
         backend.release(ref, meta(1, NOW - timedelta(seconds=1)))
 
 
-def test_hold_of_a_running_object_is_rejected(backend, api) -> None:
+def test_hold_of_a_running_object_is_rejected(backend: KubeflowBackend, api: FakeApi) -> None:
     ref = backend.start(request())
     backend.open(ref)
     api.put("pods", "dispatch", pod())
@@ -188,7 +199,9 @@ def test_hold_of_a_running_object_is_rejected(backend, api) -> None:
         backend.hold(ref, meta(1))
 
 
-def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(backend, api) -> None:
+def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(
+    backend: KubeflowBackend, api: FakeApi
+) -> None:
     ref = backend.start(request())
     backend.open(ref)
     api.put("pods", "dispatch", pod())
@@ -222,7 +235,9 @@ def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(backend, api) -> Non
     backend.stop(ref, "gone")  # already gone: success
 
 
-def test_find_many_costs_one_list_per_kind_whatever_the_number_of_jobs(backend, api) -> None:
+def test_find_many_costs_one_list_per_kind_whatever_the_number_of_jobs(
+    backend: KubeflowBackend, api: FakeApi
+) -> None:
     """One LIST per kind, by selectors that name no job (a selector naming every job id got
     HTTP 431 at 60,000 jobs), and a GET of the one node a pod is bound to: never a LIST of the
     cluster's nodes."""
@@ -250,17 +265,25 @@ def test_find_many_costs_one_list_per_kind_whatever_the_number_of_jobs(backend, 
     assert dict(api.requests) == lists
 
 
-def test_no_selector_grows_with_the_number_of_jobs(backend, api) -> None:
+def test_no_selector_grows_with_the_number_of_jobs(
+    backend: KubeflowBackend, api: FakeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
     selectors: list[str | None] = []
     listing = api.list
 
-    def counted(kind, namespace, *, label_selector=None, field_selector=None):  # type: ignore[no-untyped-def]
+    def counted(
+        kind: str,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, object]], str]:
         selectors.append(label_selector)
         return listing(
             kind, namespace, label_selector=label_selector, field_selector=field_selector
         )
 
-    api.list = counted
+    monkeypatch.setattr(api, "list", counted)
     for n in (2, 40):
         jobs = [f"s{n}x{i}" for i in range(n)]
         for job in jobs:
@@ -271,7 +294,9 @@ def test_no_selector_grows_with_the_number_of_jobs(backend, api) -> None:
         assert selectors and all(len(s or "") < 40 for s in selectors), selectors
 
 
-def test_find_many_filters_states_and_never_shows_another_jobs_objects(backend) -> None:
+def test_find_many_filters_states_and_never_shows_another_jobs_objects(
+    backend: KubeflowBackend,
+) -> None:
     a = backend.start(request(job="ja"))
     backend.start(request(job="jb"))
     backend.open(a)
@@ -280,7 +305,7 @@ def test_find_many_filters_states_and_never_shows_another_jobs_objects(backend) 
     assert [o.ref for o in backend.find("ja").objects] == [a]
 
 
-def test_ended_trainjob_is_shown_with_its_cause(backend, api) -> None:
+def test_ended_trainjob_is_shown_with_its_cause(backend: KubeflowBackend, api: FakeApi) -> None:
     ref = backend.start(request())
     backend.open(ref)
     tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
@@ -293,7 +318,7 @@ def test_ended_trainjob_is_shown_with_its_cause(backend, api) -> None:
     assert cause is not None and str(cause.kind) == "out-of-memory"
 
 
-def test_capabilities_follow_rbac_and_discovery(backend, api) -> None:
+def test_capabilities_follow_rbac_and_discovery(backend: KubeflowBackend, api: FakeApi) -> None:
     caps = backend.capabilities()
     assert caps[next(iter(caps))] is not None
     from jobdispatch.types import Capability
@@ -308,7 +333,7 @@ def test_capabilities_follow_rbac_and_discovery(backend, api) -> None:
     assert all(s.answer is Tristate.NO for s in backend.capabilities().values())
 
 
-def test_output_reads_the_log_of_the_rank(backend, api) -> None:
+def test_output_reads_the_log_of_the_rank(backend: KubeflowBackend, api: FakeApi) -> None:
     ref = backend.start(request())
     api.put("pods", "dispatch", pod(name="p0", index=0))
     api.logs["p0"] = b"hello\n"
@@ -319,7 +344,7 @@ def test_output_reads_the_log_of_the_rank(backend, api) -> None:
         backend.output(ref, stream="stderr")
 
 
-def test_the_token_file_is_read_on_every_use(tmp_path) -> None:
+def test_the_token_file_is_read_on_every_use(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_text("one\n")
     token = file_token(str(path))
@@ -365,7 +390,9 @@ class _GoneOnce(FakeApi):
         super().__init__()
         self.versions: list[str] = []
 
-    def watch(self, kind, namespace, *, label_selector, resource_version, timeout):
+    def watch(
+        self, kind: str, namespace: str | None, *, resource_version: str, **_: Any
+    ) -> Iterator[dict[str, Any]]:
         from jobdispatch_kubeflow.api import Gone
 
         if kind != "trainjobs":
@@ -403,7 +430,7 @@ def test_watch_lists_again_after_410_gone_and_follows_changes() -> None:
     assert (len(api.versions) == 2 and api.versions[0] == api.versions[1]) or api.versions[1]
 
 
-def test_kueue_installed_is_said_in_the_hold_answer(backend, api) -> None:
+def test_kueue_installed_is_said_in_the_hold_answer(backend: KubeflowBackend, api: FakeApi) -> None:
     from jobdispatch.types import Capability
     from jobdispatch_kubeflow import probe
 
@@ -412,7 +439,9 @@ def test_kueue_installed_is_said_in_the_hold_answer(backend, api) -> None:
     assert "Kueue is installed" in backend.capabilities()[Capability.HOLD].detail
 
 
-def test_the_real_client_reports_a_cluster_that_does_not_answer_as_unreachable(tmp_path) -> None:
+def test_the_real_client_reports_a_cluster_that_does_not_answer_as_unreachable(
+    tmp_path: Path,
+) -> None:
     from jobdispatch.errors import Unreachable
     from jobdispatch_kubeflow.api import KubeApi
 
@@ -423,8 +452,13 @@ def test_the_real_client_reports_a_cluster_that_does_not_answer_as_unreachable(t
         "users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: c\n  context:\n"
         "    cluster: n\n    user: u\ncurrent-context: c\n"
     )
-    calls = []
-    api = KubeApi(kubeconfig=str(config), token=lambda: calls.append(1) or "t", timeout=2)
+    calls: list[int] = []
+
+    def token() -> str:
+        calls.append(1)
+        return "t"
+
+    api = KubeApi(kubeconfig=str(config), token=token, timeout=2)
     with pytest.raises(Unreachable, match="Connection refused"):
         api.list("trainjobs", "dispatch")
     with pytest.raises(Unreachable):
@@ -434,7 +468,9 @@ def test_the_real_client_reports_a_cluster_that_does_not_answer_as_unreachable(t
         KubeApi(kubeconfig=str(tmp_path / "missing")).get("pods", "dispatch", "p")
 
 
-def test_a_second_stop_racing_the_first_keeps_the_first_reason(backend, api, monkeypatch) -> None:
+def test_a_second_stop_racing_the_first_keeps_the_first_reason(
+    backend: KubeflowBackend, api: FakeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A person's cancel stops the TrainJob; the supervisor, seeing the cancel committed, stops
     # it too before the first stop's delete has landed. Its reason overwrote the person's, so
     # the receipt (the cause's detail) said "the job has its outcome" (seen on the control
@@ -453,7 +489,7 @@ def test_a_second_stop_racing_the_first_keeps_the_first_reason(backend, api, mon
     assert len(deletes) == 2
 
 
-def test_open_after_stop_never_lifts_the_gate(backend, api) -> None:
+def test_open_after_stop_never_lifts_the_gate(backend: KubeflowBackend, api: FakeApi) -> None:
     ref = backend.start(request())
     api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]["metadata"]["finalizers"].append("hold-on")
     backend.stop(ref, "retired")
@@ -464,7 +500,7 @@ def test_open_after_stop_never_lifts_the_gate(backend, api) -> None:
 
 
 def test_a_stopped_run_is_cancelled_even_when_its_pods_went_before_anyone_looked(
-    backend, api
+    backend: KubeflowBackend, api: FakeApi
 ) -> None:
     ref = backend.start(request())
     backend.open(ref)
@@ -503,7 +539,7 @@ def test_a_webhook_that_does_not_answer_means_nothing_was_written() -> None:
     assert isinstance(_status_error(500, other, "POST trainjobs", write=True), OutcomeUnknown)
 
 
-def test_a_poll_pins_what_a_dying_pod_shows_once(backend, api) -> None:
+def test_a_poll_pins_what_a_dying_pod_shows_once(backend: KubeflowBackend, api: FakeApi) -> None:
     ref = backend.start(request())
     backend.open(ref)
     api.put("nodes", None, node())
@@ -526,7 +562,7 @@ def test_a_poll_pins_what_a_dying_pod_shows_once(backend, api) -> None:
 
 
 def test_a_node_deleted_with_its_pods_is_named_from_the_placement_pinned_at_the_start(
-    backend, api
+    backend: KubeflowBackend, api: FakeApi
 ) -> None:
     """As on the control plane: the node under a run is deleted, PodGC fails its pod and the
     Job controller lets it go before any poll sees it, and the Job fails saying nothing of why.
@@ -548,7 +584,9 @@ def test_a_node_deleted_with_its_pods_is_named_from_the_placement_pinned_at_the_
     assert "node kwok-node-1 was deleted" in cause.detail
 
 
-def test_follow_ends_when_the_object_ends_whatever_the_servers_follow_does(backend, api) -> None:
+def test_follow_ends_when_the_object_ends_whatever_the_servers_follow_does(
+    backend: KubeflowBackend, api: FakeApi
+) -> None:
     """kwok's follow stream never ends (seen on the control plane): the adapter must not rely on
     it, and must end its own stream once the object has ended."""
 
@@ -563,7 +601,8 @@ def test_follow_ends_when_the_object_ends_whatever_the_servers_follow_does(backe
     api.put("pods", "dispatch", pod(name="p0"))
     api.logs["p0"] = b"one\n"
     stream = backend.output(ref, follow=True)
-    assert stream.read1(100) == b"one\n"
+    # The log stream is buffered (read1 returns what has come without waiting for more).
+    assert stream.read1(100) == b"one\n"  # type: ignore[attr-defined]
     api.logs["p0"] += b"two\n"
     from objects import terminated
 
@@ -579,7 +618,7 @@ def test_follow_ends_when_the_object_ends_whatever_the_servers_follow_does(backe
 
 
 def test_forget_tries_again_when_the_collector_changed_the_finalizers_meanwhile(
-    backend, api
+    backend: KubeflowBackend, api: FakeApi
 ) -> None:
     ref = backend.start(request())
     backend.stop(ref, "done")
@@ -607,7 +646,7 @@ def _deleted_by_someone_else(api: FakeApi) -> None:
 
 
 def test_a_trainjob_someone_else_deleted_is_stopped_by_the_next_look_and_let_go_later(
-    api,
+    api: FakeApi,
 ) -> None:
     """Issue 35 item 2: the next observation suspends it (its pods go), it ends cancelled by
     an actor outside dispatch, and its receipt is released once RECEIPT_KEEP has passed."""
@@ -649,7 +688,9 @@ def test_a_trainjob_someone_else_deleted_is_stopped_by_the_next_look_and_let_go_
     assert ("trainjobs", "dispatch", "jd-j1-1-1") not in api.objects, "and then let go"
 
 
-def test_a_stop_of_a_trainjob_someone_else_deleted_suspends_it(backend, api) -> None:
+def test_a_stop_of_a_trainjob_someone_else_deleted_suspends_it(
+    backend: KubeflowBackend, api: FakeApi
+) -> None:
     ref = backend.start(request())
     backend.open(ref)
     api.put("pods", "dispatch", pod())

@@ -19,8 +19,8 @@ from typing import Any
 import attrs
 import pytest
 from jobdispatch import JobSpec, StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, ObjectState, Provenance
-from waiting import until
 
 pytestmark = pytest.mark.kube
 
@@ -71,7 +71,7 @@ def _failed_and_gone(run: Run) -> bool:
 def _first_cause(run: Run) -> Any:
     """Once only the admin has looked until the run failed with its pods gone: the cause a
     poll now reads for execution 0."""
-    until(lambda: _failed_and_gone(run), "failed with its pods gone", timeout=180, every=1)
+    eventually(lambda: _failed_and_gone(run), "failed with its pods gone", within=180, every=1)
     (obs,) = run.backend.find(run.job).objects
     assert obs.state is ObjectState.ENDED, obs
     cause = obs.executions[0].cause
@@ -83,7 +83,12 @@ def test_a_node_lost_between_two_polls_is_node_lost(run: Run) -> None:
     from jobdispatch_kubeflow import names
 
     running = ObjectState.RUNNING
-    until(lambda: run.backend.find(run.job).objects[0].state is running, "running", 180, 1)
+    eventually(
+        lambda: run.backend.find(run.job).objects[0].state is running,
+        "running",
+        within=180,
+        every=1,
+    )
     trainjob = run.driver.admin.get("trainjobs", run.backend.namespace, run.name)
     assert trainjob is not None
     assert f"{names.PLACEMENT}-0" in trainjob["metadata"]["annotations"]
@@ -94,7 +99,7 @@ def test_a_node_lost_between_two_polls_is_node_lost(run: Run) -> None:
 
 
 def test_an_eviction_between_two_polls_is_preempted_by_an_actor(run: Run) -> None:
-    until(lambda: run.driver._pods(run.ref, timeout=1), "running", 180, 1)
+    eventually(lambda: run.driver._pods(run.ref, timeout=1), "running", within=180, every=1)
     for _ in run.backend.watch(run.job):  # as a supervisor following the job: the sentinel starts
         break
     time.sleep(2)  # the sentinel's LIST and WATCH are up

@@ -3,14 +3,17 @@ real chain (TrainJob, JobSet, Job, Pod, Node, Event)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jobdispatch.types import CauseKind, ObjectState, Provenance
+from jobdispatch.types import Cause, CauseKind, ObjectState, Provenance
 from jobdispatch_kubeflow.classify import Chain, observe, pod_cause
 from objects import (
     T0,
     T1,
+    Obj,
     cond,
     event,
     job,
@@ -28,7 +31,7 @@ FAILED = [cond("Failed", "FailedJobs", "jobset failed: job jd-j1-1-1-node-0 fail
 HEALTHY = nodes(node("kwok-node-1"), node("kwok-node-2"))
 
 
-def ended(chain: Chain):
+def ended(chain: Chain) -> Cause:
     obs = observe(chain)
     assert obs.state is ObjectState.ENDED, obs
     assert obs.executions, obs
@@ -604,11 +607,13 @@ def test_a_malformed_pin_is_ignored() -> None:
 # ---------------------------------------------------------------------------- pinned placement
 
 
-def _with_uid(n, uid: str):
+def _with_uid(n: Obj, uid: str) -> Obj:
     return {**n, "metadata": {**n["metadata"], "uid": uid}}
 
 
-def _placed(tj, pods, node_map, jobset_obj=None):
+def _placed(
+    tj: Obj, pods: list[Obj], node_map: dict[str, Obj], jobset_obj: Obj | None = None
+) -> Obj:
     """``tj`` with the placement pins a look at ``pods`` on ``node_map`` writes."""
     from jobdispatch_kubeflow.classify import placement_pins
 
@@ -648,7 +653,9 @@ def test_no_placement_is_pinned_without_the_nodes_for_a_pod_not_started_or_once_
         (nodes(_with_uid(node("kwok-node-1"), "u-9")), "made again (uid u-1 is gone)"),
     ],
 )
-def test_a_failed_run_whose_pods_went_with_its_node_is_node_lost(nodes_now, words) -> None:
+def test_a_failed_run_whose_pods_went_with_its_node_is_node_lost(
+    nodes_now: dict[str, Obj], words: str
+) -> None:
     tj = _placed(trainjob(), [pod()], nodes(_with_uid(node("kwok-node-1"), "u-1")))
     tj["status"] = {"conditions": FAILED}
     backoff = job(conditions=[cond("Failed", "BackoffLimitExceeded", "backoff limit")])
@@ -714,7 +721,7 @@ def test_nodes_are_wanted_for_a_bound_pod_or_an_unfinished_placement() -> None:
 _FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
 
 
-def _captured(name: str):
+def _captured(name: str) -> Any:
     import json
 
     return json.loads((_FIXTURES / name).read_text())
@@ -752,3 +759,163 @@ def test_the_captured_kwok_node_is_ready() -> None:
         Chain(trainjob=trainjob(), jobset=jobset(), pods=[p], nodes={n["metadata"]["name"]: n})
     )
     assert obs.lost_nodes == ()
+
+
+# ------------------------------------------------------------------------ torchrun, real node
+
+
+def summary(rank: int, code: int, at: str = "2026-12-02_09:39:10") -> str:
+    """The tail of torchrun's output when a worker failed, as the real node's pods end with it
+    (their termination message under ``FallbackToLogsOnError``)."""
+    return (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+        "/scripts/real_node_ddp.py FAILED\n"
+        "------------------------------------------------------------\n"
+        "Failures:\n  <NO_OTHER_FAILURES>\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n[0]:\n"
+        f"  time      : {at}\n"
+        "  host      : jd-x-1-1-node-0-1.jd-x-1-1.dispatch.svc.cluster.local\n"
+        f"  rank      : {rank} (local_rank: 0)\n"
+        f"  exitcode  : {code} (pid: 8)\n"
+        "  error_file: <N/A>\n"
+        "============================================================\n"
+    )
+
+
+def folded(
+    rank: int, code: int, at: str, *, reason: str = "Error", last: bool = True
+) -> dict[str, Any]:
+    """A torchrun container that exited 1 for its worker, finished when its peers failed."""
+    status = terminated(1, reason, finished="2026-12-02T09:39:40Z", last=last)
+    where = "lastState" if last else "state"
+    status[where]["terminated"]["message"] = summary(rank, code, at)
+    return status
+
+
+def test_a_workers_code_is_read_through_torchrun_and_the_fold_is_named() -> None:
+    # Both torchruns exit 1 in the same second; rank 1's worker failed 30 s before rank 0's.
+    p0 = pod("p-0", phase="Failed", containers=[folded(0, 1, "2026-12-02_09:39:40", last=False)])
+    p1 = pod("p-1", phase="Failed", containers=[folded(1, 3, "2026-12-02_09:39:10")], index=1)
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p0, p1], nodes=HEALTHY))
+    assert (cause.kind, cause.exit_code, cause.signal) == (CauseKind.NON_ZERO_EXIT, 3, None)
+    assert "torchrun exited 1 for worker rank 1, which exited 3" in cause.detail
+
+
+def test_a_worker_killed_by_a_signal_reads_as_the_signal() -> None:
+    p = pod("p-1", phase="Failed", containers=[folded(1, -9, "2026-12-02_09:39:10")])
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=HEALTHY))
+    assert (cause.exit_code, cause.signal) == (137, 9)
+
+
+def test_a_container_without_a_summary_keeps_its_own_code() -> None:
+    p = pod("p-1", phase="Failed", containers=[terminated(1)])
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=HEALTHY))
+    assert cause.exit_code == 1
+    assert "torchrun" not in cause.detail
+
+
+@given(
+    rank=st.integers(0, 4096),
+    code=st.integers(-64, 255).filter(lambda c: c != 0),
+    clock=st.times().map(lambda t: t.strftime("%H:%M:%S")),
+)
+def test_torchrun_summaries_are_read_back(rank: int, code: int, clock: str) -> None:
+    from jobdispatch_kubeflow.classify import torchrun_failure
+
+    got = torchrun_failure({"message": summary(rank, code, f"2026-12-02_{clock}")})
+    assert got is not None
+    assert (got.rank, got.code, got.at) == (
+        rank,
+        128 - code if code < 0 else code,
+        f"2026-12-02T{clock}Z",
+    )
+
+
+def test_pods_deleted_together_pin_the_oom_not_the_peer_listed_first() -> None:
+    """On the real node the Job fails every rank's pod at once: the pin is the OOM-killed
+    worker's, not the peer's exit that the list happens to show first."""
+    from jobdispatch_kubeflow.classify import pins
+
+    peer = pod("p-0", deleting=True, containers=[folded(0, 1, "2026-12-02_09:39:40", last=False)])
+    oom = pod(
+        "p-1",
+        deleting=True,
+        containers=[folded(1, -9, "2026-12-02_09:39:10", reason="OOMKilled")],
+        index=1,
+    )
+    (value,) = pins(
+        Chain(trainjob=trainjob(), jobset=jobset(), pods=[peer, oom], nodes=HEALTHY)
+    ).values()
+    assert '"out-of-memory"' in value and '"pod": "p-1"' in value, value
+
+
+def test_pods_deleted_together_pin_the_earliest_failure() -> None:
+    from jobdispatch_kubeflow.classify import pins
+
+    late = pod("p-0", deleting=True, containers=[folded(0, 1, "2026-12-02_09:39:40", last=False)])
+    first = pod("p-1", deleting=True, containers=[folded(1, 3, "2026-12-02_09:39:10")], index=1)
+    (value,) = pins(
+        Chain(trainjob=trainjob(), jobset=jobset(), pods=[late, first], nodes=HEALTHY)
+    ).values()
+    assert '"exit_code": 3' in value and '"pod": "p-1"' in value, value
+
+
+def test_a_pull_backing_off_is_pinned_and_read_when_the_deadline_ends_a_run_never_started() -> None:
+    """On the real node an image nobody serves is retried until the TrainJob's deadline, which
+    deletes the pods as it fails the TrainJob: the back-off pinned before is the cause."""
+    from jobdispatch_kubeflow.classify import pins
+
+    pulling = pod(phase="Pending", containers=[waiting("ImagePullBackOff", "no such host")])
+    annotations = pins(Chain(trainjob=trainjob(), jobset=jobset(), pods=[pulling], nodes=HEALTHY))
+    (key,) = annotations
+    assert key == "jobdispatch.dev/evidence-0-launch"
+    tj = trainjob(conditions=[cond("Failed", "DeadlineExceeded", "TrainJob exceeded its deadline")])
+    tj["metadata"]["annotations"].update(annotations)
+    cause = ended(Chain(trainjob=tj, nodes=HEALTHY))
+    assert cause.kind is CauseKind.LAUNCH_FAILED, cause
+    assert "ImagePullBackOff" in cause.detail
+
+
+def test_a_pinned_pull_back_off_is_ignored_once_the_run_started() -> None:
+    from jobdispatch_kubeflow.classify import pins
+
+    pulling = pod(phase="Pending", containers=[waiting("ImagePullBackOff")])
+    tj = trainjob(conditions=FAILED)
+    tj["metadata"]["annotations"].update(
+        pins(Chain(trainjob=trainjob(), jobset=jobset(), pods=[pulling], nodes=HEALTHY))
+    )
+    exited = pod(phase="Failed", containers=[terminated(3)])
+    cause = ended(Chain(trainjob=tj, jobset=jobset(), pods=[exited], nodes=HEALTHY))
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
+
+
+def test_a_first_pull_error_is_not_pinned() -> None:
+    from jobdispatch_kubeflow.classify import pins
+
+    pulling = pod(phase="Pending", containers=[waiting("ErrImagePull")])
+    assert pins(Chain(trainjob=trainjob(), jobset=jobset(), pods=[pulling], nodes=HEALTHY)) == {}
+
+
+def test_a_worker_oom_killed_under_torchrun_is_out_of_memory_with_the_workers_signal() -> None:
+    """cgroup v1 kills the worker alone: torchrun exits 1, the container shows OOMKilled."""
+    p = pod(
+        "p-1",
+        phase="Failed",
+        containers=[folded(1, -9, "2026-12-02_09:39:10", reason="OOMKilled", last=False)],
+    )
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=HEALTHY))
+    assert (cause.kind, cause.exit_code, cause.signal) == (CauseKind.OUT_OF_MEMORY, 137, 9)
+    assert "worker rank 1, which exited 137" in cause.detail
+
+
+def test_a_container_restarted_in_place_says_so() -> None:
+    """JobSet's pods restart ``OnFailure``: the kubelet reran the failed container once before
+    the Job failed (seen on the real node); the detail counts it."""
+    p = pod("p-1", phase="Failed", containers=[folded(1, 3, "2026-12-02_09:39:10")])
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=HEALTHY))
+    assert cause.detail.endswith("; restarted in place 1 time"), cause.detail
+    once = pod("p-2", phase="Failed", containers=[terminated(3)])
+    plain = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[once], nodes=HEALTHY))
+    assert "restarted" not in plain.detail

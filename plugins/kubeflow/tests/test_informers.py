@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from jobdispatch.spi import StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import JobSpec, ObjectState
 from jobdispatch_kubeflow import KubeflowBackend, Settings
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
 from jobdispatch_kubeflow.informers import OBSERVED, Informers
 from jobdispatch_kubeflow.listwatch import Changed, Listed
 from objects import node, pod
-from waiting import until
 
 Obj = dict[str, Any]
 
@@ -96,17 +96,21 @@ def _cached(backend: KubeflowBackend) -> None:
         pass
     informers = backend._informers
     assert informers is not None
-    until(informers.ready, "the caches filled", 10, 0.01)
+    eventually(informers.ready, "the caches filled", within=10, every=0.01)
 
 
-def test_once_followed_a_poll_sends_no_request_whatever_the_number_of_jobs(backend, api) -> None:
+def test_once_followed_a_poll_sends_no_request_whatever_the_number_of_jobs(
+    backend: KubeflowBackend, api: StreamingApi
+) -> None:
     jobs = [f"j{i}" for i in range(40)]
     for job in jobs:
         _start(backend, job)
     api.put("pods", "dispatch", pod(jobset_name="jd-j3-1-1"))
     _cached(backend)
     backend.find_many(jobs)  # the first look pins j3's placement: one write, once
-    until(lambda: backend._informers.ready("nodes"), "the nodes followed", 10, 0.01)  # type: ignore[union-attr]
+    informers = backend._informers
+    assert informers is not None
+    eventually(lambda: informers.ready("nodes"), "the nodes followed", within=10, every=0.01)
     backend.find_many(jobs)
     before = api.count()
     found = backend.find_many(jobs)
@@ -117,16 +121,20 @@ def test_once_followed_a_poll_sends_no_request_whatever_the_number_of_jobs(backe
     assert lists == {f"LIST {k}": 1 for k in ("trainjobs", "jobsets", "jobs", "pods", "nodes")}
 
 
-def test_every_kind_is_followed_by_a_selector_that_names_no_job(backend, api) -> None:
+def test_every_kind_is_followed_by_a_selector_that_names_no_job(
+    backend: KubeflowBackend, api: StreamingApi
+) -> None:
     _start(backend, "j1")
     _cached(backend)
-    until(lambda: len(api.selectors) >= 4, "four watches", 10, 0.01)
+    eventually(lambda: len(api.selectors) >= 4, "four watches", within=10, every=0.01)
     for kind, selector in api.selectors.items():
         assert selector == OBSERVED[kind]
         assert "j1" not in (selector or "")
 
 
-def test_a_change_wakes_the_followed_job_and_the_poll_sees_it(backend, api) -> None:
+def test_a_change_wakes_the_followed_job_and_the_poll_sees_it(
+    backend: KubeflowBackend, api: StreamingApi
+) -> None:
     _start(backend, "j1")
     _cached(backend)
     api.put("pods", "dispatch", pod(jobset_name="jd-j1-1-1"))
@@ -151,7 +159,9 @@ def test_a_change_wakes_the_followed_job_and_the_poll_sees_it(backend, api) -> N
     assert all(v == 1 for v in asked.values()), asked
 
 
-def test_a_write_is_read_back_at_once_and_a_stale_event_does_not_undo_it(backend, api) -> None:
+def test_a_write_is_read_back_at_once_and_a_stale_event_does_not_undo_it(
+    backend: KubeflowBackend, api: StreamingApi
+) -> None:
     _start(backend, "j0")
     _cached(backend)
     informers = backend._informers
@@ -180,7 +190,9 @@ def test_a_list_replaces_the_cache_and_a_deleted_object_goes() -> None:
     assert informers.get("pods", "a") is None, "a write that let it go does not bring it back"
 
 
-def test_a_follower_that_lost_the_server_sends_the_poll_to_the_server(backend, api) -> None:
+def test_a_follower_that_lost_the_server_sends_the_poll_to_the_server(
+    backend: KubeflowBackend, api: StreamingApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A cache whose follower lost the API server may be stale: the poll asks the server, and
     says Unreachable when it does not answer, until the follower has listed again."""
     from jobdispatch.errors import Unreachable
@@ -194,19 +206,22 @@ def test_a_follower_that_lost_the_server_sends_the_poll_to_the_server(backend, a
     listing = api.list
     down = [True]
 
-    def lost(kind, namespace, **kw):  # type: ignore[no-untyped-def]
+    def lost(kind: str, namespace: str | None, **kw: Any) -> tuple[list[Obj], str]:
         if down[0]:
             raise Unreachable("the API server went away")
         return listing(kind, namespace, **kw)
 
     try:
-        api.list = lost
-        api.changes.setdefault("pods", queue.Queue()).put(Unreachable("stream broke"))  # type: ignore[arg-type]
-        until(lambda: not informers.ready(), "the pods' cache marked stale", 10, 0.01)
+        monkeypatch.setattr(api, "list", lost)
+        broken: Any = Unreachable("stream broke")
+        api.changes.setdefault("pods", queue.Queue()).put(broken)
+        eventually(
+            lambda: not informers.ready(), "the pods' cache marked stale", within=10, every=0.01
+        )
         with pytest.raises(Unreachable):
             backend.find("j1")
         down[0] = False
-        until(informers.ready, "listed again", 10, 0.01)
+        eventually(informers.ready, "listed again", within=10, every=0.01)
         assert backend.find("j1").objects
     finally:
         listwatch.RETRY_SECONDS = retry

@@ -12,9 +12,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 from jobdispatch.errors import Rejected
 from jobdispatch.spi import StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import CallMeta, CauseKind, JobSpec, ObjectState, Resources
 
 pytestmark = pytest.mark.kube
@@ -38,17 +38,6 @@ def _kubectl(*args: str, stdin: str | None = None) -> str:
     )
     assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
     return done.stdout
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = WAIT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -220,17 +209,27 @@ def renew_time(admin: Any, controllers: Controllers) -> str:
     return str(((lease or {}).get("spec") or {}).get("renewTime") or "")
 
 
-def test_a_gated_submission_reserves_no_quota_until_opened(admin, backend, controllers) -> None:
+def test_a_gated_submission_reserves_no_quota_until_opened(
+    admin: Any, backend: Any, controllers: Controllers
+) -> None:
     controllers.start("solo")
     ref = start(backend)
-    wl = wait_for("the Workload of the gated TrainJob", lambda: workload(admin, ref))
-    wait_for(
-        "the Workload gated by admission-gated-by (QuotaReserved=False AdmissionGated)",
-        lambda: cond(workload(admin, ref), "QuotaReserved") == ("False", "AdmissionGated"),
+    wl = eventually(
+        lambda: workload(admin, ref), "the Workload of the gated TrainJob", within=WAIT, every=0.5
     )
-    wait_for("the controller leading", lambda: leader(admin, controllers) == "solo")
-    wait_for(
-        "the AdmissionCheck Active",
+    eventually(
+        lambda: cond(workload(admin, ref), "QuotaReserved") == ("False", "AdmissionGated"),
+        "the Workload gated by admission-gated-by (QuotaReserved=False AdmissionGated)",
+        within=WAIT,
+        every=0.5,
+    )
+    eventually(
+        lambda: leader(admin, controllers) == "solo",
+        "the controller leading",
+        within=WAIT,
+        every=0.5,
+    )
+    eventually(
         lambda: any(
             c["type"] == "Active" and c["status"] == "True"
             for c in (admin.get("admissionchecks", None, CHECK).get("status") or {}).get(
@@ -238,29 +237,41 @@ def test_a_gated_submission_reserves_no_quota_until_opened(admin, backend, contr
             )
             or []
         ),
+        "the AdmissionCheck Active",
+        within=WAIT,
+        every=0.5,
     )
     # With the check Active (so its ClusterQueue is active) and the controller leading, the
     # Workload is still gated, reserving nothing.
-    wl = workload(admin, ref)
+    found = workload(admin, ref)
+    assert found is not None, "the Workload went"
+    wl = found
     assert cond(wl, "QuotaReserved") == ("False", "AdmissionGated"), wl
     assert cond(wl, "Admitted")[0] != "True"
     assert "admission" not in (wl.get("status") or {}), wl["status"]
     assert backend.inspect(ref).state is ObjectState.GATED
 
     backend.open(ref, meta())
-    wait_for("admission after the open", lambda: admitted(admin, ref))
+    eventually(lambda: admitted(admin, ref), "admission after the open", within=WAIT, every=0.5)
     opened = json.loads(
         admin.get("trainjobs", *ref.id.split("/"))["metadata"]["annotations"][
             "jobdispatch.dev/open"
         ]
     )
-    wl = workload(admin, ref)
+    found = workload(admin, ref)
+    assert found is not None, "the Workload went"
+    wl = found
     assert check(wl).get("message") == f"opened by dispatch (open {opened['id']})", wl["status"]
-    wait_for("the TrainJob running", lambda: backend.inspect(ref).state is ObjectState.RUNNING)
+    eventually(
+        lambda: backend.inspect(ref).state is ObjectState.RUNNING,
+        "the TrainJob running",
+        within=WAIT,
+        every=0.5,
+    )
 
 
 def test_an_open_past_its_deadline_is_refused_by_adapter_and_controller(
-    admin, backend, controllers
+    admin: Any, backend: Any, controllers: Controllers
 ) -> None:
     controllers.start("solo")
     ref = start(backend)
@@ -287,56 +298,87 @@ def test_an_open_past_its_deadline_is_refused_by_adapter_and_controller(
             }
         },
     )
-    wait_for(
-        "the late open answered Pending",
+    eventually(
         lambda: "came too late" in check(workload(admin, ref)).get("message", ""),
+        "the late open answered Pending",
+        within=WAIT,
+        every=0.5,
     )
     assert check(workload(admin, ref))["state"] == "Pending"
     assert not admitted(admin, ref)
 
 
-def test_of_two_replicas_only_the_leader_answers(admin, backend, controllers) -> None:
+def test_of_two_replicas_only_the_leader_answers(
+    admin: Any, backend: Any, controllers: Controllers
+) -> None:
     controllers.start("one")
-    wait_for("replica one leading", lambda: leader(admin, controllers) == "one")
+    eventually(
+        lambda: leader(admin, controllers) == "one", "replica one leading", within=WAIT, every=0.5
+    )
     controllers.start("two")
     first = start(backend)
     backend.open(first, meta())
-    wait_for("the first submission admitted", lambda: admitted(admin, first))
+    eventually(
+        lambda: admitted(admin, first), "the first submission admitted", within=WAIT, every=0.5
+    )
     # The log line follows the write that admitted it: wait for it, do not race it.
-    wait_for(
-        "replica one's answer in its log",
+    eventually(
         lambda: "check jobdispatch-admission Ready" in controllers.log("one"),
+        "replica one's answer in its log",
+        within=WAIT,
+        every=0.5,
     )
     assert "check jobdispatch-admission" not in controllers.log("two")
     assert leader(admin, controllers) == "one"
 
     controllers.stop("one")  # a clean exit gives the lease up
-    wait_for("replica two leading", lambda: leader(admin, controllers) == "two")
+    eventually(
+        lambda: leader(admin, controllers) == "two", "replica two leading", within=WAIT, every=0.5
+    )
     second = start(backend)
     backend.open(second, meta())
-    wait_for("the second submission admitted by replica two", lambda: admitted(admin, second))
+    eventually(
+        lambda: admitted(admin, second),
+        "the second submission admitted by replica two",
+        within=WAIT,
+        every=0.5,
+    )
     name = second.id.split("/")[1]
-    wait_for("replica two's answer in its log", lambda: name in controllers.log("two"))
+    eventually(
+        lambda: name in controllers.log("two"),
+        "replica two's answer in its log",
+        within=WAIT,
+        every=0.5,
+    )
     assert name not in controllers.log("one")
 
 
 def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
-    admin, backend, controllers
+    admin: Any, backend: Any, controllers: Controllers
 ) -> None:
     ref = start(backend, gpus=8)
     controllers.start("crashing", fault="exit-after-spend")
     backend.open(ref, meta())
     assert controllers.procs["crashing"].wait(timeout=WAIT) == 3
-    wl = workload(admin, ref)
+    found = workload(admin, ref)
+    assert found is not None, "the Workload went"
+    wl = found
     spent = json.loads(wl["metadata"]["annotations"]["jobdispatch.dev/admission-spent"])
     assert check(wl)["state"] == "Pending" and not admitted(admin, ref)
     controllers.procs.pop("crashing")
 
     controllers.start("restarted")
-    wait_for("admission after the restart", lambda: admitted(admin, ref))
-    wl = workload(admin, ref)
+    eventually(lambda: admitted(admin, ref), "admission after the restart", within=WAIT, every=0.5)
+    found = workload(admin, ref)
+    assert found is not None, "the Workload went"
+    wl = found
     assert f"(open {spent['open']})" in check(wl)["message"]
-    wait_for("the run seen running", lambda: backend.inspect(ref).state is ObjectState.RUNNING)
+    eventually(
+        lambda: backend.inspect(ref).state is ObjectState.RUNNING,
+        "the run seen running",
+        within=WAIT,
+        every=0.5,
+    )
 
     # A higher-priority workload that is not dispatch's takes the queue's 8 GPUs.
     namespace = ref.id.split("/")[0]
@@ -375,9 +417,11 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
         ),
     )
     try:
-        wait_for(
-            "the dispatch workload preempted",
+        eventually(
             lambda: cond(workload(admin, ref), "Evicted") == ("True", "Preempted"),
+            "the dispatch workload preempted",
+            within=WAIT,
+            every=0.5,
         )
         assert cond(workload(admin, ref), "Preempted") == ("True", "InClusterQueue")
         controllers.stop("restarted", kill=True)  # no release: the next one waits it out
@@ -396,7 +440,9 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
                 and cond(wl, "QuotaReserved")[0] != "True"
             )
 
-        wait_for("the readmission rejected, no quota held", never_readmitted)
+        eventually(
+            never_readmitted, "the readmission rejected, no quota held", within=WAIT, every=0.5
+        )
         seen = backend.inspect(ref)
         # The adapter reads the object ended: its run was preempted, Kueue's reason kept, and
         # its recovery is the supervisor's rule (spec 0012 §9).
@@ -410,10 +456,18 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
         controllers.stop("again", kill=True)
         controllers.start("last")
         backend.open(ref, meta())
-        wait_for("the last replica leading", lambda: leader(admin, controllers) == "last")
+        eventually(
+            lambda: leader(admin, controllers) == "last",
+            "the last replica leading",
+            within=WAIT,
+            every=0.5,
+        )
         renewed = renew_time(admin, controllers)
-        wait_for(
-            "a whole round of the last replica", lambda: renew_time(admin, controllers) != renewed
+        eventually(
+            lambda: renew_time(admin, controllers) != renewed,
+            "a whole round of the last replica",
+            within=WAIT,
+            every=0.5,
         )
         assert never_readmitted()
     finally:

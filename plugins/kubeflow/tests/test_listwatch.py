@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 from jobdispatch.errors import Unauthorized, Unreachable
+from jobdispatch.testing import eventually
 from jobdispatch_kubeflow import listwatch
 from jobdispatch_kubeflow.api import Gone, KubeApi
 from jobdispatch_kubeflow.fake import FakeApi
 from jobdispatch_kubeflow.listwatch import Cache, Changed, Follower, Listed, list_watch
-from waiting import until
 
 Obj = dict[str, Any]
 
@@ -197,7 +197,9 @@ def names(cache: Cache) -> set[str]:
     return {o["metadata"]["name"] for o in cache.items()}
 
 
-def test_a_follower_keeps_a_cache_lists_again_after_a_lost_server_and_stops(monkeypatch) -> None:
+def test_a_follower_keeps_a_cache_lists_again_after_a_lost_server_and_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(listwatch, "RETRY_SECONDS", 0.01)
     api = FakeWatchApi(
         [event("ADDED", pod("b", "5")), event("DELETED", pod("a", "6"))],
@@ -209,19 +211,18 @@ def test_a_follower_keeps_a_cache_lists_again_after_a_lost_server_and_stops(monk
     follower.start()
     try:
         # The watch showed b added and a deleted; the LIST after the loss replaces that.
-        until(
+        eventually(
             lambda: api.requests["LIST pods"] >= 2 and names(cache) == {"a"},
             "the cache listed again after the lost server",
-            10,
-            0.01,
+            every=0.01,
         )
         assert cache.synced.is_set()
     finally:
         follower.stop()
-    until(lambda: not follower.running, "stopped", 10, 0.01)
+    eventually(lambda: not follower.running, "stopped", every=0.01)
 
 
-def test_a_follower_refused_says_so_once_and_stops(caplog) -> None:
+def test_a_follower_refused_says_so_once_and_stops(caplog: pytest.LogCaptureFixture) -> None:
     class Refusing(FakeApi):
         def list(self, kind: str, namespace: str | None, **kw: Any) -> Any:
             raise Unauthorized(f"{kind} is forbidden")
@@ -231,7 +232,7 @@ def test_a_follower_refused_says_so_once_and_stops(caplog) -> None:
     )
     with caplog.at_level("WARNING"):
         follower.start()
-        until(lambda: not follower.running, "stopped", 10, 0.01)
+        eventually(lambda: not follower.running, "stopped", every=0.01)
     assert caplog.text.count("wl may not") == 1
 
 
@@ -308,14 +309,14 @@ class FakeApiServer:
         self.server.server_close()
 
 
-def test_a_watch_whose_connection_goes_silent_ends_unreachable(tmp_path) -> None:
+def test_a_watch_whose_connection_goes_silent_ends_unreachable(tmp_path: Path) -> None:
     """The server sends one event and then nothing: the read times out after the request's
     own timeoutSeconds plus the request timeout, not never."""
     server = FakeApiServer([event("ADDED", pod("a", "5"))], silent=True)
     api = KubeApi(kubeconfig=server.kubeconfig(tmp_path), timeout=0.5)
     try:
         began = time.monotonic()
-        seen = []
+        seen: list[dict[str, Any]] = []
         with pytest.raises(Unreachable, match="went silent"):
             seen.extend(
                 api.watch("pods", "ns", label_selector=None, resource_version="4", timeout=1)
@@ -330,12 +331,12 @@ def test_a_watch_whose_connection_goes_silent_ends_unreachable(tmp_path) -> None
     assert "timeoutSeconds=1" in server.queries[0] and "resourceVersion=4" in server.queries[0]
 
 
-def test_a_410_inside_the_stream_is_gone(tmp_path) -> None:
+def test_a_410_inside_the_stream_is_gone(tmp_path: Path) -> None:
     expired = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
     server = FakeApiServer([bookmark("9"), {"type": "ERROR", "object": expired}], silent=False)
     api = KubeApi(kubeconfig=server.kubeconfig(tmp_path), timeout=5)
     try:
-        seen = []
+        seen: list[dict[str, Any]] = []
         with pytest.raises(Gone, match="too old"):
             seen.extend(
                 api.watch("pods", "ns", label_selector=None, resource_version="1", timeout=5)

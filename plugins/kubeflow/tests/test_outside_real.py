@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 from jobdispatch import JobSpec, StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, ObjectState, Provenance
-from waiting import until
 
 pytestmark = pytest.mark.kube
 
@@ -29,7 +29,13 @@ pytestmark = pytest.mark.kube
 def _pods(admin: Any, ns: str, name: str) -> list[Any]:
     from jobdispatch_kubeflow import names
 
-    found, _ = admin.list("pods", ns, label_selector=f"{names.JOBSET_NAME}={name}")
+    found: list[Any] = admin.list("pods", ns, label_selector=f"{names.JOBSET_NAME}={name}")[0]
+    return found
+
+
+def _trainjob(admin: Any, ns: str, name: str) -> dict[str, Any]:
+    """The TrainJob as the API server has it now (empty once it is gone)."""
+    found: dict[str, Any] = admin.get("trainjobs", ns, name) or {}
     return found
 
 
@@ -53,31 +59,29 @@ def test_a_trainjob_someone_else_deletes_is_stopped_by_the_next_poll(kube_cluste
         for _ in backend.watch(job):  # a supervisor follows the cluster: the caches answer
             pass
         backend.open(ref)
-        until(lambda: _running(backend, job), "running")
-        until(lambda: _pods(admin, ns, name), "a pod")
+        eventually(lambda: _running(backend, job), "running")
+        eventually(lambda: _pods(admin, ns, name), "a pod")
         # kubectl -n NS delete trainjob NAME: background, the finalizer keeps it.
         admin.delete("trainjobs", ns, name, propagation="Background")
-        until(
+        eventually(
             lambda: (admin.get("trainjobs", ns, name) or {})["metadata"].get("deletionTimestamp"),
             "the delete seen",
-            30,
+            within=30,
         )
         # One poll: it sees the deletion (from its caches, within the watch's latency) and
         # suspends the TrainJob.
-        until(
-            lambda: (backend.find(job), (admin.get("trainjobs", ns, name) or {}).get("spec"))[
-                1
-            ].get("suspend"),
+        eventually(
+            lambda: (backend.find(job), _trainjob(admin, ns, name))[1]["spec"].get("suspend"),
             "suspended by the poll",
-            15,
+            within=15,
         )
-        until(lambda: not _pods(admin, ns, name), "the pods gone", 60)
-        obs = until(
+        eventually(lambda: not _pods(admin, ns, name), "the pods gone", within=60)
+        obs = eventually(
             lambda: next(
                 (o for o in backend.find(job).objects if o.state is ObjectState.ENDED), None
             ),
             "ended",
-            30,
+            within=30,
         )
         cause = obs.executions[-1].cause
         assert cause is not None
@@ -88,7 +92,7 @@ def test_a_trainjob_someone_else_deletes_is_stopped_by_the_next_poll(kube_cluste
         backend.stop(ref, "test over")
         backend.forget(ref)
         backend.close()
-    until(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+    eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
 
 
 def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> None:
@@ -103,18 +107,18 @@ def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> No
     ns = backend.namespace
     try:
         backend.open(ref)
-        until(lambda: _running(backend, job), "running")
-        until(lambda: _pods(admin, ns, name), "a pod")
+        eventually(lambda: _running(backend, job), "running")
+        eventually(lambda: _pods(admin, ns, name), "a pod")
         admin.delete("trainjobs", ns, name, propagation="Background")
         # No look in between: the cancel's stop finds it being deleted, and suspends it.
         backend.stop(ref, "jobdispatch cancel")
         assert (admin.get("trainjobs", ns, name) or {})["spec"]["suspend"] is True
-        until(lambda: not _pods(admin, ns, name), "the pods gone", 60)
+        eventually(lambda: not _pods(admin, ns, name), "the pods gone", within=60)
     finally:
         backend.stop(ref, "test over")
         backend.forget(ref)
         backend.close()
-    until(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+    eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
 
 
 def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -> None:
@@ -172,11 +176,11 @@ def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -
         ]
         admin.patch("trainjobs", ns, name, {"spec": {"runtimePatches": patches}})
         backend.open(ref)
-        until(lambda: _running(backend, job), "running")
-        (pod,) = until(lambda: _pods(admin, ns, name), "a pod")
+        eventually(lambda: _running(backend, job), "running")
+        (pod,) = eventually(lambda: _pods(admin, ns, name), "a pod")
         assert pod["spec"]["nodeName"] == node_name
         driver.fail(ref, 3)
-        obs = until(
+        obs = eventually(
             lambda: next(
                 (o for o in backend.find(job).objects if o.state is ObjectState.ENDED), None
             ),
@@ -185,7 +189,7 @@ def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -
         cause = obs.executions[-1].cause
         assert cause is not None and (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
         admin.delete("nodes", None, node_name, propagation="Background")
-        until(lambda: admin.get("nodes", None, node_name) is None, "the node gone", 30)
+        eventually(lambda: admin.get("nodes", None, node_name) is None, "the node gone", within=30)
         # Until PodGC removes the pod (about a minute), it stands on a node that is gone.
         assert _pods(admin, ns, name), "the pod outlives its node for a while"
         for _ in range(3):
@@ -200,7 +204,7 @@ def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -
         backend.forget(ref)
         backend.close()
         admin.delete("nodes", None, node_name, propagation="Background")
-    until(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+    eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
 
 
 def _sleep() -> JobSpec:

@@ -4,12 +4,12 @@ API server accepts the TrainJob and its pods carry the resources."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 import pytest
 from jobdispatch import JobSpec, Resources, StartRequest, Unsupported, make_plan
+from jobdispatch.testing import eventually
 from jobdispatch.types import Capability, Tristate
 from jobdispatch_kubeflow import manifest
 
@@ -71,14 +71,13 @@ def test_the_api_server_takes_the_resources_and_the_pods_carry_them(kube_cluster
     ref = backend.start(req)
     try:
         backend.open(ref)
-        pods: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 120
-        while len(pods) < 2:
-            assert time.monotonic() < deadline, f"no pods of {ref} within 120 s"
-            name = ref.id.split("/")[-1]
-            selector = f"jobset.sigs.k8s.io/jobset-name={name}"
-            pods, _ = backend.api.list("pods", backend.namespace, label_selector=selector)
-            time.sleep(1)
+        selector = f"jobset.sigs.k8s.io/jobset-name={ref.id.split('/')[-1]}"
+        pods: list[dict[str, Any]] = eventually(
+            lambda: backend.api.list("pods", backend.namespace, label_selector=selector)[0],
+            f"two pods of {ref}",
+            holds=lambda found: len(found) >= 2,
+            every=1,
+        )
         for pod in pods:
             limits = pod["spec"]["containers"][0]["resources"]["limits"]
             assert limits["nvidia.com/gpu"] == "2"

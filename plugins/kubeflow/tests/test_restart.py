@@ -4,6 +4,7 @@ first run's cause survives a JobSet restart."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -24,7 +25,7 @@ from jobdispatch_kubeflow.fake import FakeApi
 from jobdispatch_kubeflow.restart import RESTARTABLE, indices, runtime_body
 from objects import cond, jobset, node, nodes, pod, trainjob
 
-BASE = {
+BASE: dict[str, Any] = {
     "apiVersion": "trainer.kubeflow.org/v1alpha1",
     "kind": "ClusterTrainingRuntime",
     "metadata": {
@@ -111,7 +112,9 @@ def test_the_derived_runtime_makes_failures_precise_and_bounds_restarts() -> Non
     assert "failurePolicy" not in BASE["spec"]["template"]["spec"], "the base is not changed"
 
 
-def test_rules_compile_and_start_carry_the_offer_to_a_derived_runtime(backend) -> None:
+def test_rules_compile_and_start_carry_the_offer_to_a_derived_runtime(
+    backend: KubeflowBackend,
+) -> None:
     spec = JobSpec(command=("train",))
     assert (
         backend.capabilities()[
@@ -142,7 +145,7 @@ def test_rules_compile_and_start_carry_the_offer_to_a_derived_runtime(backend) -
     assert backend.inspect(ref).state is ObjectState.GATED
 
 
-def test_without_rbac_for_runtimes_native_restart_is_no(backend) -> None:
+def test_without_rbac_for_runtimes_native_restart_is_no(backend: KubeflowBackend) -> None:
     api = backend.api
     assert isinstance(api, FakeApi)
     api.allowed = False

@@ -6,20 +6,20 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from jobdispatch.errors import Unauthorized, Unreachable
 from jobdispatch.spi import StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, JobSpec, Provenance
 from jobdispatch_kubeflow import KubeflowBackend, Settings
 from jobdispatch_kubeflow.api import Gone
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
 from jobdispatch_kubeflow.sentinel import Sentinel
 from objects import cond, node, pod
-from waiting import until
 
 POD = "jd-j1-1-1-node-0-0-abcde"
 EVICTED = [cond("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")]
@@ -103,7 +103,9 @@ def _evidence(api: FakeApi) -> str | None:
     return (tj["metadata"].get("annotations") or {}).get("jobdispatch.dev/evidence-0")
 
 
-def test_an_eviction_between_two_polls_keeps_its_cause(backend, api) -> None:
+def test_an_eviction_between_two_polls_keeps_its_cause(
+    backend: KubeflowBackend, api: WatchedApi
+) -> None:
     """The pod is evicted and deleted before any poll: only the watch saw it dying."""
     _started(backend)
     api.put("pods", "dispatch", pod())
@@ -112,11 +114,11 @@ def test_an_eviction_between_two_polls_keeps_its_cause(backend, api) -> None:
     dying = pod(deleting=True, conditions=EVICTED)
     del api.objects[("pods", "dispatch", POD)]
     api.events.put({"type": "MODIFIED", "object": dying})
-    until(lambda: _evidence(api) is not None, "pinned", 10, 0.01)
+    eventually(lambda: _evidence(api) is not None, "pinned", every=0.01)
     failed = {"status": {"conditions": [cond("Failed", "FailedJobs")]}}
     tj = api.patch("trainjobs", "dispatch", "jd-j1-1-1", failed)
     api.changes.setdefault("trainjobs", queue.Queue()).put({"type": "MODIFIED", "object": tj})
-    until(lambda: backend.find("j1").objects[0].state.value == "ended", "ended", 10, 0.01)
+    eventually(lambda: backend.find("j1").objects[0].state.value == "ended", "ended", every=0.01)
     (obs,) = backend.find("j1").objects
     cause = obs.executions[-1].cause
     assert cause is not None
@@ -124,7 +126,7 @@ def test_an_eviction_between_two_polls_keeps_its_cause(backend, api) -> None:
 
 
 def test_each_dying_stage_is_handed_over_once_and_other_pods_not_at_all() -> None:
-    handed: list[dict[str, Any]] = []
+    handed: list[Mapping[str, Any]] = []
     sentinel = Sentinel(FakeApi(), "dispatch", handed.append)
     sentinel.see(pod())  # running: not dying
     sentinel.see(pod(jobset_name="someone-elses-jobset", phase="Failed"))
@@ -137,7 +139,7 @@ def test_each_dying_stage_is_handed_over_once_and_other_pods_not_at_all() -> Non
 
 
 def test_a_listed_failed_pod_waits_for_the_polls_and_a_listed_pod_going_does_not() -> None:
-    handed: list[dict[str, Any]] = []
+    handed: list[Mapping[str, Any]] = []
     sentinel = Sentinel(FakeApi(), "dispatch", handed.append)
     lingering = pod("p-0", phase="Failed")
     going = pod("p-1", deleting=True, conditions=EVICTED)
@@ -147,7 +149,9 @@ def test_a_listed_failed_pod_waits_for_the_polls_and_a_listed_pod_going_does_not
     assert handed == [going]
 
 
-def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(caplog) -> None:
+def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     def broken(pod_obj: Any) -> None:
         raise RuntimeError("the hand-over broke")
 
@@ -158,7 +162,9 @@ def test_an_error_in_the_hand_over_is_logged_and_the_sentinel_goes_on(caplog) ->
     sentinel.see(pod(phase="Failed", deleting=True))  # still following
 
 
-def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_server(api) -> None:
+def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_server(
+    api: WatchedApi,
+) -> None:
     from jobdispatch_kubeflow import listwatch as module
 
     handed: list[Any] = []
@@ -169,14 +175,16 @@ def test_the_sentinel_lists_again_after_a_410_and_tries_again_after_a_lost_serve
         api.events.put(Unreachable("the API server went away"))
         api.events.put({"type": "MODIFIED", "object": pod(phase="Failed")})
         sentinel.start()
-        until(lambda: handed, "handed over after a 410 and a lost server", 10, 0.01)
+        eventually(lambda: handed, "handed over after a 410 and a lost server", every=0.01)
         assert api.requests["LIST pods"] >= 3, "a 410 and a lost server each list again"
     finally:
         sentinel.stop()
         module.RETRY_SECONDS = module_retry
 
 
-def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(caplog) -> None:
+def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     class Forbidden(FakeApi):
         def list(self, kind: str, namespace: str | None, **kw: Any) -> Any:
             if kind == "pods":
@@ -186,12 +194,12 @@ def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(caplog) -> None:
     sentinel = Sentinel(Forbidden(), "dispatch", lambda p: None)
     with caplog.at_level(logging.WARNING, logger="jobdispatch_kubeflow.sentinel"):
         sentinel.start()
-        until(lambda: not sentinel.running, "stopped", 10, 0.01)
+        eventually(lambda: not sentinel.running, "stopped", every=0.01)
     assert "may not list and watch pods" in caplog.text
 
 
 def test_watching_starts_one_follower_per_kind_fed_to_the_sentinel_and_closing_stops_them(
-    backend, api
+    backend: KubeflowBackend, api: WatchedApi
 ) -> None:
     """Every watch of every job shares one follower per kind; the sentinel follows nothing of
     its own, it is fed by the pods' follower."""

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from jobdispatch import JobSpec, StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import ObjectState
-from waiting import until
 
 pytestmark = pytest.mark.kube
 
@@ -39,7 +39,7 @@ def test_a_stopped_trainjob_keeps_one_jobset_and_forget_lets_both_go(kube_cluste
 
     try:
         backend.open(ref)
-        until(lambda: backend.find(job).objects[0].state is ObjectState.RUNNING, "running")
+        eventually(lambda: backend.find(job).objects[0].state is ObjectState.RUNNING, "running")
         running = admin.get("jobsets", ns, name)
         assert running is not None
         backend.stop(ref, "test: stop")
@@ -52,11 +52,11 @@ def test_a_stopped_trainjob_keeps_one_jobset_and_forget_lets_both_go(kube_cluste
             assert jobset["metadata"]["uid"] == running["metadata"]["uid"], "made again"
             assert not jobset["metadata"].get("deletionTimestamp"), "the JobSet is being deleted"
             time.sleep(0.2)
-        until(lambda: not pods(), "the pods gone")
+        eventually(lambda: not pods(), "the pods gone")
         assert backend.inspect(ref).state is ObjectState.ENDED
     finally:
         backend.stop(ref, "test over")
         backend.forget(ref)
-    until(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
-    until(lambda: admin.get("jobsets", ns, name) is None, "the JobSet gone")
+    eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+    eventually(lambda: admin.get("jobsets", ns, name) is None, "the JobSet gone")
     backend.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from jobdispatch.errors import Invalid
 from jobdispatch.spi import ObjectObs, ObjectRef, StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import Actor, Cause, CauseKind, JobSpec, ObjectState, Provenance
 from jobdispatch_local import LocalBackend, cgroups, procs
 from jobdispatch_local.testing import Puppets, make_backend, wait_for
@@ -92,10 +93,7 @@ def test_sigterm_is_followed_by_sigkill_after_the_grace_period(
     stubborn = JobSpec(command=("sh", "-c", f"trap '' TERM; touch {ready}; sleep 30"))
     ref = run(backend, request_for(stubborn))
     started(backend, ref)
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert time.monotonic() < deadline, "the rank never got to ignore TERM"
-        time.sleep(0.01)
+    eventually(ready.exists, "the rank to ignore TERM")
     backend.set_time_limit(ref, 0.001)
     _, cause = ended(backend, ref)
     assert cause.kind is CauseKind.TIME_LIMIT
@@ -128,10 +126,11 @@ def test_a_dead_runner_is_a_lost_node_and_takes_its_ranks(
     assert backend.kill_runner(ref)
     _, cause = ended(backend, ref)
     assert (cause.kind, cause.provenance) == (CauseKind.NODE_LOST, Provenance.SCHEDULER)
-    deadline = time.monotonic() + 5
-    while any(procs.alive(r) for r in ranks) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not any(procs.alive(r) for r in ranks), "ranks must die with their runner"
+    eventually(
+        lambda: [r for r in ranks if procs.alive(r)],
+        "the ranks to die with their runner",
+        holds=lambda alive: not alive,
+    )
     # The end was recorded once, and every later look shows the same.
     assert backend.inspect(ref) == backend.inspect(ref)
 

@@ -25,7 +25,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobdispatch.errors import Rejected, Unavailable
 from jobdispatch.spi import ObjectRef, StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import CallMeta, HoldMeta, JobSpec, ObjectState
 from jobdispatch_local import LocalBackend, procs
 from jobdispatch_local import backend as local_backend
@@ -277,11 +277,8 @@ def _stopped(pid: int) -> bool:
 
 def _paused_runner(marker: Path) -> list[int]:
     """The numbers the paused runner announced (its pid first), once it has stopped."""
-    deadline = time.monotonic() + 60
-    numbers = [int(n) for n in wait_file(marker, timeout=60).split()]
-    while not _stopped(numbers[0]):
-        assert time.monotonic() < deadline, "the runner never stopped inside its rank spawn"
-        time.sleep(0.02)
+    numbers = [int(n) for n in wait_file(marker).split()]
+    eventually(lambda: _stopped(numbers[0]), "the runner to stop inside its rank spawn")
     return numbers
 
 
@@ -341,10 +338,11 @@ def test_a_runner_that_dies_before_recording_its_ranks_is_adopted_as_node_lost(
     os.kill(pid, signal.SIGKILL)
     obs = wait_for(backend, ref, lambda o: o.state is ObjectState.ENDED, "ended")
     assert [e.cause.kind if e.cause else None for e in obs.executions] == ["node-lost"]
-    deadline = time.monotonic() + 60
-    while procs.start_ticks(rank_pid) is not None:
-        assert time.monotonic() < deadline, "the unrecorded rank outlived its runner"
-        time.sleep(0.02)
+    eventually(
+        lambda: procs.start_ticks(rank_pid),
+        "the unrecorded rank to die with its runner",
+        holds=lambda ticks: ticks is None,
+    )
 
 
 # ------------------------------------------------------------------ the races of a late spawn

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from jobdispatch.errors import Invalid, NotFound, Rejected
 from jobdispatch.spi import ObjectRef, StartRequest
+from jobdispatch.testing import eventually
 from jobdispatch.types import Actor, CallMeta, CauseKind, HoldMeta, JobSpec, ObjectState
 from jobdispatch_local import LocalBackend
 from jobdispatch_local.testing import Puppets, wait_file, wait_for
@@ -79,12 +80,13 @@ def test_requeue_ends_the_running_execution_and_reruns_as_the_next(
     assert first.cause is not None
     assert (first.cause.kind, first.cause.actor) == (CauseKind.REQUEUED, ME)
     assert obs.executions[1].index == 1
-    env = json.loads(wait_file(puppets.folder / f"{ref.id}.0.env"))
-    deadline = time.monotonic() + 10
-    while env["JOBDISPATCH_EXECUTION"] != "1" and time.monotonic() < deadline:
-        time.sleep(0.05)
-        env = json.loads((puppets.folder / f"{ref.id}.0.env").read_text())
-    assert env["JOBDISPATCH_EXECUTION"] == "1"
+    env_file = puppets.folder / f"{ref.id}.0.env"
+    wait_file(env_file)
+    eventually(
+        lambda: json.loads(env_file.read_text()),
+        "rank 0 of the second execution to leave its environment",
+        holds=lambda env: env["JOBDISPATCH_EXECUTION"] == "1",
+    )
     first_end, second_start = first.ended_at, obs.executions[1].started_at
     assert first_end is not None and second_start is not None and first_end <= second_start
 

@@ -4,7 +4,6 @@ one process, and its registration and configuration."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from jobdispatch.errors import ValidationError
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.spi import ObjectRef
 from jobdispatch.status import Status
+from jobdispatch.testing import eventually
 from jobdispatch.types import Enforcer, Tristate
 from jobdispatch_local import LocalBackend, Settings
 from jobdispatch_local.testing import Puppets
@@ -23,17 +23,8 @@ from jobdispatch_supervise import Supervisor
 ME = Actor.human("ops")
 
 
-def wait_status(
-    cluster: jobdispatch.Cluster, job: str, ok: Callable[[Status], bool], timeout: float = 20
-) -> Status:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = cluster.observer.get(job)
-        if ok(status):
-            return status
-        if time.monotonic() > deadline:
-            raise AssertionError(f"job {job} stayed {status.state}: {status.submissions}")
-        time.sleep(0.02)
+def wait_status(cluster: jobdispatch.Cluster, job: str, ok: Callable[[Status], bool]) -> Status:
+    return eventually(lambda: cluster.observer.get(job), f"job {job}'s status to hold", holds=ok)
 
 
 def supervise(backend: LocalBackend, store: MemoryRecords, job: str) -> threading.Thread:

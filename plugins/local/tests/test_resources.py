@@ -4,14 +4,13 @@ cgroup code, refusals of what one machine cannot give, and the dry run."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from jobdispatch import JobSpec, Resources, StartRequest, Unsupported, make_plan
 from jobdispatch.types import Capability, ObjectState, Tristate
 from jobdispatch_local import cgroups
-from jobdispatch_local.testing import make_backend, shut_down
+from jobdispatch_local.testing import make_backend, shut_down, wait_for
 
 DUMP = "import json, os; print(json.dumps({k: os.environ.get(k) for k in ('CUDA_VISIBLE_DEVICES', 'RANK', 'NODE_RANK')}))"  # noqa: E501
 
@@ -19,10 +18,7 @@ DUMP = "import json, os; print(json.dumps({k: os.environ.get(k) for k in ('CUDA_
 def run_to_end(backend, spec: JobSpec, job: str = "g1") -> list[dict[str, str]]:  # type: ignore[no-untyped-def]
     ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
     backend.open(ref)
-    deadline = time.monotonic() + 30
-    while backend.inspect(ref).state is not ObjectState.ENDED:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(backend, ref, lambda o: o.state is ObjectState.ENDED, "ended")
     lines = []
     for rank in range(spec.nodes * spec.procs_per_node):
         lines.append(json.loads(backend.output(ref, rank=rank).read()))
@@ -87,11 +83,7 @@ def test_a_job_over_its_own_memory_limit_ends_out_of_memory(state: Path) -> None
     spec = JobSpec(command=["python3", "-c", hog], resources=Resources(memory_per_node_mib=48))
     ref = backend.start(StartRequest(job="m1", submission=1, attempt=1, spec=spec))
     backend.open(ref)
-    deadline = time.monotonic() + 60
-    while backend.inspect(ref).state is not ObjectState.ENDED:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    latest = backend.inspect(ref).latest
+    latest = wait_for(backend, ref, lambda o: o.state is ObjectState.ENDED, "ended").latest
     assert latest is not None and latest.cause is not None
     assert str(latest.cause.kind) == "out-of-memory"
 

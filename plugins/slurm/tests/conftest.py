@@ -7,16 +7,17 @@ Real-cluster tests skip with the reason when the service is not up, except under
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from jobdispatch_slurm.config import SshSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture
-def fixture_text():
+def fixture_text() -> Callable[[str], str]:
     """Read one saved output by file name."""
     return lambda name: (FIXTURES / name).read_text()
 
@@ -36,9 +37,11 @@ def slurm_cluster() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def ssh_server(slurm_cluster: None):
+def ssh_server(slurm_cluster: None) -> SshSettings:
     """The loopback sshd is up; its settings."""
     from jobdispatch_slurm import testing
 
     testing.require(testing.ssh_problem())
-    return testing.ssh_settings()
+    settings = testing.ssh_settings()
+    assert settings is not None, "tools/ssh/up's exports are missing"
+    return settings

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,31 +19,31 @@ class Scripted:
 
     where = "scripted"
 
-    def __init__(self, *replies):
+    def __init__(self, *replies: Result | Exception) -> None:
         self.replies = list(replies)
         self.seen: list[tuple[str, ...]] = []
 
-    def run(self, argv, *, timeout, stdin=None):
+    def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None) -> Result:
         self.seen.append(tuple(argv))
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
         return reply
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
-def res(code=0, out=b"", err=b""):
+def res(code: int = 0, out: bytes = b"", err: bytes = b"") -> Result:
     return Result(("x",), code, out, err)
 
 
-def test_sbatch_reads_the_job_id():
+def test_sbatch_reads_the_job_id() -> None:
     assert Slurm(Scripted(res(out=b"42\n"))).sbatch(["--parsable"], "#!/bin/bash\n") == "42"
     assert Slurm(Scripted(res(out=b"43;cluster\n"))).sbatch([], "") == "43"
 
 
-def test_a_lost_sbatch_reply_is_outcome_unknown():
+def test_a_lost_sbatch_reply_is_outcome_unknown() -> None:
     with pytest.raises(OutcomeUnknown):
         Slurm(Scripted(Interrupted("timed out"))).sbatch([], "")
     with pytest.raises(OutcomeUnknown):
@@ -53,7 +54,7 @@ def test_a_lost_sbatch_reply_is_outcome_unknown():
         Slurm(Scripted(res(0, out=b"garbage"))).sbatch([], "")
 
 
-def test_sbatch_refusals_and_an_unreachable_controller():
+def test_sbatch_refusals_and_an_unreachable_controller() -> None:
     with pytest.raises(Rejected, match="Invalid partition"):
         Slurm(Scripted(res(1, err=b"sbatch: error: Invalid partition name specified"))).sbatch(
             [], ""
@@ -68,17 +69,17 @@ def test_sbatch_refusals_and_an_unreachable_controller():
         Slurm(Scripted(res(1, err=b"Access/permission denied"))).sbatch([], "")
 
 
-def test_a_query_that_times_out_is_unreachable_not_unknown():
+def test_a_query_that_times_out_is_unreachable_not_unknown() -> None:
     with pytest.raises(Unreachable):
         Slurm(Scripted(Interrupted("timed out"))).squeue(user="u")
 
 
-def test_squeue_of_an_unknown_id_is_empty():
+def test_squeue_of_an_unknown_id_is_empty() -> None:
     err = b"slurm_load_jobs error: Invalid job id specified"
     assert Slurm(Scripted(res(1, err=err))).squeue(job_id="99999") == []
 
 
-def test_queries_carry_user_window_and_far_end():
+def test_queries_carry_user_window_and_far_end() -> None:
     t = Scripted(res(out=b""), res(out=b""))
     s = Slurm(t)
     s.squeue(user="alice")
@@ -93,7 +94,7 @@ def test_queries_carry_user_window_and_far_end():
     assert sacct[sacct.index("-E") + 1] == SACCT_END
 
 
-def test_local_transport_sets_tz_and_never_uses_a_shell():
+def test_local_transport_sets_tz_and_never_uses_a_shell() -> None:
     t = LocalTransport()
     out = t.run(
         [sys.executable, "-c", "import os,sys; print(os.environ['TZ'], sys.argv[1])", "$(x);`y`"],
@@ -102,14 +103,14 @@ def test_local_transport_sets_tz_and_never_uses_a_shell():
     assert out.stdout == "UTC $(x);`y`\n"
 
 
-def test_local_transport_timeout_and_missing_program():
+def test_local_transport_timeout_and_missing_program() -> None:
     with pytest.raises(Interrupted):
         LocalTransport().run(["sleep", "5"], timeout=0.2)
     with pytest.raises(Unreachable):
         LocalTransport().run(["/nonexistent/sbatch"], timeout=5)
 
 
-def test_counting_transport_counts_by_program():
+def test_counting_transport_counts_by_program() -> None:
     t = CountingTransport(Scripted(res(), res(), res()))
     for argv in (["/usr/bin/squeue"], ["sacct"], ["squeue"]):
         t.run(argv, timeout=1)
@@ -117,7 +118,7 @@ def test_counting_transport_counts_by_program():
     assert t.total == 3
 
 
-def test_hooks_module_is_cheap_to_import():
+def test_hooks_module_is_cheap_to_import() -> None:
     code = (
         "import sys, jobdispatch_slurm._hooks; "
         "print('fabric' in sys.modules, 'paramiko' in sys.modules)"
@@ -126,7 +127,7 @@ def test_hooks_module_is_cheap_to_import():
     assert out.stdout.strip() == "False False"
 
 
-def test_the_ssh_command_line_is_strict_and_keeps_every_word(tmp_path):
+def test_the_ssh_command_line_is_strict_and_keeps_every_word(tmp_path: Path) -> None:
     """No sshd needed: what the transport asks of the OpenSSH client."""
     from jobdispatch_slurm.transport import SshTransport
 
@@ -143,7 +144,7 @@ def test_the_ssh_command_line_is_strict_and_keeps_every_word(tmp_path):
     assert "-l alice -p 2200" in opts and "ControlMaster=no" in opts
 
 
-def test_accepting_unknown_hosts_never_touches_the_sites_file(tmp_path):
+def test_accepting_unknown_hosts_never_touches_the_sites_file(tmp_path: Path) -> None:
     from jobdispatch_slurm.transport import SshTransport
 
     known = tmp_path / "known_hosts"

@@ -3,6 +3,8 @@ registered adapter builds from it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from jobdispatch.errors import ValidationError
 from jobdispatch.plugins import load
@@ -30,26 +32,26 @@ from jobdispatch_slurm.config import Settings
         ({"transport": "ssh", "ssh": {"host": "h", "options": {"X": "y"}}}, "ssh.options"),
     ],
 )
-def test_unknown_or_unsafe_settings_are_refused(config, path):
+def test_unknown_or_unsafe_settings_are_refused(config: dict[str, Any], path: str) -> None:
     with pytest.raises(ValidationError) as err:
         Settings.from_config(config)
     assert path in err.value.paths
 
 
-def test_declarations_override_probes():
+def test_declarations_override_probes() -> None:
     s = Settings.from_config({"capabilities": {"container-image": "yes", "hold": "no"}})
     assert s.declared[Capability.CONTAINER_IMAGE].answer is Tristate.YES
     assert str(s.declared[Capability.HOLD].source) == "declared"
 
 
-def test_registered_through_the_entry_point():
+def test_registered_through_the_entry_point() -> None:
     entry = load().registry("adapter").get("slurm")
     backend = entry.factory({"transport": "local", "user": "someone"}, None)
     assert backend.name == "slurm"
     assert backend.user() == "someone"
 
 
-def test_an_alias_alone_is_enough_for_ssh():
+def test_an_alias_alone_is_enough_for_ssh() -> None:
     s = Settings.from_config(
         {"transport": "ssh", "ssh": {"host": "hpc-login", "jump": "alice@bastion:2200"}}
     )

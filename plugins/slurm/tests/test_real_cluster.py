@@ -8,17 +8,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jobdispatch.errors import Rejected, Unauthorized
 from jobdispatch.spi import ObjectRef, StartRequest, find_all
+from jobdispatch.testing import eventually
 from jobdispatch.types import (
     Actor,
     CallMeta,
@@ -35,10 +35,10 @@ from jobdispatch_slurm import (
     SlurmBackend,
     SshTransport,
 )
+from jobdispatch_slurm.config import SshSettings
 from jobdispatch_slurm.testing import stop_quietly
 
 pytestmark = pytest.mark.slurm
-T = TypeVar("T")
 
 NASTY = [
     "it's",
@@ -61,21 +61,10 @@ DUMP = (
 )
 
 
-def wait_until(what: str, ok: Callable[[], T | None], timeout: float = 90.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = ok()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout}s")
-        time.sleep(0.5)
-
-
 @pytest.fixture
 def local(slurm_cluster: None) -> Iterator[SlurmBackend]:
     backend = SlurmBackend(Settings())
-    backend.started: list[ObjectRef] = []  # type: ignore[misc]
+    backend.started: list[ObjectRef] = []  # type: ignore[attr-defined,misc]
     yield backend
     stop_quietly(backend, backend.started)  # type: ignore[attr-defined]
     backend.close()
@@ -108,9 +97,11 @@ def run_to_end(backend: SlurmBackend, spec: JobSpec) -> tuple[ObjectRef, Any]:
     ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
     backend.started.append(ref)  # type: ignore[attr-defined]
     backend.open(ref)
-    obs = wait_until(
+    obs = eventually(
+        lambda: backend.inspect(ref),
         f"{ref} ended",
-        lambda: (o := backend.inspect(ref)).state is ObjectState.ENDED and o,
+        holds=lambda o: o.state is ObjectState.ENDED,
+        every=0.5,
     )
     return ref, obs
 
@@ -133,7 +124,9 @@ def exact_bytes(backend: SlurmBackend, args: list[str], env: dict[str, str], nam
 
 
 @pytest.mark.parametrize("where", ["local", "ssh"])
-def test_shell_metacharacters_reach_the_job_as_given(request, where):
+def test_shell_metacharacters_reach_the_job_as_given(
+    request: pytest.FixtureRequest, where: str
+) -> None:
     backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
     env = {f"FUZZ_{i}": v for i, v in enumerate(NASTY)}
     exact_bytes(backend, NASTY, env, "name with 'quotes' $(and) `ticks`;|& ✓")
@@ -152,11 +145,13 @@ TEXT = st.text(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(args=st.lists(TEXT, max_size=4), values=st.lists(TEXT, max_size=3), name=TEXT)
-def test_fuzzed_commands_and_env_reach_the_job(local, args, values, name):
+def test_fuzzed_commands_and_env_reach_the_job(
+    local: SlurmBackend, args: list[str], values: list[str], name: str
+) -> None:
     exact_bytes(local, args, {f"FUZZ_{i}": v for i, v in enumerate(values)}, name)
 
 
-def test_requeue_of_an_ended_job_is_refused_and_its_history_kept(local):
+def test_requeue_of_an_ended_job_is_refused_and_its_history_kept(local: SlurmBackend) -> None:
     """0007 §5: Slurm would requeue it and rewrite FAILED to REQUEUED. The adapter refuses."""
     ref, obs = run_to_end(local, JobSpec(command=("bash", "-c", "exit 3")))
     assert (obs.latest.cause.kind, obs.latest.cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
@@ -169,7 +164,9 @@ def test_requeue_of_an_ended_job_is_refused_and_its_history_kept(local):
 
 
 @pytest.mark.parametrize(("where", "nodes"), [("local", 1), ("local", 2)])
-def test_a_program_that_cannot_start_is_launch_failed(request, where, nodes):
+def test_a_program_that_cannot_start_is_launch_failed(
+    request: pytest.FixtureRequest, where: str, nodes: int
+) -> None:
     """Issue 14.6: a missing program ended non-zero-exit 127, bash's status for it. Its failed
     exec now leaves the launch mark, on the batch node or (under srun) on every rank's, and the
     adapter finds it with grep through its transport (a parameter: "ssh" runs the same search
@@ -184,7 +181,9 @@ def test_a_program_that_cannot_start_is_launch_failed(request, where, nodes):
 
 @pytest.mark.parametrize("where", ["local", "ssh"])
 @pytest.mark.parametrize("nodes", [1, 2])
-def test_a_working_directory_that_does_not_exist_is_launch_failed(request, where, nodes):
+def test_a_working_directory_that_does_not_exist_is_launch_failed(
+    request: pytest.FixtureRequest, where: str, nodes: int
+) -> None:
     """Issue 34.6: slurmstepd ran such a job in /tmp ("couldn't chdir … going to /tmp
     instead") and it ended succeeded; the local adapter fails it launch-failed, and so does
     this one now, through either transport. The program never runs: it would leave a file."""
@@ -200,7 +199,9 @@ def test_a_working_directory_that_does_not_exist_is_launch_failed(request, where
 
 
 @pytest.mark.parametrize("where", ["local", "ssh"])
-def test_a_working_directory_that_exists_is_where_the_job_runs(request, where, tmp_path):
+def test_a_working_directory_that_exists_is_where_the_job_runs(
+    request: pytest.FixtureRequest, where: str, tmp_path: Path
+) -> None:
     backend = request.getfixturevalue("local" if where == "local" else "over_ssh")
     tmp_path.chmod(0o755)
     ref, obs = run_to_end(backend, JobSpec(command=("pwd",), working_dir=str(tmp_path)))
@@ -209,13 +210,15 @@ def test_a_working_directory_that_exists_is_where_the_job_runs(request, where, t
 
 
 @pytest.mark.parametrize(("nodes", "status"), [(1, 127), (2, 127), (1, 126)])
-def test_a_program_that_exits_126_or_127_itself_is_a_non_zero_exit(local, nodes, status):
+def test_a_program_that_exits_126_or_127_itself_is_a_non_zero_exit(
+    local: SlurmBackend, nodes: int, status: int
+) -> None:
     _, obs = run_to_end(local, JobSpec(command=("bash", "-c", f"exit {status}"), nodes=nodes))
     cause = obs.latest.cause
     assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, status), cause
 
 
-def test_capabilities_are_probed_once_per_cluster(local):
+def test_capabilities_are_probed_once_per_cluster(local: SlurmBackend) -> None:
     caps = local.capabilities()
     assert caps[next(iter(caps))].source in (Source.PROBED, Source.CATALOGUE, Source.DECLARED)
     from jobdispatch.types import Capability
@@ -232,7 +235,7 @@ def test_capabilities_are_probed_once_per_cluster(local):
     assert declared.capabilities()[Capability.NATIVE_REQUEUE].source is Source.DECLARED
 
 
-def test_one_poll_of_many_jobs_is_two_commands(local):
+def test_one_poll_of_many_jobs_is_two_commands(local: SlurmBackend) -> None:
     counter = CountingTransport(LocalTransport())
     backend = SlurmBackend(Settings(), transport=counter)
     jobs = ["rq" + uuid.uuid4().hex[:10] for _ in range(12)]
@@ -251,7 +254,9 @@ def test_one_poll_of_many_jobs_is_two_commands(local):
 
 
 @pytest.mark.ssh
-def test_an_unknown_host_is_refused_unless_the_site_accepts_it(ssh_server, tmp_path):
+def test_an_unknown_host_is_refused_unless_the_site_accepts_it(
+    ssh_server: SshSettings, tmp_path: Path
+) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     strict = ssh_transport(ssh_server, str(empty))
@@ -267,13 +272,16 @@ def test_an_unknown_host_is_refused_unless_the_site_accepts_it(ssh_server, tmp_p
 
 @pytest.mark.ssh
 @pytest.mark.parametrize("accept_unknown_hosts", [False, True])
-def test_a_changed_host_key_is_named_as_changed(ssh_server, tmp_path, accept_unknown_hosts):
+def test_a_changed_host_key_is_named_as_changed(
+    ssh_server: SshSettings, tmp_path: Path, accept_unknown_hosts: bool
+) -> None:
     """Issue 34.12: known_hosts holding another key for the host was reported as an unknown
     host, with the advice to set accept_unknown_hosts, which cannot help. The refusal now says
     the key changed, which fingerprint the host offers and which known_hosts line holds the old
     one, whatever accept_unknown_hosts says."""
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    assert ssh_server.known_hosts is not None, "tools/ssh/up names its known_hosts"
     real = [
         line
         for line in Path(ssh_server.known_hosts).read_text().splitlines()
@@ -305,17 +313,22 @@ def test_a_changed_host_key_is_named_as_changed(ssh_server, tmp_path, accept_unk
 
 
 @pytest.mark.ssh
-def test_output_is_followed_over_ssh(over_ssh):
+def test_output_is_followed_over_ssh(over_ssh: SlurmBackend) -> None:
     spec = JobSpec(command=("bash", "-c", "echo first; sleep 3; echo second"))
     job = "rf" + uuid.uuid4().hex[:10]
     ref = over_ssh.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
     over_ssh.started.append(ref)  # type: ignore[attr-defined]
     over_ssh.open(ref)
-    wait_until("running", lambda: over_ssh.inspect(ref).state is not ObjectState.GATED)
+    eventually(
+        lambda: over_ssh.inspect(ref),
+        "the opened object past its gate",
+        holds=lambda o: o.state is not ObjectState.GATED,
+        every=0.5,
+    )
     assert over_ssh.output(ref, follow=True).read() == b"first\nsecond\n"
 
 
-def test_the_local_transport_never_uses_a_shell(local):
+def test_the_local_transport_never_uses_a_shell(local: SlurmBackend) -> None:
     out = LocalTransport().run(
         [sys.executable, "-c", "import sys; print(sys.argv[1])", "$(id)"], timeout=5
     )

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 from jobdispatch import JobSpec, Resources, StartRequest, Unsupported, make_plan
 from jobdispatch.spi import ObjectRef
+from jobdispatch.testing import eventually
 from jobdispatch.types import Capability, ObjectState, Tristate
 from jobdispatch_slurm import Settings, SlurmBackend
 from jobdispatch_slurm.testing import stop_quietly
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.slurm
 @pytest.fixture
 def backend(slurm_cluster: None) -> Iterator[SlurmBackend]:
     b = SlurmBackend(Settings())
-    b.started: list[ObjectRef] = []  # type: ignore[misc]
+    b.started: list[ObjectRef] = []  # type: ignore[attr-defined,misc]
     yield b
     stop_quietly(b, b.started)  # type: ignore[attr-defined]
     b.close()
@@ -55,11 +56,12 @@ def test_a_two_node_gpu_job_gets_its_gpus_memory_and_partition(backend: SlurmBac
     ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
     backend.started.append(ref)  # type: ignore[attr-defined]
     backend.open(ref)
-    deadline = time.monotonic() + 120
-    while backend.inspect(ref).state is not ObjectState.ENDED:
-        assert time.monotonic() < deadline, "the GPU job did not end within 120 s"
-        time.sleep(1)
-    latest = backend.inspect(ref).latest
+    latest = eventually(
+        lambda: backend.inspect(ref),
+        "the GPU job ended",
+        holds=lambda o: o.state is ObjectState.ENDED,
+        every=1,
+    ).latest
     assert latest is not None and latest.cause is not None
     assert str(latest.cause.kind) == "none", latest.cause
     partition = tres = state = ""

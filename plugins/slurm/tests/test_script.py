@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -43,18 +46,21 @@ DUMP = (
 )
 
 
-def request(command, env=None, **spec_kw):
+def request(
+    command: Sequence[str], env: dict[str, str] | None = None, **spec_kw: Any
+) -> StartRequest:
     spec = JobSpec(command=tuple(command), env=env or {}, **spec_kw)
     return StartRequest(job="abc", submission=2, attempt=3, spec=spec)
 
 
-def run_locally(script: str) -> dict:
+def run_locally(script: str) -> dict[str, Any]:
     """Run the script as Slurm would, with bash, on this machine."""
     done = subprocess.run(["bash", "-s"], input=script.encode(), capture_output=True, check=True)
-    return json.loads(done.stdout)
+    got: dict[str, Any] = json.loads(done.stdout)
+    return got
 
 
-def test_gated_at_the_far_future_begin_time_with_its_name():
+def test_gated_at_the_far_future_begin_time_with_its_name() -> None:
     sub = render(request(["true"]), output_dir="/out")
     assert "--begin=2099-01-01T00:00:00" in sub.options
     assert "--job-name=jd-abc-2-3" in sub.options
@@ -64,12 +70,12 @@ def test_gated_at_the_far_future_begin_time_with_its_name():
     assert sub.script.startswith("#!/bin/bash\n")
 
 
-def test_time_limit_rounds_up_to_minutes():
+def test_time_limit_rounds_up_to_minutes() -> None:
     sub = render(request(["true"], time_limit=timedelta(seconds=61)), output_dir="/o")
     assert "--time=2" in sub.options
 
 
-def test_native_offer_submits_requeueable_with_the_smallest_budget():
+def test_native_offer_submits_requeueable_with_the_smallest_budget() -> None:
     req = request(["true"])
     offer = NativeOffer(rules=(0, 2), remaining={0: 3, 2: 1})
     req = StartRequest(job="abc", submission=1, attempt=1, spec=req.spec, native=offer)
@@ -80,7 +86,7 @@ def test_native_offer_submits_requeueable_with_the_smallest_budget():
     assert "Requeue=0" in sub.script
 
 
-def test_multi_task_runs_through_srun():
+def test_multi_task_runs_through_srun() -> None:
     sub = render(request(["python", "t.py"], nodes=2, procs_per_node=4), output_dir="/o")
     assert (
         "set -- srun --nodes=2 --ntasks-per-node=4 --kill-on-bad-exit=1 -- /bin/bash -c "
@@ -99,7 +105,7 @@ SLURM_PROCID=1 SLURMD_NODENAME=node2 exec "$@"
 
 
 def run_script(
-    script: str, tmp_path, srun: bool = False, fake_srun: str = FAKE_SRUN
+    script: str, tmp_path: Path, srun: bool = False, fake_srun: str = FAKE_SRUN
 ) -> subprocess.CompletedProcess[str]:
     """Run the rendered script with bash, as the batch step would, and let it fail."""
     env = {"PATH": "/usr/bin:/bin", "SLURM_RESTART_COUNT": "2"}
@@ -113,7 +119,7 @@ def run_script(
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
-def test_a_program_that_cannot_start_leaves_the_launch_mark(tmp_path, nodes):
+def test_a_program_that_cannot_start_leaves_the_launch_mark(tmp_path: Path, nodes: int) -> None:
     """0008 §6: a failed exec is reported on a channel of its own, from the batch script or,
     under srun, from the rank, with bash's status (127 missing, 126 not executable)."""
     plain = tmp_path / "plain.txt"
@@ -138,7 +144,9 @@ PWD = [sys.executable, "-c", "import os; print(os.getcwd())"]
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
-def test_a_working_directory_that_cannot_be_entered_leaves_the_launch_mark(tmp_path, nodes):
+def test_a_working_directory_that_cannot_be_entered_leaves_the_launch_mark(
+    tmp_path: Path, nodes: int
+) -> None:
     """Issue 34.6: slurmstepd runs a job whose --chdir is missing in /tmp instead; the script
     refuses to run anywhere else, with the mark and 127, as a program that cannot start."""
     missing = tmp_path / "no such dir"
@@ -151,7 +159,9 @@ def test_a_working_directory_that_cannot_be_entered_leaves_the_launch_mark(tmp_p
     assert "cannot enter the working directory" in line and "no\\ such\\ dir" in line
 
 
-def test_a_rank_whose_node_lacks_the_working_directory_leaves_the_launch_mark(tmp_path):
+def test_a_rank_whose_node_lacks_the_working_directory_leaves_the_launch_mark(
+    tmp_path: Path,
+) -> None:
     """The folder is there where the batch script runs but not on a rank's node: the rank
     refuses too (the stand-in srun removes the folder before it starts the rank)."""
     here = tmp_path / "work"
@@ -166,7 +176,9 @@ def test_a_rank_whose_node_lacks_the_working_directory_leaves_the_launch_mark(tm
 
 @pytest.mark.parametrize("nodes", [1, 2])
 @pytest.mark.parametrize("relative", [False, True])
-def test_a_working_directory_that_exists_is_where_the_job_runs(tmp_path, nodes, relative):
+def test_a_working_directory_that_exists_is_where_the_job_runs(
+    tmp_path: Path, nodes: int, relative: bool
+) -> None:
     """A relative working_dir is sbatch's: relative to where it ran ($SLURM_SUBMIT_DIR)."""
     here = tmp_path / "work dir"
     here.mkdir()
@@ -181,14 +193,16 @@ def test_a_working_directory_that_exists_is_where_the_job_runs(tmp_path, nodes, 
 
 @pytest.mark.parametrize("nodes", [1, 2])
 @pytest.mark.parametrize("status", [126, 127])
-def test_a_program_that_exits_126_or_127_itself_leaves_no_mark(tmp_path, nodes, status):
+def test_a_program_that_exits_126_or_127_itself_leaves_no_mark(
+    tmp_path: Path, nodes: int, status: int
+) -> None:
     sub = render(request(["bash", "-c", f"exit {status}"], nodes=nodes), output_dir="/o")
     done = run_script(sub.script, tmp_path, srun=nodes > 1)
     assert done.returncode == status
     assert "jobdispatch-launch-failed" not in done.stderr
 
 
-def test_the_job_sees_exactly_the_bytes_given():
+def test_the_job_sees_exactly_the_bytes_given() -> None:
     env = {f"FUZZ_{i}": v for i, v in enumerate(NASTY)}
     got = run_locally(
         render(request([sys.executable, "-c", DUMP, *NASTY], env), output_dir="/o").script
@@ -199,16 +213,18 @@ def test_the_job_sees_exactly_the_bytes_given():
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(
-        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")),
+        st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00")),
         max_size=5,
     ),
     st.dictionaries(
         st.from_regex(r"FUZZ_[A-Za-z0-9_]{0,8}", fullmatch=True),
-        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")),
+        st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00")),
         max_size=4,
     ),
 )
-def test_any_command_and_environment_survive_the_script(args, env):
+def test_any_command_and_environment_survive_the_script(
+    args: list[str], env: dict[str, str]
+) -> None:
     got = run_locally(
         render(request([sys.executable, "-c", DUMP, *args], env), output_dir="/o").script
     )
@@ -225,6 +241,6 @@ def test_any_command_and_environment_survive_the_script(args, env):
         ([], {}),
     ],
 )
-def test_what_no_process_could_receive_is_refused(command, env):
+def test_what_no_process_could_receive_is_refused(command: list[str], env: dict[str, str]) -> None:
     with pytest.raises(Invalid):
         render(request(command, env), output_dir="/o")

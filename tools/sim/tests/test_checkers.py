@@ -8,7 +8,7 @@ from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ObjectRef
 from jobdispatch.testing import Story
-from jobdispatch.triggers import SUBMIT, End, Trigger
+from jobdispatch.triggers import SUBMIT, End, Resubmit, Trigger
 from jobdispatch.types import Action, Actor, Cause, CauseKind, ObjectState, Rule, State
 from jobdispatch_sim.checkers import Checker, Violation
 from jobdispatch_sim.checkers.budget import Budget
@@ -93,11 +93,12 @@ def test_canonical_open_needs_the_canonical_commit_first() -> None:
 
 def test_canonical_open_needs_a_recorded_decision_and_its_deadline() -> None:
     # The call carries no deadline, or one no decision recorded before the gate was lifted.
-    for items in (
+    cases: tuple[list[Item], ...] = (
         [canonical("1"), open_decided("1"), opened("1", deadline=None)],
         [canonical("1"), open_decided("1"), opened("1", deadline=DEADLINE + timedelta(1))],
         [canonical("1"), opened("1"), open_decided("1")],
-    ):
+    )
+    for items in cases:
         assert [v.invariant for v in feed(CanonicalOpen(), items)] == [2], items
     # Lifted later than the deadline its decision recorded.
     late = opened("1", at=DEADLINE + timedelta(seconds=1))
@@ -134,7 +135,7 @@ def test_budget_counts_by_cause_and_refuses_a_reused_trigger() -> None:
     assert feed(Budget(), [start, authorize(2, End("1", 0))]) == []
     over = feed(Budget(), [start, authorize(2, End("1", 0)), authorize(3, End("2", 0))])
     assert [v.invariant for v in over] == [3]
-    again = feed(Budget(), [start, authorize(2, "resubmit:4"), authorize(3, "resubmit:4")])
+    again = feed(Budget(), [start, authorize(2, Resubmit(4)), authorize(3, Resubmit(4))])
     assert [v.invariant for v in again] == [3]
 
 
@@ -144,13 +145,13 @@ def test_outcome_final_sees_a_second_outcome_an_open_after_cancel_and_a_stop_bef
     assert [v.invariant for v in feed(OutcomeFinal(), [commit(cancel), commit(outcome)])] == [4]
     # An open decided after the cancel (or never) is a violation; one decided before it is
     # what a supervisor that paused between deciding and calling does, and is allowed.
-    late = [commit(cancel), open_decided("1"), opened("1")]
+    late: list[Item] = [commit(cancel), open_decided("1"), opened("1")]
     assert [v.invariant for v in feed(OutcomeFinal(), late)] == [4]
     assert [v.invariant for v in feed(OutcomeFinal(), [commit(cancel), opened("1")])] == [4]
     assert feed(OutcomeFinal(), [open_decided("1"), commit(cancel), opened("1")]) == []
     # ... but never once a stop reached the object while it was gated.
     stopped = happened(h.Stopped(at=T, ref=ObjectRef("1"), name=name(), was=ObjectState.GATED))
-    after_stop = [open_decided("1"), commit(cancel), stopped, opened("1")]
+    after_stop: list[Item] = [open_decided("1"), commit(cancel), stopped, opened("1")]
     assert [v.invariant for v in feed(OutcomeFinal(), after_stop)] == [4]
     stop = Call(seq=seq(), at=T, actor="op:cancel", op="stop", job=JOB, target="1", result="ok")
     assert [v.invariant for v in feed(OutcomeFinal(), [stop, commit(cancel)])] == [4]

@@ -24,7 +24,7 @@ NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 def _records(seeds: range) -> list[View]:
     quiet_logs()
-    views = []
+    views: list[View] = []
     for seed in seeds:
         world = World(derive(seed))
         assert not world.run()

@@ -162,6 +162,9 @@ class EndingTests(AdapterFixtures):
     def test_application_exit_code_is_its_own(self, harness: Harness, code: int) -> None:
         checks.application_exit_code_is_its_own(harness, code)
 
+    def test_goodput_of_a_preempted_run(self, harness: Harness) -> None:
+        checks.goodput_of_a_preempted_run(harness)
+
 
 class RerunTests(AdapterFixtures):
     """Native requeue or restart, requested requeue, the requeue bit."""

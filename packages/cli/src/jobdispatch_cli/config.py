@@ -27,6 +27,7 @@
     adapter = "slurm"
     poll_interval = 60                 # seconds between polls (the adapter's default: 30)
     poll_floor = 10                    # never more often (a site may raise the adapter's 2)
+    prices = { gpu_hour = 2.5, core_hour = 0.04, queues = { a100 = { gpu_hour = 4.0 } } }
 
     [escalations.pager]                # besides the log, where `run` and `supervise` send them
     sink = "command"
@@ -47,7 +48,8 @@ A cluster's ``poll_interval`` and ``poll_floor`` (seconds) are the command's, no
 how often its supervisors poll the cluster (by default the adapter's pacing: Slurm every 30 s,
 local every 0.5 s), and never more often than the floor, which a site may raise above the
 adapter's (Slurm 2 s) but never lower, up to 10 s. ``--poll`` sets the interval for one run,
-never below the floor.
+never below the floor. A cluster's ``prices`` (per GPU-hour and per core-hour, with overrides
+per queue or partition) turn ``goodput``'s resource time into cost.
 
 Everything is checked when the file is read: unknown keys, an adapter or sink nobody
 registered, and each cluster's and sink's settings against its plugin's schema, every error
@@ -70,6 +72,7 @@ from typing import Any
 import attrs
 from jobdispatch.config import validate_config
 from jobdispatch.errors import NotFound, ValidationError
+from jobdispatch.goodput import Prices, prices_from
 from jobdispatch.plugins import BLOCKED_ENV, ENTRY_POINT_GROUP, ONLY_ENV, Plugins, Registry
 from jobdispatch.spi import MAX_POLL_FLOOR, MAX_POLL_INTERVAL
 
@@ -149,6 +152,8 @@ class Cluster:
     source: str
     poll_interval: float | None = None
     poll_floor: float | None = None
+    #: What an hour of a GPU or a core costs here (``prices``), for ``goodput``; None: unpriced.
+    prices: Prices | None = None
     #: The sinks its supervisors deliver to, by name (None: every configured sink).
     sinks: tuple[str, ...] | None = None
 
@@ -347,6 +352,13 @@ def _cluster(
         problem(f"clusters.{name}.adapter", missing_adapter(plugins, chosen))
         return None, found
     pacing: dict[str, float | None] = {}
+    prices: Prices | None = None
+    if isinstance(raw, dict) and "prices" in raw:
+        try:
+            prices = prices_from(raw.pop("prices"), f"clusters.{name}.prices")
+        except ValidationError as exc:
+            for p in exc.problems:
+                problem(p.path, p.message)
     sinks: tuple[str, ...] | None = None
     if isinstance(raw, dict) and "sinks" in raw:
         given = raw.pop("sinks")
@@ -376,7 +388,7 @@ def _cluster(
         return None, found
     adapter, settings = checked
     source = f"{file}, [clusters.{name}]"
-    return Cluster(name, adapter, settings, source, **pacing, sinks=sinks), found
+    return Cluster(name, adapter, settings, source, **pacing, sinks=sinks, prices=prices), found
 
 
 def cluster_schema(shared: SharedStore, cluster: str) -> str:

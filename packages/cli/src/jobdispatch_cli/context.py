@@ -4,6 +4,7 @@ built once from the global options and only when a command needs them."""
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ import jobdispatch
 from jobdispatch import plugins
 from jobdispatch.config import validate_config
 from jobdispatch.errors import Invalid, NotFound, ReadOnly
+from jobdispatch.plugins import Entry
 from jobdispatch.records.store import Records
 from jobdispatch.types import Actor, JobID, State
 from rich.console import Console
@@ -180,14 +182,7 @@ class App:
     def store(self) -> Records:
         self._private_state()
         if self._store is None and (shared := self.shared_store()) is not None:
-            try:
-                entry = self.plugins.registry("record-store").get(shared.kind)
-            except NotFound:
-                need = STORE_DISTRIBUTIONS.get(shared.kind, f"a {shared.kind} record store")
-                msg = f"record store {shared.kind!r} (from {shared.source}) is not installed: "
-                raise Invalid(msg + f"pip install {need}") from None
-            validate_config(dict(shared.settings), entry.schema, subject=shared.source)
-            self._store = entry.factory(dict(shared.settings))
+            self._store = self._store_entry(shared).factory(dict(shared.settings))
         if self._store is None:
             from jobdispatch_records_lmdb import LmdbRecords
 
@@ -199,6 +194,18 @@ class App:
                     raise
                 self._store = LmdbRecords(str(self.store_dir), readonly=True)
         return self._store
+
+    def _store_entry(self, shared: SharedStore) -> Entry:
+        """The registered store ``shared`` names, its settings checked against its schema;
+        Invalid naming the distribution to install when no plugin provides it."""
+        try:
+            entry = self.plugins.registry("record-store").get(shared.kind)
+        except NotFound:
+            need = STORE_DISTRIBUTIONS.get(shared.kind, f"a {shared.kind} record store")
+            msg = f"record store {shared.kind!r} (from {shared.source}) is not installed: "
+            raise Invalid(msg + f"pip install {need}") from None
+        validate_config(dict(shared.settings), entry.schema, subject=shared.source)
+        return entry
 
     def store_readonly(self) -> Records:
         """A store of its own that only reads, for a watcher such as the metrics endpoint:
@@ -214,13 +221,7 @@ class App:
         if shared.kind != "postgresql":
             msg = f"record store {shared.kind!r} (from {shared.source}) cannot be opened read-only"
             raise Invalid(msg)
-        try:
-            entry = self.plugins.registry("record-store").get(shared.kind)
-        except NotFound:
-            need = STORE_DISTRIBUTIONS.get(shared.kind, f"a {shared.kind} record store")
-            msg = f"record store {shared.kind!r} (from {shared.source}) is not installed: "
-            raise Invalid(msg + f"pip install {need}") from None
-        validate_config(dict(shared.settings), entry.schema, subject=shared.source)
+        self._store_entry(shared)
         from jobdispatch_records_postgres import PostgresRecords
 
         return PostgresRecords(dict(shared.settings), readonly=True)
@@ -288,6 +289,7 @@ class App:
         (``--poll``) overrides the interval, never below the floor (Invalid, exit 2). Its
         sinks and heartbeat are made (and their files read) first: a sink that cannot work
         is an error naming its key before anything is supervised."""
+        from jobdispatch_publish.supervision import RootsReader
         from jobdispatch_supervise import Supervisor
 
         pacing = self.pacing()
@@ -304,6 +306,9 @@ class App:
                 on_observed=on_observed,
                 cluster=self.cluster_config.name,
                 heartbeat=heartbeat,
+                # Jobs with a [progress] root: their marks and publications, one listing of
+                # each root a poll, read with this process's own credentials.
+                progress=RootsReader(env=os.environ),
             )
         except Invalid as exc:
             if "poll" not in exc.message:

@@ -55,13 +55,17 @@ from jobdispatch.sizes import parse_mib
 from jobdispatch.types import (
     Action,
     CauseKind,
+    Charge,
     Extension,
     JobSpec,
     Notify,
+    ProgressSource,
     RecoveryPolicy,
     Resources,
     Rule,
     SharedCheckpoint,
+    StallMode,
+    StallRule,
 )
 from jobdispatch.validate import problems as spec_problems
 
@@ -256,9 +260,35 @@ class _Reader:
                     action=Action(raw["action"]),
                     budget=raw.get("budget", 0),
                     for_=duration,
+                    charge=Charge(raw.get("charge", "every")),
                 )
             )
         return out
+
+    def progress(self, value: Any) -> ProgressSource | None:
+        """The ``[progress]`` table: the checkpoint root the job's progress is read from."""
+        if value is None or not self.ok("progress"):
+            return None
+        every = self.duration(value.get("record_every"), "progress.record_every")
+        if every is None:
+            return ProgressSource(root=value["root"])
+        return ProgressSource(root=value["root"], record_every=every)
+
+    def stall(self, value: Any) -> StallRule | None:
+        """The ``[stall]`` table: how long without progress makes a run stalled."""
+        if value is None or not self.ok("stall"):
+            return None
+        after = self.duration(value.get("after"), "stall.after")
+        if after is None:
+            return None
+        grace = self.duration(value.get("startup_grace"), "stall.startup_grace")
+        blind = self.duration(value.get("blind_after"), "stall.blind_after")
+        fields: dict[str, Any] = {"after": after, "startup_grace": grace}
+        if value.get("mode") is not None:
+            fields["mode"] = StallMode(value["mode"])
+        if blind is not None:
+            fields["blind_after"] = blind
+        return StallRule(**fields)
 
     def extensions(self, data: Mapping[str, Any], checkpoint: Any) -> list[Extension]:
         out: list[Extension] = [SharedCheckpoint()] if checkpoint == "shared" else []
@@ -291,6 +321,8 @@ class _Reader:
             "extensions": self.extensions(data, checkpoint),
             "resources": self.resources(data.get("resources")),
             "recovery": RecoveryPolicy(rules=self.rules(data.get("recovery"))),
+            "progress": self.progress(data.get("progress")),
+            "stall": self.stall(data.get("stall")),
         }
         # Check what could be read as the core would, so one run reports every problem; a
         # field that could not be read is left out of that (it has its problem already).

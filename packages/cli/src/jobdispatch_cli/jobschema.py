@@ -28,7 +28,7 @@ from typing import Any
 
 import jsonschema
 from jobdispatch.sizes import SIZE_FORMS, SIZE_PATTERN
-from jobdispatch.types import RECOVERABLE, Action, CauseKind, NoticeKind
+from jobdispatch.types import RECOVERABLE, Action, CauseKind, Charge, NoticeKind, StallMode
 from jobdispatch.validate import MAX_BUDGET
 
 __all__ = ["SCHEMA_FILE", "SchemaProblem", "job_schema", "problems", "schema_text"]
@@ -53,6 +53,8 @@ _TOP = (
     "recovery",
     "notify",
     "notify_sinks",
+    "progress",
+    "stall",
 )
 _RESOURCES = (
     "gpus_per_node",
@@ -106,6 +108,12 @@ def job_schema() -> Mapping[str, Any]:
             # the core's checks of the other rules (which need every rule, in order).
             "budget": {"type": "integer", "description": f"how many times (0 to {MAX_BUDGET})"},
             "for": {**_DURATION, "description": "how long a hold lasts"},
+            "charge": {
+                "enum": [str(c) for c in Charge],
+                "description": "which firings the budget pays for: every one, or no-advance "
+                "(only those after which the newest checkpoint did not advance)",
+                "x-message": "must be every or no-advance, got {value}",
+            },
         },
         "required": ["on", "action"],
         "additionalProperties": False,
@@ -211,6 +219,55 @@ def job_schema() -> Mapping[str, Any]:
                 "properties": {"rules": {"type": "array", "items": rule}},
                 "additionalProperties": False,
                 "x-message": "must be a table with rules, got {value}",
+            },
+            "progress": {
+                "type": "object",
+                "description": "where the job's progress is read: the checkpoint root its "
+                "helper publishes to and marks progress under",
+                "properties": {
+                    "root": {
+                        **_string("a path, file:// path or s3://bucket/prefix"),
+                        "x-required": "the checkpoint root the job publishes to",
+                    },
+                    "record_every": {
+                        **_DURATION,
+                        "description": "at most one progress event in the record per this "
+                        "(default 5m)",
+                    },
+                },
+                "required": ["root"],
+                "additionalProperties": False,
+                "x-message": "must be a table with root and record_every, got {value}",
+            },
+            "stall": {
+                "type": "object",
+                "description": "when a running job counts as hung: no progress for after",
+                "properties": {
+                    "after": {
+                        **_DURATION,
+                        "description": "how long without progress makes a run stalled",
+                        "x-required": "how long without progress makes a run stalled",
+                    },
+                    "startup_grace": {
+                        **_DURATION,
+                        "description": "how long a run may go before its first progress "
+                        "(default: after)",
+                    },
+                    "mode": {
+                        "enum": [str(m) for m in StallMode],
+                        "description": "enforce stops a stalled run; observe only records it",
+                        "x-message": "must be enforce or observe, got {value}",
+                    },
+                    "blind_after": {
+                        **_DURATION,
+                        "description": "how long progress may stay unreadable before a "
+                        "person is told (default 30m)",
+                    },
+                },
+                "required": ["after"],
+                "additionalProperties": False,
+                "x-message": "must be a table with after, startup_grace, mode, blind_after; "
+                "got {value}",
             },
         },
         "required": ["command"],

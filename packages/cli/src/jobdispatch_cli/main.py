@@ -22,10 +22,20 @@ from jobdispatch_cli.lazygroup import LazyGroup
 
 __all__ = ["cli", "main"]
 
+#: The exit codes are the core's table (jobdispatch.exitcodes), written out here so that
+#: ``--help`` imports nothing of the core; a test holds the two equal.
 EPILOG = """\b
-Exit codes: 0 ok; 1 the job failed or was cancelled (run); 2 bad usage or input;
-3 not found; 4 unsupported or rejected; 5 unreachable or unavailable; 6 unauthorized;
-7 conflict (try again); 8 a record or the store is unreadable; 130 interrupted.
+Exit codes (shared with jobdispatch-publish):
+  0  done
+  1  failed: run's job failed or was cancelled; the helper's own error
+  2  bad usage or input: an option, a file, a variable or a value
+  3  not found (the helper: nothing published, with --require)
+  4  refused: unsupported, rejected, read-only, or failed the probe
+  5  unreachable or unavailable, or a full disk; try again
+  6  unauthorized: credentials or permissions missing or refused
+  7  conflict: the record moved, or the step was published first
+  8  unreadable: stored data damaged, or from a newer version
+130  interrupted (run: the job goes on, unsupervised)
 
 \b
 A JOB is its id, a unique prefix of it, or its name. The global options
@@ -165,9 +175,17 @@ def _accept_global_options_after(command: click.Command) -> None:
 
 def _register(group: click.Group) -> None:
     """Add the subcommands: called by the group the first time a command is needed."""
-    from jobdispatch_cli.commands import control, inspect, local, observe, running, store
+    from jobdispatch_cli.commands import (
+        control,
+        goodput,
+        inspect,
+        local,
+        observe,
+        running,
+        store,
+    )
 
-    for module in (running, inspect, control, local, store, observe):
+    for module in (running, inspect, control, goodput, local, store, observe):
         module.register(group)
     for command in group.commands.values():
         _accept_global_options_after(command)
@@ -177,26 +195,27 @@ cli.load_with(_register)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the command and exit with a code that says how it went (see ``exitcodes``)."""
+    """Run the command and exit with a code that says how it went (:mod:`jobdispatch.exitcodes`)."""
     try:
         result = cli.main(args=argv, prog_name="jobdispatch", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        from jobdispatch_cli import exitcodes
+        from jobdispatch.exitcodes import ExitCode
 
         exc.show()
-        sys.exit(exitcodes.USAGE if exc.exit_code == 2 else exc.exit_code)
+        sys.exit(ExitCode.USAGE if exc.exit_code == 2 else exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
-        from jobdispatch_cli import exitcodes
+        from jobdispatch.exitcodes import ExitCode
+
         from jobdispatch_cli.terminal import terminal
 
         terminal(stderr=True).print("interrupted")
-        sys.exit(exitcodes.INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     except Exception as exc:
         from jobdispatch.errors import DispatchError
+        from jobdispatch.exitcodes import ExitCode, code_for
 
-        from jobdispatch_cli import exitcodes
         from jobdispatch_cli.terminal import terminal
 
         if not isinstance(exc, DispatchError):
@@ -205,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         terminal(stderr=True).print(
             str(exc), style="red", markup=False, highlight=False, soft_wrap=True
         )
-        sys.exit(exitcodes.code_for(exc))
+        sys.exit(code_for(exc, otherwise=ExitCode.USAGE))
     sys.exit(result if isinstance(result, int) else 0)
 
 

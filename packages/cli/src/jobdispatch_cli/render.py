@@ -16,8 +16,18 @@ from jobdispatch.errors import Unreadable
 from jobdispatch.job import Transition
 from jobdispatch.plugins import Plugins
 from jobdispatch.spi import ExecutionObs
-from jobdispatch.status import Status
-from jobdispatch.types import Capability, Cause, CauseKind, Plan, State, Support, Tristate
+from jobdispatch.status import Firing, ProgressStatus, Status
+from jobdispatch.types import (
+    Capability,
+    Cause,
+    CauseKind,
+    Charge,
+    Plan,
+    StallAssignment,
+    State,
+    Support,
+    Tristate,
+)
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -62,6 +72,7 @@ CAUSE_STYLE: Mapping[CauseKind, str] = {
     CauseKind.LAUNCH_FAILED: "red",
     CauseKind.CANCELLED: "yellow",
     CauseKind.REQUEUED: "magenta",
+    CauseKind.STALLED: "red",
     CauseKind.DUPLICATE: "dim",
     CauseKind.UNKNOWN: "bold red",
 }
@@ -233,6 +244,10 @@ def status_view(status: Status) -> RenderableType:
         parts.extend(transition_text(t) for t in status.history)
     if status.plan is not None and status.plan.rules:
         parts.append(_rules_table(status.plan, title="recovery"))
+    if status.plan is not None and status.plan.stall is not None:
+        parts.append(_stall_text(status.plan.stall))
+    if status.progress is not None:
+        parts.extend(_progress_view(status.progress, status.firings))
     for esc in status.escalations:
         delivered = ", ".join(esc.delivered) or "not yet delivered"
         parts.append(Text(f"escalated {when(esc.at)}: {esc.detail} ({delivered})", style="red"))
@@ -284,6 +299,9 @@ def _rules_table(plan: Plan, title: str) -> Table:
         action = str(rule.action)
         if rule.for_ is not None:
             action += f" for {format_duration(rule.for_)}"
+        budget = str(rule.budget)
+        if rule.charge is Charge.NO_ADVANCE:
+            budget += " (no-advance)"
         if a.effective != a.rule:
             action += f" (asked: {a.rule.action})"
         enforcer = Text(str(a.enforcer), style="red" if a.enforcer.value == "nobody" else "")
@@ -292,12 +310,80 @@ def _rules_table(plan: Plan, title: str) -> Table:
             str(a.index),
             ", ".join(str(k) for k in rule.on),
             action,
-            str(rule.budget),
+            budget,
             enforcer,
-            str(a.firings),
+            _fired(a.firings, a.charged, rule.charge),
             Text(why, style="dim"),
         )
     return table
+
+
+def _fired(firings: int, charged: int, charge: Charge) -> str:
+    """How often a rule fired; under no-advance, how many of those its budget paid for."""
+    if charge is not Charge.NO_ADVANCE or not firings:
+        return str(firings)
+    return f"{firings} ({charged} charged, {firings - charged} free)"
+
+
+def _stall_text(stall: StallAssignment) -> Text:
+    rule = stall.rule
+    text = Text("stall: ", style="bold")
+    grace = rule.grace
+    text.append(
+        f"{rule.mode} after {format_duration(rule.after)} without progress "
+        f"(startup grace {format_duration(grace)}), enforced by ",
+    )
+    text.append(str(stall.enforcer), style="red" if stall.enforcer.value == "nobody" else "")
+    if stall.root:
+        text.append(f"; progress read from {stall.root}", style="dim")
+    if stall.note:
+        text.append(f"; {stall.note}", style="yellow")
+    return text
+
+
+def _progress_view(progress: ProgressStatus, firings: Sequence[Firing]) -> list[RenderableType]:
+    """What the record holds of the job's progress: the newest step, the newest checkpoint,
+    a blind spell, stall verdicts and the charge of each firing."""
+    out: list[RenderableType] = []
+    line = Text("progress: ", style="bold")
+    if progress.step is None:
+        line.append("none seen yet", style="dim")
+    else:
+        line.append(f"step {progress.step} at {when(progress.marked_at)} ({progress.origin})")
+    if progress.checkpoint is not None:
+        line.append(f"; newest checkpoint step {progress.checkpoint}")
+    line.append(f"  [{progress.root}]", style="dim")
+    out.append(line)
+    if progress.blind_since is not None:
+        out.append(
+            Text(
+                f"blind since {when(progress.blind_since)}: {progress.blind_detail} "
+                "(no stall is declared while blind)",
+                style="yellow",
+            )
+        )
+    for v in progress.stalls:
+        what = "stalled, stopped" if v.enforced else "would have stalled (observe only)"
+        out.append(
+            Text(
+                f"{what}: run {v.execution} of {v.ref} at {when(v.at)}: {v.cause.detail}",
+                style="red",
+            )
+        )
+    for sub, execution, step in progress.resumed:
+        out.append(
+            Text(f"submission {sub} execution {execution} resumed from step {step}", style="dim")
+        )
+    for f in firings:
+        charged = "charged" if f.charged else "not charged (training advanced)"
+        ckpt = "none" if f.checkpoint is None else str(f.checkpoint)
+        out.append(
+            Text(
+                f"rule {f.rule} fired {when(f.at)}: {charged}; newest checkpoint {ckpt}",
+                style="dim",
+            )
+        )
+    return out
 
 
 def plan_view(
@@ -313,6 +399,8 @@ def plan_view(
     uncovered.append(" ".join(str(k) for k in plan.uncovered) or "nothing", style="dark_orange")
     parts.append(uncovered)
     parts.append(Text(f"checkpoints: {plan.checkpoint}    unmatched attempts: {plan.unmatched}"))
+    if plan.stall is not None:
+        parts.append(_stall_text(plan.stall))
     if plan.identity_weakened:
         parts.append(Text(f"execution identity weakened: {plan.identity_weakened}", style="yellow"))
     parts.append(capabilities_table(plan.capabilities, extra=extra))

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
 import attrs
+from jobdispatch.goodput import JobGoodput
 from jobdispatch.status import Status
 from jobdispatch.types import Cause, CauseKind, State
 from rich.console import Group, RenderableType
@@ -44,6 +45,18 @@ class Bar:
 
 
 @attrs.frozen
+class Band:
+    """A span of the job's goodput: productive, or a part of badput and the cause it follows
+    (``part``, ``cause`` and ``rule`` as :mod:`jobdispatch.goodput` names them)."""
+
+    part: str
+    cause: CauseKind
+    rule: int | None
+    start: float
+    end: float
+
+
+@attrs.frozen
 class Timeline:
     """Times are seconds since the job was created."""
 
@@ -56,14 +69,19 @@ class Timeline:
     segments: tuple[Segment, ...]
     rows: tuple[tuple[int, tuple[Bar, ...]], ...]
     marks: tuple[tuple[float, str], ...]
+    #: The goodput row, when asked for: one band per span of the job's parts.
+    bands: tuple[Band, ...] = ()
 
 
 def _seconds(at: datetime | None, origin: datetime, default: float) -> float:
     return default if at is None else max(0.0, (at - origin).total_seconds())
 
 
-def build(status: Status, now: datetime | None = None) -> Timeline:
-    """The timeline of ``status`` as of ``now``."""
+def build(
+    status: Status, now: datetime | None = None, goodput: JobGoodput | None = None
+) -> Timeline:
+    """The timeline of ``status`` as of ``now``, with ``goodput``'s parts as a row of its own
+    when given (figured from the same record)."""
     now = now or datetime.now(UTC)
     origin = status.created_at or now
     times = [_seconds(t.at, origin, 0.0) for t in status.history]
@@ -87,6 +105,13 @@ def build(status: Status, now: datetime | None = None) -> Timeline:
         if t.cause.kind is not CauseKind.NONE:
             label += f": {t.cause.kind}"
         marks.append((at, label))
+    if status.progress is not None:
+        # Stall verdicts, observe-only ones included: a team measures how often the rule
+        # would have fired before enforcing it.
+        for v in status.progress.stalls:
+            what = "stalled" if v.enforced else "would stall (observe)"
+            marks.append((_seconds(v.at, origin, 0.0), f"{what}: run {v.execution}"))
+        marks.sort(key=lambda m: m[0])
     committed.append(Segment(state, since, end))
     # ...shown as running wherever an execution ran (running is never committed: it is what
     # the backend shows), so the row reads pending, running, recovering, running, succeeded.
@@ -134,6 +159,20 @@ def build(status: Status, now: datetime | None = None) -> Timeline:
             for e in sub.executions
         )
         rows.append((sub.n, bars))
+    bands: tuple[Band, ...] = ()
+    if goodput is not None:
+        shift = _seconds(goodput.created_at, origin, 0.0)
+        bands = tuple(
+            Band(
+                str(x.part),
+                x.blame.cause,
+                x.blame.rule,
+                shift + x.start / 1e6,
+                shift + x.end / 1e6,
+            )
+            for x in goodput.spans
+        )
+        end = max(end, *(b.end for b in bands)) if bands else end
     return Timeline(
         job=status.job,
         name=status.name,
@@ -144,6 +183,7 @@ def build(status: Status, now: datetime | None = None) -> Timeline:
         segments=tuple(segments),
         rows=tuple(rows),
         marks=tuple(marks),
+        bands=bands,
     )
 
 
@@ -171,6 +211,7 @@ CAUSE_COLOUR = {
     CauseKind.LAUNCH_FAILED: "#a50e0e",
     CauseKind.CANCELLED: "#f9ab00",
     CauseKind.REQUEUED: "#a142f4",
+    CauseKind.STALLED: "#8430ce",
     CauseKind.DUPLICATE: "#9aa0a6",
 }
 
@@ -190,6 +231,24 @@ def bar_label(bar: Bar) -> str:
     if bar.cause.exit_code is not None and bar.cause.kind is not CauseKind.NONE:
         label += f" (exit {bar.cause.exit_code})"
     return label
+
+
+#: Goodput's parts that are not losses, in their own colours; every other part takes its
+#: cause's colour, so a picture shows at a glance what each loss followed.
+GOOD_COLOUR = {"productive": "#1e8e3e", "queued": "#9aa0a6", "unknown": "#bdc1c6"}
+
+
+def band_colour(band: Band) -> str:
+    if band.part == "productive" or band.cause is CauseKind.NONE:
+        return GOOD_COLOUR.get(band.part, "#80868b")
+    return CAUSE_COLOUR.get(band.cause, "#5f6368")
+
+
+def band_label(band: Band) -> str:
+    if band.part == "productive" or band.cause is CauseKind.NONE:
+        return band.part
+    rule = f", rule {band.rule}" if band.rule is not None else ""
+    return f"{band.part} ({band.cause}{rule})"
 
 
 def _ticks(span: float, most: int = 8) -> list[float]:
@@ -256,6 +315,18 @@ def render_text(tl: Timeline, width: int = 100) -> RenderableType:
             row.append("  not started", style="dim")
         lines.append(row)
 
+    if tl.bands:
+        row = Text("goodput".ljust(label_w))
+        cells = [" "] * cols
+        styles = [""] * cols
+        for band in tl.bands:
+            for c in range(col(band.start), max(col(band.start) + 1, col(band.end))):
+                cells[c] = "█" if band.part == "productive" else "▒"
+                styles[c] = band_colour(band)
+        for c in range(cols):
+            row.append(cells[c], style=styles[c])
+        lines.append(row)
+
     axis = [" "] * cols
     labels = [" "] * (cols + 8)
     for t in _ticks(tl.span, most=max(2, cols // 12)):
@@ -272,6 +343,18 @@ def render_text(tl: Timeline, width: int = 100) -> RenderableType:
         legend.append("▬ ", style=STATE_COLOUR.get(state, ""))
         legend.append(f"{state}  ", style="dim")
     lines.append(legend)
+    if tl.bands:
+        # One entry per colour: a good part by its name, a loss by the cause it follows.
+        legend = Text(" " * label_w)
+        named: dict[str, str] = {}
+        for b in tl.bands:
+            good = b.part == "productive" or b.cause is CauseKind.NONE
+            rule = f", rule {b.rule}" if b.rule is not None else ""
+            named.setdefault(band_colour(b), b.part if good else f"lost to {b.cause}{rule}")
+        for colour, label in named.items():
+            legend.append("█ " if label == "productive" else "▒ ", style=colour)
+            legend.append(f"{label}  ", style="dim")
+        lines.append(legend)
     return Group(*lines)
 
 
@@ -284,7 +367,7 @@ def render_svg(tl: Timeline, width: int = 960) -> str:
     """A standalone SVG document of the timeline."""
     left, right, top, row_h, bar_h = 130, 240, 74, 34, 18
     plot_w = width - left - right
-    rows = 1 + len(tl.rows)
+    rows = 1 + len(tl.rows) + (1 if tl.bands else 0)
     legend_y = top + rows * row_h + 46
     height = legend_y + 34
 
@@ -384,6 +467,20 @@ def render_svg(tl: Timeline, width: int = 960) -> str:
                 f"{escape(' → '.join(bar_label(b) for b in bars))}</text>"
             )
 
+    # The goodput row: each part of the job's time, a loss in the colour of its cause.
+    if tl.bands:
+        y += row_h
+        out.append(_label(y, row_h, "goodput", bold=True))
+        for band in tl.bands:
+            x0, x1 = x(band.start), max(x(band.end), x(band.start) + 1)
+            opacity = "1" if band.part == "productive" else "0.8"
+            out.append(
+                f"<rect x='{x0:.1f}' y='{y + (row_h - bar_h) / 2:.1f}' width='{x1 - x0:.1f}' "
+                f"height='{bar_h}' fill='{band_colour(band)}' opacity='{opacity}'>"
+                f"<title>{escape(band_label(band))}: "
+                f"{escape(format_duration(band.end - band.start))}</title></rect>"
+            )
+
     # Legend: the states and causes this picture uses.
     items: list[tuple[str, str]] = [
         (STATE_COLOUR.get(s.state, "#5f6368"), f"job {s.state}")
@@ -396,6 +493,11 @@ def render_svg(tl: Timeline, width: int = 960) -> str:
             if label not in seen:
                 seen.add(label)
                 items.append((bar_colour(bar), label))
+    for band in tl.bands:
+        label = band_label(band)
+        if band.part != "productive" and label not in seen:
+            seen.add(label)
+            items.append((band_colour(band), label))
     lx = 20.0
     for colour, label in items:
         out.append(

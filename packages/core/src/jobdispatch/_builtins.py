@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.plugins import Registry
+from jobdispatch.plugins import Registration, registers
 
 if TYPE_CHECKING:  # imported only when a store or backend is made
     from jobdispatch.memory import MemoryBackend
@@ -27,21 +26,20 @@ def _memory_records(config: dict[str, Any]) -> MemoryRecords:
     return MemoryRecords()
 
 
-@hookimpl
-def jobdispatch_register_adapters(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_adapters = registers(
+    Registration(
         "memory",
         _memory_backend,
         schema="jobdispatch.memory.config:CONFIG_SCHEMA",
         summary="an in-process scheduler in two shapes (Slurm-like, Kubeflow-like), for tests",
     )
+)
 
-
-@hookimpl
-def jobdispatch_register_record_stores(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_record_stores = registers(
+    Registration(
         "memory",
         _memory_records,
         schema={"type": "object", "additionalProperties": False, "properties": {}},
         summary="records held in this process only, for tests and the tutorial",
     )
+)

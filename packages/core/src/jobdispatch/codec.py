@@ -43,7 +43,10 @@ from jobdispatch.types import (
     AdapterValue,
     Extension,
     JobSpec,
+    Plan,
     Resources,
+    Rule,
+    RuleAssignment,
 )
 
 T = TypeVar("T")
@@ -165,9 +168,28 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
     c.register_unstructure_hook(
         Resources, make_dict_unstructure_fn(Resources, c, _cattrs_omit_if_default=True)
     )
+    # Fields added after records existed (a rule's charge, a spec's progress source and stall
+    # rule, a plan's stall assignment, a rule's charged count) are written only when set, so a
+    # record that does not use them is byte for byte what it was before they existed.
+    omit = override(omit_if_default=True)
+    rule_fields: dict[str, Any] = {}
+    if written_names:
+        rule_fields["for_"] = override(rename="for")
+    else:
+        rule_fields["charge"] = omit
+    c.register_unstructure_hook(Rule, make_dict_unstructure_fn(Rule, c, **rule_fields))
+    if not written_names:
+        # What commands print (``--json``) shows every key, so its shape is fixed (a plan's
+        # ``stall`` is null, a rule's ``charged`` 0); only records leave them out.
+        c.register_unstructure_hook(
+            RuleAssignment, make_dict_unstructure_fn(RuleAssignment, c, charged=omit)
+        )
     c.register_unstructure_hook(
-        JobSpec, make_dict_unstructure_fn(JobSpec, c, resources=override(omit_if_default=True))
+        JobSpec,
+        make_dict_unstructure_fn(JobSpec, c, resources=omit, progress=omit, stall=omit),
     )
+    if not written_names:
+        c.register_unstructure_hook(Plan, make_dict_unstructure_fn(Plan, c, stall=omit))
     c.register_structure_hook_func(lambda t: t == AdapterValue, _structure_adapter_value)
     # Triggers and escalation ids are recorded as the text they print, and read back through
     # their one parser: a text it refuses makes the record Unreadable, naming the revision.
@@ -176,7 +198,16 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
     c.register_structure_hook_func(lambda t: t == Trigger, lambda v, _: parse_trigger(v))
     c.register_structure_hook_func(lambda t: t == EscalationId, lambda v, _: parse_escalation(v))
 
-    plain = {cls: make_dict_unstructure_fn(cls, c) for cls in ev.EVENT_TYPES.values()}
+    # A firing's ``charged`` is said only under ``no-advance``; unsaid, it is left out, so the
+    # events of other rules are written as they were before it existed.
+    said: dict[type, dict[str, Any]] = {
+        ev.SubmissionAuthorized: {"charged": omit},
+        ev.RecoveryDecided: {"charged": omit},
+    }
+    plain = {
+        cls: make_dict_unstructure_fn(cls, c, **said.get(cls, {}))
+        for cls in ev.EVENT_TYPES.values()
+    }
     plain_s = {
         cls: make_dict_structure_fn(cls, c, _cattrs_forbid_extra_keys=True)
         for cls in ev.EVENT_TYPES.values()

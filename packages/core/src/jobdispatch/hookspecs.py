@@ -9,7 +9,9 @@ The module must be cheap to import: it only registers factories, by string where
 (``"jobdispatch_slurm.backend:SlurmBackend.from_config"``), so heavy clients (kubernetes,
 psycopg, boto3) and the plugin's own modules are imported when something is actually built.
 Each hook receives a :class:`~jobdispatch.plugins.Registry` for one kind of thing and calls
-``registry.add(name, factory, ...)`` once per thing it provides.
+``registry.add(name, factory, ...)`` once per thing it provides; a plugin usually writes that as
+data, ``jobdispatch_register_adapters = registers(Registration(name, factory, ...))``
+(:func:`~jobdispatch.plugins.registers`).
 """
 
 from __future__ import annotations

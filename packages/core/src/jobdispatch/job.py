@@ -28,6 +28,7 @@ from jobdispatch.types import (
     Actor,
     Cause,
     CauseKind,
+    Charge,
     Enforcer,
     Hold,
     HoldKind,
@@ -44,6 +45,8 @@ from jobdispatch.types import (
 _ACTION_REQUEUE = Action.REQUEUE
 _ACTION_RESTART = Action.RESTART
 _CALL_REQUEUE = ev.CallOp.REQUEUE
+_CHARGE_NO_ADVANCE = Charge.NO_ADVANCE
+_ORIGIN_PUBLICATION = ev.Origin.PUBLICATION
 _CAUSE_CANCELLED = CauseKind.CANCELLED
 _CAUSE_HELD = CauseKind.HELD
 _CAUSE_LAUNCH_FAILED = CauseKind.LAUNCH_FAILED
@@ -71,13 +74,18 @@ _STATE_RECOVERING = State.RECOVERING
 
 __all__ = [
     "AttemptRec",
+    "BlindRec",
     "CallRec",
     "EscalationRec",
+    "FiringRec",
     "HoldRec",
     "Job",
     "ObjectRec",
     "Outcome",
+    "ProgressRec",
     "Replay",
+    "ResumedRec",
+    "StallRec",
     "SubmissionRec",
     "Transition",
     "fold",
@@ -256,6 +264,61 @@ class EscalationRec:
     delivered: set[str] = attrs.Factory(set)
 
 
+@attrs.frozen
+class ProgressRec:
+    """The newest progress the record holds: what a ``progress-seen`` event said, and when it
+    was committed (``recorded_at``, the supervisor's time; ``marked_at`` is the job's)."""
+
+    step: int
+    marked_at: datetime
+    submission: int
+    execution: str
+    origin: ev.Origin
+    recorded_at: datetime
+
+
+@attrs.frozen
+class ResumedRec:
+    """Execution ``execution`` of submission ``submission`` resumed from step ``step``."""
+
+    submission: int
+    execution: str
+    step: int
+    at: datetime
+
+
+@attrs.frozen
+class BlindRec:
+    """The progress source has been unreadable since ``since`` (the ``progress-blind`` event
+    at ``revision``)."""
+
+    since: datetime
+    revision: int
+    detail: str
+
+
+@attrs.frozen
+class StallRec:
+    """A stall verdict on one run: enforced (the run is being stopped) or only observed."""
+
+    cause: Cause
+    enforced: bool
+    at: datetime
+    revision: int
+
+
+@attrs.frozen
+class FiringRec:
+    """One firing of a supervisor-enforced rule: whether its budget paid for it, and the
+    newest checkpoint step the record showed then (None: none yet), which the rule's next
+    firing under ``no-advance`` compares with."""
+
+    rule: int
+    charged: bool
+    checkpoint: int | None
+    at: datetime
+
+
 @attrs.define
 class Job:
     """A folded record: everything ``project`` and ``next`` know of the job."""
@@ -291,6 +354,21 @@ class Job:
     committed: State = State.PENDING
     recovery_cause: Cause | None = None
     last_at: datetime | None = None
+    #: The newest progress recorded, and the newest checkpoint step (from publications and
+    #: resumed entries) a ``no-advance`` charge compares with.
+    progress: ProgressRec | None = None
+    checkpoint_step: int | None = None
+    #: What each execution resumed from, by (submission, execution).
+    resumed: dict[tuple[int, str], ResumedRec] = attrs.Factory(dict)
+    #: Since when the progress source is unreadable, while it is.
+    blind: BlindRec | None = None
+    #: Stall verdicts by (object id, run index).
+    stalls: dict[tuple[str, int], StallRec] = attrs.Factory(dict)
+    #: When the record first saw each run running, by (object id, run index): a stall rule's
+    #: startup grace counts from there.
+    running_since: dict[tuple[str, int], datetime] = attrs.Factory(dict)
+    #: Every firing of a supervisor-enforced rule, in order, charged or not.
+    fired: list[FiringRec] = attrs.Factory(list)
 
     # -------------------------------------------------------------- derived facts
 
@@ -336,6 +414,38 @@ class Job:
     def remaining(self, rule: int) -> int:
         return self.assignment(rule).effective.budget - self.rule_use.get(rule, 0)
 
+    def would_charge(self, rule: int) -> bool:
+        """Whether a firing of ``rule`` now would be charged to its budget: always, unless the
+        rule charges ``no-advance`` and the newest checkpoint on record is newer than at the
+        rule's previous firing (or, at its first, than none). Unknown progress is charged: only
+        evidence in the record spares a budget."""
+        if self.assignment(rule).effective.charge is not _CHARGE_NO_ADVANCE:
+            return True
+        newest = self.checkpoint_step
+        if newest is None:
+            return True
+        previous = next((f for f in reversed(self.fired) if f.rule == rule), None)
+        return (
+            previous is not None
+            and previous.checkpoint is not None
+            and (newest <= previous.checkpoint)
+        )
+
+    def charged(self, rule: int) -> int:
+        """How many of the rule's firings its budget paid for."""
+        return self.rule_use.get(rule, 0)
+
+    def run_cause(self, obj: ObjectRec, run: ExecutionObs) -> Cause | None:
+        """The cause of run ``run`` of ``obj``: ``stalled`` when the supervisor decided to stop
+        it as stalled (that decision was committed before its stop, so whatever the backend
+        says of the kill, ``cancelled`` say, the run ended because it hung), else the
+        backend's."""
+        if self.stalls:
+            stall = self.stalls.get((obj.ref.id, run.index))
+            if stall is not None and stall.enforced:
+                return stall.cause
+        return run.cause
+
     def last_cause(self) -> Cause | None:
         """The cause of the latest ended execution of the latest canonical object, if any."""
         latest = self.latest
@@ -345,7 +455,7 @@ class Job:
         if obj is None:
             return None
         ended = [e for e in obj.executions() if e.state is _OBJ_ENDED]
-        return ended[-1].cause if ended else None
+        return self.run_cause(obj, ended[-1]) if ended else None
 
     def residuals(self) -> list[AttemptRec]:
         """Under the residual policy, the unresolved attempts a settled job leaves behind: the
@@ -393,6 +503,10 @@ class _Folder:
         ev.StopDecided,
         ev.VerifiedStopped,
         ev.CessationAnswered,
+        ev.ProgressSeen,
+        ev.ResumedFrom,
+        ev.ProgressBlind,
+        ev.ProgressSighted,
     )
 
     def __init__(self, view: ev.View, now: datetime) -> None:
@@ -456,14 +570,21 @@ class _Folder:
             raise _bad(i, self.job, f"trigger {str(trigger)!r} authorized twice")
         self.job.triggers.add(trigger)
 
-    def _charge(self, i: int, rule: int | None) -> None:
+    def _charge(self, i: int, rule: int | None, at: datetime, said: bool | None) -> None:
+        """Count a firing of ``rule``; charge its budget unless the firing said it is not
+        charged (a ``no-advance`` rule after training advanced). What the decision said is
+        history: it is not judged again here."""
         job = self.job
         if rule is None:
             return
         if not 0 <= rule < len(job.header.plan.rules):
             raise _bad(i, job, f"rule {rule} is not in the plan")
-        job.rule_use[rule] = job.rule_use.get(rule, 0) + 1
+        charged = job.would_charge(rule) if said is None else said
+        job.fired.append(FiringRec(rule, charged, job.checkpoint_step, at))
         job.firings[rule] = job.firings.get(rule, 0) + 1
+        if not charged:
+            return
+        job.rule_use[rule] = job.rule_use.get(rule, 0) + 1
         if job.rule_use[rule] > job.assignment(rule).effective.budget:
             raise _bad(
                 i,
@@ -606,6 +727,11 @@ class _Folder:
         if obs.state is not _OBJ_GATED:
             obj.ever_opened = True
         runs = obs.executions
+        if obs.state is _OBJ_RUNNING and runs:
+            run = runs[-1]
+            key = (obs.ref.id, run.index)
+            if run.state is _OBJ_RUNNING and key not in job.running_since:
+                job.running_since[key] = e.at
         # Only an ended run of the canonical object can be a native rerun; most observations
         # show one live run and need nothing more.
         if obj.canonical and runs and (len(runs) > 1 or runs[0].state is _OBJ_ENDED):
@@ -692,6 +818,32 @@ class _Folder:
         obj.ceased = e.evidence.ceased
         obj.ceased_at = e.at
 
+    def _on_progress_seen(self, i: int, e: ev.ProgressSeen) -> None:
+        job = self.job
+        job.progress = ProgressRec(e.step, e.marked_at, e.submission, e.execution, e.origin, e.at)
+        if e.origin is _ORIGIN_PUBLICATION:
+            self._checkpoint(e.step)
+
+    def _checkpoint(self, step: int) -> None:
+        job = self.job
+        if job.checkpoint_step is None or step > job.checkpoint_step:
+            job.checkpoint_step = step
+
+    def _on_resumed_from(self, i: int, e: ev.ResumedFrom) -> None:
+        # Evidence from outside: a second entry of one execution (two supervisors recorded it,
+        # or its resolve ran twice) changes nothing, and never makes the record unreadable.
+        key = (e.submission, e.execution)
+        if key not in self.job.resumed:
+            self.job.resumed[key] = ResumedRec(e.submission, e.execution, e.step, e.resumed_at)
+        self._checkpoint(e.step)
+
+    def _on_progress_blind(self, i: int, e: ev.ProgressBlind) -> None:
+        if self.job.blind is None:
+            self.job.blind = BlindRec(e.at, i, e.detail)
+
+    def _on_progress_sighted(self, i: int, e: ev.ProgressSighted) -> None:
+        self.job.blind = None
+
     def _on_escalation_delivered(self, i: int, e: ev.EscalationDelivered) -> None:
         rec = self.job.escalations.get(e.escalation)
         if rec is None:
@@ -716,7 +868,7 @@ class _Folder:
         if e.n != expected:
             raise _bad(i, job, f"submission {e.n} authorized, expected {expected}")
         self._use_trigger(i, e.trigger)
-        self._charge(i, e.rule)
+        self._charge(i, e.rule, e.at, e.charged)
         if isinstance(e.trigger, Resubmit):
             if e.trigger.revision not in job.resubmits:
                 msg = f"resubmit trigger {str(e.trigger)!r} names no pending request"
@@ -790,6 +942,15 @@ class _Folder:
         self._object(i, e.ref).stop_decided = True
         self.job.stop_at[e.ref.id] = e.at
 
+    def _on_stall_declared(self, i: int, e: ev.StallDeclared) -> None:
+        job = self.job
+        self._not_terminal(i, "a stall verdict")
+        self._object(i, e.ref)
+        key = (e.ref.id, e.execution)
+        if key in job.stalls:
+            raise _bad(i, job, f"run {e.execution} of {e.ref} declared stalled twice")
+        job.stalls[key] = StallRec(e.cause, e.enforced, e.at, i)
+
     def _on_verified_stopped(self, i: int, e: ev.VerifiedStopped) -> None:
         obj = self._object(i, e.ref)
         if obj.absent_since is None:
@@ -800,7 +961,7 @@ class _Folder:
         job = self.job
         self._not_terminal(i, "a recovery")
         self._use_trigger(i, e.trigger)
-        self._charge(i, e.rule)
+        self._charge(i, e.rule, e.at, e.charged)
         if isinstance(e.trigger, End):
             job.handled_ends.add(e.trigger)
         action = job.assignment(e.rule).effective.action

@@ -22,8 +22,17 @@ from jobdispatch.spi import (
     SubmissionPreview,
 )
 from jobdispatch.types import Enforcer, JobID, JobSpec, Plan, UnmatchedPolicy
+from jobdispatch.validate import ENV_CHECKPOINT_ROOT
 
-__all__ = ["ENV_JOB", "ENV_SUBMISSION", "DryRun", "native_offer", "preview", "start_request"]
+__all__ = [
+    "ENV_JOB",
+    "ENV_SUBMISSION",
+    "DryRun",
+    "execution_env",
+    "native_offer",
+    "preview",
+    "start_request",
+]
 
 #: Environment every execution gets: which job it belongs to, and which submission it is.
 ENV_JOB = "JOBDISPATCH_JOB"
@@ -61,8 +70,18 @@ def start_request(
         attempt=attempt,
         spec=spec,
         native=native_offer(backend, spec, plan, firings or {}),
-        env={ENV_JOB: job, ENV_SUBMISSION: str(submission)},
+        env=execution_env(job, spec, submission),
     )
+
+
+def execution_env(job: JobID, spec: JobSpec, submission: int) -> dict[str, str]:
+    """What every process of the submission is told of it: the job, the submission, and the
+    checkpoint root its progress is read from (``[progress] root``), so the helper inside
+    the job marks and publishes exactly where the supervisor lists."""
+    env = {ENV_JOB: job, ENV_SUBMISSION: str(submission)}
+    if spec.progress is not None:
+        env[ENV_CHECKPOINT_ROOT] = spec.progress.root
+    return env
 
 
 @attrs.frozen

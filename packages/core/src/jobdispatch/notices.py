@@ -11,8 +11,8 @@ not more, but for a delivery whose record was lost.
 
 This module is pure: :func:`notices` reads a view and answers every notice the record implies,
 in record order; :func:`delivered` answers which (notice, sink) pairs the record shows
-delivered. The kinds ``stalled`` and ``resumed`` (issue 26) come from progress evidence the
-record does not carry yet; :func:`notices` is where they join.
+delivered. ``stalled`` follows a committed stall verdict (enforced or observe-only) and
+``resumed`` a run's resumed-from evidence (the checkpoint step it started from).
 """
 
 from __future__ import annotations
@@ -238,6 +238,30 @@ class _Reader:
                     f"escalated: {detail}",
                     escalation=esc,
                     detail=detail,
+                )
+            case ev.StallDeclared(ref=ref, execution=index, cause=cause, enforced=enforced):
+                of = self.canonical.get(ref.id)
+                what = "stalled, stopping it" if enforced else "stalled (observe only: not stopped)"
+                self.notice(
+                    NoticeKind.STALLED,
+                    f"stalled:{revision}",
+                    revision,
+                    e.at,
+                    f"submission {of} {what}: {_cause_text(cause)}",
+                    cause=cause,
+                    submission=of,
+                    execution=index,
+                )
+            case ev.ResumedFrom(submission=n, execution=execution, step=step):
+                self.notice(
+                    NoticeKind.RESUMED,
+                    f"resumed:{revision}",
+                    revision,
+                    e.resumed_at,
+                    f"submission {n} resumed from the checkpoint of step {step}",
+                    submission=n,
+                    execution=int(execution) if execution.isdigit() else None,
+                    detail=f"step {step}",
                 )
             case ev.OutcomeDecided():
                 self.outcome = e

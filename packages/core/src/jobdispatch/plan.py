@@ -20,18 +20,26 @@ I/O of its own: everything it knows comes from the backend's answers.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from datetime import timedelta
 
 import attrs
 
 from jobdispatch.config import validate_config
-from jobdispatch.errors import Invalid, Rejected, Unsupported
+from jobdispatch.errors import Invalid, Problem, Rejected, Unsupported, ValidationError
 from jobdispatch.fit import fit
-from jobdispatch.spi import Backend, IdentityWeakener, InventoryReporter, ResourceTable
+from jobdispatch.spi import (
+    Backend,
+    IdentityWeakener,
+    InventoryReporter,
+    ResourceTable,
+    pacing_of,
+)
 from jobdispatch.timing import SHARED_HOLD_FOR
 from jobdispatch.types import (
     RECOVERABLE,
     Action,
     Capability,
+    CauseKind,
     CheckpointMode,
     Enforcer,
     JobID,
@@ -41,6 +49,8 @@ from jobdispatch.types import (
     Rule,
     RuleAssignment,
     RuleSupport,
+    StallAssignment,
+    StallMode,
     Support,
     Tristate,
     UnmatchedPolicy,
@@ -164,6 +174,46 @@ def _assign(
     raise Rejected(msg)
 
 
+def _stall(backend: Backend, spec: JobSpec, supervised: bool) -> StallAssignment | None:
+    """Who enforces the spec's stall rule: the supervisor, which reads the job's progress.
+
+    A stall rule shorter than the poll could never be judged in time, and is refused naming
+    ``stall.after``. A job without a progress source can never stall: the plan says so and
+    nobody enforces the rule. An unsupervised job has nobody to read its progress: refused,
+    as a rule nobody would enforce is."""
+    rule = spec.stall
+    if rule is None:
+        return None
+    poll = timedelta(seconds=pacing_of(backend).interval)
+    if rule.after < poll:
+        problem = Problem(
+            "stall.after",
+            f"must be at least the poll interval of adapter {backend.name!r} ({poll}), got "
+            f"{rule.after}: progress is read once per poll",
+        )
+        raise ValidationError([problem], subject="job spec")
+    if spec.progress is None:
+        return StallAssignment(
+            rule=rule,
+            enforcer=Enforcer.NOBODY,
+            note="the job names no progress source ([progress] root): it can never stall",
+        )
+    if not supervised:
+        msg = (
+            "nobody would enforce the stall rule: only a supervisor reads progress; "
+            "supervise the job"
+        )
+        raise Rejected(msg)
+    note = (
+        "observe only: a stall is recorded and shown, nothing is stopped"
+        if rule.mode is StallMode.OBSERVE
+        else ""
+    )
+    return StallAssignment(
+        rule=rule, enforcer=Enforcer.SUPERVISOR, root=spec.progress.root, note=note
+    )
+
+
 def _rules(n: int) -> str:
     """``1 rule``, ``0 rules``, ``3 rules``."""
     return f"{n} rule" if n == 1 else f"{n} rules"
@@ -224,7 +274,10 @@ def make_plan(
                 accepted=accepted,
             )
         )
+    stall = _stall(backend, spec, supervised)
     covered = {kind for rule in rules for kind in rule.on}
+    if spec.stall is None:
+        covered.add(CauseKind.STALLED)  # a job without a stall rule never stalls
     uncovered = tuple(kind for kind in RECOVERABLE if kind not in covered)
     weakened = backend.identity_weakened(spec) if isinstance(backend, IdentityWeakener) else ""
     return Plan(
@@ -236,11 +289,15 @@ def make_plan(
         capabilities=capabilities,
         identity_weakened=weakened,
         supervised=supervised,
+        stall=stall,
     )
 
 
-def with_firings(plan: Plan, firings: Mapping[int, int]) -> Plan:
-    """The plan as status shows it: each rule with how often it fired so far.
+def with_firings(
+    plan: Plan, firings: Mapping[int, int], charged: Mapping[int, int] | None = None
+) -> Plan:
+    """The plan as status shows it: each rule with how often it fired so far, and how many of
+    those firings its budget paid for (``charged``; every firing when not given).
 
     Plans are frozen, so an assignment whose count is already right is shared rather than
     copied, and when every count is right the plan itself is the answer (status is read on
@@ -248,10 +305,14 @@ def with_firings(plan: Plan, firings: Mapping[int, int]) -> Plan:
     """
     rules = plan.rules
     counts = [firings.get(a.index, 0) for a in rules]
-    if all(a.firings == n for a, n in zip(rules, counts, strict=True)):
+    paid = [
+        charged.get(a.index, 0) if charged is not None else n
+        for a, n in zip(rules, counts, strict=True)
+    ]
+    if all(a.firings == n and a.charged == c for a, n, c in zip(rules, counts, paid, strict=True)):
         return plan
     shown = tuple(
-        a if a.firings == n else attrs.evolve(a, firings=n)
-        for a, n in zip(rules, counts, strict=True)
+        a if a.firings == n and a.charged == c else attrs.evolve(a, firings=n, charged=c)
+        for a, n, c in zip(rules, counts, paid, strict=True)
     )
     return attrs.evolve(plan, rules=shown)

@@ -36,10 +36,12 @@ __all__ = [
     "IncompatibleAdapter",
     "LoadFailure",
     "Plugins",
+    "Registration",
     "Registry",
     "Target",
     "default",
     "load",
+    "registers",
     "resolve",
     "spi_compatible",
 ]
@@ -241,6 +243,37 @@ class Registry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
+
+
+@attrs.frozen
+class Registration:
+    """One thing a plugin provides, as data: the arguments of one :meth:`Registry.add`."""
+
+    name: str
+    factory: Callable[..., Any] | Target
+    schema: Mapping[str, Any] | Target | None = attrs.field(default=None, kw_only=True)
+    summary: str = attrs.field(default="", kw_only=True)
+    spi: str | None = attrs.field(default=None, kw_only=True)
+
+
+def registers(*registrations: Registration) -> Callable[[Registry], None]:
+    """A hook implementation that adds each of ``registrations``, in order.
+
+    A plugin's ``_hooks`` module assigns it to the hook's name
+    (``jobdispatch_register_adapters = registers(Registration(...))``): its registration is then
+    data, and calling :meth:`Registry.add` is written here, once, for every plugin. The first
+    refused registration (a taken name, an incompatible SPI) stops the rest, as a hand-written
+    hook would.
+    """
+
+    @hookspecs.hookimpl
+    def register(registry: Registry) -> None:
+        for each in registrations:
+            registry.add(
+                each.name, each.factory, schema=each.schema, summary=each.summary, spi=each.spi
+            )
+
+    return register
 
 
 @attrs.define

@@ -21,6 +21,7 @@ from jobdispatch.types import (
     NO_CAUSE,
     Cause,
     CauseKind,
+    Charge,
     CleanupState,
     Hold,
     JobID,
@@ -53,7 +54,16 @@ _STATE_RECOVERING = State.RECOVERING
 _STATE_RUNNING = State.RUNNING
 _STATE_UNKNOWN = State.UNKNOWN
 
-__all__ = ["Escalation", "Status", "Submission", "project", "project_objects"]
+__all__ = [
+    "Escalation",
+    "Firing",
+    "ProgressStatus",
+    "StallVerdict",
+    "Status",
+    "Submission",
+    "project",
+    "project_objects",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -91,6 +101,42 @@ class Escalation:
 
 
 @attrs.frozen(kw_only=True)
+class StallVerdict:
+    """A run judged stalled: stopped for it (``enforced``) or only observed."""
+
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+    enforced: bool
+    at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class Firing:
+    """One firing of a supervisor-enforced rule, and whether its budget paid for it."""
+
+    rule: int
+    charged: bool
+    checkpoint: int | None
+    at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class ProgressStatus:
+    """What the record holds of a job's progress (for a job with a progress source)."""
+
+    root: str
+    step: int | None = None
+    marked_at: datetime | None = None
+    origin: str = ""
+    checkpoint: int | None = None
+    blind_since: datetime | None = None
+    blind_detail: str = ""
+    stalls: tuple[StallVerdict, ...] = ()
+    resumed: tuple[tuple[int, str, int], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
 class Status:
     """A job as the core computes it from its record and what the backend shows."""
 
@@ -109,6 +155,10 @@ class Status:
     escalations: tuple[Escalation, ...] = ()
     revision: int = 0
     created_at: datetime | None = None
+    #: The job's progress, stalls and blind spells (None: the job names no progress source).
+    progress: ProgressStatus | None = None
+    #: Every firing of a supervisor-enforced rule, charged or not (``no-advance``).
+    firings: tuple[Firing, ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -153,7 +203,7 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
             Submission(
                 n=sub.n,
                 canonical=sub.canonical,
-                executions=obs.executions if obs else (),
+                executions=_runs(job, obs) if obs else (),
                 state=obs.state if obs else None,
                 rule=sub.rule,
                 cause=sub.cause,
@@ -217,11 +267,68 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         hold=hold.hold if hold else None,
         submissions=tuple(submissions),
         history=tuple(job.history),
-        plan=with_firings(job.header.plan, job.firings),
+        plan=with_firings(job.header.plan, job.firings, _charged(job)),
         supersedes=job.header.supersedes,
         escalations=tuple(_escalation(e) for e in job.escalations.values()),
         revision=job.revision,
         created_at=job.header.created_at,
+        progress=_progress(job),
+        firings=tuple(
+            Firing(rule=f.rule, charged=f.charged, checkpoint=f.checkpoint, at=f.at)
+            for f in job.fired
+        ),
+    )
+
+
+def _runs(job: Job, obs: ObjectObs) -> tuple[ExecutionObs, ...]:
+    """The object's runs, each with its cause as the record has it: a run stopped as stalled
+    shows ``stalled``, not the ``cancelled`` the backend shows of the stop."""
+    rec = job.object(obs.ref)
+    if not job.stalls or rec is None:
+        return obs.executions
+    return tuple(
+        x if x.state is not _OBJ_ENDED else attrs.evolve(x, cause=job.run_cause(rec, x))
+        for x in obs.executions
+    )
+
+
+def _charged(job: Job) -> dict[int, int]:
+    """How many firings of each rule its budget paid for: every firing, unless the rule
+    charges ``no-advance`` (then only those the record shows charged)."""
+    out: dict[int, int] = {}
+    for a in job.header.plan.rules:
+        if a.effective.charge is Charge.NO_ADVANCE:
+            out[a.index] = job.charged(a.index)
+        else:
+            out[a.index] = job.firings.get(a.index, 0)
+    return out
+
+
+def _progress(job: Job) -> ProgressStatus | None:
+    source = job.header.spec.progress
+    if source is None:
+        return None
+    rec = job.progress
+    blind = job.blind
+    return ProgressStatus(
+        root=source.root,
+        step=rec.step if rec else None,
+        marked_at=rec.marked_at if rec else None,
+        origin=rec.origin.value if rec else "",
+        checkpoint=job.checkpoint_step,
+        blind_since=blind.since if blind else None,
+        blind_detail=blind.detail if blind else "",
+        stalls=tuple(
+            StallVerdict(
+                ref=job.objects[ref].ref,
+                execution=index,
+                cause=v.cause,
+                enforced=v.enforced,
+                at=v.at,
+            )
+            for (ref, index), v in job.stalls.items()
+        ),
+        resumed=tuple((r.submission, r.execution, r.step) for r in job.resumed.values()),
     )
 
 
@@ -232,7 +339,9 @@ def _unhandled_end(job: Job, obs: ObjectObs) -> Cause | None:
     last = max(obs.executions, key=lambda x: x.index)
     if End(obs.ref.id, last.index) in job.handled_ends:
         return None
-    return last.cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
+    rec = job.object(obs.ref)
+    cause = job.run_cause(rec, last) if rec is not None else last.cause
+    return cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
 
 
 def project_objects(job: JobID, discovery: Discovery) -> Status:

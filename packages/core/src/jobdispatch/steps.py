@@ -33,6 +33,7 @@ from typing import ClassVar, TypeAlias
 import attrs
 
 from jobdispatch import calls
+from jobdispatch import progress as pr
 from jobdispatch.calls import Call
 from jobdispatch.errors import DispatchError, Invalid, OutcomeUnknown, Rejected, Unsupported
 from jobdispatch.job import (
@@ -79,6 +80,7 @@ from jobdispatch.types import (
     Capability,
     Cause,
     CauseKind,
+    Charge,
     CheckpointMode,
     Enforcer,
     Hold,
@@ -102,12 +104,15 @@ __all__ = [
     "Canonical",
     "Cease",
     "Context",
+    "DeclareStall",
     "Escalate",
     "LiftHold",
     "Miss",
     "Observe",
+    "ObserveStall",
     "Open",
     "Outcome",
+    "RecordProgress",
     "Requeue",
     "RestoreRequeue",
     "Retire",
@@ -136,6 +141,7 @@ _CALL_REQUEUE = CallOp.REQUEUE
 _CALL_RESTORE = CallOp.RESTORE
 _CAP_HOLD = Capability.HOLD
 _CAUSE_LAUNCH_FAILED = CauseKind.LAUNCH_FAILED
+_CHARGE_NO_ADVANCE = Charge.NO_ADVANCE
 _CAUSE_NONE = CauseKind.NONE
 _CAUSE_UNKNOWN = CauseKind.UNKNOWN
 _CHECKPOINT_SHARED = CheckpointMode.SHARED
@@ -270,11 +276,124 @@ class Observe(_Step):
 
 
 @attrs.frozen(kw_only=True)
+class RecordProgress(_Step):
+    """Record what a reading of the job's progress showed that the record lacks (the progress,
+    bounded by the job's ``record_every``; resumed entries; the source going blind or seeing
+    again), as evidence, in one commit (:mod:`jobdispatch.progress`).
+
+    Rows P1, P2."""
+
+    kind: ClassVar[str] = "record-progress"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (
+        ev.ProgressSeen,
+        ev.ResumedFrom,
+        ev.ProgressBlind,
+        ev.ProgressSighted,
+    )
+    fenced: ClassVar[bool] = False
+    evidence: tuple[pr.Evidence, ...] = ()
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        out: list[ev.AnyEvent] = []
+        for item in self.evidence:
+            if isinstance(item, pr.Mark):
+                out.append(
+                    ev.ProgressSeen(
+                        at=ctx.at,
+                        by=ctx.by,
+                        step=item.step,
+                        marked_at=item.at,
+                        submission=item.submission,
+                        execution=item.execution,
+                        origin=item.origin,
+                    )
+                )
+            elif isinstance(item, pr.Resumed):
+                out.append(
+                    ev.ResumedFrom(
+                        at=ctx.at,
+                        by=ctx.by,
+                        submission=item.submission,
+                        execution=item.execution,
+                        step=item.step,
+                        resumed_at=item.at,
+                    )
+                )
+            elif isinstance(item, pr.Blind):
+                out.append(ev.ProgressBlind(at=ctx.at, by=ctx.by, detail=item.detail))
+            else:
+                out.append(ev.ProgressSighted(at=ctx.at, by=ctx.by))
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class DeclareStall(_Step):
+    """A run made no progress for its stall rule's time: the verdict and the decision to stop
+    the run are committed together, and only then is the run stopped, so the run's cause is
+    ``stalled`` (never the ``cancelled`` a stop shows).
+
+    Row P3."""
+
+    kind: ClassVar[str] = "declare-stall"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StallDeclared, ev.StopDecided)
+    call_type: ClassVar[type[Call] | None] = calls.StopCall
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+
+    @property
+    def reason(self) -> str:
+        return f"stalled: {self.cause.detail}"
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.StallDeclared(
+                at=ctx.at,
+                by=ctx.by,
+                ref=self.ref,
+                execution=self.execution,
+                cause=self.cause,
+                enforced=True,
+            ),
+            ev.StopDecided(at=ctx.at, by=ctx.by, ref=self.ref, reason=self.reason),
+        ]
+
+    def call(self, ctx: Context) -> Call:
+        return calls.StopCall(ref=self.ref, reason=self.reason)
+
+
+@attrs.frozen(kw_only=True)
+class ObserveStall(_Step):
+    """A run made no progress for its stall rule's time, and the rule only observes: the
+    verdict is recorded, once per run, and nothing is stopped.
+
+    Row P3."""
+
+    kind: ClassVar[str] = "observe-stall"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StallDeclared,)
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.StallDeclared(
+                at=ctx.at,
+                by=ctx.by,
+                ref=self.ref,
+                execution=self.execution,
+                cause=self.cause,
+                enforced=False,
+            )
+        ]
+
+
+@attrs.frozen(kw_only=True)
 class Authorize(_Step):
     """Authorize submission ``submission``, used up by ``trigger``; a rule's authorization
     reserves its budget in the same event.
 
-    Rows L1, L12, E3, H5, I1."""
+    Rows L1, L12, E3, H5, I1, P5."""
 
     kind: ClassVar[str] = "authorize"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.SubmissionAuthorized,)
@@ -282,6 +401,7 @@ class Authorize(_Step):
     trigger: Trigger
     rule: int | None = None
     cause: Cause | None = None
+    charged: bool | None = None
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         return [
@@ -292,6 +412,7 @@ class Authorize(_Step):
                 trigger=self.trigger,
                 rule=self.rule,
                 cause=self.cause,
+                charged=self.charged,
             )
         ]
 
@@ -438,7 +559,7 @@ class Open(_Step):
 class Stop(_Step):
     """Decide to stop an object, then stop it (again after ``STOP_RETRY`` while it lives).
 
-    Rows L9, T1, T2, T7."""
+    Rows L9, T1, T2, T7, P4."""
 
     kind: ClassVar[str] = "stop"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StopDecided,)
@@ -495,7 +616,7 @@ class Outcome(_Step):
 class Escalate(_Step):
     """Tell a person (the sinks deliver it at the next pass, one delivery recorded per sink).
 
-    Rows L11, H4, T4, T5."""
+    Rows L11, H4, T4, T5, P2."""
 
     kind: ClassVar[str] = "escalate"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.Escalated,)
@@ -534,6 +655,7 @@ class RuleHold(_Step):
     cause: Cause
     hold: Hold
     instance: int
+    charged: bool | None = None
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         return [
@@ -544,6 +666,7 @@ class RuleHold(_Step):
                 trigger=self.trigger,
                 cause=self.cause,
                 submission=self.submission,
+                charged=self.charged,
             ),
             ev.HoldPlaced(
                 at=ctx.at,
@@ -697,6 +820,7 @@ class RuleRequeue(_Requeues):
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.RecoveryDecided, ev.CallIssued)
     rule: int
     cause: Cause
+    charged: bool | None = None
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         decided = ev.RecoveryDecided(
@@ -707,6 +831,7 @@ class RuleRequeue(_Requeues):
             cause=self.cause,
             ref=self.ref,
             submission=self.submission,
+            charged=self.charged,
         )
         return [decided, self._issued(ctx)]
 
@@ -761,6 +886,9 @@ class Cease(_Step):
 Step: TypeAlias = (
     Wait
     | Observe
+    | RecordProgress
+    | DeclareStall
+    | ObserveStall
     | Authorize
     | Start
     | Canonical
@@ -785,6 +913,9 @@ Step: TypeAlias = (
 STEPS: Sequence[type[_Step]] = (
     Wait,
     Observe,
+    RecordProgress,
+    DeclareStall,
+    ObserveStall,
     Authorize,
     Start,
     Canonical,
@@ -876,7 +1007,9 @@ def _end_of(job: Job, sub: SubmissionRec) -> tuple[End, Cause] | None:
         last = max(executions, key=lambda x: x.index)
         key = End(obj.ref.id, last.index)
         if last.state is _OBJ_ENDED:
-            cause = last.cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
+            cause = job.run_cause(obj, last) or Cause(
+                _CAUSE_UNKNOWN, detail="the backend gave no cause"
+            )
         else:
             cause = Cause(_CAUSE_UNKNOWN, detail="vanished from the backend while it ran")
     elif obj.ever_opened or obj.open_decided:
@@ -931,14 +1064,19 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
         return _failed(cause, NativeSpent(n, key), f"the backend did not rerun it under rule {n}")
     if rule.action is _ACTION_ESCALATE:
         return _failed(cause, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
-    if job.remaining(n) <= 0:
+    # Under ``no-advance`` the firing says whether it is charged (spec 0001 D6, P5).
+    charged = job.would_charge(n) if rule.charge is _CHARGE_NO_ADVANCE else None
+    if job.remaining(n) <= 0 and charged is not False:
+        # Under ``no-advance`` a firing after which training advanced is not charged, so a
+        # spent budget does not stop it (spec 0001, "Budgets that know whether training
+        # advanced").
         return _failed(
             cause,
             BudgetSpent(n),
             f"rule {n} ({rule.action} on {cause.kind}) has spent its budget of {rule.budget}",
         )
     if rule.action is _ACTION_RESUBMIT:
-        return Authorize(submission=sub.n + 1, trigger=key, rule=n, cause=cause)
+        return Authorize(submission=sub.n + 1, trigger=key, rule=n, cause=cause, charged=charged)
     if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART):
         if sub.canonical is None:
             # A launch that failed left no object to run again in place.
@@ -955,6 +1093,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
             rule=match.index,
             cause=cause,
             deadline=now + CALL_DEADLINE,
+            charged=charged,
         )
     if rule.action is _ACTION_HOLD:
         until = now + rule.for_ if rule.for_ is not None else None
@@ -971,6 +1110,7 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
             cause=cause,
             hold=hold,
             instance=len(job.holds) + 1,
+            charged=charged,
         )
     return _failed(cause, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
 
@@ -1378,6 +1518,11 @@ def _drive(job: Job, now: datetime) -> list[Step]:
         return steps
     wakes.append(wake)
 
+    steps, wake = _stalled(job, latest, now)
+    if steps:
+        return steps
+    wakes.append(wake)
+
     for step_list in (_backend_holds(job, hold, now), _restore_bit(job, now)):
         if step_list:
             return step_list
@@ -1388,11 +1533,45 @@ def _drive(job: Job, now: datetime) -> list[Step]:
     return _wait(*wakes)
 
 
-def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
+def _stalled(job: Job, sub: SubmissionRec, now: datetime) -> tuple[list[Step], datetime | None]:
+    """A run declared stalled (enforced) that still runs is stopped again after STOP_RETRY."""
+    if not job.stalls or sub.canonical is None:
+        return [], None
+    obj = job.object(sub.canonical)
+    if obj is None or obj.done or not obj.executions():
+        return [], None
+    run = obj.executions()[-1]
+    stall = job.stalls.get((obj.ref.id, run.index))
+    if stall is None or not stall.enforced or run.state is _OBJ_ENDED:
+        return [], None
+    return _stop_steps(job, obj, f"stalled: {stall.cause.detail}", now)
+
+
+def _progress(job: Job, reading: pr.Reading, now: datetime) -> list[Step]:
+    """What this poll's reading of the job's progress asks for (:func:`progress.judge`)."""
+    verdict = pr.judge(job, reading, now)
+    if verdict.evidence:
+        return [RecordProgress(evidence=verdict.evidence)]
+    stall = verdict.stall
+    if stall is not None:
+        if stall.enforced:
+            return [DeclareStall(ref=stall.ref, execution=stall.execution, cause=stall.cause)]
+        return [ObserveStall(ref=stall.ref, execution=stall.execution, cause=stall.cause)]
+    if verdict.escalation is not None:
+        return [Escalate(escalation=verdict.escalation, detail=verdict.detail)]
+    return []
+
+
+def next_steps(
+    job: Job, discovery: Discovery, now: datetime, progress: pr.Reading | None = None
+) -> list[Step]:
     """What should happen next, most urgent first. Pure: no I/O, no clock.
 
     Every step is computed from the revision ``job`` was folded from and the ``discovery`` made
     after reading it; an executor commits decisions conditionally on that revision.
+    ``progress`` is what this poll read of the job's progress (None: not read this pass, and
+    nothing is judged on it): its evidence is recorded right after the backend's, and a stall
+    is declared before anything else is driven (:mod:`jobdispatch.progress`).
     """
     observe = _observations(job, discovery, now)
     if observe:
@@ -1401,4 +1580,8 @@ def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
         return _sweep(job, now)
     if job.terminal:
         return _cleanup(job, now)
+    if progress is not None:
+        steps = _progress(job, progress, now)
+        if steps:
+            return steps
     return _drive(job, now)

@@ -1,18 +1,24 @@
-"""Helpers for writing records by hand in tests: a job's story, event by event.
+"""Helpers for tests: a job's story written by hand, event by event, and waiting for a state.
 
-The core's own tests, the simulator and adapter authors use them to put a record in a given
+The core's own tests, the simulator and adapter authors use the story to put a record in a given
 situation and ask ``next`` what follows, without a store, a backend or a supervisor.
+
+``eventually`` is the one way every member's tests wait for something another thread, process or
+cluster brings about. It lives here because every member already depends on the core, so each
+package's tests can import it without adding a dependency to the shipped code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import attrs
 
 from jobdispatch.job import Job, fold
+from jobdispatch.progress import Reading
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef, discovery_name
 from jobdispatch.steps import Step, next_steps
@@ -23,6 +29,7 @@ from jobdispatch.types import (
     CauseKind,
     CheckpointMode,
     Enforcer,
+    JobID,
     JobSpec,
     ObjectState,
     Plan,
@@ -35,7 +42,16 @@ from jobdispatch.types import (
     UnmatchedPolicy,
 )
 
-__all__ = ["T0", "Story", "execution", "observation", "plan_for"]
+__all__ = [
+    "PATIENCE",
+    "T0",
+    "Story",
+    "eventually",
+    "execution",
+    "job_of",
+    "observation",
+    "plan_for",
+]
 
 #: The time stories start at.
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -138,13 +154,18 @@ class Story:
         return fold(self.view(), now or self.now)
 
     def next(
-        self, *objects: ObjectObs, now: datetime | None = None, complete: bool = True
+        self,
+        *objects: ObjectObs,
+        now: datetime | None = None,
+        complete: bool = True,
+        progress: Reading | None = None,
     ) -> list[Step]:
         when = now or self.now
         return next_steps(
             self.fold(when),
             Discovery(job=self.job_id, objects=objects, at=when, complete=complete),
             when,
+            progress,
         )
 
     def later(self, seconds: float) -> Story:
@@ -233,3 +254,64 @@ class Story:
 
 PREEMPTED = Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER)
 SUCCESS = Cause(CauseKind.NONE, exit_code=0)
+
+
+def job_of(plan: Plan) -> JobID:
+    """The job ``plan`` was recorded for. A plan from ``submit`` always names it; one from
+    ``make_plan`` does not, which is why :attr:`Plan.job` may be None."""
+    assert plan.job is not None, "a plan made without submitting names no job"
+    return plan.job
+
+
+T = TypeVar("T")
+
+#: How long ``eventually`` waits by default, in seconds: a bound against a hang, never a measure
+#: of speed. It is far above what any awaited state takes on a loaded machine, so a slow run
+#: only waits longer and a test fails only when the state never comes.
+PATIENCE = 120.0
+#: How much of the last value seen a failure shows.
+_SHOWN = 2000
+
+
+@overload
+def eventually(
+    probe: Callable[[], T | None], what: str, *, within: float = ..., every: float = ...
+) -> T: ...
+@overload
+def eventually(
+    probe: Callable[[], T],
+    what: str,
+    *,
+    holds: Callable[[T], object],
+    within: float = ...,
+    every: float = ...,
+) -> T: ...
+def eventually(
+    probe: Callable[[], Any],
+    what: str,
+    *,
+    holds: Callable[[Any], object] | None = None,
+    within: float = PATIENCE,
+    every: float = 0.01,
+) -> Any:
+    """Ask ``probe`` every ``every`` seconds until its answer holds, and return that answer.
+
+    An answer holds when ``holds(answer)`` is true, or, without ``holds``, when the answer itself
+    is. Past ``within`` seconds the wait fails with an AssertionError naming ``what`` was awaited
+    and the last answer seen, so a failure says how far the state got. The bound is checked only
+    after an answer that does not hold: an answer that holds is returned even when asking for it
+    took past the bound, so a slow probe on a loaded machine never fails a wait by itself.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        seen = probe()
+        if holds(seen) if holds is not None else seen:
+            return seen
+        if time.monotonic() >= deadline:
+            shown = repr(seen)
+            if len(shown) > _SHOWN:
+                shown = shown[:_SHOWN] + "..."
+            raise AssertionError(
+                f"gave up waiting for {what} after {within:g} s; last seen: {shown}"
+            )
+        time.sleep(every)

@@ -27,6 +27,7 @@ __all__ = [
     "ESCALATION_CLASSES",
     "SUBMIT",
     "TRIGGER_CLASSES",
+    "Blind",
     "BudgetSpent",
     "Cleanup",
     "End",
@@ -255,6 +256,15 @@ class RequeueFailed(_AtRevision):
 
 
 @attrs.frozen
+class Blind(_AtRevision):
+    """The job's progress stayed unreadable past its stall rule's ``blind_after``, from the
+    ``progress-blind`` event at revision ``revision`` on (``blind:REV``): no stall can be
+    declared meanwhile, so a hung job would burn its allocation unnoticed."""
+
+    word: ClassVar[str] = "blind"
+
+
+@attrs.frozen
 class Cleanup(_Id):
     """Objects of a settled job are still not verified stopped past the cleanup deadline
     (``cleanup``)."""
@@ -274,6 +284,7 @@ EscalationId = (
     | HoldExpired
     | Unresolved
     | RequeueFailed
+    | Blind
     | Cleanup
 )
 ESCALATION_CLASSES: tuple[type[EscalationId], ...] = (
@@ -284,6 +295,7 @@ ESCALATION_CLASSES: tuple[type[EscalationId], ...] = (
     HoldExpired,
     Unresolved,
     RequeueFailed,
+    Blind,
     Cleanup,
 )
 

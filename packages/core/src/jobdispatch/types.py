@@ -78,6 +78,8 @@ class CauseKind(_Word):
     REQUEUED = "requeued"
     CANCELLED = "cancelled"
     DUPLICATE = "duplicate"
+    #: The supervisor stopped a run that made no progress for its job's stall rule's time.
+    STALLED = "stalled"
     UNKNOWN = "unknown"
 
     @property
@@ -96,6 +98,7 @@ RECOVERABLE: tuple[CauseKind, ...] = (
     CauseKind.LAUNCH_FAILED,
     CauseKind.NO_CAPACITY,
     CauseKind.REQUEUED,
+    CauseKind.STALLED,
     CauseKind.UNKNOWN,
 )
 
@@ -107,6 +110,8 @@ class Provenance(_Word):
     SCHEDULER = "scheduler"
     APPLICATION = "application"
     ACTOR = "actor"
+    #: The supervisor's own judgement from evidence it read (a stall), not a person's act.
+    SUPERVISOR = "supervisor"
 
 
 class ActorKind(_Word):
@@ -231,17 +236,31 @@ def _rules(value: Iterable[Rule]) -> tuple[Rule, ...]:
     return tuple(value)
 
 
+class Charge(_Word):
+    """Which firings of a rule its budget pays for.
+
+    ``every`` firing (the default), or only those after which training did ``no-advance``: the
+    newest checkpoint the record shows is no newer than at the rule's previous firing, so a job
+    preempted many times that advances every time never spends its budget, and one that crashes
+    twice at the same step does (docs/explanation/progress-and-stalls.md)."""
+
+    EVERY = "every"
+    NO_ADVANCE = "no-advance"
+
+
 @attrs.frozen
 class Rule:
     """One recovery rule: on any of these causes, take this action, at most ``budget`` times.
 
-    ``for_`` is the duration of a ``hold``; other actions leave it unset.
+    ``for_`` is the duration of a ``hold``; other actions leave it unset. ``charge`` says which
+    firings the budget pays for (:class:`Charge`).
     """
 
     on: tuple[CauseKind, ...] = attrs.field(converter=_kinds)
     action: Action
     budget: int = 0
     for_: timedelta | None = None
+    charge: Charge = Charge.EVERY
 
 
 @attrs.frozen
@@ -422,10 +441,8 @@ class SharedCheckpoint:
 
 
 class NoticeKind(_Word):
-    """A kind of lifecycle notice a job may ask for (``jobdispatch.notices``).
-
-    ``stalled`` and ``resumed`` are named here so a job may ask for them now; they are sent
-    once the record carries the progress evidence they derive from (issue 26)."""
+    """A kind of lifecycle notice a job may ask for (``jobdispatch.notices``); ``stalled`` and
+    ``resumed`` derive from the progress evidence of a job with a ``[progress]`` root."""
 
     STARTED = "started"
     ENDED = "ended"
@@ -454,6 +471,47 @@ class Notify:
 #: The extension types a spec may carry, by the tag their encoding uses.
 EXTENSIONS: Mapping[str, type] = {"shared-checkpoint": SharedCheckpoint, "notify": Notify}
 Extension: TypeAlias = SharedCheckpoint | Notify
+
+
+class StallMode(_Word):
+    """What a stall rule does with its verdict: stop the run, or only record what it would do."""
+
+    ENFORCE = "enforce"
+    OBSERVE = "observe"
+
+
+@attrs.frozen(kw_only=True)
+class ProgressSource:
+    """Where a job's progress can be read: the checkpoint root its helper publishes to and
+    marks progress under (``[progress]`` in the job file).
+
+    ``record_every`` bounds how often progress enters the record as evidence: at most one
+    event per interval per job (sooner only when a run has ended, so a budget's charge reads
+    the newest checkpoint), however often the job marks a step."""
+
+    root: str
+    record_every: timedelta = timedelta(minutes=5)
+
+
+@attrs.frozen(kw_only=True)
+class StallRule:
+    """When a running job counts as hung (``[stall]`` in the job file).
+
+    A run is stalled once ``after`` has passed since its newest progress, or, before its first
+    progress, once ``startup_grace`` has passed since it started (None: ``after`` again). In
+    ``observe`` mode the verdict is recorded and nothing is stopped. While the progress source
+    cannot be read, nothing is ever declared (fail closed); past ``blind_after`` a person is
+    told."""
+
+    after: timedelta
+    startup_grace: timedelta | None = None
+    mode: StallMode = StallMode.ENFORCE
+    blind_after: timedelta = timedelta(minutes=30)
+
+    @property
+    def grace(self) -> timedelta:
+        """How long a run may go before its first progress."""
+        return self.after if self.startup_grace is None else self.startup_grace
 
 
 def _strings(value: Iterable[str]) -> tuple[str, ...]:
@@ -572,6 +630,10 @@ class JobSpec:
     resources: Resources = NO_RESOURCES
     extensions: tuple[Extension, ...] = attrs.field(default=(), converter=_extensions)
     recovery: RecoveryPolicy = attrs.field(factory=RecoveryPolicy)
+    #: Where the job's progress is read (None: nowhere, and then it can never stall).
+    progress: ProgressSource | None = None
+    #: When a run counts as hung; only a job with a progress source can stall.
+    stall: StallRule | None = None
 
     @property
     def checkpoint(self) -> CheckpointMode:
@@ -611,6 +673,20 @@ class RuleAssignment:
     support: RuleSupport
     firings: int = 0
     accepted: str = ""
+    #: Of ``firings``, how many its budget paid for (all of them unless the rule charges
+    #: ``no-advance``); shown by status, never recorded.
+    charged: int = 0
+
+
+@attrs.frozen
+class StallAssignment:
+    """The plan's answer for a stall rule: who enforces it, where progress is read, and what a
+    person should know (an observe-only rule, a job that cannot stall)."""
+
+    rule: StallRule
+    enforcer: Enforcer
+    root: str = ""
+    note: str = ""
 
 
 @attrs.frozen
@@ -625,3 +701,5 @@ class Plan:
     capabilities: Mapping[Capability, Support] = attrs.field(factory=dict, hash=False)
     identity_weakened: str = ""
     supervised: bool = False
+    #: The stall rule's enforcement, when the spec has one.
+    stall: StallAssignment | None = None

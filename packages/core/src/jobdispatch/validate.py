@@ -12,11 +12,24 @@ import re
 from datetime import timedelta
 
 from jobdispatch.errors import Problem, ValidationError
-from jobdispatch.types import Action, JobSpec, Resources, Rule
+from jobdispatch.types import (
+    Action,
+    CauseKind,
+    Charge,
+    JobSpec,
+    ProgressSource,
+    Resources,
+    Rule,
+    StallMode,
+    StallRule,
+)
 
 __all__ = ["MAX_BUDGET", "MAX_DURATION", "problems", "validate"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Where the checkpoint helper publishes and marks progress: set for every process from the job
+#: file's ``[progress] root`` (launch.start_request), so job and supervisor agree on it.
+ENV_CHECKPOINT_ROOT = "JOBDISPATCH_CHECKPOINT_ROOT"
 #: Environment names the adapters set for every process; a spec may not override them.
 RESERVED_ENV = frozenset(
     {
@@ -143,6 +156,63 @@ def _check_rule(i: int, rule: Rule, seen: dict[object, str], out: list[Problem])
         out.append(Problem(f"{at}.for", f"only a hold takes a duration, not {rule.action}"))
     if rule.action is Action.ESCALATE and rule.budget:
         out.append(Problem(f"{at}.budget", "escalate fails the job at once; it takes no budget"))
+    if not isinstance(rule.charge, Charge):
+        out.append(Problem(f"{at}.charge", f"must be every or no-advance, got {rule.charge!r}"))
+
+
+#: The shortest interval progress may be recorded at: more often, and the record would grow
+#: by an event per few steps, which is what the bound exists to prevent.
+MIN_RECORD_EVERY = timedelta(seconds=10)
+
+
+def _check_progress(source: ProgressSource, out: list[Problem]) -> None:
+    root = source.root
+    if not isinstance(root, str) or not root.strip() or "\x00" in root:
+        out.append(
+            Problem(
+                "progress.root",
+                f"must name a checkpoint root (a path, file:// or s3://), got {root!r}",
+            )
+        )
+    if not isinstance(source.record_every, timedelta):
+        out.append(Problem("progress.record_every", "must be a duration"))
+    elif source.record_every < MIN_RECORD_EVERY:
+        out.append(
+            Problem(
+                "progress.record_every",
+                f"must be at least {MIN_RECORD_EVERY.total_seconds():g} s, got "
+                f"{source.record_every}",
+            )
+        )
+    elif source.record_every > MAX_DURATION:
+        out.append(Problem("progress.record_every", f"must be at most {MAX_DURATION.days} days"))
+
+
+def _check_stall(rule: StallRule, out: list[Problem]) -> None:
+    if not isinstance(rule.after, timedelta) or (why := _duration_problem(rule.after)):
+        out.append(
+            Problem(
+                "stall.after", why if isinstance(rule.after, timedelta) else "must be a duration"
+            )
+        )
+    if rule.startup_grace is not None:
+        if not isinstance(rule.startup_grace, timedelta):
+            out.append(Problem("stall.startup_grace", "must be a duration"))
+        elif rule.startup_grace < timedelta(0):
+            out.append(
+                Problem("stall.startup_grace", f"must not be negative, got {rule.startup_grace}")
+            )
+        elif rule.startup_grace > MAX_DURATION:
+            out.append(Problem("stall.startup_grace", f"must be at most {MAX_DURATION.days} days"))
+    if not isinstance(rule.mode, StallMode):
+        out.append(Problem("stall.mode", f"must be enforce or observe, got {rule.mode!r}"))
+    if not isinstance(rule.blind_after, timedelta) or (why := _duration_problem(rule.blind_after)):
+        out.append(
+            Problem(
+                "stall.blind_after",
+                why if isinstance(rule.blind_after, timedelta) else "must be a duration",
+            )
+        )
 
 
 def problems(spec: JobSpec) -> list[Problem]:
@@ -191,6 +261,35 @@ def problems(spec: JobSpec) -> list[Problem]:
     seen: dict[object, str] = {}
     for i, rule in enumerate(spec.recovery.rules):
         _check_rule(i, rule, seen, out)
+        if rule.charge is Charge.NO_ADVANCE and spec.progress is None:
+            out.append(
+                Problem(
+                    f"recovery.rules[{i}].charge",
+                    "no-advance needs the job's checkpoint root ([progress] root) to tell "
+                    "whether training advanced; without one every firing is charged",
+                )
+            )
+    if spec.progress is not None:
+        _check_progress(spec.progress, out)
+        given = spec.env.get(ENV_CHECKPOINT_ROOT)
+        if given is not None and given != spec.progress.root:
+            out.append(
+                Problem(
+                    f"env.{ENV_CHECKPOINT_ROOT}",
+                    f"is {given!r} but [progress] root is {spec.progress.root!r}: the job "
+                    "would mark progress where the supervisor does not look; leave the "
+                    "variable out (it is set from [progress] root)",
+                )
+            )
+    if spec.stall is not None:
+        _check_stall(spec.stall, out)
+    elif CauseKind.STALLED in seen:
+        out.append(
+            Problem(
+                seen[CauseKind.STALLED] + ".on",
+                "names stalled, but the job has no stall rule ([stall]): it can never stall",
+            )
+        )
     return out
 
 

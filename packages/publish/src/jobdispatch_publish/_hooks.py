@@ -7,21 +7,19 @@ later still, when a source first fetches credentials).
 
 from __future__ import annotations
 
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.plugins import Registry
+from jobdispatch.plugins import Registration, registers
 
-
-@hookimpl
-def jobdispatch_register_credential_sources(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_credential_sources = registers(
+    Registration(
         "aws",
         "jobdispatch_publish.credentials.aws:AwsSource",
         schema="jobdispatch_publish.credentials.aws:SCHEMA",
         summary="botocore's default chain: variables, profiles, web identity, process, metadata",
-    )
-    registry.add(
+    ),
+    Registration(
         "vault",
         "jobdispatch_publish.credentials.vault:VaultSource",
         schema="jobdispatch_publish.credentials.vault:SCHEMA",
         summary="a Vault KV v2 secret, after a Kubernetes or AppRole login",
-    )
+    ),
+)

@@ -1,8 +1,9 @@
 """The ``jobdispatch-publish`` command, run inside job containers.
 
 Start-up cost matters here (it runs before and beside training, in every container), so this
-module imports the standard library only; each command imports what it needs when it runs, and
-``--help`` never loads boto3. argparse rather than click: one dependency fewer in every image.
+module imports the standard library and the core's exit-code table (itself standard library
+only); each command imports what it needs when it runs, and ``--help`` never loads boto3.
+argparse rather than click: one dependency fewer in every image.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jobdispatch.exitcodes import summary
+
 __all__ = ["main"]
 
 PROG = "jobdispatch-publish"
 
+#: The exit codes are the core's table (:mod:`jobdispatch.exitcodes`).
 EPILOG = """\
 environment:
   JOBDISPATCH_JOB               the job id (set by the adapters)
@@ -35,15 +39,9 @@ environment:
                                 execution in $XDG_RUNTIME_DIR or the temporary folder)
   flags override the variables.
 
-exit codes:
-  0 ok   1 internal error   2 usage   3 invalid input (variable, root, flag, configuration)
-  4 credentials (or file permissions) missing or refused   5 nothing published (resolve --require)
-  6 step already published by another execution   7 store refused by probe
-  8 store unreachable or unavailable (or a full, read-only file system)
-  9 published data missing or changed, or its entry damaged
-  10 checkpoint root missing or unreadable
-  130 interrupted
-watch stops with the code of a failure no retry can mend (3, 4, 7, 10) and retries the rest.
+exit codes (shared with jobdispatch):
+{codes}
+watch stops with the code of a failure no retry can mend (2, 4, 6, 10) and retries the rest.
 """
 
 
@@ -87,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Publish and resolve a dispatch job's checkpoints.",
-        epilog=EPILOG,
+        epilog=EPILOG.format(codes=summary(PROG)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -106,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
         "this execution resumed from.",
     )
     p.add_argument("--into", type=Path, help="fetch or copy the checkpoint into this folder")
-    p.add_argument("--require", action="store_true", help="exit 5 when nothing is published")
+    p.add_argument("--require", action="store_true", help="exit 3 when nothing is published")
     p.add_argument("--json", action="store_true", help="print the entry as JSON")
 
     p = sub.add_parser(
@@ -174,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
         "probe",
         parents=[common],
         help="check the store honours create-only writes, signatures and listing",
-        description="Exercise the store under a scratch prefix and refuse it (exit 7) if a "
+        description="Exercise the store under a scratch prefix and refuse it (exit 4) if a "
         "create-only write can overwrite, a wrong secret is accepted, or listings misbehave.",
     )
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
@@ -426,8 +424,9 @@ def cmd_probe(ctx: _Context) -> int:
 
 
 def cmd_list(ctx: _Context) -> int:
+    from jobdispatch.exitcodes import ExitCode
+
     from jobdispatch_publish import layout
-    from jobdispatch_publish.errors import ExitCode
     from jobdispatch_publish.resolve import Damaged, entries
 
     store = ctx.store()
@@ -436,7 +435,7 @@ def cmd_list(ctx: _Context) -> int:
     damaged: list[Damaged] = []
     for e in entries(store, job):
         if isinstance(e, Damaged):
-            # Shown in its place, marked, and the command ends 9: the other steps stay visible.
+            # Shown in its place, marked, and the command ends 8: the other steps stay visible.
             damaged.append(e)
             if ctx.args.json:
                 doc = {"step": e.step, "state": "damaged", "problem": e.error.message}
@@ -455,7 +454,7 @@ def cmd_list(ctx: _Context) -> int:
     if damaged:
         for d in damaged:
             _report(d.error)
-        return int(ExitCode.CORRUPT)
+        return int(ExitCode.UNREADABLE)
     return 0
 
 
@@ -486,6 +485,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     """Run the command; returns the exit code (see the epilog)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    from jobdispatch.exitcodes import ExitCode
+
     if args.version:
         from jobdispatch_publish.__about__ import __version__
 
@@ -493,7 +494,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return 0
     if args.command is None:
         parser.print_help(sys.stderr)
-        return 2
+        return int(ExitCode.USAGE)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format=f"{PROG}: %(message)s",
@@ -506,7 +507,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return COMMANDS[args.command](ctx)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return int(ExitCode.INTERRUPTED)
     except OSError as exc:
         # A POSIX root's own failures: a permission, a full or read-only file system.
         from jobdispatch_publish.errors import exit_code_for
@@ -525,7 +526,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         if args.debug:
             raise
         print(f"{PROG}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return int(ExitCode.FAILED)
 
 
 def run() -> None:

@@ -85,7 +85,7 @@ class Entry:
     @classmethod
     def from_json(cls, raw: bytes, *, key: str) -> Entry:
         """Parse an entry read from ``key``. Entries are only ever read back from a store, so
-        anything malformed is :class:`DamagedEntry` (exit 9), naming the entry and the field."""
+        anything malformed is :class:`DamagedEntry` (exit 8), naming the entry and the field."""
         try:
             doc = json.loads(raw)
         except ValueError as exc:  # includes bytes that are not UTF-8

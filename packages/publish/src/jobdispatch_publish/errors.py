@@ -4,11 +4,15 @@ A job's entrypoint script branches on the helper's exit code (resume, start fres
 execution with a reason), so every error a caller can act on has a code of its own and a message
 that names what is wrong: the variable, the flag, the root or the step. Secrets are never part of a
 message; the credential sources make sure of that before raising.
+
+The codes are the core's table (:mod:`jobdispatch.exitcodes`), shared with ``jobdispatch``: a
+reason both commands have (bad input, not found, refused, unreachable, unauthorized, a lost
+race, damaged stored data) has the same code in both. Only the helper's own errors and the file
+system's failures are mapped here.
 """
 
 from __future__ import annotations
 
-import enum
 import errno
 
 from jobdispatch.errors import (
@@ -18,9 +22,8 @@ from jobdispatch.errors import (
     NotFound,
     Rejected,
     Unauthorized,
-    Unavailable,
-    Unreachable,
 )
+from jobdispatch.exitcodes import ExitCode, code_for
 
 __all__ = [
     "AlreadyPublished",
@@ -38,23 +41,6 @@ __all__ = [
     "can_heal",
     "exit_code_for",
 ]
-
-
-class ExitCode(enum.IntEnum):
-    """What the helper's exit status means. Documented in docs/specs/0006-checkpoints.md."""
-
-    OK = 0
-    FAILED = 1  # a bug or an error with no better code
-    USAGE = 2  # the command line itself is wrong (argparse's own code)
-    INVALID = 3  # a bad environment variable, root, flag value or configuration file
-    CREDENTIALS = 4  # no credentials found, or the store refused them
-    NOTHING = 5  # resolve --require found no published checkpoint
-    CONFLICT = 6  # another execution published this step first
-    REFUSED = 7  # probe: the store does not honour what isolation needs
-    UNREACHABLE = 8  # the store could not be reached or is unavailable; retrying may help
-    CORRUPT = 9  # a published checkpoint's data is missing or differs from its entry
-    ROOT = 10  # the checkpoint root does not exist, is not a folder, or cannot be read
-    INTERRUPTED = 130  # stopped by SIGINT or SIGTERM before finishing
 
 
 class MissingCredentials(Unauthorized):
@@ -138,7 +124,7 @@ class Corrupt(DispatchError):
 class DamagedEntry(Corrupt):
     """A stored publication entry that does not parse: not JSON, a field missing or of the wrong
     kind. It is damage to what was published (no job spec or flag can cause it, and retrying
-    reads the same bytes), so it is :class:`Corrupt` like damaged data, exit 9, never the
+    reads the same bytes), so it is :class:`Corrupt` like damaged data, exit 8, never the
     "fix your input" of :class:`~jobdispatch.errors.Invalid`. ``key`` names the entry as the
     store describes it, ``problem`` what is wrong in it."""
 
@@ -148,25 +134,18 @@ class DamagedEntry(Corrupt):
         self.problem = problem
 
 
+#: The helper's own errors that are none of the core's kinds; the rest (NothingPublished is a
+#: NotFound, AlreadyPublished a Conflict, StoreRefused a Rejected) take the core's codes.
 _CODES: tuple[tuple[type[BaseException], ExitCode], ...] = (
-    (AlreadyPublished, ExitCode.CONFLICT),
-    (Conflict, ExitCode.CONFLICT),
-    (NothingPublished, ExitCode.NOTHING),
-    (StoreRefused, ExitCode.REFUSED),
-    (Corrupt, ExitCode.CORRUPT),
-    (RootUnavailable, ExitCode.ROOT),
-    (Unauthorized, ExitCode.CREDENTIALS),
-    (Unreachable, ExitCode.UNREACHABLE),
-    (Unavailable, ExitCode.UNREACHABLE),
-    (Invalid, ExitCode.INVALID),
-    (NotFound, ExitCode.INVALID),
+    (Corrupt, ExitCode.UNREADABLE),
+    (RootUnavailable, ExitCode.ROOT_UNAVAILABLE),
 )
 
 
 #: File system failures of a POSIX root, by what they mean for the caller.
 _OS_CODES = {
-    errno.EACCES: ExitCode.CREDENTIALS,
-    errno.EPERM: ExitCode.CREDENTIALS,
+    errno.EACCES: ExitCode.UNAUTHORIZED,
+    errno.EPERM: ExitCode.UNAUTHORIZED,
     errno.ENOSPC: ExitCode.UNREACHABLE,
     errno.EDQUOT: ExitCode.UNREACHABLE,
     errno.EROFS: ExitCode.UNREACHABLE,
@@ -182,6 +161,8 @@ def exit_code_for(exc: BaseException) -> ExitCode:
     for kind, code in _CODES:
         if isinstance(exc, kind):
             return code
+    if isinstance(exc, DispatchError):
+        return code_for(exc, otherwise=ExitCode.FAILED)
     if isinstance(exc, OSError) and exc.errno is not None:
         return _OS_CODES.get(exc.errno, ExitCode.FAILED)
     if isinstance(exc, KeyboardInterrupt):

@@ -230,7 +230,7 @@ class Marker:
     """The throttled progress marks of one execution, and their state between calls.
 
     Thread-safe. A failure that waiting may mend (the store unreachable, a full disk) is logged
-    and not raised (unless ``raise_healable``, as the command does to exit 8), so a blip of the
+    and not raised (unless ``raise_healable``, as the command does to exit 5), so a blip of the
     store never stops training; the next try comes an interval later. A failure no wait mends (a
     missing root, refused credentials) is raised.
     """

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal, NamedTuple
 
 import attrs
+from jobdispatch.exitcodes import ExitCode
 
 from jobdispatch_publish import layout
 from jobdispatch_publish.errors import ProgressUnreadable, RootUnavailable, exit_code_for
@@ -148,8 +149,16 @@ def summarize(keys: Iterable[str], *, root: str = "") -> ProgressSnapshot:
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, RootUnavailable):
         return "root"
-    code = exit_code_for(exc)
-    return {3: "invalid", 4: "credentials", 8: "unreachable", 10: "root"}.get(int(code), "failed")
+    return _REASONS.get(exit_code_for(exc), "failed")
+
+
+#: Why a root could not be read, by the exit code the helper gives the failure.
+_REASONS = {
+    ExitCode.USAGE: "invalid",
+    ExitCode.UNAUTHORIZED: "credentials",
+    ExitCode.UNREACHABLE: "unreachable",
+    ExitCode.ROOT_UNAVAILABLE: "root",
+}
 
 
 def read_keys(store: Store) -> list[str]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.plugins import Registry
+from jobdispatch.plugins import Registration, registers
 
 #: The configuration the factory accepts: the store's directory, and nothing else.
 CONFIG_SCHEMA: dict[str, Any] = {
@@ -29,11 +28,11 @@ def _lmdb_records(config: dict[str, Any]) -> Any:
     return LmdbRecords(config["path"])
 
 
-@hookimpl
-def jobdispatch_register_record_stores(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_record_stores = registers(
+    Registration(
         "lmdb",
         _lmdb_records,
         schema=CONFIG_SCHEMA,
         summary="durable records in one LMDB directory, shared by the processes of one host",
     )
+)

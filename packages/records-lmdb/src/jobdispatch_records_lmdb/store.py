@@ -63,6 +63,7 @@ from jobdispatch.errors import (
 from jobdispatch.records import rules
 from jobdispatch.records.decoded import DEFAULT_CACHE_EVENTS, Decoded, DecodedCache, extend
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
+from jobdispatch.records.singles import SingleCalls
 from jobdispatch.records.store import (
     AppendRequest,
     Created,
@@ -77,7 +78,6 @@ from jobdispatch.types import JobID
 __all__ = ["FORMAT", "FORMAT_VERSION", "LmdbRecords"]
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 #: The marker written in the ``meta`` database: a directory without it is not ours.
 FORMAT = b"jobdispatch-records"
@@ -655,14 +655,6 @@ class _Prepared:
     encoded: list[tuple[bytes, bool]]
 
 
-def _raised(answers: Sequence[U | Refusal]) -> U:
-    """The single form's answer from a batch of one: the value, or its refusal raised."""
-    (answer,) = answers
-    if isinstance(answer, (Conflict, NotFound)):
-        raise answer
-    return answer
-
-
 @attrs.frozen
 class _Fetched:
     """What a read transaction brings out: raw rows after the cached prefix, if any."""
@@ -678,7 +670,7 @@ class _Fetched:
 # ---------------------------------------------------------------------------------- the store
 
 
-class LmdbRecords:
+class LmdbRecords(SingleCalls):
     """A durable, multi-process record store in the directory ``path``.
 
     Args:
@@ -723,12 +715,6 @@ class LmdbRecords:
 
     def __repr__(self) -> str:
         return f"LmdbRecords({str(self.path)!r})"
-
-    def __enter__(self) -> LmdbRecords:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --------------------------------------------------------------------------- the interface
 
@@ -899,19 +885,6 @@ class LmdbRecords:
         self._decoded.put(got.seq, header, events)
         return View(header, events)
 
-    def append(
-        self,
-        job: JobID,
-        events: Sequence[AnyEvent],
-        *,
-        expect_revision: int,
-        owner: Lease | None = None,
-    ) -> int:
-        request = AppendRequest(
-            job=job, events=events, expect_revision=expect_revision, owner=owner
-        )
-        return _raised(self.append_many([request]))
-
     def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
         requests = rules.batch(requests, AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
@@ -1039,9 +1012,6 @@ class LmdbRecords:
             raise Unreadable(msg, path=str(data))
         return codec.decode_header(head, job=f"number {seq}").job
 
-    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
-        return _raised(self.acquire_many([job], holder, ttl))
-
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
@@ -1069,9 +1039,6 @@ class LmdbRecords:
 
         return self._transact(txn_acquire, write=True)
 
-    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
-        return _raised(self.renew_many([lease], ttl))
-
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
         leases = rules.batch(leases, Lease, "renew_many")
         keys = [self._job_key(lease.job) for lease in leases]
@@ -1094,9 +1061,6 @@ class LmdbRecords:
             return tuple(answers)
 
         return self._transact(txn_renew, write=True)
-
-    def release(self, lease: Lease) -> None:
-        self.release_many([lease])
 
     def release_many(self, leases: Sequence[Lease]) -> None:
         leases = rules.batch(leases, Lease, "release_many")

@@ -3,15 +3,13 @@ store and its schema are named by string and imported when a store is built or c
 
 from __future__ import annotations
 
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.plugins import Registry
+from jobdispatch.plugins import Registration, registers
 
-
-@hookimpl
-def jobdispatch_register_record_stores(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_record_stores = registers(
+    Registration(
         "postgresql",
         "jobdispatch_records_postgres.store:PostgresRecords",
         schema="jobdispatch_records_postgres.settings:CONFIG_SCHEMA",
         summary="shared records in one PostgreSQL database, for supervisors on several hosts",
     )
+)

@@ -42,6 +42,7 @@ from jobdispatch.errors import (
 from jobdispatch.records import rules
 from jobdispatch.records.decoded import DEFAULT_CACHE_EVENTS, Decoded, DecodedCache, extend
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
+from jobdispatch.records.singles import SingleCalls
 from jobdispatch.records.store import (
     AppendRequest,
     Created,
@@ -63,7 +64,6 @@ __all__ = ["PostgresRecords"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 #: Jobs fetched per query while ``list`` streams.
 _LIST_BATCH = 256
@@ -127,14 +127,6 @@ def _check_key(what: str, value: object) -> str:
     return value
 
 
-def _raised(answers: Sequence[U | Refusal]) -> U:
-    """The single form's answer from a batch of one: the value, or its refusal raised."""
-    (answer,) = answers
-    if isinstance(answer, (Conflict, NotFound)):
-        raise answer
-    return answer
-
-
 @attrs.define
 class _Fetched:
     """What a read brings out of the database for one record: its creation sequence and
@@ -157,7 +149,7 @@ class _Fetched:
         return len(self.cached[1]) + 1 if self.cached is not None else 1
 
 
-class PostgresRecords:
+class PostgresRecords(SingleCalls):
     """Records in a PostgreSQL database, shared by every process on every host that opens it.
 
     Args:
@@ -221,12 +213,6 @@ class PostgresRecords:
 
     def __repr__(self) -> str:
         return f"PostgresRecords({self.settings.where()!r})"
-
-    def __enter__(self) -> PostgresRecords:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --------------------------------------------------------------------------- the interface
 
@@ -384,19 +370,6 @@ class PostgresRecords:
         self._decoded.put(got.seq, header, events)
         return View(header, events)
 
-    def append(
-        self,
-        job: JobID,
-        events: Sequence[AnyEvent],
-        *,
-        expect_revision: int,
-        owner: Lease | None = None,
-    ) -> int:
-        request = AppendRequest(
-            job=job, events=tuple(events), expect_revision=expect_revision, owner=owner
-        )
-        return _raised(self.append_many([request]))
-
     def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
         requests = rules.batch(requests, AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
@@ -523,9 +496,6 @@ class PostgresRecords:
                 job for (job,) in self._run(lambda c: c.execute(self._q.orphans).fetchall())
             )
 
-    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
-        return _raised(self.acquire_many([job], holder, ttl))
-
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
@@ -560,9 +530,6 @@ class PostgresRecords:
 
         return self._run(body, transaction=True)
 
-    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
-        return _raised(self.renew_many([lease], ttl))
-
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
         leases = rules.batch(leases, Lease, "renew_many")
         rules.check_ttl(ttl)
@@ -592,9 +559,6 @@ class PostgresRecords:
             return tuple(answers)
 
         return self._run(body, transaction=True)
-
-    def release(self, lease: Lease) -> None:
-        self.release_many([lease])
 
     def release_many(self, leases: Sequence[Lease]) -> None:
         leases = rules.batch(leases, Lease, "release_many")

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.plugins import Registry
+from jobdispatch.plugins import Registration, registers
 
 if TYPE_CHECKING:  # the sink modules are imported only when a sink is made
     from jobdispatch_supervise.http_sinks import PagerDutySink, SlackSink, WebhookSink
@@ -64,35 +63,35 @@ def _pagerduty(config: dict[str, Any]) -> PagerDutySink:
     )
 
 
-@hookimpl
-def jobdispatch_register_escalation_sinks(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_escalation_sinks = registers(
+    Registration(
         "log",
         _log,
         schema={"type": "object", "properties": {}},
         summary="writes escalations to the jobdispatch.escalations logger",
-    )
-    registry.add(
+    ),
+    Registration(
         "command",
         _command,
         schema="jobdispatch_supervise.sinks:COMMAND_SCHEMA",
         summary="runs a program with each escalation or notice as JSON on its standard input",
-    )
-    registry.add(
+    ),
+    Registration(
         "webhook",
         _webhook,
         schema="jobdispatch_supervise.http_sinks:WEBHOOK_SCHEMA",
         summary="POSTs each notice's JSON body, signed with HMAC-SHA256",
-    )
-    registry.add(
+    ),
+    Registration(
         "slack",
         _slack,
         schema="jobdispatch_supervise.http_sinks:SLACK_SCHEMA",
         summary="posts each notice's line to a Slack incoming webhook",
-    )
-    registry.add(
+    ),
+    Registration(
         "pagerduty",
         _pagerduty,
         schema="jobdispatch_supervise.http_sinks:PAGERDUTY_SCHEMA",
         summary="triggers and resolves PagerDuty incidents (Events API v2)",
-    )
+    ),
+)

@@ -37,6 +37,7 @@ from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict, Invalid, Unsupported
 from jobdispatch.job import Job, Replay
 from jobdispatch.launch import start_request
+from jobdispatch.progress import Reading
 from jobdispatch.records import events as ev
 from jobdispatch.records.store import AppendRequest, Lease, Records
 from jobdispatch.spi import (
@@ -53,6 +54,7 @@ from jobdispatch.triggers import EscalationId
 from jobdispatch.types import Actor, Tristate
 
 from jobdispatch_supervise.outbox import Outbox
+from jobdispatch_supervise.progress import ProgressPoll
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
 
 _TRI_UNKNOWN = Tristate.UNKNOWN
@@ -159,18 +161,35 @@ class Executor:
             raise result.error
         return result
 
-    def run_batch(self, jobs: Sequence[tuple[str, Lease, Discovery | None]]) -> list[Pass]:
+    def run_batch(
+        self,
+        jobs: Sequence[tuple[str, Lease, Discovery | None]],
+        progress: ProgressPoll | None = None,
+    ) -> list[Pass]:
         """One pass of every job of ``jobs`` (each with its lease, and the discovery of a
         shared find or None to find it here), in phases: every job read (one ``read_many``),
         then each found, folded and its step computed; then every step executed by
         :meth:`_execute`. Answers one Pass per job,
-        in order; a job's own failure is its Pass's ``error``, never the batch's."""
+        in order; a job's own failure is its Pass's ``error``, never the batch's.
+
+        ``progress`` is the poll's reading of progress (None: progress is not read in this
+        batch): the jobs that name a progress source get their reading from it, every root
+        they share listed once per poll, before any step is computed."""
         passes: list[Pass | None] = []
         works: list[Work] = []
         try:
             views: Sequence[ev.View | Exception] = self.store.read_many([j for j, _, _ in jobs])
         except Exception as exc:  # the store could not answer at all: every job's problem
             views = [exc] * len(jobs)
+        readings: dict[str, Reading] = {}
+        if progress is not None:
+            readings = progress.readings(
+                {
+                    j: v.header
+                    for (j, _, _), v in zip(jobs, views, strict=True)
+                    if isinstance(v, ev.View)
+                }
+            )
         for (job, lease, discovery), view in zip(jobs, views, strict=True):
             if isinstance(view, Exception):
                 # Answered, not raised: one store error may be every job's, and raising it
@@ -178,7 +197,7 @@ class Executor:
                 passes.append(Pass(step=None, error=view))
                 continue
             try:
-                early, work = self._compute(job, lease, discovery, view)
+                early, work = self._compute(job, lease, discovery, view, readings.get(job))
             except Exception as exc:
                 passes.append(Pass(step=None, error=exc))
                 continue
@@ -198,7 +217,12 @@ class Executor:
         return out
 
     def _compute(
-        self, job: str, lease: Lease, discovery: Discovery | None, view: ev.View
+        self,
+        job: str,
+        lease: Lease,
+        discovery: Discovery | None,
+        view: ev.View,
+        reading: Reading | None = None,
     ) -> tuple[Pass | None, Work | None]:
         """Phase one for one job, its record read (one ``read_many`` for the batch): find
         (unless given), fold, deliver its escalations and compute its step. A Pass when it has
@@ -214,7 +238,7 @@ class Executor:
                 log.exception("job %s: its notices could not be queued", job)
         else:
             self._deliver(folded, view.revision)
-        step = next_steps(folded, discovery, now)[0]
+        step = next_steps(folded, discovery, now, reading)[0]
         if isinstance(step, Wait):
             wait = Pass(step=step, settled=folded.settled, wake=step.wake, revision=view.revision)
             return wait, None

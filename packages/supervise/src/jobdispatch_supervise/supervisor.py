@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unavailable, Unreachable
 from jobdispatch.job import fold
+from jobdispatch.progress import ProgressReader
 from jobdispatch.records.store import Lease, ListFilter, Records
 from jobdispatch.spi import Backend, Discovery, find_all, pacing_of
 from jobdispatch.steps import (
@@ -33,6 +34,7 @@ from jobdispatch.steps import (
     Escalate,
     Observe,
     Outcome,
+    RecordProgress,
     Settle,
     Step,
     VerifiedStopped,
@@ -47,6 +49,7 @@ from jobdispatch_supervise.heartbeat import Heartbeat
 from jobdispatch_supervise.outage import AWAY, WatchedStore
 from jobdispatch_supervise.outbox import Outbox
 from jobdispatch_supervise.ownership import Ownership, fair_share
+from jobdispatch_supervise.progress import ProgressPoll
 from jobdispatch_supervise.sinks import LogSink, Sink
 from jobdispatch_supervise.watching import Watching
 
@@ -95,6 +98,9 @@ class Supervisor:
             polls (:mod:`jobdispatch_supervise.heap`): the heap frozen after each poll, and
             collected fully between two polls every ``full_collection_every``.
         full_collection_every: the longest time garbage in reference cycles waits.
+        progress: where the progress of jobs that name a progress source is read (one listing
+            per checkpoint root per poll, :mod:`jobdispatch_supervise.progress`). None: such
+            jobs are blind here (recorded, shown, escalated past their bound; never stalled).
         cluster: the cluster's name, carried by every notice.
         heartbeat: pinged after every poll that saw the store and the cluster (never after
             a blind one), from a thread of its own.
@@ -129,6 +135,7 @@ class Supervisor:
         call_concurrency: int = 8,
         freeze_heap: bool = True,
         full_collection_every: timedelta = COLLECT_EVERY,
+        progress: ProgressReader | None = None,
         cluster: str = "",
         heartbeat: Heartbeat | None = None,
         link: Callable[[str], str | None] | None = None,
@@ -189,6 +196,8 @@ class Supervisor:
         self._sleep = sleep
         self._draw = draw or random.Random(secrets.randbits(64)).random
         self.on_observed = on_observed
+        self.progress = progress
+        self._unreadable_roots: set[str] = set()  # progress roots an earlier poll could not list
         self._watching = Watching(
             backend,
             self.wake,
@@ -264,6 +273,7 @@ class Supervisor:
         # and after a call the executor looks again itself.
         polled = True
         discovery: Discovery | None = None
+        readings = ProgressPoll(self.progress, self.holder, self._unreadable_roots)
         try:
             while not self._stopping.is_set():
                 try:
@@ -274,7 +284,10 @@ class Supervisor:
                         continue
                     if polled:
                         discovery, polled = self.backend.find(job), False
-                    result = self.executor.run_pass(job, lease, discovery)
+                        readings = ProgressPoll(self.progress, self.holder, self._unreadable_roots)
+                    result = self.executor.run_batch([(job, lease, discovery)], readings)[0]
+                    if result.error is not None:
+                        raise result.error
                     if discovery is not None:
                         self._observed(job, discovery)
                         self._beat()
@@ -446,8 +459,11 @@ class Supervisor:
         batch: list[tuple[str, Lease, Discovery | None]] = [
             (job, lease, fresh.get(job)) for job, lease in owned.items()
         ]
+        readings = ProgressPoll(
+            self.progress, self.holder, self._unreadable_roots
+        )  # one listing per root per poll
         while batch and not self._stopping.is_set():
-            results = self.executor.run_batch(batch)
+            results = self.executor.run_batch(batch, readings)
             again: list[str] = []
             for (job, _, _), result in zip(batch, results, strict=True):
                 if not _record_only(result):
@@ -516,6 +532,7 @@ class Supervisor:
 #: pass's Find showed it (none of them follows a Start, whose object a Find before it lacks).
 _RECORD_ONLY: tuple[type[Step], ...] = (
     Observe,
+    RecordProgress,
     Authorize,
     Canonical,
     VerifiedStopped,

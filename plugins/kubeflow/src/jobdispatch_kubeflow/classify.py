@@ -168,7 +168,9 @@ def _terminations(pod: Obj) -> list[dict[str, Any]]:
         for where in ("state", "lastState"):
             term = _get(cs, where, "terminated")
             if term:
-                found.append(dict(term, container=cs.get("name", "")))
+                found.append(
+                    dict(term, container=cs.get("name", ""), restarts=cs.get("restartCount") or 0)
+                )
     return found
 
 
@@ -297,10 +299,19 @@ def _oom_killed(e: PodEvidence) -> Cause:
     term = e.oom
     assert term is not None
     code = int(term.get("exitCode", 137))
+    detail = f"container {term['container']} OOMKilled"
+    folded = torchrun_failure(term)
+    if folded is not None and folded.code != 0:
+        # cgroup v1 kills the worker alone; torchrun then exits 1 and the runtime still reports
+        # the container OOMKilled (seen on the real node).
+        detail += (
+            f": torchrun exited {code} for worker rank {folded.rank}, which exited {folded.code}"
+        )
+        code = folded.code
     return Cause(
         CauseKind.OUT_OF_MEMORY,
         Provenance.APPLICATION,
-        detail=f"container {term['container']} OOMKilled",
+        detail=detail + _restarted(term),
         exit_code=code,
         signal=_signal_of(code) or 9,
     )
@@ -354,11 +365,67 @@ def _exited_before_node_went(e: PodEvidence) -> bool:
     return False
 
 
-def _first_exit(e: PodEvidence) -> Cause:
-    first = min(e.failed_exits, key=lambda t: str(t.get("finishedAt") or ""))
-    return _exited(
-        int(first["exitCode"]), f"container {first['container']} {first.get('reason', 'Error')}"
+#: torchrun's failure summary, which it prints last when a worker fails ("Root Cause (first
+#: observed failure)", then ``time``, ``rank`` and ``exitcode`` lines); with the container's
+#: ``terminationMessagePolicy: FallbackToLogsOnError`` it is the termination message.
+_TORCHRUN_ROOT = re.compile(
+    r"Root Cause \(first observed failure\):.*?"
+    r"time\s*:\s*(?P<time>[0-9]{4}-[0-9]{2}-[0-9]{2})_(?P<clock>[0-9:]{8}).*?"
+    r"rank\s*:\s*(?P<rank>[0-9]+).*?"
+    r"exitcode\s*:\s*(?P<code>-?[0-9]+)",
+    re.DOTALL,
+)
+
+
+@attrs.frozen
+class TorchrunFailure:
+    """A worker's failure as torchrun recorded it: torchrun itself exits 1 for any of them."""
+
+    rank: int
+    #: The worker's own code; a signal when it is 128 + the signal (torchrun writes -N).
+    code: int
+    #: When torchrun saw the worker fail, as an RFC 3339 UTC time (the container's clock is
+    #: UTC): torchrun may exit much later, when its peers fail, so ``finishedAt`` misleads.
+    at: str
+
+
+def torchrun_failure(term: Mapping[str, Any]) -> TorchrunFailure | None:
+    """What torchrun's failure summary in a termination's message says, or None."""
+    m = _TORCHRUN_ROOT.search(str(term.get("message") or ""))
+    if m is None:
+        return None
+    code = int(m["code"])
+    return TorchrunFailure(
+        rank=int(m["rank"]), code=128 - code if code < 0 else code, at=f"{m['time']}T{m['clock']}Z"
     )
+
+
+def _failure_time(term: Mapping[str, Any]) -> str:
+    """When the termination's failure happened: torchrun's record of its worker, else the
+    container's ``finishedAt``."""
+    folded = torchrun_failure(term)
+    return folded.at if folded else str(term.get("finishedAt") or "~")
+
+
+def _restarted(term: Mapping[str, Any]) -> str:
+    """What a detail adds for a container the kubelet restarted in place (``OnFailure``)."""
+    n = int(term.get("restarts") or 0)
+    return f"; restarted in place {n} time{'s' if n != 1 else ''}" if n else ""
+
+
+def _first_exit(e: PodEvidence) -> Cause:
+    first = min(e.failed_exits, key=_failure_time)
+    code = int(first["exitCode"])
+    detail = f"container {first['container']} {first.get('reason', 'Error')}"
+    folded = torchrun_failure(first)
+    if folded is not None and folded.code != 0:
+        detail += (
+            f": torchrun exited {code} for worker rank {folded.rank}, which exited "
+            f"{folded.code} (torchrun folds every worker's failure into 1; the worker's code "
+            "is read from its failure summary, the termination message)"
+        )
+        code = folded.code
+    return _exited(code, detail + _restarted(first))
 
 
 K, P = CauseKind, Provenance
@@ -548,6 +615,8 @@ class RunEvidence:
         causes = [(pod, pod_cause(pod, chain.nodes)) for pod in pods]
         found = [c for _, c in causes if c is not None]
         found.extend(pinned(chain.trainjob, attempt))
+        if not ran:
+            found.extend(pinned_launch(chain.trainjob, attempt))
         return cls(
             chain=chain,
             pods=pods,
@@ -743,26 +812,45 @@ def _job_message_cause(failed: Obj | None) -> Cause | None:
 
 # ---------------------------------------------------------------------------- pinned evidence
 
-#: Causes worth pinning: the ones a pod shows and loses when it is deleted.
-_PINNED_KINDS = frozenset(
-    {
-        CauseKind.OUT_OF_MEMORY,
-        CauseKind.PREEMPTED,
-        CauseKind.NODE_LOST,
-        CauseKind.NON_ZERO_EXIT,
-        CauseKind.TIME_LIMIT,
-        CauseKind.LAUNCH_FAILED,
-    }
+#: Causes worth pinning, the ones a pod shows and loses when it is deleted, in the order
+#: :data:`RUN_CAUSES` reads them (when several pods show one, the first kind is pinned).
+_PIN_ORDER = (
+    CauseKind.OUT_OF_MEMORY,
+    CauseKind.PREEMPTED,
+    CauseKind.NODE_LOST,
+    CauseKind.TIME_LIMIT,
+    CauseKind.LAUNCH_FAILED,
+    CauseKind.NON_ZERO_EXIT,
 )
+_PINNED_KINDS = frozenset(_PIN_ORDER)
 
 
 def _pin_key(attempt: int) -> str:
     return f"{names.EVIDENCE}-{attempt}"
 
 
+def _launch_key(attempt: int) -> str:
+    return f"{names.EVIDENCE}-{attempt}-launch"
+
+
+#: Waiting reasons of a container whose launch the kubelet has already retried and backs off
+#: from: evidence worth keeping, since the TrainJob's deadline deletes the pods at once.
+_LAUNCH_BACKOFF = frozenset({"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
+
+
 def pinned(trainjob: Obj, attempt: int) -> list[Cause]:
     """The cause an earlier look pinned on the TrainJob for ``attempt`` (see :func:`pins`)."""
-    raw = (_get(trainjob, "metadata", "annotations") or {}).get(_pin_key(attempt))
+    return _read_pin(trainjob, _pin_key(attempt))
+
+
+def pinned_launch(trainjob: Obj, attempt: int) -> list[Cause]:
+    """The launch failure an earlier look pinned for ``attempt`` while its image pull was being
+    retried (see :func:`pins`): evidence only for a run that never started."""
+    return _read_pin(trainjob, _launch_key(attempt))
+
+
+def _read_pin(trainjob: Obj, key: str) -> list[Cause]:
+    raw = (_get(trainjob, "metadata", "annotations") or {}).get(key)
     if not raw:
         return []
     try:
@@ -781,6 +869,19 @@ def pinned(trainjob: Obj, attempt: int) -> list[Cause]:
             actor=Actor.human(str(data["actor"])) if data.get("actor") else None,
         )
     ]
+
+
+def _pin_value(pod: Obj, cause: Cause) -> str:
+    value = {
+        "kind": str(cause.kind),
+        "provenance": str(cause.provenance),
+        "detail": cause.detail,
+        "exit_code": cause.exit_code,
+        "signal": cause.signal,
+        "actor": cause.actor.id if cause.actor else None,
+        "pod": _pod_name(pod),
+    }
+    return json.dumps(value, sort_keys=True)
 
 
 def dying(pod: Obj) -> bool:
@@ -813,8 +914,22 @@ def pins(chain: Chain) -> dict[str, str]:
     runs = kueue_runs(chain, attempt)
     if len(runs) > len(_kueue_trail(tj)):
         return {names.KUEUE_RUNS: json.dumps(runs, sort_keys=True)}
-    if (_get(tj, "metadata", "annotations") or {}).get(_pin_key(attempt)):
+    annotations = _get(tj, "metadata", "annotations") or {}
+    if not annotations.get(_launch_key(attempt)):
+        # On a real node a pull that cannot succeed is retried until the TrainJob's deadline,
+        # which deletes the pods with their evidence as it fails the TrainJob; read only for a
+        # run that never started, so a pull that recovers misleads nobody.
+        for pod in chain.pods:
+            if _attempt(pod) != attempt:
+                continue
+            for cs in _statuses(pod):
+                if (_get(cs, "state", "waiting") or {}).get("reason") in _LAUNCH_BACKOFF:
+                    cause = pod_cause(pod, chain.nodes)
+                    if cause is not None and cause.kind is CauseKind.LAUNCH_FAILED:
+                        return {_launch_key(attempt): _pin_value(pod, cause)}
+    if annotations.get(_pin_key(attempt)):
         return {}
+    candidates: list[tuple[Obj, Cause]] = []
     for pod in chain.pods:
         if _attempt(pod) != attempt or not dying(pod):
             continue
@@ -823,17 +938,16 @@ def pins(chain: Chain) -> dict[str, str]:
             continue
         if cause.kind is CauseKind.LAUNCH_FAILED and _get(pod, "status", "phase") != "Failed":
             continue  # a pull still being retried is not an ending yet
-        value = {
-            "kind": str(cause.kind),
-            "provenance": str(cause.provenance),
-            "detail": cause.detail,
-            "exit_code": cause.exit_code,
-            "signal": cause.signal,
-            "actor": cause.actor.id if cause.actor else None,
-            "pod": _pod_name(pod),
-        }
-        return {_pin_key(attempt): json.dumps(value, sort_keys=True)}
-    return {}
+        candidates.append((pod, cause))
+    if not candidates:
+        return {}
+    # The pod the run causes would name: the first kind in their order, then the earliest
+    # failure (on a real node every rank's pod is deleted at once when the Job fails, and
+    # the first in list order is often a peer that failed because of it).
+    pod, cause = min(
+        candidates, key=lambda pc: (_PIN_ORDER.index(pc[1].kind), _first_failure(pc[0]))
+    )
+    return {_pin_key(attempt): _pin_value(pod, cause)}
 
 
 # ---------------------------------------------------------------------------- pinned placement
@@ -964,7 +1078,7 @@ def _restart_rule_cause(jobset: Obj | None) -> Cause | None:
 
 
 def _first_failure(pod: Obj) -> str:
-    times = [str(t.get("finishedAt") or "~") for t in _terminations(pod) if t.get("exitCode")]
+    times = [_failure_time(t) for t in _terminations(pod) if t.get("exitCode")]
     return min(times, default="~")
 
 

@@ -515,6 +515,15 @@ class FakeDriver:
 
         jobs_failed = _cond("Failed", "FailedJobs", "jobset failed due to one or more job failures")
 
+        def disrupted(ref: Any, reason: str) -> None:
+            """The pods ended by Kubernetes for ``reason`` (their DisruptionTarget condition)."""
+            cluster.end(
+                name_of(ref),
+                failed(137, conditions=[_cond("DisruptionTarget", reason)]),
+                trainjob=jobs_failed,
+                restart_index=0,
+            )
+
         class _Driver(Driver):
             def unknown_ref(self) -> Any:
                 from jobdispatch_kubeflow.names import ref_of
@@ -557,28 +566,13 @@ class FakeDriver:
                 )
 
             def preempt(self, ref: Any) -> None:
-                cluster.end(
-                    name_of(ref),
-                    failed(137, conditions=[_cond("DisruptionTarget", "PreemptionByScheduler")]),
-                    trainjob=jobs_failed,
-                    restart_index=0,
-                )
+                disrupted(ref, "PreemptionByScheduler")
 
             def evict(self, ref: Any) -> None:
-                cluster.end(
-                    name_of(ref),
-                    failed(137, conditions=[_cond("DisruptionTarget", "EvictionByEvictionAPI")]),
-                    trainjob=jobs_failed,
-                    restart_index=0,
-                )
+                disrupted(ref, "EvictionByEvictionAPI")
 
             def lose_node(self, ref: Any) -> None:
-                cluster.end(
-                    name_of(ref),
-                    failed(137, conditions=[_cond("DisruptionTarget", "DeletionByPodGC")]),
-                    trainjob=jobs_failed,
-                    restart_index=0,
-                )
+                disrupted(ref, "DeletionByPodGC")
 
             def time_out(self, ref: Any) -> None:
                 cluster.end(

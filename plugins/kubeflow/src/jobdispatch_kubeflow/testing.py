@@ -29,6 +29,7 @@ from typing import Any
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.types import JobSpec
 from jobdispatch_conformance.adapter import CannotDrive, Driver
+from jobdispatch_conformance.services import require_service as require
 
 from jobdispatch_kubeflow import names
 from jobdispatch_kubeflow.api import KubeApi
@@ -79,18 +80,6 @@ def cluster_problem() -> str | None:
             return None
         return f"the Kubernetes API at {server} does not answer: {exc}"
     return None
-
-
-def require(problem: str | None) -> None:
-    """Skip with ``problem``; but fail when ``JOBDISPATCH_REQUIRE_SERVICES=1`` (CI, after
-    starting the services), where a missing service is an error, not a reason to skip."""
-    import pytest
-
-    if problem is None:
-        return
-    if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {problem}")
-    pytest.skip(problem)
 
 
 def forget_receipts() -> int:

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.plugins import Registry
+from jobdispatch.plugins import Registration, registers
 
 
 def _local_backend(config: dict[str, Any], token: Callable[[], str] | None = None) -> Any:
@@ -16,9 +15,8 @@ def _local_backend(config: dict[str, Any], token: Callable[[], str] | None = Non
     return LocalBackend.from_config(config)
 
 
-@hookimpl
-def jobdispatch_register_adapters(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_adapters = registers(
+    Registration(
         "local",
         _local_backend,
         schema="jobdispatch_local.config:CONFIG_SCHEMA",
@@ -27,3 +25,4 @@ def jobdispatch_register_adapters(registry: Registry) -> None:
         # core's constant, or the check at registration could not fail.
         spi="1.1",
     )
+)

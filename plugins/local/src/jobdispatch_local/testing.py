@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobdispatch.spi import Backend, ObjectObs, ObjectRef
+from jobdispatch.testing import PATIENCE, eventually
 
 from jobdispatch_local.backend import LocalBackend
 
@@ -46,7 +47,6 @@ class Puppets:
 
 #: Short enough for CI on two cores, long enough for a rank to notice SIGTERM.
 TEST_GRACE = 0.3
-TEST_TIMEOUT = 20.0
 
 
 def make_backend(state_dir: Path, **extra: object) -> LocalBackend:
@@ -95,30 +95,15 @@ def wait_for(
     ref: ObjectRef,
     ok: Callable[[ObjectObs], bool],
     what: str,
-    timeout: float = TEST_TIMEOUT,
+    timeout: float = PATIENCE,
 ) -> ObjectObs:
-    """Poll ``ref`` until ``ok`` holds; fail saying what was awaited and what was seen."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        obs = backend.inspect(ref)
-        if ok(obs):
-            return obs
-        if time.monotonic() > deadline:
-            msg = f"{ref} did not become {what} within {timeout}s: {obs}"
-            raise AssertionError(msg)
-        time.sleep(0.02)
+    """Inspect ``ref`` until ``ok`` holds; fail saying what was awaited and what was seen."""
+    return eventually(
+        lambda: backend.inspect(ref), f"{ref} to become {what}", holds=ok, within=timeout
+    )
 
 
-def wait_file(path: Path, timeout: float = TEST_TIMEOUT) -> str:
+def wait_file(path: Path, timeout: float = PATIENCE) -> str:
     """The file's text once it exists."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            msg = f"{path} never appeared"
-            raise AssertionError(msg)
-        time.sleep(0.02)
+    eventually(path.exists, f"{path} to appear", within=timeout)
     return path.read_text()

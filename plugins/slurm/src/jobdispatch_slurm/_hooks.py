@@ -3,13 +3,10 @@ are named by string and imported when a backend is built or a configuration chec
 
 from __future__ import annotations
 
-from jobdispatch.hookspecs import hookimpl
-from jobdispatch.plugins import Registry
+from jobdispatch.plugins import Registration, registers
 
-
-@hookimpl
-def jobdispatch_register_adapters(registry: Registry) -> None:
-    registry.add(
+jobdispatch_register_adapters = registers(
+    Registration(
         "slurm",
         "jobdispatch_slurm.backend:SlurmBackend.from_config",
         schema="jobdispatch_slurm.config:CONFIG_SCHEMA",
@@ -18,3 +15,4 @@ def jobdispatch_register_adapters(registry: Registry) -> None:
         # core's constant, or the check at registration could not fail.
         spi="1.1",
     )
+)

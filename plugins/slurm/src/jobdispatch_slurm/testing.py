@@ -26,6 +26,7 @@ from jobdispatch.records.store import Records
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.types import JobSpec, Resources
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver
+from jobdispatch_conformance.services import require_service as require
 
 from jobdispatch_slurm.backend import SlurmBackend
 from jobdispatch_slurm.config import Settings, SshSettings
@@ -314,18 +315,6 @@ def ssh_problem() -> str | None:
             return None
     except OSError as exc:
         return f"sshd at {settings.host}:{settings.port} does not answer: {exc}"
-
-
-def require(problem: str | None) -> None:
-    """Skip with ``problem``; but fail when ``JOBDISPATCH_REQUIRE_SERVICES=1`` (CI, after
-    starting the services), where a missing service is an error, not a reason to skip."""
-    import pytest
-
-    if problem is None:
-        return
-    if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {problem}")
-    pytest.skip(problem)
 
 
 def resume_nodes() -> list[str]:

@@ -14,13 +14,14 @@ from collections.abc import Iterable
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.triggers import BudgetSpent, End, Launch, Release, Resubmit
-from jobdispatch.types import HoldKind
+from jobdispatch.types import CauseKind, HoldKind
 
 from jobdispatch_sim.timeline import Call, Commit, Control, Happened, Item
 
 # Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
 # through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
 _HOLD_RECOVERY = HoldKind.RECOVERY
+_STALLED = CauseKind.STALLED
 _REPLY_CREATED = ev.Reply.CREATED
 _REPLY_UNKNOWN = ev.Reply.UNKNOWN
 
@@ -60,6 +61,14 @@ REQUIRED: tuple[str, ...] = (
     "requeue asked by a person",
     "a supervisor's clock went backward",
     "settled",
+    "progress recorded",
+    "resumed entry recorded",
+    "progress source blind",
+    "stall enforced",
+    "stall observed only",
+    "recovered from a stall",
+    "firing not charged (training advanced)",
+    "firing charged under no-advance",
 )
 
 
@@ -99,6 +108,8 @@ class Coverage:
             return
         e = item.event
         job = item.job
+        if isinstance(e, ev.SubmissionAuthorized | ev.RecoveryDecided):
+            self._firing(e)
         match e:
             case ev.Retired():
                 self.cover("duplicate retired")
@@ -152,8 +163,26 @@ class Coverage:
                 self.cover(f"call issued: {e.op.value}")
             case ev.Settled():
                 self.cover("settled")
+            case ev.ProgressSeen():
+                self.cover("progress recorded")
+            case ev.ResumedFrom():
+                self.cover("resumed entry recorded")
+            case ev.ProgressBlind():
+                self.cover("progress source blind")
+            case ev.StallDeclared():
+                self.cover("stall enforced" if e.enforced else "stall observed only")
             case _:
                 pass
+
+    def _firing(self, e: ev.SubmissionAuthorized | ev.RecoveryDecided) -> None:
+        if e.charged is not None:
+            self.cover(
+                "firing charged under no-advance"
+                if e.charged
+                else "firing not charged (training advanced)"
+            )
+        if e.cause is not None and e.cause.kind is _STALLED:
+            self.cover("recovered from a stall")
 
     def missing(self, required: Iterable[str] = REQUIRED) -> list[str]:
         return [name for name in required if not self.counts.get(name)]

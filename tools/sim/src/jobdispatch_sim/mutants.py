@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 from jobdispatch import cluster as cluster_mod
 from jobdispatch import job as job_mod
+from jobdispatch import progress as progress_mod
 from jobdispatch import steps as steps_mod
 from jobdispatch.job import Job
 from jobdispatch.memory.cluster import Cluster as _MemCluster
@@ -218,8 +219,13 @@ def outcome_overwritten() -> AbstractContextManager[None]:
     def on_outcome(self: Any, i: int, e: ev.OutcomeDecided) -> None:
         self._outcome(e.state, e.cause, e.at)
 
-    def next_steps(job: Job, discovery: Discovery, now: datetime) -> list[Step]:
-        steps = original_next(job, discovery, now)
+    def next_steps(
+        job: Job,
+        discovery: Discovery,
+        now: datetime,
+        progress: progress_mod.Reading | None = None,
+    ) -> list[Step]:
+        steps = original_next(job, discovery, now, progress)
         if job.terminal and not job.settled and not isinstance(steps[0], Observe):
             saved = job.outcome
             job.outcome = None
@@ -286,6 +292,51 @@ def cancel_not_first() -> AbstractContextManager[None]:
     return _patched((cluster_mod.Operator, "cancel", cancel))
 
 
+# ---------------------------------------------------------------------------- progress
+
+
+def declares_while_blind() -> AbstractContextManager[None]:
+    """A reading that could not be made is judged as a reading that shows no progress: a
+    blind supervisor declares a stall once the run's grace or stall time has passed."""
+    original = progress_mod.judge
+
+    def judge_blind(job: Job, reading: progress_mod.Reading, now: datetime) -> progress_mod.Verdict:
+        if isinstance(reading, progress_mod.Blind):
+            stalled = progress_mod._stall(job, progress_mod.JobProgress(), now)
+            if stalled is not None:
+                return progress_mod.Verdict(stall=stalled)
+        return original(job, reading, now)
+
+    return _patched((progress_mod, "judge", judge_blind))
+
+
+def stall_from_record_only() -> AbstractContextManager[None]:
+    """A stall is judged on the progress the record holds, not on the poll's reading: since
+    progress enters the record at most once per ``record_every``, a run that marks every step
+    looks hung between two recordings."""
+    original = progress_mod._stall
+
+    def stall(job: Job, reading: progress_mod.JobProgress, now: datetime) -> Any:
+        return original(job, progress_mod.JobProgress(), now)
+
+    return _patched((progress_mod, "_stall", stall))
+
+
+def charges_on_advance() -> AbstractContextManager[None]:
+    """Every firing of a no-advance rule is charged, whether training advanced or not."""
+    return _patched((Job, "would_charge", lambda self, rule: True))
+
+
+def kills_before_stall_commit() -> AbstractContextManager[None]:
+    """A stalled run is stopped without the stall (and the stop) committed first: its end
+    reads as the stop the backend shows, not as a stall."""
+
+    def before(self: steps_mod.DeclareStall, ctx: steps_mod.Context) -> list[ev.AnyEvent]:
+        return []
+
+    return _patched((steps_mod.DeclareStall, "before", before))
+
+
 @attrs.frozen
 class Mutant:
     """One reverted protection: its name, what it reverts, and how."""
@@ -339,6 +390,26 @@ MUTANTS: dict[str, Mutant] = {
             "no-absence-grace",
             "an object is judged stopped only after absence across a grace period",
             no_absence_grace,
+        ),
+        Mutant(
+            "declares-while-blind",
+            "no stall is declared while progress cannot be read",
+            declares_while_blind,
+        ),
+        Mutant(
+            "stall-from-record-only",
+            "a stall is judged on the poll's fresh reading, not only on the bounded record",
+            stall_from_record_only,
+        ),
+        Mutant(
+            "charges-on-advance",
+            "a no-advance rule is charged only when training did not advance",
+            charges_on_advance,
+        ),
+        Mutant(
+            "kills-before-stall-commit",
+            "a stall and its stop are committed before the run is stopped",
+            kills_before_stall_commit,
         ),
     )
 }

@@ -83,6 +83,16 @@ class SimOptions:
     p_poll_all: float
     #: Escalation sinks that fail now and then.
     p_sink_fails: float
+    #: Progress (spec 0001 D6, rows P1 to P5): the share of jobs that name a progress source
+    #: and a stall rule; per step and per running run, the chance it hangs (marks nothing
+    #: more); per step, the chance a checkpoint root goes blind or sees again; the share of
+    #: those jobs whose rules charge only firings after which training did not advance.
+    #: Drawn from a generator of their own (see ``derive``), so a seed without progress plays
+    #: as it did before progress existed.
+    p_progress: float = 0.0
+    p_hang: float = 0.0
+    p_progress_blind: float = 0.0
+    p_no_advance: float = 0.0
 
     def without_faults(self) -> SimOptions:
         """The same world with every fault, crash, pause and person switched off: the cost of
@@ -90,7 +100,8 @@ class SimOptions:
         changes: dict[str, object] = {
             f.name: 0.0
             for f in attrs.fields(SimOptions)
-            if f.name.startswith("p_") and f.name != "p_poll_all"
+            if f.name.startswith("p_")
+            and f.name not in ("p_poll_all", "p_progress", "p_no_advance")
         }
         changes.update(w_fault=0.0, w_crash=0.0, w_operator=0.0, max_blind=timedelta(0))
         return attrs.evolve(self, **changes)  # type: ignore[arg-type]
@@ -152,4 +163,18 @@ def derive(seed: int) -> SimOptions:
         p_sink_fails=_maybe(rng, 0.3, 0.1, 0.5),
         # Drawn last, so that adding it did not shift the draws before it.
         max_blind=timedelta(seconds=rng.choice((0, 10, 30))),
+        **_progress(seed),
     )
+
+
+def _progress(seed: int) -> dict[str, float]:
+    """The progress knobs, from their own generator: the draws above are those of a seed
+    before progress existed, and so is everything a seed without progress plays."""
+    rng = random.Random(f"progress:{seed}")
+    share = rng.choice((0.0, 0.0, 0.5, 1.0))
+    return {
+        "p_progress": share,
+        "p_hang": _maybe(rng, 0.8, 0.05, 0.3),
+        "p_progress_blind": _maybe(rng, 0.5, 0.01, 0.06),
+        "p_no_advance": rng.choice((0.0, 0.5, 1.0)),
+    }

@@ -19,7 +19,7 @@ store's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -54,6 +54,39 @@ class SimStore:
     def _faulty(self) -> bool:
         return self.world.faults_on and self.world.current.proc is not None
 
+    def _draw(self, *faults: tuple[float, str, Callable[[], BaseException]]) -> None:
+        """Draw each of ``faults`` (its probability, the case it covers, how to make what it
+        raises) in order and raise the first that happens; a process outside fault injection
+        draws none. The order is part of the seed's story: the same calls draw the same
+        faults."""
+        if not self._faulty():
+            return
+        for probability, case, fault in faults:
+            if self.world.chance(probability):
+                if case:
+                    self.world.cover(case)
+                raise fault()
+
+    def _before_commit(self, cut: str, append: str) -> None:
+        """A commit cut by a power cut or refused by the store: nothing of it lands."""
+        opts = self.world.opts
+        self._draw(
+            (opts.p_power_cut, "power cut with a commit in flight", lambda: PowerCut(cut)),
+            (opts.p_store_unavailable, "store append refused", lambda: _refused(append)),
+        )
+
+    def _after_commit(self, crash: str, append: str) -> None:
+        """A commit applied, then its writer crashed or its reply was lost: all of it landed."""
+        opts = self.world.opts
+        self._draw(
+            (opts.p_store_crash_after, "crash after a commit applied", lambda: Crash(crash)),
+            (opts.p_store_reply_lost, "commit applied, reply lost", lambda: _lost(append)),
+        )
+
+    def _reply_lost(self, what: str, case: str = "") -> None:
+        """A call that applied, its reply to ``what`` lost (``case`` names it for coverage)."""
+        self._draw((self.world.opts.p_store_reply_lost, case, lambda: _lost(what)))
+
     def create(
         self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
     ) -> Created:
@@ -63,10 +96,8 @@ class SimStore:
         return created
 
     def read(self, job: JobID) -> View:
-        if self._faulty() and self.world.chance(self.world.opts.p_store_unavailable):
-            self.world.cover("store read failed")
-            msg = f"record store unavailable (read of {job})"
-            raise Unavailable(msg)
+        p = self.world.opts.p_store_unavailable
+        self._draw((p, "store read failed", lambda: _refused(f"read of {job}")))
         return self.inner.read(job)
 
     def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
@@ -85,15 +116,7 @@ class SimStore:
     ) -> int:
         world = self.world
         world.point("store.before", job, events)
-        if self._faulty():
-            opts = world.opts
-            if world.chance(opts.p_power_cut):
-                world.cover("power cut with a commit in flight")
-                raise PowerCut(f"power cut during a commit to {job}")
-            if world.chance(opts.p_store_unavailable):
-                world.cover("store append refused")
-                msg = f"record store unavailable (append to {job})"
-                raise Unavailable(msg)
+        self._before_commit(f"power cut during a commit to {job}", f"append to {job}")
         try:
             revision = self.inner.append(job, events, expect_revision=expect_revision, owner=owner)
         except LeaseLost as exc:
@@ -102,15 +125,7 @@ class SimStore:
                 world.note("fenced", f"{owner.holder} (token {owner.token}): {exc}")
             raise
         world.note_commit(job, revision - len(events) + 1, events, owner)
-        if self._faulty():
-            opts = world.opts
-            if world.chance(opts.p_store_crash_after):
-                world.cover("crash after a commit applied")
-                raise Crash(f"crash after committing to {job} r{revision}")
-            if world.chance(opts.p_store_reply_lost):
-                world.cover("commit applied, reply lost")
-                msg = f"record store: the reply to an append to {job} was lost"
-                raise Unavailable(msg)
+        self._after_commit(f"crash after committing to {job} r{revision}", f"an append to {job}")
         return revision
 
     def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
@@ -125,15 +140,8 @@ class SimStore:
         # per part would make a batch of a thousand a thousand times likelier to fail).
         events = [e for request in requests for e in request.events]
         world.point("store.before", requests[0].job, events)
-        if self._faulty():
-            opts = world.opts
-            if world.chance(opts.p_power_cut):
-                world.cover("power cut with a commit in flight")
-                raise PowerCut(f"power cut during a batch of {len(requests)} commits")
-            if world.chance(opts.p_store_unavailable):
-                world.cover("store append refused")
-                msg = f"record store unavailable (a batch of {len(requests)} appends)"
-                raise Unavailable(msg)
+        batch = f"a batch of {len(requests)}"
+        self._before_commit(f"power cut during {batch} commits", f"{batch} appends")
         answers = self.inner.append_many(requests)
         for request, answer in zip(requests, answers, strict=True):
             if isinstance(answer, int):
@@ -146,15 +154,8 @@ class SimStore:
                 )
         # A batch every part of which was refused applied nothing, so (as for a refused
         # append) there is no applied commit whose reply could be lost.
-        if self._faulty() and any(isinstance(answer, int) for answer in answers):
-            opts = world.opts
-            if world.chance(opts.p_store_crash_after):
-                world.cover("crash after a commit applied")
-                raise Crash(f"crash after committing a batch of {len(requests)}")
-            if world.chance(opts.p_store_reply_lost):
-                world.cover("commit applied, reply lost")
-                msg = f"record store: the reply to a batch of {len(requests)} appends was lost"
-                raise Unavailable(msg)
+        if any(isinstance(answer, int) for answer in answers):
+            self._after_commit(f"crash after committing {batch}", f"{batch} appends")
         return answers
 
     def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
@@ -164,17 +165,12 @@ class SimStore:
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
         leases = self.inner.acquire_many(jobs, holder, ttl)
-        if self._faulty() and self.world.chance(self.world.opts.p_store_reply_lost):
-            self.world.cover("lease granted, reply lost")
-            msg = f"record store: the reply to acquiring {len(jobs)} jobs was lost"
-            raise Unavailable(msg)
+        self._reply_lost(f"acquiring {len(jobs)} jobs", "lease granted, reply lost")
         return leases
 
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
         renewed = self.inner.renew_many(leases, ttl)
-        if self._faulty() and self.world.chance(self.world.opts.p_store_reply_lost):
-            msg = f"record store: the reply to renewing {len(leases)} leases was lost"
-            raise Unavailable(msg)
+        self._reply_lost(f"renewing {len(leases)} leases")
         return renewed
 
     def release_many(self, leases: Sequence[Lease]) -> None:
@@ -182,17 +178,12 @@ class SimStore:
 
     def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
         lease = self.inner.acquire(job, holder, ttl)
-        if self._faulty() and self.world.chance(self.world.opts.p_store_reply_lost):
-            self.world.cover("lease granted, reply lost")
-            msg = f"record store: the reply to acquiring {job} was lost"
-            raise Unavailable(msg)
+        self._reply_lost(f"acquiring {job}", "lease granted, reply lost")
         return lease
 
     def renew(self, lease: Lease, ttl: timedelta) -> Lease:
         renewed = self.inner.renew(lease, ttl)
-        if self._faulty() and self.world.chance(self.world.opts.p_store_reply_lost):
-            msg = f"record store: the reply to renewing {lease.job} was lost"
-            raise Unavailable(msg)
+        self._reply_lost(f"renewing {lease.job}")
         return renewed
 
     def release(self, lease: Lease) -> None:
@@ -206,3 +197,11 @@ class SimStore:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _refused(what: str) -> Unavailable:
+    return Unavailable(f"record store unavailable ({what})")
+
+
+def _lost(what: str) -> Unavailable:
+    return Unavailable(f"record store: the reply to {what} was lost")

@@ -92,7 +92,23 @@ class Note:
     text: str
 
 
-Item: TypeAlias = Submitted | Commit | Happened | Call | Control | Note
+@attrs.frozen(kw_only=True)
+class Progressed:
+    """What a job's helper did (``mark``, ``publish``, ``resume``, ``hang``: its run marks
+    nothing more), or what a checkpoint root did (``blind``, ``see``; ``job`` is empty), as
+    the simulator plays it: the ground truth the progress checkers judge the record by."""
+
+    seq: int
+    at: datetime
+    job: str
+    root: str
+    what: str
+    step: int | None = None
+    submission: int = 0
+    execution: str = ""
+
+
+Item: TypeAlias = Submitted | Commit | Happened | Call | Control | Note | Progressed
 
 
 def job_of_name(name: str) -> str | None:
@@ -205,6 +221,11 @@ def render(item: Item, start: datetime) -> str:
             return f"{item.seq:6d} {t} {item.actor:<14} {item.op} {item.job} {item.phase}{tail}"
         case Note():
             return f"{item.seq:6d} {t} {'sim':<14} {item.kind}: {item.text}"
+        case Progressed():
+            step = "" if item.step is None else f" step {item.step}"
+            run = f" {item.submission}/{item.execution}" if item.submission else ""
+            who = item.job or item.root
+            return f"{item.seq:6d} {t} {'job-helper':<14} {item.what} {who}{run}{step}"
     return ""  # pragma: no cover
 
 
@@ -233,6 +254,8 @@ class Timeline:
 def _about(item: Item, job: str) -> bool:
     if isinstance(item, Note):
         return True
+    if isinstance(item, Progressed):
+        return item.job in ("", job)
     if isinstance(item, Happened):
         return item.job == job
     return item.job == job

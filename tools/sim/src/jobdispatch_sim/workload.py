@@ -17,14 +17,20 @@ from jobdispatch.types import (
     RECOVERABLE,
     Action,
     CauseKind,
+    Charge,
     JobSpec,
+    ProgressSource,
     RecoveryPolicy,
     Rule,
     SharedCheckpoint,
+    StallMode,
+    StallRule,
     UnmatchedPolicy,
 )
 
 from jobdispatch_sim.options import SimOptions
+
+_STALLED = CauseKind.STALLED
 
 _ACTIONS = {
     Shape.SLURM: (Action.RESUBMIT, Action.RESUBMIT, Action.REQUEUE, Action.HOLD, Action.ESCALATE),
@@ -60,7 +66,9 @@ class JobPlan:
 
 
 def _rules(rng: random.Random, shape: Shape, opts: SimOptions) -> list[Rule]:
-    free = list(_COMMON) + [k for k in RECOVERABLE if k not in _COMMON]
+    # ``stalled`` is drawn only for jobs with a stall rule (see _progress), from their own
+    # generator, so the seeds of runs without progress play as they did before it existed.
+    free = list(_COMMON) + [k for k in RECOVERABLE if k not in _COMMON and k is not _STALLED]
     rules: list[Rule] = []
     for _ in range(rng.choice((0, 1, 1, 2, 2, 3))):
         if not free:
@@ -108,3 +116,51 @@ def draw(rng: random.Random, opts: SimOptions, index: int) -> JobPlan:
         submit_retries=rng.choice((0, 1, 2, 2)),
         supervised=rng.random() < 0.95,
     )
+
+
+#: The checkpoint roots jobs with progress share (two, so a poll lists several jobs per root).
+ROOTS = ("/ckpt/a", "/ckpt/b")
+
+
+def with_progress(rng: random.Random, opts: SimOptions, index: int, plan: JobPlan) -> JobPlan:
+    """``plan``, for a share of the jobs, with a progress source, a stall rule (enforced or
+    observed), maybe a rule on ``stalled``, and maybe every budgeted rule charging
+    ``no-advance``. Drawn from ``rng``, the progress generator: the run's own draws are those
+    of the plan without progress."""
+    if opts.p_progress <= 0 or rng.random() >= opts.p_progress:
+        return plan
+    spec = plan.spec
+    rules = list(spec.recovery.rules)
+    stall: StallRule | None = None
+    if plan.supervised:  # an unsupervised job has nobody to read its progress
+        stall = StallRule(
+            after=timedelta(minutes=rng.choice((2, 5, 10))),
+            startup_grace=rng.choice((None, timedelta(minutes=3), timedelta(minutes=15))),
+            mode=rng.choice((StallMode.ENFORCE, StallMode.ENFORCE, StallMode.OBSERVE)),
+            blind_after=timedelta(minutes=rng.choice((10, 30))),
+        )
+        if rng.random() < 0.6:
+            action = rng.choice(_ACTIONS[plan.shape])
+            if action is Action.ESCALATE:
+                rules.append(Rule(on=[_STALLED], action=action))
+            elif action is Action.HOLD:
+                rules.append(
+                    Rule(
+                        on=[_STALLED],
+                        action=action,
+                        budget=rng.randint(0, opts.max_budget),
+                        for_=timedelta(minutes=20),
+                    )
+                )
+            else:
+                rules.append(
+                    Rule(on=[_STALLED], action=action, budget=rng.randint(0, opts.max_budget))
+                )
+    if rng.random() < opts.p_no_advance:
+        rules = [
+            attrs.evolve(r, charge=Charge.NO_ADVANCE) if r.action is not Action.ESCALATE else r
+            for r in rules
+        ]
+    progress = ProgressSource(root=ROOTS[index % len(ROOTS)])
+    spec = attrs.evolve(spec, recovery=RecoveryPolicy(rules=rules), progress=progress, stall=stall)
+    return attrs.evolve(plan, spec=spec)

@@ -27,6 +27,7 @@ from jobdispatch.clock import ManualClock
 from jobdispatch.cluster import Cluster, compose
 from jobdispatch.errors import DispatchError, Invalid, Rejected
 from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.records import events as ev
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.records.memory import MemoryRecords
@@ -39,6 +40,7 @@ from jobdispatch.types import Actor as JdActor
 from jobdispatch.types import HoldKind, ObjectState, Tristate
 from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.ownership import Ownership
+from jobdispatch_supervise.progress import ProgressPoll
 from jobdispatch_supervise.sinks import EscalationMessage
 
 from jobdispatch_sim import workload
@@ -55,6 +57,7 @@ from jobdispatch_sim.timeline import (
     Control,
     Happened,
     Note,
+    Progressed,
     Submitted,
     Timeline,
     job_of_name,
@@ -225,6 +228,16 @@ class World:
         self.unreachable_until: dict[str, datetime] = {}
         self._creating_shape = ""
         self._checked = 0
+        #: The jobs' checkpoint roots as their helpers write them, and what the simulator plays
+        #: of progress, from a generator of its own (a seed without progress draws nothing
+        #: from it, and the run's own draws are as before progress existed).
+        self.progress = MemoryProgress()
+        self.prng = random.Random(f"progress-world:{opts.seed}")
+        self.root_of: dict[str, str] = {}
+        self.step_of: dict[str, int] = {}
+        self.runs_seen: set[tuple[str, str, int]] = set()
+        self.hung: set[tuple[str, str, int]] = set()
+        self.hung_runs: dict[str, int] = {}
         self.procs = [Proc(self, f"sup-{chr(ord('a') + i)}") for i in range(opts.supervisors)]
         for proc in self.procs:
             if opts.max_skew:
@@ -294,6 +307,8 @@ class World:
         job = header.job
         self.jobs.append(job)
         self.shape_of[job] = self._creating_shape
+        if header.spec.progress is not None:
+            self.root_of[job] = header.spec.progress.root
         self.timeline.add(
             Submitted(seq=self.timeline.next_seq, at=self.clock(), job=job, header=header)
         )
@@ -439,7 +454,12 @@ class World:
                 lease = proc.ownership.own(job)
                 if lease is None:
                     return None
-                result = proc.executors[shape].run_pass(job, lease, discovery)
+                # As the Supervisor's loop: each pass a poll of its own, reading progress.
+                result = proc.executors[shape].run_batch(
+                    [(job, lease, discovery)], self._progress_poll(proc)
+                )[0]
+                if result.error is not None:
+                    raise result.error
             except Crash as exc:
                 self._died(proc, exc)
                 return None
@@ -458,7 +478,8 @@ class World:
             try:
                 owned = proc.ownership.own_many(list(found))
                 batch = [(job, lease, found[job]) for job, lease in owned.items()]
-                results = proc.executors[shape].run_batch(batch) if batch else []
+                poll = self._progress_poll(proc)
+                results = proc.executors[shape].run_batch(batch, poll) if batch else []
             except Crash as exc:
                 self._died(proc, exc)
                 return
@@ -475,6 +496,100 @@ class World:
                     self._failed(proc, job, result.error)
                 else:
                     self._passed(proc, job, result)
+
+    def _progress_poll(self, proc: Proc) -> ProgressPoll | None:
+        """A poll's reading of progress, where any job names a progress source."""
+        return ProgressPoll(self.progress, proc.holder) if self.root_of else None
+
+    def note_progress(
+        self,
+        what: str,
+        root: str,
+        job: str = "",
+        step: int | None = None,
+        submission: int = 0,
+        execution: str = "",
+    ) -> None:
+        self.timeline.add(
+            Progressed(
+                seq=self.timeline.next_seq,
+                at=self.clock(),
+                job=job,
+                root=root,
+                what=what,
+                step=step,
+                submission=submission,
+                execution=execution,
+            )
+        )
+
+    def _is_hung(self, env: object, ref: ObjectRef) -> bool:
+        """Whether the run ``ref`` runs now is one the simulator made hang."""
+        index = self.hung_runs.get(ref.id)
+        if index is None:
+            return False
+        runs = env.shows(ref).executions  # type: ignore[attr-defined]
+        return bool(runs) and runs[-1].index == index
+
+    def progress_action(self) -> None:
+        """The jobs' helpers and their checkpoint store act, from the progress generator: each
+        running run of a job with a progress source resumes (once, from the newest checkpoint),
+        then marks or publishes a step now and then, unless it hung; a root may go blind, or
+        see again (always, once faults are off)."""
+        if not self.root_of:
+            return
+        rng = self.prng
+        opts = self.opts
+        now = self.clock()
+        for root in sorted(set(self.root_of.values())):
+            blind = self.progress.is_blind(root)
+            if blind and (not self.faults_on or rng.random() < 0.3):
+                self.progress.see(root)
+                self.note_progress("see", root)
+            elif (
+                not blind
+                and self.faults_on
+                and opts.p_progress_blind
+                and (rng.random() < opts.p_progress_blind)
+            ):
+                self.progress.blind(root)
+                self.note_progress("blind", root)
+        for job, root in self.root_of.items():
+            if job in self.settled:
+                continue
+            inner = self.backends[self.shape_of[job]].inner
+            for obs in inner.env.observe(job):
+                if obs.state is not _OBJ_RUNNING or not obs.executions:
+                    continue
+                run = obs.executions[-1]
+                identity = obs.identity
+                if run.state is not _OBJ_RUNNING or identity is None:
+                    continue
+                n = identity[1]
+                key = (job, obs.ref.id, run.index)
+                execution = str(run.index)
+                if key not in self.runs_seen:
+                    self.runs_seen.add(key)
+                    step = self.progress.resume(root, job, n, execution, now)
+                    if step is not None:
+                        self.step_of[job] = step
+                        self.note_progress("resume", root, job, step, n, execution)
+                if key in self.hung:
+                    continue
+                if self.faults_on and opts.p_hang and rng.random() < opts.p_hang:
+                    self.hung.add(key)
+                    self.hung_runs[obs.ref.id] = run.index
+                    self.note_progress("hang", root, job, None, n, execution)
+                    continue
+                if rng.random() < 0.6:
+                    step = self.step_of.get(job, 0) + rng.randint(1, 50)
+                    self.step_of[job] = step
+                    if rng.random() < 0.4:
+                        self.progress.publish(root, job, step, now, n, execution)
+                        self.note_progress("publish", root, job, step, n, execution)
+                    else:
+                        self.progress.mark(root, job, step, now, n, execution)
+                        self.note_progress("mark", root, job, step, n, execution)
 
     def _failed(self, proc: Proc, job: str, exc: Exception) -> None:
         """What ended ``proc``'s pass over ``job``: a fault it survives, or a violation."""
@@ -564,6 +679,21 @@ class World:
                         env.run(ref)
                     else:
                         env.launch_fail(ref)
+                elif state is _OBJ_RUNNING and self._is_hung(env, ref):
+                    # A hung run never ends by itself: only the cluster ends it (a preemption,
+                    # a lost node, its time limit), rarely once faults are off.
+                    hung_endings: list[tuple[float, Callable[[ObjectRef], object]]] = [
+                        (1.5, env.preempt),
+                        (1.0, env.lose_node),
+                        (0.8, env.time_out),
+                    ]
+                    if rng.random() < (0.05 if calm else 0.15):
+                        pick = rng.uniform(0, 3.3)
+                        for weight, fn in hung_endings:
+                            pick -= weight
+                            if pick <= 0:
+                                fn(ref)
+                                break
                 elif state is _OBJ_RUNNING:
                     endings: list[tuple[float, Callable[[ObjectRef], object]]] = [
                         (8.0 if calm else 3.5, env.complete),
@@ -683,7 +813,9 @@ class World:
     def submit(self, index: int) -> bool:
         """A person submits the next job; False when the cluster could not be asked (the
         person tries again at the next step)."""
-        plan = workload.draw(self.rng, self.opts, index)
+        plan = workload.with_progress(
+            self.prng, self.opts, index, workload.draw(self.rng, self.opts, index)
+        )
         shape = str(plan.shape)
         operator = self.clusters[shape].operator
         person = JdActor.human("sim-person")
@@ -921,6 +1053,7 @@ class World:
                 step = arrivals[0]
                 continue
             self.random_action()
+            self.progress_action()
             self.check()
             step += 1
 
@@ -962,6 +1095,7 @@ class World:
                     progressed = True
                 self.check()
                 self._calm_env(job)
+            self.progress_action()
             self.check()
             if all(j in self.settled for j in self.jobs):
                 return

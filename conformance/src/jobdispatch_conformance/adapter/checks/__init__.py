@@ -35,6 +35,7 @@ from jobdispatch_conformance.adapter.checks.endings import (
     ending,
     program_that_cannot_start_is_launch_failed,
 )
+from jobdispatch_conformance.adapter.checks.goodput import goodput_of_a_preempted_run
 from jobdispatch_conformance.adapter.checks.holds import (
     held_object_does_not_run,
     hold_refuses_past_deadline,
@@ -73,6 +74,7 @@ __all__ = [
     "find_includes_lost_replies",
     "find_many_agrees_with_find",
     "find_returns_every_object_of_the_job",
+    "goodput_of_a_preempted_run",
     "held_object_does_not_run",
     "hold_refuses_past_deadline",
     "holds_by_instance",

@@ -4,17 +4,19 @@ user)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+import attrs
 import click
 from jobdispatch.errors import DispatchError
+from jobdispatch.exitcodes import ExitCode, code_for
 from jobdispatch.types import JobID, State
 from rich.text import Text
 
-from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import _duration, accept_option
 from jobdispatch_cli.completion import complete_jobs
@@ -37,8 +39,35 @@ def _done(app: App, what: str, job: str) -> None:
     app.console.print(line)
 
 
+@attrs.frozen
+class Chosen:
+    """Which jobs a command acts on, as its options said: ``JOB...`` (ids, id prefixes or
+    names), or ``every`` job that has not settled, narrowed by ``states`` and ``name``."""
+
+    jobs: tuple[str, ...]
+    every: bool
+    states: tuple[str, ...]
+    name: str | None
+
+
 def jobs_options(f: F) -> F:
-    """``JOB...`` (ids, id prefixes or names) or ``--all`` narrowed by ``--state``/``--name``."""
+    """``JOB...`` (ids, id prefixes or names) or ``--all`` narrowed by ``--state``/``--name``,
+    handed to the command as one ``chosen`` (:class:`Chosen`)."""
+
+    command = f
+
+    @functools.wraps(command)
+    def with_chosen(
+        *args: Any,
+        jobs: tuple[str, ...],
+        every: bool,
+        states: tuple[str, ...],
+        name: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        return command(*args, chosen=Chosen(jobs, every, states, name), **kwargs)
+
+    f = cast("F", with_chosen)
     f = click.option("--name", metavar="NAME", help="With --all: only jobs of this name.")(f)
     f = click.option(
         "--state",
@@ -51,20 +80,14 @@ def jobs_options(f: F) -> F:
     return click.argument("jobs", nargs=-1, metavar="[JOB]...", shell_complete=complete_jobs)(f)
 
 
-def _each(
-    app: App,
-    jobs: tuple[str, ...],
-    every: bool,
-    states: tuple[str, ...],
-    name: str | None,
-    act: Callable[[JobID], None],
-) -> int:
+def _each(app: App, which: Chosen, act: Callable[[JobID], None]) -> int:
     """Act on every job chosen; a job that fails is told and the others still go. The exit
     status is the first failure's (0 when all went)."""
-    chosen = app.select_jobs(jobs, every=every, states=[State(s) for s in states], name=name)
-    if every and not chosen:
+    states = [State(s) for s in which.states]
+    chosen = app.select_jobs(which.jobs, every=which.every, states=states, name=which.name)
+    if which.every and not chosen:
         app.err.print("no job matches", style="dim")
-    code = exitcodes.OK
+    code = ExitCode.OK
     for job in chosen:
         try:
             act(job)
@@ -72,7 +95,7 @@ def _each(
             if len(chosen) == 1:
                 raise
             app.err.print(f"{job}: {exc}", style="red", markup=False, highlight=False)
-            code = code or exitcodes.code_for(exc)
+            code = code or code_for(exc, otherwise=ExitCode.USAGE)
     return code
 
 
@@ -91,21 +114,52 @@ def _cancelled(app: App, job: str, receipt: Any) -> None:
         app.console.print(f"processes may live on: {nodes}", style="yellow")
 
 
+#: The actions on one JOB that take nothing but a reason: (command, the method of
+#: :class:`~jobdispatch.cluster.Operator` it calls, what the confirmation says was done, the
+#: command's help). The method is named, not imported: the commands are registered for
+#: ``--help``, which must not import the core.
+_ONE_JOB_ACTIONS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "resubmit",
+        "resubmit",
+        "resubmission asked for",
+        "Start JOB again as a new submission (the current one is stopped first).",
+    ),
+    (
+        "give-up",
+        "give_up",
+        "gave up on",
+        "Stop recovering JOB: it fails with the cause of its last execution.",
+    ),
+    (
+        "requeue",
+        "requeue",
+        "requeue asked for",
+        "Rerun JOB's running object in place, where the cluster can (Slurm, local).",
+    ),
+)
+
+
+def _one_job_command(group: click.Group, name: str, act: str, done: str, doc: str) -> None:
+    """Add the command ``name``: resolve JOB, call the operator's method ``act``, confirm."""
+
+    @group.command(name=name, help=doc)
+    @click.argument("job", shell_complete=complete_jobs)
+    @reason_option
+    @pass_app
+    def command(app: App, job: str, reason: str) -> None:
+        job = app.job(job)
+        getattr(app.cluster().operator, act)(job, by=app.actor, reason=reason)
+        _done(app, done, job)
+
+
 def register(group: click.Group) -> None:
     @group.command()
     @jobs_options
     @reason_option
     @json_option
     @pass_app
-    def cancel(
-        app: App,
-        jobs: tuple[str, ...],
-        every: bool,
-        states: tuple[str, ...],
-        name: str | None,
-        reason: str,
-        as_json: bool,
-    ) -> int:
+    def cancel(app: App, chosen: Chosen, reason: str, as_json: bool) -> int:
         """Cancel each JOB: commit the outcome, then stop whatever of it is live."""
         receipts: list[Any] = []
 
@@ -116,9 +170,10 @@ def register(group: click.Group) -> None:
                 return
             _cancelled(app, job, receipt)
 
-        code = _each(app, jobs, every, states, name, one)
+        code = _each(app, chosen, one)
         if as_json:
-            print_json(app, receipts[0] if len(receipts) == 1 and not every else receipts)
+            one_only = len(receipts) == 1 and not chosen.every
+            print_json(app, receipts[0] if one_only else receipts)
         return code
 
     @group.command()
@@ -132,15 +187,7 @@ def register(group: click.Group) -> None:
         help="Release by itself after this long (90s, 10m, 1h30m, 2d).",
     )
     @pass_app
-    def hold(
-        app: App,
-        jobs: tuple[str, ...],
-        every: bool,
-        states: tuple[str, ...],
-        name: str | None,
-        reason: str,
-        for_: timedelta | None,
-    ) -> int:
+    def hold(app: App, chosen: Chosen, reason: str, for_: timedelta | None) -> int:
         """Hold each JOB: nothing new of it starts until it is released."""
         until = datetime.now(UTC) + for_ if for_ is not None else None
 
@@ -148,57 +195,23 @@ def register(group: click.Group) -> None:
             app.cluster().operator.hold(job, by=app.actor, reason=reason, until=until)
             _done(app, "held", job)
 
-        return _each(app, jobs, every, states, name, one)
+        return _each(app, chosen, one)
 
     @group.command()
     @jobs_options
     @reason_option
     @pass_app
-    def release(
-        app: App,
-        jobs: tuple[str, ...],
-        every: bool,
-        states: tuple[str, ...],
-        name: str | None,
-        reason: str,
-    ) -> int:
+    def release(app: App, chosen: Chosen, reason: str) -> int:
         """Release each JOB's hold."""
 
         def one(job: JobID) -> None:
             app.cluster().operator.release(job, by=app.actor, reason=reason)
             _done(app, "released", job)
 
-        return _each(app, jobs, every, states, name, one)
+        return _each(app, chosen, one)
 
-    @group.command()
-    @click.argument("job", shell_complete=complete_jobs)
-    @reason_option
-    @pass_app
-    def resubmit(app: App, job: str, reason: str) -> None:
-        """Start JOB again as a new submission (the current one is stopped first)."""
-        job = app.job(job)
-        app.cluster().operator.resubmit(job, by=app.actor, reason=reason)
-        _done(app, "resubmission asked for", job)
-
-    @group.command(name="give-up")
-    @click.argument("job", shell_complete=complete_jobs)
-    @reason_option
-    @pass_app
-    def give_up(app: App, job: str, reason: str) -> None:
-        """Stop recovering JOB: it fails with the cause of its last execution."""
-        job = app.job(job)
-        app.cluster().operator.give_up(job, by=app.actor, reason=reason)
-        _done(app, "gave up on", job)
-
-    @group.command()
-    @click.argument("job", shell_complete=complete_jobs)
-    @reason_option
-    @pass_app
-    def requeue(app: App, job: str, reason: str) -> None:
-        """Rerun JOB's running object in place, where the cluster can (Slurm, local)."""
-        job = app.job(job)
-        app.cluster().operator.requeue(job, by=app.actor, reason=reason)
-        _done(app, "requeue asked for", job)
+    for name, act, done, doc in _ONE_JOB_ACTIONS:
+        _one_job_command(group, name, act, done, doc)
 
     @group.command()
     @click.argument("job", shell_complete=complete_jobs)

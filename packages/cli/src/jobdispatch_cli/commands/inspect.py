@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 import jobdispatch
 from jobdispatch.errors import Invalid, NotFound, Unsupported
+from jobdispatch.exitcodes import ExitCode
+from jobdispatch.goodput import goodput as goodput_of
 from jobdispatch.spi import ObjectRef, OutputReader
 from jobdispatch.status import Status
 from jobdispatch.types import State
@@ -18,15 +21,16 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.running import Seconds, extra_answers, rank_option
 from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.config import store_label
 from jobdispatch_cli.context import App
+from jobdispatch_cli.goodput_view import job_data, job_view
 from jobdispatch_cli.jobfile import load_job_file
 from jobdispatch_cli.render import (
     capabilities_table,
+    dumps,
     jobs_table,
     plugins_data,
     plugins_view,
@@ -75,20 +79,40 @@ def register(group: click.Group) -> None:
         type=click.Path(path_type=Path, dir_okay=False),
         help="Write the timeline as an SVG file.",
     )
+    @click.option(
+        "--goodput",
+        "with_goodput",
+        is_flag=True,
+        help="Where the job's time went: productive, queued, lost to each cause (with "
+        "--timeline or --svg, as a row of the picture).",
+    )
     @json_option
     @pass_app
-    def status(app: App, job: str, timeline: bool, svg: Path | None, as_json: bool) -> None:
+    def status(
+        app: App, job: str, timeline: bool, svg: Path | None, with_goodput: bool, as_json: bool
+    ) -> None:
         """Show JOB: its state and cause, each submission's executions, its history."""
         app.reads_only = True
         job = app.job(job)
         got = app.cluster().observer.get(job)
+        figures = None
+        price = None
+        if with_goodput:
+            figures = goodput_of(app.store().read(job), datetime.now(UTC))
+            prices = app.cluster_config.prices
+            price = prices.per_hour(figures.unit, figures.queue) if prices else None
         if svg is not None:
-            _write_output(svg, render_svg(build(got)), "--svg")
+            _write_output(svg, render_svg(build(got, goodput=figures)), "--svg")
             app.err.print(f"wrote {svg}", style="dim")
-        if as_json:
+        if as_json and figures is not None:
+            click.echo(dumps(job_data(app.cluster_config.name, figures, price)))
+        elif as_json:
             print_json(app, got)
         elif timeline:
-            app.console.print(render_text(build(got), width=min(app.console.width, 120)))
+            picture = build(got, goodput=figures)
+            app.console.print(render_text(picture, width=min(app.console.width, 120)))
+        elif figures is not None:
+            app.console.print(job_view(figures, price))
         elif svg is None:
             app.console.print(status_view(got))
 
@@ -121,7 +145,7 @@ def register(group: click.Group) -> None:
             app.console.print(jobs_table(found))
         for bad in found.unreadable:
             app.err.print(str(bad), style="red", markup=False, highlight=False, soft_wrap=True)
-        return exitcodes.UNREADABLE if found.unreadable else exitcodes.OK
+        return ExitCode.UNREADABLE if found.unreadable else ExitCode.OK
 
     @group.command()
     @click.argument("job", shell_complete=complete_jobs)

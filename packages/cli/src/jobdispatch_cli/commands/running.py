@@ -17,12 +17,12 @@ from typing import Any, ParamSpec, TypeVar
 import click
 import jobdispatch
 from jobdispatch.errors import DispatchError, Unavailable, Unreachable, Unsupported
+from jobdispatch.exitcodes import ExitCode
 from jobdispatch.spi import Discovery, ObjectRef, OutputReader
 from jobdispatch.types import Plan, State, Support
 from jobdispatch.validate import MAX_DURATION
 from rich.text import Text
 
-from jobdispatch_cli import exitcodes
 from jobdispatch_cli.commands import json_option, pass_app, print_json
 from jobdispatch_cli.commands.observe import check_listen, metrics_options, start_metrics
 from jobdispatch_cli.context import App
@@ -458,13 +458,13 @@ def register(group: click.Group) -> None:
                 f"`jobdispatch cancel {job}` ends it"
             )
             app.err.print(note)
-            return exitcodes.INTERRUPTED
+            return ExitCode.INTERRUPTED
         line = Text("outcome: ")
         line.append_text(state_text(status.state))
         line.append("  ")
         line.append_text(cause_text(status.cause))
         app.console.print(line)
-        return exitcodes.OK if status.state is State.SUCCEEDED else exitcodes.JOB_FAILED
+        return ExitCode.OK if status.state is State.SUCCEEDED else ExitCode.FAILED
 
     @group.command()
     @supervisor_options

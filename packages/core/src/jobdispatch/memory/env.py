@@ -18,7 +18,7 @@ from jobdispatch.errors import Invalid
 from jobdispatch.memory.cluster import Cluster
 from jobdispatch.memory.history import History
 from jobdispatch.memory.objects import describe
-from jobdispatch.spi import ObjectRef
+from jobdispatch.spi import ObjectObs, ObjectRef
 from jobdispatch.types import Cause, CauseKind, JobID, ObjectState, Provenance, Tristate
 
 __all__ = ["MemoryEnv"]
@@ -59,6 +59,20 @@ class MemoryEnv:
         with self._cluster.lock:
             obj = self._cluster.get(ref)
             return describe(obj.name, obj.spec, obj.native)
+
+    def observe(self, job: JobID) -> list[ObjectObs]:
+        """What the scheduler holds of each of ``job``'s objects, without counting as an SPI
+        call or consuming a fault: the truth a test or the simulator plays the job's side by
+        (its runs marking progress, say)."""
+        with self._cluster.lock:
+            c = self._cluster
+            return [c.observe(o) for o in c.by_job.get(job, ())]
+
+    def shows(self, ref: ObjectRef) -> ObjectObs:
+        """What the scheduler holds of one object, as ``observe`` (no SPI call, no fault)."""
+        with self._cluster.lock:
+            c = self._cluster
+            return c.observe(c.get(ref))
 
     def state(self, ref: ObjectRef) -> ObjectState:
         """The object's state, without counting as an SPI call or consuming a fault."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime, timedelta
-from typing import ClassVar, TypeAlias
+from typing import ClassVar, TypeAlias, get_args
 
 import attrs
 
@@ -92,71 +92,78 @@ class Event:
         return self.cls is EventClass.DECISION
 
 
+@attrs.frozen(kw_only=True)
+class _Control(Event):
+    """A person's request: committed by the CLI or the API without a lease."""
+
+    cls: ClassVar[EventClass] = EventClass.CONTROL
+
+
+@attrs.frozen(kw_only=True)
+class _Decision(Event):
+    """What the supervisor decided: committed only under the job's current lease."""
+
+    cls: ClassVar[EventClass] = EventClass.DECISION
+
+
 # ------------------------------------------------------------------------------ controls
 
 
 @attrs.frozen(kw_only=True)
-class HoldRequested(Event):
+class HoldRequested(_Control):
     """A person holds the job: nothing new is opened until released (or ``until``)."""
 
     kind: ClassVar[str] = "hold-requested"
-    cls: ClassVar[EventClass] = EventClass.CONTROL
     reason: str = ""
     until: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)
-class ReleaseRequested(Event):
+class ReleaseRequested(_Control):
     """A person releases the hold in force."""
 
     kind: ClassVar[str] = "release-requested"
-    cls: ClassVar[EventClass] = EventClass.CONTROL
     reason: str = ""
 
 
 @attrs.frozen(kw_only=True)
-class CancelRequested(Event):
+class CancelRequested(_Control):
     """A person cancels the job. Its commit is the outcome: ``cancelled``, final."""
 
     kind: ClassVar[str] = "cancel-requested"
-    cls: ClassVar[EventClass] = EventClass.CONTROL
     reason: str = ""
     superseded_by: JobID = ""
 
 
 @attrs.frozen(kw_only=True)
-class ResubmitRequested(Event):
+class ResubmitRequested(_Control):
     """A person asks for a new submission of the same job."""
 
     kind: ClassVar[str] = "resubmit-requested"
-    cls: ClassVar[EventClass] = EventClass.CONTROL
     reason: str = ""
 
 
 @attrs.frozen(kw_only=True)
-class RequeueRequested(Event):
+class RequeueRequested(_Control):
     """A person asks the scheduler to rerun the canonical object in place."""
 
     kind: ClassVar[str] = "requeue-requested"
-    cls: ClassVar[EventClass] = EventClass.CONTROL
     reason: str = ""
 
 
 @attrs.frozen(kw_only=True)
-class GiveUpRequested(Event):
+class GiveUpRequested(_Control):
     """A person stops recovery: the job fails with the cause of its last execution."""
 
     kind: ClassVar[str] = "give-up-requested"
-    cls: ClassVar[EventClass] = EventClass.CONTROL
     reason: str = ""
 
 
 @attrs.frozen(kw_only=True)
-class AbandonRequested(Event):
+class AbandonRequested(_Control):
     """A person closes an attempt whose outcome stayed unknown (the manual policy)."""
 
     kind: ClassVar[str] = "abandon-requested"
-    cls: ClassVar[EventClass] = EventClass.CONTROL
     submission: int
     attempt: int
     reason: str = ""
@@ -230,6 +237,60 @@ class CessationAnswered(Event):
     evidence: CessationEvidence
 
 
+class Origin(enum.Enum):
+    """Where a progress reading came from: a checkpoint the helper published (a step the job
+    can resume from), or a mark (``jobdispatch-publish progress``: the job is alive at a step,
+    nothing more)."""
+
+    PUBLICATION = "publication"
+    MARK = "mark"
+
+
+@attrs.frozen(kw_only=True)
+class ProgressSeen(Event):
+    """The job's progress advanced: its newest step (from a publication or a mark), the time
+    the job gave it (``marked_at``), and the submission and execution that made it.
+
+    Committed only when the step advanced past the record's newest, and at most once per the
+    job's ``progress.record_every`` (sooner when a run has ended: a budget's charge then reads
+    the newest checkpoint), so a record does not grow by an event per training step."""
+
+    kind: ClassVar[str] = "progress-seen"
+    step: int
+    marked_at: datetime
+    submission: int
+    execution: str = ""
+    origin: Origin = Origin.MARK
+
+
+@attrs.frozen(kw_only=True)
+class ResumedFrom(Event):
+    """Execution ``execution`` of submission ``submission`` resumed from the checkpoint of step
+    ``step`` (the helper's ``resolve`` wrote a "resumed" entry naming it at ``resumed_at``)."""
+
+    kind: ClassVar[str] = "resumed-from"
+    submission: int
+    execution: str
+    step: int
+    resumed_at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class ProgressBlind(Event):
+    """The job's progress could not be read (its checkpoint root, the store or its credentials
+    unavailable). From now until :class:`ProgressSighted`, no stall is declared."""
+
+    kind: ClassVar[str] = "progress-blind"
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ProgressSighted(Event):
+    """The job's progress can be read again after a :class:`ProgressBlind`."""
+
+    kind: ClassVar[str] = "progress-sighted"
+
+
 @attrs.frozen(kw_only=True)
 class EscalationDelivered(Event):
     """An escalation reached a sink; each sink gets each escalation once."""
@@ -254,43 +315,43 @@ class NoticeDelivered(Event):
 
 
 @attrs.frozen(kw_only=True)
-class SubmissionAuthorized(Event):
+class SubmissionAuthorized(_Decision):
     """Submission ``n`` may be tried. ``rule`` is the rule it is charged to (``None`` for the
     first submission and a person's resubmit); ``trigger`` identifies what caused it, and one
     trigger authorizes at most one submission."""
 
     kind: ClassVar[str] = "submission-authorized"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     n: int
     trigger: Trigger
     rule: int | None = None
     cause: Cause | None = None
+    #: Whether the rule's budget pays for this firing, said only by a rule that charges
+    #: ``no-advance`` (None: every firing of the rule is charged).
+    charged: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
-class AttemptStarted(Event):
+class AttemptStarted(_Decision):
     """Attempt ``attempt`` of submission ``submission`` is about to call Start (numbered first,
     so a crash leaves a record of the attempt whose reply is missing)."""
 
     kind: ClassVar[str] = "attempt-started"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     submission: int
     attempt: int
 
 
 @attrs.frozen(kw_only=True)
-class CanonicalChosen(Event):
+class CanonicalChosen(_Decision):
     """``ref`` is submission ``submission``'s one object allowed to run."""
 
     kind: ClassVar[str] = "canonical-chosen"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     submission: int
     ref: ObjectRef
     attempt: int
 
 
 @attrs.frozen(kw_only=True)
-class OpenDecided(Event):
+class OpenDecided(_Decision):
     """The canonical object's gate is to be lifted, by a call that must land by ``deadline``.
 
     The deadline is what bounds an open decided before a cancel (or by a supervisor that has
@@ -300,64 +361,77 @@ class OpenDecided(Event):
     """
 
     kind: ClassVar[str] = "open-decided"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     submission: int
     ref: ObjectRef
     deadline: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)
-class Retired(Event):
+class Retired(_Decision):
     """A gated object that is not canonical: it never runs, its cause is ``duplicate``."""
 
     kind: ClassVar[str] = "retired"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     ref: ObjectRef
     submission: int
     attempt: int
 
 
 @attrs.frozen(kw_only=True)
-class StopDecided(Event):
+class StopDecided(_Decision):
     """An object is to be stopped (cancel, give up, a newer submission, a retired duplicate)."""
 
     kind: ClassVar[str] = "stop-decided"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     ref: ObjectRef
     reason: str = ""
 
 
 @attrs.frozen(kw_only=True)
-class VerifiedStopped(Event):
+class StallDeclared(_Decision):
+    """Run ``execution`` of object ``ref`` made no progress for its job's stall rule's time:
+    ``cause`` (``stalled``, provenance supervisor) names the signal and the last progress seen.
+
+    ``enforced``: the run is to be stopped, and this commits with the :class:`StopDecided`
+    before any stop call, so when the run ends its cause is ``stalled``, never ``cancelled``.
+    Not enforced: the stall rule only observes, and this is its verdict, recorded once per run.
+    """
+
+    kind: ClassVar[str] = "stall-declared"
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+    enforced: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class VerifiedStopped(_Decision):
     """The object is judged gone from its absence in complete Finds, the last at ``find_at``."""
 
     kind: ClassVar[str] = "verified-stopped"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     ref: ObjectRef
     find_at: datetime
 
 
 @attrs.frozen(kw_only=True)
-class RecoveryDecided(Event):
+class RecoveryDecided(_Decision):
     """A rule fired on the end of an execution, with an action the supervisor performs on the
     same object (requeue) or by holding for a person (hold). Charged to the rule's budget."""
 
     kind: ClassVar[str] = "recovery-decided"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     rule: int
     trigger: Trigger
     cause: Cause
     ref: ObjectRef | None = None
     submission: int = 0
+    #: As :attr:`SubmissionAuthorized.charged`.
+    charged: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
-class HoldPlaced(Event):
+class HoldPlaced(_Decision):
     """Hold instance ``instance`` stands: an operator's hold (after a request) or a recovery
     rule's hold for a person."""
 
     kind: ClassVar[str] = "hold-placed"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     instance: int
     hold: Hold
     submission: int = 0
@@ -365,24 +439,22 @@ class HoldPlaced(Event):
 
 
 @attrs.frozen(kw_only=True)
-class HoldLifted(Event):
+class HoldLifted(_Decision):
     """Hold instance ``instance`` no longer stands (released by a person, expired, or lifted by a
     cessation answer)."""
 
     kind: ClassVar[str] = "hold-lifted"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     instance: int
     reason: str = ""
     resume: bool = False
 
 
 @attrs.frozen(kw_only=True)
-class CallIssued(Event):
+class CallIssued(_Decision):
     """A hold-family, requeue or restore call about to be made, with the deadline past which the
     adapter must refuse to act on it."""
 
     kind: ClassVar[str] = "call-issued"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     op: CallOp
     ref: ObjectRef
     deadline: datetime
@@ -390,31 +462,28 @@ class CallIssued(Event):
 
 
 @attrs.frozen(kw_only=True)
-class OutcomeDecided(Event):
+class OutcomeDecided(_Decision):
     """The job's terminal state and its cause. Final: nothing ever replaces it."""
 
     kind: ClassVar[str] = "outcome-decided"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     state: State
     cause: Cause
 
 
 @attrs.frozen(kw_only=True)
-class Escalated(Event):
+class Escalated(_Decision):
     """A person must know. ``id`` derives from the cause, so each escalation is committed once."""
 
     kind: ClassVar[str] = "escalated"
-    cls: ClassVar[EventClass] = EventClass.DECISION
     id: EscalationId
     detail: str
 
 
 @attrs.frozen(kw_only=True)
-class Settled(Event):
+class Settled(_Decision):
     """The job needs nothing more: an outcome stands and clean-up is done."""
 
     kind: ClassVar[str] = "settled"
-    cls: ClassVar[EventClass] = EventClass.DECISION
 
 
 AnyEvent: TypeAlias = (
@@ -431,6 +500,10 @@ AnyEvent: TypeAlias = (
     | CallAnswered
     | CessationAnswered
     | EscalationDelivered
+    | ProgressSeen
+    | ResumedFrom
+    | ProgressBlind
+    | ProgressSighted
     | NoticeDelivered
     | SubmissionAuthorized
     | AttemptStarted
@@ -438,6 +511,7 @@ AnyEvent: TypeAlias = (
     | OpenDecided
     | Retired
     | StopDecided
+    | StallDeclared
     | VerifiedStopped
     | RecoveryDecided
     | HoldPlaced
@@ -448,40 +522,8 @@ AnyEvent: TypeAlias = (
     | Settled
 )
 
-#: Every event type by the tag its encoding carries.
-EVENT_TYPES: dict[str, type[Event]] = {
-    t.kind: t
-    for t in (
-        HoldRequested,
-        ReleaseRequested,
-        CancelRequested,
-        ResubmitRequested,
-        RequeueRequested,
-        GiveUpRequested,
-        AbandonRequested,
-        Observed,
-        Absent,
-        AttemptReplied,
-        CallAnswered,
-        CessationAnswered,
-        EscalationDelivered,
-        NoticeDelivered,
-        SubmissionAuthorized,
-        AttemptStarted,
-        CanonicalChosen,
-        OpenDecided,
-        Retired,
-        StopDecided,
-        VerifiedStopped,
-        RecoveryDecided,
-        HoldPlaced,
-        HoldLifted,
-        CallIssued,
-        OutcomeDecided,
-        Escalated,
-        Settled,
-    )
-}
+#: Every event type by the tag its encoding carries: the members of AnyEvent, listed once there.
+EVENT_TYPES: dict[str, type[Event]] = {t.kind: t for t in get_args(AnyEvent)}
 
 
 @attrs.frozen

@@ -28,6 +28,7 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Conflict, Invalid, NotFound, Unreadable
 from jobdispatch.records import rules
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
+from jobdispatch.records.singles import SingleCalls
 from jobdispatch.records.store import (
     AppendRequest,
     Created,
@@ -57,7 +58,7 @@ class _Record:
     damaged: dict[int, str] = attrs.Factory(dict)
 
 
-class MemoryRecords:
+class MemoryRecords(SingleCalls):
     """Records held in this process. Thread-safe: one lock guards every record.
 
     Args:
@@ -113,22 +114,6 @@ class MemoryRecords:
 
     def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
         return read_each(self.read, rules.read_batch(jobs))
-
-    def append(
-        self,
-        job: JobID,
-        events: Sequence[AnyEvent],
-        *,
-        expect_revision: int,
-        owner: Lease | None = None,
-    ) -> int:
-        request = AppendRequest(
-            job=job, events=events, expect_revision=expect_revision, owner=owner
-        )
-        (answer,) = self.append_many([request])
-        if isinstance(answer, int):
-            return answer
-        raise answer
 
     def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
         requests = rules.batch(requests, AppendRequest, "append_many")
@@ -189,9 +174,6 @@ class MemoryRecords:
                 jobs = [job for job, r in self._records.items() if r.settled is want]
         return iter(jobs)
 
-    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
-        return _one(self.acquire_many([job], holder, ttl))
-
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
@@ -214,9 +196,6 @@ class MemoryRecords:
                 answers.append(lease)
             return tuple(answers)
 
-    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
-        return _one(self.renew_many([lease], ttl))
-
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
         leases = rules.batch(leases, Lease, "renew_many")
         rules.check_ttl(ttl)
@@ -233,9 +212,6 @@ class MemoryRecords:
                     continue
                 answers.append(record.lease)
             return tuple(answers)
-
-    def release(self, lease: Lease) -> None:
-        self.release_many([lease])
 
     def release_many(self, leases: Sequence[Lease]) -> None:
         leases = rules.batch(leases, Lease, "release_many")
@@ -288,11 +264,3 @@ class MemoryRecords:
         except KeyError:
             msg = f"no record for job {job!r}"
             raise NotFound(msg) from None
-
-
-def _one(answers: Sequence[Lease | Refusal]) -> Lease:
-    """The single form's answer from a batch of one: the lease, or its refusal raised."""
-    (answer,) = answers
-    if isinstance(answer, Lease):
-        return answer
-    raise answer

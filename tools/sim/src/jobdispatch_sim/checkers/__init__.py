@@ -119,6 +119,15 @@ def all_checkers() -> list[Checker]:
     from jobdispatch_sim.checkers.causes import Causes
     from jobdispatch_sim.checkers.folds import Folds
     from jobdispatch_sim.checkers.outcome_final import OutcomeFinal
+    from jobdispatch_sim.checkers.progress import Progress
     from jobdispatch_sim.checkers.single_live import SingleLive
 
-    return [SingleLive(), CanonicalOpen(), Budget(), OutcomeFinal(), Causes(), Folds()]
+    return [
+        SingleLive(),
+        CanonicalOpen(),
+        Budget(),
+        OutcomeFinal(),
+        Causes(),
+        Folds(),
+        Progress(),
+    ]

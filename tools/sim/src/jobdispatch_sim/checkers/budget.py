@@ -1,5 +1,6 @@
 """Invariant 3: no rule authorizes more submissions (or recoveries) than its budget, and one
-trigger authorizes at most one.
+trigger authorizes at most one. A firing a ``no-advance`` rule said it does not charge is not
+counted (invariant 10 checks that it was right not to).
 
 The checker does not trust the ``rule`` field a decision carries (a bug could charge the wrong
 rule, or none): it attributes every recovery triggered by an execution's end or a failed launch
@@ -87,6 +88,8 @@ class Budget(Checker):
                 )
             )
             return out
+        if e2.charged is False:
+            return out  # a no-advance rule's firing after training advanced: not charged
         what = f"submission {e2.n}" if isinstance(e2, ev.SubmissionAuthorized) else "recovery"
         out.extend(self._charge(item.job, rule, f"{what} for {e2.trigger}", item.seq))
         return out

@@ -5,7 +5,8 @@ The backend's history says how each execution really ended. By the time a job se
 record must hold an observation of each of those executions, ended, with that exact cause (never
 collapsed to "failed", never guessed). And an outcome the supervisor decides must carry the
 cause of the last execution of the latest submission's canonical object, as the backend ended
-it; with no execution to point to (a launch that never ran), the cause must say so. An outcome
+it (or, for a run the supervisor stopped as stalled, that stall's cause); with no execution to
+point to (a launch that never ran), the cause must say so. An outcome
 decided while that object still runs, or a job settled while any of its executions runs, has
 no ended execution behind it at all.
 """
@@ -39,6 +40,9 @@ class Causes(Checker):
         self.observed: dict[str, set[tuple[str, int, Cause]]] = {}
         #: job -> object id -> indices of executions running now, as the backend has them
         self.running: dict[str, dict[str, set[int]]] = {}
+        #: (job, object id, execution index) -> the cause of its enforced stall: the record's
+        #: cause of that run's end, whatever the backend shows of the stop (spec 0001 D6, P3)
+        self.stalled: dict[tuple[str, str, int], Cause] = {}
 
     def feed(self, item: Item) -> list[Violation]:
         if isinstance(item, Happened):
@@ -63,6 +67,8 @@ class Causes(Checker):
             for x in event.obs.executions:
                 if x.state is _OBJ_ENDED and x.cause is not None:
                     seen.add((event.obs.ref.id, x.index, x.cause))
+        elif isinstance(event, ev.StallDeclared) and event.enforced:
+            self.stalled[(job, event.ref.id, event.execution)] = event.cause
         elif isinstance(event, ev.OutcomeDecided):
             return self._outcome(job, event, item.seq)
         elif isinstance(event, ev.Settled):
@@ -84,7 +90,8 @@ class Causes(Checker):
                 )
             ]
         if runs:
-            expected = runs[max(runs)]
+            last = max(runs)
+            expected = self.stalled.get((job, ref, last), runs[last]) if ref else runs[last]
             if event.cause != expected:
                 return [
                     self.violation(

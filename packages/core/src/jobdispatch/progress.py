@@ -1,0 +1,367 @@
+"""Progress as evidence: what a reading of a job's progress means for its record.
+
+A job shows it is alive by the checkpoints its helper publishes and by the cheap marks it makes
+(``jobdispatch-publish progress --step N``); ``resolve`` leaves a "resumed" entry naming the
+step each execution resumed from. The supervisor reads all of that for every job it owns, in
+batches (one listing per checkpoint root per poll, :class:`ProgressReader`), and hands each
+job's reading to ``next``. This module decides, purely, from the folded record, that reading and
+``now``:
+
+* what enters the record as evidence: the progress, only when it changed, and at most once per
+  the job's ``progress.record_every`` (sooner when a run has ended, so the charge of a
+  ``no-advance`` rule reads the newest checkpoint); each resumed entry once; the source going
+  blind, and seeing again;
+* whether the running execution is stalled: no progress of its own for the stall rule's
+  ``after``, or none at all within its ``startup_grace`` since it started. Enforced, the
+  verdict stops the run (``next`` commits it before the stop call); observed, it is only
+  recorded, once per run;
+* when a blind source has lasted past the stall rule's ``blind_after``: a person is told.
+
+Fail closed: while the source cannot be read, or the record says it could not and has not
+recorded seeing again, nothing is ever declared stalled; a job without a progress source can
+never stall. It does no I/O and reads no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime, timedelta
+from typing import Protocol, TypeAlias, runtime_checkable
+
+import attrs
+
+from jobdispatch.job import Job, ProgressRec
+from jobdispatch.records.events import Origin
+from jobdispatch.spi import ObjectRef
+from jobdispatch.triggers import Blind as BlindEscalation
+from jobdispatch.triggers import End
+from jobdispatch.types import Cause, CauseKind, JobID, ObjectState, Provenance, StallMode
+
+__all__ = [
+    "BLIND",
+    "Blind",
+    "JobProgress",
+    "Mark",
+    "Origin",
+    "ProgressReader",
+    "ProgressUnreadable",
+    "Reading",
+    "Resumed",
+    "Sighted",
+    "Stall",
+    "Verdict",
+    "judge",
+]
+
+_OBJ_RUNNING = ObjectState.RUNNING
+_PUBLICATION = Origin.PUBLICATION
+_ENFORCE = StallMode.ENFORCE
+
+
+# ------------------------------------------------------------------ what a reading holds
+
+
+@attrs.frozen(kw_only=True)
+class Mark:
+    """One piece of progress: step ``step`` reached at ``at`` (the job's clock) by execution
+    ``execution`` of submission ``submission``, from a publication or a mark."""
+
+    step: int
+    at: datetime
+    submission: int
+    execution: str = ""
+    origin: Origin = Origin.MARK
+
+
+@attrs.frozen(kw_only=True)
+class Resumed:
+    """A "resumed" entry: execution ``execution`` of submission ``submission`` resumed from
+    the checkpoint of step ``step``; ``resolve`` wrote it at ``at``."""
+
+    submission: int
+    execution: str
+    step: int
+    at: datetime
+
+
+@attrs.frozen(kw_only=True)
+class JobProgress:
+    """One job's progress as one listing of its checkpoint root shows it.
+
+    ``latest``: the newest progress of any origin (a mark or a publication); ``checkpoint``:
+    the newest publication (what a run can resume from; None when nothing was published), the
+    only progress a ``no-advance`` charge trusts; ``resumed``: every resumed entry."""
+
+    latest: Mark | None = None
+    checkpoint: Mark | None = None
+    resumed: tuple[Resumed, ...] = ()
+
+
+@attrs.frozen
+class Blind:
+    """The job's progress could not be read, and why (a store, a checkpoint root or its
+    credentials unavailable; no progress source configured where the supervisor runs)."""
+
+    detail: str = ""
+
+
+#: A reading that could not be made, for a caller with nothing more to say.
+BLIND = Blind("the progress source could not be read")
+
+#: What the supervisor read of one job's progress this poll.
+Reading: TypeAlias = JobProgress | Blind
+
+
+class ProgressUnreadable(Exception):
+    """A checkpoint root could not be listed; every job under it is read as :class:`Blind`."""
+
+
+@runtime_checkable
+class ProgressReader(Protocol):
+    """Where a supervisor reads its jobs' progress: one listing of a checkpoint root answers
+    for every job under it.
+
+    ``read(root, jobs)`` lists ``root`` once and answers, for each job of ``jobs`` it found
+    anything of, its :class:`JobProgress` (a job it found nothing of may be left out: it has
+    made no progress yet). It raises :class:`ProgressUnreadable` when the root cannot be read
+    (any other exception is taken the same way by the supervisor: blind, never stalled).
+    The supervisor calls it at most once per root per poll.
+    """
+
+    def read(self, root: str, jobs: Collection[JobID]) -> Mapping[JobID, JobProgress]: ...
+
+
+# ------------------------------------------------------------------ what the judgement says
+
+
+@attrs.frozen
+class Sighted:
+    """The source can be read again after a blind spell."""
+
+
+@attrs.frozen(kw_only=True)
+class Stall:
+    """Run ``execution`` of ``ref`` is stalled: stop it (``enforced``) or record the verdict."""
+
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+    enforced: bool
+
+
+#: Evidence a judgement asks to record.
+Evidence: TypeAlias = Mark | Resumed | Blind | Sighted
+
+
+@attrs.frozen(kw_only=True)
+class Verdict:
+    """What a reading means for the record now: evidence to commit, a stall to declare, or a
+    blind spell to escalate (at most one of the three kinds, in that order of urgency)."""
+
+    evidence: tuple[Evidence, ...] = ()
+    stall: Stall | None = None
+    escalation: BlindEscalation | None = None
+    detail: str = ""
+
+
+_NOTHING = Verdict()
+
+
+def _news(mark: Mark, rec: ProgressRec | None) -> bool:
+    """Whether ``mark`` says something the record's newest progress does not: a newer time
+    with another step or another execution (a resumed run starts below the steps its
+    predecessor reached, and still advances)."""
+    if rec is None:
+        return True
+    if mark.at <= rec.marked_at:
+        return False
+    return (mark.step, mark.submission, mark.execution) != (
+        rec.step,
+        rec.submission,
+        rec.execution,
+    )
+
+
+def _ended_unhandled(job: Job) -> bool:
+    """Whether the latest canonical object has ended and a rule may be about to fire on it:
+    progress is then recorded at once, so the charge reads the newest checkpoint."""
+    latest = job.latest
+    if latest is None or latest.canonical is None:
+        return False
+    obj = job.object(latest.canonical)
+    if obj is None or not obj.done:
+        return False
+    runs = obj.executions()
+    return not runs or End(obj.ref.id, runs[-1].index) not in job.handled_ends
+
+
+def _evidence(job: Job, reading: JobProgress, now: datetime) -> list[Evidence]:
+    source = job.header.spec.progress
+    assert source is not None
+    out: list[Evidence] = []
+    if job.blind is not None:
+        out.append(Sighted())
+    known = set(job.resumed)
+    for r in reading.resumed:  # each once, even when the listing holds it twice
+        key = (r.submission, r.execution)
+        if key not in known:
+            known.add(key)
+            out.append(r)
+    rec = job.progress
+    due = rec is None or now - rec.recorded_at >= source.record_every or _ended_unhandled(job)
+    ckpt = reading.checkpoint
+    if (
+        ckpt is not None
+        and ckpt.origin is _PUBLICATION
+        and (job.checkpoint_step is None or ckpt.step > job.checkpoint_step)
+        and due
+    ):
+        out.append(ckpt)
+        if reading.latest is not None and (reading.latest.step, reading.latest.submission) == (
+            ckpt.step,
+            ckpt.submission,
+        ):
+            return out  # the mark of the step just published says nothing more
+    latest = reading.latest
+    # A publication as the newest progress is recorded once, as the checkpoint above.
+    known_publication = (
+        latest is not None
+        and latest.origin is _PUBLICATION
+        and (job.checkpoint_step is not None and latest.step <= job.checkpoint_step)
+    )
+    if (
+        latest is not None
+        and latest != ckpt
+        and _news(latest, rec)
+        and due
+        and not known_publication
+    ):
+        out.append(latest)
+    return out
+
+
+def _running(job: Job) -> tuple[ObjectRef, int, int] | None:
+    """The latest submission's canonical object, its run now running and the submission."""
+    latest = job.latest
+    if latest is None or latest.canonical is None:
+        return None
+    obj = job.object(latest.canonical)
+    if obj is None or obj.done or obj.obs is None or obj.obs.state is not _OBJ_RUNNING:
+        return None
+    runs = obj.obs.executions
+    if not runs or runs[-1].state is not _OBJ_RUNNING:
+        return None
+    return obj.ref, runs[-1].index, latest.n
+
+
+def _newest(*marks: Mark | None) -> Mark | None:
+    present = [m for m in marks if m is not None]
+    return max(present, key=lambda m: m.at) if present else None
+
+
+def _recorded(rec: ProgressRec | None) -> Mark | None:
+    if rec is None:
+        return None
+    return Mark(
+        step=rec.step,
+        at=rec.marked_at,
+        submission=rec.submission,
+        execution=rec.execution,
+        origin=rec.origin,
+    )
+
+
+def _describe(mark: Mark | None) -> str:
+    if mark is None:
+        return "no progress seen yet"
+    return (
+        f"last progress: step {mark.step} at {mark.at.isoformat()} "
+        f"({mark.origin.value}, submission {mark.submission}"
+        + (f" execution {mark.execution}" if mark.execution else "")
+        + ")"
+    )
+
+
+def _stall(job: Job, reading: JobProgress, now: datetime) -> Stall | None:
+    rule = job.header.spec.stall
+    if rule is None:
+        return None
+    running = _running(job)
+    if running is None:
+        return None
+    ref, index, n = running
+    key = (ref.id, index)
+    if key in job.stalls:
+        return None  # judged once per run; an enforced stop is retried by ``next``
+    started = job.running_since.get(key)
+    if started is None:
+        return None
+    newest = _newest(reading.latest, reading.checkpoint, _recorded(job.progress))
+    own = [
+        m
+        for m in (reading.latest, reading.checkpoint, _recorded(job.progress))
+        if m is not None and m.submission == n and m.at >= started
+    ]
+    mine = _newest(*own)
+    if mine is None:
+        if now - started < rule.grace:
+            return None
+        signal = (
+            f"no progress within the startup grace of {_span(rule.grace)} since the run started at "
+            f"{started.isoformat()}"
+        )
+    else:
+        if now - mine.at < rule.after:
+            return None
+        signal = f"no progress for {_span(now - mine.at)}, past stall after {_span(rule.after)}"
+    cause = Cause(
+        CauseKind.STALLED, Provenance.SUPERVISOR, f"{signal}; {_describe(mine or newest)}"
+    )
+    return Stall(ref=ref, execution=index, cause=cause, enforced=rule.mode is _ENFORCE)
+
+
+def _span(d: timedelta) -> str:
+    """A duration as a person reads it in a cause's detail: ``20.4 s``, ``7 min 3 s``."""
+    seconds = d.total_seconds()
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s"
+
+
+def judge(job: Job, reading: Reading, now: datetime) -> Verdict:
+    """What ``reading`` (this poll's reading of the job's progress) means for the job now.
+
+    Evidence first (so a decision is taken on what the record holds), then a stall, then a
+    blind spell's escalation. Nothing for a job without a progress source, or one with an
+    outcome."""
+    spec = job.header.spec
+    if spec.progress is None or job.terminal:
+        return _NOTHING
+    if isinstance(reading, Blind):
+        if job.blind is None:
+            return Verdict(evidence=(reading,))
+        bound = spec.stall.blind_after if spec.stall is not None else None
+        escalation = BlindEscalation(job.blind.revision)
+        if (
+            bound is not None
+            and now - job.blind.since >= bound
+            and (escalation not in job.escalations)
+        ):
+            detail = (
+                f"the progress of job {job.id} has been unreadable since "
+                f"{job.blind.since.isoformat()} ({job.blind.detail or reading.detail}); no "
+                "stall can be declared until it is read again"
+            )
+            return Verdict(escalation=escalation, detail=detail)
+        return _NOTHING
+    evidence = _evidence(job, reading, now)
+    if evidence:
+        return Verdict(evidence=tuple(evidence))
+    if job.blind is not None:
+        return _NOTHING  # never while the record says blind (evidence above clears it first)
+    stall = _stall(job, reading, now)
+    if stall is not None:
+        return Verdict(stall=stall)
+    return _NOTHING

@@ -1,0 +1,222 @@
+"""The supervisor reads progress and acts on stalls through the rules (spec 0004, "Progress"):
+on the memory adapter, with the in-memory progress source playing the jobs' helper."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from datetime import timedelta
+
+import pytest
+from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch.memory.progress import MemoryProgress
+from jobdispatch.memory.shape import Shape
+from jobdispatch.progress import Blind, JobProgress
+from jobdispatch.records import events as ev
+from jobdispatch.testing import job_of
+from jobdispatch.triggers import Blind as BlindEscalation
+from jobdispatch.types import Charge, ProgressSource, StallMode, StallRule
+from jobdispatch_supervise import Supervisor
+
+from .conftest import Scenario
+
+ROOT = "s3://ckpt/team"
+AFTER = timedelta(minutes=2)
+
+
+def spec(*rules: Rule, mode: StallMode = StallMode.ENFORCE, root: str = ROOT) -> JobSpec:
+    return JobSpec(
+        command=["train"],
+        name="s",
+        recovery=RecoveryPolicy(rules=rules),
+        progress=ProgressSource(root=root, record_every=timedelta(minutes=1)),
+        stall=StallRule(after=AFTER, startup_grace=AFTER, mode=mode),
+    )
+
+
+def _supervisor(
+    sc: Scenario, tick: Callable[[float], None], progress: MemoryProgress
+) -> Supervisor:
+    """The scenario's supervisor, sleeping through ``tick`` (which plays the job's helper)."""
+    return Supervisor(
+        sc.backend,
+        sc.store,
+        clock=sc.clock,
+        sleep=tick,
+        poll=1.0,
+        sinks=sc.sinks,
+        progress=progress,
+    )
+
+
+def test_a_hung_run_is_named_stalled_stopped_and_resubmitted() -> None:
+    sc = Scenario(shape=Shape.SLURM)
+    progress = MemoryProgress()
+    sc.submit(spec(Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1), root=ROOT))
+    hung = {"step": 0}
+
+    def tick(seconds: float) -> None:
+        Scenario.tick(sc, seconds)
+        status = sc.status()
+        n = len(status.submissions)
+        sub = status.submissions[-1] if n else None
+        if sub is None or not sub.executions or sub.executions[-1].state.value != "running":
+            return
+        if n == 1 and hung["step"] < 5:  # five steps, then a hang
+            hung["step"] += 1
+            progress.publish(ROOT, sc.job, hung["step"], sc.clock(), 1, "0")
+        elif n == 2:
+            progress.resume(ROOT, sc.job, 2, "0", sc.clock())
+            sc.backend.env.complete(sc.canonical(status, 2))
+
+    _supervisor(sc, tick, progress).run(sc.job)
+    status = sc.status()
+    assert (status.state, status.cause.kind) == (State.SUCCEEDED, CauseKind.NONE)
+    first = status.submissions[0].executions[-1]
+    assert first.cause is not None and first.cause.kind is CauseKind.STALLED
+    assert "step 5" in first.cause.detail
+    assert status.history[0].cause.kind is CauseKind.STALLED
+    view = sc.store.read(sc.job)
+    kinds = [e.kind for e in view.events]
+    # The verdict and the stop were committed together, before the stop call.
+    declared = kinds.index("stall-declared")
+    assert kinds[declared + 1] == "stop-decided"
+    assert "resumed-from" in kinds
+    assert status.progress is not None and status.progress.resumed == ((2, "0", 5),)
+    # Bounded evidence: far fewer progress events than steps published.
+    assert 1 <= kinds.count("progress-seen") <= 5
+
+
+def test_observe_mode_records_the_verdict_and_stops_nothing() -> None:
+    sc = Scenario(shape=Shape.SLURM)
+    progress = MemoryProgress()
+    sc.submit(spec(mode=StallMode.OBSERVE))
+
+    def tick(seconds: float) -> None:
+        Scenario.tick(sc, seconds)
+        status = sc.status()
+        if status.progress is not None and status.progress.stalls:
+            sc.backend.env.complete(sc.canonical(status, 1))
+
+    _supervisor(sc, tick, progress).run(sc.job)
+    status = sc.status()
+    assert status.state is State.SUCCEEDED
+    assert status.progress is not None and not status.progress.stalls[0].enforced
+    assert "stop-decided" not in [e.kind for e in sc.store.read(sc.job).events]
+
+
+def test_a_blind_source_never_stalls_and_escalates_past_its_bound() -> None:
+    sc = Scenario(shape=Shape.SLURM)
+    progress = MemoryProgress()
+    progress.blind(ROOT)
+    sc.submit(spec(Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1)))
+
+    def tick(seconds: float) -> None:
+        Scenario.tick(sc, seconds)
+        status = sc.status()
+        if any(isinstance(e.id, BlindEscalation) for e in status.escalations):
+            sc.backend.env.complete(sc.canonical(status, 1))
+
+    _supervisor(sc, tick, progress).run(sc.job)
+    status = sc.status()
+    events = sc.store.read(sc.job).events
+    assert status.state is State.SUCCEEDED and len(status.submissions) == 1
+    assert not any(isinstance(e, ev.StallDeclared) for e in events)
+    assert sum(isinstance(e, ev.ProgressBlind) for e in events) == 1
+    assert status.progress is not None and status.progress.blind_since is not None
+
+
+def test_a_supervisor_without_a_progress_source_is_blind_never_stalls() -> None:
+    sc = Scenario(shape=Shape.SLURM)
+    sc.submit(spec())
+    sc.on(
+        lambda s: s.progress is not None and s.progress.blind_since is not None,
+        lambda s: sc.backend.env.complete(sc.canonical(s, 1)),
+    )
+    status = sc.run()
+    assert status.state is State.SUCCEEDED
+    assert "no progress source" in status.progress.blind_detail  # type: ignore[union-attr]
+
+
+def test_serve_lists_each_root_once_per_poll_whatever_the_number_of_jobs() -> None:
+    sc = Scenario(shape=Shape.SLURM)
+    progress = MemoryProgress()
+    jobs = [job_of(sc.submit(spec(root=root))) for root in ("r/a", "r/a", "r/a", "r/b", "r/b")]
+    polls = {"n": 0}
+    sup: Supervisor | None = None
+
+    def tick(seconds: float) -> None:
+        polls["n"] += 1
+        Scenario.tick(sc, seconds)
+        for i, job in enumerate(jobs):
+            progress.mark("r/a" if i < 3 else "r/b", job, polls["n"], sc.clock(), 1)
+        if polls["n"] >= 6:
+            assert sup is not None
+            sup.stop()
+
+    sup = _supervisor(sc, tick, progress)
+    sup.serve()
+    assert polls["n"] == 6
+    assert progress.listings == {"r/a": 6, "r/b": 6}
+
+
+def test_no_advance_spares_the_budget_of_a_job_that_advances() -> None:
+    sc = Scenario(shape=Shape.SLURM)
+    progress = MemoryProgress()
+    rule = Rule(
+        on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1, charge=Charge.NO_ADVANCE
+    )
+    sc.submit(
+        JobSpec(
+            command=["train"],
+            name="s",
+            recovery=RecoveryPolicy(rules=[rule]),
+            progress=ProgressSource(root=ROOT),
+        )
+    )
+    state = {"step": 0}
+
+    def tick(seconds: float) -> None:
+        Scenario.tick(sc, seconds)
+        status = sc.status()
+        n = len(status.submissions)
+        sub = status.submissions[-1] if n else None
+        if sub is None or not sub.executions or sub.executions[-1].state.value != "running":
+            return
+        state["step"] += 10
+        progress.publish(ROOT, sc.job, state["step"], sc.clock(), n, "0")
+        if n <= 5:
+            sc.backend.env.preempt(sc.canonical(status, n))  # advanced, then preempted
+        else:
+            sc.backend.env.complete(sc.canonical(status, n))
+
+    _supervisor(sc, tick, progress).run(sc.job)
+    status = sc.status()
+    assert status.state is State.SUCCEEDED and len(status.submissions) == 6
+    assert [f.charged for f in status.firings] == [False] * 5
+    assert status.plan is not None
+    assert (status.plan.rules[0].firings, status.plan.rules[0].charged) == (5, 0)
+
+
+def test_an_unreadable_root_is_logged_once_per_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """Every poll of an outage is blind, but the log says so once, and once when it ends."""
+    from jobdispatch_supervise.progress import ProgressPoll
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.fail = True
+
+        def read(self, root: str, jobs: Collection[str]) -> Mapping[str, JobProgress]:
+            if self.fail:
+                raise OSError("mount gone")
+            return {}
+
+    source = Flaky()
+    remembered: set[str] = set()
+    caplog.set_level("WARNING", logger="jobdispatch.supervise")
+    for _ in range(3):
+        assert isinstance(ProgressPoll(source, "s", remembered)._list("/r", {"j"}), Blind)
+    source.fail = False
+    assert ProgressPoll(source, "s", remembered)._list("/r", {"j"}) == {}
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert "unreadable (1 job blind" in said[0] and "reads again" in said[1]

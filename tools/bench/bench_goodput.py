@@ -1,0 +1,163 @@
+"""Benchmark: the goodput window report over settled jobs, beside a plain read of the same
+records in the same run.
+
+Run standalone (``python tools/bench/bench_goodput.py [--jobs N] [--quick]``) or through
+``nox -s bench``. It writes N settled records (default 10,000; each a job preempted once,
+resubmitted by its rule and then successful: 25 events) to an LMDB store, and to PostgreSQL
+when a server is configured (``jobdispatch_records_postgres.testing``), then times, for each
+store, alternately and three times each (the best kept, as the machine is shared):
+
+* the baseline: reading every record (``read``, every event decoded, the decoded cache off);
+* the report: the same reads fed to :func:`jobdispatch.goodput.report` (every job's figures,
+  the totals by cause, rule and cluster, the cluster's checkpoint interval).
+
+Prints both times and their ratio (the target is at most 2x the read); asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from datetime import timedelta
+from typing import Any
+
+from jobdispatch.goodput import report
+from jobdispatch.records import events as ev
+from jobdispatch.records.store import Records
+from jobdispatch.spi import ExecutionObs
+from jobdispatch.testing import PREEMPTED, SUCCESS, Story, observation
+from jobdispatch.triggers import End
+from jobdispatch.types import Action, CauseKind, ObjectState, Resources, Rule, State
+from jobdispatch_records_lmdb import LmdbRecords
+from jobdispatch_records_lmdb.store import DEFAULT_MAP_SIZE
+
+_RUNNING = ObjectState.RUNNING
+_ENDED = ObjectState.ENDED
+
+
+def record(job: str) -> tuple[ev.Header, list[ev.AnyEvent]]:
+    """A settled job's record: launched, preempted after an hour, resubmitted, succeeded."""
+    s = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=3))
+    s.job_id = job
+    s.spec = s.spec.__class__(
+        command=s.spec.command,
+        name=f"train-{int(job[3:]) % 20}",
+        nodes=4,
+        resources=Resources(gpus_per_node=8),
+        recovery=s.spec.recovery,
+    )
+    s.later(2).launched(1, f"{job}-o1", running=False)
+    start = s.later(60).now
+    s.observe(observation(job, 1, 1, f"{job}-o1", _RUNNING, _exec(0, start)))
+    for _ in range(4):
+        s.later(900).observe(observation(job, 1, 1, f"{job}-o1", _RUNNING, _exec(0, start)))
+    end = s.later(30).now
+    s.observe(observation(job, 1, 1, f"{job}-o1", _ENDED, _exec(0, start, end, True)))
+    s.later(2).authorize(2, End(f"{job}-o1", 0), rule=0, cause=PREEMPTED)
+    s.attempt(2, 1).reply(2, 1, f"{job}-o2").canonical(2, f"{job}-o2").open(2, f"{job}-o2")
+    start2 = s.later(120).now
+    s.observe(observation(job, 2, 1, f"{job}-o2", _RUNNING, _exec(0, start2)))
+    end2 = s.later(3600).now
+    s.observe(observation(job, 2, 1, f"{job}-o2", _ENDED, _exec(0, start2, end2, False)))
+    s.later(1).add(ev.OutcomeDecided, state=State.SUCCEEDED, cause=SUCCESS)
+    s.later(3).add(ev.Settled)
+    return s.header, s.events
+
+
+def _exec(index: int, start: Any, end: Any = None, preempted: bool = False) -> ExecutionObs:
+    if end is None:
+        return ExecutionObs(index=index, state=_RUNNING, started_at=start)
+    cause = PREEMPTED if preempted else SUCCESS
+    return ExecutionObs(index=index, state=_ENDED, cause=cause, started_at=start, ended_at=end)
+
+
+def fill(store: Records, jobs: Sequence[str]) -> None:
+    for job in jobs:
+        header, events = record(job)
+        store.create(header, events)
+
+
+def best(body: Callable[[], object], tries: int) -> float:
+    times = []
+    for _ in range(tries):
+        t0 = time.perf_counter()
+        body()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def measure(name: str, store: Records, jobs: Sequence[str], tries: int) -> tuple[str, float, float]:
+    def reads() -> Iterator[ev.View]:
+        return (store.read(j) for j in jobs)
+
+    def plain() -> object:
+        return sum(len(v.events) for v in reads())
+
+    now = Story().now + timedelta(days=1)
+
+    def window() -> object:
+        return report((("bench", v) for v in reads()), now)
+
+    read_s = report_s = float("inf")
+    for _ in range(tries):  # alternate, so a drift of the machine weighs on both alike
+        read_s = min(read_s, best(plain, 1))
+        report_s = min(report_s, best(window, 1))
+    return name, read_s, report_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000, help="settled records (10,000)")
+    parser.add_argument("--quick", action="store_true", help="1,000 records, one try")
+    parser.add_argument("--dir", help="where the LMDB store goes (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    count = 1_000 if args.quick else args.jobs
+    tries = 1 if args.quick else 3
+    jobs = [f"job{i:06d}" for i in range(count)]
+    rows = []
+    with ExitStack() as stack:
+        directory = stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="bench-gp-", dir=args.dir)
+        )
+        lmdb = stack.enter_context(
+            LmdbRecords(directory, map_size=max(DEFAULT_MAP_SIZE, 1 << 31), cache_events=0)
+        )
+        t0 = time.perf_counter()
+        fill(lmdb, jobs)
+        print(f"wrote {count:,} records to LMDB in {time.perf_counter() - t0:.1f} s")
+        rows.append(measure("LMDB", lmdb, jobs, tries))
+        pg = _postgres(stack)
+        if pg is not None:
+            t0 = time.perf_counter()
+            fill(pg, jobs)
+            print(f"wrote {count:,} records to PostgreSQL in {time.perf_counter() - t0:.1f} s")
+            rows.append(measure("PostgreSQL", pg, jobs, tries))
+    print(f"goodput window report over {count:,} settled jobs (best of {tries}, one process)")
+    print(f"{'store':<12}{'read (baseline)':>18}{'report':>10}{'ratio':>8}")
+    for name, read_s, report_s in rows:
+        print(f"{name:<12}{read_s:>16.3f} s{report_s:>8.3f} s{report_s / read_s:>8.2f}")
+    return 0
+
+
+def _postgres(stack: ExitStack) -> Records | None:
+    try:
+        from jobdispatch_records_postgres import PostgresRecords, testing
+    except ImportError:
+        print("PostgreSQL: skipped (jobdispatch-records-postgres not installed)")
+        return None
+    why = testing.problem()
+    if why is not None:
+        print(f"PostgreSQL: skipped: {why}")
+        return None
+    config: dict[str, Any] = testing.server_config() or {}
+    config["schema"] = testing.new_schema_name("bench_goodput")
+    stack.callback(testing.drop_schema, config, config["schema"])
+    return stack.enter_context(PostgresRecords(config, cache_events=0))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+# shellcheck shell=bash
+# The helpers every test-service script shares (tools/{kube,slurm,s3}/common.sh source this):
+# messages, waiting for a daemon to answer, and stopping one by its PID file. Sourced, never run.
+#
+# The sourcing file sets, before sourcing:
+#   SERVICE        the message prefix (kube, slurm, s3): lines read [SERVICE-SCRIPT HH:MM:SS] ...
+#   POLL_SECONDS   how often poll and poll_daemon try again (default 0.2)
+#   LOG_LINES      how much of a log show_log prints (default 30)
+#   STOP_SECONDS   how long stop_pid waits after TERM before it sends KILL (default 10)
+
+_tag=${0##*/}
+say() { printf '[%s-%s %s] %s\n' "$SERVICE" "$_tag" "$(date +%T)" "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+# pid_alive FILE: the PID written in FILE is a live process.
+pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# poll SECONDS CMD...: run CMD every POLL_SECONDS until it succeeds; non-zero if it never does.
+poll() {
+  local deadline=$(( $(date +%s) + $1 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep "${POLL_SECONDS:-0.2}"
+  done
+}
+
+# poll_daemon PIDFILE SECONDS CMD...: like poll, but give up at once when the process whose PID
+# is in PIDFILE has exited (a daemon with a bad flag or a taken port exits within a second).
+poll_daemon() {
+  local f=$1 deadline=$(( $(date +%s) + $2 )); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ -s "$f" ] && ! pid_alive "$f"; then say "the process in $f has exited"; return 1; fi
+    [ "$(date +%s)" -ge "$deadline" ] && return 1
+    sleep "${POLL_SECONDS:-0.2}"
+  done
+}
+
+# show_log FILE: the tail of a daemon's log, for a failure message.
+show_log() { { echo "---- last lines of $1 ----"; tail -n "${LOG_LINES:-30}" "$1" 2>/dev/null || echo "(no log)"; echo "----"; } >&2; }
+
+# stop_pid FILE [NAME]: TERM the process in FILE, wait up to STOP_SECONDS, then KILL. Never by
+# name. NAME is what the messages call it (the file's name by default).
+stop_pid() {
+  local f=$1 name=${2:-${1##*/}} pid i
+  [ -s "$f" ] || { rm -f "$f"; return 0; }
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    say "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null
+    for i in $(seq 1 $(( ${STOP_SECONDS:-10} * 10 ))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then say "$name did not exit after TERM, sending KILL"; kill -KILL "$pid" 2>/dev/null; fi
+  fi
+  rm -f "$f"
+}
+
+elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
