@@ -99,3 +99,36 @@ def test_run_delivers_the_notices_a_job_asks_for_and_pings_the_heartbeat(
         job = got[0].json()["job"]
         status = invoke("status", job, "--json").json()
         assert status["state"] == "succeeded"
+
+
+def test_notices_link_their_jobs_page_when_a_dashboard_url_is_set(
+    invoke: Invoke, home: Path, job_file: Callable[..., Path]
+) -> None:
+    with Receiver() as hook:
+        config = _config(home)
+        config.write_text(
+            'dashboard_url = "https://dispatch.example.org/"\n'
+            + config.read_text()
+            + f'[escalations.hook]\nsink = "webhook"\nurl = "{hook.url}"\n'
+        )
+        path = job_file([sys.executable, "-c", "pass"], notify=["settled"])
+        ran = invoke("run", str(path), "--poll", "0.05", "--no-timeline")
+        assert ran.code == 0, ran.err
+        [settled] = hook.wait_for(lambda a: len(a) >= 1, 60)
+        body = settled.json()
+        assert body["link"] == f"https://dispatch.example.org/jobs/{body['job']}"
+
+
+def test_a_dashboard_url_with_credentials_or_no_scheme_is_refused(
+    invoke: Invoke, home: Path
+) -> None:
+    config = _config(home)
+    original = config.read_text()
+    for bad, why in (
+        ("https://ada:pw@dispatch.example.org", "must not carry a user name or password"),
+        ("dispatch.example.org", "must be an http:// or https:// URL"),
+    ):
+        config.write_text(f'dashboard_url = "{bad}"\n' + original)
+        ran = invoke("list")
+        assert ran.code == 2 and f"dashboard_url: {why}" in ran.err, ran.err
+        assert "pw@" not in ran.err

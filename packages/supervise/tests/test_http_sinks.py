@@ -144,6 +144,9 @@ def test_slack_and_pagerduty_payloads(
     scenario: Scenario, receiver: Receiver, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    # urllib3's own level too: jobdispatch-publish's command quiets it to WARNING, and its tests
+    # run it in-process before these when one process runs every package (the lowest session).
+    caplog.set_level(logging.DEBUG, logger="urllib3")
     view = preempted_twice(scenario)
     key = tmp_path / "routing-key"
     key.write_text("R0UT1NG")

@@ -41,6 +41,9 @@
     [heartbeat]                        # pinged after every poll that saw store and cluster
     url_file = "/etc/jobdispatch/deadman-url"
 
+A top-level ``dashboard_url = "https://dispatch.example.org"`` makes every notice link its
+job's page, ``<dashboard_url>/jobs/<job>`` (no user name or password in it: links are shown).
+
 A cluster's ``sinks`` (a list of ``[escalations.NAME]`` names) limits its supervisors to those
 sinks (and the log); without it they deliver to every one.
 
@@ -111,7 +114,7 @@ ADAPTER_DISTRIBUTIONS: Mapping[str, str] = {
 #: Adapters registered for tests that are not clusters anyone runs jobs on: the core's
 #: in-process memory scheduler forgets everything when the command exits.
 TEST_ONLY_ADAPTERS = frozenset({"memory"})
-_TOP_KEYS = ("default_cluster", "store", "clusters", "escalations", "heartbeat")
+_TOP_KEYS = ("default_cluster", "store", "clusters", "escalations", "heartbeat", "dashboard_url")
 #: What a ``store`` (or ``--store``) that names a PostgreSQL database starts with.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: What marks a store value as a URL rather than a directory.
@@ -201,6 +204,8 @@ class Config:
     records_root: Path
     escalations: tuple[EscalationSink, ...] = ()
     heartbeat: HeartbeatConfig | None = None
+    #: Where a job's page is: ``dashboard_url``; notices link to ``<dashboard_url>/jobs/<job>``.
+    dashboard_url: str | None = None
     #: ``store`` naming a database (a URL or a ``[store]`` table); None: LMDB directories.
     shared_store: SharedStore | None = None
     #: The clusters that cannot be used, each with its problems: told when one is chosen.
@@ -269,6 +274,7 @@ def load_config(
                 known = ", ".join(sorted(names)) or "none configured"
                 problem(f"clusters.{cluster.name}.sinks", f"names no sink {n!r} (sinks: {known})")
     heartbeat = _heartbeat(data.get("heartbeat"), file, problem)
+    dashboard_url = _dashboard_url(data.get("dashboard_url"), problem)
     default = data.get("default_cluster", DEFAULT_CLUSTER)
     if not isinstance(default, str):
         problem("default_cluster", f"must be a cluster's name, got {default!r}")
@@ -308,6 +314,7 @@ def load_config(
         records_root=root,
         escalations=escalations,
         heartbeat=heartbeat,
+        dashboard_url=dashboard_url,
         shared_store=shared,
         unusable=unusable,
     )
@@ -498,6 +505,26 @@ def _escalations(
             sink, settings = checked
             out.append(EscalationSink(name, sink, settings, f"{file}, [escalations.{name}]"))
     return tuple(out)
+
+
+def _dashboard_url(raw: Any, problem: Callable[[str, str], None]) -> str | None:
+    """``dashboard_url``: the web page notices link each job to (``<url>/jobs/<job>``). Links
+    are shown to whoever receives a notice, so the URL may carry no user name or password."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.startswith(("http://", "https://")):
+        problem("dashboard_url", "must be an http:// or https:// URL")
+        return None
+    authority = raw.split("://", 1)[1].split("/", 1)[0]
+    if "@" in authority:
+        problem("dashboard_url", "must not carry a user name or password (links are shown)")
+        return None
+    return raw.rstrip("/")
+
+
+def job_link(dashboard_url: str, job: str) -> str:
+    """A job's page on the dashboard: what notices link to."""
+    return f"{dashboard_url}/jobs/{job}"
 
 
 _HEARTBEAT_KEYS = ("url", "url_file", "timeout")

@@ -27,6 +27,7 @@ from jobdispatch_cli.config import (
     Config,
     SharedStore,
     cluster_schema,
+    job_link,
     load_config,
     state_home,
     store_value_problem,
@@ -309,12 +310,20 @@ class App:
                 # Jobs with a [progress] root: their marks and publications, one listing of
                 # each root a poll, read with this process's own credentials.
                 progress=RootsReader(env=os.environ),
+                link=self._job_link(),
             )
         except Invalid as exc:
             if "poll" not in exc.message:
                 raise
             msg = f"--poll: {exc.message}"
             raise Invalid(msg) from None
+
+    def _job_link(self) -> Callable[[str], str] | None:
+        """Each notice's link to its job's page, when ``dashboard_url`` is configured."""
+        base = self.config.dashboard_url
+        if base is None:
+            return None
+        return lambda job: job_link(base, job)
 
     def _config_problem(self, exc: Invalid, default: str) -> FileError:
         """A sink's or the heartbeat's Invalid (``KEY: what``) as the config file's problem."""

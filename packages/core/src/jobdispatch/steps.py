@@ -327,7 +327,26 @@ class RecordProgress(_Step):
 
 
 @attrs.frozen(kw_only=True)
-class DeclareStall(_Step):
+class _StallVerdict(_Step):
+    """What both stall steps carry: the run that made no progress and the ``stalled`` cause."""
+
+    ref: ObjectRef
+    execution: int
+    cause: Cause
+
+    def verdict(self, ctx: Context, *, enforced: bool) -> ev.StallDeclared:
+        return ev.StallDeclared(
+            at=ctx.at,
+            by=ctx.by,
+            ref=self.ref,
+            execution=self.execution,
+            cause=self.cause,
+            enforced=enforced,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class DeclareStall(_StallVerdict):
     """A run made no progress for its stall rule's time: the verdict and the decision to stop
     the run are committed together, and only then is the run stopped, so the run's cause is
     ``stalled`` (never the ``cancelled`` a stop shows).
@@ -337,9 +356,6 @@ class DeclareStall(_Step):
     kind: ClassVar[str] = "declare-stall"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StallDeclared, ev.StopDecided)
     call_type: ClassVar[type[Call] | None] = calls.StopCall
-    ref: ObjectRef
-    execution: int
-    cause: Cause
 
     @property
     def reason(self) -> str:
@@ -347,14 +363,7 @@ class DeclareStall(_Step):
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         return [
-            ev.StallDeclared(
-                at=ctx.at,
-                by=ctx.by,
-                ref=self.ref,
-                execution=self.execution,
-                cause=self.cause,
-                enforced=True,
-            ),
+            self.verdict(ctx, enforced=True),
             ev.StopDecided(at=ctx.at, by=ctx.by, ref=self.ref, reason=self.reason),
         ]
 
@@ -363,7 +372,7 @@ class DeclareStall(_Step):
 
 
 @attrs.frozen(kw_only=True)
-class ObserveStall(_Step):
+class ObserveStall(_StallVerdict):
     """A run made no progress for its stall rule's time, and the rule only observes: the
     verdict is recorded, once per run, and nothing is stopped.
 
@@ -371,21 +380,9 @@ class ObserveStall(_Step):
 
     kind: ClassVar[str] = "observe-stall"
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.StallDeclared,)
-    ref: ObjectRef
-    execution: int
-    cause: Cause
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
-        return [
-            ev.StallDeclared(
-                at=ctx.at,
-                by=ctx.by,
-                ref=self.ref,
-                execution=self.execution,
-                cause=self.cause,
-                enforced=False,
-            )
-        ]
+        return [self.verdict(ctx, enforced=False)]
 
 
 @attrs.frozen(kw_only=True)

@@ -119,12 +119,15 @@ def summarize(keys: Iterable[str], *, root: str = "") -> ProgressSnapshot:
         assert step is not None  # only a resumed key may lack one
         seen = (millis, step, submission, execution, kind)
         best = newest.get(job)
-        if best is None or seen[:2] > best[:2]:
+        # The whole tuple decides, so keys alike in time and step (two executions marking the
+        # same step in the same millisecond) give one answer whatever the listing's order.
+        if best is None or seen > best:
             newest[job] = seen
         if kind == "published":
             top = checkpoint.get(job)
-            if top is None or (step, millis) > top[:2]:
-                checkpoint[job] = (step, millis, submission, execution)
+            candidate = (step, millis, submission, execution)
+            if top is None or candidate > top:
+                checkpoint[job] = candidate
     out: dict[str, JobProgress] = {}
     for job in sorted(jobs):
         n = newest.get(job)
