@@ -92,3 +92,24 @@ def test_status_and_timeline_show_an_observe_only_verdict() -> None:
     assert "would have stalled (observe only)" in text
     assert "stall: observe after 20m" in text
     assert "would stall (observe): run 0" in [label for _, label in build(status, now=s.now).marks]
+
+
+def test_status_shows_the_suspect_nodes_a_submission_keeps_off() -> None:
+    s = _story(StallMode.ENFORCE)
+    s.add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
+    ended = s.ended(1, "o1", Cause(CauseKind.CANCELLED, Provenance.ACTOR))
+    until = s.now + timedelta(hours=6)
+    s.add(
+        ev.SubmissionAuthorized,
+        n=2,
+        trigger=End("o1", 0),
+        rule=0,
+        cause=STALLED,
+        exclude=("n2", "n7"),
+        exclude_until=until,
+    )
+    status = project(s.fold(), Discovery(job="job1", objects=(ended,), at=s.now), s.now)
+    assert status.submissions[1].exclude == ("n2", "n7")
+    text = _text(status_view(status))
+    assert "submission 2 keeps off suspect nodes n2, n7 until" in text
+    assert "submission 1 keeps off" not in text

@@ -238,6 +238,9 @@ def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(
 def test_find_many_costs_one_list_per_kind_whatever_the_number_of_jobs(
     backend: KubeflowBackend, api: FakeApi
 ) -> None:
+    """One LIST per kind, by selectors that name no job (a selector naming every job id got
+    HTTP 431 at 60,000 jobs), and a GET of the one node a pod is bound to: never a LIST of the
+    cluster's nodes."""
     jobs = [f"j{i}" for i in range(30)]
     for job in jobs:
         ref = backend.start(request(job=job))
@@ -253,13 +256,42 @@ def test_find_many_costs_one_list_per_kind_whatever_the_number_of_jobs(
         "LIST jobsets": 1,
         "LIST jobs": 1,
         "LIST pods": 1,
-        "LIST nodes": 1,
+        "GET nodes": 1,
     }
     # The first look at j3's run pins the node it runs on: one write, once.
     assert dict(api.requests) == {**lists, "PATCH trainjobs": 1}
     api.requests.clear()
     backend.find_many(jobs)
     assert dict(api.requests) == lists
+
+
+def test_no_selector_grows_with_the_number_of_jobs(
+    backend: KubeflowBackend, api: FakeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    selectors: list[str | None] = []
+    listing = api.list
+
+    def counted(
+        kind: str,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, object]], str]:
+        selectors.append(label_selector)
+        return listing(
+            kind, namespace, label_selector=label_selector, field_selector=field_selector
+        )
+
+    monkeypatch.setattr(api, "list", counted)
+    for n in (2, 40):
+        jobs = [f"s{n}x{i}" for i in range(n)]
+        for job in jobs:
+            backend.open(backend.start(request(job=job)))
+        selectors.clear()
+        found = backend.find_many(jobs)
+        assert all(len(found[j].objects) == 1 for j in jobs)
+        assert selectors and all(len(s or "") < 40 for s in selectors), selectors
 
 
 def test_find_many_filters_states_and_never_shows_another_jobs_objects(
@@ -605,3 +637,69 @@ def test_forget_tries_again_when_the_collector_changed_the_finalizers_meanwhile(
     assert len(calls) == 2
     with pytest.raises(NotFound):
         backend.inspect(ref)
+
+
+def _deleted_by_someone_else(api: FakeApi) -> None:
+    # kubectl delete trainjob (background): the receipt finalizer keeps it, deleting.
+    api.delete("trainjobs", "dispatch", "jd-j1-1-1", propagation="Background")
+    assert api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]["metadata"]["deletionTimestamp"]
+
+
+def test_a_trainjob_someone_else_deleted_is_stopped_by_the_next_look_and_let_go_later(
+    api: FakeApi,
+) -> None:
+    """Issue 35 item 2: the next observation suspends it (its pods go), it ends cancelled by
+    an actor outside dispatch, and its receipt is released once RECEIPT_KEEP has passed."""
+    from jobdispatch_kubeflow import backend as module
+    from jobdispatch_kubeflow import classify, probe
+    from objects import terminated
+
+    probe.forget()
+    deleted_at = datetime(2026, 12, 1, tzinfo=UTC)  # the fake's deletionTimestamp
+    clock = [deleted_at + timedelta(seconds=5)]
+    settings = Settings.from_config(
+        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
+    )
+    backend = KubeflowBackend(settings, api=api, clock=lambda: clock[0])
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("pods", "dispatch", pod())
+    api.put("nodes", None, node())
+    _deleted_by_someone_else(api)
+    (obs,) = backend.find("j1").objects
+    assert obs.state is ObjectState.RUNNING and "clean-up pending: 1 pods" in obs.detail
+    tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert tj["spec"]["suspend"] is True, "the observation suspends it: its pods go"
+    assert tj["metadata"]["annotations"]["jobdispatch.dev/stopped-run"] == "0"
+    assert "jobdispatch.dev/stop" not in tj["metadata"]["annotations"]
+    # The suspension kills the pod's container: the run has ended, cancelled from outside.
+    api.put("pods", "dispatch", pod(phase="Failed", containers=[terminated(143)]))
+    (obs,) = backend.find("j1").objects
+    assert obs.state is ObjectState.ENDED
+    cause = obs.executions[-1].cause
+    assert cause is not None and str(cause.kind) == "cancelled"
+    assert str(cause.provenance) == "actor" and cause.actor == classify.OUTSIDE
+    assert "someone other than dispatch" in cause.detail
+    del api.objects[("pods", "dispatch", "jd-j1-1-1-node-0-0-abcde")]
+    backend.find("j1")
+    assert ("trainjobs", "dispatch", "jd-j1-1-1") in api.objects, "the receipt is kept a while"
+    clock[0] = deleted_at + module.RECEIPT_KEEP
+    backend.find("j1")
+    assert ("trainjobs", "dispatch", "jd-j1-1-1") not in api.objects, "and then let go"
+
+
+def test_a_stop_of_a_trainjob_someone_else_deleted_suspends_it(
+    backend: KubeflowBackend, api: FakeApi
+) -> None:
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("pods", "dispatch", pod())
+    api.put("nodes", None, node())
+    _deleted_by_someone_else(api)
+    backend.stop(ref, "jobdispatch cancel")
+    tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
+    assert tj["spec"]["suspend"] is True
+    assert api.requests["DELETE trainjobs"] == 1, "deleted already: not deleted again"
+    writes = api.requests["PATCH trainjobs"]
+    backend.stop(ref, "again")
+    assert api.requests["PATCH trainjobs"] == writes, "suspended already: nothing more"

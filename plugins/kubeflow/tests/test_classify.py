@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from jobdispatch.types import Cause, CauseKind, ObjectState, Provenance
 from jobdispatch_kubeflow.classify import Chain, observe, pod_cause
 from objects import (
+    T0,
+    T1,
     Obj,
     cond,
     event,
@@ -19,6 +21,7 @@ from objects import (
     node,
     nodes,
     pod,
+    running,
     terminated,
     trainjob,
     waiting,
@@ -248,7 +251,8 @@ def test_graceful_node_shutdown_is_node_lost() -> None:
 
 
 def test_a_failed_pod_on_a_deleted_node_is_node_lost() -> None:
-    p = pod(phase="Failed", containers=[terminated(137)], node="kwok-node-2")
+    # What a node lost under a running pod leaves: the container never reported ending.
+    p = pod(phase="Failed", containers=[running()], node="kwok-node-2")
     cause = ended(
         Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=nodes(node("kwok-node-1")))
     )
@@ -261,6 +265,34 @@ def test_a_failed_pod_on_a_not_ready_node_is_node_lost() -> None:
     n = nodes(node("kwok-node-1", ready="False", reason="KubeletNotReady"))
     cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=n))
     assert cause.kind is CauseKind.NODE_LOST
+
+
+def test_an_exit_before_the_node_was_deleted_is_the_exit() -> None:
+    """Issue 35 item 3: exit 3, then an autoscaler deletes the emptied node; until PodGC
+    removes the pod, the exit is still the ending (a node-lost rule must not rerun it)."""
+    p = pod(phase="Failed", containers=[terminated(3)], node="kwok-node-2")
+    chain = Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=nodes(node()))
+    cause = ended(chain)
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
+    assert observe(chain).lost_nodes == ()
+
+
+def test_an_exit_before_the_node_went_not_ready_is_the_exit() -> None:
+    p = pod(phase="Failed", containers=[terminated(3, finished=T0)])
+    n = nodes(node("kwok-node-1", ready="False", reason="KubeletNotReady"))
+    n["kwok-node-1"]["status"]["conditions"][0]["lastTransitionTime"] = T1
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=n))
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
+
+
+def test_a_node_disruption_after_the_exit_leaves_the_exit() -> None:
+    p = pod(
+        phase="Failed",
+        containers=[terminated(3, finished=T0)],
+        conditions=[cond("DisruptionTarget", "DeletionByPodGC", "node gone")],  # at T1
+    )
+    cause = ended(Chain(trainjob=trainjob(conditions=FAILED), pods=[p], nodes=HEALTHY))
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
 
 
 def test_the_trainjob_deadline_is_a_time_limit() -> None:

@@ -56,6 +56,8 @@ POD_EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "oom-killed": (_failed_pod(terminated(137, "OOMKilled")), None),
     "preempted-by-scheduler": (_disrupted("PreemptionByScheduler"), None),
     "evicted-by-api": (_disrupted("EvictionByEvictionAPI"), None),
+    # Exit 3, then the emptied node deleted (kwok-node-1 is not among the nodes).
+    "exited-before-node-went": (_failed_pod(terminated(3)), nodes(node("kwok-node-2"))),
     "deleted-with-node": (_disrupted("DeletionByPodGC"), None),
     "kubelet-node-shutdown": (_disrupted("TerminationByKubelet", "NodeShutdown"), None),
     "kubelet-termination": (_disrupted("TerminationByKubelet", "Evicted"), None),

@@ -29,10 +29,14 @@ class WatchedApi(FakeApi):
     """The in-memory API with a pod watch that streams what the test puts in ``events``: a
     ``Gone`` or ``Unreachable`` put there is raised by the watch, ``None`` ends one request."""
 
+    streams = True
+
     def __init__(self) -> None:
         super().__init__()
         self.events: queue.Queue[Any] = queue.Queue()
         self.watches: list[str] = []
+        #: What the watches of the other kinds stream, by kind.
+        self.changes: dict[str, queue.Queue[Any]] = {}
 
     def watch(
         self,
@@ -43,21 +47,17 @@ class WatchedApi(FakeApi):
         resource_version: str,
         timeout: int,
     ) -> Iterator[dict[str, Any]]:
+        self.requests[f"WATCH {kind}"] += 1
         if kind != "pods":
-            return super().watch(
-                kind,
-                namespace,
-                label_selector=label_selector,
-                resource_version=resource_version,
-                timeout=timeout,
-            )
+            return self._stream(self.changes.setdefault(kind, queue.Queue()))
         self.watches.append(resource_version)
-        return self._stream()
+        return self._stream(self.events)
 
-    def _stream(self) -> Iterator[dict[str, Any]]:
+    @staticmethod
+    def _stream(events: queue.Queue[Any]) -> Iterator[dict[str, Any]]:
         while True:
             try:
-                item = self.events.get(timeout=0.05)
+                item = events.get(timeout=0.05)
             except queue.Empty:
                 return
             if item is None:
@@ -86,6 +86,7 @@ def backend(api: WatchedApi) -> Iterator[KubeflowBackend]:
     made = KubeflowBackend(
         settings, api=api, clock=lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     )
+    made.watch_window = 0.2
     yield made
     made.close()
 
@@ -114,8 +115,10 @@ def test_an_eviction_between_two_polls_keeps_its_cause(
     del api.objects[("pods", "dispatch", POD)]
     api.events.put({"type": "MODIFIED", "object": dying})
     eventually(lambda: _evidence(api) is not None, "pinned", every=0.01)
-    tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
-    tj["status"] = {"conditions": [cond("Failed", "FailedJobs")]}
+    failed = {"status": {"conditions": [cond("Failed", "FailedJobs")]}}
+    tj = api.patch("trainjobs", "dispatch", "jd-j1-1-1", failed)
+    api.changes.setdefault("trainjobs", queue.Queue()).put({"type": "MODIFIED", "object": tj})
+    eventually(lambda: backend.find("j1").objects[0].state.value == "ended", "ended", every=0.01)
     (obs,) = backend.find("j1").objects
     cause = obs.executions[-1].cause
     assert cause is not None
@@ -195,17 +198,23 @@ def test_a_sentinel_not_allowed_to_watch_pods_says_so_and_stops(
     assert "may not list and watch pods" in caplog.text
 
 
-def test_watching_starts_one_sentinel_and_closing_stops_it(
+def test_watching_starts_one_follower_per_kind_fed_to_the_sentinel_and_closing_stops_them(
     backend: KubeflowBackend, api: WatchedApi
 ) -> None:
+    """Every watch of every job shares one follower per kind; the sentinel follows nothing of
+    its own, it is fed by the pods' follower."""
     _started(backend)
     before = set(threading.enumerate())
     for _ in backend.watch("j1"):
         pass
-    for _ in backend.watch("j1"):
+    for _ in backend.watch("j2"):
         pass
     started = [t for t in set(threading.enumerate()) - before if t.name.startswith("kubeflow-")]
-    assert [t.name for t in started] == ["kubeflow-sentinel-dispatch"]
+    assert sorted(t.name for t in started) == [
+        f"kubeflow-{kind}-dispatch" for kind in ("jobs", "jobsets", "pods", "trainjobs")
+    ]
+    assert api.requests["LIST pods"] == 1, "one list of pods, shared"
     backend.close()
-    started[0].join(timeout=5)
+    for thread in started:
+        thread.join(timeout=5)
     assert not started[0].is_alive()

@@ -100,3 +100,18 @@ def test_the_dry_run_shows_each_rank_and_creates_nothing(state: Path) -> None:
     assert "rank 1 on local-1: env CUDA_VISIBLE_DEVICES=1" in shown
     assert "-- train --lr '0.1 x'" in shown
     assert "memory: not limited" in shown
+
+
+def test_suspect_nodes_are_named_in_the_log_and_ignored(
+    state: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = make_backend(state)
+    request = StartRequest(
+        job="s1", submission=2, attempt=1, spec=JobSpec(command=("true",)), exclude=("n2",)
+    )
+    with caplog.at_level("WARNING", logger="jobdispatch_local.backend"):
+        ref = backend.start(request)
+    assert backend.inspect(ref).state is ObjectState.GATED
+    assert any("n2" in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
+    detail = backend.capabilities(request.spec)[Capability.NODE_CONSTRAINTS].detail
+    assert "named in the log and ignored" in detail

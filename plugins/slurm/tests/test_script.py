@@ -70,6 +70,23 @@ def test_gated_at_the_far_future_begin_time_with_its_name() -> None:
     assert sub.script.startswith("#!/bin/bash\n")
 
 
+def test_suspect_nodes_are_excluded_in_the_script() -> None:
+    spec = JobSpec(command=("true",))
+    req = StartRequest(job="abc", submission=3, attempt=1, spec=spec, exclude=("n2", "n7"))
+    sub = render(req, output_dir="/out")
+    assert "#SBATCH --exclude=n2,n7" in sub.script.splitlines()
+    assert "--exclude" not in render(request(["true"]), output_dir="/out").script
+
+
+@pytest.mark.parametrize("name", ["n[1-3]", "n1,n2", "n1 --uid=0", "", "-x"])
+def test_a_suspect_node_that_could_widen_the_exclusion_is_refused(name: str) -> None:
+    req = StartRequest(
+        job="abc", submission=3, attempt=1, spec=JobSpec(command=("true",)), exclude=(name,)
+    )
+    with pytest.raises(Invalid, match="suspect node"):
+        render(req, output_dir="/out")
+
+
 def test_time_limit_rounds_up_to_minutes() -> None:
     sub = render(request(["true"], time_limit=timedelta(seconds=61)), output_dir="/o")
     assert "--time=2" in sub.options

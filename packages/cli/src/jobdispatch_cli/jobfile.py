@@ -265,6 +265,15 @@ class _Reader:
             )
         return out
 
+    def recovery(self, value: Any) -> RecoveryPolicy:
+        """The ``[recovery]`` table: its rules, and how long suspect nodes are kept out."""
+        rules = self.rules(value)
+        if value is None or not self.ok("recovery"):
+            return RecoveryPolicy(rules=rules)
+        field = "recovery.exclude_suspects_for"
+        hold_for = self.duration(value.get("exclude_suspects_for"), field)
+        return RecoveryPolicy(rules=rules, exclude_suspects_for=hold_for)
+
     def progress(self, value: Any) -> ProgressSource | None:
         """The ``[progress]`` table: the checkpoint root the job's progress is read from."""
         if value is None or not self.ok("progress"):
@@ -320,7 +329,7 @@ class _Reader:
             "time_limit": self.duration(self.get(data, "time_limit", "time_limit"), "time_limit"),
             "extensions": self.extensions(data, checkpoint),
             "resources": self.resources(data.get("resources")),
-            "recovery": RecoveryPolicy(rules=self.rules(data.get("recovery"))),
+            "recovery": self.recovery(data.get("recovery")),
             "progress": self.progress(data.get("progress")),
             "stall": self.stall(data.get("stall")),
         }

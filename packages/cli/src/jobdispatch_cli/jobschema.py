@@ -216,9 +216,16 @@ def job_schema() -> Mapping[str, Any]:
             },
             "recovery": {
                 "type": "object",
-                "properties": {"rules": {"type": "array", "items": rule}},
+                "properties": {
+                    "rules": {"type": "array", "items": rule},
+                    "exclude_suspects_for": {
+                        **_DURATION,
+                        "description": "how long nodes shared by two consecutive node-lost "
+                        "or stalled runs are kept out of the next submissions",
+                    },
+                },
                 "additionalProperties": False,
-                "x-message": "must be a table with rules, got {value}",
+                "x-message": "must be a table with rules and exclude_suspects_for, got {value}",
             },
             "progress": {
                 "type": "object",

@@ -244,6 +244,7 @@ def status_view(status: Status) -> RenderableType:
         parts.extend(transition_text(t) for t in status.history)
     if status.plan is not None and status.plan.rules:
         parts.append(_rules_table(status.plan, title="recovery"))
+    parts.extend(_suspects_text(status))
     if status.plan is not None and status.plan.stall is not None:
         parts.append(_stall_text(status.plan.stall))
     if status.progress is not None:
@@ -252,6 +253,24 @@ def status_view(status: Status) -> RenderableType:
         delivered = ", ".join(esc.delivered) or "not yet delivered"
         parts.append(Text(f"escalated {when(esc.at)}: {esc.detail} ({delivered})", style="red"))
     return Panel(Group(*parts), border_style=STATE_STYLE.get(status.state, ""), expand=False)
+
+
+def _suspects_text(status: Status) -> list[RenderableType]:
+    """The suspect nodes each submission was told to keep off, as recorded with its
+    authorization: two consecutive node-lost or stalled runs before it shared them."""
+    out: list[RenderableType] = []
+    for sub in status.submissions:
+        if sub.exclude:
+            until = f" until {when(sub.exclude_until)}" if sub.exclude_until else ""
+            nodes = ", ".join(sub.exclude)
+            out.append(
+                Text(
+                    f"submission {sub.n} keeps off suspect nodes {nodes}{until} "
+                    "(shared by two consecutive node-lost or stalled runs)",
+                    style="yellow",
+                )
+            )
+    return out
 
 
 def jobs_table(statuses: Sequence[Status]) -> Table:

@@ -44,6 +44,7 @@ from jobdispatch.types import (
     Extension,
     JobSpec,
     Plan,
+    RecoveryPolicy,
     Resources,
     Rule,
     RuleAssignment,
@@ -184,6 +185,11 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
         c.register_unstructure_hook(
             RuleAssignment, make_dict_unstructure_fn(RuleAssignment, c, charged=omit)
         )
+    # Before JobSpec's, which binds the hook of each of its fields when it is made.
+    c.register_unstructure_hook(
+        RecoveryPolicy,
+        make_dict_unstructure_fn(RecoveryPolicy, c, exclude_suspects_for=omit),
+    )
     c.register_unstructure_hook(
         JobSpec,
         make_dict_unstructure_fn(JobSpec, c, resources=omit, progress=omit, stall=omit),
@@ -201,7 +207,7 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
     # A firing's ``charged`` is said only under ``no-advance``; unsaid, it is left out, so the
     # events of other rules are written as they were before it existed.
     said: dict[type, dict[str, Any]] = {
-        ev.SubmissionAuthorized: {"charged": omit},
+        ev.SubmissionAuthorized: {"charged": omit, "exclude": omit, "exclude_until": omit},
         ev.RecoveryDecided: {"charged": omit},
     }
     plain = {

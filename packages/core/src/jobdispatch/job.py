@@ -142,6 +142,9 @@ class SubmissionRec:
     attempts: list[AttemptRec] = attrs.Factory(list)
     canonical: ObjectRef | None = None
     canonical_attempt: int = 0
+    #: Suspect nodes its attempts keep off, and until when (``jobdispatch.suspects``).
+    exclude: tuple[str, ...] = ()
+    exclude_until: datetime | None = None
 
     def attempt(self, k: int) -> AttemptRec | None:
         return self.attempts[k - 1] if 0 < k <= len(self.attempts) else None
@@ -876,7 +879,17 @@ class _Folder:
             job.resubmits.remove(e.trigger.revision)
         if isinstance(e.trigger, End):
             job.handled_ends.add(e.trigger)
-        job.submissions.append(SubmissionRec(e.n, e.trigger, e.rule, e.cause, e.at))
+        job.submissions.append(
+            SubmissionRec(
+                e.n,
+                e.trigger,
+                e.rule,
+                e.cause,
+                e.at,
+                exclude=e.exclude,
+                exclude_until=e.exclude_until,
+            )
+        )
         if e.n > 1:
             self._recovering(
                 e.n,

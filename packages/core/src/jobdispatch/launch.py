@@ -62,8 +62,10 @@ def start_request(
     submission: int,
     attempt: int,
     firings: Mapping[int, int] | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> StartRequest:
-    """The request for one attempt of one submission of ``job``."""
+    """The request for one attempt of one submission of ``job``; ``exclude`` are the suspect
+    nodes recorded with the submission's authorization."""
     return StartRequest(
         job=job,
         submission=submission,
@@ -71,6 +73,7 @@ def start_request(
         spec=spec,
         native=native_offer(backend, spec, plan, firings or {}),
         env=execution_env(job, spec, submission),
+        exclude=exclude,
     )
 
 

@@ -126,6 +126,10 @@ class StartRequest:
     spec: JobSpec
     native: NativeOffer = attrs.field(factory=NativeOffer)
     env: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+    #: Nodes the object must not be placed on: suspects recorded with the submission's
+    #: authorization (``jobdispatch.suspects``). An adapter that cannot keep a job off nodes
+    #: says so in its capabilities and ignores them.
+    exclude: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

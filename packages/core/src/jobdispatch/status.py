@@ -80,6 +80,9 @@ class Submission:
     #: Objects of this submission that were not canonical, each with its cause (``duplicate``:
     #: they never ran).
     retired: tuple[tuple[ObjectRef, Cause], ...] = ()
+    #: Suspect nodes this submission keeps off, and until when (``jobdispatch.suspects``).
+    exclude: tuple[str, ...] = ()
+    exclude_until: datetime | None = None
 
 
 #: The cause every retired object carries.
@@ -209,6 +212,8 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
                 cause=sub.cause,
                 attempts=len(sub.attempts),
                 retired=tuple(retired.get(sub.n, ())),
+                exclude=sub.exclude,
+                exclude_until=sub.exclude_until,
             )
         )
 

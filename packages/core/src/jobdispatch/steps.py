@@ -45,6 +45,7 @@ from jobdispatch.job import (
 from jobdispatch.records import events as ev
 from jobdispatch.records.events import CallOp, Reply
 from jobdispatch.spi import CessationEvidence, Discovery, ObjectObs, ObjectRef
+from jobdispatch.suspects import excluded
 from jobdispatch.timing import (
     ABSENCE_GAP,
     ABSENCE_GRACE,
@@ -399,6 +400,9 @@ class Authorize(_Step):
     rule: int | None = None
     cause: Cause | None = None
     charged: bool | None = None
+    #: Suspect nodes the submission keeps off, and until when (``jobdispatch.suspects``).
+    exclude: tuple[str, ...] = ()
+    exclude_until: datetime | None = None
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         return [
@@ -410,6 +414,8 @@ class Authorize(_Step):
                 rule=self.rule,
                 cause=self.cause,
                 charged=self.charged,
+                exclude=self.exclude,
+                exclude_until=self.exclude_until,
             )
         ]
 
@@ -1042,6 +1048,30 @@ def _failed(cause: Cause, escalation: EscalationId | None = None, detail: str = 
     return Outcome(state=_STATE_FAILED, cause=cause, escalation=escalation, detail=detail)
 
 
+def _authorize(
+    job: Job,
+    now: datetime,
+    *,
+    submission: int,
+    trigger: Trigger,
+    rule: int | None = None,
+    cause: Cause | None = None,
+    charged: bool | None = None,
+) -> Authorize:
+    """A submission after the first, carrying the suspect nodes it keeps off at ``now`` (a first
+    submission has no runs behind it, so nothing is suspect)."""
+    exclude, until = excluded(job, now)
+    return Authorize(
+        submission=submission,
+        trigger=trigger,
+        rule=rule,
+        cause=cause,
+        charged=charged,
+        exclude=exclude,
+        exclude_until=until,
+    )
+
+
 def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: datetime) -> Step:
     """What an ended execution (or failed launch) leads to: an outcome, or a rule's action."""
     if cause.kind is _CAUSE_NONE:
@@ -1073,7 +1103,9 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
             f"rule {n} ({rule.action} on {cause.kind}) has spent its budget of {rule.budget}",
         )
     if rule.action is _ACTION_RESUBMIT:
-        return Authorize(submission=sub.n + 1, trigger=key, rule=n, cause=cause, charged=charged)
+        return _authorize(
+            job, now, submission=sub.n + 1, trigger=key, rule=n, cause=cause, charged=charged
+        )
     if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART):
         if sub.canonical is None:
             # A launch that failed left no object to run again in place.
@@ -1492,14 +1524,9 @@ def _drive(job: Job, now: datetime) -> list[Step]:
             and h.hold.kind is _HOLD_RECOVERY
             and trigger not in job.triggers
         ):
-            return [Authorize(submission=latest.n + 1, trigger=trigger, cause=h.cause)]
+            return [_authorize(job, now, submission=latest.n + 1, trigger=trigger, cause=h.cause)]
     if job.resubmits:
-        return [
-            Authorize(
-                submission=latest.n + 1,
-                trigger=Resubmit(job.resubmits[0]),
-            )
-        ]
+        return [_authorize(job, now, submission=latest.n + 1, trigger=Resubmit(job.resubmits[0]))]
 
     steps, wake = _requeues(job, now)
     if steps:

@@ -269,6 +269,9 @@ class RecoveryPolicy:
     budget remains fires."""
 
     rules: tuple[Rule, ...] = attrs.field(default=(), converter=_rules)
+    #: How long nodes shared by two consecutive ``node-lost`` or ``stalled`` runs are kept out
+    #: of the job's next submissions (None: never; ``jobdispatch.suspects``).
+    exclude_suspects_for: timedelta | None = None
 
 
 class Enforcer(_Word):

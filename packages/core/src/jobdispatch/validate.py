@@ -269,6 +269,13 @@ def problems(spec: JobSpec) -> list[Problem]:
                     "whether training advanced; without one every firing is charged",
                 )
             )
+    hold_for = spec.recovery.exclude_suspects_for
+    if hold_for is not None:
+        where = "recovery.exclude_suspects_for"
+        if not isinstance(hold_for, timedelta):
+            out.append(Problem(where, f"must be a duration, got {type(hold_for).__name__}"))
+        elif why := _duration_problem(hold_for):
+            out.append(Problem(where, why))
     if spec.progress is not None:
         _check_progress(spec.progress, out)
         given = spec.env.get(ENV_CHECKPOINT_ROOT)

@@ -432,6 +432,7 @@ class Executor:
         match call:
             case calls.StartCall(submission=n, attempt=k):
                 header = folded.header
+                sub = folded.submission(n)
                 request = start_request(
                     backend,
                     job,
@@ -440,6 +441,7 @@ class Executor:
                     submission=n,
                     attempt=k,
                     firings=folded.firings,
+                    exclude=sub.exclude if sub is not None else (),
                 )
                 return functools.partial(backend.start, request)
             case calls.OpenCall(ref=ref, meta=meta):

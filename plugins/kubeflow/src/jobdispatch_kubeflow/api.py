@@ -36,6 +36,10 @@ __all__ = [
 Obj = dict[str, Any]
 
 
+#: Connections the client keeps open at once (see :meth:`KubeApi._connect`).
+POOL_SIZE = 32
+
+
 class AlreadyExists(Conflict):
     """A create found an object of that name (409 AlreadyExists)."""
 
@@ -102,6 +106,9 @@ class Api(Protocol):
     substitute their own."""
 
     requests: Counter[str]
+    #: Whether ``watch`` streams every change (the real API server does): a backend follows
+    #: the kinds it observes and reads their caches only over an API that does.
+    streams: bool
 
     def list(
         self,
@@ -219,6 +226,7 @@ class KubeApi:
         self._timeout = timeout
         self._lock = threading.Lock()
         self.requests: Counter[str] = Counter()
+        self.streams = True
 
     def _connect(self) -> Any:
         """The client, made on first use: building a backend touches neither the
@@ -247,6 +255,11 @@ class KubeApi:
             # lost reply to a create must surface as OutcomeUnknown (find by name then), not
             # be sent again behind the adapter's back.
             configuration.retries = Retry(total=1, connect=1, read=0, status=0, other=0)
+            # One connection per thread that may hold one at once: a stream for each followed
+            # kind, the admission controller's, and the poll's and callers' requests. The
+            # client's default of 10 was too few for the followers of old ("Connection pool
+            # is full, discarding connection" filled a supervisor's log).
+            configuration.connection_pool_maxsize = POOL_SIZE
             self._client = client.ApiClient(configuration)
             return self._client
 

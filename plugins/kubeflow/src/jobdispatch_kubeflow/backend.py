@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch import spi
@@ -52,7 +54,8 @@ from jobdispatch_kubeflow import classify, gating, manifest, names, probe, resta
 from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
-from jobdispatch_kubeflow.listwatch import Listed, list_watch
+from jobdispatch_kubeflow.informers import OBSERVED, Informers
+from jobdispatch_kubeflow.listwatch import Changed, Event, Listed, list_watch
 from jobdispatch_kubeflow.sentinel import Sentinel
 
 __all__ = ["KubeflowBackend"]
@@ -73,6 +76,12 @@ _PERFORM: Mapping[Action, Support] = {
 }
 #: How long one watch call listens before it returns (call it again to go on).
 WATCH_WINDOW = 10
+#: Pins remembered as written (see ``KubeflowBackend._pin``).
+PINS_REMEMBERED = 100_000
+#: How long the receipt of a TrainJob someone else deleted is kept once its pods are gone,
+#: from its deletion, before an observation releases the finalizer (spec 0010 §4): many polls
+#: of a supervisor (every 10 s), so the ending is recorded by then wherever one runs.
+RECEIPT_KEEP = timedelta(minutes=10)
 
 
 class KubeflowBackend(
@@ -128,6 +137,14 @@ class KubeflowBackend(
         #: Follows dying pods between polls once a supervisor watches (see :meth:`watch`).
         self._sentry: Sentinel | None = None
         self._sentinel_lock = threading.Lock()
+        #: The shared caches of every kind observed, started by the first :meth:`watch`.
+        self._informers: Informers | None = None
+        #: Seconds one :meth:`watch` call follows before it returns.
+        self.watch_window: float = WATCH_WINDOW
+        #: The pins this backend wrote, by (TrainJob uid, annotation), so that two looks at
+        #: once (the poll, a watch thread) write one once (bounded, the oldest forgotten).
+        self._pinned: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._pins_lock = threading.Lock()
 
     @classmethod
     def from_config(
@@ -256,9 +273,10 @@ class KubeflowBackend(
             )
         body = manifest.trainjob(request, self.settings, self.gating, runtime=runtime)
         try:
-            self.api.create("trainjobs", self.namespace, body)
+            created = self.api.create("trainjobs", self.namespace, body)
         except AlreadyExists as exc:
             raise Rejected(f"TrainJob {request.name} exists already: {exc}") from exc
+        self._wrote("trainjobs", created)
         return names.ref_of(self.namespace, request.name)
 
     def _derived_runtime(self, request: StartRequest) -> str:
@@ -302,7 +320,7 @@ class KubeflowBackend(
                 return
             body.setdefault("metadata", {})["resourceVersion"] = obj["metadata"]["resourceVersion"]
             try:
-                self.api.patch("trainjobs", namespace, name, body)
+                self._wrote("trainjobs", self.api.patch("trainjobs", namespace, name, body))
                 return
             except Conflict:
                 continue
@@ -342,12 +360,13 @@ class KubeflowBackend(
             return
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
+            # Deleted already (by dispatch, or by someone else, whose delete alone stops
+            # nothing while the receipt holds it): make sure it is suspended, nothing more.
+            if not (obj.get("spec") or {}).get("suspend") and not _ended(obj):
+                self._suspend_deleted(ref, _going(self.chain(ref)))
             return
         if not _ended(obj):
-            latest = observe(self.chain(ref)).executions
-            running = (
-                latest[-1].index if latest and latest[-1].state is ObjectState.RUNNING else None
-            )
+            running = _going(self.chain(ref))
 
             def change(current: Obj) -> Obj | None:
                 md = current.get("metadata") or {}
@@ -391,28 +410,37 @@ class KubeflowBackend(
     def close(self) -> None:
         if self._sentry is not None:
             self._sentry.stop()
+        if self._informers is not None:
+            self._informers.stop()
         self.api.close()
 
     # ------------------------------------------------------------------ observation
 
     def find(self, job: JobID) -> Discovery:
-        """Every TrainJob of ``job``: the same few LISTs as find_many."""
+        """Every TrainJob of ``job``: the same few reads as find_many."""
         return self.find_many([job])[job]
 
     def find_many(
         self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
     ) -> Mapping[JobID, Discovery]:
-        """Every object of every job in ``jobs`` from one LIST of TrainJobs by label selector,
-        and at most one LIST each of JobSets, Jobs, Pods and Nodes for the evidence beneath
-        them, whatever the number of jobs."""
+        """Every object of every job in ``jobs``. Once a supervisor follows the cluster
+        (:meth:`watch` started the shared caches, module ``informers``) the caches answer and a
+        poll sends no request at all; before, one LIST each of TrainJobs, JobSets, Jobs and
+        Pods (and Workloads under Kueue), by selectors that name one job or none, never a list
+        of them, and a GET of each node a pod is bound to when the evidence needs nodes."""
         at = self.now()
         wanted = list(dict.fromkeys(jobs))
         found: dict[JobID, list[ObjectObs]] = {job: [] for job in wanted}
         if not wanted:
             return {}
-        selector = names.job_selector(wanted)
-        trainjobs, _ = self.api.list("trainjobs", self.namespace, label_selector=selector)
-        chains = self._chains(trainjobs, selector)
+        view = self._view()
+        if view is not None:
+            trainjobs = view.items("trainjobs")
+        else:
+            selector = names.job_selector(wanted) if len(wanted) == 1 else OBSERVED["trainjobs"]
+            trainjobs, _ = self.api.list("trainjobs", self.namespace, label_selector=selector)
+        trainjobs = [tj for tj in trainjobs if _labels(tj).get(names.JOB) in found]
+        chains = self._chains(trainjobs, view)
         wanted_states = set(states)
         for chain in chains:
             obs = self._object(observe(chain))
@@ -427,7 +455,16 @@ class KubeflowBackend(
             for job, objs in found.items()
         }
 
-    def _chains(self, trainjobs: list[Obj], selector: str) -> list[Chain]:
+    def _view(self) -> Informers | None:
+        """The shared caches when they answer (started and listed), else None: read the API."""
+        view = self._informers
+        return view if view is not None and view.ready() else None
+
+    def _chains(
+        self, trainjobs: list[Obj], view: Informers | None, *, seen: Sequence[Obj] = ()
+    ) -> list[Chain]:
+        """The chain beneath each of ``trainjobs``, from the caches (``view``) or from one LIST
+        of each kind; ``seen``: pods a watch showed, added when they are no longer there."""
         ours = [
             tj
             for tj in trainjobs
@@ -435,24 +472,30 @@ class KubeflowBackend(
         ]
         if not ours:
             return []
-        tj_names = sorted(str(tj["metadata"]["name"]) for tj in ours)
-        beneath = f"{names.JOBSET_NAME} in ({','.join(tj_names)})"
-        jobsets, _ = self.api.list("jobsets", self.namespace, label_selector=selector)
-        jobs, _ = self.api.list("jobs", self.namespace, label_selector=beneath)
-        pods, _ = self.api.list("pods", self.namespace, label_selector=beneath)
-        nodes = self._nodes(ours, pods)
-        by_name: dict[str, Obj] = {str(js["metadata"]["name"]): js for js in jobsets}
-        workloads = self.gating.workloads(self.api, self.namespace, ours)
-
-        def under(objs: list[Obj], name: str) -> list[Obj]:
-            return [o for o in objs if _labels(o).get(names.JOBSET_NAME) == name]
-
+        tj_names = {str(tj["metadata"]["name"]) for tj in ours}
+        if view is not None:
+            jobsets, jobs, pods = view.items("jobsets"), view.items("jobs"), view.items("pods")
+            listed = view.items("workloads") if "workloads" in view.kinds else None
+        else:
+            jobsets, jobs, pods = self._list_beneath(ours)
+            listed = None
+        listed_pods = {_uid(p) for p in pods}
+        pods = [*pods, *(dict(p) for p in seen if _uid(p) not in listed_pods)]
+        by_name: dict[str, Obj] = {
+            str(js["metadata"]["name"]): js
+            for js in jobsets
+            if str(js["metadata"]["name"]) in tj_names
+        }
+        jobs_under, pods_under = _beneath(jobs, tj_names), _beneath(pods, tj_names)
+        pods = [p for under in pods_under.values() for p in under]
+        nodes = self._nodes(ours, pods, view)
+        workloads = self.gating.workloads(self.api, self.namespace, ours, listed=listed)
         chains = [
             Chain(
                 trainjob=tj,
                 jobset=by_name.get(tj["metadata"]["name"]),
-                jobs=under(jobs, tj["metadata"]["name"]),
-                pods=under(pods, tj["metadata"]["name"]),
+                jobs=jobs_under.get(tj["metadata"]["name"], []),
+                pods=pods_under.get(tj["metadata"]["name"], []),
                 nodes=nodes,
                 workload=workloads.get(str(tj["metadata"].get("uid"))),
             )
@@ -460,15 +503,45 @@ class KubeflowBackend(
         ]
         for chain in chains:
             self._pin(chain)
+            self._tend(chain)
         return chains
 
-    def _nodes(self, trainjobs: Sequence[Obj], pods: Sequence[Obj]) -> dict[str, Obj] | None:
-        """Every node by name, from one LIST, when the evidence needs them
-        (:func:`classify.wants_nodes`); None otherwise, and a missing node then proves nothing."""
+    def _list_beneath(self, trainjobs: list[Obj]) -> tuple[list[Obj], list[Obj], list[Obj]]:
+        """The JobSets, Jobs and Pods beneath ``trainjobs``, one LIST each: by the one job's
+        or TrainJob's label when there is one, else by the label every such object carries (a
+        selector never grows with the number of jobs; the caller keeps what it asked for)."""
+        if len(trainjobs) == 1:
+            meta = trainjobs[0]["metadata"]
+            owned = names.job_selector([str(_labels(trainjobs[0]).get(names.JOB, ""))])
+            beneath = f"{names.JOBSET_NAME}={meta['name']}"
+        else:
+            owned, beneath = str(OBSERVED["jobsets"]), names.JOBSET_NAME
+        jobsets, _ = self.api.list("jobsets", self.namespace, label_selector=owned)
+        jobs, _ = self.api.list("jobs", self.namespace, label_selector=beneath)
+        pods, _ = self.api.list("pods", self.namespace, label_selector=beneath)
+        return jobsets, jobs, pods
+
+    def _nodes(
+        self, trainjobs: Sequence[Obj], pods: Sequence[Obj], view: Informers | None = None
+    ) -> dict[str, Obj] | None:
+        """The nodes the evidence needs (:func:`classify.wants_nodes`, the names from
+        :func:`classify.needed_nodes`) by name, a deleted one absent; None when the evidence
+        needs none, and a missing node then proves nothing. Read from the followed nodes once
+        a supervisor follows them (the first need starts following), else one GET each: never
+        a LIST of the cluster's nodes."""
         if not classify.wants_nodes(trainjobs, pods):
             return None
-        items, _ = self.api.list("nodes", None)
-        return {str(n["metadata"]["name"]): n for n in items}
+        needed = sorted(classify.needed_nodes(trainjobs, pods))
+        if view is not None:
+            view.follow_nodes()
+            if view.ready("nodes"):
+                return {n: node for n in needed if (node := view.get("nodes", n)) is not None}
+        return {n: node for n in needed if (node := self.api.get("nodes", None, n)) is not None}
+
+    def _wrote(self, kind: str, obj: Obj | None) -> None:
+        """A write's reply, put in the shared caches (read-your-writes)."""
+        if self._informers is not None:
+            self._informers.wrote(kind, obj)
 
     def _pin(self, chain: Chain) -> None:
         """Write on the TrainJob what a failing pod shows, before the pod is deleted with it
@@ -479,21 +552,83 @@ class KubeflowBackend(
         if not annotations:
             return
         meta = chain.trainjob.get("metadata") or {}
+        uid = str(meta.get("uid") or meta.get("name"))
+        with self._pins_lock:
+            if all(self._pinned.get((uid, k)) == v for k, v in annotations.items()):
+                # Written already by this backend: the poll and a watch thread read the same
+                # cached object at once, or the cache has not had the write's event yet.
+                return
         try:
-            self.api.patch(
+            self._wrote(
                 "trainjobs",
-                str(meta.get("namespace") or self.namespace),
-                str(meta.get("name")),
-                {"metadata": {"annotations": annotations}},
+                self.api.patch(
+                    "trainjobs",
+                    str(meta.get("namespace") or self.namespace),
+                    str(meta.get("name")),
+                    {"metadata": {"annotations": annotations}},
+                ),
             )
         except (NotFound, Conflict, Rejected, Unauthorized) as exc:
             log.info("could not pin the evidence of %s: %s", meta.get("name"), exc)
+            return
+        with self._pins_lock:
+            for k, v in annotations.items():
+                self._pinned[(uid, k)] = v
+            while len(self._pinned) > PINS_REMEMBERED:
+                self._pinned.popitem(last=False)
 
     def chain(self, ref: ObjectRef) -> Chain:
         """Every object beneath one TrainJob, events included (for inspect and the tests)."""
         chain = self._read_chain(ref)
         self._pin(chain)
+        self._tend(chain)
         return chain
+
+    def _tend(self, chain: Chain) -> None:
+        """What an observation does for a TrainJob someone other than dispatch deleted (a
+        ``kubectl delete``, the SDK's ``delete_job``): the receipt finalizer holds it, and a
+        background delete waits for it, so nothing else would ever stop its pods (they ran
+        on for 21 minutes on the control plane). Suspend it, as :meth:`stop` does, writing the
+        run that was going; once its pods are gone and :data:`RECEIPT_KEEP` has passed since
+        the deletion, release the finalizer (spec 0010 §4). A TrainJob dispatch stopped keeps
+        its receipt until ``forget``."""
+        tj = chain.trainjob
+        md = tj.get("metadata") or {}
+        annotations = md.get("annotations") or {}
+        if not md.get("deletionTimestamp") or names.STOP in annotations:
+            return
+        ref = names.ref_of(str(md.get("namespace") or self.namespace), str(md.get("name")))
+        if not (tj.get("spec") or {}).get("suspend") and not _ended(tj):
+            log.info("TrainJob %s was deleted by someone else: suspending it", ref)
+            self._suspend_deleted(ref, _going(chain))
+            return
+        deleted = _time(md.get("deletionTimestamp"))
+        if (
+            names.FINALIZER in (md.get("finalizers") or ())
+            and not observe(chain).pods_left
+            and deleted is not None
+            and self.now() - deleted >= RECEIPT_KEEP
+        ):
+            log.info("TrainJob %s: deleted by someone else, stopped; releasing its receipt", ref)
+            self.forget(ref)
+
+    def _suspend_deleted(self, ref: ObjectRef, going: int | None) -> None:
+        """Suspend a TrainJob being deleted (its pods then go), with the run that was going."""
+
+        def change(obj: Obj) -> Obj | None:
+            if (obj.get("spec") or {}).get("suspend") or _ended(obj):
+                return None
+            body: Obj = {"spec": {"suspend": True}}
+            if going is not None and names.STOPPED_RUN not in (
+                (obj.get("metadata") or {}).get("annotations") or {}
+            ):
+                body["metadata"] = {"annotations": {names.STOPPED_RUN: str(going)}}
+            return body
+
+        try:
+            self._patch(ref, change)
+        except (NotFound, Rejected, Unauthorized) as exc:
+            log.info("could not suspend the deleted TrainJob %s: %s", ref, exc)
 
     def _read_chain(
         self, ref: ObjectRef, *, events: bool = True, seen: Sequence[Mapping[str, Any]] = ()
@@ -527,8 +662,15 @@ class KubeflowBackend(
 
     def _pin_dying(self, pod: Mapping[str, Any]) -> None:
         """The sentinel's hand-over: pin what a dying ``pod`` shows on its TrainJob, the pod as
-        the watch showed it standing in for one the API server has deleted already."""
+        the watch showed it standing in for one the API server has deleted already. Read from
+        the shared caches when they answer."""
         name = str(pod["metadata"]["labels"][names.JOBSET_NAME])
+        view = self._view()
+        if view is not None:
+            tj = view.get("trainjobs", name)
+            if tj is not None:
+                self._chains([tj], view, seen=[dict(pod)])
+                return
         try:
             chain = self._read_chain(names.ref_of(self.namespace, name), events=False, seen=[pod])
         except NotFound:
@@ -536,10 +678,30 @@ class KubeflowBackend(
         self._pin(chain)
 
     def _sentinel(self) -> Sentinel:
+        """The pod sentinel, following pods by itself (over an API that does not stream, or
+        fed by the shared pods' follower, :meth:`_following`)."""
         with self._sentinel_lock:
             if self._sentry is None:
                 self._sentry = Sentinel(self.api, self.namespace, self._pin_dying)
             return self._sentry
+
+    def _following(self) -> Informers:
+        """The shared caches, started on first use, with the pod sentinel fed by the pods'."""
+        with self._sentinel_lock:
+            if self._informers is None:
+                kinds: tuple[str, ...] = ("trainjobs", "jobsets", "jobs", "pods")
+                if self.gating.through_kueue:
+                    kinds = (*kinds, "workloads")
+                self._informers = Informers(self.api, self.namespace, kinds)
+                if self._sentry is None:
+                    self._sentry = Sentinel(self.api, self.namespace, self._pin_dying)
+                sentinel = self._sentry
+                self._informers.subscribe(
+                    lambda kind, event: sentinel.handle(event) if kind == "pods" else None
+                )
+            informers = self._informers
+        informers.start()
+        return informers
 
     def inspect(self, ref: ObjectRef) -> ObjectObs:
         """One TrainJob now, with the events about it in the detail; NotFound when the API no
@@ -559,21 +721,63 @@ class KubeflowBackend(
         )
 
     def watch(self, job: JobID) -> Iterator[ObjectObs]:
-        """The job's objects as they are now (one LIST), then each change the API server sends
-        on a watch from that list's resourceVersion, for up to ``WATCH_WINDOW`` seconds
-        (:func:`listwatch.list_watch`: a 410 Gone lists again and watches from the new
-        version). Call it again to go on.
+        """The job's objects as they are now, then again after each change of anything beneath
+        them, for up to ``WATCH_WINDOW`` seconds; call it again to go on.
 
-        Watching also starts the backend's pod sentinel (module ``sentinel``), once: it pins
-        what a dying pod shows as the API server reports it, so that an eviction between two
-        polls keeps its cause."""
-        self._sentinel().start()
+        Every watch of every job reads the shared caches (module ``informers``: one LIST and
+        one WATCH per kind, resumed from its version, listed again only on a 410), started by
+        the first call, with the pod sentinel fed by the pods' watch (module ``sentinel``: it
+        pins what a dying pod shows as the API server reports it). So following a job sends no
+        request of its own. Where the caches cannot be filled (the identity may not watch a
+        kind), a window lists the job's TrainJobs and watches them (:meth:`_watch_listing`)."""
+        if not getattr(self.api, "streams", False):
+            self._sentinel().start()
+            yield from self._watch_listing(job)
+            return
+        informers = self._following()
+        if not informers.wait(self.watch_window):
+            yield from self._watch_listing(job)
+            return
+        changes: queue.Queue[tuple[str, Event]] = queue.Queue()
+
+        def hand(kind: str, event: Event) -> None:
+            if _concerns(kind, event, job):
+                changes.put((kind, event))
+
+        unsubscribe = informers.subscribe(hand)
+        deadline = time.monotonic() + self.watch_window
+        try:
+            yield from self._observed(job, informers)
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    batch = [changes.get(timeout=left)]
+                except queue.Empty:
+                    return
+                while not changes.empty():
+                    batch.append(changes.get_nowait())
+                for kind, event in batch:
+                    gone = isinstance(event, Changed) and event.type == "DELETED"
+                    if kind == "trainjobs" and gone:
+                        assert isinstance(event, Changed)
+                        yield self._object(observe(Chain(trainjob=event.obj)))
+                yield from self._observed(job, informers)
+        finally:
+            unsubscribe()
+
+    def _observed(self, job: JobID, view: Informers) -> Iterator[ObjectObs]:
+        trainjobs = [tj for tj in view.items("trainjobs") if _labels(tj).get(names.JOB) == job]
+        for chain in self._chains(trainjobs, view):
+            yield self._object(observe(chain))
+
+    def _watch_listing(self, job: JobID) -> Iterator[ObjectObs]:
+        """A window of following one job by itself: a LIST of its TrainJobs and a WATCH from
+        there (the way before the shared caches, kept for an identity that cannot fill them)."""
         selector = names.job_selector([job])
         for event in list_watch(
-            self.api, "trainjobs", self.namespace, selector=selector, window=WATCH_WINDOW
+            self.api, "trainjobs", self.namespace, selector=selector, window=self.watch_window
         ):
             if isinstance(event, Listed):
-                for chain in self._chains(event.items, selector):
+                for chain in self._chains(event.items, None):
                     yield self._object(observe(chain))
                 continue
             name = str((event.obj.get("metadata") or {}).get("name", ""))
@@ -725,6 +929,48 @@ class KubeflowBackend(
         return self.namespace, str(pod["metadata"]["name"]), container
 
 
+def _beneath(objs: list[Obj], wanted: set[str]) -> dict[str, list[Obj]]:
+    """``objs`` by the JobSet (TrainJob) name they carry, of the ``wanted`` ones only: one pass,
+    so a poll of N jobs is linear in N."""
+    out: dict[str, list[Obj]] = {}
+    for obj in objs:
+        name = _labels(obj).get(names.JOBSET_NAME)
+        if name in wanted:
+            out.setdefault(str(name), []).append(obj)
+    return out
+
+
+def _concerns(kind: str, event: Event, job: JobID) -> bool:
+    """Whether ``event`` of ``kind`` may change what ``job``'s objects show: a change of one
+    of its TrainJobs or of anything beneath them, any Workload's, a node deleted or not Ready,
+    and every new list (after a 410)."""
+    if isinstance(event, Listed):
+        return True
+    obj = event.obj
+    if kind == "trainjobs":
+        return _labels(obj).get(names.JOB) == job
+    if kind == "workloads":
+        return True
+    if kind == "nodes":
+        ready = [
+            c.get("status")
+            for c in (obj.get("status") or {}).get("conditions") or ()
+            if c.get("type") == "Ready"
+        ]
+        return event.type == "DELETED" or ready != ["True"]
+    parsed = parse_discovery_name(str(_labels(obj).get(names.JOBSET_NAME, "")))
+    if kind == "jobsets":
+        parsed = parse_discovery_name(str((obj.get("metadata") or {}).get("name", "")))
+    return parsed is not None and parsed[0] == job
+
+
+def _time(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+    except ValueError:
+        return None
+
+
 def _uid(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return str(meta.get("uid") or meta.get("name"))
@@ -742,7 +988,13 @@ def _rank(pod: Mapping[str, Any]) -> int:
     return int(value) if str(value).isdigit() else 0
 
 
-def _ended(obj: Obj) -> bool:
+def _going(chain: Chain) -> int | None:
+    """The index of the execution running in ``chain``, None when none is."""
+    latest = observe(chain).executions
+    return latest[-1].index if latest and latest[-1].state is ObjectState.RUNNING else None
+
+
+def _ended(obj: Mapping[str, Any]) -> bool:
     for cond in (obj.get("status") or {}).get("conditions") or ():
         if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
             return True

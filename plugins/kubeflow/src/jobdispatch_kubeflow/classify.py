@@ -332,6 +332,39 @@ def _disrupted(*reasons: str) -> Callable[[PodEvidence], bool]:
     return lambda e: e.disrupted_by in reasons
 
 
+#: ``DisruptionTarget`` reasons that say the pod's node went.
+NODE_DISRUPTIONS = frozenset({"DeletionByTaintManager", "DeletionByPodGC"})
+
+
+def _exited_before_node_went(e: PodEvidence) -> bool:
+    """A pod that failed on a container's own non-zero exit before its node went: the exit is
+    the pod's ending, and whatever happened to the node afterwards is not. An autoscaler
+    removing an emptied node does exactly this, and until PodGC removes the pod (about 60 s on
+    the control plane) the node would otherwise read as the cause.
+
+    "Before" as far as the evidence tells: a node not Ready since after the last container's
+    ``finishedAt``; a node deleted (it leaves no time behind, but the exit code was reported
+    by its kubelet while it was there, and a node lost under a running pod leaves the
+    container running, the pod failed by PodGC with its own ``DisruptionTarget``); a
+    ``DisruptionTarget`` of the node's (taint manager, PodGC) set strictly after the exit."""
+    if e.phase != "Failed" or not e.failed_exits:
+        return False
+    ended = max(str(t.get("finishedAt") or "") for t in e.terminations)
+    if e.disruption is not None:
+        went = str(e.disruption.get("lastTransitionTime") or "")
+        return e.disrupted_by in NODE_DISRUPTIONS and bool(ended) and went > ended
+    node_name = _get(e.pod, "spec", "nodeName")
+    if not node_name or e.nodes is None:
+        return False
+    node = e.nodes.get(node_name)
+    if node is None:
+        return True
+    for cond in _get(node, "status", "conditions") or ():
+        if cond.get("type") == "Ready" and cond.get("status") != "True":
+            return bool(ended) and str(cond.get("lastTransitionTime") or "") > ended
+    return False
+
+
 #: torchrun's failure summary, which it prints last when a worker fails ("Root Cause (first
 #: observed failure)", then ``time``, ``rank`` and ``exitcode`` lines); with the container's
 #: ``terminationMessagePolicy: FallbackToLogsOnError`` it is the termination message.
@@ -396,6 +429,9 @@ def _first_exit(e: PodEvidence) -> Cause:
 
 
 K, P = CauseKind, Provenance
+#: Who deleted a TrainJob that dispatch did not stop: someone outside dispatch (kubectl, the
+#: Kubeflow SDK's ``delete_job``, another controller); the API server does not say who.
+OUTSIDE = Actor.human("outside dispatch (the TrainJob was deleted through the API)")
 #: Who evicts through the eviction API: a drain, an autoscaler or a descheduler.
 EVICTION_API = Actor.human("eviction API (drain, autoscaler or descheduler)")
 
@@ -432,6 +468,15 @@ POD_CAUSES: Table[PodEvidence, Cause | None] = Table(
                 CauseKind.PREEMPTED, Provenance.ACTOR, detail=e.disruption_text, actor=EVICTION_API
             ),
             cause_cells(K.PREEMPTED, P.ACTOR, "drain, autoscaler or descheduler"),
+        ),
+        Row(
+            "exited-before-node-went",
+            "pod `Failed` on a container's non-zero exit, then its node deleted, not Ready since "
+            "after the last `finishedAt`, or `DisruptionTarget=True` `DeletionByTaintManager` "
+            "or `DeletionByPodGC` set after it: the exit came first",
+            _exited_before_node_went,
+            _first_exit,
+            cause_cells(K.NON_ZERO_EXIT, P.APPLICATION, "the earliest failed exit"),
         ),
         cause_row(
             "deleted-with-node",
@@ -993,6 +1038,26 @@ def wants_nodes(trainjobs: Iterable[Obj], pods: Iterable[Obj]) -> bool:
     )
 
 
+def needed_nodes(trainjobs: Iterable[Obj], pods: Iterable[Obj]) -> set[str]:
+    """The names of the nodes an observation must read when :func:`wants_nodes` says so: every
+    node a pod is bound to, and every node pinned in the placement of a TrainJob that has not
+    succeeded. Nothing else of the cluster's nodes is ever read."""
+    wanted = {str(n) for n in (_get(p, "spec", "nodeName") for p in pods) if n}
+    for tj in trainjobs:
+        if _condition(tj, "Complete"):
+            continue
+        for key, value in (_get(tj, "metadata", "annotations") or {}).items():
+            if not key.startswith(names.PLACEMENT):
+                continue
+            try:
+                pinned = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(pinned, dict):
+                wanted.update(str(n) for n in pinned)
+    return wanted
+
+
 def _restart_rule_cause(jobset: Obj | None) -> Cause | None:
     """The cause of the run before the latest restart, from the failure-policy rule that
     restarted it (``RestartingJobSet`` reason ``FailurePolicy_dispatch-restart-<index>``, whatever
@@ -1031,6 +1096,7 @@ def _stop_cause(chain: Chain) -> Cause:
         CauseKind.CANCELLED,
         Provenance.ACTOR,
         detail="the TrainJob was deleted by someone other than dispatch",
+        actor=OUTSIDE,
     )
 
 
@@ -1746,7 +1812,14 @@ def observe(chain: Chain) -> Observation:
     executions = _ended_runs(r)
     start, end, nodes = _span(r.pods_now)
     lost = tuple(
-        sorted({g.split(" ")[1] for g in (_node_gone(p, chain.nodes) for p in r.pods_now) if g})
+        sorted(
+            {
+                g.split(" ")[1]
+                for p in r.pods_now
+                if (g := _node_gone(p, chain.nodes))
+                and not _exited_before_node_went(PodEvidence.of(p, chain.nodes))
+            }
+        )
     )
     decided = STATES(r)
     state, cause = decided.state, decided.cause

@@ -99,6 +99,10 @@ def _merge(target: Obj, patch: Obj) -> None:
 class FakeApi:
     """Objects by (kind, namespace, name); see the module docstring."""
 
+    #: Its watch streams nothing (controllers here change objects in place, unseen): a
+    #: backend over it lists on every poll rather than follow the kinds (``Api.streams``).
+    streams = False
+
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str | None, str], Obj] = {}
         self.requests: Counter[str] = Counter()

@@ -84,9 +84,17 @@ class Gating(Protocol):
         answer stands)."""
         ...
 
-    def workloads(self, api: Api, namespace: str, trainjobs: Sequence[Obj]) -> dict[str, Obj]:
+    def workloads(
+        self,
+        api: Api,
+        namespace: str,
+        trainjobs: Sequence[Obj],
+        *,
+        listed: Sequence[Obj] | None = None,
+    ) -> dict[str, Obj]:
         """The Workloads of ``trainjobs`` by their owner's uid (the evidence of a suspension
-        that is not dispatch's)."""
+        that is not dispatch's); ``listed``: the namespace's Workloads as a shared cache holds
+        them, read instead of the API server."""
         ...
 
 
@@ -130,7 +138,14 @@ class Suspend:
     def rule(self, rule: Rule, perform: Support) -> RuleSupport | None:
         return None
 
-    def workloads(self, api: Api, namespace: str, trainjobs: Sequence[Obj]) -> dict[str, Obj]:
+    def workloads(
+        self,
+        api: Api,
+        namespace: str,
+        trainjobs: Sequence[Obj],
+        *,
+        listed: Sequence[Obj] | None = None,
+    ) -> dict[str, Obj]:
         return {}
 
 
@@ -236,11 +251,19 @@ class ThroughKueue:
             perform,
         )
 
-    def workloads(self, api: Api, namespace: str, trainjobs: Sequence[Obj]) -> dict[str, Obj]:
-        """From one LIST, made only when a TrainJob is suspended (all a Workload explains)."""
+    def workloads(
+        self,
+        api: Api,
+        namespace: str,
+        trainjobs: Sequence[Obj],
+        *,
+        listed: Sequence[Obj] | None = None,
+    ) -> dict[str, Obj]:
+        """From ``listed`` or one LIST, made only when a TrainJob is suspended (all a Workload
+        explains)."""
         if not any((tj.get("spec") or {}).get("suspend") for tj in trainjobs):
             return {}
-        items, _ = api.list("workloads", namespace)
+        items = list(listed) if listed is not None else api.list("workloads", namespace)[0]
         out: dict[str, Obj] = {}
         for wl in items:
             for owner in (wl.get("metadata") or {}).get("ownerReferences") or ():

@@ -170,6 +170,9 @@ class Follower:
         name: the thread's name, and how the log speaks of this follower.
         unauthorized: the warning logged when the identity may not follow the kind.
         logger: where to log (the caller's module, so its records keep their origin).
+        on_lost: called on the follower's thread when it lost the API server or may not follow
+            the kind (before it tries again, or stops): whoever reads what it handed over then
+            knows it may be stale until the next :class:`Listed`.
     """
 
     def __init__(
@@ -183,8 +186,10 @@ class Follower:
         name: str,
         unauthorized: str = "",
         logger: logging.Logger = log,
+        on_lost: Callable[[Exception], None] = lambda exc: None,
     ) -> None:
         self.api, self.kind, self.namespace, self.selector = api, kind, namespace, selector
+        self.on_lost = on_lost
         self.handle, self.name, self.log = handle, name, logger
         self.unauthorized = unauthorized or f"{name} stops: it may not list and watch {kind}"
         self._stop = threading.Event()
@@ -222,12 +227,15 @@ class Follower:
                     self._hand_over(event)
             except Unauthorized as exc:
                 self.log.warning("%s (%s)", self.unauthorized, exc)
+                self.on_lost(exc)
                 return
             except DispatchError as exc:
                 self.log.info("%s lost the API server (%s); trying again", self.name, exc)
+                self.on_lost(exc)
                 self._stop.wait(RETRY_SECONDS)
-            except Exception:  # never a silent death: said, then tried again
+            except Exception as exc:  # never a silent death: said, then tried again
                 self.log.exception("%s failed; trying again", self.name)
+                self.on_lost(exc)
                 self._stop.wait(RETRY_SECONDS)
 
     def _hand_over(self, event: Event) -> None:

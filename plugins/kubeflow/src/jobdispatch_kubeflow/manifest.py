@@ -11,16 +11,32 @@ labels are also given to the JobSet through a runtime patch of the adapter's own
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
+from jobdispatch.errors import Invalid
 from jobdispatch.spi import StartRequest
 
 from jobdispatch_kubeflow import names
 from jobdispatch_kubeflow.config import Settings
 from jobdispatch_kubeflow.gating import Gating
 
-__all__ = ["labels", "resources_per_node", "trainjob"]
+__all__ = [
+    "HOSTNAME_LABEL",
+    "TRAINER_JOB",
+    "avoid_nodes",
+    "labels",
+    "resources_per_node",
+    "trainjob",
+]
+
+#: The node label a suspect node is kept off by: the kubelet sets it to the node's host name.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: The replicated job of a Trainer runtime whose pods run the training (Trainer's ``node``).
+TRAINER_JOB = "node"
+#: A label value: what ``kubernetes.io/hostname`` can hold, so all a suspect node may be.
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 
 
 def labels(request: StartRequest) -> dict[str, str]:
@@ -58,6 +74,24 @@ def resources_per_node(request: StartRequest) -> Mapping[str, Any] | None:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
+def avoid_nodes(exclude: tuple[str, ...]) -> dict[str, Any]:
+    """A required node anti-affinity keeping a pod off the suspect nodes ``exclude``: no node
+    whose ``kubernetes.io/hostname`` is one of them may take it. A name that cannot be a label
+    value is refused (Invalid), since it could never match and the exclusion would be a lie."""
+    for name in exclude:
+        if not _LABEL_VALUE.fullmatch(name):
+            msg = f"suspect node {name!r} is not a {HOSTNAME_LABEL} label value"
+            raise Invalid(msg)
+    term = {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": list(exclude)}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [term]}]
+            }
+        }
+    }
+
+
 def trainjob(
     request: StartRequest, settings: Settings, gating: Gating, *, runtime: str | None = None
 ) -> dict[str, Any]:
@@ -84,6 +118,13 @@ def trainjob(
     resources = resources_per_node(request)
     if resources is not None:
         trainer["resourcesPerNode"] = dict(resources)
+    template: dict[str, Any] = {"metadata": {"labels": labels(request)}}
+    if request.exclude:
+        # Through the adapter's own runtime patch, on the training pods only: the suspect
+        # nodes recorded with the submission (``jobdispatch.suspects``).
+        pod = {"spec": {"template": {"spec": {"affinity": avoid_nodes(request.exclude)}}}}
+        template["spec"] = {"replicatedJobs": [{"name": TRAINER_JOB, "template": pod}]}
+    patch = {"template": template}
     body: dict[str, Any] = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -101,12 +142,7 @@ def trainjob(
                 "name": runtime or settings.runtime.name,
             },
             "trainer": trainer,
-            "runtimePatches": [
-                {
-                    "manager": names.PATCH_MANAGER,
-                    "trainingRuntimeSpec": {"template": {"metadata": {"labels": labels(request)}}},
-                }
-            ],
+            "runtimePatches": [{"manager": names.PATCH_MANAGER, "trainingRuntimeSpec": patch}],
         },
     }
     if spec.time_limit is not None:

@@ -76,7 +76,7 @@ class Sentinel:
             api,
             "pods",
             namespace,
-            self._handle,
+            self.handle,
             selector=names.JOBSET_NAME,
             name=f"kubeflow-sentinel-{namespace}",
             unauthorized=(
@@ -99,7 +99,9 @@ class Sentinel:
         (a daemon, it never holds a process open)."""
         self._follower.stop()
 
-    def _handle(self, event: Event) -> None:
+    def handle(self, event: Event) -> None:
+        """Take in one event of the namespace's JobSet pods (from the sentinel's own follower,
+        or from the backend's shared one)."""
         if isinstance(event, Listed):
             for pod in event.items:
                 self.see(pod, listed=True)

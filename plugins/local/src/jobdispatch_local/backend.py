@@ -17,6 +17,7 @@ as absent, and a change raises ``Unavailable`` without having changed anything.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -114,9 +115,14 @@ _CAPABILITIES: Mapping[Capability, tuple[Tristate, str]] = {
     Capability.CPUS_PER_PROC: (_N, "ranks are not pinned to CPUs; they share this machine's"),
     Capability.QUEUES: (_N, "there is one machine and no queue"),
     Capability.ACCOUNTS: (_N, "nothing is charged to an account"),
-    Capability.NODE_CONSTRAINTS: (_N, "every node is this machine"),
+    Capability.NODE_CONSTRAINTS: (
+        _N,
+        "every node is this machine (suspect nodes to exclude are named in the log and ignored)",
+    ),
     Capability.EXCLUSIVE_NODES: (_N, "every job shares this machine"),
 }
+
+_log = logging.getLogger(__name__)
 
 _PERFORM: Mapping[Action, tuple[Tristate, str]] = {
     Action.RESUBMIT: (_Y, "a new object for the new submission"),
@@ -349,6 +355,14 @@ class LocalBackend(
             Unavailable: the state directory cannot be written.
         """
         name = request.name
+        if request.exclude:
+            # Every rank runs here: there is no other node to go to (capability
+            # node-constraints says so), so the suspects are named and the object starts anyway.
+            _log.warning(
+                "object %s: suspect nodes %s cannot be excluded on one machine; ignored",
+                name,
+                ", ".join(request.exclude),
+            )
         record = self._record(request)
         final = self.root / name
         if final.exists():

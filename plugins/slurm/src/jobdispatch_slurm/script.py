@@ -81,6 +81,8 @@ RESOURCE_SCHEMA: Mapping[str, object] = {
 }
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: A node name ``--exclude`` may carry: a hostname, never a list or a range of its own.
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 #: The first word of the line a job writes to its standard error when a program cannot start.
 LAUNCH_MARK = "jobdispatch-launch-failed"
@@ -198,6 +200,8 @@ def directives(
         options.append("--constraint=" + "&".join(res.constraints))
     if res.exclusive:
         options.append("--exclusive")
+    if request.exclude:
+        options.append("--exclude=" + ",".join(_node(n) for n in request.exclude))
     if "reservation" in table:
         options.append(f"--reservation={table['reservation']}")
     licenses = table.get("licenses")
@@ -212,6 +216,15 @@ def directives(
             msg = f"sbatch option {option!r} contains white space"
             raise Invalid(msg)
     return [f"#SBATCH {option}" for option in options]
+
+
+def _node(name: str) -> str:
+    """A suspect node as ``--exclude`` names it; a name that could widen the list (a comma, a
+    bracket range) or break the line is refused."""
+    if not _NODE.fullmatch(name):
+        msg = f"suspect node {name!r} is not a node name --exclude can carry"
+        raise Invalid(msg)
+    return name
 
 
 def render(

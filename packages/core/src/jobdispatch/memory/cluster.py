@@ -12,6 +12,7 @@ from the injected clock, ids from a counter and choices from a seeded generator.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 from collections import Counter
@@ -187,7 +188,9 @@ class Cluster:
             msg = f"start of {req.name} refused: {reason}"
             raise Rejected(msg)
         ref = self._new_ref(req.name)
-        obj = MemObject(ref=ref, name=req.name, spec=req.spec, native=self._native(req))
+        obj = MemObject(
+            ref=ref, name=req.name, spec=req.spec, native=self._native(req), exclude=req.exclude
+        )
         if self.faults.delay_object:
             self.faults.delay_object -= 1
             obj.hidden_finds = 1
@@ -261,7 +264,10 @@ class Cluster:
         if obj.state is not _OBJ_PENDING:
             msg = f"object {obj.ref} is {obj.state}, not pending: it cannot start running"
             raise Invalid(msg)
-        nodes = tuple(f"node{i}" for i in range(1, obj.spec.nodes + 1))
+        # node1, node2, ... in order, past any the request excluded (as --exclude does).
+        names = (f"node{i}" for i in itertools.count(1))
+        free = (n for n in names if n not in obj.exclude)
+        nodes = tuple(itertools.islice(free, obj.spec.nodes))
         execution = MemExecution(index=len(obj.executions), started_at=self.clock(), nodes=nodes)
         obj.executions.append(execution)
         obj.lost_nodes = ()

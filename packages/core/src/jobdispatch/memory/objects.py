@@ -72,6 +72,8 @@ class MemObject:
     forced_bit: bool | None = None
     ceased: Tristate = Tristate.UNKNOWN
     lost_nodes: tuple[str, ...] = ()
+    #: Nodes its runs are never placed on (the request's suspects).
+    exclude: tuple[str, ...] = ()
     #: Finds still to answer without this object (an object that shows up late).
     hidden_finds: int = 0
     detail: str = ""

@@ -328,6 +328,10 @@ class SubmissionAuthorized(_Decision):
     #: Whether the rule's budget pays for this firing, said only by a rule that charges
     #: ``no-advance`` (None: every firing of the rule is charged).
     charged: bool | None = None
+    #: Suspect nodes every attempt of this submission keeps off, and until when they are
+    #: suspect (``jobdispatch.suspects``); empty when none are.
+    exclude: tuple[str, ...] = ()
+    exclude_until: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)
