@@ -37,8 +37,9 @@ def home(tmp_path: Path) -> Iterator[Home]:
     h.close()
 
 
-def _job(home: Home, name: str, args: list[str], tables: str) -> Path:
-    """A two-rank training job checkpointing through the helper under ``home/published``."""
+def _job(home: Home, name: str, args: list[str], tables: str, *, more: str = "") -> Path:
+    """A two-rank training job checkpointing through the helper under ``home/published``;
+    ``more``: top-level lines of the job file besides (a time limit, say)."""
     root = home.root / "published"
     root.mkdir(exist_ok=True)
     command = ", ".join(f'"{a}"' for a in [sys.executable, str(TRAIN), *args])
@@ -48,7 +49,7 @@ def _job(home: Home, name: str, args: list[str], tables: str) -> Path:
 name = "{name}"
 command = [{command}]
 nodes = 2
-working_dir = "{home.root}"
+{more}working_dir = "{home.root}"
 
 [env]
 JOBDISPATCH_PROGRESS_INTERVAL = "0.5"

@@ -14,7 +14,6 @@ fail instead. Nothing is asserted about how fast anything happens.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,8 @@ from jobdispatch_slurm.testing import (
     require,
     stop_quietly,
 )
-from test_cli_end_to_end import TRAIN, Home
+from test_cli_end_to_end import Home
+from test_progress_end_to_end import _job as _local_job
 from test_progress_end_to_end import _published
 
 pytestmark = pytest.mark.slurm
@@ -77,28 +77,8 @@ def home(tmp_path: Path) -> Iterator[SlurmHome]:
 
 
 def _job(home: SlurmHome, name: str, args: list[str], tables: str) -> Path:
-    """A two-node training job checkpointing through the helper under ``home/published``."""
-    root = home.root / "published"
-    root.mkdir(exist_ok=True)
-    command = ", ".join(f'"{a}"' for a in [sys.executable, str(TRAIN), *args])
-    return home.job_file(
-        f"{name}.toml",
-        f"""\
-name = "{name}"
-command = [{command}]
-nodes = 2
-time_limit = "20m"
-working_dir = "{home.root}"
-
-[env]
-JOBDISPATCH_PROGRESS_INTERVAL = "0.5"
-
-[progress]
-root = "{root}"
-record_every = "10s"
-
-{tables}""",
-    )
+    """The local tests' training job, with a time limit the Slurm cluster enforces."""
+    return _local_job(home, name, args, tables, more='time_limit = "20m"\n')
 
 
 def _job_of(stdout: str) -> str:
