@@ -3,6 +3,7 @@ real chain (TrainJob, JobSet, Job, Pod, Node, Event)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -860,6 +861,61 @@ def test_pods_deleted_together_pin_the_earliest_failure() -> None:
         Chain(trainjob=trainjob(), jobset=jobset(), pods=[late, first], nodes=HEALTHY)
     ).values()
     assert '"exit_code": 3' in value and '"pod": "p-1"' in value, value
+
+
+def test_a_peer_restarted_in_place_with_the_earlier_failure_is_pinned_over_the_dying_one() -> None:
+    """As CI's real node showed it: rank 1's worker failed first and its container restarted in
+    place (``OnFailure``), so its pod still runs when rank 0's, failed later, is seen dying."""
+    from jobdispatch_kubeflow.classify import pins
+
+    dying_peer = pod(
+        "p-0", deleting=True, containers=[folded(0, 1, "2026-12-02_09:39:40", last=False)]
+    )
+    running = pod("p-1", containers=[folded(1, 3, "2026-12-02_09:39:10")], index=1)
+    chain = Chain(trainjob=trainjob(), jobset=jobset(), pods=[dying_peer, running], nodes=HEALTHY)
+    (value,) = pins(chain).values()
+    assert '"exit_code": 3' in value and '"pod": "p-1"' in value, value
+    assert pins(Chain(trainjob=trainjob(), jobset=jobset(), pods=[running], nodes=HEALTHY)) == {}, (
+        "a restarted pod alone is no ending: nothing is pinned while no pod is dying"
+    )
+
+
+def _pinned_with(annotations: dict[str, str], **kw: Any) -> dict[str, Any]:
+    tj = trainjob(**kw)
+    tj["metadata"]["annotations"].update(annotations)
+    return tj
+
+
+def test_a_pin_is_replaced_by_an_earlier_failure_seen_later_and_never_by_an_equal_one() -> None:
+    from jobdispatch_kubeflow.classify import pins
+
+    late = pod("p-0", deleting=True, containers=[folded(0, 1, "2026-12-02_09:39:40", last=False)])
+    first = pod("p-1", deleting=True, containers=[folded(1, 3, "2026-12-02_09:39:10")], index=1)
+    seen_first = pins(Chain(trainjob=trainjob(), jobset=jobset(), pods=[late], nodes=HEALTHY))
+    assert '"pod": "p-0"' in next(iter(seen_first.values()))
+    tj = _pinned_with(seen_first)
+    assert pins(Chain(trainjob=tj, jobset=jobset(), pods=[late], nodes=HEALTHY)) == {}, (
+        "the same evidence again rewrites nothing"
+    )
+    (value,) = pins(Chain(trainjob=tj, jobset=jobset(), pods=[late, first], nodes=HEALTHY)).values()
+    assert '"exit_code": 3' in value and '"pod": "p-1"' in value, value
+    tj = _pinned_with({"jobdispatch.dev/evidence-0": value})
+    assert pins(Chain(trainjob=tj, jobset=jobset(), pods=[late, first], nodes=HEALTHY)) == {}
+    over = _pinned_with({"jobdispatch.dev/evidence-0": value}, conditions=FAILED)
+    cause = ended(Chain(trainjob=over, nodes=HEALTHY))
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3), cause
+
+
+def test_a_pin_written_without_its_failure_time_is_kept() -> None:
+    """Pins written before they kept their failure time are never replaced: nothing ranks them."""
+    from jobdispatch_kubeflow.classify import pins
+
+    old = json.dumps(
+        {"kind": "non-zero-exit", "provenance": "application", "detail": "d", "pod": "p-0"}
+    )
+    first = pod("p-1", deleting=True, containers=[folded(1, 3, "2026-12-02_09:39:10")], index=1)
+    tj = _pinned_with({"jobdispatch.dev/evidence-0": old})
+    assert pins(Chain(trainjob=tj, jobset=jobset(), pods=[first], nodes=HEALTHY)) == {}
 
 
 def test_a_pull_backing_off_is_pinned_and_read_when_the_deadline_ends_a_run_never_started() -> None:

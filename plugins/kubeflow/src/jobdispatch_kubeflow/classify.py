@@ -823,6 +823,8 @@ _PIN_ORDER = (
     CauseKind.NON_ZERO_EXIT,
 )
 _PINNED_KINDS = frozenset(_PIN_ORDER)
+#: Causes a pod still running can show: a container that failed and was restarted in place.
+_RESTARTED_KINDS = frozenset((CauseKind.OUT_OF_MEMORY, CauseKind.NON_ZERO_EXIT))
 
 
 def _pin_key(attempt: int) -> str:
@@ -871,7 +873,7 @@ def _read_pin(trainjob: Obj, key: str) -> list[Cause]:
     ]
 
 
-def _pin_value(pod: Obj, cause: Cause) -> str:
+def _pin_value(pod: Obj, cause: Cause, at: str | None = None) -> str:
     value = {
         "kind": str(cause.kind),
         "provenance": str(cause.provenance),
@@ -881,6 +883,8 @@ def _pin_value(pod: Obj, cause: Cause) -> str:
         "actor": cause.actor.id if cause.actor else None,
         "pod": _pod_name(pod),
     }
+    if at is not None:
+        value["at"] = at
     return json.dumps(value, sort_keys=True)
 
 
@@ -927,14 +931,17 @@ def pins(chain: Chain) -> dict[str, str]:
                     cause = pod_cause(pod, chain.nodes)
                     if cause is not None and cause.kind is CauseKind.LAUNCH_FAILED:
                         return {_launch_key(attempt): _pin_value(pod, cause)}
-    if annotations.get(_pin_key(attempt)):
-        return {}
     candidates: list[tuple[Obj, Cause]] = []
+    restarted: list[tuple[Obj, Cause]] = []
     for pod in chain.pods:
-        if _attempt(pod) != attempt or not dying(pod):
+        if _attempt(pod) != attempt:
             continue
         cause = pod_cause(pod, chain.nodes)
         if cause is None or cause.kind not in _PINNED_KINDS:
+            continue
+        if not dying(pod):
+            if cause.kind in _RESTARTED_KINDS:
+                restarted.append((pod, cause))
             continue
         if cause.kind is CauseKind.LAUNCH_FAILED and _get(pod, "status", "phase") != "Failed":
             continue  # a pull still being retried is not an ending yet
@@ -942,12 +949,35 @@ def pins(chain: Chain) -> dict[str, str]:
     if not candidates:
         return {}
     # The pod the run causes would name: the first kind in their order, then the earliest
-    # failure (on a real node every rank's pod is deleted at once when the Job fails, and
-    # the first in list order is often a peer that failed because of it).
-    pod, cause = min(
-        candidates, key=lambda pc: (_PIN_ORDER.index(pc[1].kind), _first_failure(pc[0]))
-    )
-    return {_pin_key(attempt): _pin_value(pod, cause)}
+    # failure. On a real node every rank's pod is deleted at once when the Job fails, and the
+    # first seen is often a peer that failed because of it; the pod whose worker failed first
+    # may still be running, its container restarted in place (``OnFailure``), and is seen
+    # dying only later. So such pods are weighed too, and a pin is replaced by one that ranks
+    # strictly earlier: a later look corrects an early one, and an equal one never churns.
+    pod, cause = min((*candidates, *restarted), key=lambda pc: _pin_rank(pc[0], pc[1]))
+    rank = _pin_rank(pod, cause)
+    held = _held_rank(annotations.get(_pin_key(attempt)))
+    if held is not None and held <= rank:
+        return {}
+    return {_pin_key(attempt): _pin_value(pod, cause, rank[1])}
+
+
+def _pin_rank(pod: Obj, cause: Cause) -> tuple[int, str]:
+    """Where a pod's cause stands among candidates for the pin: its kind's place in
+    :data:`_PIN_ORDER`, then when it failed ("~", after every time, when it shows none)."""
+    return (_PIN_ORDER.index(cause.kind), _first_failure(pod))
+
+
+def _held_rank(raw: str | None) -> tuple[int, str] | None:
+    """The rank of the pin already written, None when there is none. A pin unreadable, or
+    written before pins kept their failure time, ranks first: it is never replaced."""
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        return (_PIN_ORDER.index(CauseKind(data["kind"])), str(data["at"]))
+    except (ValueError, KeyError, TypeError):
+        return (-1, "")
 
 
 # ---------------------------------------------------------------------------- pinned placement
