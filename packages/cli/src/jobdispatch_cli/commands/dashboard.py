@@ -1,7 +1,8 @@
 """``dashboard``: the read-only web dashboard of the clusters' record stores.
 
-The dashboard lives in its own distribution, jobdispatch-dashboard, so that its web server,
-framework and templates weigh on no other command; it is imported only when this command runs,
+The dashboard lives in its own distribution, jobdispatch-dashboard
+(``jobdispatch-cli[dashboard]``), so that its web server, framework and templates weigh on no
+other command; it is imported only when this command runs,
 and its absence is told with what to install.
 """
 
