@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -38,7 +37,7 @@ def _browser_or_skip() -> None:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     if not missing:
         return
-    problem = f"no {' or '.join(missing)}: run tools/browser/up (Debian's chromium, chromium-driver)"
+    problem = f"no {' or '.join(missing)}: run tools/browser/up (Debian's chromium)"
     if os.environ.get("JOBDISPATCH_REQUIRE_SERVICES") == "1":
         pytest.fail(f"JOBDISPATCH_REQUIRE_SERVICES=1 but {problem}")
     pytest.skip(problem)
@@ -85,9 +84,13 @@ class Site:
         self.crash = home.json("submit", str(crash))["job"]
         home.start("supervise", "--poll", "0.1", "--lease-ttl", "3s", log="supervisor.log")
         self.dashboard = home.start(
-            "dashboard", "--listen", f"127.0.0.1:{self.port}", "--refresh", "0.3",
+            "dashboard",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--refresh",
+            "0.3",
             log="dashboard.log",
-        )  # fmt: skip
+        )
         self.backend = make_backend(home.local)
         self.preempted = False
         eventually(lambda: _get(self.url + "/") == 200, "the dashboard to answer", within=PATIENCE)
@@ -180,14 +183,22 @@ def test_a_job_page_follows_the_job_from_running_to_recovered_without_reloading(
 ) -> None:
     eventually(site.running, "the first submission to run", within=PATIENCE)
     browser.get(f"{site.url}/jobs/local/{site.train}")
-    eventually(lambda: _text(browser, "#job-state"), "the page to show running", within=PATIENCE,
-               holds=lambda s: s == "running")  # fmt: skip
+    eventually(
+        lambda: _text(browser, "#job-state"),
+        "the page to show running",
+        within=PATIENCE,
+        holds=lambda s: s == "running",
+    )
     browser.save_screenshot(str(shots / "job-running-1280.png"))
     # A mark a reload would wipe: it must survive the whole recovery.
     browser.execute_script("window.stillTheSamePage = true")
     site.preempt()
-    eventually(lambda: _text(browser, "#job-state"), "the page to show the job succeeded",
-               within=PATIENCE, holds=lambda s: s == "succeeded")  # fmt: skip
+    eventually(
+        lambda: _text(browser, "#job-state"),
+        "the page to show the job succeeded",
+        within=PATIENCE,
+        holds=lambda s: s == "succeeded",
+    )
     assert browser.execute_script("return window.stillTheSamePage === true"), "the page reloaded"
     first = browser.find_elements("css selector", '#submissions tr[data-submission="1"]')
     assert [r.get_attribute("data-cause") for r in first] == ["preempted"]
@@ -206,26 +217,48 @@ def test_the_list_shows_the_jobs_and_their_causes_and_filters_them(
 
     site.preempt()
     browser.get(site.url + "/")
-    eventually(lambda: set(_rows(browser)), "both jobs listed", within=PATIENCE,
-               holds=lambda s: s == {site.train, site.crash})  # fmt: skip
+    eventually(
+        lambda: set(_rows(browser)),
+        "both jobs listed",
+        within=PATIENCE,
+        holds=lambda s: s == {site.train, site.crash},
+    )
     crash = f'#jobs tr[data-job="{site.crash}"]'
-    eventually(lambda: _text(browser, crash), "the crash's cause", within=PATIENCE,
-               holds=lambda t: "failed" in t and "non-zero-exit" in t)  # fmt: skip
+    eventually(
+        lambda: _text(browser, crash),
+        "the crash's cause",
+        within=PATIENCE,
+        holds=lambda t: "failed" in t and "non-zero-exit" in t,
+    )
     Select(browser.find_element("id", "filter-cause")).select_by_value("non-zero-exit")
     browser.find_element("id", "filter-apply").click()
-    eventually(lambda: _rows(browser), "the cause filter", within=PATIENCE,
-               holds=lambda r: r == [site.crash])  # fmt: skip
+    eventually(
+        lambda: _rows(browser),
+        "the cause filter",
+        within=PATIENCE,
+        holds=lambda r: r == [site.crash],
+    )
     browser.get(site.url + "/")
     search = browser.find_element("id", "filter-q")
     search.send_keys(site.train[:4])
     browser.find_element("id", "filter-apply").click()
-    eventually(lambda: _rows(browser), "the id prefix search", within=PATIENCE,
-               holds=lambda r: r == [site.train])  # fmt: skip
+    eventually(
+        lambda: _rows(browser),
+        "the id prefix search",
+        within=PATIENCE,
+        holds=lambda r: r == [site.train],
+    )
     browser.get(site.url + "/?state=succeeded")
-    eventually(lambda: _rows(browser), "the state filter", within=PATIENCE,
-               holds=lambda r: r == [site.train])  # fmt: skip
+    eventually(
+        lambda: _rows(browser),
+        "the state filter",
+        within=PATIENCE,
+        holds=lambda r: r == [site.train],
+    )
     browser.get(site.url + "/")
-    eventually(lambda: len(_rows(browser)), "both jobs listed", within=PATIENCE, holds=lambda n: n == 2)
+    eventually(
+        lambda: len(_rows(browser)), "both jobs listed", within=PATIENCE, holds=lambda n: n == 2
+    )
     browser.save_screenshot(str(shots / "jobs-1280.png"))
 
 
@@ -266,11 +299,19 @@ def test_the_command_serves_nothing_but_get_and_logs_no_token(site: Site) -> Non
     port = _free_port()
     url = f"http://127.0.0.1:{port}/"
     site.home.start(
-        "dashboard", "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file),
+        "dashboard",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--token-file",
+        str(token_file),
         log="dashboard-token.log",
-    )  # fmt: skip
-    eventually(lambda: _get(url), "the second dashboard to answer", within=PATIENCE,
-               holds=lambda code: code == 401)  # fmt: skip
+    )
+    eventually(
+        lambda: _get(url),
+        "the second dashboard to answer",
+        within=PATIENCE,
+        holds=lambda code: code == 401,
+    )
     assert _get(url, token) == 200
     assert _get(url, "not-" + token) == 401
     log = (site.home.root / "dashboard-token.log").read_text(errors="replace")

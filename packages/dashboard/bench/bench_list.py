@@ -34,7 +34,7 @@ from starlette.testclient import TestClient
 
 # The metrics benchmark's records and baseline, so that both benchmarks read the same thing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "metrics" / "bench"))
-from bench_scrape import fill, plain_read  # noqa: E402
+from bench_scrape import fill, plain_read
 
 ROUNDS = 5
 

@@ -45,5 +45,3 @@ class Fleet:
             open_store=lambda: LmdbRecords(str(self.path), readonly=True),
             backend=lambda: backend,
         )
-
-

@@ -27,8 +27,7 @@ def parse_listen(text: str, *, example: str, option: str = "--listen") -> tuple[
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         _, _, example_port = example.rpartition(":")
         msg = (
-            f"{option} {text!r}: give HOST:PORT, such as {example} "
-            f"([::1]:{example_port} for IPv6)"
+            f"{option} {text!r}: give HOST:PORT, such as {example} ([::1]:{example_port} for IPv6)"
         )
         raise Invalid(msg)
     return host, int(port)

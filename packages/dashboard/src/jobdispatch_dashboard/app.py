@@ -31,7 +31,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobdispatch_dashboard.board import Board
-from jobdispatch_dashboard.redact import Redactor
 from jobdispatch_dashboard.rows import Query, select
 
 __all__ = ["LIVE_HEADER", "READ_METHODS", "make_app"]
@@ -157,7 +156,9 @@ class _Guard:
             refusal = PlainTextResponse(
                 "this dashboard needs its token: Authorization: Bearer TOKEN\n",
                 status_code=401,
-                headers={"WWW-Authenticate": 'Basic realm="jobdispatch dashboard", charset="UTF-8"'},
+                headers={
+                    "WWW-Authenticate": 'Basic realm="jobdispatch dashboard", charset="UTF-8"'
+                },
             )
 
         async def send_with_headers(message: dict[str, Any]) -> None:

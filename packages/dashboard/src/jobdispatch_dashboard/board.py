@@ -28,8 +28,7 @@ from jobdispatch.records.derived import Derived
 from jobdispatch.records.store import Records
 from jobdispatch.spi import Discovery, OutputReader
 from jobdispatch.status import Status, project
-from jobdispatch.types import JobID
-from jobdispatch.types import JobSpec
+from jobdispatch.types import JobID, JobSpec
 from jobdispatch_cli.commands.inspect import object_of
 from jobdispatch_cli.commands.running import extra_answers
 from jobdispatch_cli.goodput_view import job_data
@@ -87,7 +86,9 @@ class Board:
     """Every cluster's jobs, refreshed from the stores on demand (thread-safe: the server
     answers requests from a pool of threads)."""
 
-    def __init__(self, sources: Sequence[ClusterSource], *, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self, sources: Sequence[ClusterSource], *, redactor: Redactor | None = None
+    ) -> None:
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             msg = f"clusters named twice: {sorted(n for n in names if names.count(n) > 1)}"

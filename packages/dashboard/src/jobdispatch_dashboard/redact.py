@@ -26,6 +26,11 @@ _SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|api_?key|priv
 _REFERENCE = re.compile(r"_(file|env|path)$")
 
 
+def _secret_key(key: str) -> bool:
+    """Whether ``key`` names a secret itself (not a file or a variable holding one)."""
+    return _SECRET_KEY.search(key) is not None and _REFERENCE.search(key) is None
+
+
 def secret_values(settings: Mapping[str, Any]) -> Iterable[str]:
     """The inline secret values of ``settings`` (nested tables too): the string values of
     keys whose names say they are secret, leaving out those that only name a file or an
@@ -33,9 +38,8 @@ def secret_values(settings: Mapping[str, Any]) -> Iterable[str]:
     for key, value in settings.items():
         if isinstance(value, Mapping):
             yield from secret_values(value)
-        elif isinstance(value, str) and value and _SECRET_KEY.search(key):
-            if not _REFERENCE.search(key):
-                yield value
+        elif isinstance(value, str) and value and _secret_key(key):
+            yield value
 
 
 class Redactor:

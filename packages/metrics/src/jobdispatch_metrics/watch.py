@@ -31,6 +31,7 @@ BUCKETS: Mapping[str, tuple[float, ...]] = {
     "decision_latency": (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
 }
 
+
 @attrs.define
 class Histogram:
     """Observations counted into buckets (each bucket alone, not cumulative: the exposition
@@ -100,9 +101,7 @@ class Watch(Derived[JobFacts]):
     thread-safe: the collector calls it under its lock."""
 
     def __init__(self, store: Records, *, read_batch: int = READ_BATCH) -> None:
-        super().__init__(
-            store, facts_of, reader="metrics endpoint", log=log, read_batch=read_batch
-        )
+        super().__init__(store, facts_of, reader="metrics endpoint", log=log, read_batch=read_batch)
         self.tally = Tally()
 
     @property

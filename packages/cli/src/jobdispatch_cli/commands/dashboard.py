@@ -106,9 +106,7 @@ def register(group: click.Group) -> None:
         opens the stores read-only, serves nothing but GET, and shows no secret. With
         --cluster or --store, that cluster's jobs; otherwise every configured cluster's."""
         module = _dashboard_module()
-        board = module.Board(
-            _sources(app, module), redactor=module.Redactor(_secrets(app, module))
-        )
+        board = module.Board(_sources(app, module), redactor=module.Redactor(_secrets(app, module)))
         server = module.server(board, listen, token_file=token_file, refresh_seconds=refresh)
         app.err.print(
             f"serving the dashboard of {', '.join(board.sources)} at http://{listen}/; "

@@ -69,9 +69,7 @@ class Derived(Generic[T]):
         the values are then as of the last refresh that succeeded."""
         survey = self._surveyed.survey()
         changed = [
-            job
-            for job, revision in survey.revisions.items()
-            if self.revisions.get(job) != revision
+            job for job, revision in survey.revisions.items() if self.revisions.get(job) != revision
         ]
         for start in range(0, len(changed), self.read_batch):
             chunk = changed[start : start + self.read_batch]
