@@ -170,12 +170,26 @@ def _text(browser: Any, css: str) -> str:
         return ""
 
 
-def _rows(browser: Any) -> list[str]:
-    """The job ids the list shows now (read in one script: the rows are swapped live)."""
-    ids = browser.execute_script(
-        "return [...document.querySelectorAll('#jobs tr[data-job]')].map(r => r.dataset.job)"
+def _all(browser: Any, css: str, what: str) -> list[str]:
+    """``what`` (a property path such as ``innerText`` or ``dataset.cause``) of every element
+    ``css`` matches, read in one script: the live part may be swapped between two calls."""
+    script = (
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map(e => String(arguments[1].split('.').reduce((o, k) => o[k], e)))"
     )
-    return [str(i) for i in ids]
+    return [str(v) for v in browser.execute_script(script, css, what)]
+
+
+def _rows(browser: Any) -> list[str]:
+    """The job ids the list shows now."""
+    return _all(browser, "#jobs tr[data-job]", "dataset.job")
+
+
+def _shows(browser: Any, what: str, jobs: list[str]) -> None:
+    """Wait until the list shows exactly ``jobs`` (in any order)."""
+    eventually(
+        lambda: sorted(_rows(browser)), what, within=PATIENCE, holds=lambda r: r == sorted(jobs)
+    )
 
 
 def test_a_job_page_follows_the_job_from_running_to_recovered_without_reloading(
@@ -200,11 +214,11 @@ def test_a_job_page_follows_the_job_from_running_to_recovered_without_reloading(
         holds=lambda s: s == "succeeded",
     )
     assert browser.execute_script("return window.stillTheSamePage === true"), "the page reloaded"
-    first = browser.find_elements("css selector", '#submissions tr[data-submission="1"]')
-    assert [r.get_attribute("data-cause") for r in first] == ["preempted"]
-    second = browser.find_elements("css selector", '#submissions tr[data-submission="2"]')
-    assert second and "rule 0" in second[0].text
-    plan = browser.find_element("css selector", '#plan tr[data-rule="0"]').text.split()
+    first = _all(browser, '#submissions tr[data-submission="1"]', "dataset.cause")
+    assert first == ["preempted"]
+    second = _all(browser, '#submissions tr[data-submission="2"]', "innerText")
+    assert second and "rule 0" in second[0]
+    plan = _all(browser, '#plan tr[data-rule="0"]', "innerText")[0].split()
     assert plan[:7] == ["0", "preempted", "resubmit", "supervisor", "2", "1", "1"]
     assert browser.find_elements("css selector", ".timeline svg")
     browser.save_screenshot(str(shots / "job-recovered-1280.png"))
@@ -232,33 +246,15 @@ def test_the_list_shows_the_jobs_and_their_causes_and_filters_them(
     )
     Select(browser.find_element("id", "filter-cause")).select_by_value("non-zero-exit")
     browser.find_element("id", "filter-apply").click()
-    eventually(
-        lambda: _rows(browser),
-        "the cause filter",
-        within=PATIENCE,
-        holds=lambda r: r == [site.crash],
-    )
+    _shows(browser, "the cause filter", [site.crash])
     browser.get(site.url + "/")
-    search = browser.find_element("id", "filter-q")
-    search.send_keys(site.train[:4])
+    browser.find_element("id", "filter-q").send_keys(site.train[:4])
     browser.find_element("id", "filter-apply").click()
-    eventually(
-        lambda: _rows(browser),
-        "the id prefix search",
-        within=PATIENCE,
-        holds=lambda r: r == [site.train],
-    )
+    _shows(browser, "the id prefix search", [site.train])
     browser.get(site.url + "/?state=succeeded")
-    eventually(
-        lambda: _rows(browser),
-        "the state filter",
-        within=PATIENCE,
-        holds=lambda r: r == [site.train],
-    )
+    _shows(browser, "the state filter", [site.train])
     browser.get(site.url + "/")
-    eventually(
-        lambda: len(_rows(browser)), "both jobs listed", within=PATIENCE, holds=lambda n: n == 2
-    )
+    _shows(browser, "both jobs listed", [site.crash, site.train])
     browser.save_screenshot(str(shots / "jobs-1280.png"))
 
 
@@ -281,8 +277,7 @@ def test_the_pages_fit_a_desk_and_a_phone(
             )
             assert overflow <= 1, f"the {name} page is {overflow}px wider than {width}px"
             browser.save_screenshot(str(shots / f"{name}-{width}.png"))
-        assert "local" in _text(browser, "#cluster-local")
-        assert browser.find_elements("css selector", "#cluster-local .capabilities tr")
+        assert _all(browser, "#cluster-local .capabilities tr", "innerText")
     finally:
         browser.set_window_size(1280, 900)
 

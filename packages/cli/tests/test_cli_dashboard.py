@@ -20,16 +20,17 @@ def test_without_the_dashboard_it_says_what_to_install(
     assert "pip install jobdispatch-dashboard" in ran.err
 
 
-def test_an_open_address_without_a_token_is_refused(invoke: Invoke) -> None:
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--listen", "0.0.0.0:8765"), "--listen 0.0.0.0:8765: not a loopback address"),
+        (("--token-file", "/nonexistent/token"), "--token-file /nonexistent/token: no such file"),
+    ],
+)
+def test_a_bad_option_is_named_before_anything_listens(
+    invoke: Invoke, args: tuple[str, ...], said: str
+) -> None:
     pytest.importorskip("jobdispatch_dashboard", reason="jobdispatch-dashboard not installed")
-    ran = invoke("dashboard", "--listen", "0.0.0.0:8765")
+    ran = invoke("dashboard", *args)
     assert ran.code == 2
-    assert "--listen 0.0.0.0:8765: not a loopback address" in ran.err
-    assert "--token-file" in ran.err
-
-
-def test_a_bad_token_file_is_named(invoke: Invoke) -> None:
-    pytest.importorskip("jobdispatch_dashboard", reason="jobdispatch-dashboard not installed")
-    ran = invoke("dashboard", "--token-file", "/nonexistent/token")
-    assert ran.code == 2
-    assert "--token-file /nonexistent/token: no such file" in ran.err
+    assert said in ran.err

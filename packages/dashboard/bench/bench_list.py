@@ -19,24 +19,19 @@ Prints each time and its ratio to the baseline; asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from jobdispatch.records.store import Records
 from jobdispatch_dashboard import Board, ClusterSource, make_app
-from jobdispatch_records_lmdb import LmdbRecords
 from starlette.testclient import TestClient
 
 # The metrics benchmark's records and baseline, so that both benchmarks read the same thing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "metrics" / "bench"))
-from bench_scrape import fill, plain_read
-
-ROUNDS = 5
+from bench_scrape import on_each_store, plain_read
 
 
 def pages(open_store: Callable[[], Records]) -> tuple[float, float, float, int]:
@@ -86,44 +81,5 @@ def measure(name: str, open_store: Callable[[], Records], rounds: int) -> None:
         print(f"  {what:<42} {seconds:>9.3f} {seconds / base:>13.4f}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1,000 jobs and 3 rounds")
-    parser.add_argument("--jobs", type=int, default=None, help="how many records (10,000)")
-    args = parser.parse_args()
-    jobs = args.jobs or (1000 if args.quick else 10_000)
-    rounds = 3 if args.quick else ROUNDS
-    print(f"dashboard jobs list over {jobs} jobs, beside a plain read of the same records")
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / "records")
-        writer = LmdbRecords(path)
-        print("filling the LMDB store...", file=sys.stderr)
-        fill(writer, jobs)
-        try:
-            measure("lmdb", lambda: LmdbRecords(path, readonly=True), rounds)
-        finally:
-            writer.close()
-
-    try:
-        from jobdispatch_records_postgres import PostgresRecords, testing
-    except ImportError:
-        print("\npostgresql: jobdispatch-records-postgres is not installed; not measured")
-        return
-    why = testing.problem()
-    if why is not None:
-        print(f"\npostgresql: not measured: {why}")
-        return
-    config = {**testing.server_config(), "schema": testing.new_schema_name("bench_dashboard")}
-    try:
-        pg = PostgresRecords(config)
-        print("filling the PostgreSQL store...", file=sys.stderr)
-        fill(pg, jobs)
-        pg.close()
-        measure("postgresql", lambda: PostgresRecords(config, readonly=True), rounds)
-    finally:
-        testing.drop_schema(config, config["schema"])
-
-
 if __name__ == "__main__":
-    main()
+    on_each_store("dashboard jobs list", measure, "bench_dashboard")
