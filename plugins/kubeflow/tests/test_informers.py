@@ -33,17 +33,8 @@ class StreamingApi(FakeApi):
         self.changes: dict[str, queue.Queue[Obj]] = {}
         self.selectors: dict[str, str | None] = {}
 
-    def watch(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None,
-        resource_version: str,
-        timeout: int,
-    ) -> Iterator[Obj]:
-        self.requests[f"WATCH {kind}"] += 1
-        self.selectors[kind] = label_selector
+    def stream(self, kind: str, selector: str | None, version: str, timeout: int) -> Iterator[Obj]:
+        self.selectors[kind] = selector
         return self._stream(self.changes.setdefault(kind, queue.Queue()))
 
     @staticmethod

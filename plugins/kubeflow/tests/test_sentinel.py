@@ -38,19 +38,12 @@ class WatchedApi(FakeApi):
         #: What the watches of the other kinds stream, by kind.
         self.changes: dict[str, queue.Queue[Any]] = {}
 
-    def watch(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None,
-        resource_version: str,
-        timeout: int,
+    def stream(
+        self, kind: str, selector: str | None, version: str, timeout: int
     ) -> Iterator[dict[str, Any]]:
-        self.requests[f"WATCH {kind}"] += 1
         if kind != "pods":
             return self._stream(self.changes.setdefault(kind, queue.Queue()))
-        self.watches.append(resource_version)
+        self.watches.append(version)
         return self._stream(self.events)
 
     @staticmethod
