@@ -29,6 +29,7 @@ import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Resources, Rule, State
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually
+from jobdispatch_kubeflow.testing import create_preemptor, kubectl
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
@@ -335,46 +336,18 @@ def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
             kubectl("-n", namespace, "delete", "lease", lease, "--ignore-not-found")
 
 
-def kubectl(*args: str, stdin: str | None = None) -> str:
-    kube = Path(os.environ["JOBDISPATCH_KUBE_BIN"]) / "kubectl"
-    done = subprocess.run(
-        [str(kube), *args], input=stdin, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
 def high_priority(namespace: str, cpus: str) -> str:
     """A TrainJob that is not dispatch's, at high priority on the gated queue, asking more CPU
     than the cohort has left beside the real job: Kueue preempts the real job for it. Its pods
     go to the kwok nodes (they do not tolerate the real node's taint)."""
-    name = f"realhigh{uuid.uuid4().hex[:8]}"
-    body = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": KUEUE_QUEUE,
-                "kueue.x-k8s.io/priority-class": "jobdispatch-high",
-            },
-        },
-        "spec": {
-            "runtimeRef": {
-                "apiGroup": "trainer.kubeflow.org",
-                "kind": "ClusterTrainingRuntime",
-                "name": "dispatch-torch-test",
-            },
-            "trainer": {
-                "numNodes": 2,
-                "image": "registry.invalid/x:1",
-                "command": ["sleep", "600"],
-                "resourcesPerNode": {"requests": {"cpu": cpus}, "limits": {"cpu": cpus}},
-            },
-        },
-    }
-    kubectl("-n", namespace, "create", "-f", "-", stdin=json.dumps(body))
-    return name
+    return create_preemptor(
+        namespace,
+        KUEUE_QUEUE,
+        prefix="realhigh",
+        nodes=2,
+        command=["sleep", "600"],
+        resources={"requests": {"cpu": cpus}, "limits": {"cpu": cpus}},
+    )
 
 
 @pytest.mark.timeout(DEADLINE * 3)
