@@ -7,23 +7,47 @@ scenario's ``tick``, which advances the clock and lets the scenario play the clu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import attrs
 import jobdispatch
 import pytest
-from jobdispatch import Actor, JobSpec, ManualClock, ObjectState, Status
+from jobdispatch import Actor, JobSpec, ManualClock, ObjectState, State, Status
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.memory.history import LiveSpan
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.spi import ObjectRef
-from jobdispatch.testing import job_of
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
 from jobdispatch_supervise.sinks import Sink
 
 ME = Actor.human("ops")
+
+
+@contextmanager
+def serving(sup: Supervisor) -> Iterator[threading.Thread]:
+    """The supervisor's ``serve`` loop on a thread of its own for the block (the thread, to
+    ask whether it still serves); stopped and joined after it, whatever the block raised."""
+    thread = threading.Thread(target=sup.serve, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        sup.stop()
+        thread.join(timeout=10)
+
+
+def wait_all_running(cluster: jobdispatch.Cluster, jobs: Sequence[str]) -> None:
+    """Wait until the observer reports every one of ``jobs`` running."""
+    eventually(
+        lambda: [cluster.observer.get(j).state for j in jobs],
+        "every job running",
+        holds=lambda states: all(s is State.RUNNING for s in states),
+    )
 
 
 @attrs.define

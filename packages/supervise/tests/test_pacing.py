@@ -15,6 +15,8 @@ from jobdispatch.spi import Discovery, ObjectObs, Pacing
 from jobdispatch.testing import PATIENCE, eventually, job_of
 from jobdispatch_supervise import Supervisor
 
+from .conftest import serving, wait_all_running
+
 DEADLINE = PATIENCE  # a join ends on the supervisor stopping; this only bounds a hang
 
 
@@ -111,9 +113,7 @@ def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs: int)
     submitted = _submit(cluster, jobs)
     seen: dict[str, Discovery] = {}
     sup = Supervisor(backend, store, poll=0.02, on_observed=seen.__setitem__)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
+    with serving(sup):
 
         def all_running() -> bool:
             return set(seen) == set(submitted) and all(
@@ -128,9 +128,6 @@ def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs: int)
             holds=lambda polls: polls >= before.get("find_many", 0) + 5,
         )
         after = dict(backend.env.calls)
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     quiet = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     # Five or more quiet polls, one query each, and the reports asked the backend nothing.
     assert {k for k, v in quiet.items() if v} == {"find_many"}
@@ -148,14 +145,8 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll() -> None:
     cluster = compose(backend, store=store)
     submitted = _submit(cluster, 5)
     sup = Supervisor(backend, store, poll=0.02)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
-        eventually(
-            lambda: [cluster.observer.get(j).state for j in submitted],
-            "every job running",
-            holds=lambda states: all(s is State.RUNNING for s in states),
-        )
+    with serving(sup):
+        wait_all_running(cluster, submitted)
         before = backend.env.calls["find"]
         for job in submitted:
             (ref,) = backend.env.objects_of(job)
@@ -165,9 +156,6 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll() -> None:
             "every job settled",
         )
         after = backend.env.calls["find"]
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     assert after - before == 0
 
 
@@ -185,17 +173,8 @@ def test_a_launch_under_serve_never_records_its_new_object_absent() -> None:
     cluster = compose(backend, store=store)
     submitted = _submit(cluster, 3)
     sup = Supervisor(backend, store, poll=0.02)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
-        eventually(
-            lambda: [cluster.observer.get(j).state for j in submitted],
-            "every job running",
-            holds=lambda states: all(s is State.RUNNING for s in states),
-        )
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
+    with serving(sup):
+        wait_all_running(cluster, submitted)
     absent = [e for j in submitted for e in store.read(j).events if isinstance(e, ev.Absent)]
     assert absent == []
 
@@ -209,9 +188,7 @@ def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job() -> None:
     cluster = compose(backend, store=store)
     submitted = _submit(cluster, 8)
     sup = Supervisor(backend, store, poll=0.02)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
+    with serving(sup):
         # Judged from the record alone (an empty, incomplete Discovery): the observer's own
         # Find would be counted.
         eventually(
@@ -222,8 +199,5 @@ def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job() -> None:
             "every job running",
         )
         finds = backend.env.calls["find"]
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     assert backend.env.calls["find_many"] > 0
     assert finds == 0
