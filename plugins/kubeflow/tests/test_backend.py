@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_adapter import fake_adapter
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unsupported, ValidationError
 from jobdispatch.spi import StartRequest
 from jobdispatch.types import HoldMeta, JobSpec, ObjectState, Tristate
@@ -33,13 +34,7 @@ def api() -> FakeApi:
 
 @pytest.fixture
 def backend(api: FakeApi) -> KubeflowBackend:
-    from jobdispatch_kubeflow import probe
-
-    probe.forget()
-    settings = Settings.from_config(
-        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
-    )
-    return KubeflowBackend(settings, api=api, clock=lambda: NOW)
+    return fake_adapter(api, lambda: NOW)
 
 
 def request(job: str = "j1", n: int = 1, k: int = 1, **spec: Any) -> StartRequest:
@@ -651,16 +646,12 @@ def test_a_trainjob_someone_else_deleted_is_stopped_by_the_next_look_and_let_go_
     """Issue 35 item 2: the next observation suspends it (its pods go), it ends cancelled by
     an actor outside dispatch, and its receipt is released once RECEIPT_KEEP has passed."""
     from jobdispatch_kubeflow import backend as module
-    from jobdispatch_kubeflow import classify, probe
+    from jobdispatch_kubeflow import classify
     from objects import terminated
 
-    probe.forget()
     deleted_at = datetime(2026, 12, 1, tzinfo=UTC)  # the fake's deletionTimestamp
     clock = [deleted_at + timedelta(seconds=5)]
-    settings = Settings.from_config(
-        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
-    )
-    backend = KubeflowBackend(settings, api=api, clock=lambda: clock[0])
+    backend = fake_adapter(api, lambda: clock[0])
     ref = backend.start(request())
     backend.open(ref)
     api.put("pods", "dispatch", pod())

@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fake_adapter import fake_adapter
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import JobSpec, ObjectState
-from jobdispatch_kubeflow import KubeflowBackend, Settings
+from jobdispatch_kubeflow import KubeflowBackend
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
 from jobdispatch_kubeflow.informers import OBSERVED, Informers
 from jobdispatch_kubeflow.listwatch import Changed, Listed
@@ -62,15 +63,7 @@ def api() -> StreamingApi:
 
 @pytest.fixture
 def backend(api: StreamingApi) -> Iterator[KubeflowBackend]:
-    from jobdispatch_kubeflow import probe
-
-    probe.forget()
-    settings = Settings.from_config(
-        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
-    )
-    made = KubeflowBackend(
-        settings, api=api, clock=lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-    )
+    made = fake_adapter(api, lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
     made.watch_window = 0.3
     yield made
     made.close()

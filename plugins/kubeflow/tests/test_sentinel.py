@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fake_adapter import fake_adapter
 from jobdispatch.errors import Unauthorized, Unreachable
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, JobSpec, Provenance
-from jobdispatch_kubeflow import KubeflowBackend, Settings
+from jobdispatch_kubeflow import KubeflowBackend
 from jobdispatch_kubeflow.api import Gone
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
 from jobdispatch_kubeflow.sentinel import Sentinel
@@ -70,15 +71,7 @@ def api() -> WatchedApi:
 
 @pytest.fixture
 def backend(api: WatchedApi) -> Iterator[KubeflowBackend]:
-    from jobdispatch_kubeflow import probe
-
-    probe.forget()
-    settings = Settings.from_config(
-        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
-    )
-    made = KubeflowBackend(
-        settings, api=api, clock=lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-    )
+    made = fake_adapter(api, lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
     made.watch_window = 0.2
     yield made
     made.close()
