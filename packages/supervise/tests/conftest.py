@@ -41,6 +41,19 @@ def serving(sup: Supervisor) -> Iterator[threading.Thread]:
         thread.join(timeout=10)
 
 
+def slurm_jobs(n: int) -> tuple[MemoryBackend, MemoryRecords, jobdispatch.Cluster, list[str]]:
+    """A Slurm-shaped memory backend that runs what it starts, a memory store, the cluster
+    over both, and ``n`` supervised jobs submitted to it (each ``x``, no rules)."""
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(backend, store=store)
+    jobs = [
+        job_of(cluster.operator.submit(JobSpec(command=["x"]), by=ME, supervised=True))
+        for _ in range(n)
+    ]
+    return backend, store, cluster, jobs
+
+
 def wait_all_running(cluster: jobdispatch.Cluster, jobs: Sequence[str]) -> None:
     """Wait until the observer reports every one of ``jobs`` running."""
     eventually(

@@ -15,7 +15,7 @@ from jobdispatch.spi import Discovery, ObjectObs, Pacing
 from jobdispatch.testing import PATIENCE, eventually, job_of
 from jobdispatch_supervise import Supervisor
 
-from .conftest import serving, wait_all_running
+from .conftest import serving, slurm_jobs, wait_all_running
 
 DEADLINE = PATIENCE  # a join ends on the supervisor stopping; this only bounds a hang
 
@@ -107,10 +107,7 @@ def test_a_watcher_wakes_the_supervisor_long_before_its_interval() -> None:
 
 @pytest.mark.parametrize("jobs", [1, 20])
 def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs: int) -> None:
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    submitted = _submit(cluster, jobs)
+    backend, store, cluster, submitted = slurm_jobs(jobs)
     seen: dict[str, Discovery] = {}
     sup = Supervisor(backend, store, poll=0.02, on_observed=seen.__setitem__)
     with serving(sup):
@@ -140,10 +137,7 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll() -> None:
     # Recording an ending, its outcome and the settling call nothing on the backend, so the
     # passes after them reuse the poll's Find: before, each looked again (a find per job, on
     # Slurm an squeue and an sacct each) after every one of those steps.
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    submitted = _submit(cluster, 5)
+    backend, store, cluster, submitted = slurm_jobs(5)
     sup = Supervisor(backend, store, poll=0.02)
     with serving(sup):
         wait_all_running(cluster, submitted)
@@ -168,10 +162,7 @@ def test_a_launch_under_serve_never_records_its_new_object_absent() -> None:
     # start), it lacked the object just created, and its absence was recorded as evidence.
     from jobdispatch.records import events as ev
 
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    submitted = _submit(cluster, 3)
+    backend, store, cluster, submitted = slurm_jobs(3)
     sup = Supervisor(backend, store, poll=0.02)
     with serving(sup):
         wait_all_running(cluster, submitted)
@@ -183,10 +174,7 @@ def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job() -> None:
     # After a round's calls (the starts, the opens) the poll's Find is stale: the round after
     # them looks again with one batched Find for every job that called, never a find per job
     # (on Slurm an squeue and an sacct each, 2N commands a round while N jobs launch).
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    submitted = _submit(cluster, 8)
+    backend, store, cluster, submitted = slurm_jobs(8)
     sup = Supervisor(backend, store, poll=0.02)
     with serving(sup):
         # Judged from the record alone (an empty, incomplete Discovery): the observer's own

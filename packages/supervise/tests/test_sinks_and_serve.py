@@ -32,7 +32,7 @@ from jobdispatch.spi import Discovery, ObjectRef, StartRequest
 from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import CommandSink, EscalationMessage, Supervisor
 
-from .conftest import Scenario, serving, wait_all_running
+from .conftest import Scenario, serving, slurm_jobs, wait_all_running
 
 
 def test_the_command_sink_gives_the_program_the_escalation_as_json(tmp_path: Path) -> None:
@@ -105,15 +105,7 @@ def test_an_escalation_is_delivered_once_per_sink_across_restarts() -> None:
 
 
 def test_serve_asks_the_backend_once_per_poll_for_all_its_jobs() -> None:
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    jobs = [
-        job_of(
-            cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
-        )
-        for _ in range(5)
-    ]
+    backend, store, cluster, jobs = slurm_jobs(5)
     sup = Supervisor(backend, store, poll=0.05)
     with serving(sup):
         wait_all_running(cluster, jobs)
