@@ -6,19 +6,19 @@ from __future__ import annotations
 import queue
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from contextlib import closing
 from typing import Any
 
 import pytest
-from fake_adapter import fake_adapter
+from fake_adapter import NOW, fake_adapter, seeded
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import JobSpec, ObjectState
 from jobdispatch_kubeflow import KubeflowBackend
-from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
+from jobdispatch_kubeflow.fake import FakeApi
 from jobdispatch_kubeflow.informers import OBSERVED, Informers
 from jobdispatch_kubeflow.listwatch import Changed, Listed
-from objects import node, pod
+from objects import pod
 
 Obj = dict[str, Any]
 
@@ -55,18 +55,13 @@ class StreamingApi(FakeApi):
 
 @pytest.fixture
 def api() -> StreamingApi:
-    fake = StreamingApi()
-    fake.put("clustertrainingruntimes", None, TEST_RUNTIME_OBJECT)
-    fake.put("nodes", None, node())
-    return fake
+    return seeded(StreamingApi())
 
 
 @pytest.fixture
 def backend(api: StreamingApi) -> Iterator[KubeflowBackend]:
-    made = fake_adapter(api, lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
-    made.watch_window = 0.3
-    yield made
-    made.close()
+    with closing(fake_adapter(api, lambda: NOW, watch_window=0.3)) as made:
+        yield made
 
 
 def _start(backend: KubeflowBackend, job: str) -> None:

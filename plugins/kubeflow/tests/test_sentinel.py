@@ -7,20 +7,20 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from contextlib import closing
 from typing import Any
 
 import pytest
-from fake_adapter import fake_adapter
+from fake_adapter import NOW, fake_adapter, seeded
 from jobdispatch.errors import Unauthorized, Unreachable
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, JobSpec, Provenance
 from jobdispatch_kubeflow import KubeflowBackend
 from jobdispatch_kubeflow.api import Gone
-from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
+from jobdispatch_kubeflow.fake import FakeApi
 from jobdispatch_kubeflow.sentinel import Sentinel
-from objects import cond, node, pod
+from objects import cond, pod
 
 POD = "jd-j1-1-1-node-0-0-abcde"
 EVICTED = [cond("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")]
@@ -63,18 +63,13 @@ class WatchedApi(FakeApi):
 
 @pytest.fixture
 def api() -> WatchedApi:
-    fake = WatchedApi()
-    fake.put("clustertrainingruntimes", None, TEST_RUNTIME_OBJECT)
-    fake.put("nodes", None, node())
-    return fake
+    return seeded(WatchedApi())
 
 
 @pytest.fixture
 def backend(api: WatchedApi) -> Iterator[KubeflowBackend]:
-    made = fake_adapter(api, lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
-    made.watch_window = 0.2
-    yield made
-    made.close()
+    with closing(fake_adapter(api, lambda: NOW, watch_window=0.2)) as made:
+        yield made
 
 
 def _started(backend: KubeflowBackend) -> None:
