@@ -41,6 +41,24 @@ def serving(sup: Supervisor) -> Iterator[threading.Thread]:
         thread.join(timeout=10)
 
 
+def supervising(
+    supervisor: Supervisor, job: str, mode: str
+) -> tuple[threading.Thread, list[BaseException]]:
+    """The supervisor running ``job`` to its end (``mode`` "run") or serving (``serve``) on a
+    thread of its own; whatever it raised is in the list returned beside the thread."""
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            supervisor.run(job) if mode == "run" else supervisor.serve()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread, errors
+
+
 def slurm_jobs(n: int) -> tuple[MemoryBackend, MemoryRecords, jobdispatch.Cluster, list[str]]:
     """A Slurm-shaped memory backend that runs what it starts, a memory store, the cluster
     over both, and ``n`` supervised jobs submitted to it (each ``x``, no rules)."""
