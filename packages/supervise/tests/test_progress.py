@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import timedelta
 
 import pytest
-from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State, Status
 from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
 from jobdispatch.progress import Blind, JobProgress
@@ -48,6 +48,17 @@ def _supervisor(
     )
 
 
+def _latest_running(sc: Scenario) -> tuple[Status, int] | None:
+    """The job's status and its latest submission's number while that submission's latest
+    execution runs (when the job's helper, played by a test's ``tick``, can mark progress)."""
+    status = sc.status()
+    n = len(status.submissions)
+    sub = status.submissions[-1] if n else None
+    if sub is None or not sub.executions or sub.executions[-1].state.value != "running":
+        return None
+    return status, n
+
+
 def test_a_hung_run_is_named_stalled_stopped_and_resubmitted() -> None:
     sc = Scenario(shape=Shape.SLURM)
     progress = MemoryProgress()
@@ -56,11 +67,10 @@ def test_a_hung_run_is_named_stalled_stopped_and_resubmitted() -> None:
 
     def tick(seconds: float) -> None:
         Scenario.tick(sc, seconds)
-        status = sc.status()
-        n = len(status.submissions)
-        sub = status.submissions[-1] if n else None
-        if sub is None or not sub.executions or sub.executions[-1].state.value != "running":
+        running = _latest_running(sc)
+        if running is None:
             return
+        status, n = running
         if n == 1 and hung["step"] < 5:  # five steps, then a hang
             hung["step"] += 1
             progress.publish(ROOT, sc.job, hung["step"], sc.clock(), 1, "0")
@@ -177,11 +187,10 @@ def test_no_advance_spares_the_budget_of_a_job_that_advances() -> None:
 
     def tick(seconds: float) -> None:
         Scenario.tick(sc, seconds)
-        status = sc.status()
-        n = len(status.submissions)
-        sub = status.submissions[-1] if n else None
-        if sub is None or not sub.executions or sub.executions[-1].state.value != "running":
+        running = _latest_running(sc)
+        if running is None:
             return
+        status, n = running
         state["step"] += 10
         progress.publish(ROOT, sc.job, state["step"], sc.clock(), n, "0")
         if n <= 5:
