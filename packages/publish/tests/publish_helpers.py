@@ -23,10 +23,15 @@ def helper(
     )
 
 
-def watch_giving_up(saves: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    """``watch`` of ``saves`` over a root it must give up on: it exits with the reason's code,
-    and a minute is the bound past which it is taken to retry forever (as it once did)."""
-    return helper("watch", str(saves), "--interval", "0.1", env=env, check=False, timeout=60)
+def watch_giving_up(
+    saves: Path, env: Mapping[str, str], job: str
+) -> subprocess.CompletedProcess[str]:
+    """``watch`` of ``saves``, as execution 0 of submission 1 of ``job``, over a root it must
+    give up on: it exits with the reason's code, and a minute is the bound past which it is
+    taken to retry forever (as it once did)."""
+    identity = {"JOBDISPATCH_JOB": job, "JOBDISPATCH_SUBMISSION": "1", "JOBDISPATCH_EXECUTION": "0"}
+    argv = ("watch", str(saves), "--interval", "0.1")
+    return helper(*argv, env={**env, **identity}, check=False, timeout=60)
 
 
 def make_save(

@@ -233,14 +233,8 @@ def test_a_root_that_is_not_there_is_an_error_not_nothing_published(
 def test_watch_gives_up_on_a_missing_root_with_its_exit_code(tmp_path: Path) -> None:
     saves = tmp_path / "saves"
     make_save(saves / "step-5", {"m": 10})
-    env = {
-        **os.environ,
-        "JOBDISPATCH_CHECKPOINT_ROOT": str(tmp_path / "not-mounted"),
-        "JOBDISPATCH_JOB": JOB,
-        "JOBDISPATCH_SUBMISSION": "1",
-        "JOBDISPATCH_EXECUTION": "0",
-    }
-    out = watch_giving_up(saves, env)
+    env = {**os.environ, "JOBDISPATCH_CHECKPOINT_ROOT": str(tmp_path / "not-mounted")}
+    out = watch_giving_up(saves, env, JOB)
     assert out.returncode == ExitCode.ROOT_UNAVAILABLE, out.stderr
     assert "watch gave up" in out.stderr
     assert "does not exist" in out.stderr

@@ -329,14 +329,7 @@ def test_a_missing_bucket_is_the_root_unavailable(
 def test_watch_gives_up_on_refused_credentials(s3_env: dict[str, str], tmp_path: Path) -> None:
     saves = tmp_path / "saves"
     make_save(saves / "step-5", {"m": 10})
-    env = {
-        **s3_env,
-        "AWS_SECRET_ACCESS_KEY": "wrong-secret",
-        "JOBDISPATCH_JOB": JOB,
-        "JOBDISPATCH_SUBMISSION": "1",
-        "JOBDISPATCH_EXECUTION": "0",
-    }
-    out = watch_giving_up(saves, env)
+    out = watch_giving_up(saves, {**s3_env, "AWS_SECRET_ACCESS_KEY": "wrong-secret"}, JOB)
     assert out.returncode == ExitCode.UNAUTHORIZED, out.stderr
     assert "watch gave up" in out.stderr
     assert "SignatureDoesNotMatch" in out.stderr
