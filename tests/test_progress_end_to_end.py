@@ -161,12 +161,7 @@ def test_preempted_five_times_while_advancing_never_spends_a_budget_of_two(home:
 
         obj = eventually(running, f"submission {submission} to run", every=0.05)
         backend.preempt(obj.ref)
-    status = eventually(
-        lambda: home.json("status", job),
-        "the job to settle",
-        holds=lambda s: s["settled"],
-        every=0.5,
-    )
+    status = home.settled(job)
     assert status["state"] == "succeeded", status["cause"]
     assert len(status["submissions"]) == 6
     firings = status["firings"]

@@ -102,13 +102,7 @@ def test_a_hung_job_on_slurm_is_named_stalled_stopped_resubmitted_and_resumes(
     job = home.json("submit", str(path))["job"]
     home.jobs.append(job)
     home.start("supervise", "--poll", f"{POLL:g}", log="supervise.log")
-    status = eventually(
-        lambda: home.json("status", job),
-        "the hung job to be recovered and settle",
-        holds=lambda s: s["settled"],
-        within=600,
-        every=1.0,
-    )
+    status = home.settled(job, "the hung job to be recovered and settle", within=600, every=1.0)
     assert status["state"] == "succeeded", status
     assert_stalled_then_resumed(home, job, status, STALL_AFTER)
 
@@ -167,13 +161,7 @@ def test_preempted_five_times_on_slurm_while_advancing_never_spends_a_budget_of_
                 return False
 
             eventually(ended, f"submission {submission} to be preempted", within=300, every=1.0)
-        status = eventually(
-            lambda: home.json("status", job),
-            "the job to settle",
-            holds=lambda s: s["settled"],
-            within=600,
-            every=1.0,
-        )
+        status = home.settled(job, within=600, every=1.0)
     finally:
         driver.cleanup()
     assert status["state"] == "succeeded", status["cause"]
