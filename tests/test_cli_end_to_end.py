@@ -40,13 +40,7 @@ class Home:
         self.local = self.state / "local"
         config = root / "config" / "jobdispatch"
         config.mkdir(parents=True)
-        (config / "config.toml").write_text(
-            "[clusters.local]\n"
-            'adapter = "local"\n'
-            f'state_dir = "{self.local}"\n'
-            "grace = 0.5\n"
-            "poll = 0.02\n"
-        )
+        (config / "config.toml").write_text(cli_process.local_config(self.local))
         self.env = cli_process.environment(
             XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(self.state)
         )

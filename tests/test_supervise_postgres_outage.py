@@ -59,18 +59,8 @@ class Site:
 
     def write_config(self, name: str, dsn: str) -> Path:
         path = self.root / f"{name}.toml"
-        path.write_text(
-            "[clusters.local]\n"
-            'adapter = "local"\n'
-            f'state_dir = "{self.root / "local"}"\n'
-            "grace = 0.5\n"
-            "poll = 0.05\n"
-            "\n[store]\n"
-            'kind = "postgresql"\n'
-            f'dsn = "{dsn}"\n'
-            f'password_file = "{self.server.password_file}"\n'
-            f'schema = "{SCHEMA}"\n'
-        )
+        store = {**cli_process.postgres_store(self.server, SCHEMA), "dsn": dsn}
+        path.write_text(cli_process.local_config(self.root / "local", poll=0.05, store=store))
         return path
 
     def run(self, *args: str) -> Any:
