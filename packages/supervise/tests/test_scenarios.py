@@ -126,15 +126,16 @@ def test_native_requeue_on_slurm_with_its_budget(slurm: Scenario) -> None:
     assert status.plan.rules[0].firings == 1 and status.escalations
 
 
-def test_hold_for_a_person_then_release_resubmits(scenario: Scenario) -> None:
-    scenario.submit(
-        spec(
-            Rule(
-                on=[CauseKind.OUT_OF_MEMORY], action=Action.HOLD, budget=1, for_=timedelta(hours=4)
-            )
-        )
-    )
+def held_for_out_of_memory(scenario: Scenario, hold_for: timedelta) -> None:
+    """Submit a job whose rule holds it for a person, ``hold_for`` long, when it runs out of
+    memory; its first run does (see :func:`end_then_complete`)."""
+    oom = Rule(on=[CauseKind.OUT_OF_MEMORY], action=Action.HOLD, budget=1, for_=hold_for)
+    scenario.submit(spec(oom))
     end_then_complete(scenario, CauseKind.OUT_OF_MEMORY)
+
+
+def test_hold_for_a_person_then_release_resubmits(scenario: Scenario) -> None:
+    held_for_out_of_memory(scenario, timedelta(hours=4))
     scenario.on(
         lambda s: s.state is State.HELD,
         lambda s: scenario.cluster.operator.release(scenario.job, by=ME, reason="fixed"),
@@ -265,14 +266,7 @@ def test_operator_hold_and_release_around_a_recovery(scenario: Scenario) -> None
 
 
 def test_give_up_fails_with_the_last_cause(scenario: Scenario) -> None:
-    scenario.submit(
-        spec(
-            Rule(
-                on=[CauseKind.OUT_OF_MEMORY], action=Action.HOLD, budget=1, for_=timedelta(hours=1)
-            )
-        )
-    )
-    end_then_complete(scenario, CauseKind.OUT_OF_MEMORY)
+    held_for_out_of_memory(scenario, timedelta(hours=1))
     scenario.on(
         lambda s: s.state is State.HELD,
         lambda s: scenario.cluster.operator.give_up(scenario.job, by=ME, reason="bad data"),
