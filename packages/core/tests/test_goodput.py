@@ -147,12 +147,19 @@ def test_progress_evidence_splits_the_lost_run_into_kept_and_recomputed() -> Non
     assert recomputed.resource_micros == 8 * 37 * _S
 
 
-def test_a_stall_stop_is_read_from_the_record_and_charged_as_stalled() -> None:
+def _stopped_as_stalled() -> tuple[Story, datetime]:
+    """A story whose first run started at ``t1`` and was stopped as stalled 300 s later; the
+    story (now at the stop) and ``t1``."""
     s = Story()
     s.later(1).launched(1, "o1", running=False)
     t1 = s.now
     s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
     s.later(300).add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
+    return s, t1
+
+
+def test_a_stall_stop_is_read_from_the_record_and_charged_as_stalled() -> None:
+    s, t1 = _stopped_as_stalled()
     ev_of = evidence_of(s.view())
     assert ev_of[("o1", 0)].stall_stop_at == s.now
     evidence = {
@@ -404,11 +411,7 @@ def test_a_rule_hold_is_queued_for_the_rule_and_charged_to_its_cause() -> None:
 
 
 def test_a_blind_window_makes_startup_and_stall_unknown_where_it_overlaps() -> None:
-    s = Story()
-    s.later(1).launched(1, "o1", running=False)
-    t1 = s.now
-    s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
-    s.later(300).add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
+    s, t1 = _stopped_as_stalled()
     stall_at = s.now
     s.later(5)
     stopped = Cause(CauseKind.CANCELLED, Provenance.ACTOR)
