@@ -353,8 +353,8 @@ def _stall_text(stall: StallAssignment) -> Text:
         f"(startup grace {format_duration(grace)}), enforced by ",
     )
     text.append(str(stall.enforcer), style="red" if stall.enforcer.value == "nobody" else "")
-    if stall.root:
-        text.append(f"; progress read from {stall.root}", style="dim")
+    if stall.sources:
+        text.append(f"; progress read from {' and '.join(stall.sources)}", style="dim")
     if stall.note:
         text.append(f"; {stall.note}", style="yellow")
     return text

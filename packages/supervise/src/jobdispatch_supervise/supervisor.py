@@ -27,7 +27,7 @@ from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unava
 from jobdispatch.job import fold
 from jobdispatch.progress import ProgressReader
 from jobdispatch.records.store import Lease, ListFilter, Records
-from jobdispatch.spi import Backend, Discovery, find_all, pacing_of
+from jobdispatch.spi import Backend, Discovery, OutputGrowthReader, find_all, pacing_of
 from jobdispatch.steps import (
     Authorize,
     Canonical,
@@ -253,6 +253,12 @@ class Supervisor:
         of the interval: news from a Watcher, or from a command that changed a job."""
         self._woken.set()
 
+    def _progress_poll(self) -> ProgressPoll:
+        """A poll's readings of progress: the injected progress source for checkpoint roots,
+        and this supervisor's adapter for output growth, where it can see it."""
+        growth = self.backend if isinstance(self.backend, OutputGrowthReader) else None
+        return ProgressPoll(self.progress, self.holder, self._unreadable_roots, growth)
+
     def _observed(self, job: str, discovery: Discovery | None) -> None:
         if self.on_observed is None or discovery is None:
             return
@@ -273,7 +279,7 @@ class Supervisor:
         # and after a call the executor looks again itself.
         polled = True
         discovery: Discovery | None = None
-        readings = ProgressPoll(self.progress, self.holder, self._unreadable_roots)
+        readings = self._progress_poll()
         try:
             while not self._stopping.is_set():
                 try:
@@ -284,7 +290,7 @@ class Supervisor:
                         continue
                     if polled:
                         discovery, polled = self.backend.find(job), False
-                        readings = ProgressPoll(self.progress, self.holder, self._unreadable_roots)
+                        readings = self._progress_poll()
                     result = self.executor.run_batch([(job, lease, discovery)], readings)[0]
                     if result.error is not None:
                         raise result.error
@@ -459,9 +465,7 @@ class Supervisor:
         batch: list[tuple[str, Lease, Discovery | None]] = [
             (job, lease, fresh.get(job)) for job, lease in owned.items()
         ]
-        readings = ProgressPoll(
-            self.progress, self.holder, self._unreadable_roots
-        )  # one listing per root per poll
+        readings = self._progress_poll()  # one listing per root, one look per job, per poll
         while batch and not self._stopping.is_set():
             results = self.executor.run_batch(batch, readings)
             again: list[str] = []
