@@ -113,3 +113,12 @@ def test_status_shows_the_suspect_nodes_a_submission_keeps_off() -> None:
     text = _text(status_view(status))
     assert "submission 2 keeps off suspect nodes n2, n7 until" in text
     assert "submission 1 keeps off" not in text
+
+
+def test_status_shows_the_suspect_nodes_the_next_submission_would_keep_off() -> None:
+    s = _story(StallMode.ENFORCE)
+    obs = observation("job1", 1, 1, "o1", ObjectState.RUNNING, execution(0))
+    status = project(s.fold(), Discovery(job="job1", objects=(obs,), at=s.now), s.now)
+    status = attrs.evolve(status, next_exclude=("n4",), next_exclude_until=s.now)
+    text = _text(status_view(status))
+    assert "a next submission would keep off suspect nodes n4 until" in text

@@ -257,7 +257,8 @@ def status_view(status: Status) -> RenderableType:
 
 def _suspects_text(status: Status) -> list[RenderableType]:
     """The suspect nodes each submission was told to keep off, as recorded with its
-    authorization: two consecutive node-lost or stalled runs before it shared them."""
+    authorization (two consecutive node-lost or stalled runs before it shared them), and those
+    the plan of a next submission would carry if it were authorized now."""
     out: list[RenderableType] = []
     for sub in status.submissions:
         if sub.exclude:
@@ -270,6 +271,15 @@ def _suspects_text(status: Status) -> list[RenderableType]:
                     style="yellow",
                 )
             )
+    if status.next_exclude:
+        until = f" until {when(status.next_exclude_until)}" if status.next_exclude_until else ""
+        out.append(
+            Text(
+                f"a next submission would keep off suspect nodes "
+                f"{', '.join(status.next_exclude)}{until}",
+                style="yellow",
+            )
+        )
     return out
 
 
