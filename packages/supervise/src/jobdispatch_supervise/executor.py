@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 # sim: allowed (the pool is used only with an adapter declaring ConcurrentCalls; the
@@ -150,6 +151,15 @@ class Executor:
         self.concurrency = min(concurrency, call_concurrency(backend))
         #: Job -> its record folded so far, extended by each pass (see _fold).
         self._replays: dict[str, Replay] = {}
+        #: The longest durable commit (one ``append_many`` that answered) since
+        #: :meth:`take_commit_seconds` last took it; None: none since.
+        self._commit_seconds: float | None = None
+
+    def take_commit_seconds(self) -> float | None:
+        """The longest commit since the last call (wall seconds), and start counting anew:
+        a supervisor publishes it once per poll (``Measured.commit_seconds``)."""
+        taken, self._commit_seconds = self._commit_seconds, None
+        return taken
 
     # ---------------------------------------------------------------- passes
 
@@ -335,7 +345,12 @@ class Executor:
         if not requests:
             return []
         try:
-            return list(self.store.append_many(requests))
+            started = time.perf_counter()
+            answers = list(self.store.append_many(requests))
+            took = time.perf_counter() - started
+            if self._commit_seconds is None or took > self._commit_seconds:
+                self._commit_seconds = took
+            return answers
         except Exception as exc:
             for w in works:
                 w.error = exc

@@ -19,6 +19,7 @@ import random
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -26,7 +27,7 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.progress import ProgressReader
-from jobdispatch.records.store import Lease, ListFilter, Records
+from jobdispatch.records.store import Lease, ListFilter, Measured, Records
 from jobdispatch.spi import Backend, Discovery, OutputGrowthReader, find_all, pacing_of
 from jobdispatch.steps import (
     Authorize,
@@ -212,6 +213,10 @@ class Supervisor:
         self._unreadable: set[str] = set()
         #: The live members at the last announcement (spec 0004 D7).
         self._last_members: tuple[str, ...] = (self.holder,)
+        #: What this supervisor measured of its polls, published with each announcement in
+        #: the shared members list (spec 0004 D7, read by the metrics endpoint): None until a
+        #: poll has completed.
+        self.measured: Measured | None = None
 
     # ---------------------------------------------------------------- notices
 
@@ -390,6 +395,7 @@ class Supervisor:
         starts again from the store's list, so the first one after the store answers works
         from the store's view (leases renewed, or lapsed and taken anew under a greater token),
         never from this process's memory of the time before."""
+        started = time.perf_counter()
         try:
             jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
             share = fair_share(len(jobs), self._members(), self.holder)
@@ -418,11 +424,23 @@ class Supervisor:
             self._wait_for(None)
             return swept
         wake, sighted = self._rounds(owned, found)
+        self._measure(started)
         if sighted:
             self._beat()
         self.heap.between_polls()
         self._wait_for(wake)
         return swept
+
+    def _measure(self, started: float) -> None:
+        """Keep what this poll measured for the next announcement: its wall time from the
+        store's list to its last round, and its longest commit (the previous poll's stands
+        when this one committed nothing)."""
+        commit = self.executor.take_commit_seconds()
+        previous = self.measured.commit_seconds if self.measured is not None else None
+        self.measured = Measured(
+            poll_seconds=time.perf_counter() - started,
+            commit_seconds=commit if commit is not None else previous,
+        )
 
     def _members(self) -> tuple[str, ...]:
         """The live supervisors, this one included: each announces itself in the store every
@@ -431,7 +449,7 @@ class Supervisor:
         alone: take everything, as a lone supervisor would); one that does not answer ends the
         poll (:meth:`_poll`)."""
         try:
-            self._last_members = self.store.announce(self.holder, self.lease_ttl)
+            self._last_members = self.store.announce(self.holder, self.lease_ttl, self.measured)
         except ReadOnly as exc:
             log.warning("cannot announce %s as a member: %s", self.holder, exc)
         return self._last_members
