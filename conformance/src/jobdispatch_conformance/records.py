@@ -1199,7 +1199,7 @@ class RecordStoreSuite:
     def test_a_measurement_that_is_not_seconds_is_refused(self) -> None:
         for bad in (-1.0, float("nan"), float("inf"), True):
             with pytest.raises(Invalid, match="seconds"):
-                Measured(poll_seconds=bad)  # type: ignore[arg-type]
+                Measured(poll_seconds=bad)
 
     def test_list_never_misses_a_job(self, store: Records) -> None:
         created = []

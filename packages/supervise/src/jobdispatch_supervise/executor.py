@@ -346,7 +346,7 @@ class Executor:
             return []
         try:
             started = time.perf_counter()
-            answers = list(self.store.append_many(requests))
+            answers: list[object] = list(self.store.append_many(requests))
             took = time.perf_counter() - started
             if self._commit_seconds is None or took > self._commit_seconds:
                 self._commit_seconds = took
