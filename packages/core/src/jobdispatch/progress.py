@@ -217,12 +217,13 @@ def _evidence(job: Job, reading: JobProgress, now: datetime) -> list[Evidence]:
     out: list[Evidence] = []
     if job.blind is not None:
         out.append(Sighted())
-    known = set(job.resumed)
-    for r in reading.resumed:  # each once, even when the listing holds it twice
-        key = (r.submission, r.execution)
-        if key not in known:
-            known.add(key)
-            out.append(r)
+    if reading.resumed:
+        known = set(job.resumed)
+        for r in reading.resumed:  # each once, even when the listing holds it twice
+            key = (r.submission, r.execution)
+            if key not in known:
+                known.add(key)
+                out.append(r)
     rec = job.progress
     due = rec is None or now - rec.recorded_at >= source.record_every or _ended_unhandled(job)
     ckpt = reading.checkpoint
@@ -312,13 +313,24 @@ def _stall(job: Job, reading: JobProgress, now: datetime) -> Stall | None:
     started = job.running_since.get(key)
     if started is None:
         return None
-    newest = _newest(reading.latest, reading.checkpoint, _recorded(job.progress))
-    own = [
-        m
-        for m in (reading.latest, reading.checkpoint, _recorded(job.progress))
-        if m is not None and m.submission == n and m.at >= started
-    ]
-    mine = _newest(*own)
+    # The newest progress of the run's own, first from the reading (no Mark is made for the
+    # record's: judge runs for every job every poll, and most answers are "not stalled").
+    mine: Mark | None = None
+    for m in (reading.latest, reading.checkpoint):
+        own = m is not None and m.submission == n and m.at >= started
+        if own and m is not None and (mine is None or m.at > mine.at):
+            mine = m
+    rec = job.progress
+    if (
+        rec is not None
+        and rec.submission == n
+        and rec.marked_at >= started
+        and (mine is None or rec.marked_at > mine.at)
+    ):
+        mine = _recorded(rec)
+    if mine is not None and now - mine.at < rule.after:
+        return None
+    newest = _newest(reading.latest, reading.checkpoint, _recorded(rec))
     if mine is None:
         if now - started < rule.grace:
             return None
@@ -327,8 +339,6 @@ def _stall(job: Job, reading: JobProgress, now: datetime) -> Stall | None:
             f"{started.isoformat()}"
         )
     else:
-        if now - mine.at < rule.after:
-            return None
         signal = f"no progress for {_span(now - mine.at)}, past stall after {_span(rule.after)}"
     cause = Cause(
         CauseKind.STALLED, Provenance.SUPERVISOR, f"{signal}; {_describe(mine or newest)}"
