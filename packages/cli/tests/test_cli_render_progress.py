@@ -22,7 +22,7 @@ from jobdispatch.types import (
     StallMode,
     StallRule,
 )
-from jobdispatch_cli.render import status_view
+from jobdispatch_cli.render import plan_view, status_view
 from jobdispatch_cli.timeline import build, render_text
 from rich.console import Console
 
@@ -122,3 +122,14 @@ def test_status_shows_the_suspect_nodes_the_next_submission_would_keep_off() -> 
     status = attrs.evolve(status, next_exclude=("n4",), next_exclude_until=s.now)
     text = _text(status_view(status))
     assert "a next submission would keep off suspect nodes n4 until" in text
+
+
+def test_the_plan_names_output_growth_among_the_progress_sources() -> None:
+    rule = StallRule(after=timedelta(minutes=20))
+    spec = JobSpec(command=["train"], stall=rule)
+    watched = StallAssignment(rule=rule, enforcer=Enforcer.SUPERVISOR, output_growth=True)
+    text = _text(plan_view(attrs.evolve(plan_for(spec), stall=watched), cluster="local"))
+    assert "progress read from output growth" in text
+    both = attrs.evolve(watched, root="s3://ckpt/a")
+    text = _text(plan_view(attrs.evolve(plan_for(spec), stall=both), cluster="local"))
+    assert "progress read from checkpoint root s3://ckpt/a and output growth" in text
