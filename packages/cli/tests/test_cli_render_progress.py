@@ -130,6 +130,3 @@ def test_the_plan_names_output_growth_among_the_progress_sources() -> None:
     watched = StallAssignment(rule=rule, enforcer=Enforcer.SUPERVISOR, output_growth=True)
     text = _text(plan_view(attrs.evolve(plan_for(spec), stall=watched), cluster="local"))
     assert "progress read from output growth" in text
-    both = attrs.evolve(watched, root="s3://ckpt/a")
-    text = _text(plan_view(attrs.evolve(plan_for(spec), stall=both), cluster="local"))
-    assert "progress read from checkpoint root s3://ckpt/a and output growth" in text

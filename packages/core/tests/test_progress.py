@@ -641,9 +641,10 @@ def test_the_plan_names_output_growth_as_a_progress_source_where_the_cluster_see
     plan = make_plan(backend, "job1", _spec(progress=None), supervised=True)
     assert plan.stall is not None and plan.stall.enforcer is Enforcer.SUPERVISOR
     assert plan.stall.output_growth and plan.stall.sources == ("output growth",)
-    both = make_plan(backend, "job1", _spec(), supervised=True)
-    assert both.stall is not None
-    assert both.stall.sources == (f"checkpoint root {ROOT}", "output growth")
+    # A job that marks its progress is judged on its marks alone: a hung rank may go on logging.
+    marked = make_plan(backend, "job1", _spec(), supervised=True)
+    assert marked.stall is not None and not marked.stall.output_growth
+    assert marked.stall.sources == (f"checkpoint root {ROOT}",)
     unseen = MemoryBackend(capabilities={"output-growth": "unknown"})
     blind = make_plan(unseen, "job1", _spec(progress=None), supervised=True)
     assert blind.stall is not None and blind.stall.enforcer is Enforcer.NOBODY
@@ -680,22 +681,6 @@ def test_output_that_stops_growing_stalls_a_job_without_a_checkpoint_root() -> N
     step = s.next(running(), progress=grown(10, quiet))[0]
     assert isinstance(step, DeclareStall) and step.cause.kind is CauseKind.STALLED
     assert "(output, submission 1)" in step.cause.detail
-
-
-def test_output_that_keeps_growing_keeps_a_run_alive_beside_stale_marks() -> None:
-    s = growth_story(progress=True).launched()
-    s.later(30)
-    commit(s, s.next(running(), progress=reading(3, s.now))[0])
-    old = s.now
-    for _ in range(4):
-        s.later(AFTER.total_seconds() / 2)
-        live = attrs.evolve(
-            reading(3, old), output={"o1": Growth(size=int(s.now.timestamp()), at=s.now)}
-        )
-        step = s.next(running(), progress=live)[0]
-        assert not isinstance(step, (DeclareStall, ObserveStall))
-        if isinstance(step, RecordProgress):
-            commit(s, step)
 
 
 def test_a_job_not_watching_output_ignores_its_growth() -> None:

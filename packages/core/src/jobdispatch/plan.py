@@ -182,8 +182,11 @@ def _stall(
 ) -> StallAssignment | None:
     """Who enforces the spec's stall rule: the supervisor, which reads the job's progress.
 
-    The progress sources are the job's checkpoint root (``[progress]``) and, where the cluster
-    answers yes for ``output-growth``, the growth of the running object's output. A stall rule
+    The progress source is the job's checkpoint root (``[progress]``: its marks and
+    publications); a job that names none has, where the cluster answers yes for
+    ``output-growth``, the growth of the running object's output instead. Never both: output
+    is weaker evidence (a rank hung in a collective may go on logging), so a job that marks its
+    progress is judged on its marks alone. A stall rule
     shorter than the poll could never be judged in time, and is refused naming
     ``stall.after``. A job without any progress source can never stall: the plan says so and
     nobody enforces the rule. An unsupervised job has nobody to read its progress: refused,
@@ -200,7 +203,7 @@ def _stall(
         )
         raise ValidationError([problem], subject="job spec")
     growth = capabilities.get(Capability.OUTPUT_GROWTH)
-    output_growth = growth is not None and growth.answer is Tristate.YES
+    output_growth = spec.progress is None and growth is not None and growth.answer is Tristate.YES
     if spec.progress is None and not output_growth:
         return StallAssignment(
             rule=rule,
