@@ -220,7 +220,9 @@ _EFFECT = st.sampled_from([None, "NoSchedule", "PreferNoSchedule", "NoExecute"])
 
 
 @given(st.lists(st.tuples(_KEY, st.none() | _VALUE, _EFFECT), max_size=6))
-def test_a_toleration_reads_back_as_written(items: list[tuple[str, str | None, str | None]]) -> None:
+def test_a_toleration_reads_back_as_written(
+    items: list[tuple[str, str | None, str | None]],
+) -> None:
     """Written in kubectl's taint form, every toleration reads back to its key, value and
     effect, and its body tolerates exactly that taint (Equal with a value, else Exists)."""
     written = tuple(
