@@ -175,3 +175,49 @@ def test_the_pods_of_a_trainjob_carry_every_job_file_field(place: tuple[Any, Any
     finally:
         backend.stop(ref, "test over")
         backend.forget(ref)
+
+
+def test_a_job_names_its_own_localqueue_and_priority_class(kube_cluster: None) -> None:
+    """Under a cluster entry submitting through Kueue (queue ``jobdispatch-gated``, priority
+    class ``jobdispatch-low``), the job's own queue and priority class are the ones Kueue's
+    Workload is queued with."""
+    from jobdispatch_kubeflow import KubeflowBackend, names
+    from jobdispatch_kubeflow.config import Kueue
+    from jobdispatch_kubeflow.testing import KubeDriver, settings
+
+    backend = KubeflowBackend(
+        settings(kueue=Kueue(queue="jobdispatch-gated", priority_class="jobdispatch-low"))
+    )
+    admin = KubeDriver(backend).admin
+    ns = backend.namespace
+    spec = JobSpec(
+        command=("sleep", "3600"),
+        resources=Resources(
+            queue="jobdispatch-spare", adapter={"kubeflow": {"priority_class": "jobdispatch-high"}}
+        ),
+    )
+    make_plan(backend, None, spec)
+    job = "jq" + uuid.uuid4().hex[:8]
+    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
+    _, name = names.split_ref(ref)
+    try:
+        trainjob = admin.get("trainjobs", ns, name)
+        assert trainjob is not None
+        uid = trainjob["metadata"]["uid"]
+
+        def workload() -> dict[str, Any] | None:
+            found, _ = admin.list("workloads", ns)
+            for w in found:
+                owners = w["metadata"].get("ownerReferences") or []
+                if any(o.get("uid") == uid for o in owners):
+                    return dict(w)
+            return None
+
+        wl: dict[str, Any] = eventually(workload, f"the Workload of {name}", every=1)
+        assert wl["spec"]["queueName"] == "jobdispatch-spare"
+        assert wl["spec"]["priorityClassRef"]["name"] == "jobdispatch-high"
+        assert wl["spec"]["priority"] == 1000
+    finally:
+        backend.stop(ref, "test over")
+        backend.forget(ref)
+        backend.close()
