@@ -140,7 +140,7 @@ def _pod_patch(request: StartRequest, fields: JobSettings) -> dict[str, Any]:
     for i, claim in enumerate(fields.volumes):
         name = f"{VOLUME_PREFIX}{i}"
         volumes.append({"name": name, "persistentVolumeClaim": {"claimName": claim.claim}})
-        mount = {"name": name, "mountPath": claim.path}
+        mount: dict[str, Any] = {"name": name, "mountPath": claim.path}
         if claim.read_only:
             mount["readOnly"] = True
         mounts.append(mount)
