@@ -16,7 +16,7 @@ from jobdispatch.errors import Unsupported, ValidationError
 from jobdispatch.launch import preview
 from jobdispatch.plan import make_plan
 from jobdispatch.spi import StartRequest
-from jobdispatch.types import JobSpec, Resources
+from jobdispatch.types import Capability, JobSpec, Resources, Tristate
 from jobdispatch_kubeflow import KubeflowBackend, Settings, manifest, names, probe
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
 from jobdispatch_kubeflow.job_settings import JobSettings, Toleration
@@ -144,7 +144,7 @@ def test_a_queue_without_kueue_is_refused_and_with_kueue_is_planned() -> None:
     with pytest.raises(Unsupported, match=r"resources\.queue.*kueue"):
         make_plan(backend(), None, spec(queue="team-b"))
     made = make_plan(backend(kueue={"queue": "team-a"}), None, spec(queue="team-b"))
-    assert made.capabilities["queues"].answer.value == "yes"
+    assert made.capabilities[Capability.QUEUES].answer is Tristate.YES
 
 
 def test_node_constraints_are_planned_and_a_bare_feature_is_refused() -> None:
