@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from click.testing import CliRunner
-from jobdispatch_cli.main import main
+import test_plan_unprobed as unprobed
 
 JOB = """\
 name = "fields"
@@ -31,30 +30,15 @@ gpu_resource = "amd.com/gpu"
 
 
 def plan(tmp_path: Path, extra: str, *args: str) -> tuple[int, str, str]:
-    config = tmp_path / "config" / "jobdispatch" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        f'[clusters.k]\nadapter = "kubeflow"\nkubeconfig = "{tmp_path}/none"\nprobe = false\n'
+    """``jobdispatch plan --json`` of the job with ``extra`` in its table, on an unprobed
+    Kubeflow cluster entry."""
+    return unprobed.plan(
+        tmp_path, "kubeflow", "probe = false\n", job_text=JOB.format(extra=extra), args=args
     )
-    job = tmp_path / "job.toml"
-    job.write_text(JOB.format(extra=extra))
-    env = {
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "JOBDISPATCH_CLUSTER": "k",
-    }
-    runner = CliRunner()
-    with runner.isolation(env=env) as (out, err, _):
-        try:
-            main(["plan", str(job), *args])
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return code, out.getvalue().decode(), err.getvalue().decode()
 
 
 def test_show_submission_prints_the_trainjob_with_the_job_file_fields(tmp_path: Path) -> None:
-    code, out, err = plan(tmp_path, "", "--show-submission", "--json")
+    code, out, err = plan(tmp_path, "", "--show-submission")
     assert code == 0, err
     tj: dict[str, Any] = json.loads(json.loads(out)["submission"])
     assert tj["kind"] == "TrainJob"

@@ -30,7 +30,7 @@ def place(kube_cluster: None) -> Iterator[tuple[Any, Any, str]]:
     """The backend, the admin API and an id; the node, claim, service account and runtime of
     that id exist until the test ends."""
     from jobdispatch_kubeflow import KubeflowBackend
-    from jobdispatch_kubeflow.testing import TEST_RUNTIME, KubeDriver, settings
+    from jobdispatch_kubeflow.testing import TEST_RUNTIME, KubeDriver, own_node, settings
 
     backend = KubeflowBackend(settings())
     admin = KubeDriver(backend).admin
@@ -54,21 +54,7 @@ def place(kube_cluster: None) -> Iterator[tuple[Any, Any, str]]:
         made.append((path, body["metadata"]["name"]))
 
     try:
-        admin.create(
-            "nodes",
-            None,
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": f"kwok-{tag}",
-                    "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-{tag}", POOL: tag},
-                    "annotations": {"kwok.x-k8s.io/node": "fake"},
-                },
-                "spec": {"taints": [{"key": POOL, "value": tag, "effect": "NoSchedule"}]},
-                "status": {"allocatable": amounts, "capacity": amounts},
-            },
-        )
+        own_node(admin, f"kwok-{tag}", POOL, tag, resources=amounts)
         admin.create("clustertrainingruntimes", None, runtime)
         create(
             "/api/v1/persistentvolumes",

@@ -181,82 +181,82 @@ def _env_refs(values: Iterable[str]) -> tuple[EnvRef, ...]:
     return tuple(out)
 
 
+def _listed(read: Callable[[Any], Any], description: str, *, mapping: bool = False) -> Any:
+    """A list of strings, each parsed by ``read``: empty (a tuple, or a mapping with
+    ``mapping``) when not given."""
+    if mapping:
+        return setting(schema=_STRINGS, factory=dict, read=read, description=description)
+    return setting(schema=_STRINGS, default=(), read=read, description=description)
+
+
+def _named(pattern: str, form: str, description: str) -> Any:
+    """An optional name (of a runtime, a service account...) that must be ``form``."""
+    return setting(
+        schema=_STRING, default=None, read=_matching(pattern, form), description=description
+    )
+
+
 @attrs.frozen(kw_only=True)
 class JobSettings(ConfigSection):
     """The ``[resources.kubeflow]`` table of a job file."""
 
     subject: ClassVar[str] = "resources.kubeflow"
 
-    tolerations: tuple[Toleration, ...] = setting(
-        schema=_STRINGS,
-        default=(),
-        read=_tolerations,
-        description="taints the pods tolerate, as kubectl taint writes them: key=value:Effect "
+    tolerations: tuple[Toleration, ...] = _listed(
+        _tolerations,
+        "taints the pods tolerate, as kubectl taint writes them: key=value:Effect "
         "(Equal), key:Effect or key (Exists); no effect tolerates every effect",
     )
-    labels: Mapping[str, str] = setting(
-        schema=_STRINGS,
-        factory=dict,
-        read=_labels,
-        description="labels (key=value) on the TrainJob, its JobSet and the training pods, "
+    labels: Mapping[str, str] = _listed(
+        _labels,
+        "labels (key=value) on the TrainJob, its JobSet and the training pods, "
         "for chargeback and selection",
+        mapping=True,
     )
-    annotations: Mapping[str, str] = setting(
-        schema=_STRINGS,
-        factory=dict,
-        read=_annotations,
-        description="annotations (key=value) on the TrainJob, its JobSet and the training pods",
+    annotations: Mapping[str, str] = _listed(
+        _annotations,
+        "annotations (key=value) on the TrainJob, its JobSet and the training pods",
+        mapping=True,
     )
-    volumes: tuple[Claim, ...] = setting(
-        schema=_STRINGS,
-        default=(),
-        read=_claims,
-        description="PersistentVolumeClaims of the namespace mounted in the training "
+    volumes: tuple[Claim, ...] = _listed(
+        _claims,
+        "PersistentVolumeClaims of the namespace mounted in the training "
         "container: claim:/path, or claim:/path:ro read-only",
     )
-    shm_size: str | None = setting(
-        schema=_STRING,
-        default=None,
-        read=_matching(_QUANTITY, "a Kubernetes quantity (16Gi, 512Mi)"),
-        description="a memory-backed /dev/shm of this size (a Kubernetes quantity: 16Gi)",
+    shm_size: str | None = _named(
+        _QUANTITY,
+        "a Kubernetes quantity (16Gi, 512Mi)",
+        "a memory-backed /dev/shm of this size (a Kubernetes quantity: 16Gi)",
     )
-    secret_env: tuple[EnvRef, ...] = setting(
-        schema=_STRINGS,
-        default=(),
-        read=_env_refs,
-        description="environment variables read from Secrets: NAME=secret:key",
+    secret_env: tuple[EnvRef, ...] = _listed(
+        _env_refs,
+        "environment variables read from Secrets: NAME=secret:key",
     )
-    config_map_env: tuple[EnvRef, ...] = setting(
-        schema=_STRINGS,
-        default=(),
-        read=_env_refs,
-        description="environment variables read from ConfigMaps: NAME=configmap:key",
+    config_map_env: tuple[EnvRef, ...] = _listed(
+        _env_refs,
+        "environment variables read from ConfigMaps: NAME=configmap:key",
     )
-    priority_class: str | None = setting(
-        schema=_STRING,
-        default=None,
-        read=_matching(DNS_LABEL, "a WorkloadPriorityClass name"),
-        description="the Kueue WorkloadPriorityClass of this job (a cluster entry with kueue "
+    priority_class: str | None = _named(
+        DNS_LABEL,
+        "a WorkloadPriorityClass name",
+        "the Kueue WorkloadPriorityClass of this job (a cluster entry with kueue "
         "only), in place of the cluster entry's",
     )
-    runtime: str | None = setting(
-        schema=_STRING,
-        default=None,
-        read=_matching(DNS_LABEL, "a training runtime name"),
-        description="the training runtime of this job, of the kind the cluster entry names, "
+    runtime: str | None = _named(
+        DNS_LABEL,
+        "a training runtime name",
+        "the training runtime of this job, of the kind the cluster entry names, "
         "in place of the cluster entry's",
     )
-    service_account: str | None = setting(
-        schema=_STRING,
-        default=None,
-        read=_matching(_SUBDOMAIN, "a service account name"),
-        description="the service account the training pods run as",
+    service_account: str | None = _named(
+        _SUBDOMAIN,
+        "a service account name",
+        "the service account the training pods run as",
     )
-    gpu_resource: str | None = setting(
-        schema=_STRING,
-        default=None,
-        read=_matching(RESOURCE_NAME, "an extended resource name (vendor.domain/name)"),
-        description="the extended resource gpus_per_node asks for (amd.com/gpu, "
+    gpu_resource: str | None = _named(
+        RESOURCE_NAME,
+        "an extended resource name (vendor.domain/name)",
+        "the extended resource gpus_per_node asks for (amd.com/gpu, "
         "nvidia.com/mig-1g.5gb), in place of the cluster entry's gpu_resource",
     )
 

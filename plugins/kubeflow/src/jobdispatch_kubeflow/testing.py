@@ -22,6 +22,7 @@ import os
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from jobdispatch_kubeflow.api import KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
 
-__all__ = ["KubeDriver", "cluster_problem", "forget_receipts", "require", "settings"]
+__all__ = ["KubeDriver", "cluster_problem", "forget_receipts", "own_node", "require", "settings"]
 
 TEST_RUNTIME = "dispatch-torch-test"
 
@@ -99,6 +100,45 @@ def forget_receipts() -> int:
         return done
     finally:
         backend.close()
+
+
+def own_node(
+    admin: KubeApi, name: str, key: str, value: str, *, resources: Mapping[str, str] | None = None
+) -> None:
+    """Create a kwok node of a test's own, made like the plane's first schedulable kwok node,
+    labelled and tainted (NoSchedule) ``key=value``: only pods that select and tolerate it land
+    there, and no other test's pod does. ``resources`` replaces its allocatable and capacity.
+    The test deletes it."""
+    like = next(
+        n
+        for n in admin.list("nodes", None, label_selector="type=kwok")[0]
+        if not (n.get("spec") or {}).get("unschedulable")
+    )
+    meta = like["metadata"]
+    status = {
+        k: dict(resources) if resources is not None else v
+        for k, v in (like.get("status") or {}).items()
+        if k in ("allocatable", "capacity")
+    }
+    admin.create(
+        "nodes",
+        None,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    **(meta.get("labels") or {}),
+                    "kubernetes.io/hostname": name,
+                    key: value,
+                },
+                "annotations": meta.get("annotations") or {},
+            },
+            "spec": {"taints": [{"key": key, "value": value, "effect": "NoSchedule"}]},
+            "status": status,
+        },
+    )
 
 
 class KubeDriver(Driver):
