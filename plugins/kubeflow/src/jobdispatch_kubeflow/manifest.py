@@ -26,6 +26,7 @@ from jobdispatch_kubeflow.job_settings import GPU_RESOURCE, SHM_PATH, JobSetting
 
 __all__ = [
     "HOSTNAME_LABEL",
+    "TRAINER_CONTAINER",
     "TRAINER_JOB",
     "avoid_nodes",
     "labels",
@@ -42,6 +43,8 @@ VOLUME_PREFIX = "jobdispatch-claim-"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: The replicated job of a Trainer runtime whose pods run the training (Trainer's ``node``).
 TRAINER_JOB = "node"
+#: The container of the training pods that runs the trainer (Trainer's ``node`` container).
+TRAINER_CONTAINER = "node"
 #: A label value: what ``kubernetes.io/hostname`` can hold, so all a suspect node may be.
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 
@@ -151,7 +154,7 @@ def _pod_patch(request: StartRequest, fields: JobSettings) -> dict[str, Any]:
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
     if volumes:
         pod["volumes"] = volumes
-        pod["containers"] = [{"name": TRAINER_JOB, "volumeMounts": mounts}]
+        pod["containers"] = [{"name": TRAINER_CONTAINER, "volumeMounts": mounts}]
     return pod
 
 
