@@ -164,6 +164,7 @@ def test_node_constraints_are_planned_and_a_bare_feature_is_refused() -> None:
         ({"tolerations": "gpu"}, "tolerations", "is not of type 'array'"),
         ({"labels": ("team",)}, "labels", "[0] 'team' is not a label key=value"),
         ({"labels": ("a=1", "a=2")}, "labels", "'a' is given twice"),
+        ({"labels": ("a=" + "x" * 64,)}, "labels", "is not a label key=value"),
         ({"labels": ("jobdispatch.dev/job=x",)}, "labels", "written by dispatch"),
         ({"annotations": ("kueue.x-k8s.io/queue-name=q",)}, "annotations", "written by"),
         ({"volumes": ("data:relative",)}, "volumes", "claim:/path"),

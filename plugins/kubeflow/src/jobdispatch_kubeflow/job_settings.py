@@ -45,10 +45,12 @@ __all__ = [
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 #: A DNS subdomain (RFC 1123): a Secret, a ConfigMap, a claim, a service account.
 _SUBDOMAIN = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
+#: The name of a qualified name, and a label value: at most 63 characters.
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 #: A qualified name, the key of a label, annotation or taint: ``[prefix/]name``.
-_QUALIFIED = rf"({_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_QUALIFIED = rf"({_SUBDOMAIN}/)?{_NAME}"
 #: A label value (may be empty).
-_LABEL_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_LABEL_VALUE = rf"({_NAME})?"
 #: An extended resource name: ``amd.com/gpu``, ``nvidia.com/mig-1g.5gb``.
 RESOURCE_NAME = rf"{_SUBDOMAIN}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 #: Where a job's memory-backed shared memory is mounted in the pod (not a file of this host).
