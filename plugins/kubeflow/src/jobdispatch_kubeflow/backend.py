@@ -246,7 +246,7 @@ class KubeflowBackend(
         computed from the base runtime (one read), not created."""
         runtime = self._derived_runtime(request, create=False) if request.native.rules else None
         body = manifest.trainjob(request, self.settings, self.gating, runtime=runtime)
-        return json.dumps(body, indent=2) + "\n"
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
         """Native: a restart on causes a derived runtime's failure policy tells apart exactly

@@ -18,6 +18,7 @@ appends to it (0010 §7).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec
+from jobdispatch.types import JobSpec, Resources
 from jobdispatch_conformance.adapter import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
@@ -156,6 +157,41 @@ class KubeDriver(Driver):
 
     def base_spec(self) -> JobSpec:
         return JobSpec(command=("sleep", "3600"), nodes=1)
+
+    def resource_spec(self) -> JobSpec:
+        """A GPU on a kwok node, selected by its label, with a label and a toleration of the
+        job file's own: what the dry run should show."""
+        return JobSpec(
+            command=("sleep", "3600"),
+            nodes=1,
+            resources=Resources(
+                gpus_per_node=1,
+                constraints=("type=kwok",),
+                adapter={"kubeflow": {"labels": ("team=conformance",), "tolerations": ("spot",)}},
+            ),
+        )
+
+    def created(self, ref: ObjectRef) -> str:
+        """The TrainJob as the API server holds it, without what the server and others write
+        (its ids, times and field managers, the status, the ``managedBy`` default, the runtime
+        patches of other managers, such as the empty one Kueue's webhook adds, and each patch's
+        time), in the form ``preview`` prints."""
+        namespace, name = names.split_ref(ref)
+        obj = self.admin.get("trainjobs", namespace, name)
+        if obj is None:
+            raise CannotDrive("created", f"no TrainJob {ref}")
+        obj.pop("status", None)
+        for key in ("creationTimestamp", "generation", "managedFields", "resourceVersion", "uid"):
+            obj["metadata"].pop(key, None)
+        spec = obj["spec"]
+        if spec.get("managedBy") == "trainer.kubeflow.org/trainjob-controller":
+            del spec["managedBy"]
+        spec["runtimePatches"] = [
+            {k: v for k, v in patch.items() if k != "time"}
+            for patch in spec.get("runtimePatches") or []
+            if patch.get("manager") == names.PATCH_MANAGER
+        ]
+        return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
     def unknown_ref(self) -> ObjectRef:
         return names.ref_of(self.namespace, "jd-nosuchjob-9-9")
