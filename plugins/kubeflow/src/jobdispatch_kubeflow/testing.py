@@ -36,7 +36,7 @@ from jobdispatch_conformance.adapter import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
 from jobdispatch_kubeflow import names
-from jobdispatch_kubeflow.api import KubeApi
+from jobdispatch_kubeflow.api import Api, KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
 
@@ -167,12 +167,18 @@ def forget_receipts() -> int:
 
 
 def own_node(
-    admin: KubeApi, name: str, key: str, value: str, *, resources: Mapping[str, str] | None = None
+    admin: Api,
+    name: str,
+    key: str,
+    value: str,
+    *,
+    resources: Mapping[str, str] | None = None,
+    pods: int | None = None,
 ) -> None:
     """Create a kwok node of a test's own, made like the plane's first schedulable kwok node,
     labelled and tainted (NoSchedule) ``key=value``: only pods that select and tolerate it land
-    there, and no other test's pod does. ``resources`` replaces its allocatable and capacity.
-    The test deletes it."""
+    there, and no other test's pod does. ``resources`` replaces its allocatable and capacity;
+    ``pods`` how many pods it holds. The caller deletes it."""
     like = next(
         n
         for n in admin.list("nodes", None, label_selector="type=kwok")[0]
@@ -180,10 +186,13 @@ def own_node(
     )
     meta = like["metadata"]
     status = {
-        k: dict(resources) if resources is not None else v
+        k: dict(resources) if resources is not None else dict(v)
         for k, v in (like.get("status") or {}).items()
         if k in ("allocatable", "capacity")
     }
+    if pods is not None:
+        for part in status.values():
+            part["pods"] = str(pods)
     admin.create(
         "nodes",
         None,
