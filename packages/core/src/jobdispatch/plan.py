@@ -31,6 +31,7 @@ from jobdispatch.spi import (
     Backend,
     IdentityWeakener,
     InventoryReporter,
+    ResourceChecker,
     ResourceTable,
     pacing_of,
 )
@@ -123,6 +124,10 @@ def check_resources(backend: Backend, spec: JobSpec) -> None:
         table = spec.resources.adapter.get(name, {})
         plain = {k: list(v) if isinstance(v, tuple) else v for k, v in table.items()}
         validate_config(plain, backend.resource_schema, subject=f"resources.{name}")
+    if isinstance(backend, ResourceChecker):
+        problems = backend.resource_problems(spec)
+        if problems:
+            raise ValidationError(problems, subject="job file")
     if isinstance(backend, InventoryReporter):
         found = fit(spec, backend.inventory())
         if found:

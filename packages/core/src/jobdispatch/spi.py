@@ -17,7 +17,7 @@ from typing import IO, Protocol, runtime_checkable
 
 import attrs
 
-from jobdispatch.errors import Invalid
+from jobdispatch.errors import Invalid, Problem
 from jobdispatch.timing import ABSENCE_REFRESH
 from jobdispatch.types import (
     CallMeta,
@@ -60,6 +60,7 @@ __all__ = [
     "Paced",
     "Pacing",
     "Requeuer",
+    "ResourceChecker",
     "ResourceTable",
     "StartRequest",
     "StopReport",
@@ -509,6 +510,19 @@ class ResourceTable(Protocol):
 
     @property
     def resource_schema(self) -> Mapping[str, object]: ...
+
+
+@runtime_checkable
+class ResourceChecker(Protocol):
+    """Checks what a schema cannot say of a spec's resources, after the plan has checked the
+    adapter's table against its schema (:class:`ResourceTable`): a key given twice, a value the
+    cluster entry rules out (a per-job queue where the entry submits through no queue).
+    """
+
+    def resource_problems(self, spec: JobSpec) -> Sequence[Problem]:
+        """Every problem at once, each naming its field's path in the job file
+        (``resources.kubeflow.labels``, ``resources.constraints[0]``); empty when none."""
+        ...
 
 
 @runtime_checkable

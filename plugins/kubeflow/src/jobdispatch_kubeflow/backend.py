@@ -11,6 +11,7 @@ reasons for each decision.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import queue
 import threading
@@ -21,7 +22,16 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch import spi
-from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
+from jobdispatch.errors import (
+    Conflict,
+    Invalid,
+    NotFound,
+    Problem,
+    Rejected,
+    Unauthorized,
+    Unsupported,
+    ValidationError,
+)
 from jobdispatch.kit import followed
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
@@ -50,7 +60,7 @@ from jobdispatch.types import (
     Tristate,
 )
 
-from jobdispatch_kubeflow import classify, gating, manifest, names, probe, restart
+from jobdispatch_kubeflow import classify, gating, job_settings, manifest, names, probe, restart
 from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
@@ -93,6 +103,9 @@ class KubeflowBackend(
     spi.NativePolicyCompiler,
     spi.OutputReader,
     spi.Paced,
+    spi.ResourceChecker,
+    spi.ResourceTable,
+    spi.SubmissionPreview,
     spi.Watcher,
 ):
     """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
@@ -176,10 +189,64 @@ class KubeflowBackend(
             answers = dict(answers)
             answers[Capability.GPUS] = Support.no(
                 Source.CATALOGUE,
-                f"GPUs of type {spec.resources.gpu_type!r}: the model is a node label, and node "
-                "selectors are not yet mapped by this adapter; ask for GPUs without a type",
+                f"GPUs of type {spec.resources.gpu_type!r}: the model is a node label; select it "
+                "in resources.constraints (nvidia.com/gpu.product=...), or name a MIG slice or "
+                "another vendor's resource in resources.kubeflow gpu_resource",
             )
         return answers
+
+    # ------------------------------------------------------------------ the job file's table
+
+    @property
+    def resource_table(self) -> str:
+        return job_settings.TABLE
+
+    @property
+    def resource_schema(self) -> Mapping[str, object]:
+        return job_settings.RESOURCE_SCHEMA
+
+    def resource_problems(self, spec: JobSpec) -> Sequence[Problem]:
+        """What the schema of ``[resources.kubeflow]`` cannot say: each value read (a label
+        given twice, a reserved key), constraints that are not node labels, a priority class
+        where the cluster entry submits through no Kueue, an environment variable set twice."""
+        problems: list[Problem] = []
+        try:
+            fields = job_settings.of(spec)
+        except ValidationError as exc:
+            at = f"resources.{job_settings.TABLE}."
+            return [Problem(at + p.path, p.message) for p in exc.problems]
+        try:
+            job_settings.node_selector(spec.resources.constraints)
+        except ValueError as exc:
+            problems.append(Problem("resources.constraints", str(exc)))
+        if fields.priority_class is not None and not self.gating.through_kueue:
+            problems.append(
+                Problem(
+                    "resources.kubeflow.priority_class",
+                    "names a Kueue WorkloadPriorityClass, but this cluster entry submits "
+                    "through no Kueue (no kueue table); a pod PriorityClass cannot be patched "
+                    "into a TrainJob (Trainer v2.2.1), so it comes from the training runtime",
+                )
+            )
+        for ref in (*fields.secret_env, *fields.config_map_env):
+            if ref.name in spec.env or ref.name.startswith("JOBDISPATCH_"):
+                where = "secret_env" if ref in fields.secret_env else "config_map_env"
+                problems.append(
+                    Problem(
+                        f"resources.kubeflow.{where}",
+                        f"{ref.name!r} is also set by [env] or by dispatch itself",
+                    )
+                )
+        return problems
+
+    @refuses_unsupported
+    def preview(self, request: StartRequest) -> str:
+        """The TrainJob ``start`` would create for ``request``, as JSON (``kubectl create -f``
+        reads it), creating nothing. Where a restart rule needs a derived runtime, its name is
+        computed from the base runtime (one read), not created."""
+        runtime = self._derived_runtime(request, create=False) if request.native.rules else None
+        body = manifest.trainjob(request, self.settings, self.gating, runtime=runtime)
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
         """Native: a restart on causes a derived runtime's failure policy tells apart exactly
@@ -279,9 +346,10 @@ class KubeflowBackend(
         self._wrote("trainjobs", created)
         return names.ref_of(self.namespace, request.name)
 
-    def _derived_runtime(self, request: StartRequest) -> str:
-        """Create (or find) the TrainingRuntime that carries the offer's failure policy; its
-        name. The name is a hash of its content, so equal offers share one runtime."""
+    def _derived_runtime(self, request: StartRequest, *, create: bool = True) -> str:
+        """Create (or find) the TrainingRuntime that carries the offer's failure policy, based
+        on the job's runtime; its name. The name is a hash of its content, so equal offers
+        share one runtime. ``create=False``: the name only (a preview)."""
         settings = request.native.settings
         try:
             restart_on = [int(x) for x in settings["restart-on"].split(",") if x]
@@ -291,16 +359,16 @@ class KubeflowBackend(
         kind = "clustertrainingruntimes"
         if self.settings.runtime.kind == "TrainingRuntime":
             kind = "trainingruntimes"
-        base = self.api.get(
-            kind, None if kind.startswith("cluster") else self.namespace, self.settings.runtime.name
-        )
+        name = manifest.runtime_name(request.spec, self.settings)
+        base = self.api.get(kind, None if kind.startswith("cluster") else self.namespace, name)
         if base is None:
-            raise Rejected(f"the training runtime {self.settings.runtime.name} does not exist")
+            raise Rejected(f"the training runtime {name} does not exist")
         body = restart.runtime_body(
             base, namespace=self.namespace, restart_on=restart_on, max_restarts=max_restarts
         )
-        with contextlib.suppress(AlreadyExists):
-            self.api.create("trainingruntimes", self.namespace, body)
+        if create:
+            with contextlib.suppress(AlreadyExists):
+                self.api.create("trainingruntimes", self.namespace, body)
         return str(body["metadata"]["name"])
 
     def _trainjob(self, ref: ObjectRef) -> tuple[str, str, Obj]:

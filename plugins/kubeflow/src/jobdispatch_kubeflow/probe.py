@@ -219,12 +219,16 @@ def capabilities(
             C.OUTPUT_GROWTH: Support.no(
                 K, "a pod log's growth is not watched: the API serves logs, not their sizes"
             ),
-            C.GPUS: Support.yes(K, "trainer.resourcesPerNode, as nvidia.com/gpu"),
+            C.GPUS: Support.yes(
+                K, "trainer.resourcesPerNode, as gpu_resource (nvidia.com/gpu unless named)"
+            ),
             C.MEMORY_LIMIT: Support.yes(K, "trainer.resourcesPerNode memory, requests = limits"),
             C.CPUS_PER_PROC: Support.yes(K, "trainer.resourcesPerNode cpu, per node"),
-            C.QUEUES: Support.no(K, "Kueue LocalQueues are not yet mapped by this adapter"),
+            C.QUEUES: Support.no(
+                K, "a LocalQueue per job needs a cluster entry submitting through Kueue (kueue)"
+            ),
             C.ACCOUNTS: Support.no(K, "Kubernetes has no accounts or QoS to charge a job to"),
-            C.NODE_CONSTRAINTS: Support.no(K, "node selectors are not yet mapped by this adapter"),
+            C.NODE_CONSTRAINTS: Support.yes(K, "a nodeSelector of key=value labels"),
             C.EXCLUSIVE_NODES: Support.no(K, "exclusive placement is not yet mapped"),
         }
         if kueue_mode:
@@ -235,6 +239,7 @@ def capabilities(
                 if hold.answer is Tristate.YES and workloads.answer is Tristate.YES
                 else (hold if hold.answer is not Tristate.YES else workloads)
             )
+            base[C.QUEUES] = Support.yes(K, "the job's LocalQueue, kueue.x-k8s.io/queue-name")
             base[C.READMISSION_GATE] = Support.yes(
                 K, "the jobdispatch-kueue-admission check answers Ready only for a fresh open"
             )

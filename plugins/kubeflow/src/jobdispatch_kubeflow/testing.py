@@ -25,17 +25,18 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec
+from jobdispatch.types import JobSpec, Resources
 from jobdispatch_conformance.adapter import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
 from jobdispatch_kubeflow import names
-from jobdispatch_kubeflow.api import KubeApi
+from jobdispatch_kubeflow.api import Api, KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
 
@@ -45,6 +46,7 @@ __all__ = [
     "create_preemptor",
     "forget_receipts",
     "kubectl",
+    "own_node",
     "require",
     "settings",
 ]
@@ -164,6 +166,54 @@ def forget_receipts() -> int:
         backend.close()
 
 
+def own_node(
+    admin: Api,
+    name: str,
+    key: str,
+    value: str,
+    *,
+    resources: Mapping[str, str] | None = None,
+    pods: int | None = None,
+) -> None:
+    """Create a kwok node of a test's own, made like the plane's first schedulable kwok node,
+    labelled and tainted (NoSchedule) ``key=value``: only pods that select and tolerate it land
+    there, and no other test's pod does. ``resources`` replaces its allocatable and capacity;
+    ``pods`` how many pods it holds. The caller deletes it."""
+    like = next(
+        n
+        for n in admin.list("nodes", None, label_selector="type=kwok")[0]
+        if not (n.get("spec") or {}).get("unschedulable")
+    )
+    meta = like["metadata"]
+    status = {
+        k: dict(resources) if resources is not None else dict(v)
+        for k, v in (like.get("status") or {}).items()
+        if k in ("allocatable", "capacity")
+    }
+    if pods is not None:
+        for part in status.values():
+            part["pods"] = str(pods)
+    admin.create(
+        "nodes",
+        None,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    **(meta.get("labels") or {}),
+                    "kubernetes.io/hostname": name,
+                    key: value,
+                },
+                "annotations": meta.get("annotations") or {},
+            },
+            "spec": {"taints": [{"key": key, "value": value, "effect": "NoSchedule"}]},
+            "status": status,
+        },
+    )
+
+
 class KubeDriver(Driver):
     """Makes the control plane do things, with the admin identity."""
 
@@ -179,6 +229,41 @@ class KubeDriver(Driver):
 
     def base_spec(self) -> JobSpec:
         return JobSpec(command=("sleep", "3600"), nodes=1)
+
+    def resource_spec(self) -> JobSpec:
+        """A GPU on a kwok node, selected by its label, with a label and a toleration of the
+        job file's own: what the dry run should show."""
+        return JobSpec(
+            command=("sleep", "3600"),
+            nodes=1,
+            resources=Resources(
+                gpus_per_node=1,
+                constraints=("type=kwok",),
+                adapter={"kubeflow": {"labels": ("team=conformance",), "tolerations": ("spot",)}},
+            ),
+        )
+
+    def created(self, ref: ObjectRef) -> str:
+        """The TrainJob as the API server holds it, without what the server and others write
+        (its ids, times and field managers, the status, the ``managedBy`` default, the runtime
+        patches of other managers, such as the empty one Kueue's webhook adds, and each patch's
+        time), in the form ``preview`` prints."""
+        namespace, name = names.split_ref(ref)
+        obj = self.admin.get("trainjobs", namespace, name)
+        if obj is None:
+            raise CannotDrive("created", f"no TrainJob {ref}")
+        obj.pop("status", None)
+        for key in ("creationTimestamp", "generation", "managedFields", "resourceVersion", "uid"):
+            obj["metadata"].pop(key, None)
+        spec = obj["spec"]
+        if spec.get("managedBy") == "trainer.kubeflow.org/trainjob-controller":
+            del spec["managedBy"]
+        spec["runtimePatches"] = [
+            {k: v for k, v in patch.items() if k != "time"}
+            for patch in spec.get("runtimePatches") or []
+            if patch.get("manager") == names.PATCH_MANAGER
+        ]
+        return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
     def unknown_ref(self) -> ObjectRef:
         return names.ref_of(self.namespace, "jd-nosuchjob-9-9")
