@@ -16,8 +16,9 @@ from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import CallMeta, Capability, HoldMeta, JobSpec, ObjectState, Tristate
 from jobdispatch_kubeflow import KubeflowBackend, admission, names, probe
-from jobdispatch_kubeflow.config import Kueue, Settings
+from jobdispatch_kubeflow.config import Kueue, Runtime, Settings
 from jobdispatch_kubeflow.fake import FakeApi
+from objects import kueue_queue
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 T0 = "2026-12-01T11:59:00Z"
@@ -318,9 +319,16 @@ def test_run_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def kueue_backend() -> tuple[KubeflowBackend, FakeApi]:
+    """Kueue mode on LocalQueue q, whose ClusterQueue lists dispatch's check answered by a live
+    controller (the readmission gate stands)."""
+    probe.forget()
     api = FakeApi()
+    kueue_queue(api, gated=True, renewed=NOW)
     settings = Settings(
-        namespace="dispatch", allow_rank_restart=True, kueue=Kueue(queue="q", priority_class="low")
+        namespace="dispatch",
+        allow_rank_restart=True,
+        runtime=Runtime(name="dispatch-torch-test"),
+        kueue=Kueue(queue="q", priority_class="low"),
     )
     return KubeflowBackend(settings, api=api, clock=lambda: NOW), api
 

@@ -95,6 +95,8 @@ KINDS: Mapping[str, Kind] = {
     "workloads": Kind("kueue.x-k8s.io", "v1beta2", "workloads"),
     "workloads/status": Kind("kueue.x-k8s.io", "v1beta2", "workloads", subresource="status"),
     "admissionchecks": Kind("kueue.x-k8s.io", "v1beta2", "admissionchecks", namespaced=False),
+    "localqueues": Kind("kueue.x-k8s.io", "v1beta2", "localqueues"),
+    "clusterqueues": Kind("kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False),
     "admissionchecks/status": Kind(
         "kueue.x-k8s.io", "v1beta2", "admissionchecks", namespaced=False, subresource="status"
     ),

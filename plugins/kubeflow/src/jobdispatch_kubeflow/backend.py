@@ -164,7 +164,7 @@ class KubeflowBackend(
         if not s.probe:
             return probe.UNPROBED
         key = f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
-        return probe.probe(self.api, self.settings, key=key)
+        return probe.probe(self.api, self.settings, key=key, clock=self._clock)
 
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
         """Every capability, probed per cluster (cached for ``probe_ttl``); a spec that names a
@@ -189,6 +189,9 @@ class KubeflowBackend(
 
     def _rule(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport:
         perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
+        ungated = self._ungated(rule, caps)
+        if ungated is not None:
+            return ungated
         answered = self.gating.rule(rule, perform)
         if answered is not None:
             return answered
@@ -208,6 +211,21 @@ class KubeflowBackend(
             return RuleSupport(Support(cap.answer, cap.source, cap.detail), perform)
         return RuleSupport(
             Support.yes(Source.PROBED, "JobSet RestartJobSet, maxRestarts = the budget"), perform
+        )
+
+    def _ungated(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport | None:
+        """Under Kueue without a readmission gate, a rule on a cause Kueue requeues by itself
+        (a preemption, a pods-ready timeout) cannot be enforced by anyone: Kueue readmits the
+        evicted TrainJob before the supervisor decides. Answered with the gate's own answer
+        (no, or unknown), so the plan refuses it as any rule without an enforcer; None when
+        the gate stands or the rule names no such cause."""
+        gate = caps[Capability.READMISSION_GATE]
+        kueue_causes = sorted(str(k) for k in rule.on if k in gating.KUEUE_REQUEUES)
+        if not self.gating.through_kueue or gate.answer is Tristate.YES or not kueue_causes:
+            return None
+        detail = f"Kueue readmits on {', '.join(kueue_causes)} by itself: {gate.detail}"
+        return RuleSupport(
+            Support.no(Source.CATALOGUE, detail), Support(gate.answer, gate.source, detail)
         )
 
     def compile(
@@ -238,9 +256,21 @@ class KubeflowBackend(
         )
 
     def identity_weakened(self, spec: JobSpec) -> str:
-        """Why a run's identity is weak: the runtime lets Kubernetes rerun a rank in place (the
-        Job's ``backoffLimit`` or the pods' ``OnFailure``), so one execution may hold several
-        runs of a rank. Only where the site allows rank restarts; otherwise Start refuses."""
+        """Why a run's identity is weak: the runtime lets Kubernetes rerun a rank in place
+        (:meth:`_ranks_rerun`), or, under Kueue without a readmission gate, Kueue reruns an
+        evicted TrainJob by itself as a new execution nobody decided (a job without a rule on
+        preemption runs again). The plan shows it; Start refuses only the first."""
+        ranks = self._ranks_rerun()
+        gate = self.capabilities(spec)[Capability.READMISSION_GATE]
+        if not self.gating.through_kueue or gate.answer is Tristate.YES:
+            return ranks
+        readmits = f"Kueue may readmit an evicted TrainJob by itself (readmission-gate {gate})"
+        return f"{ranks}; {readmits}" if ranks else readmits
+
+    def _ranks_rerun(self) -> str:
+        """Why the runtime lets Kubernetes rerun a rank in place (the Job's ``backoffLimit`` or
+        the pods' ``OnFailure``), so one execution may hold several runs of a rank; "" when it
+        does not. Only where the site allows rank restarts; otherwise Start refuses."""
         facts = self.facts()
         if not facts.probed:
             return f"the runtime may let Kubernetes rerun a rank in place: {probe.NOT_PROBED}"
@@ -262,9 +292,8 @@ class KubeflowBackend(
         """Create the TrainJob suspended under the discovery name. Rejected when the API
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
         lost. What the cluster cannot do was refused before, by the core."""
-        spec = request.spec
         runtime = self._derived_runtime(request) if request.native.rules else None
-        identity = "" if runtime else self.identity_weakened(spec)
+        identity = "" if runtime else self._ranks_rerun()
         if identity and not self.settings.allow_rank_restart:
             raise Unsupported(
                 f"cannot start {request.name}: {identity}; set allow_rank_restart where "
