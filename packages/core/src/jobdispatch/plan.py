@@ -31,6 +31,7 @@ from jobdispatch.spi import (
     Backend,
     IdentityWeakener,
     InventoryReporter,
+    PlacementChecker,
     ResourceTable,
     pacing_of,
 )
@@ -112,8 +113,10 @@ def unsupported_need(
 
 
 def check_resources(backend: Backend, spec: JobSpec) -> None:
-    """Refuse ``spec`` when the cluster could never place it, or when the adapter's own resource
-    table breaks its allow-list; return when it fits or the cluster does not say enough.
+    """Refuse ``spec`` when the cluster could never place it (its :class:`InventoryReporter`'s
+    inventory, or its :class:`PlacementChecker`'s own figures), or when the adapter's own
+    resource table breaks its allow-list; return when it fits or the cluster does not say
+    enough.
 
     Raises ValidationError for a bad adapter table (every problem at once, as validate does) and
     Unsupported naming each field the cluster cannot satisfy and what it has instead.
@@ -123,12 +126,15 @@ def check_resources(backend: Backend, spec: JobSpec) -> None:
         table = spec.resources.adapter.get(name, {})
         plain = {k: list(v) if isinstance(v, tuple) else v for k, v in table.items()}
         validate_config(plain, backend.resource_schema, subject=f"resources.{name}")
+    found: list[Problem] = []
     if isinstance(backend, InventoryReporter):
         found = fit(spec, backend.inventory())
-        if found:
-            lines = "; ".join(str(p) for p in found)
-            msg = f"this cluster cannot place the job: {lines}"
-            raise Unsupported(msg)
+    if not found and isinstance(backend, PlacementChecker):
+        found = list(backend.never_fits(spec))
+    if found:
+        lines = "; ".join(str(p) for p in found)
+        msg = f"this cluster cannot place the job: {lines}"
+        raise Unsupported(msg)
 
 
 def _effective(rule: Rule, mode: CheckpointMode) -> Rule:

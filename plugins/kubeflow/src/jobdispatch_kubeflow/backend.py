@@ -21,7 +21,15 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch import spi
-from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
+from jobdispatch.errors import (
+    Conflict,
+    Invalid,
+    NotFound,
+    Problem,
+    Rejected,
+    Unauthorized,
+    Unsupported,
+)
 from jobdispatch.kit import followed
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
@@ -50,7 +58,7 @@ from jobdispatch.types import (
     Tristate,
 )
 
-from jobdispatch_kubeflow import classify, gating, manifest, names, probe, restart
+from jobdispatch_kubeflow import classify, gating, manifest, names, placement, probe, restart
 from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
@@ -93,11 +101,12 @@ class KubeflowBackend(
     spi.NativePolicyCompiler,
     spi.OutputReader,
     spi.Paced,
+    spi.PlacementChecker,
     spi.Watcher,
 ):
     """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
-    NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener and
-    OutputReader.
+    NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener,
+    PlacementChecker and OutputReader.
 
     Args:
         settings: the validated configuration.
@@ -281,6 +290,28 @@ class KubeflowBackend(
             f"runtime {self.settings.runtime.name} lets Kubernetes rerun a rank in place "
             f"(Job backoffLimit {limit}, pod restartPolicy {facts.restart_policy or 'OnFailure'})"
         )
+
+    def never_fits(self, spec: JobSpec) -> Sequence[Problem]:
+        """Why the TrainJob ``spec`` becomes could never run here (:mod:`placement`): the nodes'
+        largest allocatable of each resource it asks, its node selector (when it has one), and
+        under Kueue its ClusterQueue's quota. One LIST of nodes (and a GET of the LocalQueue
+        and ClusterQueue) per plan; nothing where probing is off or RBAC refuses the reads."""
+        if not self.settings.probe:
+            return []
+        request = StartRequest(job="plan", submission=1, attempt=1, spec=spec)
+        body = manifest.trainjob(request, self.settings, self.gating)
+        try:
+            nodes, _ = self.api.list("nodes", None)
+            cluster_queue = None
+            kueue = self.settings.kueue
+            if kueue is not None:
+                local = self.api.get("localqueues", self.namespace, kueue.queue)
+                name = str(((local or {}).get("spec") or {}).get("clusterQueue") or "")
+                cluster_queue = self.api.get("clusterqueues", None, name) if name else None
+        except Unauthorized as exc:
+            log.info("the placement check reads nothing: %s", exc)
+            return []
+        return placement.never_fits(body, nodes, cluster_queue)
 
     # ------------------------------------------------------------------ lifecycle
 
