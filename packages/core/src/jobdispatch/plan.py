@@ -220,6 +220,29 @@ def _stall(backend: Backend, spec: JobSpec, supervised: bool) -> StallAssignment
     )
 
 
+def _pending(backend: Backend, spec: JobSpec, supervised: bool) -> None:
+    """Refuse a pending deadline nobody would enforce: the supervisor stops a job pending past
+    it, so an unsupervised job cannot have one, and one shorter than the poll could never be
+    judged in time (refused naming ``pending.after``)."""
+    rule = spec.pending
+    if rule is None:
+        return
+    poll = timedelta(seconds=pacing_of(backend).interval)
+    if rule.after < poll:
+        problem = Problem(
+            "pending.after",
+            f"must be at least the poll interval of adapter {backend.name!r} ({poll}), got "
+            f"{rule.after}: the backend is read once per poll",
+        )
+        raise ValidationError([problem], subject="job spec")
+    if not supervised:
+        msg = (
+            "nobody would enforce the pending deadline: only a supervisor stops a job pending "
+            "past it; supervise the job"
+        )
+        raise Rejected(msg)
+
+
 def _rules(n: int) -> str:
     """``1 rule``, ``0 rules``, ``3 rules``."""
     return f"{n} rule" if n == 1 else f"{n} rules"
@@ -281,9 +304,12 @@ def make_plan(
             )
         )
     stall = _stall(backend, spec, supervised)
+    _pending(backend, spec, supervised)
     covered = {kind for rule in rules for kind in rule.on}
     if spec.stall is None:
         covered.add(CauseKind.STALLED)  # a job without a stall rule never stalls
+    if spec.pending is None or spec.pending.cause is not CauseKind.NEVER_FITS:
+        covered.add(CauseKind.NEVER_FITS)  # only its pending deadline ends a job so
     uncovered = tuple(kind for kind in RECOVERABLE if kind not in covered)
     weakened = backend.identity_weakened(spec) if isinstance(backend, IdentityWeakener) else ""
     return Plan(
