@@ -123,17 +123,31 @@ def test_a_cluster_queue_too_small_never_admits_it_with_its_quota_named() -> Non
     assert problem.path == "resources.gpus_per_node"
     assert problem.message == (
         "the job asks 16 nvidia.com/gpu in all (2 × 8), but Kueue ClusterQueue cq can admit at "
-        "most 8 (nominal quota 8, and no cohort to borrow from)"
+        "most 8 (flavor f: nominal quota 8, and no cohort to borrow from)"
     )
     (limited,) = placement.never_fits(
         trainjob(2, **{GPU: "8"}), EIGHT, cluster_queue("4", borrowing="8", cohort="c")
     )
-    assert "can admit at most 12 (nominal quota 4 + borrowing limit 8)" in limited.message
+    assert "can admit at most 12 (flavor f: nominal quota 4; borrowing limit 8)" in limited.message
 
 
 def test_a_cluster_queue_that_may_borrow_without_a_limit_refuses_nothing() -> None:
     queue = cluster_queue("8", cohort="c")
     assert placement.never_fits(trainjob(2, **{GPU: "8"}), EIGHT, queue) == []
+
+
+def test_what_a_cohort_lends_bounds_the_borrowing() -> None:
+    """As tools/kube/up's queues: each lends no GPUs (lendingLimit 0), so a queue of 8 can
+    never admit 16, however many queues share its cohort; a peer that lends 8 makes it fit."""
+    mine = {**cluster_queue("8", cohort="c"), "metadata": {"name": "mine"}}
+    stingy = {**cluster_queue("8", cohort="c"), "metadata": {"name": "stingy"}}
+    stingy["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["lendingLimit"] = "0"
+    (problem,) = placement.never_fits(trainjob(2, **{GPU: "8"}), EIGHT, mine, [mine, stingy])
+    assert problem.message.endswith(
+        "can admit at most 8 (flavor f: nominal quota 8; cohort c's other queues lend at most 0)"
+    )
+    generous = {**cluster_queue("8", cohort="c"), "metadata": {"name": "generous"}}
+    assert placement.never_fits(trainjob(2, **{GPU: "8"}), EIGHT, mine, [mine, generous]) == []
 
 
 def test_a_resource_the_cluster_queue_does_not_cover() -> None:

@@ -294,24 +294,26 @@ class KubeflowBackend(
     def never_fits(self, spec: JobSpec) -> Sequence[Problem]:
         """Why the TrainJob ``spec`` becomes could never run here (:mod:`placement`): the nodes'
         largest allocatable of each resource it asks, its node selector (when it has one), and
-        under Kueue its ClusterQueue's quota. One LIST of nodes (and a GET of the LocalQueue
-        and ClusterQueue) per plan; nothing where probing is off or RBAC refuses the reads."""
+        under Kueue its ClusterQueue's quota and what its cohort may lend it. One LIST of nodes
+        (and a GET of the LocalQueue, a LIST of ClusterQueues) per plan; nothing where probing
+        is off or RBAC refuses the reads."""
         if not self.settings.probe:
             return []
         request = StartRequest(job="plan", submission=1, attempt=1, spec=spec)
         body = manifest.trainjob(request, self.settings, self.gating)
         try:
             nodes, _ = self.api.list("nodes", None)
-            cluster_queue = None
+            cluster_queue, queues = None, None
             kueue = self.settings.kueue
             if kueue is not None:
                 local = self.api.get("localqueues", self.namespace, kueue.queue)
                 name = str(((local or {}).get("spec") or {}).get("clusterQueue") or "")
                 cluster_queue = self.api.get("clusterqueues", None, name) if name else None
+                queues, _ = self.api.list("clusterqueues", None)
         except Unauthorized as exc:
             log.info("the placement check reads nothing: %s", exc)
             return []
-        return placement.never_fits(body, nodes, cluster_queue)
+        return placement.never_fits(body, nodes, cluster_queue, queues)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -8,9 +8,11 @@ anything is created, and says what exists instead:
 
 - **nodes**: the largest allocatable of each requested resource across the nodes (those the
   node selector matches, when the TrainJob has one), and how many nodes could hold one pod;
-- **the ClusterQueue** (under Kueue): for each requested resource, the most any flavor offers,
-  its ``nominalQuota`` plus its ``borrowingLimit``; a queue in a cohort without a borrowing
-  limit may borrow without a bound this queue states, so it refuses nothing there.
+- **the ClusterQueue** (under Kueue): for each requested resource, the most any flavor offers:
+  its ``nominalQuota``, plus what it may borrow, no more than its ``borrowingLimit`` and than
+  what the other ClusterQueues of its cohort may lend (each one's ``lendingLimit``, else its
+  nominal quota). Quota a hierarchical Cohort object itself holds is not read: a site that
+  gives its cohorts quota of their own should set ``borrowingLimit``.
 
 It reads the request from the TrainJob the adapter would create (:mod:`manifest`), whatever
 resource names and selectors that carries, so it is generic over them. Pure: objects in,
@@ -169,28 +171,68 @@ def _nodes(
     return []
 
 
-def _offer(res: Obj, cohort: object) -> tuple[Decimal | None, str]:
-    """The most one flavor's resource can give a workload (None: no bound this queue states)."""
-    name = str(res.get("name"))
-    nominal = quantity(res.get("nominalQuota", 0)) or Decimal(0)
-    quota = f"nominal quota {_show(name, nominal)}"
-    limit = res.get("borrowingLimit")
-    if limit is not None:
-        return nominal + (quantity(limit) or Decimal(0)), f"{quota} + borrowing limit {limit}"
-    if cohort:
-        return None, f"{quota}, and it may borrow from cohort {cohort} without a limit"
-    return nominal, f"{quota}, and no cohort to borrow from"
-
-
-def _quota(asked: Mapping[str, Decimal], count: int, cluster_queue: Obj) -> list[Problem]:
-    spec = cluster_queue.get("spec") or {}
-    name = str((cluster_queue.get("metadata") or {}).get("name") or "")
-    cohort = spec.get("cohortName") or spec.get("cohort")
-    offered: dict[str, list[tuple[Decimal | None, str]]] = {}
-    for group in spec.get("resourceGroups") or ():
+def _resources(queue: Obj) -> Iterator[tuple[str, Obj]]:
+    """Each (flavor, resource entry) of a ClusterQueue's resource groups."""
+    for group in (queue.get("spec") or {}).get("resourceGroups") or ():
         for flavor in group.get("flavors") or ():
             for res in flavor.get("resources") or ():
-                offered.setdefault(str(res.get("name")), []).append(_offer(res, cohort))
+                yield str(flavor.get("name")), res
+
+
+def _cohort(queue: Obj) -> str:
+    spec = queue.get("spec") or {}
+    return str(spec.get("cohortName") or spec.get("cohort") or "")
+
+
+def _lendable(peers: Sequence[Obj] | None, cohort: str, flavor: str, name: str) -> Decimal | None:
+    """What the other ClusterQueues of ``cohort`` may lend of ``flavor``'s resource ``name``:
+    each one's ``lendingLimit``, else its whole ``nominalQuota``; None when they were not read."""
+    if peers is None:
+        return None
+    total = Decimal(0)
+    for peer in peers:
+        if _cohort(peer) != cohort:
+            continue
+        for peer_flavor, res in _resources(peer):
+            if peer_flavor == flavor and str(res.get("name")) == name:
+                limit = res.get("lendingLimit")
+                amount = quantity(res.get("nominalQuota", 0) if limit is None else limit)
+                total += amount or Decimal(0)
+    return total
+
+
+def _offer(
+    flavor: str, res: Obj, cohort: str, peers: Sequence[Obj] | None
+) -> tuple[Decimal | None, str]:
+    """The most one flavor's resource can ever give a workload of the queue: its nominal quota,
+    plus what it may borrow (its ``borrowingLimit``, and no more than its cohort's peers may
+    lend); None when no bound can be told."""
+    name = str(res.get("name"))
+    nominal = quantity(res.get("nominalQuota", 0)) or Decimal(0)
+    quota = f"flavor {flavor}: nominal quota {_show(name, nominal)}"
+    if not cohort:
+        return nominal, f"{quota}, and no cohort to borrow from"
+    limit = res.get("borrowingLimit")
+    bound = None if limit is None else quantity(limit) or Decimal(0)
+    lend = _lendable(peers, cohort, flavor, name)
+    if bound is None and lend is None:
+        return None, f"{quota}, and it may borrow from cohort {cohort} without a limit"
+    parts = [] if bound is None else [f"borrowing limit {limit}"]
+    if lend is not None:
+        parts.append(f"cohort {cohort}'s other queues lend at most {_show(name, lend)}")
+    borrow = min(b for b in (bound, lend) if b is not None)
+    return nominal + borrow, f"{quota}; {'; '.join(parts)}"
+
+
+def _quota(
+    asked: Mapping[str, Decimal], count: int, cluster_queue: Obj, peers: Sequence[Obj] | None
+) -> list[Problem]:
+    name = str((cluster_queue.get("metadata") or {}).get("name") or "")
+    cohort = _cohort(cluster_queue)
+    offered: dict[str, list[tuple[Decimal | None, str]]] = {}
+    for flavor, res in _resources(cluster_queue):
+        offer = _offer(flavor, res, cohort, peers)
+        offered.setdefault(str(res.get("name")), []).append(offer)
     for resource, amount in asked.items():
         total = amount * count
         if resource not in offered:
@@ -218,13 +260,24 @@ def _quota(asked: Mapping[str, Decimal], count: int, cluster_queue: Obj) -> list
 
 
 def never_fits(
-    trainjob: Obj, nodes: Sequence[Obj], cluster_queue: Obj | None = None
+    trainjob: Obj,
+    nodes: Sequence[Obj],
+    cluster_queue: Obj | None = None,
+    cluster_queues: Sequence[Obj] | None = None,
 ) -> list[Problem]:
     """Why ``trainjob`` could never run on a cluster of ``nodes``, or be admitted by Kueue
-    ``cluster_queue`` (None: not through Kueue); empty when it could (see the module doc)."""
+    ``cluster_queue`` (None: not through Kueue), whose cohort's queues are among
+    ``cluster_queues`` (None: not read, and then a queue in a cohort without a borrowing limit
+    refuses nothing); empty when it could (see the module doc)."""
     asked = requested(trainjob)
     count = int(((trainjob.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1)
     found = _nodes(asked, count, selector(trainjob), nodes)
     if not found and cluster_queue is not None:
-        found = _quota(asked, count, cluster_queue)
+        name = (cluster_queue.get("metadata") or {}).get("name")
+        peers = (
+            None
+            if cluster_queues is None
+            else [q for q in cluster_queues if (q.get("metadata") or {}).get("name") != name]
+        )
+        found = _quota(asked, count, cluster_queue, peers)
     return found

@@ -32,16 +32,17 @@ from typing import Any
 
 import attrs
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec, Resources
+from jobdispatch.testing import eventually
+from jobdispatch.types import Capability, JobSpec, Resources, Support, Tristate
 from jobdispatch_conformance.adapter import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
-from jobdispatch_kubeflow import manifest, names, placement
+from jobdispatch_kubeflow import manifest, names, placement, probe
 from jobdispatch_kubeflow.api import AlreadyExists, KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
 
-__all__ = ["KubeDriver", "cluster_problem", "forget_receipts", "require", "settings"]
+__all__ = ["KubeDriver", "cluster_problem", "forget_receipts", "gated", "require", "settings"]
 
 TEST_RUNTIME = "dispatch-torch-test"
 #: The time limit a ``time_out`` object is created with: long enough to be seen running on a
@@ -104,6 +105,21 @@ def cluster_problem() -> str | None:
             return None
         return f"the Kubernetes API at {server} does not answer: {exc}"
     return None
+
+
+def gated(backend: KubeflowBackend, within: float = 120.0) -> Support:
+    """Wait until ``backend`` (in Kueue mode) answers ``readmission-gate: yes``: its LocalQueue's
+    check is answered by a controller that has named its Lease (a controller just started
+    takes a round or two). Each look probes afresh. The answer, or AssertionError past
+    ``within`` naming the last one."""
+
+    def look() -> Support:
+        probe.forget()
+        return backend.capabilities()[Capability.READMISSION_GATE]
+
+    return eventually(
+        look, "readmission-gate: yes", holds=lambda a: a.answer is Tristate.YES, within=within
+    )
 
 
 def forget_receipts() -> int:
