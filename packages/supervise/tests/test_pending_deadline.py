@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State, Status
 from jobdispatch.memory import Shape
 from jobdispatch.types import PendingRule, Provenance
 
@@ -47,10 +47,11 @@ def test_a_job_pending_past_its_deadline_fails_with_the_deadlines_cause(full: Sc
 def test_a_hold_rule_on_no_capacity_keeps_it_for_a_person(full: Scenario) -> None:
     rule = Rule(on=[CauseKind.NO_CAPACITY], action=Action.HOLD, budget=1, for_=timedelta(hours=1))
     full.submit(spec(CauseKind.NO_CAPACITY, rule))
-    full.on(
-        lambda s: s.state is State.HELD,
-        lambda s: full.cluster.operator.cancel(full.job, by=ME, reason="seen"),
-    )
+
+    def seen(_: Status) -> None:
+        full.cluster.operator.cancel(full.job, by=ME, reason="seen")
+
+    full.on(lambda s: s.state is State.HELD, seen)
     status = full.run()
     assert State.HELD in [t.to for t in status.history], status.history
     assert status.state is State.CANCELLED

@@ -26,7 +26,7 @@ def gpu_node(name: str, gpus: int, *, cpu: str = "32", memory: str = "256Gi", **
     return obj
 
 
-def trainjob(nodes: int = 1, selector: dict[str, str] | None = None, **asked: str) -> Obj:
+def trainjob(asked: dict[str, str], nodes: int = 1, selector: dict[str, str] | None = None) -> Obj:
     body: Obj = {
         "spec": {
             "trainer": {
@@ -60,7 +60,7 @@ def test_quantity_refuses_what_is_not_one() -> None:
 
 
 def test_sixteen_gpus_a_node_on_eight_gpu_nodes_never_fit() -> None:
-    (problem,) = placement.never_fits(trainjob(**{GPU: "16"}), EIGHT)
+    (problem,) = placement.never_fits(trainjob({GPU: "16"}), EIGHT)
     assert problem.path == "resources.gpus_per_node"
     assert problem.message == (
         "each node asks 16 nvidia.com/gpu, but the most any node has allocatable is 8 (3 nodes)"
@@ -68,35 +68,35 @@ def test_sixteen_gpus_a_node_on_eight_gpu_nodes_never_fit() -> None:
 
 
 def test_memory_is_shown_in_mebibytes() -> None:
-    (problem,) = placement.never_fits(trainjob(memory="512Gi"), EIGHT)
+    (problem,) = placement.never_fits(trainjob({"memory": "512Gi"}), EIGHT)
     assert problem.path == "resources.memory_per_node"
     assert "asks 524288Mi memory" in problem.message and "is 262144Mi" in problem.message
 
 
 def test_more_nodes_than_can_hold_one_pod() -> None:
     mixed = [*EIGHT[:2], gpu_node("small", 2)]
-    (problem,) = placement.never_fits(trainjob(3, **{GPU: "8"}), mixed)
+    (problem,) = placement.never_fits(trainjob({GPU: "8"}, 3), mixed)
     assert problem.path == "nodes"
     assert problem.message == "3 nodes asked, but only 2 nodes can hold one (8 nvidia.com/gpu each)"
 
 
 def test_a_selector_matching_no_node_names_the_labels_present() -> None:
-    (problem,) = placement.never_fits(trainjob(selector={"pool": "h100"}, **{GPU: "1"}), EIGHT)
+    (problem,) = placement.never_fits(trainjob({GPU: "1"}, selector={"pool": "h100"}), EIGHT)
     assert problem.path == "node selector"
     assert problem.message == "pool=h100 matches none of the cluster's 3 nodes (pool=a100)"
 
 
 def test_a_selector_narrows_the_nodes_the_figures_come_from() -> None:
     cluster = [*EIGHT, gpu_node("big", 16, pool="h100")]
-    assert placement.never_fits(trainjob(**{GPU: "16"}), cluster) == []
-    (problem,) = placement.never_fits(trainjob(selector={"pool": "a100"}, **{GPU: "16"}), cluster)
+    assert placement.never_fits(trainjob({GPU: "16"}), cluster) == []
+    (problem,) = placement.never_fits(trainjob({GPU: "16"}, selector={"pool": "a100"}), cluster)
     assert "the most any node matching pool=a100 has allocatable is 8" in problem.message
 
 
 def test_what_fits_once_capacity_frees_is_never_refused() -> None:
     """Every node busy is the cluster's state: the check reads allocatable, not what is free."""
-    assert placement.never_fits(trainjob(3, **{GPU: "8", "cpu": "4"}), EIGHT) == []
-    assert placement.never_fits(trainjob(**{GPU: "16"}), []) == []  # nodes may join
+    assert placement.never_fits(trainjob({GPU: "8", "cpu": "4"}, 3), EIGHT) == []
+    assert placement.never_fits(trainjob({GPU: "16"}), []) == []  # nodes may join
 
 
 def cluster_queue(gpus: str, *, borrowing: str | None = None, cohort: str | None = None) -> Obj:
@@ -119,21 +119,21 @@ def cluster_queue(gpus: str, *, borrowing: str | None = None, cohort: str | None
 
 
 def test_a_cluster_queue_too_small_never_admits_it_with_its_quota_named() -> None:
-    (problem,) = placement.never_fits(trainjob(2, **{GPU: "8"}), EIGHT, cluster_queue("8"))
+    (problem,) = placement.never_fits(trainjob({GPU: "8"}, 2), EIGHT, cluster_queue("8"))
     assert problem.path == "resources.gpus_per_node"
     assert problem.message == (
         "the job asks 16 nvidia.com/gpu in all (2 × 8), but Kueue ClusterQueue cq can admit at "
         "most 8 (flavor f: nominal quota 8, and no cohort to borrow from)"
     )
     (limited,) = placement.never_fits(
-        trainjob(2, **{GPU: "8"}), EIGHT, cluster_queue("4", borrowing="8", cohort="c")
+        trainjob({GPU: "8"}, 2), EIGHT, cluster_queue("4", borrowing="8", cohort="c")
     )
     assert "can admit at most 12 (flavor f: nominal quota 4; borrowing limit 8)" in limited.message
 
 
 def test_a_cluster_queue_that_may_borrow_without_a_limit_refuses_nothing() -> None:
     queue = cluster_queue("8", cohort="c")
-    assert placement.never_fits(trainjob(2, **{GPU: "8"}), EIGHT, queue) == []
+    assert placement.never_fits(trainjob({GPU: "8"}, 2), EIGHT, queue) == []
 
 
 def test_what_a_cohort_lends_bounds_the_borrowing() -> None:
@@ -142,16 +142,16 @@ def test_what_a_cohort_lends_bounds_the_borrowing() -> None:
     mine = {**cluster_queue("8", cohort="c"), "metadata": {"name": "mine"}}
     stingy = {**cluster_queue("8", cohort="c"), "metadata": {"name": "stingy"}}
     stingy["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["lendingLimit"] = "0"
-    (problem,) = placement.never_fits(trainjob(2, **{GPU: "8"}), EIGHT, mine, [mine, stingy])
+    (problem,) = placement.never_fits(trainjob({GPU: "8"}, 2), EIGHT, mine, [mine, stingy])
     assert problem.message.endswith(
         "can admit at most 8 (flavor f: nominal quota 8; cohort c's other queues lend at most 0)"
     )
     generous = {**cluster_queue("8", cohort="c"), "metadata": {"name": "generous"}}
-    assert placement.never_fits(trainjob(2, **{GPU: "8"}), EIGHT, mine, [mine, generous]) == []
+    assert placement.never_fits(trainjob({GPU: "8"}, 2), EIGHT, mine, [mine, generous]) == []
 
 
 def test_a_resource_the_cluster_queue_does_not_cover() -> None:
-    (problem,) = placement.never_fits(trainjob(memory="1Gi"), EIGHT, cluster_queue("8"))
+    (problem,) = placement.never_fits(trainjob({"memory": "1Gi"}), EIGHT, cluster_queue("8"))
     assert problem.message == (
         "Kueue ClusterQueue cq does not cover memory: it can never admit a job asking for it"
     )

@@ -297,7 +297,7 @@ class KubeDriver(Driver):
         pods = self._pods(ref)
         if not pods:
             raise CannotDrive("preempt", f"{ref} has no running pod")
-        victim = pods[0]
+        victim: Mapping[str, Any] = pods[0]
         asked = _gpus(victim)
         if not asked:
             raise CannotDrive("preempt", f"{ref}'s pod asks no GPU for a preemptor to displace")
