@@ -308,3 +308,24 @@ def kueue_queue(api: Any, *, gated: bool, renewed: datetime) -> None:
         api.put("leases", "dispatch", lease(renewed))
     else:
         api.put("clusterqueues", None, cluster_queue())
+
+
+def kueue_backend(
+    *, gated: bool, renewed: datetime, priority_class: str | None = None
+) -> tuple[Any, Any]:
+    """A KubeflowBackend in Kueue mode on LocalQueue q of a fresh fake cluster
+    (:func:`kueue_queue`), with its clock at ``renewed``, and the fake; probes forgotten first."""
+    from jobdispatch_kubeflow import KubeflowBackend, probe
+    from jobdispatch_kubeflow.config import Kueue, Runtime, Settings
+    from jobdispatch_kubeflow.fake import FakeApi
+
+    probe.forget()
+    api = FakeApi()
+    kueue_queue(api, gated=gated, renewed=renewed)
+    settings = Settings(
+        namespace="dispatch",
+        allow_rank_restart=True,
+        runtime=Runtime(name="dispatch-torch-test"),
+        kueue=Kueue(queue="q", priority_class=priority_class),
+    )
+    return KubeflowBackend(settings, api=api, clock=lambda: renewed), api

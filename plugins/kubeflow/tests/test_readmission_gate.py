@@ -21,9 +21,9 @@ from jobdispatch.types import (
     Tristate,
 )
 from jobdispatch_kubeflow import KubeflowBackend, admission, probe
-from jobdispatch_kubeflow.config import Kueue, Runtime, Settings
 from jobdispatch_kubeflow.fake import FakeApi
-from objects import ANSWERED, check, cluster_queue, kueue_queue, lease, local_queue
+from objects import ANSWERED, check, cluster_queue, lease, local_queue
+from objects import kueue_backend as fake_kueue_backend
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -115,18 +115,10 @@ def test_the_active_message_names_the_lease_and_reads_back() -> None:
 
 
 def kueue_backend(*, gated: bool) -> KubeflowBackend:
-    """A backend in Kueue mode over a fake cluster whose LocalQueue ``q`` has dispatch's check
-    answered by a live controller (``gated``), or none."""
-    probe.forget()
-    api = FakeApi()
-    kueue_queue(api, gated=gated, renewed=NOW)
-    settings = Settings(
-        namespace="dispatch",
-        allow_rank_restart=True,
-        runtime=Runtime(name="dispatch-torch-test"),
-        kueue=Kueue(queue="q"),
-    )
-    return KubeflowBackend(settings, api=api, clock=lambda: NOW)
+    """Kueue mode over a fake cluster whose LocalQueue ``q`` has dispatch's check answered by a
+    live controller (``gated``), or none."""
+    backend: KubeflowBackend = fake_kueue_backend(gated=gated, renewed=NOW)[0]
+    return backend
 
 
 RESUBMIT_ON_PREEMPTED = RecoveryPolicy(

@@ -180,6 +180,19 @@ def _assign(
     raise Rejected(msg)
 
 
+def _at_least_a_poll(backend: Backend, field: str, value: timedelta, why: str) -> None:
+    """Refuse a duration the supervisor judges once per poll that is shorter than the adapter's
+    poll interval, naming ``field`` (ValidationError): it could never be judged in time."""
+    poll = timedelta(seconds=pacing_of(backend).interval)
+    if value < poll:
+        problem = Problem(
+            field,
+            f"must be at least the poll interval of adapter {backend.name!r} ({poll}), got "
+            f"{value}: {why}",
+        )
+        raise ValidationError([problem], subject="job spec")
+
+
 def _stall(backend: Backend, spec: JobSpec, supervised: bool) -> StallAssignment | None:
     """Who enforces the spec's stall rule: the supervisor, which reads the job's progress.
 
@@ -190,14 +203,7 @@ def _stall(backend: Backend, spec: JobSpec, supervised: bool) -> StallAssignment
     rule = spec.stall
     if rule is None:
         return None
-    poll = timedelta(seconds=pacing_of(backend).interval)
-    if rule.after < poll:
-        problem = Problem(
-            "stall.after",
-            f"must be at least the poll interval of adapter {backend.name!r} ({poll}), got "
-            f"{rule.after}: progress is read once per poll",
-        )
-        raise ValidationError([problem], subject="job spec")
+    _at_least_a_poll(backend, "stall.after", rule.after, "progress is read once per poll")
     if spec.progress is None:
         return StallAssignment(
             rule=rule,
@@ -227,14 +233,7 @@ def _pending(backend: Backend, spec: JobSpec, supervised: bool) -> None:
     rule = spec.pending
     if rule is None:
         return
-    poll = timedelta(seconds=pacing_of(backend).interval)
-    if rule.after < poll:
-        problem = Problem(
-            "pending.after",
-            f"must be at least the poll interval of adapter {backend.name!r} ({poll}), got "
-            f"{rule.after}: the backend is read once per poll",
-        )
-        raise ValidationError([problem], subject="job spec")
+    _at_least_a_poll(backend, "pending.after", rule.after, "the backend is read once per poll")
     if not supervised:
         msg = (
             "nobody would enforce the pending deadline: only a supervisor stops a job pending "
