@@ -181,3 +181,21 @@ def test_p6_the_verdict_comes_exactly_when_the_deadline_has_passed(
         assert isinstance(step, ExpirePending)
     else:
         assert step == Wait(wake=opened + timedelta(seconds=after))
+
+
+def test_the_spec_and_the_event_are_recorded_and_read_back() -> None:
+    from datetime import UTC, datetime
+
+    from jobdispatch import codec
+    from jobdispatch.testing import SUPERVISOR as BY
+
+    spec = JobSpec(command=["x"], pending=PendingRule(after=AFTER, cause=CauseKind.NEVER_FITS))
+    data = codec.converter.unstructure(spec)
+    assert data["pending"] == {"after": 1800.0, "cause": "never-fits"}
+    assert codec.converter.structure(data, JobSpec) == spec
+    assert "pending" not in codec.converter.unstructure(JobSpec(command=["x"]))
+    cause = Cause(CauseKind.NO_CAPACITY, Provenance.SUPERVISOR, "pending for 30m")
+    event = ev.PendingExpired(
+        at=datetime(2026, 12, 1, tzinfo=UTC), by=BY, token=1, ref=ObjectRef("o1"), cause=cause
+    )
+    assert codec.decode_event(codec.encode_event(event), revision=1, job="j") == event
