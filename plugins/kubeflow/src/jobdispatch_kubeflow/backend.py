@@ -172,14 +172,48 @@ class KubeflowBackend(
         s = self.settings
         if not s.probe:
             return probe.UNPROBED
-        key = f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
-        return probe.probe(self.api, self.settings, key=key, clock=self._clock)
+        return probe.probe(self.api, self.settings, key=self._probe_key())
+
+    def _probe_key(self) -> str:
+        s = self.settings
+        return f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
+
+    def _queue(self, spec: JobSpec | None) -> str | None:
+        """The Kueue LocalQueue the TrainJob of ``spec`` goes to (read from the TrainJob
+        ``start`` would create, so whatever chooses it is followed); the configured one
+        without a spec; None when it goes through no Kueue queue."""
+        if spec is None:
+            return self.settings.kueue.queue if self.settings.kueue is not None else None
+        labels = self._would_create(spec)["metadata"].get("labels") or {}
+        queue = labels.get(names.QUEUE_NAME)
+        return str(queue) if queue else None
+
+    def _would_create(self, spec: JobSpec) -> Obj:
+        """The TrainJob ``start`` would create for a first submission of ``spec`` (pure)."""
+        request = StartRequest(job="plan", submission=1, attempt=1, spec=spec)
+        return manifest.trainjob(request, self.settings, self.gating)
 
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
-        """Every capability, probed per cluster (cached for ``probe_ttl``); a spec that names a
-        GPU model is told no, since the model is a node label this adapter does not select by."""
+        """Every capability, probed per cluster (cached for ``probe_ttl``), the readmission
+        gate per LocalQueue; a spec that names a GPU model is told no, since the model is a
+        node label this adapter does not select by."""
+        facts = self.facts()
+        queue = self._queue(spec) if self.gating.through_kueue else None
+        readmission = None
+        if queue is not None:
+            readmission = probe.gate(
+                self.api,
+                self.settings,
+                queue,
+                key=self._probe_key(),
+                facts=facts,
+                clock=self._clock,
+            )
         answers = probe.capabilities(
-            self.facts(), self.settings.declared, kueue_mode=self.gating.through_kueue
+            facts,
+            self.settings.declared,
+            kueue_mode=self.gating.through_kueue,
+            readmission=readmission,
         )
         if spec is not None and spec.resources.gpu_type is not None:
             answers = dict(answers)
@@ -299,14 +333,13 @@ class KubeflowBackend(
         is off or RBAC refuses the reads."""
         if not self.settings.probe:
             return []
-        request = StartRequest(job="plan", submission=1, attempt=1, spec=spec)
-        body = manifest.trainjob(request, self.settings, self.gating)
+        body = self._would_create(spec)
+        queue = (body["metadata"].get("labels") or {}).get(names.QUEUE_NAME)
         try:
             nodes, _ = self.api.list("nodes", None)
             cluster_queue, queues = None, None
-            kueue = self.settings.kueue
-            if kueue is not None:
-                local = self.api.get("localqueues", self.namespace, kueue.queue)
+            if queue:
+                local = self.api.get("localqueues", self.namespace, str(queue))
                 name = str(((local or {}).get("spec") or {}).get("clusterQueue") or "")
                 cluster_queue = self.api.get("clusterqueues", None, name) if name else None
                 queues, _ = self.api.list("clusterqueues", None)

@@ -5,18 +5,19 @@ served: Trainer, JobSet, Kueue), one GET of the configured runtime (its JobSet t
 whether the runtime restarts failed Jobs or reruns pods in place), and one
 SelfSubjectAccessReview per verb the adapter needs. Under Kueue it also follows the LocalQueue
 to its ClusterQueue, that queue's AdmissionChecks and the Lease of the controller answering
-dispatch's check: whether a readmission is really gated (:func:`readmission_gate`). Facts are
-kept for ``probe_ttl`` seconds per cluster (API server URL, namespace and LocalQueue), shared by
-the backends of one process, so a poll costs no probe. Capabilities are computed from facts by a
-pure function. With ``probe = false`` nothing is asked: :data:`UNPROBED` stands in for the
-facts, and every answer that would rest on them is ``unknown`` unless declared.
+dispatch's check: whether a readmission is really gated (:func:`readmission_gate`, :func:`gate`).
+Facts are kept for ``probe_ttl`` seconds per cluster (API server URL and namespace; the gate
+also per LocalQueue), shared by the backends of one process, so a poll costs no probe.
+Capabilities are computed from facts by a pure function. With ``probe = false`` nothing is
+asked: :data:`UNPROBED` stands in for the facts, and every answer that would rest on them is
+``unknown`` unless declared.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -36,6 +37,7 @@ __all__ = [
     "GateObjects",
     "capabilities",
     "forget",
+    "gate",
     "probe",
     "readmission_gate",
 ]
@@ -75,9 +77,6 @@ class ClusterFacts:
     #: Whether JobSet failure-policy rules take onJobFailureMessagePatterns (JobSet v0.10+),
     #: from the API server's OpenAPI document; None when it could not be read.
     message_patterns: bool | None = None
-    #: Under Kueue, whether the LocalQueue's readmissions wait for dispatch's check
-    #: (:func:`readmission_gate`); None when the backend does not submit through Kueue.
-    readmission: Support | None = None
     #: False for :data:`UNPROBED`: nothing here was said by the cluster.
     probed: bool = True
 
@@ -115,8 +114,14 @@ UNPROBED = ClusterFacts(
 #: Facts per cluster and namespace, shared by every backend of the process.
 _CACHE: FactsCache[tuple[str, str], ClusterFacts] = FactsCache()
 
-#: Drop every cached probe (tests that change a cluster's answers).
-forget = _CACHE.forget
+#: The readmission gate of each LocalQueue, per cluster and namespace (:func:`gate`).
+_GATES: FactsCache[tuple[str, str, str], Support] = FactsCache()
+
+
+def forget() -> None:
+    """Drop every cached probe, facts and gates (tests that change a cluster's answers)."""
+    _CACHE.forget()
+    _GATES.forget()
 
 
 def _template_facts(runtime: Mapping[str, Any]) -> tuple[Any, int | None, str | None]:
@@ -138,16 +143,31 @@ def _template_facts(runtime: Mapping[str, Any]) -> tuple[Any, int | None, str | 
     return spec.get("failurePolicy"), (max(limits) if limits else None), restart
 
 
-def probe(
-    api: Api, settings: Settings, *, key: str, clock: Callable[[], datetime] | None = None
-) -> ClusterFacts:
-    """Probe the cluster behind ``api`` (cached per ``key``, namespace and Kueue LocalQueue for
-    ``probe_ttl``); ``clock`` judges the admission controller's Lease."""
-    queue = settings.kueue.queue if settings.kueue is not None else ""
-    return _CACHE.get(
-        (key, f"{settings.namespace}|{queue}"),
+def probe(api: Api, settings: Settings, *, key: str) -> ClusterFacts:
+    """Probe the cluster behind ``api`` (cached per ``key`` and namespace for ``probe_ttl``)."""
+    return _CACHE.get((key, settings.namespace), settings.probe_ttl, lambda: _ask(api, settings))
+
+
+def gate(
+    api: Api,
+    settings: Settings,
+    queue: str,
+    *,
+    key: str,
+    facts: ClusterFacts,
+    clock: Callable[[], datetime],
+) -> Support:
+    """Whether LocalQueue ``queue`` gates readmissions (:func:`readmission_gate`), probed and
+    cached per ``key``, namespace and queue for ``probe_ttl``; ``clock`` judges the admission
+    controller's Lease. No without Kueue served (``facts``); unknown for :data:`UNPROBED`."""
+    if not facts.probed:
+        return Support.unknown(Source.PROBED, NOT_PROBED)
+    if not facts.kueue:
+        return Support.no(Source.PROBED, "kueue.x-k8s.io is not served (Kueue absent)")
+    return _GATES.get(
+        (key, settings.namespace, queue),
         settings.probe_ttl,
-        lambda: _ask(api, settings, (clock or (lambda: datetime.now(UTC)))()),
+        lambda: readmission_gate(_gate_objects(api, settings.namespace, queue), clock()),
     )
 
 
@@ -266,10 +286,8 @@ def readmission_gate(objects: GateObjects, now: datetime) -> Support:
     )
 
 
-def _gate_objects(api: Api, settings: Settings) -> GateObjects:
+def _gate_objects(api: Api, ns: str, queue: str) -> GateObjects:
     """Read LocalQueue → ClusterQueue → its AdmissionChecks → their controllers' Leases."""
-    assert settings.kueue is not None
-    ns, queue = settings.namespace, settings.kueue.queue
     found = GateObjects(queue=queue, namespace=ns)
     what = "localqueues"
     try:
@@ -298,10 +316,9 @@ def _gate_objects(api: Api, settings: Settings) -> GateObjects:
         return attrs.evolve(found, refused=what)
 
 
-def _ask(api: Api, settings: Settings, now: datetime) -> ClusterFacts:
+def _ask(api: Api, settings: Settings) -> ClusterFacts:
     """What the probe asks: the API groups served, what the credentials may do in the
-    namespace, the runtime's template, whether JobSet takes message patterns, and under Kueue
-    whether readmissions are gated."""
+    namespace, the runtime's template, and whether JobSet takes message patterns."""
     groups: dict[str, tuple[str, ...]] = {}
     for group in api.raw("GET", "/apis").get("groups") or ():
         groups[str(group.get("name"))] = tuple(
@@ -346,13 +363,6 @@ def _ask(api: Api, settings: Settings, now: datetime) -> ClusterFacts:
             patterns = "onJobFailureMessagePatterns" in json.dumps(document)
         except DispatchError:
             patterns = None
-    readmission: Support | None = None
-    if settings.kueue is not None:
-        readmission = (
-            readmission_gate(_gate_objects(api, settings), now)
-            if "kueue.x-k8s.io" in groups
-            else Support.no(Source.PROBED, "kueue.x-k8s.io is not served (Kueue absent)")
-        )
     return ClusterFacts(
         groups=groups,
         allowed=allowed,
@@ -361,15 +371,19 @@ def _ask(api: Api, settings: Settings, now: datetime) -> ClusterFacts:
         backoff_limit=limit,
         restart_policy=restart,
         message_patterns=patterns,
-        readmission=readmission,
     )
 
 
 def capabilities(
-    facts: ClusterFacts, declared: Mapping[Capability, Support], *, kueue_mode: bool = False
+    facts: ClusterFacts,
+    declared: Mapping[Capability, Support],
+    *,
+    kueue_mode: bool = False,
+    readmission: Support | None = None,
 ) -> dict[Capability, Support]:
     """Every capability from the facts, then the site's declarations over them.
-    ``kueue_mode``: the backend submits through Kueue (spec 0012)."""
+    ``kueue_mode``: the backend submits through Kueue (spec 0012); ``readmission``: then, the
+    probed gate of the LocalQueue in question (:func:`gate`)."""
     C, P, K = Capability, Source.PROBED, Source.CATALOGUE
     can = facts.allowed
 
@@ -415,7 +429,7 @@ def capabilities(
                 if hold.answer is Tristate.YES and workloads.answer is Tristate.YES
                 else (hold if hold.answer is not Tristate.YES else workloads)
             )
-            base[C.READMISSION_GATE] = facts.readmission or Support.unknown(
+            base[C.READMISSION_GATE] = readmission or Support.unknown(
                 P, "the LocalQueue's ClusterQueue and its admission checks were not read"
             )
         elif facts.kueue:
