@@ -56,6 +56,13 @@ BEFORE = "1d69d7464035e440b90a9464d2ac7c0e4a8b78f6eec0f6fe3bfa0f273e38aab4"
 #: changed (AFTER; first f8316bcf..., then the stall detail's durations read as ``20.4 s``
 #: where they were ``0:00:20.392464``).
 AFTER = "9e8eb8971f31b8458183b93496a7b5afd3596653892ea6cbde122b9b6aa01803"
+#: Issue 35 (the pending deadline) changed the format on purpose, additively: a new decision
+#: (pending-expired), the spec's [pending] and the cause never-fits, each written only when
+#: used. The simulator gives a share of its supervised jobs a pending deadline, from generators
+#: of their own, and never draws never-fits into the ordinary rules: with pending deadlines
+#: switched off in every seed the digests are still BEFORE and AFTER (the tests below), and
+#: only the seeds with pending deadlines changed (PENDING).
+PENDING = "9db30613a6096aa7595ecf357baa29d48de397305c4381f34d11c000e0557b41"
 
 
 def _chunk(data: bytes) -> bytes:
@@ -63,15 +70,18 @@ def _chunk(data: bytes) -> bytes:
     return len(data).to_bytes(8, "big") + data
 
 
-def record_digest(seeds: range, *, progress: bool = True) -> str:
-    """SHA-256 over every record every seed's run wrote, seed by seed (``progress``: as the
-    seed draws it; off: no job of any seed names a progress source)."""
+def record_digest(seeds: range, *, progress: bool = True, pending: bool = True) -> str:
+    """SHA-256 over every record every seed's run wrote, seed by seed (``progress``, ``pending``:
+    as the seed draws them; off: no job of any seed names a progress source, or has a pending
+    deadline)."""
     quiet_logs()
     digest = hashlib.sha256()
     for seed in seeds:
         opts = derive(seed)
         if not progress:
             opts = attrs.evolve(opts, p_progress=0.0)
+        if not pending:
+            opts = attrs.evolve(opts, p_pending=0.0)
         world = World(opts)
         world.run()
         store = world.store.inner
@@ -93,9 +103,14 @@ def test_the_digest_tells_one_changed_seed_from_another() -> None:
 
 @pytest.mark.sweep
 def test_without_progress_every_record_the_ci_seeds_write_is_byte_for_byte_as_before() -> None:
-    assert record_digest(range(SEEDS), progress=False) == BEFORE
+    assert record_digest(range(SEEDS), progress=False, pending=False) == BEFORE
+
+
+@pytest.mark.sweep
+def test_without_pending_deadlines_every_record_is_byte_for_byte_as_before_them() -> None:
+    assert record_digest(range(SEEDS), pending=False) == AFTER
 
 
 @pytest.mark.sweep
 def test_every_record_the_ci_seeds_write_is_byte_for_byte_as_recorded() -> None:
-    assert record_digest(range(SEEDS)) == AFTER
+    assert record_digest(range(SEEDS)) == PENDING
