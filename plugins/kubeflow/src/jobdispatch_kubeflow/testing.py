@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from jobdispatch.errors import Unauthorized
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.testing import eventually
 from jobdispatch.types import Capability, JobSpec, Resources, Support, Tristate
@@ -329,33 +330,41 @@ class KubeDriver(Driver):
                     },
                 )
         gpus = str(free + asked)
-        made = self.admin.create(
-            "pods",
-            self.namespace,
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "generateName": "jd-preemptor-",
-                    "labels": {PREEMPTOR_LABEL: "true"},
-                },
-                "spec": {
-                    "priorityClassName": PREEMPTOR_CLASS,
-                    "nodeSelector": {manifest.HOSTNAME_LABEL: node_name},
-                    "containers": [
-                        {
-                            "name": "preemptor",
-                            "image": "example.invalid/preemptor:1",
-                            "resources": {
-                                "requests": {manifest.GPU_RESOURCE: gpus},
-                                "limits": {manifest.GPU_RESOURCE: gpus},
-                            },
-                        }
-                    ],
-                },
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": "jd-preemptor-",
+                "labels": {PREEMPTOR_LABEL: "true"},
             },
-        )
-        self.preemptors.append(str(made["metadata"]["name"]))
+            "spec": {
+                "priorityClassName": PREEMPTOR_CLASS,
+                "nodeSelector": {manifest.HOSTNAME_LABEL: node_name},
+                "containers": [
+                    {
+                        "name": "preemptor",
+                        "image": "example.invalid/preemptor:1",
+                        "resources": {
+                            "requests": {manifest.GPU_RESOURCE: gpus},
+                            "limits": {manifest.GPU_RESOURCE: gpus},
+                        },
+                    }
+                ],
+            },
+        }
+
+        def create() -> str | None:
+            """The preemptor's name; None while the API server's Priority admission has not
+            yet seen a class just created (it reads them from a cache)."""
+            try:
+                made = self.admin.create("pods", self.namespace, body)
+            except Unauthorized as exc:
+                if "no PriorityClass" in str(exc):
+                    return None
+                raise
+            return str(made["metadata"]["name"])
+
+        self.preemptors.append(eventually(create, f"a preemptor pod of {PREEMPTOR_CLASS}"))
 
     def time_out(self, ref: ObjectRef) -> None:
         """Nothing to do but wait: the TrainJob was created with ``activeDeadlineSeconds``
