@@ -29,6 +29,7 @@ import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Resources, Rule, State
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually
+from jobdispatch_kubeflow.testing import create_preemptor, kubectl
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
@@ -148,23 +149,53 @@ def evict_pods(backend: Any, ref: Any) -> None:
 STEPS, WAIT_AT = 30, 12
 
 
-@pytest.mark.timeout(DEADLINE * 3)
-def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: Any) -> None:
-    """A 2-pod torchrun DDP job runs to completion; the same job evicted (a drain) after its
-    step-12 checkpoint is resubmitted by its rule, resumes from step 12 and ends at the same
-    final loss."""
-    backend, made = real
+def ddp_pair(plain_name: str, name: str, **resumed: Any) -> tuple[JobSpec, JobSpec]:
+    """An uninterrupted 2-pod DDP job, and one that waits after its step-12 checkpoint (to be
+    preempted there) and is resubmitted once by its rule; ``resumed`` adds to the second."""
     env = {"PYTHONUNBUFFERED": "1"}
-    plain = JobSpec(name="real-ddp", command=torchrun("--steps", str(STEPS)), nodes=2, env=env)
-    resumed = JobSpec(
-        name="real-ddp-evicted",
+    plain = JobSpec(name=plain_name, command=torchrun("--steps", str(STEPS)), nodes=2, env=env)
+    waits = JobSpec(
+        name=name,
         command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT)),
         nodes=2,
         env=env,
         recovery=RecoveryPolicy(
             rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
         ),
+        **resumed,
     )
+    return plain, waits
+
+
+def assert_resumed_to_the_same_loss(plain: tuple[Any, Any], resumed: tuple[Any, Any]) -> None:
+    """Both jobs (cluster, plan) succeed; the resumed one was preempted once, resumed from the
+    step-12 checkpoint and ended at the uninterrupted one's final loss."""
+    done_plain = settled(*plain)
+    assert done_plain.state is State.SUCCEEDED, done_plain
+    done = settled(*resumed)
+    assert done.state is State.SUCCEEDED, done
+    one, two = done.submissions
+    assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
+    assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
+
+    uninterrupted = result(plain[1], 1)
+    after = result(resumed[1], 2)
+    print(
+        f"uninterrupted final loss {uninterrupted['final_loss']!r}; {done.name} "
+        f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
+    )
+    assert uninterrupted["resumed_from"] == 0
+    assert after["resumed_from"] == WAIT_AT
+    assert after["final_loss"] == uninterrupted["final_loss"]
+
+
+@pytest.mark.timeout(DEADLINE * 3)
+def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: Any) -> None:
+    """A 2-pod torchrun DDP job runs to completion; the same job evicted (a drain) after its
+    step-12 checkpoint is resubmitted by its rule, resumes from step 12 and ends at the same
+    final loss."""
+    backend, made = real
+    plain, resumed = ddp_pair("real-ddp", "real-ddp-evicted")
     c1, p1, s1 = supervise(backend, plain)
     c2, p2, s2 = supervise(backend, resumed)
     made += [p1.job, p2.job]
@@ -179,24 +210,7 @@ def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: 
         refs = [o.ref for o in backend.find(p2.job).objects if o.identity and o.identity[1] == 1]
         assert len(refs) == 1, refs
         evict_pods(backend, refs[0])
-
-        done_plain = settled(c1, p1.job)
-        assert done_plain.state is State.SUCCEEDED, done_plain
-        done = settled(c2, p2.job)
-        assert done.state is State.SUCCEEDED, done
-        one, two = done.submissions
-        assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
-        assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
-
-        uninterrupted = result(p1.job, 1)
-        after = result(p2.job, 2)
-        print(
-            f"uninterrupted final loss {uninterrupted['final_loss']!r}; "
-            f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
-        )
-        assert uninterrupted["resumed_from"] == 0
-        assert after["resumed_from"] == WAIT_AT
-        assert after["final_loss"] == uninterrupted["final_loss"]
+        assert_resumed_to_the_same_loss((c1, p1.job), (c2, p2.job))
     finally:
         s1.stop()
         s2.stop()
@@ -336,46 +350,18 @@ def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
             kubectl("-n", namespace, "delete", "lease", lease, "--ignore-not-found")
 
 
-def kubectl(*args: str, stdin: str | None = None) -> str:
-    kube = Path(os.environ["JOBDISPATCH_KUBE_BIN"]) / "kubectl"
-    done = subprocess.run(
-        [str(kube), *args], input=stdin, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
 def high_priority(namespace: str, cpus: str) -> str:
     """A TrainJob that is not dispatch's, at high priority on the gated queue, asking more CPU
     than the cohort has left beside the real job: Kueue preempts the real job for it. Its pods
     go to the kwok nodes (they do not tolerate the real node's taint)."""
-    name = f"realhigh{uuid.uuid4().hex[:8]}"
-    body = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": KUEUE_QUEUE,
-                "kueue.x-k8s.io/priority-class": "jobdispatch-high",
-            },
-        },
-        "spec": {
-            "runtimeRef": {
-                "apiGroup": "trainer.kubeflow.org",
-                "kind": "ClusterTrainingRuntime",
-                "name": "dispatch-torch-test",
-            },
-            "trainer": {
-                "numNodes": 2,
-                "image": "registry.invalid/x:1",
-                "command": ["sleep", "600"],
-                "resourcesPerNode": {"requests": {"cpu": cpus}, "limits": {"cpu": cpus}},
-            },
-        },
-    }
-    kubectl("-n", namespace, "create", "-f", "-", stdin=json.dumps(body))
-    return name
+    return create_preemptor(
+        namespace,
+        KUEUE_QUEUE,
+        prefix="realhigh",
+        nodes=2,
+        command=["sleep", "600"],
+        resources={"requests": {"cpu": cpus}, "limits": {"cpu": cpus}},
+    )
 
 
 @pytest.mark.timeout(DEADLINE * 3)
@@ -387,18 +373,7 @@ def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
     loss of an uninterrupted run (which runs beside it without Kueue)."""
     plain_backend, plain_made = real
     backend, made, namespace = real_kueue
-    env = {"PYTHONUNBUFFERED": "1"}
-    plain = JobSpec(name="real-ddp-k0", command=torchrun("--steps", str(STEPS)), nodes=2, env=env)
-    resumed = JobSpec(
-        name="real-ddp-kueue",
-        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT)),
-        nodes=2,
-        env=env,
-        resources=Resources(cpus_per_proc=1),
-        recovery=RecoveryPolicy(
-            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
-        ),
-    )
+    plain, resumed = ddp_pair("real-ddp-k0", "real-ddp-kueue", resources=Resources(cpus_per_proc=1))
     c1, p1, s1 = supervise(plain_backend, plain)
     c2, p2, s2 = supervise(backend, resumed)
     plain_made.append(p1.job)
@@ -428,23 +403,7 @@ def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
         assert "InClusterQueue" in cause.detail, cause
         kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
         high = None
-
-        done_plain = settled(c1, p1.job)
-        assert done_plain.state is State.SUCCEEDED, done_plain
-        done = settled(c2, p2.job)
-        assert done.state is State.SUCCEEDED, done
-        one, two = done.submissions
-        assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
-        assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
-
-        uninterrupted = result(p1.job, 1)
-        after = result(p2.job, 2)
-        print(
-            f"uninterrupted final loss {uninterrupted['final_loss']!r}; Kueue-preempted job "
-            f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
-        )
-        assert after["resumed_from"] == WAIT_AT
-        assert after["final_loss"] == uninterrupted["final_loss"]
+        assert_resumed_to_the_same_loss((c1, p1.job), (c2, p2.job))
     finally:
         s1.stop()
         s2.stop()

@@ -15,9 +15,8 @@ from jobdispatch_conformance.adapter import AdapterSuite, ConfigurationTests, Dr
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
 
 
-class TestKubeflowConfiguration(ConfigurationTests):
-    """The registered schema is closed at every level, and new_backend refuses unknown keys:
-    no cluster needed."""
+class _KubeflowConfig:
+    """The adapter's name and a configuration of it that every class below registers."""
 
     @pytest.fixture
     def adapter_name(self) -> str | None:
@@ -28,8 +27,13 @@ class TestKubeflowConfiguration(ConfigurationTests):
         return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
 
 
+class TestKubeflowConfiguration(_KubeflowConfig, ConfigurationTests):
+    """The registered schema is closed at every level, and new_backend refuses unknown keys:
+    no cluster needed."""
+
+
 @pytest.mark.kube
-class TestKubeflowContract(AdapterSuite):
+class TestKubeflowContract(_KubeflowConfig, AdapterSuite):
     """Every area of the contract on the real control plane."""
 
     @pytest.fixture
@@ -59,14 +63,6 @@ class TestKubeflowContract(AdapterSuite):
     @pytest.fixture
     def timeouts(self) -> Timeouts:
         return Timeouts(settle=120.0, poll=0.5, quiet=5.0)
-
-    @pytest.fixture
-    def adapter_name(self) -> str | None:
-        return "kubeflow"
-
-    @pytest.fixture
-    def adapter_config(self) -> Mapping[str, Any] | None:
-        return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
 
 
 @pytest.mark.kube
@@ -118,7 +114,7 @@ class TestKubeflowKueueContract(TestKubeflowContract):
         }
 
 
-class TestKubeflowOverFakeCluster(AdapterSuite):
+class TestKubeflowOverFakeCluster(_KubeflowConfig, AdapterSuite):
     """Every area of the contract over the in-memory API and its stand-in for the controllers
     (jobdispatch_kubeflow.fake): the adapter's own side of the SPI, checked on every run. The
     real control plane is TestKubeflowContract's."""
@@ -148,14 +144,6 @@ class TestKubeflowOverFakeCluster(AdapterSuite):
     @pytest.fixture
     def timeouts(self) -> Timeouts:
         return Timeouts(settle=5.0, poll=0.001, quiet=0.0)
-
-    @pytest.fixture
-    def adapter_name(self) -> str | None:
-        return "kubeflow"
-
-    @pytest.fixture
-    def adapter_config(self) -> Mapping[str, Any] | None:
-        return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
 
 
 FAKE_RUNTIME = TEST_RUNTIME_OBJECT
