@@ -59,6 +59,7 @@ __all__ = [
     "OutputReader",
     "Paced",
     "Pacing",
+    "PlacementChecker",
     "Requeuer",
     "ResourceChecker",
     "ResourceTable",
@@ -494,6 +495,18 @@ class InventoryReporter(Protocol):
     plan can refuse a spec no node could satisfy before anything is created."""
 
     def inventory(self) -> Inventory: ...
+
+
+@runtime_checkable
+class PlacementChecker(Protocol):
+    """Says why a spec could never be placed, in figures the cluster gave, where an
+    :class:`Inventory` cannot say it: resources by the scheduler's own names, a node selector, a
+    queue's quota. Each problem names the field and what the cluster has instead; nothing is
+    said of what the cluster does not tell (the scheduler is then the judge). A request it
+    refuses is the job file's mistake, never the cluster's state: a spec that could fit once
+    capacity frees up is never refused."""
+
+    def never_fits(self, spec: JobSpec) -> Sequence[Problem]: ...
 
 
 @runtime_checkable
