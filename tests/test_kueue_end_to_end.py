@@ -44,7 +44,13 @@ def kueue(tmp_path: Path) -> Iterator[Any]:
     """The backend in Kueue mode on the gated queue, its driver, and the admission controller."""
     from jobdispatch_kubeflow import KubeflowBackend
     from jobdispatch_kubeflow.config import Kueue
-    from jobdispatch_kubeflow.testing import KubeDriver, cluster_problem, require, settings
+    from jobdispatch_kubeflow.testing import (
+        KubeDriver,
+        cluster_problem,
+        gated,
+        require,
+        settings,
+    )
 
     require(cluster_problem())
     namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
@@ -72,6 +78,7 @@ def kueue(tmp_path: Path) -> Iterator[Any]:
     driver = KubeDriver(backend)
     made: list[str] = []
     try:
+        gated(backend)  # the plan reads the gate: wait for the controller to answer
         yield backend, driver, made, namespace
     finally:
         for job in made:

@@ -33,13 +33,15 @@ budget = 2
 """
 
 
-def plan(tmp_path: Path, adapter: str, extra: str) -> tuple[int, str, str]:
+def plan(
+    tmp_path: Path, adapter: str, extra: str, *, job_text: str = JOB, args: tuple[str, ...] = ()
+) -> tuple[int, str, str]:
     config = tmp_path / "config" / "jobdispatch" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     section = CLUSTERS[adapter].format(missing=tmp_path / "missing")
     config.write_text(f"[clusters.far]\n{section}{extra}")
     job = tmp_path / "job.toml"
-    job.write_text(JOB)
+    job.write_text(job_text)
     env = {
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
@@ -48,7 +50,7 @@ def plan(tmp_path: Path, adapter: str, extra: str) -> tuple[int, str, str]:
     runner = CliRunner()
     with runner.isolation(env=env) as (out, err, _):
         try:
-            main(["plan", str(job), "--json"])
+            main(["plan", str(job), "--json", *args])
             code = 0
         except SystemExit as exc:
             code = int(exc.code or 0)

@@ -314,7 +314,7 @@ def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
     dispatch's admission controller running (spec 0012)."""
     from jobdispatch_kubeflow import KubeflowBackend
     from jobdispatch_kubeflow.config import Kueue, Runtime
-    from jobdispatch_kubeflow.testing import settings
+    from jobdispatch_kubeflow.testing import gated, settings
 
     namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
     lease = f"jd-real-adm-{uuid.uuid4().hex[:8]}"
@@ -337,6 +337,7 @@ def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
         )
         made: list[str] = []
         try:
+            gated(backend)  # the plan reads the gate: wait for the controller to answer
             yield backend, made, namespace
         finally:
             for job in made:

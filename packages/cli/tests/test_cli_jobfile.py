@@ -11,6 +11,7 @@ from jobdispatch.types import (
     CauseKind,
     Charge,
     CheckpointMode,
+    PendingRule,
     ProgressSource,
     StallMode,
     StallRule,
@@ -126,10 +127,10 @@ action = "resubmit"
         f"{f}:3: nodes: must be at least 1, got 0",
         f"{f}:4: tim_limit: unknown key (known keys: name, command, nodes, procs_per_node, "
         "time_limit, env, working_dir, output, image, checkpoint, resources, notify, "
-        "notify_sinks, recovery, progress, stall)",
+        "notify_sinks, recovery, progress, stall, pending)",
         f"{f}:12: recovery.rules[1].on[0]: unknown cause 'preempt' (rules cover: preempted, "
         "node-lost, out-of-memory, time-limit, non-zero-exit, launch-failed, no-capacity, "
-        "requeued, stalled, unknown)",
+        "never-fits, requeued, stalled, unknown)",
     ]
 
 
@@ -210,6 +211,19 @@ def test_progress_stall_and_charge_mirror_jobspec(tmp_path: Path) -> None:
         CauseKind.PREEMPTED,
     )
     assert rule.charge is Charge.NO_ADVANCE
+
+
+def test_pending_reads_its_deadline_and_cause(tmp_path: Path) -> None:
+    text = 'command = ["x"]\n[pending]\nafter = "2h"\ncause = "never-fits"\n'
+    spec = load_job_file(write(tmp_path, "p.toml", text)).spec
+    assert spec.pending == PendingRule(after=timedelta(hours=2), cause=CauseKind.NEVER_FITS)
+    plain = load_job_file(write(tmp_path, "q.toml", 'command = ["x"]\n[pending]\nafter = "1h"\n'))
+    assert plain.spec.pending == PendingRule(after=timedelta(hours=1))
+    bad = 'command = ["x"]\n[pending]\nafter = "1h"\ncause = "preempted"\n'
+    f = f"{tmp_path}/b.toml"
+    assert problems(write(tmp_path, "b.toml", bad)) == [
+        f"{f}:4: pending.cause: must be no-capacity or never-fits, got 'preempted'"
+    ]
 
 
 def test_bad_progress_and_stall_fields_are_named_with_their_lines(tmp_path: Path) -> None:

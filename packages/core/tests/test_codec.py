@@ -323,6 +323,7 @@ def test_enums_print_as_their_kebab_case_words() -> None:
             "non-zero-exit",
             "launch-failed",
             "no-capacity",
+            "never-fits",
             "requeued",
             "stalled",
             "unknown",

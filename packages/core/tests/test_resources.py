@@ -23,6 +23,7 @@ from jobdispatch import (
     problems,
 )
 from jobdispatch.codec import converter
+from jobdispatch.errors import Problem
 from jobdispatch.fit import fit
 from jobdispatch.memory import MemoryBackend, Shape
 
@@ -271,3 +272,16 @@ def test_an_adapter_table_is_checked_against_the_adapters_allow_list() -> None:
     assert "nice" in text
     assert "anything" not in text  # another adapter's table travels unread
     make_plan(Tabled(), None, spec(adapter={"memory": {"priority": 3}}))
+
+
+def test_an_adapter_checks_what_its_schema_cannot_say_at_plan() -> None:
+    class Checked(MemoryBackend):
+        def resource_problems(self, spec: JobSpec) -> list[Problem]:
+            table = spec.resources.adapter.get("memory", {})
+            if table.get("low") == table.get("high"):
+                return [Problem("resources.memory.high", "equals low")]
+            return []
+
+    with pytest.raises(ValidationError, match=r"resources\.memory\.high: equals low"):
+        make_plan(Checked(), None, spec(adapter={"memory": {"low": 1, "high": 1}}))
+    make_plan(Checked(), None, spec(adapter={"memory": {"low": 1, "high": 2}}))

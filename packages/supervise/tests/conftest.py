@@ -101,9 +101,11 @@ class Scenario:
     job: str = ""
     ticks: int = 0
     sinks: list[Sink] = attrs.Factory(list)
+    #: Whether an opened object starts at once (False: it stays pending, as on a full cluster).
+    auto_run: bool = True
 
     def __attrs_post_init__(self) -> None:
-        self.backend = MemoryBackend(shape=self.shape, auto_run=True, clock=self.clock)
+        self.backend = MemoryBackend(shape=self.shape, auto_run=self.auto_run, clock=self.clock)
         self.store = MemoryRecords(clock=self.clock)
         self.cluster = jobdispatch.compose(self.backend, store=self.store, clock=self.clock)
 

@@ -59,6 +59,7 @@ from jobdispatch_kubeflow import KubeflowBackend, Settings, names
 from jobdispatch_kubeflow.api import Api
 from jobdispatch_kubeflow.config import Runtime
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
+from jobdispatch_kubeflow.testing import own_node
 from jobdispatch_supervise.watching import Watching
 
 #: The supervisor's default poll interval for this adapter (``KubeflowBackend.pacing``), used
@@ -181,7 +182,7 @@ def real(sizes: list[int], window: float) -> list[Row]:
     nodes = [f"kwok-bench-{tag}-{i}" for i in range(-(-max(sizes, default=0) // PODS_PER_NODE))]
     try:
         for name in nodes:
-            _make_node(admin, name, tag)
+            own_node(admin, name, BENCH_LABEL, tag, pods=PODS_PER_NODE + 10)
         for n in sorted(sizes):
             _grow(setup, admin, jobs, n, tag)
             trainjobs = [f"jd-{job}-1-1" for job in jobs]
@@ -240,33 +241,6 @@ def _grow(backend: KubeflowBackend, admin: Api, jobs: list[str], n: int, tag: st
         if time.monotonic() > deadline:
             raise SystemExit(f"{len(missing)} of {n} TrainJobs have no running pod in time")
         time.sleep(2)
-
-
-def _make_node(admin: Api, name: str, tag: str) -> None:
-    """A kwok node of the benchmark's own, made like the plane's, tainted with ``tag``."""
-    like = admin.list("nodes", None, label_selector="type=kwok")[0][0]
-    meta = like["metadata"]
-    status = {
-        k: v for k, v in (like.get("status") or {}).items() if k in ("allocatable", "capacity")
-    }
-    for part in status.values():
-        part["pods"] = str(PODS_PER_NODE + 10)
-    labels = {**(meta.get("labels") or {}), "kubernetes.io/hostname": name, BENCH_LABEL: tag}
-    admin.create(
-        "nodes",
-        None,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": labels,
-                "annotations": meta.get("annotations") or {},
-            },
-            "spec": {"taints": [{"key": BENCH_LABEL, "value": tag, "effect": "NoSchedule"}]},
-            "status": status,
-        },
-    )
 
 
 def _place(admin: Api, namespace: str, name: str, tag: str) -> None:

@@ -4,6 +4,7 @@ Node and Event), built by small functions so each test states only what it is ab
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 T0 = "2026-12-01T10:00:00Z"
@@ -248,3 +249,83 @@ def event(reason: str, message: str, *, kind: str = "Warning", about: str = "jd-
         "type": kind,
         "count": 1,
     }
+
+
+# ---------------------------------------------------------------------------- Kueue's queues
+
+#: Kueue's AdmissionCheck controller name dispatch's controller answers.
+CONTROLLER_NAME = "jobdispatch.dev/admission"
+#: The Active condition's message of a check answered by the holder of Lease dispatch/l.
+ANSWERED = "answered by the holder of lease dispatch/l"
+
+
+def local_queue(cluster_queue: str = "cq") -> Obj:
+    return {
+        "metadata": {"name": "q", "namespace": "dispatch"},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def cluster_queue(*checks: str, strategy: bool = True) -> Obj:
+    spec: Obj = {}
+    if checks and strategy:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    elif checks:
+        spec["admissionChecks"] = list(checks)
+    return {"metadata": {"name": "cq"}, "spec": spec}
+
+
+def check(controller: str = CONTROLLER_NAME, message: str | None = None) -> Obj:
+    obj: Obj = {"metadata": {"name": "gate"}, "spec": {"controllerName": controller}}
+    if message is not None:
+        obj["status"] = {"conditions": [{"type": "Active", "status": "True", "message": message}]}
+    return obj
+
+
+def lease(renewed: datetime, holder: str = "ctl-1") -> Obj:
+    return {
+        "metadata": {"name": "l", "namespace": "dispatch"},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 15,
+            "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
+
+
+def kueue_queue(api: Any, *, gated: bool, renewed: datetime) -> None:
+    """Put into the fake ``api``: Kueue served, the test runtime, LocalQueue dispatch/q and its
+    ClusterQueue cq, listing AdmissionCheck ``gate`` answered by a controller whose Lease was
+    renewed at ``renewed`` (``gated``), or listing no check."""
+    from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
+
+    api.groups["kueue.x-k8s.io"] = ("v1beta2",)
+    api.put("clustertrainingruntimes", None, TEST_RUNTIME_OBJECT)
+    api.put("localqueues", "dispatch", local_queue())
+    if gated:
+        api.put("clusterqueues", None, cluster_queue("gate"))
+        api.put("admissionchecks", None, check(message=ANSWERED))
+        api.put("leases", "dispatch", lease(renewed))
+    else:
+        api.put("clusterqueues", None, cluster_queue())
+
+
+def kueue_backend(
+    *, gated: bool, renewed: datetime, priority_class: str | None = None
+) -> tuple[Any, Any]:
+    """A KubeflowBackend in Kueue mode on LocalQueue q of a fresh fake cluster
+    (:func:`kueue_queue`), with its clock at ``renewed``, and the fake; probes forgotten first."""
+    from jobdispatch_kubeflow import KubeflowBackend, probe
+    from jobdispatch_kubeflow.config import Kueue, Runtime, Settings
+    from jobdispatch_kubeflow.fake import FakeApi
+
+    probe.forget()
+    api = FakeApi()
+    kueue_queue(api, gated=gated, renewed=renewed)
+    settings = Settings(
+        namespace="dispatch",
+        allow_rank_restart=True,
+        runtime=Runtime(name="dispatch-torch-test"),
+        kueue=Kueue(queue="q", priority_class=priority_class),
+    )
+    return KubeflowBackend(settings, api=api, clock=lambda: renewed), api

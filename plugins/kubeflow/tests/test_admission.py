@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
+import objects
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,7 +17,6 @@ from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import CallMeta, Capability, HoldMeta, JobSpec, ObjectState, Tristate
 from jobdispatch_kubeflow import KubeflowBackend, admission, names, probe
-from jobdispatch_kubeflow.config import Kueue, Settings
 from jobdispatch_kubeflow.fake import FakeApi
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -318,11 +318,12 @@ def test_run_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def kueue_backend() -> tuple[KubeflowBackend, FakeApi]:
-    api = FakeApi()
-    settings = Settings(
-        namespace="dispatch", allow_rank_restart=True, kueue=Kueue(queue="q", priority_class="low")
+    """Kueue mode on LocalQueue q, whose ClusterQueue lists dispatch's check answered by a live
+    controller (the readmission gate stands)."""
+    made: tuple[KubeflowBackend, FakeApi] = objects.kueue_backend(
+        gated=True, renewed=NOW, priority_class="low"
     )
-    return KubeflowBackend(settings, api=api, clock=lambda: NOW), api
+    return made
 
 
 def test_kueue_mode_starts_gated_by_admission_gated_by_and_open_writes_the_open() -> None:

@@ -139,6 +139,18 @@ def test_complete_after_the_pods_are_gone_is_still_one_successful_execution() ->
     assert [e.cause.kind for e in obs.executions if e.cause] == [CauseKind.NONE]
 
 
+def test_a_run_whose_pods_were_deleted_started_when_its_job_did() -> None:
+    """A scheduler preemption deletes the pod at once, and its times with it: the run's start
+    is then its Job's ``startTime`` (the goodput check needs a start for every ended run)."""
+    tj = trainjob(conditions=FAILED)
+    started = job(conditions=[cond("Failed", "BackoffLimitExceeded")])
+    started["status"]["startTime"] = T0
+    obs = observe(Chain(trainjob=tj, jobs=[started], nodes=HEALTHY))
+    (run,) = obs.executions
+    assert run.started_at is not None and run.started_at.isoformat().startswith("2026-12-01T10:00")
+    assert observe(Chain(trainjob=tj, nodes=HEALTHY)).executions[0].started_at is None
+
+
 def test_a_non_zero_exit_keeps_its_code() -> None:
     p = pod(phase="Failed", containers=[terminated(3)])
     cause = ended(

@@ -438,3 +438,61 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
         assert never_readmitted()
     finally:
         kubectl("-n", namespace, "delete", "trainjob", high, "--ignore-not-found", "--wait=false")
+
+
+# ---------------------------------------------------------------------------- the probed gate
+
+
+def test_a_queue_whose_cluster_queue_lacks_the_check_answers_readmission_gate_no(
+    kube_cluster: None,
+) -> None:
+    """Issue 35 item 4, the regression: LocalQueue ``jobdispatch``'s ClusterQueue lists no
+    admission check, so Kueue readmits an evicted TrainJob by itself. The capability is probed
+    (no longer the catalogue's yes), and the plan refuses a rule on preempted there as it
+    refuses any rule nobody can enforce, and warns of a job without one."""
+    from jobdispatch.plan import make_plan
+    from jobdispatch.types import Action, Capability, RecoveryPolicy, Rule, Source, Tristate
+    from jobdispatch_kubeflow import KubeflowBackend, probe
+    from jobdispatch_kubeflow.config import Kueue
+    from jobdispatch_kubeflow.testing import settings
+
+    probe.forget()
+    backend = KubeflowBackend(settings(kueue=Kueue(queue="jobdispatch")))
+    try:
+        gate = backend.capabilities()[Capability.READMISSION_GATE]
+        assert (gate.answer, gate.source) == (Tristate.NO, Source.PROBED), gate
+        assert "ClusterQueue jobdispatch of LocalQueue dispatch/jobdispatch lists no" in (
+            gate.detail
+        )
+        rule = Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=2)
+        spec = JobSpec(command=("true",), recovery=RecoveryPolicy(rules=(rule,)))
+        with pytest.raises(Rejected, match="nobody would enforce rule 0"):
+            make_plan(backend, None, spec, supervised=True)
+        bare = make_plan(backend, None, JobSpec(command=("true",)), supervised=True)
+        assert "Kueue may readmit an evicted TrainJob by itself" in bare.identity_weakened
+    finally:
+        backend.close()
+
+
+def test_the_gate_is_yes_while_a_controller_answers_the_check_and_no_once_none_does(
+    backend: Any, controllers: Controllers
+) -> None:
+    """On ``jobdispatch-gated`` (its ClusterQueue lists the check): yes once a controller has
+    marked the check Active naming its Lease and renews it; no once it stopped (it gives its
+    Lease up on a clean exit)."""
+    from jobdispatch.types import Capability, Tristate
+    from jobdispatch_kubeflow import probe
+    from jobdispatch_kubeflow.testing import gated
+
+    controllers.start("solo")
+    yes = gated(backend, within=WAIT)
+    namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
+    assert f"lease {namespace}/{controllers.lease} held by solo" in yes.detail, yes
+    controllers.stop("solo")
+
+    def gate() -> Any:
+        probe.forget()
+        return backend.capabilities()[Capability.READMISSION_GATE]
+
+    no = eventually(gate, "readmission-gate: no", holds=lambda a: a.answer is Tristate.NO)
+    assert "no controller answers it" in no.detail, no

@@ -123,14 +123,14 @@ def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> No
 
 def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -> None:
     from jobdispatch_kubeflow import KubeflowBackend, names
-    from jobdispatch_kubeflow.testing import KubeDriver, settings
+    from jobdispatch_kubeflow.testing import KubeDriver, own_node, settings
 
     backend = KubeflowBackend(settings())
     driver = KubeDriver(backend)
     admin = driver.admin
     tag = uuid.uuid4().hex[:8]
     node_name = f"kwok-node-x{tag}"
-    _make_node(admin, node_name, tag)
+    own_node(admin, node_name, "dispatch.test/x", tag)
     job = "ox" + tag
     ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=_sleep()))
     _, name = names.split_ref(ref)
@@ -209,36 +209,3 @@ def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -
 
 def _sleep() -> JobSpec:
     return JobSpec(command=("sleep", "3600"), nodes=1)
-
-
-def _make_node(admin: Any, name: str, tag: str) -> None:
-    """A kwok node of this test's own, made like kwok-node-1 with a label of its own."""
-    like = next(
-        n
-        for n in admin.list("nodes", None, label_selector="type=kwok")[0]
-        if not (n.get("spec") or {}).get("unschedulable")
-    )
-    meta = like["metadata"]
-    admin.create(
-        "nodes",
-        None,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": {
-                    **(meta.get("labels") or {}),
-                    "kubernetes.io/hostname": name,
-                    "dispatch.test/x": tag,
-                },
-                "annotations": meta.get("annotations") or {},
-            },
-            "spec": {"taints": [{"key": "dispatch.test/x", "value": tag, "effect": "NoSchedule"}]},
-            "status": {
-                k: v
-                for k, v in (like.get("status") or {}).items()
-                if k in ("allocatable", "capacity")
-            },
-        },
-    )

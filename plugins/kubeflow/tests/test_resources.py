@@ -42,7 +42,6 @@ def test_a_spec_without_resources_leaves_the_runtimes_own() -> None:
     [
         ({"gpus_per_node": 1, "gpu_type": "a100"}, "resources.gpus_per_node"),
         ({"queue": "team-a"}, "resources.queue"),
-        ({"constraints": ["zone=a"]}, "resources.constraints"),
         ({"account": "ml"}, "resources.account"),
         ({"exclusive": True}, "resources.exclusive"),
     ],

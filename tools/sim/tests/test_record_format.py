@@ -61,6 +61,13 @@ BEFORE = "ff20a5ad73c067413263660258c9ab9f80cfb6fadb13a277fe911effeea35c6a"
 #: changed (AFTER; first f8316bcf..., then the stall detail's durations read as ``20.4 s``
 #: where they were ``0:00:20.392464``).
 AFTER = "bf8b1c1ee8a2557530e814a639acad767dc40ff0349d9379c77afc5d562926ba"
+#: Issue 35 (the pending deadline) changed the format on purpose, additively: a new decision
+#: (pending-expired), the spec's [pending] and the cause never-fits, each written only when
+#: used. The simulator gives a share of its supervised jobs a pending deadline, from generators
+#: of their own, and never draws never-fits into the ordinary rules: with pending deadlines
+#: switched off in every seed the digests are still BEFORE and AFTER (the tests below), and
+#: only the seeds with pending deadlines changed (PENDING).
+PENDING = "fa9b92c8c770e760d7cecd6c2bb29ead218cd028df4fdbd0b57b060d4eb0e06d"
 
 
 def _chunk(data: bytes) -> bytes:
@@ -68,15 +75,18 @@ def _chunk(data: bytes) -> bytes:
     return len(data).to_bytes(8, "big") + data
 
 
-def record_digest(seeds: range, *, progress: bool = True) -> str:
-    """SHA-256 over every record every seed's run wrote, seed by seed (``progress``: as the
-    seed draws it; off: no job of any seed names a progress source)."""
+def record_digest(seeds: range, *, progress: bool = True, pending: bool = True) -> str:
+    """SHA-256 over every record every seed's run wrote, seed by seed (``progress``, ``pending``:
+    as the seed draws them; off: no job of any seed names a progress source, or has a pending
+    deadline)."""
     quiet_logs()
     digest = hashlib.sha256()
     for seed in seeds:
         opts = derive(seed)
         if not progress:
             opts = attrs.evolve(opts, p_progress=0.0)
+        if not pending:
+            opts = attrs.evolve(opts, p_pending=0.0)
         world = World(opts)
         world.run()
         store = world.store.inner
@@ -98,9 +108,14 @@ def test_the_digest_tells_one_changed_seed_from_another() -> None:
 
 @pytest.mark.sweep
 def test_without_progress_every_record_the_ci_seeds_write_is_byte_for_byte_as_before() -> None:
-    assert record_digest(range(SEEDS), progress=False) == BEFORE
+    assert record_digest(range(SEEDS), progress=False, pending=False) == BEFORE
+
+
+@pytest.mark.sweep
+def test_without_pending_deadlines_every_record_is_byte_for_byte_as_before_them() -> None:
+    assert record_digest(range(SEEDS), pending=False) == AFTER
 
 
 @pytest.mark.sweep
 def test_every_record_the_ci_seeds_write_is_byte_for_byte_as_recorded() -> None:
-    assert record_digest(range(SEEDS)) == AFTER
+    assert record_digest(range(SEEDS)) == PENDING

@@ -62,6 +62,12 @@ class Driver:
         """The spec every check starts from: something that runs until it is ended."""
         return JobSpec(command=("sleep", "3600"), nodes=1)
 
+    def ending_spec(self, operation: str) -> JobSpec:
+        """The spec the object that ``operation`` (an ending) is driven on starts from: the
+        base spec, or one that carries what the cluster needs at submission to cause that
+        ending by itself (a short time limit it enforces; a GPU a preemptor can displace)."""
+        return self.base_spec()
+
     def unknown_ref(self) -> ObjectRef:
         """A ref the backend never issued, in its format."""
         return ObjectRef("jd-conformance-no-such-object")

@@ -59,6 +59,7 @@ from jobdispatch.types import (
     Extension,
     JobSpec,
     Notify,
+    PendingRule,
     ProgressSource,
     RecoveryPolicy,
     Resources,
@@ -299,6 +300,18 @@ class _Reader:
             fields["blind_after"] = blind
         return StallRule(**fields)
 
+    def pending(self, value: Any) -> PendingRule | None:
+        """The ``[pending]`` table: how long a submission may wait pending, and the cause its
+        ending then takes."""
+        if value is None or not self.ok("pending"):
+            return None
+        after = self.duration(value.get("after"), "pending.after")
+        if after is None:
+            return None
+        if value.get("cause") is None:
+            return PendingRule(after=after)
+        return PendingRule(after=after, cause=CauseKind(value["cause"]))
+
     def extensions(self, data: Mapping[str, Any], checkpoint: Any) -> list[Extension]:
         out: list[Extension] = [SharedCheckpoint()] if checkpoint == "shared" else []
         events = self.get(data, "notify", "notify")
@@ -332,6 +345,7 @@ class _Reader:
             "recovery": self.recovery(data.get("recovery")),
             "progress": self.progress(data.get("progress")),
             "stall": self.stall(data.get("stall")),
+            "pending": self.pending(data.get("pending")),
         }
         # Check what could be read as the core would, so one run reports every problem; a
         # field that could not be read is left out of that (it has its problem already).

@@ -28,7 +28,15 @@ from typing import Any
 
 import jsonschema
 from jobdispatch.sizes import SIZE_FORMS, SIZE_PATTERN
-from jobdispatch.types import RECOVERABLE, Action, CauseKind, Charge, NoticeKind, StallMode
+from jobdispatch.types import (
+    PENDING_CAUSES,
+    RECOVERABLE,
+    Action,
+    CauseKind,
+    Charge,
+    NoticeKind,
+    StallMode,
+)
 from jobdispatch.validate import MAX_BUDGET
 
 __all__ = ["SCHEMA_FILE", "SchemaProblem", "job_schema", "problems", "schema_text"]
@@ -55,6 +63,7 @@ _TOP = (
     "notify_sinks",
     "progress",
     "stall",
+    "pending",
 )
 _RESOURCES = (
     "gpus_per_node",
@@ -275,6 +284,28 @@ def job_schema() -> Mapping[str, Any]:
                 "additionalProperties": False,
                 "x-message": "must be a table with after, startup_grace, mode, blind_after; "
                 "got {value}",
+            },
+            "pending": {
+                "type": "object",
+                "description": "how long a submission may wait pending before it counts as an "
+                "ending, and with what cause",
+                "properties": {
+                    "after": {
+                        **_DURATION,
+                        "description": "how long a submission may stay pending once opened",
+                        "x-required": "how long a submission may stay pending once opened",
+                    },
+                    "cause": {
+                        "enum": [str(c) for c in PENDING_CAUSES],
+                        "description": "the ending's cause: no-capacity (waiting for capacity, "
+                        "the cluster's state; default) or never-fits (a request the cluster "
+                        "can never satisfy, the job file's mistake)",
+                        "x-message": "must be no-capacity or never-fits, got {value}",
+                    },
+                },
+                "required": ["after"],
+                "additionalProperties": False,
+                "x-message": "must be a table with after and cause, got {value}",
             },
         },
         "required": ["command"],

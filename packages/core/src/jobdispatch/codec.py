@@ -170,8 +170,9 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
     c.register_unstructure_hook(
         Resources, make_dict_unstructure_fn(Resources, c, _cattrs_omit_if_default=True)
     )
-    # Fields added after records existed (a rule's charge, a spec's progress source and stall
-    # rule, a plan's stall assignment, a rule's charged count) are written only when set, so a
+    # Fields added after records existed (a rule's charge, a spec's progress source, stall rule
+    # and pending deadline, a plan's stall assignment, a rule's charged count) are written only
+    # when set, so a
     # record that does not use them is byte for byte what it was before they existed.
     omit = override(omit_if_default=True)
     rule_fields: dict[str, Any] = {}
@@ -193,7 +194,9 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
     )
     c.register_unstructure_hook(
         JobSpec,
-        make_dict_unstructure_fn(JobSpec, c, resources=omit, progress=omit, stall=omit),
+        make_dict_unstructure_fn(
+            JobSpec, c, resources=omit, progress=omit, stall=omit, pending=omit
+        ),
     )
     if not written_names:
         # Before Plan's, which binds its fields' hooks when it is made.

@@ -367,6 +367,9 @@ class Job:
     blind: BlindRec | None = None
     #: Stall verdicts by (object id, run index).
     stalls: dict[tuple[str, int], StallRec] = attrs.Factory(dict)
+    #: Objects stopped for staying pending past the job's pending deadline, by object id: the
+    #: cause their ending takes (``[pending]``).
+    pending_expired: dict[str, Cause] = attrs.Factory(dict)
     #: When the record first saw each run running, by (object id, run index): a stall rule's
     #: startup grace counts from there.
     running_since: dict[tuple[str, int], datetime] = attrs.Factory(dict)
@@ -441,12 +444,17 @@ class Job:
     def run_cause(self, obj: ObjectRec, run: ExecutionObs) -> Cause | None:
         """The cause of run ``run`` of ``obj``: ``stalled`` when the supervisor decided to stop
         it as stalled (that decision was committed before its stop, so whatever the backend
-        says of the kill, ``cancelled`` say, the run ended because it hung), else the
-        backend's."""
+        says of the kill, ``cancelled`` say, the run ended because it hung), the pending
+        deadline's cause when the object was stopped for waiting past it (a run that started
+        between that decision and the stop included), else the backend's."""
         if self.stalls:
             stall = self.stalls.get((obj.ref.id, run.index))
             if stall is not None and stall.enforced:
                 return stall.cause
+        if self.pending_expired:
+            expired = self.pending_expired.get(obj.ref.id)
+            if expired is not None:
+                return expired
         return run.cause
 
     def last_cause(self) -> Cause | None:
@@ -963,6 +971,14 @@ class _Folder:
         if key in job.stalls:
             raise _bad(i, job, f"run {e.execution} of {e.ref} declared stalled twice")
         job.stalls[key] = StallRec(e.cause, e.enforced, e.at, i)
+
+    def _on_pending_expired(self, i: int, e: ev.PendingExpired) -> None:
+        job = self.job
+        self._not_terminal(i, "a pending deadline")
+        self._object(i, e.ref)
+        if e.ref.id in job.pending_expired:
+            raise _bad(i, job, f"{e.ref} expired pending twice")
+        job.pending_expired[e.ref.id] = e.cause
 
     def _on_verified_stopped(self, i: int, e: ev.VerifiedStopped) -> None:
         obj = self._object(i, e.ref)

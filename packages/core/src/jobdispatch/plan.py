@@ -31,6 +31,8 @@ from jobdispatch.spi import (
     Backend,
     IdentityWeakener,
     InventoryReporter,
+    PlacementChecker,
+    ResourceChecker,
     ResourceTable,
     pacing_of,
 )
@@ -112,8 +114,10 @@ def unsupported_need(
 
 
 def check_resources(backend: Backend, spec: JobSpec) -> None:
-    """Refuse ``spec`` when the cluster could never place it, or when the adapter's own resource
-    table breaks its allow-list; return when it fits or the cluster does not say enough.
+    """Refuse ``spec`` when the cluster could never place it (its :class:`InventoryReporter`'s
+    inventory, or its :class:`PlacementChecker`'s own figures), or when the adapter's own
+    resource table breaks its allow-list; return when it fits or the cluster does not say
+    enough.
 
     Raises ValidationError for a bad adapter table (every problem at once, as validate does) and
     Unsupported naming each field the cluster cannot satisfy and what it has instead.
@@ -123,12 +127,19 @@ def check_resources(backend: Backend, spec: JobSpec) -> None:
         table = spec.resources.adapter.get(name, {})
         plain = {k: list(v) if isinstance(v, tuple) else v for k, v in table.items()}
         validate_config(plain, backend.resource_schema, subject=f"resources.{name}")
+    if isinstance(backend, ResourceChecker):
+        problems = backend.resource_problems(spec)
+        if problems:
+            raise ValidationError(problems, subject="job file")
+    found: list[Problem] = []
     if isinstance(backend, InventoryReporter):
         found = fit(spec, backend.inventory())
-        if found:
-            lines = "; ".join(str(p) for p in found)
-            msg = f"this cluster cannot place the job: {lines}"
-            raise Unsupported(msg)
+    if not found and isinstance(backend, PlacementChecker):
+        found = list(backend.never_fits(spec))
+    if found:
+        lines = "; ".join(str(p) for p in found)
+        msg = f"this cluster cannot place the job: {lines}"
+        raise Unsupported(msg)
 
 
 def _effective(rule: Rule, mode: CheckpointMode) -> Rule:
@@ -174,6 +185,19 @@ def _assign(
     raise Rejected(msg)
 
 
+def _at_least_a_poll(backend: Backend, field: str, value: timedelta, why: str) -> None:
+    """Refuse a duration the supervisor judges once per poll that is shorter than the adapter's
+    poll interval, naming ``field`` (ValidationError): it could never be judged in time."""
+    poll = timedelta(seconds=pacing_of(backend).interval)
+    if value < poll:
+        problem = Problem(
+            field,
+            f"must be at least the poll interval of adapter {backend.name!r} ({poll}), got "
+            f"{value}: {why}",
+        )
+        raise ValidationError([problem], subject="job spec")
+
+
 def _stall(
     backend: Backend,
     spec: JobSpec,
@@ -194,14 +218,7 @@ def _stall(
     rule = spec.stall
     if rule is None:
         return None
-    poll = timedelta(seconds=pacing_of(backend).interval)
-    if rule.after < poll:
-        problem = Problem(
-            "stall.after",
-            f"must be at least the poll interval of adapter {backend.name!r} ({poll}), got "
-            f"{rule.after}: progress is read once per poll",
-        )
-        raise ValidationError([problem], subject="job spec")
+    _at_least_a_poll(backend, "stall.after", rule.after, "progress is read once per poll")
     growth = capabilities.get(Capability.OUTPUT_GROWTH)
     output_growth = spec.progress is None and growth is not None and growth.answer is Tristate.YES
     if spec.progress is None and not output_growth:
@@ -232,6 +249,22 @@ def _stall(
         note=note,
         output_growth=output_growth,
     )
+
+
+def _pending(backend: Backend, spec: JobSpec, supervised: bool) -> None:
+    """Refuse a pending deadline nobody would enforce: the supervisor stops a job pending past
+    it, so an unsupervised job cannot have one, and one shorter than the poll could never be
+    judged in time (refused naming ``pending.after``)."""
+    rule = spec.pending
+    if rule is None:
+        return
+    _at_least_a_poll(backend, "pending.after", rule.after, "the backend is read once per poll")
+    if not supervised:
+        msg = (
+            "nobody would enforce the pending deadline: only a supervisor stops a job pending "
+            "past it; supervise the job"
+        )
+        raise Rejected(msg)
 
 
 def _rules(n: int) -> str:
@@ -295,9 +328,12 @@ def make_plan(
             )
         )
     stall = _stall(backend, spec, supervised, capabilities)
+    _pending(backend, spec, supervised)
     covered = {kind for rule in rules for kind in rule.on}
     if spec.stall is None:
         covered.add(CauseKind.STALLED)  # a job without a stall rule never stalls
+    if spec.pending is None or spec.pending.cause is not CauseKind.NEVER_FITS:
+        covered.add(CauseKind.NEVER_FITS)  # only its pending deadline ends a job so
     uncovered = tuple(kind for kind in RECOVERABLE if kind not in covered)
     weakened = backend.identity_weakened(spec) if isinstance(backend, IdentityWeakener) else ""
     return Plan(

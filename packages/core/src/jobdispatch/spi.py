@@ -17,7 +17,7 @@ from typing import IO, Protocol, runtime_checkable
 
 import attrs
 
-from jobdispatch.errors import Invalid
+from jobdispatch.errors import Invalid, Problem
 from jobdispatch.timing import ABSENCE_REFRESH
 from jobdispatch.types import (
     CallMeta,
@@ -59,7 +59,9 @@ __all__ = [
     "OutputReader",
     "Paced",
     "Pacing",
+    "PlacementChecker",
     "Requeuer",
+    "ResourceChecker",
     "ResourceTable",
     "StartRequest",
     "StopReport",
@@ -496,6 +498,18 @@ class InventoryReporter(Protocol):
 
 
 @runtime_checkable
+class PlacementChecker(Protocol):
+    """Says why a spec could never be placed, in figures the cluster gave, where an
+    :class:`Inventory` cannot say it: resources by the scheduler's own names, a node selector, a
+    queue's quota. Each problem names the field and what the cluster has instead; nothing is
+    said of what the cluster does not tell (the scheduler is then the judge). A request it
+    refuses is the job file's mistake, never the cluster's state: a spec that could fit once
+    capacity frees up is never refused."""
+
+    def never_fits(self, spec: JobSpec) -> Sequence[Problem]: ...
+
+
+@runtime_checkable
 class ResourceTable(Protocol):
     """Reads an adapter-specific resource table (``[resources.slurm]``).
 
@@ -509,6 +523,19 @@ class ResourceTable(Protocol):
 
     @property
     def resource_schema(self) -> Mapping[str, object]: ...
+
+
+@runtime_checkable
+class ResourceChecker(Protocol):
+    """Checks what a schema cannot say of a spec's resources, after the plan has checked the
+    adapter's table against its schema (:class:`ResourceTable`): a key given twice, a value the
+    cluster entry rules out (a per-job queue where the entry submits through no queue).
+    """
+
+    def resource_problems(self, spec: JobSpec) -> Sequence[Problem]:
+        """Every problem at once, each naming its field's path in the job file
+        (``resources.kubeflow.labels``, ``resources.constraints[0]``); empty when none."""
+        ...
 
 
 @runtime_checkable

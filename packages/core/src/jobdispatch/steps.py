@@ -27,7 +27,7 @@ give it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import ClassVar, TypeAlias
 
 import attrs
@@ -154,6 +154,7 @@ _OBJ_ENDED = ObjectState.ENDED
 _OBJ_GATED = ObjectState.GATED
 _OBJ_PENDING = ObjectState.PENDING
 _PROV_SCHEDULER = Provenance.SCHEDULER
+_PROV_SUPERVISOR = Provenance.SUPERVISOR
 _REPLY_CREATED = Reply.CREATED
 _REPLY_REFUSED = Reply.REFUSED
 _REPLY_UNKNOWN = Reply.UNKNOWN
@@ -384,6 +385,35 @@ class ObserveStall(_StallVerdict):
 
     def before(self, ctx: Context) -> list[ev.AnyEvent]:
         return [self.verdict(ctx, enforced=False)]
+
+
+@attrs.frozen(kw_only=True)
+class ExpirePending(_Step):
+    """The canonical object stayed pending past the job's pending deadline since it was opened:
+    the verdict and the decision to stop it are committed together, and only then is it
+    stopped, so its ending's cause is the deadline's (``no-capacity`` or ``never-fits``,
+    provenance supervisor), never the ``cancelled`` a stop shows.
+
+    Row P6."""
+
+    kind: ClassVar[str] = "expire-pending"
+    commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.PendingExpired, ev.StopDecided)
+    call_type: ClassVar[type[Call] | None] = calls.StopCall
+    ref: ObjectRef
+    cause: Cause
+
+    @property
+    def reason(self) -> str:
+        return f"{self.cause.kind}: {self.cause.detail}"
+
+    def before(self, ctx: Context) -> list[ev.AnyEvent]:
+        return [
+            ev.PendingExpired(at=ctx.at, by=ctx.by, ref=self.ref, cause=self.cause),
+            ev.StopDecided(at=ctx.at, by=ctx.by, ref=self.ref, reason=self.reason),
+        ]
+
+    def call(self, ctx: Context) -> Call:
+        return calls.StopCall(ref=self.ref, reason=self.reason)
 
 
 @attrs.frozen(kw_only=True)
@@ -892,6 +922,7 @@ Step: TypeAlias = (
     | RecordProgress
     | DeclareStall
     | ObserveStall
+    | ExpirePending
     | Authorize
     | Start
     | Canonical
@@ -919,6 +950,7 @@ STEPS: Sequence[type[_Step]] = (
     RecordProgress,
     DeclareStall,
     ObserveStall,
+    ExpirePending,
     Authorize,
     Start,
     Canonical,
@@ -1015,6 +1047,10 @@ def _end_of(job: Job, sub: SubmissionRec) -> tuple[End, Cause] | None:
             )
         else:
             cause = Cause(_CAUSE_UNKNOWN, detail="vanished from the backend while it ran")
+    elif obj.ref.id in job.pending_expired:
+        # Stopped for waiting past the pending deadline: that decision preceded the stop.
+        key = End(obj.ref.id, -1)
+        cause = job.pending_expired[obj.ref.id]
     elif obj.ever_opened or obj.open_decided:
         key = End(obj.ref.id, -1)
         cause = Cause(_CAUSE_UNKNOWN, detail="ended without a run the backend showed")
@@ -1547,6 +1583,11 @@ def _drive(job: Job, now: datetime) -> list[Step]:
         return steps
     wakes.append(wake)
 
+    steps, wake = _pending_too_long(job, latest, hold, now)
+    if steps:
+        return steps
+    wakes.append(wake)
+
     for step_list in (_backend_holds(job, hold, now), _restore_bit(job, now)):
         if step_list:
             return step_list
@@ -1569,6 +1610,58 @@ def _stalled(job: Job, sub: SubmissionRec, now: datetime) -> tuple[list[Step], d
     if stall is None or not stall.enforced or run.state is _OBJ_ENDED:
         return [], None
     return _stop_steps(job, obj, f"stalled: {stall.cause.detail}", now)
+
+
+def _span(span: timedelta) -> str:
+    """A duration as people say it: ``2h 5m``, ``40s``."""
+    seconds = int(span.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [
+        f"{hours}h" if hours else "",
+        f"{minutes}m" if minutes else "",
+        f"{secs}s" if secs else "",
+    ]
+    return " ".join(p for p in parts if p) or "0s"
+
+
+def _pending_too_long(
+    job: Job, sub: SubmissionRec, hold: HoldRec | None, now: datetime
+) -> tuple[list[Step], datetime | None]:
+    """The job's pending deadline (``[pending]``) over the canonical object of the latest
+    submission: opened, shown pending, never seen to start, and not held, since its open (or
+    the latest lift of a hold on the submission, whichever is later) for ``pending.after``:
+    stop it with the deadline's cause (row P6). One already expired that still lives is stopped
+    again after STOP_RETRY. Otherwise, when the deadline is due, the wake-up."""
+    rule = job.header.spec.pending
+    if rule is None or sub.canonical is None:
+        return [], None
+    obj = job.object(sub.canonical)
+    if obj is None or obj.done or not obj.open_decided:
+        return [], None
+    if obj.ref.id in job.pending_expired:
+        cause = job.pending_expired[obj.ref.id]
+        return _stop_steps(job, obj, f"{cause.kind}: {cause.detail}", now)
+    if hold is not None or obj.state is not _OBJ_PENDING:
+        return [], None
+    started = any(
+        e.started_at is not None or e.state is not _OBJ_PENDING for e in obj.executions()
+    ) or any(key[0] == obj.ref.id for key in job.running_since)
+    opened = job.open_at.get(obj.ref.id)
+    if started or opened is None:
+        return [], None
+    lifted = [h.lifted_at for h in job.holds if h.lifted_at is not None and h.submission == sub.n]
+    since = max([opened, *lifted])
+    due = since + rule.after
+    if now < due:
+        return [], due
+    said = obj.obs.detail if obj.obs is not None and obj.obs.detail else ""
+    detail = (
+        f"pending for {_span(now - since)} since it was opened, past pending after "
+        f"{_span(rule.after)}" + (f"; the backend said: {said}" if said else "")
+    )
+    cause = Cause(rule.cause, _PROV_SUPERVISOR, detail)
+    return [ExpirePending(ref=obj.ref, cause=cause)], None
 
 
 def _progress(job: Job, reading: pr.Reading, now: datetime) -> list[Step]:

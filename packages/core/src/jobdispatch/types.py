@@ -72,7 +72,11 @@ class CauseKind(_Word):
     TIME_LIMIT = "time-limit"
     NON_ZERO_EXIT = "non-zero-exit"
     LAUNCH_FAILED = "launch-failed"
+    #: Waiting for capacity the cluster lacks now: the cluster's state, which may change.
     NO_CAPACITY = "no-capacity"
+    #: A request the cluster can never satisfy (more per node than any node has, a selector no
+    #: node matches, more than its queue may ever admit): the job file's mistake.
+    NEVER_FITS = "never-fits"
     HELD = "held"
     RELEASED = "released"
     REQUEUED = "requeued"
@@ -97,10 +101,15 @@ RECOVERABLE: tuple[CauseKind, ...] = (
     CauseKind.NON_ZERO_EXIT,
     CauseKind.LAUNCH_FAILED,
     CauseKind.NO_CAPACITY,
+    CauseKind.NEVER_FITS,
     CauseKind.REQUEUED,
     CauseKind.STALLED,
     CauseKind.UNKNOWN,
 )
+
+#: The causes a pending deadline may end a job with: waiting for capacity (the cluster's
+#: state), or a request the cluster can never satisfy (the job file's mistake).
+PENDING_CAUSES: tuple[CauseKind, ...] = (CauseKind.NO_CAPACITY, CauseKind.NEVER_FITS)
 
 
 class Provenance(_Word):
@@ -520,6 +529,19 @@ class StallRule:
         return self.after if self.startup_grace is None else self.startup_grace
 
 
+@attrs.frozen(kw_only=True)
+class PendingRule:
+    """How long a submission may wait pending before it counts as an ending (``[pending]`` in
+    the job file): from the decision to open its object until its first run starts, at most
+    ``after``; then the supervisor stops the object and its ending has cause ``cause``
+    (``no-capacity`` or ``never-fits``, provenance supervisor), so the rules on that cause
+    fail, hold or escalate it as for any ending. Time held does not count: a held job is not
+    pending, and its release opens the object again."""
+
+    after: timedelta
+    cause: CauseKind = CauseKind.NO_CAPACITY
+
+
 def _strings(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
         # A bare string would otherwise become a tuple of characters.
@@ -640,6 +662,8 @@ class JobSpec:
     progress: ProgressSource | None = None
     #: When a run counts as hung; only a job with a progress source can stall.
     stall: StallRule | None = None
+    #: How long a submission may wait pending before it counts as an ending (None: for ever).
+    pending: PendingRule | None = None
 
     @property
     def checkpoint(self) -> CheckpointMode:

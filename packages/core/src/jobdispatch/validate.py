@@ -13,10 +13,12 @@ from datetime import timedelta
 
 from jobdispatch.errors import Problem, ValidationError
 from jobdispatch.types import (
+    PENDING_CAUSES,
     Action,
     CauseKind,
     Charge,
     JobSpec,
+    PendingRule,
     ProgressSource,
     Resources,
     Rule,
@@ -188,6 +190,19 @@ def _check_progress(source: ProgressSource, out: list[Problem]) -> None:
         out.append(Problem("progress.record_every", f"must be at most {MAX_DURATION.days} days"))
 
 
+def _check_pending(rule: PendingRule, out: list[Problem]) -> None:
+    if not isinstance(rule.after, timedelta) or (why := _duration_problem(rule.after)):
+        out.append(
+            Problem(
+                "pending.after",
+                why if isinstance(rule.after, timedelta) else "must be a duration",
+            )
+        )
+    if rule.cause not in PENDING_CAUSES:
+        allowed = " or ".join(str(c) for c in PENDING_CAUSES)
+        out.append(Problem("pending.cause", f"must be {allowed}, got {rule.cause}"))
+
+
 def _check_stall(rule: StallRule, out: list[Problem]) -> None:
     if not isinstance(rule.after, timedelta) or (why := _duration_problem(rule.after)):
         out.append(
@@ -288,6 +303,8 @@ def problems(spec: JobSpec) -> list[Problem]:
                     "variable out (it is set from [progress] root)",
                 )
             )
+    if spec.pending is not None:
+        _check_pending(spec.pending, out)
     if spec.stall is not None:
         _check_stall(spec.stall, out)
     elif CauseKind.STALLED in seen:

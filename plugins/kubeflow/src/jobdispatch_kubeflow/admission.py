@@ -36,6 +36,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -56,7 +57,9 @@ __all__ = [
     "Answer",
     "Controller",
     "Lease",
+    "active_message",
     "decide",
+    "lease_of",
     "main",
     "open_annotation",
     "rbac_manifest",
@@ -191,6 +194,24 @@ def decide(
 
 def _pending(check: Mapping[str, Any], message: str) -> Answer | None:
     return None if check.get("message") == message else Answer(PENDING, message)
+
+
+#: How the Active condition of a check names the controller's Lease (:func:`active_message`).
+_ACTIVE = re.compile(r"^answered by the holder of lease (?P<namespace>[^/\s]+)/(?P<name>[^/\s]+)$")
+
+
+def active_message(namespace: str, name: str) -> str:
+    """The message of the Active condition the controller writes on its AdmissionChecks: the
+    Lease its replicas share, the same for every replica (so they never rewrite each other's),
+    whose ``renewTime`` says whether a controller still answers (read by the adapter's probe)."""
+    return f"answered by the holder of lease {namespace}/{name}"
+
+
+def lease_of(message: str) -> tuple[str, str] | None:
+    """The (namespace, name) of the Lease an Active condition's ``message`` names; None when it
+    names none (a controller of an earlier version, or someone else's)."""
+    found = _ACTIVE.match(message or "")
+    return None if found is None else (found["namespace"], found["name"])
 
 
 # ---------------------------------------------------------------------------- leader election
@@ -380,14 +401,22 @@ class Controller:
 
     def _checks(self) -> list[str]:
         """Our AdmissionChecks, each marked Active (Kueue keeps a ClusterQueue that lists a
-        check without an Active condition inactive)."""
+        check without an Active condition inactive), the condition naming the controller's
+        Lease (:func:`active_message`), where the adapter's probe reads whether a controller
+        still answers the check."""
         items, _ = self.api.list("admissionchecks", None)
         ours = [
             c for c in items if (c.get("spec") or {}).get("controllerName") == self.controller_name
         ]
+        message = active_message(self.lease.namespace, self.lease.name)
         for check in ours:
             conds = (check.get("status") or {}).get("conditions") or []
-            if any(c.get("type") == "Active" and c.get("status") == "True" for c in conds):
+            if any(
+                c.get("type") == "Active"
+                and c.get("status") == "True"
+                and c.get("message") == message
+                for c in conds
+            ):
                 continue
             if not self.lease.held():
                 break
@@ -401,7 +430,7 @@ class Controller:
                             "type": "Active",
                             "status": "True",
                             "reason": "Active",
-                            "message": f"answered by {self.lease.identity}",
+                            "message": message,
                             "lastTransitionTime": now,
                             "observedGeneration": check["metadata"].get("generation", 1),
                         },

@@ -95,6 +95,9 @@ KINDS: Mapping[str, Kind] = {
     "workloads": Kind("kueue.x-k8s.io", "v1beta2", "workloads"),
     "workloads/status": Kind("kueue.x-k8s.io", "v1beta2", "workloads", subresource="status"),
     "admissionchecks": Kind("kueue.x-k8s.io", "v1beta2", "admissionchecks", namespaced=False),
+    "localqueues": Kind("kueue.x-k8s.io", "v1beta2", "localqueues"),
+    "priorityclasses": Kind("scheduling.k8s.io", "v1", "priorityclasses", namespaced=False),
+    "clusterqueues": Kind("kueue.x-k8s.io", "v1beta2", "clusterqueues", namespaced=False),
     "admissionchecks/status": Kind(
         "kueue.x-k8s.io", "v1beta2", "admissionchecks", namespaced=False, subresource="status"
     ),

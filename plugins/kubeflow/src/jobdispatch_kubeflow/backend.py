@@ -11,6 +11,7 @@ reasons for each decision.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import queue
 import threading
@@ -21,7 +22,16 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch import spi
-from jobdispatch.errors import Conflict, Invalid, NotFound, Rejected, Unauthorized, Unsupported
+from jobdispatch.errors import (
+    Conflict,
+    Invalid,
+    NotFound,
+    Problem,
+    Rejected,
+    Unauthorized,
+    Unsupported,
+    ValidationError,
+)
 from jobdispatch.kit import followed
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
@@ -50,7 +60,16 @@ from jobdispatch.types import (
     Tristate,
 )
 
-from jobdispatch_kubeflow import classify, gating, manifest, names, probe, restart
+from jobdispatch_kubeflow import (
+    classify,
+    gating,
+    job_settings,
+    manifest,
+    names,
+    placement,
+    probe,
+    restart,
+)
 from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi, file_token
 from jobdispatch_kubeflow.classify import Chain, Observation, observe
 from jobdispatch_kubeflow.config import Settings
@@ -93,11 +112,15 @@ class KubeflowBackend(
     spi.NativePolicyCompiler,
     spi.OutputReader,
     spi.Paced,
+    spi.PlacementChecker,
+    spi.ResourceChecker,
+    spi.ResourceTable,
+    spi.SubmissionPreview,
     spi.Watcher,
 ):
     """Kubeflow Trainer v2 through the Kubernetes API. Implements Backend, Holder,
-    NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener and
-    OutputReader.
+    NativePolicyCompiler, MultiFinder, Watcher, CessationSignal, IdentityWeakener,
+    PlacementChecker and OutputReader.
 
     Args:
         settings: the validated configuration.
@@ -163,23 +186,111 @@ class KubeflowBackend(
         s = self.settings
         if not s.probe:
             return probe.UNPROBED
-        key = f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
-        return probe.probe(self.api, self.settings, key=key)
+        return probe.probe(self.api, self.settings, key=self._probe_key())
+
+    def _probe_key(self) -> str:
+        s = self.settings
+        return f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
+
+    def _queue(self, spec: JobSpec | None) -> str | None:
+        """The Kueue LocalQueue the TrainJob of ``spec`` goes to (read from the TrainJob
+        ``start`` would create, so whatever chooses it is followed); the configured one
+        without a spec; None when it goes through no Kueue queue."""
+        if spec is None:
+            return self.settings.kueue.queue if self.settings.kueue is not None else None
+        labels = self._would_create(spec)["metadata"].get("labels") or {}
+        queue = labels.get(names.QUEUE_NAME)
+        return str(queue) if queue else None
+
+    def _would_create(self, spec: JobSpec) -> Obj:
+        """The TrainJob ``start`` would create for a first submission of ``spec`` (pure)."""
+        request = StartRequest(job="plan", submission=1, attempt=1, spec=spec)
+        return manifest.trainjob(request, self.settings, self.gating)
 
     def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
-        """Every capability, probed per cluster (cached for ``probe_ttl``); a spec that names a
-        GPU model is told no, since the model is a node label this adapter does not select by."""
+        """Every capability, probed per cluster (cached for ``probe_ttl``), the readmission
+        gate per LocalQueue; a spec that names a GPU model is told no, since the model is a
+        node label this adapter does not select by."""
+        facts = self.facts()
+        queue = self._queue(spec) if self.gating.through_kueue else None
+        readmission = None
+        if queue is not None:
+            readmission = probe.gate(
+                self.api,
+                self.settings,
+                queue,
+                key=self._probe_key(),
+                facts=facts,
+                clock=self._clock,
+            )
         answers = probe.capabilities(
-            self.facts(), self.settings.declared, kueue_mode=self.gating.through_kueue
+            facts,
+            self.settings.declared,
+            kueue_mode=self.gating.through_kueue,
+            readmission=readmission,
         )
         if spec is not None and spec.resources.gpu_type is not None:
             answers = dict(answers)
             answers[Capability.GPUS] = Support.no(
                 Source.CATALOGUE,
-                f"GPUs of type {spec.resources.gpu_type!r}: the model is a node label, and node "
-                "selectors are not yet mapped by this adapter; ask for GPUs without a type",
+                f"GPUs of type {spec.resources.gpu_type!r}: the model is a node label; select it "
+                "in resources.constraints (nvidia.com/gpu.product=...), or name a MIG slice or "
+                "another vendor's resource in resources.kubeflow gpu_resource",
             )
         return answers
+
+    # ------------------------------------------------------------------ the job file's table
+
+    @property
+    def resource_table(self) -> str:
+        return job_settings.TABLE
+
+    @property
+    def resource_schema(self) -> Mapping[str, object]:
+        return job_settings.RESOURCE_SCHEMA
+
+    def resource_problems(self, spec: JobSpec) -> Sequence[Problem]:
+        """What the schema of ``[resources.kubeflow]`` cannot say: each value read (a label
+        given twice, a reserved key), constraints that are not node labels, a priority class
+        where the cluster entry submits through no Kueue, an environment variable set twice."""
+        problems: list[Problem] = []
+        try:
+            fields = job_settings.of(spec)
+        except ValidationError as exc:
+            at = f"resources.{job_settings.TABLE}."
+            return [Problem(at + p.path, p.message) for p in exc.problems]
+        try:
+            job_settings.node_selector(spec.resources.constraints)
+        except ValueError as exc:
+            problems.append(Problem("resources.constraints", str(exc)))
+        if fields.priority_class is not None and not self.gating.through_kueue:
+            problems.append(
+                Problem(
+                    "resources.kubeflow.priority_class",
+                    "names a Kueue WorkloadPriorityClass, but this cluster entry submits "
+                    "through no Kueue (no kueue table); a pod PriorityClass cannot be patched "
+                    "into a TrainJob (Trainer v2.2.1), so it comes from the training runtime",
+                )
+            )
+        for ref in (*fields.secret_env, *fields.config_map_env):
+            if ref.name in spec.env or ref.name.startswith("JOBDISPATCH_"):
+                where = "secret_env" if ref in fields.secret_env else "config_map_env"
+                problems.append(
+                    Problem(
+                        f"resources.kubeflow.{where}",
+                        f"{ref.name!r} is also set by [env] or by dispatch itself",
+                    )
+                )
+        return problems
+
+    @refuses_unsupported
+    def preview(self, request: StartRequest) -> str:
+        """The TrainJob ``start`` would create for ``request``, as JSON (``kubectl create -f``
+        reads it), creating nothing. Where a restart rule needs a derived runtime, its name is
+        computed from the base runtime (one read), not created."""
+        runtime = self._derived_runtime(request, create=False) if request.native.rules else None
+        body = manifest.trainjob(request, self.settings, self.gating, runtime=runtime)
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
         """Native: a restart on causes a derived runtime's failure policy tells apart exactly
@@ -189,6 +300,9 @@ class KubeflowBackend(
 
     def _rule(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport:
         perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
+        ungated = self._ungated(rule, caps)
+        if ungated is not None:
+            return ungated
         answered = self.gating.rule(rule, perform)
         if answered is not None:
             return answered
@@ -208,6 +322,21 @@ class KubeflowBackend(
             return RuleSupport(Support(cap.answer, cap.source, cap.detail), perform)
         return RuleSupport(
             Support.yes(Source.PROBED, "JobSet RestartJobSet, maxRestarts = the budget"), perform
+        )
+
+    def _ungated(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport | None:
+        """Under Kueue without a readmission gate, a rule on a cause Kueue requeues by itself
+        (a preemption, a pods-ready timeout) cannot be enforced by anyone: Kueue readmits the
+        evicted TrainJob before the supervisor decides. Answered with the gate's own answer
+        (no, or unknown), so the plan refuses it as any rule without an enforcer; None when
+        the gate stands or the rule names no such cause."""
+        gate = caps[Capability.READMISSION_GATE]
+        kueue_causes = sorted(str(k) for k in rule.on if k in gating.KUEUE_REQUEUES)
+        if not self.gating.through_kueue or gate.answer is Tristate.YES or not kueue_causes:
+            return None
+        detail = f"Kueue readmits on {', '.join(kueue_causes)} by itself: {gate.detail}"
+        return RuleSupport(
+            Support.no(Source.CATALOGUE, detail), Support(gate.answer, gate.source, detail)
         )
 
     def compile(
@@ -238,9 +367,21 @@ class KubeflowBackend(
         )
 
     def identity_weakened(self, spec: JobSpec) -> str:
-        """Why a run's identity is weak: the runtime lets Kubernetes rerun a rank in place (the
-        Job's ``backoffLimit`` or the pods' ``OnFailure``), so one execution may hold several
-        runs of a rank. Only where the site allows rank restarts; otherwise Start refuses."""
+        """Why a run's identity is weak: the runtime lets Kubernetes rerun a rank in place
+        (:meth:`_ranks_rerun`), or, under Kueue without a readmission gate, Kueue reruns an
+        evicted TrainJob by itself as a new execution nobody decided (a job without a rule on
+        preemption runs again). The plan shows it; Start refuses only the first."""
+        ranks = self._ranks_rerun()
+        gate = self.capabilities(spec)[Capability.READMISSION_GATE]
+        if not self.gating.through_kueue or gate.answer is Tristate.YES:
+            return ranks
+        readmits = f"Kueue may readmit an evicted TrainJob by itself (readmission-gate {gate})"
+        return f"{ranks}; {readmits}" if ranks else readmits
+
+    def _ranks_rerun(self) -> str:
+        """Why the runtime lets Kubernetes rerun a rank in place (the Job's ``backoffLimit`` or
+        the pods' ``OnFailure``), so one execution may hold several runs of a rank; "" when it
+        does not. Only where the site allows rank restarts; otherwise Start refuses."""
         facts = self.facts()
         if not facts.probed:
             return f"the runtime may let Kubernetes rerun a rank in place: {probe.NOT_PROBED}"
@@ -252,6 +393,29 @@ class KubeflowBackend(
             f"(Job backoffLimit {limit}, pod restartPolicy {facts.restart_policy or 'OnFailure'})"
         )
 
+    def never_fits(self, spec: JobSpec) -> Sequence[Problem]:
+        """Why the TrainJob ``spec`` becomes could never run here (:mod:`placement`): the nodes'
+        largest allocatable of each resource it asks, its node selector (when it has one), and
+        under Kueue its ClusterQueue's quota and what its cohort may lend it. One LIST of nodes
+        (and a GET of the LocalQueue, a LIST of ClusterQueues) per plan; nothing where probing
+        is off or RBAC refuses the reads."""
+        if not self.settings.probe:
+            return []
+        body = self._would_create(spec)
+        queue = (body["metadata"].get("labels") or {}).get(names.QUEUE_NAME)
+        try:
+            nodes, _ = self.api.list("nodes", None)
+            cluster_queue, queues = None, None
+            if queue:
+                local = self.api.get("localqueues", self.namespace, str(queue))
+                name = str(((local or {}).get("spec") or {}).get("clusterQueue") or "")
+                cluster_queue = self.api.get("clusterqueues", None, name) if name else None
+                queues, _ = self.api.list("clusterqueues", None)
+        except Unauthorized as exc:
+            log.info("the placement check reads nothing: %s", exc)
+            return []
+        return placement.never_fits(body, nodes, cluster_queue, queues)
+
     # ------------------------------------------------------------------ lifecycle
 
     def now(self) -> datetime:
@@ -262,9 +426,8 @@ class KubeflowBackend(
         """Create the TrainJob suspended under the discovery name. Rejected when the API
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
         lost. What the cluster cannot do was refused before, by the core."""
-        spec = request.spec
         runtime = self._derived_runtime(request) if request.native.rules else None
-        identity = "" if runtime else self.identity_weakened(spec)
+        identity = "" if runtime else self._ranks_rerun()
         if identity and not self.settings.allow_rank_restart:
             raise Unsupported(
                 f"cannot start {request.name}: {identity}; set allow_rank_restart where "
@@ -279,9 +442,10 @@ class KubeflowBackend(
         self._wrote("trainjobs", created)
         return names.ref_of(self.namespace, request.name)
 
-    def _derived_runtime(self, request: StartRequest) -> str:
-        """Create (or find) the TrainingRuntime that carries the offer's failure policy; its
-        name. The name is a hash of its content, so equal offers share one runtime."""
+    def _derived_runtime(self, request: StartRequest, *, create: bool = True) -> str:
+        """Create (or find) the TrainingRuntime that carries the offer's failure policy, based
+        on the job's runtime; its name. The name is a hash of its content, so equal offers
+        share one runtime. ``create=False``: the name only (a preview)."""
         settings = request.native.settings
         try:
             restart_on = [int(x) for x in settings["restart-on"].split(",") if x]
@@ -291,16 +455,16 @@ class KubeflowBackend(
         kind = "clustertrainingruntimes"
         if self.settings.runtime.kind == "TrainingRuntime":
             kind = "trainingruntimes"
-        base = self.api.get(
-            kind, None if kind.startswith("cluster") else self.namespace, self.settings.runtime.name
-        )
+        name = manifest.runtime_name(request.spec, self.settings)
+        base = self.api.get(kind, None if kind.startswith("cluster") else self.namespace, name)
         if base is None:
-            raise Rejected(f"the training runtime {self.settings.runtime.name} does not exist")
+            raise Rejected(f"the training runtime {name} does not exist")
         body = restart.runtime_body(
             base, namespace=self.namespace, restart_on=restart_on, max_restarts=max_restarts
         )
-        with contextlib.suppress(AlreadyExists):
-            self.api.create("trainingruntimes", self.namespace, body)
+        if create:
+            with contextlib.suppress(AlreadyExists):
+                self.api.create("trainingruntimes", self.namespace, body)
         return str(body["metadata"]["name"])
 
     def _trainjob(self, ref: ObjectRef) -> tuple[str, str, Obj]:

@@ -1137,6 +1137,19 @@ def _span(pods: Sequence[Obj]) -> tuple[datetime | None, datetime | None, tuple[
     return (min(starts) if starts else None), (max(ends) if ends else None), nodes
 
 
+def _jobs_started(jobs: Sequence[Obj], attempt: int) -> datetime | None:
+    """When the Jobs of restart attempt ``attempt`` started (the earliest ``startTime``):
+    the start of a run whose pods were deleted with their own times. An upper bound on the
+    wait before it ran: a Job starts when its pods are made, before they are scheduled."""
+    starts = [
+        t
+        for j in jobs
+        if (_get(j, "metadata", "labels") or {}).get(names.RESTART_ATTEMPT, "0") == str(attempt)
+        and (t := _time(_get(j, "status", "startTime")))
+    ]
+    return min(starts) if starts else None
+
+
 def _hold(annotations: Mapping[str, str]) -> int | None:
     value = annotations.get(names.HOLD)
     if value is None or not value.isdigit():
@@ -1862,6 +1875,9 @@ def observe(chain: Chain) -> Observation:
             else "deleted; clean-up clear"
         )
     if decided.ran:
+        # A run whose pods are gone (a scheduler preemption deletes them at once) still
+        # started when its Jobs did: the Job keeps ``status.startTime``.
+        start = start or _jobs_started(chain.jobs, r.current)
         executions.append(
             ExecutionObs(
                 index=execution_index(r.trail, r.current),

@@ -27,6 +27,8 @@ from jobdispatch.kit.settings import (
 )
 from jobdispatch.types import Capability, Support
 
+from jobdispatch_kubeflow.job_settings import GPU_RESOURCE, RESOURCE_NAME
+
 __all__ = ["CONFIG_SCHEMA", "Kueue", "Runtime", "Settings"]
 
 _DNS = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
@@ -91,6 +93,12 @@ class Settings(ConfigSection):
         schema={"type": "string", "minLength": 1},
         default="busybox:stable",
         description="image when a spec has none",
+    )
+    gpu_resource: str = setting(
+        schema={"type": "string", "pattern": f"^{RESOURCE_NAME}$", "maxLength": 253},
+        default=GPU_RESOURCE,
+        description="the extended resource gpus_per_node asks for (amd.com/gpu, "
+        "nvidia.com/mig-1g.5gb); a job file may name another in resources.kubeflow",
     )
     request_timeout: float = seconds_setting(
         30.0, most=600, description="how long one API request may take"

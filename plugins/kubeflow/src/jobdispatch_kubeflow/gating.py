@@ -163,12 +163,14 @@ class ThroughKueue:
 
     def gate(self, body: Obj) -> Obj:
         """Suspended (Kueue's webhook would suspend it anyway), in the LocalQueue, and kept
-        from reserving quota by ``admission-gated-by``, which can be set at creation only."""
+        from reserving quota by ``admission-gated-by``, which can be set at creation only.
+        A queue or priority class the job names itself (already in ``body``) wins over the
+        cluster entry's."""
         Suspend().gate(body)
         md = body["metadata"]
-        md.setdefault("labels", {})[names.QUEUE_NAME] = self.kueue.queue
+        md.setdefault("labels", {}).setdefault(names.QUEUE_NAME, self.kueue.queue)
         if self.kueue.priority_class:
-            md["labels"][names.PRIORITY_CLASS] = self.kueue.priority_class
+            md["labels"].setdefault(names.PRIORITY_CLASS, self.kueue.priority_class)
         md["annotations"][names.ADMISSION_GATED_BY] = ADMISSION_GATE
         return body
 

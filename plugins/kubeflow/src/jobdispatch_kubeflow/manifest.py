@@ -17,24 +17,34 @@ from typing import Any
 
 from jobdispatch.errors import Invalid
 from jobdispatch.spi import StartRequest
+from jobdispatch.types import JobSpec
 
-from jobdispatch_kubeflow import names
+from jobdispatch_kubeflow import job_settings, names
 from jobdispatch_kubeflow.config import Settings
 from jobdispatch_kubeflow.gating import Gating
+from jobdispatch_kubeflow.job_settings import GPU_RESOURCE, SHM_PATH, JobSettings, node_selector
 
 __all__ = [
     "HOSTNAME_LABEL",
+    "TRAINER_CONTAINER",
     "TRAINER_JOB",
     "avoid_nodes",
     "labels",
     "resources_per_node",
+    "runtime_name",
     "trainjob",
 ]
 
+#: The volume a job's /dev/shm is (memory-backed, of the job's ``shm_size``).
+SHM_VOLUME = "jobdispatch-shm"
+#: The volumes of a job's claims, numbered in the order the job file lists them.
+VOLUME_PREFIX = "jobdispatch-claim-"
 #: The node label a suspect node is kept off by: the kubelet sets it to the node's host name.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: The replicated job of a Trainer runtime whose pods run the training (Trainer's ``node``).
 TRAINER_JOB = "node"
+#: The container of the training pods that runs the trainer (Trainer's ``node`` container).
+TRAINER_CONTAINER = "node"
 #: A label value: what ``kubernetes.io/hostname`` can hold, so all a suspect node may be.
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 
@@ -49,22 +59,21 @@ def labels(request: StartRequest) -> dict[str, str]:
     }
 
 
-#: The extended resource GPUs are asked for by (the NVIDIA device plugin's name).
-GPU_RESOURCE = "nvidia.com/gpu"
-
-
-def resources_per_node(request: StartRequest) -> Mapping[str, Any] | None:
+def resources_per_node(
+    request: StartRequest, gpu_resource: str = GPU_RESOURCE
+) -> Mapping[str, Any] | None:
     """The job's resources as ``trainer.resourcesPerNode``: requests equal to limits, so a node
     gets exactly what it asked for (spec 0011). GPUs are the extended resource
-    ``nvidia.com/gpu``; CPUs are ``cpus_per_proc`` for each of the node's processes; memory is
-    in ``Mi``. None when the spec asks for none of them: the runtime's own requests apply.
-    The fields this adapter cannot map (a GPU type, a queue, constraints, accounts, exclusive
-    nodes) are answered ``no`` by its capabilities, so the plan refuses them before this runs.
+    ``gpu_resource`` (the job's or the cluster entry's; ``nvidia.com/gpu`` unless named);
+    CPUs are ``cpus_per_proc`` for each of the node's processes; memory is in ``Mi``. None when
+    the spec asks for none of them: the runtime's own requests apply. The fields this adapter
+    cannot map (a GPU type, accounts, exclusive nodes) are answered ``no`` by its capabilities,
+    so the plan refuses them before this runs.
     """
     res = request.spec.resources
     amounts: dict[str, Any] = {}
     if res.gpus_per_node:
-        amounts[GPU_RESOURCE] = str(res.gpus_per_node)
+        amounts[gpu_resource] = str(res.gpus_per_node)
     if res.cpus_per_proc is not None:
         amounts["cpu"] = str(res.cpus_per_proc * request.spec.procs_per_node)
     if res.memory_per_node_mib is not None:
@@ -92,61 +101,136 @@ def avoid_nodes(exclude: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-def trainjob(
-    request: StartRequest, settings: Settings, gating: Gating, *, runtime: str | None = None
-) -> dict[str, Any]:
-    """The TrainJob body for ``request``: labelled, its environment injected, gated as
-    ``gating`` gates (suspended and ``gate: closed``; in a LocalQueue under Kueue)."""
-    spec = request.spec
-    name = names.check_name(request.name)
+def _env(request: StartRequest, settings: Settings, fields: JobSettings) -> list[dict[str, Any]]:
+    """``trainer.env``: the spec's and the request's values, dispatch's own, then the values
+    read from Secrets and ConfigMaps (``valueFrom``; Trainer refuses env in a patch of the
+    ``node`` container, so they cannot go through the runtime patch)."""
     env = {
-        **spec.env,
+        **request.spec.env,
         **request.env,
         "JOBDISPATCH_JOB": request.job,
         "JOBDISPATCH_SUBMISSION": str(request.submission),
         "JOBDISPATCH_ATTEMPT": str(request.attempt),
-        "JOBDISPATCH_OBJECT": f"{settings.namespace}/{name}",
+        "JOBDISPATCH_OBJECT": f"{settings.namespace}/{names.check_name(request.name)}",
     }
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.items())]
+    for kind, refs in (
+        ("secretKeyRef", fields.secret_env),
+        ("configMapKeyRef", fields.config_map_env),
+    ):
+        out.extend(
+            {"name": r.name, "valueFrom": {kind: {"name": r.of, "key": r.key}}} for r in refs
+        )
+    return out
+
+
+def _pod_patch(request: StartRequest, fields: JobSettings) -> dict[str, Any]:
+    """The ``PodSpecPatch`` of the training pods: the suspect nodes kept off, the node
+    selector, tolerations, claims and ``/dev/shm``, the service account. Empty when the job
+    asks none of them."""
+    pod: dict[str, Any] = {}
+    if request.exclude:
+        # The suspect nodes recorded with the submission (``jobdispatch.suspects``).
+        pod["affinity"] = avoid_nodes(request.exclude)
+    if request.spec.resources.constraints:
+        pod["nodeSelector"] = node_selector(request.spec.resources.constraints)
+    if fields.tolerations:
+        pod["tolerations"] = [t.body() for t in fields.tolerations]
+    if fields.service_account is not None:
+        pod["serviceAccountName"] = fields.service_account
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for i, claim in enumerate(fields.volumes):
+        name = f"{VOLUME_PREFIX}{i}"
+        volumes.append({"name": name, "persistentVolumeClaim": {"claimName": claim.claim}})
+        mount: dict[str, Any] = {"name": name, "mountPath": claim.path}
+        if claim.read_only:
+            mount["readOnly"] = True
+        mounts.append(mount)
+    if fields.shm_size is not None:
+        volumes.append(
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": fields.shm_size}}
+        )
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+    if volumes:
+        pod["volumes"] = volumes
+        pod["containers"] = [{"name": TRAINER_CONTAINER, "volumeMounts": mounts}]
+    return pod
+
+
+def trainjob(
+    request: StartRequest, settings: Settings, gating: Gating, *, runtime: str | None = None
+) -> dict[str, Any]:
+    """The TrainJob body for ``request``: labelled, its environment injected, the job file's
+    ``[resources.kubeflow]`` mapped (through ``trainer`` and the adapter's runtime patch),
+    gated as ``gating`` gates (suspended and ``gate: closed``; in a LocalQueue under Kueue).
+    ``runtime``: a derived TrainingRuntime carrying a failure policy, in place of the job's."""
+    spec = request.spec
+    fields = job_settings.of(spec)
+    name = names.check_name(request.name)
     trainer: dict[str, Any] = {
         "image": spec.image or settings.image,
         "command": list(spec.command),
         "numNodes": spec.nodes,
-        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+        "env": _env(request, settings, fields),
     }
     if spec.procs_per_node != 1:
         trainer["numProcPerNode"] = spec.procs_per_node
-    resources = resources_per_node(request)
+    resources = resources_per_node(request, fields.gpu_resource or settings.gpu_resource)
     if resources is not None:
         trainer["resourcesPerNode"] = dict(resources)
-    template: dict[str, Any] = {"metadata": {"labels": labels(request)}}
-    if request.exclude:
-        # Through the adapter's own runtime patch, on the training pods only: the suspect
-        # nodes recorded with the submission (``jobdispatch.suspects``).
-        pod = {"spec": {"template": {"spec": {"affinity": avoid_nodes(request.exclude)}}}}
-        template["spec"] = {"replicatedJobs": [{"name": TRAINER_JOB, "template": pod}]}
+    own = {**fields.labels, **labels(request)}
+    template: dict[str, Any] = {"metadata": {"labels": own}}
+    if fields.annotations:
+        template["metadata"]["annotations"] = dict(fields.annotations)
+    job_template: dict[str, Any] = {}
+    pod = _pod_patch(request, fields)
+    if pod:
+        job_template["spec"] = {"template": {"spec": pod}}
+    if fields.labels or fields.annotations:
+        meta = {"labels": dict(fields.labels), "annotations": dict(fields.annotations)}
+        job_template.setdefault("spec", {}).setdefault("template", {})["metadata"] = {
+            k: v for k, v in meta.items() if v
+        }
+    if job_template:
+        # Through the adapter's own runtime patch, on the training pods only.
+        template["spec"] = {"replicatedJobs": [{"name": TRAINER_JOB, "template": job_template}]}
     patch = {"template": template}
+    kind = settings.runtime.kind if runtime is None else "TrainingRuntime"
     body: dict[str, Any] = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
         "metadata": {
             "name": name,
             "namespace": settings.namespace,
-            "labels": labels(request),
-            "annotations": {},
+            "labels": own.copy(),
+            "annotations": dict(fields.annotations),
             "finalizers": [names.FINALIZER],
         },
         "spec": {
             "runtimeRef": {
                 "apiGroup": "trainer.kubeflow.org",
-                "kind": settings.runtime.kind if runtime is None else "TrainingRuntime",
-                "name": runtime or settings.runtime.name,
+                "kind": kind,
+                "name": runtime or runtime_name(spec, settings),
             },
             "trainer": trainer,
             "runtimePatches": [{"manager": names.PATCH_MANAGER, "trainingRuntimeSpec": patch}],
         },
     }
+    if gating.through_kueue:
+        # The job's own LocalQueue and priority class; the gate fills in the cluster entry's.
+        if spec.resources.queue is not None:
+            body["metadata"]["labels"][names.QUEUE_NAME] = spec.resources.queue
+        if fields.priority_class is not None:
+            body["metadata"]["labels"][names.PRIORITY_CLASS] = fields.priority_class
     if spec.time_limit is not None:
         # Whole seconds, rounded up: a limit is never cut short. The TrainJob's deadline
         # restarts when it is resumed, so it bounds each run, not the job (0010 §3).
         body["spec"]["activeDeadlineSeconds"] = max(1, math.ceil(spec.time_limit.total_seconds()))
     return gating.gate(body)
+
+
+def runtime_name(spec: JobSpec, settings: Settings) -> str:
+    """The training runtime ``spec`` runs under: its own (``[resources.kubeflow] runtime``),
+    else the cluster entry's; of the kind the cluster entry names."""
+    return job_settings.of(spec).runtime or settings.runtime.name

@@ -3,17 +3,21 @@
 A probe makes a fixed handful of requests: ``GET /apis`` (which API groups and versions are
 served: Trainer, JobSet, Kueue), one GET of the configured runtime (its JobSet template says
 whether the runtime restarts failed Jobs or reruns pods in place), and one
-SelfSubjectAccessReview per verb the adapter needs. Facts are kept for ``probe_ttl`` seconds per
-cluster (API server URL and namespace), shared by the backends of one process, so a poll costs
-no probe. Capabilities are computed from facts by a pure function. With ``probe = false``
-nothing is asked: :data:`UNPROBED` stands in for the facts, and every answer that would rest on
-them is ``unknown`` unless declared.
+SelfSubjectAccessReview per verb the adapter needs. Under Kueue it also follows the LocalQueue
+to its ClusterQueue, that queue's AdmissionChecks and the Lease of the controller answering
+dispatch's check: whether a readmission is really gated (:func:`readmission_gate`, :func:`gate`).
+Facts are kept for ``probe_ttl`` seconds per cluster (API server URL and namespace; the gate
+also per LocalQueue), shared by the backends of one process, so a poll costs no probe.
+Capabilities are computed from facts by a pure function. With ``probe = false`` nothing is
+asked: :data:`UNPROBED` stands in for the facts, and every answer that would rest on them is
+``unknown`` unless declared.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -21,10 +25,24 @@ from jobdispatch.errors import DispatchError, Unauthorized
 from jobdispatch.kit.facts import FactsCache
 from jobdispatch.types import Capability, Source, Support, Tristate
 
+from jobdispatch_kubeflow import admission
 from jobdispatch_kubeflow.api import KINDS, Api
 from jobdispatch_kubeflow.config import Settings
 
-__all__ = ["NOT_PROBED", "UNPROBED", "ClusterFacts", "capabilities", "forget", "probe"]
+__all__ = [
+    "LEASE_SLACK",
+    "NOT_PROBED",
+    "UNPROBED",
+    "ClusterFacts",
+    "GateObjects",
+    "capabilities",
+    "forget",
+    "gate",
+    "probe",
+    "readmission_gate",
+]
+
+Obj = dict[str, Any]
 
 #: The (verb, resource, subresource) the adapter needs, and what each is for.
 NEEDED: Mapping[str, tuple[str, str, str, str]] = {
@@ -96,8 +114,14 @@ UNPROBED = ClusterFacts(
 #: Facts per cluster and namespace, shared by every backend of the process.
 _CACHE: FactsCache[tuple[str, str], ClusterFacts] = FactsCache()
 
-#: Drop every cached probe (tests that change a cluster's answers).
-forget = _CACHE.forget
+#: The readmission gate of each LocalQueue, per cluster and namespace (:func:`gate`).
+_GATES: FactsCache[tuple[str, str, str], Support] = FactsCache()
+
+
+def forget() -> None:
+    """Drop every cached probe, facts and gates (tests that change a cluster's answers)."""
+    _CACHE.forget()
+    _GATES.forget()
 
 
 def _template_facts(runtime: Mapping[str, Any]) -> tuple[Any, int | None, str | None]:
@@ -122,6 +146,174 @@ def _template_facts(runtime: Mapping[str, Any]) -> tuple[Any, int | None, str | 
 def probe(api: Api, settings: Settings, *, key: str) -> ClusterFacts:
     """Probe the cluster behind ``api`` (cached per ``key`` and namespace for ``probe_ttl``)."""
     return _CACHE.get((key, settings.namespace), settings.probe_ttl, lambda: _ask(api, settings))
+
+
+def gate(
+    api: Api,
+    settings: Settings,
+    queue: str,
+    *,
+    key: str,
+    facts: ClusterFacts,
+    clock: Callable[[], datetime],
+) -> Support:
+    """Whether LocalQueue ``queue`` gates readmissions (:func:`readmission_gate`), probed and
+    cached per ``key``, namespace and queue for ``probe_ttl``; ``clock`` judges the admission
+    controller's Lease. No without Kueue served (``facts``); unknown for :data:`UNPROBED`."""
+    if not facts.probed:
+        return Support.unknown(Source.PROBED, NOT_PROBED)
+    if not facts.kueue:
+        return Support.no(Source.PROBED, "kueue.x-k8s.io is not served (Kueue absent)")
+    return _GATES.get(
+        (key, settings.namespace, queue),
+        settings.probe_ttl,
+        lambda: readmission_gate(_gate_objects(api, settings.namespace, queue), clock()),
+    )
+
+
+#: How long past a Lease's ``renewTime`` plus its duration its holder still counts as alive: the
+#: probe's clock and the controller's are different hosts' (a missed renewal or two, and skew).
+LEASE_SLACK = timedelta(seconds=30)
+
+
+@attrs.frozen(kw_only=True)
+class GateObjects:
+    """What the probe read to tell whether a LocalQueue's readmissions are gated: each object
+    as read, None when it does not exist. ``refused``: a read RBAC refused (then the answer is
+    unknown, never a guess)."""
+
+    queue: str
+    namespace: str
+    local_queue: Obj | None = None
+    cluster_queue: Obj | None = None
+    checks: Mapping[str, Obj | None] = attrs.field(factory=dict)
+    leases: Mapping[str, Obj | None] = attrs.field(factory=dict)
+    refused: str = ""
+
+
+def _listed_checks(cluster_queue: Mapping[str, Any]) -> list[str]:
+    """The AdmissionChecks a ClusterQueue lists: ``admissionChecks`` (names) or
+    ``admissionChecksStrategy.admissionChecks`` (objects with a name)."""
+    spec = cluster_queue.get("spec") or {}
+    names_ = [str(n) for n in spec.get("admissionChecks") or ()]
+    strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or ()
+    names_ += [str(c.get("name")) for c in strategy if c.get("name")]
+    return names_
+
+
+def _active(check: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for cond in (check.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Active" and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def _lease_alive(lease: Mapping[str, Any], now: datetime) -> tuple[bool, str]:
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity")
+    renewed = spec.get("renewTime")
+    if not holder or not renewed:
+        return False, "nobody holds it"
+    try:
+        at = datetime.fromisoformat(str(renewed).replace("Z", "+00:00"))
+    except ValueError:
+        return False, f"its renewTime {renewed!r} cannot be read"
+    duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 15))
+    if now > at + duration + LEASE_SLACK:
+        return False, f"last renewed {renewed} by {holder}"
+    return True, f"held by {holder}"
+
+
+def readmission_gate(objects: GateObjects, now: datetime) -> Support:
+    """Whether an evicted TrainJob of the LocalQueue waits for dispatch's open before Kueue
+    readmits it (spec 0012 §3): the LocalQueue names a ClusterQueue that lists an AdmissionCheck
+    of dispatch's controller, marked Active, whose controller's Lease is held and renewed (as of
+    ``now``, within :data:`LEASE_SLACK`). Pure. No where anything is missing, since Kueue then
+    readmits by itself; unknown where RBAC refused a read, or the check names no Lease."""
+    P = Source.PROBED
+    where = f"LocalQueue {objects.namespace}/{objects.queue}"
+    if objects.refused:
+        return Support.unknown(P, f"RBAC refuses reading {objects.refused}")
+    if objects.local_queue is None:
+        return Support.no(P, f"{where} does not exist")
+    cq_name = str((objects.local_queue.get("spec") or {}).get("clusterQueue") or "")
+    if objects.cluster_queue is None:
+        return Support.no(P, f"{where} names ClusterQueue {cq_name!r}, which does not exist")
+    listed = _listed_checks(objects.cluster_queue)
+    ours = [
+        n
+        for n in listed
+        if ((objects.checks.get(n) or {}).get("spec") or {}).get("controllerName")
+        == admission.CONTROLLER_NAME
+    ]
+    if not ours:
+        shown = ", ".join(listed) if listed else "none"
+        return Support.no(
+            P,
+            f"ClusterQueue {cq_name} of {where} lists no AdmissionCheck of "
+            f"{admission.CONTROLLER_NAME} (its checks: {shown}): Kueue readmits an evicted "
+            "TrainJob by itself",
+        )
+    why: list[str] = []
+    for name in ours:
+        active = _active(objects.checks[name] or {})
+        if active is None:
+            why.append(f"AdmissionCheck {name} is not Active (no controller has answered it)")
+            continue
+        named = admission.lease_of(str(active.get("message") or ""))
+        if named is None:
+            return Support.unknown(
+                P, f"AdmissionCheck {name} names no controller Lease: cannot tell it is answered"
+            )
+        lease_ns, lease_name = named
+        lease = objects.leases.get(f"{lease_ns}/{lease_name}")
+        if lease is None:
+            why.append(f"the Lease {lease_ns}/{lease_name} of its controller does not exist")
+            continue
+        alive, how = _lease_alive(lease, now)
+        if alive:
+            return Support.yes(
+                P,
+                f"ClusterQueue {cq_name} lists AdmissionCheck {name}, answered by "
+                f"jobdispatch-kueue-admission (lease {lease_ns}/{lease_name} {how}): the check "
+                "answers Ready only for a fresh open",
+            )
+        why.append(f"its controller's Lease {lease_ns}/{lease_name} lapsed ({how})")
+    return Support.no(
+        P,
+        f"ClusterQueue {cq_name} of {where} lists dispatch's check, but no controller answers "
+        f"it ({'; '.join(why)}): Kueue's readmission waits on nothing dispatch decides",
+    )
+
+
+def _gate_objects(api: Api, ns: str, queue: str) -> GateObjects:
+    """Read LocalQueue → ClusterQueue → its AdmissionChecks → their controllers' Leases."""
+    found = GateObjects(queue=queue, namespace=ns)
+    what = "localqueues"
+    try:
+        local_queue = api.get("localqueues", ns, queue)
+        found = attrs.evolve(found, local_queue=local_queue)
+        if local_queue is None:
+            return found
+        what = "clusterqueues"
+        cq_name = str((local_queue.get("spec") or {}).get("clusterQueue") or "")
+        cluster_queue = api.get("clusterqueues", None, cq_name) if cq_name else None
+        found = attrs.evolve(found, cluster_queue=cluster_queue)
+        if cluster_queue is None:
+            return found
+        what = "admissionchecks"
+        checks = {n: api.get("admissionchecks", None, n) for n in _listed_checks(cluster_queue)}
+        found = attrs.evolve(found, checks=checks)
+        what = "leases"
+        leases: dict[str, Obj | None] = {}
+        for check in checks.values():
+            active = _active(check or {})
+            named = admission.lease_of(str((active or {}).get("message") or ""))
+            if named is not None:
+                leases[f"{named[0]}/{named[1]}"] = api.get("leases", named[0], named[1])
+        return attrs.evolve(found, leases=leases)
+    except Unauthorized:
+        return attrs.evolve(found, refused=what)
 
 
 def _ask(api: Api, settings: Settings) -> ClusterFacts:
@@ -183,10 +375,15 @@ def _ask(api: Api, settings: Settings) -> ClusterFacts:
 
 
 def capabilities(
-    facts: ClusterFacts, declared: Mapping[Capability, Support], *, kueue_mode: bool = False
+    facts: ClusterFacts,
+    declared: Mapping[Capability, Support],
+    *,
+    kueue_mode: bool = False,
+    readmission: Support | None = None,
 ) -> dict[Capability, Support]:
     """Every capability from the facts, then the site's declarations over them.
-    ``kueue_mode``: the backend submits through Kueue (spec 0012)."""
+    ``kueue_mode``: the backend submits through Kueue (spec 0012); ``readmission``: then, the
+    probed gate of the LocalQueue in question (:func:`gate`)."""
     C, P, K = Capability, Source.PROBED, Source.CATALOGUE
     can = facts.allowed
 
@@ -219,12 +416,16 @@ def capabilities(
             C.OUTPUT_GROWTH: Support.no(
                 K, "a pod log's growth is not watched: the API serves logs, not their sizes"
             ),
-            C.GPUS: Support.yes(K, "trainer.resourcesPerNode, as nvidia.com/gpu"),
+            C.GPUS: Support.yes(
+                K, "trainer.resourcesPerNode, as gpu_resource (nvidia.com/gpu unless named)"
+            ),
             C.MEMORY_LIMIT: Support.yes(K, "trainer.resourcesPerNode memory, requests = limits"),
             C.CPUS_PER_PROC: Support.yes(K, "trainer.resourcesPerNode cpu, per node"),
-            C.QUEUES: Support.no(K, "Kueue LocalQueues are not yet mapped by this adapter"),
+            C.QUEUES: Support.no(
+                K, "a LocalQueue per job needs a cluster entry submitting through Kueue (kueue)"
+            ),
             C.ACCOUNTS: Support.no(K, "Kubernetes has no accounts or QoS to charge a job to"),
-            C.NODE_CONSTRAINTS: Support.no(K, "node selectors are not yet mapped by this adapter"),
+            C.NODE_CONSTRAINTS: Support.yes(K, "a nodeSelector of key=value labels"),
             C.EXCLUSIVE_NODES: Support.no(K, "exclusive placement is not yet mapped"),
         }
         if kueue_mode:
@@ -235,8 +436,9 @@ def capabilities(
                 if hold.answer is Tristate.YES and workloads.answer is Tristate.YES
                 else (hold if hold.answer is not Tristate.YES else workloads)
             )
-            base[C.READMISSION_GATE] = Support.yes(
-                K, "the jobdispatch-kueue-admission check answers Ready only for a fresh open"
+            base[C.QUEUES] = Support.yes(K, "the job's LocalQueue, kueue.x-k8s.io/queue-name")
+            base[C.READMISSION_GATE] = readmission or Support.unknown(
+                P, "the LocalQueue's ClusterQueue and its admission checks were not read"
             )
         elif facts.kueue:
             base[C.HOLD] = attrs.evolve(

@@ -9,15 +9,18 @@ the admin identity (``KUBECONFIG``, for test set-up only: annotating pods, delet
 never the adapter's; the adapter under test uses its own token identity.
 
 What the driver cannot cause says so (CannotDrive), and the checks that need it are skipped
-with that reason: a scheduler preemption (it would need priority classes and a node filled by a
-preemptor), a time limit (``activeDeadlineSeconds`` is immutable once created), a launch
-failure (kwok pulls no image). Output: kwok runs no container, so a pod has no log of its
-own: tools/kube/up has kwok serve one file as every container's log, and ``emit_output``
-appends to it (0010 §7).
+with that reason: a launch failure (kwok pulls no image). A time limit is set at submission
+(``ending_spec``: ``activeDeadlineSeconds`` is immutable once the TrainJob exists, and the
+Trainer enforces it by itself, ``DeadlineExceeded``); a scheduler preemption is a preemptor pod
+of a higher PriorityClass pinned to the victim's node, asking the GPUs that node has free plus
+the victim's (``DisruptionTarget`` ``PreemptionByScheduler``). Output: kwok runs no container, so
+a pod has no log of its own: tools/kube/up has kwok serve one file as every container's log,
+and ``emit_output`` appends to it (0010 §7).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -25,17 +28,21 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
+from jobdispatch.errors import Unauthorized
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec
+from jobdispatch.testing import eventually
+from jobdispatch.types import Capability, JobSpec, Resources, Support, Tristate
 from jobdispatch_conformance.adapter import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
-from jobdispatch_kubeflow import names
-from jobdispatch_kubeflow.api import KubeApi
+from jobdispatch_kubeflow import manifest, names, placement, probe
+from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
 
@@ -44,12 +51,33 @@ __all__ = [
     "cluster_problem",
     "create_preemptor",
     "forget_receipts",
+    "gated",
     "kubectl",
+    "own_node",
     "require",
     "settings",
 ]
 
 TEST_RUNTIME = "dispatch-torch-test"
+#: The time limit a ``time_out`` object is created with: long enough to be seen running on a
+#: loaded machine (kwok runs a pod within seconds of its scheduling), short for a test.
+TIME_LIMIT = timedelta(seconds=45)
+#: The PriorityClass of the preemptor pods ``preempt`` makes (above every test pod's 0).
+PREEMPTOR_CLASS = "jobdispatch-conformance-preemptor"
+#: The label every preemptor pod carries.
+PREEMPTOR_LABEL = "dispatch.test/preemptor"
+
+
+def _gpus(pod: Mapping[str, Any]) -> int:
+    """The GPUs a pod asks, over its containers (requests, else limits)."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        res = container.get("resources") or {}
+        value = (res.get("requests") or {}).get(manifest.GPU_RESOURCE) or (
+            res.get("limits") or {}
+        ).get(manifest.GPU_RESOURCE)
+        total += int(placement.quantity(value or 0) or 0)
+    return total
 
 
 def settings(**overrides: object) -> Settings:
@@ -145,6 +173,21 @@ def cluster_problem() -> str | None:
     return None
 
 
+def gated(backend: KubeflowBackend, within: float = 120.0) -> Support:
+    """Wait until ``backend`` (in Kueue mode) answers ``readmission-gate: yes``: its LocalQueue's
+    check is answered by a controller that has named its Lease (a controller just started
+    takes a round or two). Each look probes afresh. The answer, or AssertionError past
+    ``within`` naming the last one."""
+
+    def look() -> Support:
+        probe.forget()
+        return backend.capabilities()[Capability.READMISSION_GATE]
+
+    return eventually(
+        look, "readmission-gate: yes", holds=lambda a: a.answer is Tristate.YES, within=within
+    )
+
+
 def forget_receipts() -> int:
     """Remove the receipt finalizer of every stopped TrainJob of dispatch's in the test
     namespace (the suite stops what it starts; the receipts would stay for ever). How many."""
@@ -164,6 +207,54 @@ def forget_receipts() -> int:
         backend.close()
 
 
+def own_node(
+    admin: Api,
+    name: str,
+    key: str,
+    value: str,
+    *,
+    resources: Mapping[str, str] | None = None,
+    pods: int | None = None,
+) -> None:
+    """Create a kwok node of a test's own, made like the plane's first schedulable kwok node,
+    labelled and tainted (NoSchedule) ``key=value``: only pods that select and tolerate it land
+    there, and no other test's pod does. ``resources`` replaces its allocatable and capacity;
+    ``pods`` how many pods it holds. The caller deletes it."""
+    like = next(
+        n
+        for n in admin.list("nodes", None, label_selector="type=kwok")[0]
+        if not (n.get("spec") or {}).get("unschedulable")
+    )
+    meta = like["metadata"]
+    status = {
+        k: dict(resources) if resources is not None else dict(v)
+        for k, v in (like.get("status") or {}).items()
+        if k in ("allocatable", "capacity")
+    }
+    if pods is not None:
+        for part in status.values():
+            part["pods"] = str(pods)
+    admin.create(
+        "nodes",
+        None,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    **(meta.get("labels") or {}),
+                    "kubernetes.io/hostname": name,
+                    key: value,
+                },
+                "annotations": meta.get("annotations") or {},
+            },
+            "spec": {"taints": [{"key": key, "value": value, "effect": "NoSchedule"}]},
+            "status": status,
+        },
+    )
+
+
 class KubeDriver(Driver):
     """Makes the control plane do things, with the admin identity."""
 
@@ -173,12 +264,49 @@ class KubeDriver(Driver):
         self.namespace = backend.namespace
         #: Nodes lose_node deleted, as they were, for cleanup to create again.
         self.lost: list[dict[str, Any]] = []
+        #: Preemptor pods preempt made, for cleanup to delete.
+        self.preemptors: list[str] = []
 
     def now(self) -> datetime:
         return datetime.now(UTC)
 
     def base_spec(self) -> JobSpec:
         return JobSpec(command=("sleep", "3600"), nodes=1)
+
+    def resource_spec(self) -> JobSpec:
+        """A GPU on a kwok node, selected by its label, with a label and a toleration of the
+        job file's own: what the dry run should show."""
+        return JobSpec(
+            command=("sleep", "3600"),
+            nodes=1,
+            resources=Resources(
+                gpus_per_node=1,
+                constraints=("type=kwok",),
+                adapter={"kubeflow": {"labels": ("team=conformance",), "tolerations": ("spot",)}},
+            ),
+        )
+
+    def created(self, ref: ObjectRef) -> str:
+        """The TrainJob as the API server holds it, without what the server and others write
+        (its ids, times and field managers, the status, the ``managedBy`` default, the runtime
+        patches of other managers, such as the empty one Kueue's webhook adds, and each patch's
+        time), in the form ``preview`` prints."""
+        namespace, name = names.split_ref(ref)
+        obj = self.admin.get("trainjobs", namespace, name)
+        if obj is None:
+            raise CannotDrive("created", f"no TrainJob {ref}")
+        obj.pop("status", None)
+        for key in ("creationTimestamp", "generation", "managedFields", "resourceVersion", "uid"):
+            obj["metadata"].pop(key, None)
+        spec = obj["spec"]
+        if spec.get("managedBy") == "trainer.kubeflow.org/trainjob-controller":
+            del spec["managedBy"]
+        spec["runtimePatches"] = [
+            {k: v for k, v in patch.items() if k != "time"}
+            for patch in spec.get("runtimePatches") or []
+            if patch.get("manager") == names.PATCH_MANAGER
+        ]
+        return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
     def unknown_ref(self) -> ObjectRef:
         return names.ref_of(self.namespace, "jd-nosuchjob-9-9")
@@ -236,8 +364,14 @@ class KubeDriver(Driver):
         self.admin.delete("nodes", None, name, propagation="Background")
 
     def cleanup(self) -> None:
-        """Create again every node this driver deleted (kwok takes them over again), so the
-        next check has somewhere to run."""
+        """Delete the preemptors this driver made, and create again every node it deleted
+        (kwok takes them over again), so the next check has somewhere to run."""
+        while self.preemptors:
+            name = self.preemptors.pop()
+            try:
+                self.admin.delete("pods", self.namespace, name, propagation="Background")
+            except Exception as exc:  # reported, never hidden
+                print(f"could not delete preemptor {name}: {exc}")
         while self.lost:
             node = self.lost.pop()
             meta = node.get("metadata") or {}
@@ -296,13 +430,97 @@ class KubeDriver(Driver):
         with (Path(state) / "pod.log").open("ab") as log:
             log.write(lines)
 
+    def ending_spec(self, operation: str) -> JobSpec:
+        """A time limit at submission for ``time_out`` (the Trainer ends the run by itself);
+        a GPU for ``preempt`` (what a preemptor displaces it by)."""
+        if operation == "time_out":
+            return attrs.evolve(self.base_spec(), time_limit=TIME_LIMIT)
+        if operation == "preempt":
+            return attrs.evolve(self.base_spec(), resources=Resources(gpus_per_node=1))
+        return self.base_spec()
+
     def preempt(self, ref: ObjectRef) -> None:
-        raise CannotDrive(
-            "preempt", "a scheduler preemption needs priority classes and a preemptor"
+        """Have kube-scheduler preempt the object's pod: a pod of PriorityClass
+        :data:`PREEMPTOR_CLASS`, pinned to the victim's node, asking the GPUs free there plus
+        the victim's, so that it fits only once the victim is gone (every other pod stays)."""
+        pods = self._pods(ref)
+        if not pods:
+            raise CannotDrive("preempt", f"{ref} has no running pod")
+        victim: Mapping[str, Any] = pods[0]
+        asked = _gpus(victim)
+        if not asked:
+            raise CannotDrive("preempt", f"{ref}'s pod asks no GPU for a preemptor to displace")
+        node_name = str((victim.get("spec") or {}).get("nodeName") or "")
+        node = self.admin.get("nodes", None, node_name)
+        if node is None:
+            raise CannotDrive("preempt", f"the node {node_name} of {ref}'s pod is gone")
+        allocatable = placement.quantity(
+            ((node.get("status") or {}).get("allocatable") or {}).get(manifest.GPU_RESOURCE, 0)
         )
+        on_node, _ = self.admin.list("pods", None, field_selector=f"spec.nodeName={node_name}")
+        used = sum(
+            _gpus(p)
+            for p in on_node
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        )
+        free = int(allocatable or 0) - used
+        if self.admin.get("priorityclasses", None, PREEMPTOR_CLASS) is None:
+            with contextlib.suppress(AlreadyExists):
+                self.admin.create(
+                    "priorityclasses",
+                    None,
+                    {
+                        "apiVersion": "scheduling.k8s.io/v1",
+                        "kind": "PriorityClass",
+                        "metadata": {"name": PREEMPTOR_CLASS},
+                        "value": 1_000_000,
+                        "description": "dispatch's conformance preemptor",
+                    },
+                )
+        gpus = str(free + asked)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": "jd-preemptor-",
+                "labels": {PREEMPTOR_LABEL: "true"},
+            },
+            "spec": {
+                "priorityClassName": PREEMPTOR_CLASS,
+                "nodeSelector": {manifest.HOSTNAME_LABEL: node_name},
+                "containers": [
+                    {
+                        "name": "preemptor",
+                        "image": "example.invalid/preemptor:1",
+                        "resources": {
+                            "requests": {manifest.GPU_RESOURCE: gpus},
+                            "limits": {manifest.GPU_RESOURCE: gpus},
+                        },
+                    }
+                ],
+            },
+        }
+
+        def create() -> str | None:
+            """The preemptor's name; None while the API server's Priority admission has not
+            yet seen a class just created (it reads them from a cache)."""
+            try:
+                made = self.admin.create("pods", self.namespace, body)
+            except Unauthorized as exc:
+                if "no PriorityClass" in str(exc):
+                    return None
+                raise
+            return str(made["metadata"]["name"])
+
+        self.preemptors.append(eventually(create, f"a preemptor pod of {PREEMPTOR_CLASS}"))
 
     def time_out(self, ref: ObjectRef) -> None:
-        raise CannotDrive("time_out", "activeDeadlineSeconds is immutable once the TrainJob exists")
+        """Nothing to do but wait: the TrainJob was created with ``activeDeadlineSeconds``
+        (``ending_spec``), and the Trainer fails it ``DeadlineExceeded`` by itself."""
+        _, name = names.split_ref(ref)
+        obj = self.admin.get("trainjobs", self.namespace, name)
+        if obj is None or not (obj.get("spec") or {}).get("activeDeadlineSeconds"):
+            raise CannotDrive("time_out", f"{ref} was not created with a time limit")
 
     def launch_fail(self, ref: ObjectRef) -> None:
         raise CannotDrive("launch_fail", "kwok pulls no image, so no pull can fail")

@@ -69,6 +69,7 @@ REQUIRED: tuple[str, ...] = (
     "recovered from a stall",
     "firing not charged (training advanced)",
     "firing charged under no-advance",
+    "pending deadline expired",
 )
 
 
@@ -171,6 +172,8 @@ class Coverage:
                 self.cover("progress source blind")
             case ev.StallDeclared():
                 self.cover("stall enforced" if e.enforced else "stall observed only")
+            case ev.PendingExpired():
+                self.cover("pending deadline expired")
             case _:
                 pass
 

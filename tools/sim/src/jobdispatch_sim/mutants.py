@@ -337,6 +337,16 @@ def kills_before_stall_commit() -> AbstractContextManager[None]:
     return _patched((steps_mod.DeclareStall, "before", before))
 
 
+def kills_before_pending_commit() -> AbstractContextManager[None]:
+    """An object pending past its deadline is stopped without the expiry (and the stop)
+    committed first: its end reads as the stop the backend shows, not as the deadline's cause."""
+
+    def before(self: steps_mod.ExpirePending, ctx: steps_mod.Context) -> list[ev.AnyEvent]:
+        return []
+
+    return _patched((steps_mod.ExpirePending, "before", before))
+
+
 @attrs.frozen
 class Mutant:
     """One reverted protection: its name, what it reverts, and how."""
@@ -410,6 +420,11 @@ MUTANTS: dict[str, Mutant] = {
             "kills-before-stall-commit",
             "a stall and its stop are committed before the run is stopped",
             kills_before_stall_commit,
+        ),
+        Mutant(
+            "kills-before-pending-commit",
+            "a pending deadline's expiry and its stop are committed before the object is stopped",
+            kills_before_pending_commit,
         ),
     )
 }

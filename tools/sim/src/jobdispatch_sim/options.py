@@ -93,6 +93,9 @@ class SimOptions:
     p_hang: float = 0.0
     p_progress_blind: float = 0.0
     p_no_advance: float = 0.0
+    #: The share of supervised jobs with a pending deadline (``[pending]``, row P6), drawn from
+    #: a generator of its own, so a seed without it plays as before it existed.
+    p_pending: float = 0.0
 
     def without_faults(self) -> SimOptions:
         """The same world with every fault, crash, pause and person switched off: the cost of
@@ -101,7 +104,7 @@ class SimOptions:
             f.name: 0.0
             for f in attrs.fields(SimOptions)
             if f.name.startswith("p_")
-            and f.name not in ("p_poll_all", "p_progress", "p_no_advance")
+            and f.name not in ("p_poll_all", "p_progress", "p_no_advance", "p_pending")
         }
         changes.update(w_fault=0.0, w_crash=0.0, w_operator=0.0, max_blind=timedelta(0))
         return attrs.evolve(self, **changes)  # type: ignore[arg-type]
@@ -164,6 +167,7 @@ def derive(seed: int) -> SimOptions:
         # Drawn last, so that adding it did not shift the draws before it.
         max_blind=timedelta(seconds=rng.choice((0, 10, 30))),
         **_progress(seed),
+        p_pending=random.Random(f"pending:{seed}").choice((0.0, 0.0, 0.5, 1.0)),
     )
 
 

@@ -14,11 +14,13 @@ from datetime import timedelta
 import attrs
 from jobdispatch.memory import Shape
 from jobdispatch.types import (
+    PENDING_CAUSES,
     RECOVERABLE,
     Action,
     CauseKind,
     Charge,
     JobSpec,
+    PendingRule,
     ProgressSource,
     RecoveryPolicy,
     Rule,
@@ -31,6 +33,7 @@ from jobdispatch.types import (
 from jobdispatch_sim.options import SimOptions
 
 _STALLED = CauseKind.STALLED
+_NEVER_FITS = CauseKind.NEVER_FITS
 
 _ACTIONS = {
     Shape.SLURM: (Action.RESUBMIT, Action.RESUBMIT, Action.REQUEUE, Action.HOLD, Action.ESCALATE),
@@ -66,9 +69,11 @@ class JobPlan:
 
 
 def _rules(rng: random.Random, shape: Shape, opts: SimOptions) -> list[Rule]:
-    # ``stalled`` is drawn only for jobs with a stall rule (see _progress), from their own
-    # generator, so the seeds of runs without progress play as they did before it existed.
-    free = list(_COMMON) + [k for k in RECOVERABLE if k not in _COMMON and k is not _STALLED]
+    # ``stalled`` is drawn only for jobs with a stall rule (see _progress), and ``never-fits``
+    # only for jobs with a pending deadline (see with_pending), from their own generators, so
+    # the seeds of runs without them play as they did before they existed.
+    own = (_STALLED, _NEVER_FITS)
+    free = list(_COMMON) + [k for k in RECOVERABLE if k not in _COMMON and k not in own]
     rules: list[Rule] = []
     for _ in range(rng.choice((0, 1, 1, 2, 2, 3))):
         if not free:
@@ -163,4 +168,22 @@ def with_progress(rng: random.Random, opts: SimOptions, index: int, plan: JobPla
         ]
     progress = ProgressSource(root=ROOTS[index % len(ROOTS)])
     spec = attrs.evolve(spec, recovery=RecoveryPolicy(rules=rules), progress=progress, stall=stall)
+    return attrs.evolve(plan, spec=spec)
+
+
+def with_pending(rng: random.Random, opts: SimOptions, plan: JobPlan) -> JobPlan:
+    """``plan``, for a share of the supervised jobs, with a pending deadline (a few minutes, so
+    a world whose objects wait meets it), ending with ``no-capacity`` or ``never-fits``, and
+    maybe a rule on that cause. Drawn from ``rng``, the pending generator: the run's own draws
+    are those of the plan without it."""
+    if opts.p_pending <= 0 or not plan.supervised or rng.random() >= opts.p_pending:
+        return plan
+    cause = rng.choice(PENDING_CAUSES)
+    rules = list(plan.spec.recovery.rules)
+    if not any(cause in r.on for r in rules) and rng.random() < 0.5:
+        action = rng.choice((Action.RESUBMIT, Action.ESCALATE))
+        budget = 0 if action is Action.ESCALATE else rng.randint(0, opts.max_budget)
+        rules.append(Rule(on=[cause], action=action, budget=budget))
+    pending = PendingRule(after=timedelta(minutes=rng.choice((2, 5, 15))), cause=cause)
+    spec = attrs.evolve(plan.spec, recovery=RecoveryPolicy(rules=rules), pending=pending)
     return attrs.evolve(plan, spec=spec)

@@ -233,6 +233,8 @@ class World:
         #: from it, and the run's own draws are as before progress existed).
         self.progress = MemoryProgress()
         self.prng = random.Random(f"progress-world:{opts.seed}")
+        #: Pending deadlines, from a generator of their own likewise.
+        self.pending_rng = random.Random(f"pending-world:{opts.seed}")
         self.root_of: dict[str, str] = {}
         self.step_of: dict[str, int] = {}
         self.runs_seen: set[tuple[str, str, int]] = set()
@@ -813,8 +815,12 @@ class World:
     def submit(self, index: int) -> bool:
         """A person submits the next job; False when the cluster could not be asked (the
         person tries again at the next step)."""
-        plan = workload.with_progress(
-            self.prng, self.opts, index, workload.draw(self.rng, self.opts, index)
+        plan = workload.with_pending(
+            self.pending_rng,
+            self.opts,
+            workload.with_progress(
+                self.prng, self.opts, index, workload.draw(self.rng, self.opts, index)
+            ),
         )
         shape = str(plan.shape)
         operator = self.clusters[shape].operator

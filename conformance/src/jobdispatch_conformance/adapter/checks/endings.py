@@ -100,7 +100,9 @@ def ending(h: Harness, operation: str) -> None:
     ends (nothing was offered to rerun it)."""
     spec = ENDINGS[operation]
     h.need(operation)
-    ref = h.running()
+    with h.driving():
+        started = h.driver.ending_spec(operation)
+    ref = h.running(h.request(spec=started))
     with h.driving():
         spec.drive(h.driver, ref)
     obs = h.ended_execution(ref, 0)

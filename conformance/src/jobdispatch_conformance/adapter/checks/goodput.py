@@ -82,7 +82,9 @@ def goodput_of_a_preempted_run(h: Harness) -> None:
     slack = timedelta(seconds=max(1.0, h.timeouts.poll))
     job = h.new_job()
     times = {"created": h.driver.now()}
-    ref = h.start(h.request(job))
+    with h.driving():
+        started = h.driver.ending_spec("preempt")
+    ref = h.start(h.request(job, spec=started))
     times["opened"] = h.driver.now()
     h.backend.open(ref)
     running = h.wait(ref, lambda o: o.state is ObjectState.RUNNING, "running")

@@ -410,6 +410,20 @@ class StallDeclared(_Decision):
 
 
 @attrs.frozen(kw_only=True)
+class PendingExpired(_Decision):
+    """Object ``ref`` stayed pending past its job's pending deadline (``[pending] after``) since
+    it was opened: ``cause`` (the deadline's cause, ``no-capacity`` or ``never-fits``,
+    provenance supervisor) names how long and what the backend last said of the wait.
+
+    It commits with the :class:`StopDecided` before any stop call, so when the object ends its
+    cause is this one, never ``cancelled``."""
+
+    kind: ClassVar[str] = "pending-expired"
+    ref: ObjectRef
+    cause: Cause
+
+
+@attrs.frozen(kw_only=True)
 class VerifiedStopped(_Decision):
     """The object is judged gone from its absence in complete Finds, the last at ``find_at``."""
 
@@ -519,6 +533,7 @@ AnyEvent: TypeAlias = (
     | Retired
     | StopDecided
     | StallDeclared
+    | PendingExpired
     | VerifiedStopped
     | RecoveryDecided
     | HoldPlaced

@@ -119,6 +119,7 @@ def all_checkers() -> list[Checker]:
     from jobdispatch_sim.checkers.causes import Causes
     from jobdispatch_sim.checkers.folds import Folds
     from jobdispatch_sim.checkers.outcome_final import OutcomeFinal
+    from jobdispatch_sim.checkers.pending import Pending
     from jobdispatch_sim.checkers.progress import Progress
     from jobdispatch_sim.checkers.single_live import SingleLive
 
@@ -130,4 +131,5 @@ def all_checkers() -> list[Checker]:
         Causes(),
         Folds(),
         Progress(),
+        Pending(),
     ]

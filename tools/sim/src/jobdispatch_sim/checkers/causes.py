@@ -5,7 +5,8 @@ The backend's history says how each execution really ended. By the time a job se
 record must hold an observation of each of those executions, ended, with that exact cause (never
 collapsed to "failed", never guessed). And an outcome the supervisor decides must carry the
 cause of the last execution of the latest submission's canonical object, as the backend ended
-it (or, for a run the supervisor stopped as stalled, that stall's cause); with no execution to
+it (or, for a run the supervisor stopped as stalled, that stall's cause, and for an object it
+stopped for its pending deadline, the deadline's); with no execution to
 point to (a launch that never ran), the cause must say so. An outcome
 decided while that object still runs, or a job settled while any of its executions runs, has
 no ended execution behind it at all.
@@ -43,6 +44,9 @@ class Causes(Checker):
         #: (job, object id, execution index) -> the cause of its enforced stall: the record's
         #: cause of that run's end, whatever the backend shows of the stop (spec 0001 D6, P3)
         self.stalled: dict[tuple[str, str, int], Cause] = {}
+        #: (job, object id) -> the cause of its pending deadline's expiry: the record's cause
+        #: of its end, run or not, whatever the backend shows of the stop (row P6)
+        self.pending: dict[tuple[str, str], Cause] = {}
 
     def feed(self, item: Item) -> list[Violation]:
         if isinstance(item, Happened):
@@ -69,6 +73,8 @@ class Causes(Checker):
                     seen.add((event.obs.ref.id, x.index, x.cause))
         elif isinstance(event, ev.StallDeclared) and event.enforced:
             self.stalled[(job, event.ref.id, event.execution)] = event.cause
+        elif isinstance(event, ev.PendingExpired):
+            self.pending[(job, event.ref.id)] = event.cause
         elif isinstance(event, ev.OutcomeDecided):
             return self._outcome(job, event, item.seq)
         elif isinstance(event, ev.Settled):
@@ -89,15 +95,27 @@ class Causes(Checker):
                     seq,
                 )
             ]
+        expired = self.pending.get((job, ref)) if ref is not None else None
         if runs:
             last = max(runs)
             expected = self.stalled.get((job, ref, last), runs[last]) if ref else runs[last]
+            expected = expired or expected
             if event.cause != expected:
                 return [
                     self.violation(
                         job,
                         f"outcome {event.state} with cause {event.cause!r}, but {ref}'s last "
                         f"execution ended {expected!r}",
+                        seq,
+                    )
+                ]
+        elif expired is not None:
+            if event.cause != expired:
+                return [
+                    self.violation(
+                        job,
+                        f"outcome {event.state} with cause {event.cause!r}, but {ref} was "
+                        f"stopped for its pending deadline ({expired!r})",
                         seq,
                     )
                 ]
