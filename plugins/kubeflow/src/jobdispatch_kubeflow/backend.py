@@ -263,8 +263,10 @@ class KubeflowBackend(
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
         lost. What the cluster cannot do was refused before, by the core."""
         spec = request.spec
-        runtime = self._derived_runtime(request) if request.native.rules else None
-        identity = "" if runtime else self.identity_weakened(spec)
+        derive = bool(request.native.rules) or self.settings.publish is not None
+        runtime = self._derived_runtime(request) if derive else None
+        restarts = bool(request.native.rules)
+        identity = "" if restarts else self.identity_weakened(spec)
         if identity and not self.settings.allow_rank_restart:
             raise Unsupported(
                 f"cannot start {request.name}: {identity}; set allow_rank_restart where "
@@ -280,14 +282,19 @@ class KubeflowBackend(
         return names.ref_of(self.namespace, request.name)
 
     def _derived_runtime(self, request: StartRequest) -> str:
-        """Create (or find) the TrainingRuntime that carries the offer's failure policy; its
-        name. The name is a hash of its content, so equal offers share one runtime."""
-        settings = request.native.settings
-        try:
-            restart_on = [int(x) for x in settings["restart-on"].split(",") if x]
-            max_restarts = int(settings["max-restarts"])
-        except (KeyError, ValueError) as exc:
-            raise Invalid(f"native offer of {request.name} is not this adapter's: {exc}") from exc
+        """Create (or find) the TrainingRuntime that carries the offer's failure policy and the
+        publish image's init container (each when asked); its name. The name is a hash of its
+        content, so equal runtimes are one."""
+        restart_on: list[int] | None = None
+        max_restarts = 0
+        if request.native.rules:
+            settings = request.native.settings
+            try:
+                restart_on = [int(x) for x in settings["restart-on"].split(",") if x]
+                max_restarts = int(settings["max-restarts"])
+            except (KeyError, ValueError) as exc:
+                msg = f"native offer of {request.name} is not this adapter's: {exc}"
+                raise Invalid(msg) from exc
         kind = "clustertrainingruntimes"
         if self.settings.runtime.kind == "TrainingRuntime":
             kind = "trainingruntimes"
@@ -297,7 +304,11 @@ class KubeflowBackend(
         if base is None:
             raise Rejected(f"the training runtime {self.settings.runtime.name} does not exist")
         body = restart.runtime_body(
-            base, namespace=self.namespace, restart_on=restart_on, max_restarts=max_restarts
+            base,
+            namespace=self.namespace,
+            restart_on=restart_on,
+            max_restarts=max_restarts,
+            publish=self.settings.publish,
         )
         with contextlib.suppress(AlreadyExists):
             self.api.create("trainingruntimes", self.namespace, body)

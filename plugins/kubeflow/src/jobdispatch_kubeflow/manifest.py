@@ -18,7 +18,7 @@ from typing import Any
 from jobdispatch.errors import Invalid
 from jobdispatch.spi import StartRequest
 
-from jobdispatch_kubeflow import names
+from jobdispatch_kubeflow import helper, names
 from jobdispatch_kubeflow.config import Settings
 from jobdispatch_kubeflow.gating import Gating
 
@@ -111,7 +111,10 @@ def trainjob(
         "image": spec.image or settings.image,
         "command": list(spec.command),
         "numNodes": spec.nodes,
-        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+        "env": [
+            *({"name": k, "value": v} for k, v in sorted(env.items())),
+            dict(helper.EXECUTION_ENV),
+        ],
     }
     if spec.procs_per_node != 1:
         trainer["numProcPerNode"] = spec.procs_per_node
@@ -119,10 +122,17 @@ def trainjob(
     if resources is not None:
         trainer["resourcesPerNode"] = dict(resources)
     template: dict[str, Any] = {"metadata": {"labels": labels(request)}}
+    pod_spec: dict[str, Any] = {}
     if request.exclude:
         # Through the adapter's own runtime patch, on the training pods only: the suspect
         # nodes recorded with the submission (``jobdispatch.suspects``).
-        pod = {"spec": {"template": {"spec": {"affinity": avoid_nodes(request.exclude)}}}}
+        pod_spec["affinity"] = avoid_nodes(request.exclude)
+    if settings.publish is not None:
+        # The publish image's init container (in the derived runtime) gets the job's own
+        # environment, as the training container does.
+        pod_spec["initContainers"] = [helper.init_patch(env)]
+    if pod_spec:
+        pod = {"spec": {"template": {"spec": pod_spec}}}
         template["spec"] = {"replicatedJobs": [{"name": TRAINER_JOB, "template": pod}]}
     patch = {"template": template}
     body: dict[str, Any] = {
