@@ -12,6 +12,7 @@ Without the real node every test skips with the reason; under JOBDISPATCH_REQUIR
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,9 +68,10 @@ def real_node_problem() -> str | None:
     return None
 
 
-@pytest.fixture
-def real() -> Iterator[Any]:
-    """The adapter set up for the real node's runtime and image, with the script in place."""
+@contextlib.contextmanager
+def real_backend(**overrides: Any) -> Iterator[tuple[Any, list[str]]]:
+    """The adapter set up for the real node's runtime and image (and ``overrides``), with the
+    script in place; the jobs the test adds to the list are stopped and forgotten after it."""
     from jobdispatch_kubeflow import KubeflowBackend
     from jobdispatch_kubeflow.config import Runtime
     from jobdispatch_kubeflow.testing import require, settings
@@ -80,15 +82,25 @@ def real() -> Iterator[Any]:
         settings(
             runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
             image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+            **overrides,
         )
     )
     made: list[str] = []
-    yield backend, made
-    for job in made:
-        for obs in backend.find(job).objects:
-            backend.stop(obs.ref, "real-node test over")
-            backend.forget(obs.ref)
-    backend.close()
+    try:
+        yield backend, made
+    finally:
+        for job in made:
+            for obs in backend.find(job).objects:
+                backend.stop(obs.ref, "real-node test over")
+                backend.forget(obs.ref)
+        backend.close()
+
+
+@pytest.fixture
+def real() -> Iterator[Any]:
+    """The adapter set up for the real node's runtime and image, with the script in place."""
+    with real_backend() as made:
+        yield made
 
 
 def torchrun(*args: str) -> tuple[str, ...]:
@@ -145,6 +157,46 @@ def evict_pods(backend: Any, ref: Any) -> None:
         driver.admin.close()
 
 
+def ddp_pair(
+    names: tuple[str, str], env: dict[str, str], *args: str, **resumed: Any
+) -> tuple[JobSpec, JobSpec]:
+    """Two 2-pod DDP jobs of STEPS steps: one to run through, and one that waits after step
+    WAIT_AT to be preempted, with the rule `preempted -> resubmit` (and ``resumed``'s fields).
+    ``args`` go to the script of both."""
+    plain = JobSpec(name=names[0], command=torchrun("--steps", str(STEPS), *args), nodes=2, env=env)
+    interrupted = JobSpec(
+        name=names[1],
+        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT), *args),
+        nodes=2,
+        env=env,
+        recovery=RecoveryPolicy(
+            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
+        ),
+        **resumed,
+    )
+    return plain, interrupted
+
+
+def evict_first_run(backend: Any, job: str) -> None:
+    """Evict the pods of the job's first submission, as a drain does."""
+    refs = [o.ref for o in backend.find(job).objects if o.identity and o.identity[1] == 1]
+    assert len(refs) == 1, refs
+    evict_pods(backend, refs[0])
+
+
+def resumed_results(c1: Any, plain: str, c2: Any, interrupted: str) -> tuple[Any, Any]:
+    """Once both settle: the plain job succeeded, the interrupted job's first submission was
+    preempted and its second ran through; what each wrote at its end."""
+    done_plain = settled(c1, plain)
+    assert done_plain.state is State.SUCCEEDED, done_plain
+    done = settled(c2, interrupted)
+    assert done.state is State.SUCCEEDED, done
+    one, two = done.submissions
+    assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
+    assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
+    return result(plain, 1), result(interrupted, 2)
+
+
 STEPS, WAIT_AT = 30, 12
 
 
@@ -155,16 +207,7 @@ def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: 
     final loss."""
     backend, made = real
     env = {"PYTHONUNBUFFERED": "1"}
-    plain = JobSpec(name="real-ddp", command=torchrun("--steps", str(STEPS)), nodes=2, env=env)
-    resumed = JobSpec(
-        name="real-ddp-evicted",
-        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT)),
-        nodes=2,
-        env=env,
-        recovery=RecoveryPolicy(
-            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
-        ),
-    )
+    plain, resumed = ddp_pair(("real-ddp", "real-ddp-evicted"), env)
     c1, p1, s1 = supervise(backend, plain)
     c2, p2, s2 = supervise(backend, resumed)
     made += [p1.job, p2.job]
@@ -176,20 +219,8 @@ def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: 
             every=1,
         )
         assert first
-        refs = [o.ref for o in backend.find(p2.job).objects if o.identity and o.identity[1] == 1]
-        assert len(refs) == 1, refs
-        evict_pods(backend, refs[0])
-
-        done_plain = settled(c1, p1.job)
-        assert done_plain.state is State.SUCCEEDED, done_plain
-        done = settled(c2, p2.job)
-        assert done.state is State.SUCCEEDED, done
-        one, two = done.submissions
-        assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
-        assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
-
-        uninterrupted = result(p1.job, 1)
-        after = result(p2.job, 2)
+        evict_first_run(backend, p2.job)
+        uninterrupted, after = resumed_results(c1, p1.job, c2, p2.job)
         print(
             f"uninterrupted final loss {uninterrupted['final_loss']!r}; "
             f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
@@ -298,9 +329,7 @@ KUEUE_QUEUE = "jobdispatch-gated"
 def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
     """The adapter in Kueue mode on the gated queue (low priority), for the real node, with
     dispatch's admission controller running (spec 0012)."""
-    from jobdispatch_kubeflow import KubeflowBackend
-    from jobdispatch_kubeflow.config import Kueue, Runtime
-    from jobdispatch_kubeflow.testing import settings
+    from jobdispatch_kubeflow.config import Kueue
 
     namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
     lease = f"jd-real-adm-{uuid.uuid4().hex[:8]}"
@@ -314,22 +343,11 @@ def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        backend = KubeflowBackend(
-            settings(
-                runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
-                image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
-                kueue=Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low"),
-            )
-        )
-        made: list[str] = []
+        kueue = Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low")
         try:
-            yield backend, made, namespace
+            with real_backend(kueue=kueue) as (backend, made):
+                yield backend, made, namespace
         finally:
-            for job in made:
-                for obs in backend.find(job).objects:
-                    backend.stop(obs.ref, "real-node test over")
-                    backend.forget(obs.ref)
-            backend.close()
             controller.terminate()
             controller.wait(timeout=60)
             kubectl("-n", namespace, "delete", "lease", lease, "--ignore-not-found")
@@ -387,16 +405,8 @@ def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
     plain_backend, plain_made = real
     backend, made, namespace = real_kueue
     env = {"PYTHONUNBUFFERED": "1"}
-    plain = JobSpec(name="real-ddp-k0", command=torchrun("--steps", str(STEPS)), nodes=2, env=env)
-    resumed = JobSpec(
-        name="real-ddp-kueue",
-        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT)),
-        nodes=2,
-        env=env,
-        resources=Resources(cpus_per_proc=1),
-        recovery=RecoveryPolicy(
-            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
-        ),
+    plain, resumed = ddp_pair(
+        ("real-ddp-k0", "real-ddp-kueue"), env, resources=Resources(cpus_per_proc=1)
     )
     c1, p1, s1 = supervise(plain_backend, plain)
     c2, p2, s2 = supervise(backend, resumed)
@@ -428,16 +438,7 @@ def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
         kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
         high = None
 
-        done_plain = settled(c1, p1.job)
-        assert done_plain.state is State.SUCCEEDED, done_plain
-        done = settled(c2, p2.job)
-        assert done.state is State.SUCCEEDED, done
-        one, two = done.submissions
-        assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
-        assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
-
-        uninterrupted = result(p1.job, 1)
-        after = result(p2.job, 2)
+        uninterrupted, after = resumed_results(c1, p1.job, c2, p2.job)
         print(
             f"uninterrupted final loss {uninterrupted['final_loss']!r}; Kueue-preempted job "
             f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"

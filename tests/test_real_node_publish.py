@@ -30,19 +30,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.testing import eventually
 from test_real_node import (
     DEADLINE,
-    SCRIPT,
-    STEPS,
     WAIT_AT,
-    evict_pods,
+    ddp_pair,
+    evict_first_run,
+    real_backend,
     real_node_problem,
-    result,
-    settled,
+    resumed_results,
     supervise,
-    torchrun,
 )
 
 pytestmark = pytest.mark.kube
@@ -66,26 +63,13 @@ def publish_image() -> str:
 @pytest.fixture
 def published() -> Iterator[Any]:
     """The adapter for the real node's runtime with the publish option."""
-    from jobdispatch_kubeflow import KubeflowBackend
-    from jobdispatch_kubeflow.config import Publish, Runtime
-    from jobdispatch_kubeflow.testing import require, settings
+    from jobdispatch_kubeflow.config import Publish
+    from jobdispatch_kubeflow.testing import require
 
     require(real_node_problem())
-    shutil.copyfile(SCRIPT, Path(os.environ["JOBDISPATCH_KUBE_REAL_SCRIPTS"]) / SCRIPT.name)
-    backend = KubeflowBackend(
-        settings(
-            runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
-            image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
-            publish=Publish(image=publish_image(), mounts=(("checkpoints", "/checkpoints"),)),
-        )
-    )
-    made: list[str] = []
-    yield backend, made
-    for job in made:
-        for obs in backend.find(job).objects:
-            backend.stop(obs.ref, "real-node test over")
-            backend.forget(obs.ref)
-    backend.close()
+    publish = Publish(image=publish_image(), mounts=(("checkpoints", "/checkpoints"),))
+    with real_backend(publish=publish) as made:
+        yield made
 
 
 class PosixRoot:
@@ -222,19 +206,7 @@ def test_ddp_evicted_after_a_published_checkpoint_resumes_from_it_through_the_in
     the uninterrupted loss."""
     backend, made = published
     env = {"PYTHONUNBUFFERED": "1", **root.pod_env}
-    helper = ("--helper", SHARED)
-    plain = JobSpec(
-        name="real-pub", command=torchrun("--steps", str(STEPS), *helper), nodes=2, env=env
-    )
-    resumed = JobSpec(
-        name="real-pub-evicted",
-        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT), *helper),
-        nodes=2,
-        env=env,
-        recovery=RecoveryPolicy(
-            rules=[Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=1)]
-        ),
-    )
+    plain, resumed = ddp_pair(("real-pub", "real-pub-evicted"), env, "--helper", SHARED)
     c1, p1, s1 = supervise(backend, plain)
     c2, p2, s2 = supervise(backend, resumed)
     made += [p1.job, p2.job]
@@ -245,20 +217,8 @@ def test_ddp_evicted_after_a_published_checkpoint_resumes_from_it_through_the_in
             within=DEADLINE,
             every=1,
         )
-        refs = [o.ref for o in backend.find(p2.job).objects if o.identity and o.identity[1] == 1]
-        assert len(refs) == 1, refs
-        evict_pods(backend, refs[0])
-
-        done_plain = settled(c1, p1.job)
-        assert done_plain.state is State.SUCCEEDED, done_plain
-        done = settled(c2, p2.job)
-        assert done.state is State.SUCCEEDED, done
-        one, two = done.submissions
-        assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
-        assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
-
-        uninterrupted = result(p1.job, 1)
-        after = result(p2.job, 2)
+        evict_first_run(backend, p2.job)
+        uninterrupted, after = resumed_results(c1, p1.job, c2, p2.job)
         steps = sorted((e.submission, e.execution, e.step) for e in entries(root, p2.job))
         print(
             f"uninterrupted final loss {uninterrupted['final_loss']!r}; resumed through the "
