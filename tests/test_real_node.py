@@ -30,6 +30,7 @@ import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Resources, Rule, State
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually
+from jobdispatch_kubeflow.testing import real_node_problem
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
@@ -37,35 +38,6 @@ pytestmark = pytest.mark.kube
 SCRIPT = Path(__file__).with_name("real_node_ddp.py")
 #: Generous: two pods each import torch (about 10 s on a quiet machine) on 2 loaded cores.
 DEADLINE = 600.0
-
-
-def real_node_problem() -> str | None:
-    """Why the real node cannot be used, or None when its node is Ready."""
-    from jobdispatch_kubeflow.api import KubeApi
-    from jobdispatch_kubeflow.testing import cluster_problem
-
-    problem = cluster_problem()
-    if problem is not None:
-        return problem
-    for var in (
-        "JOBDISPATCH_KUBE_REAL_NODE_NAME",
-        "JOBDISPATCH_KUBE_REAL_RUNTIME",
-        "JOBDISPATCH_KUBE_REAL_IMAGE",
-        "JOBDISPATCH_KUBE_REAL_SCRIPTS",
-        "JOBDISPATCH_KUBE_REAL_CHECKPOINTS",
-    ):
-        if not os.environ.get(var):
-            return f'no real node: run eval "$(tools/kube/up --real-node)" first ({var} is not set)'
-    name = os.environ["JOBDISPATCH_KUBE_REAL_NODE_NAME"]
-    admin = KubeApi(kubeconfig=os.environ.get("KUBECONFIG"))
-    try:
-        node = admin.get("nodes", None, name)
-    finally:
-        admin.close()
-    conditions = ((node or {}).get("status") or {}).get("conditions") or []
-    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
-        return f"the real node {name} is not Ready"
-    return None
 
 
 @contextlib.contextmanager

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 from jobdispatch.spi import Backend
-from jobdispatch_conformance.adapter import AdapterSuite, ConfigurationTests, Driver, Timeouts
+from jobdispatch_conformance.adapter import (
+    AdapterSuite,
+    ConfigurationTests,
+    Driver,
+    EndingTests,
+    LifecycleTests,
+    Timeouts,
+)
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
 
 
@@ -116,6 +123,52 @@ class TestKubeflowKueueContract(TestKubeflowContract):
             "runtime": {"name": "dispatch-torch-test"},
             "kueue": {"queue": "jobdispatch"},
         }
+
+
+@pytest.mark.kube
+class TestKubeflowRealNodeEndings(EndingTests, LifecycleTests):
+    """The endings and the lifecycle on the real node (tools/kube/up --real-node): real
+    processes in real containers, ended by their own exit, the kernel's OOM killer, the
+    scheduler's preemption and the container runtime (jobdispatch_kubeflow.testing's
+    RealNodeDriver says what it drives and why not the rest)."""
+
+    @pytest.fixture
+    def backend_factory(self, kube_cluster: None) -> Callable[[], Backend]:
+        import os
+
+        from jobdispatch_kubeflow import KubeflowBackend
+        from jobdispatch_kubeflow.config import Runtime
+        from jobdispatch_kubeflow.testing import real_node_problem, require, settings
+
+        require(real_node_problem())
+        return lambda: KubeflowBackend(
+            settings(
+                runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
+                image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+            )
+        )
+
+    @pytest.fixture
+    def driver_factory(self) -> Iterator[Callable[[Backend], Driver]]:
+        from jobdispatch_kubeflow import KubeflowBackend
+        from jobdispatch_kubeflow.testing import RealNodeDriver
+
+        made: list[RealNodeDriver] = []
+
+        def make(backend: Backend) -> Driver:
+            assert isinstance(backend, KubeflowBackend)
+            driver = RealNodeDriver(backend)
+            made.append(driver)
+            return driver
+
+        yield make
+        for driver in made:
+            driver.cleanup()
+
+    @pytest.fixture
+    def timeouts(self) -> Timeouts:
+        # A pod's start on the loaded real node takes seconds; a preemption tens of them.
+        return Timeouts(settle=300.0, poll=1.0, quiet=5.0)
 
 
 class TestKubeflowOverFakeCluster(AdapterSuite):

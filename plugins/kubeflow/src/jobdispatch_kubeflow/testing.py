@@ -18,6 +18,7 @@ appends to it (0010 §7).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -26,8 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from jobdispatch.errors import Conflict
 from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec
+from jobdispatch.types import JobSpec, Resources
 from jobdispatch_conformance.adapter import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
@@ -36,7 +38,15 @@ from jobdispatch_kubeflow.api import KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
 
-__all__ = ["KubeDriver", "cluster_problem", "forget_receipts", "require", "settings"]
+__all__ = [
+    "KubeDriver",
+    "RealNodeDriver",
+    "cluster_problem",
+    "forget_receipts",
+    "real_node_problem",
+    "require",
+    "settings",
+]
 
 TEST_RUNTIME = "dispatch-torch-test"
 
@@ -259,3 +269,167 @@ class KubeDriver(Driver):
         return KubeflowBackend(
             settings(token_file=None, probe_ttl=0), token=lambda: "not-a-valid-token"
         )
+
+
+def real_node_problem() -> str | None:
+    """Why the real node (tools/kube/up --real-node) cannot be used, or None when it is Ready."""
+    problem = cluster_problem()
+    if problem is not None:
+        return problem
+    for var in (
+        "JOBDISPATCH_KUBE_REAL_NODE_NAME",
+        "JOBDISPATCH_KUBE_REAL_RUNTIME",
+        "JOBDISPATCH_KUBE_REAL_IMAGE",
+        "JOBDISPATCH_KUBE_REAL_SCRIPTS",
+        "JOBDISPATCH_KUBE_REAL_CHECKPOINTS",
+    ):
+        if not os.environ.get(var):
+            return f'no real node: run eval "$(tools/kube/up --real-node)" first ({var} is not set)'
+    name = os.environ["JOBDISPATCH_KUBE_REAL_NODE_NAME"]
+    admin = KubeApi(kubeconfig=os.environ.get("KUBECONFIG"))
+    try:
+        node = admin.get("nodes", None, name)
+    finally:
+        admin.close()
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return f"the real node {name} is not Ready"
+    return None
+
+
+#: The word a pod of the real-node profile waits for: REAL_NODE_WORKER reads it from the file
+#: named after its TrainJob, in the checkpoint hostPath every pod of the real node mounts.
+REAL_NODE_ORDERS = "conformance-orders"
+#: The program of every pod of the real-node profile: it waits for the driver's word and obeys
+#: it (exit N, or allocate until the kernel's OOM killer stops it). Python as PID 1, no torchrun:
+#: the container's exit code is the program's own.
+REAL_NODE_WORKER = f"""
+import os, sys, time
+from pathlib import Path
+order = Path("/checkpoints/{REAL_NODE_ORDERS}") / os.environ["JOBDISPATCH_OBJECT"].replace("/", "_")
+while not order.exists():
+    time.sleep(0.5)
+word = order.read_text().split()
+if word[0] == "exit":
+    sys.exit(int(word[1]))
+hog = []
+while True:
+    block = bytearray(32 << 20)
+    block[::4096] = b"x" * len(block[::4096])
+    hog.append(block)
+"""
+#: The PriorityClass of the preemptor the real-node driver schedules.
+PREEMPTOR_PRIORITY = "jobdispatch-conformance-preemptor"
+
+
+class RealNodeDriver(KubeDriver):
+    """The conformance driver for the real node (tools/kube/up --real-node): the pods run a real
+    process, so endings are real ones.
+
+    - complete, fail: the pod's program exits with the code it is told (REAL_NODE_WORKER);
+    - oom: it allocates past the pod's 256 MiB limit, and the kernel kills it;
+    - preempt: a pod of a higher PriorityClass asking for all of the node's CPU, which the
+      scheduler makes room for by preempting the object's pods (``PreemptionByScheduler``);
+    - a program that cannot start: the container runtime's own failure.
+
+    Not driven: losing the node (deleting the one real node would end every test's pods on it),
+    a time limit (``activeDeadlineSeconds`` is immutable once the TrainJob exists), a launch
+    failure of a running object.
+    """
+
+    def __init__(self, backend: KubeflowBackend) -> None:
+        super().__init__(backend)
+        self.orders = Path(os.environ["JOBDISPATCH_KUBE_REAL_CHECKPOINTS"]) / REAL_NODE_ORDERS
+        self.orders.mkdir(exist_ok=True)
+        self.preemptors: list[str] = []
+
+    def base_spec(self) -> JobSpec:
+        return JobSpec(
+            command=("python3", "-c", REAL_NODE_WORKER),
+            nodes=1,
+            resources=Resources(cpus_per_proc=1, memory_per_node_mib=256),
+        )
+
+    def _order(self, ref: ObjectRef, word: str) -> None:
+        if not self._pods(ref):
+            raise CannotDrive("order", f"{ref} has no running pod")
+        path = self.orders / str(ref).replace("/", "_")
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(word)
+        partial.replace(path)
+
+    def complete(self, ref: ObjectRef) -> None:
+        self._order(ref, "exit 0")
+
+    def fail(self, ref: ObjectRef, code: int) -> None:
+        self._order(ref, f"exit {code}")
+
+    def oom(self, ref: ObjectRef) -> None:
+        self._order(ref, "allocate")
+
+    def preempt(self, ref: ObjectRef) -> None:
+        pods = self._pods(ref)
+        if not pods:
+            raise CannotDrive("preempt", f"{ref} has no running pod")
+        spec = pods[0]["spec"]
+        assert isinstance(spec, dict)
+        node = self.admin.get("nodes", None, str(spec["nodeName"])) or {}
+        cpu = ((node.get("status") or {}).get("allocatable") or {}).get("cpu")
+        if not cpu:
+            raise CannotDrive("preempt", f"node {spec['nodeName']} reports no allocatable CPU")
+        with contextlib.suppress(Conflict):  # made by an earlier preemption
+            self.admin.raw(
+                "POST",
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": PREEMPTOR_PRIORITY},
+                    "value": 1_000_000,
+                    "description": "dispatch's conformance suite: a pod that preempts",
+                },
+            )
+        name = f"jd-preemptor-{len(self.preemptors)}-{int(time.time())}"
+        container = dict(spec["containers"][0])
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "priorityClassName": PREEMPTOR_PRIORITY,
+                "nodeSelector": spec.get("nodeSelector") or {},
+                "tolerations": spec.get("tolerations") or [],
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "preemptor",
+                        "image": container["image"],
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["sleep", "600"],
+                        "resources": {"requests": {"cpu": cpu}},
+                    }
+                ],
+            },
+        }
+        self.admin.create("pods", self.namespace, body)
+        self.preemptors.append(name)
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        while self.preemptors:
+            self.admin.delete("pods", self.namespace, self.preemptors.pop())
+
+    def missing_program(self) -> JobSpec:
+        return self.spec_without_program()
+
+    def lose_node(self, ref: ObjectRef) -> None:
+        raise CannotDrive("lose_node", "deleting the one real node would end every pod on it")
+
+    def launch_fail(self, ref: ObjectRef) -> None:
+        raise CannotDrive("launch_fail", "a running container's launch cannot fail any more")
+
+    def emit_output(
+        self, ref: ObjectRef, data: bytes, stream: str = "stdout", rank: int = 0
+    ) -> None:
+        raise CannotDrive("emit_output", "the API server cannot reach the real node's kubelet")
