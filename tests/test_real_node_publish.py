@@ -31,13 +31,13 @@ from urllib.parse import urlsplit
 
 import pytest
 from jobdispatch.testing import eventually
+from jobdispatch_kubeflow.testing import real_node_problem
 from test_real_node import (
     DEADLINE,
     WAIT_AT,
     ddp_pair,
     evict_first_run,
     real_backend,
-    real_node_problem,
     resumed_results,
     supervise,
 )

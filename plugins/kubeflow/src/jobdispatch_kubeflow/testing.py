@@ -418,7 +418,9 @@ class RealNodeDriver(KubeDriver):
     def cleanup(self) -> None:
         super().cleanup()
         while self.preemptors:
-            self.admin.delete("pods", self.namespace, self.preemptors.pop())
+            self.admin.delete(
+                "pods", self.namespace, self.preemptors.pop(), propagation="Background"
+            )
 
     def missing_program(self) -> JobSpec:
         return self.spec_without_program()
