@@ -14,6 +14,10 @@ preemptor), a time limit (``activeDeadlineSeconds`` is immutable once created), 
 failure (kwok pulls no image). Output: kwok runs no container, so a pod has no log of its
 own: tools/kube/up has kwok serve one file as every container's log, and ``emit_output``
 appends to it (0010 §7).
+
+``RealNodeDriver`` drives the real node (tools/kube/up --real-node) instead, where pods run real
+processes: they exit when told, allocate until the OOM killer stops them, and are preempted by
+the scheduler for a pod of a higher priority (0010 §10).
 """
 
 from __future__ import annotations
