@@ -326,14 +326,23 @@ while True:
 PREEMPTOR_PRIORITY = "jobdispatch-conformance-preemptor"
 
 
+def _millicores(quantity: str) -> int:
+    """A CPU quantity (``2``, ``1500m``, ``0.5``) in millicores."""
+    text = str(quantity)
+    if text.endswith("m"):
+        return int(text[:-1])
+    return round(float(text) * 1000)
+
+
 class RealNodeDriver(KubeDriver):
     """The conformance driver for the real node (tools/kube/up --real-node): the pods run a real
     process, so endings are real ones.
 
     - complete, fail: the pod's program exits with the code it is told (REAL_NODE_WORKER);
     - oom: it allocates past the pod's 256 MiB limit, and the kernel kills it;
-    - preempt: a pod of a higher PriorityClass asking for all of the node's CPU, which the
-      scheduler makes room for by preempting the object's pods (``PreemptionByScheduler``);
+    - preempt: a pod of a higher PriorityClass asking for the node's free CPU and the object's,
+      which the scheduler makes room for by preempting the object's pods
+      (``PreemptionByScheduler``);
     - a program that cannot start: the container runtime's own failure.
 
     Not driven: losing the node (deleting the one real node would end every test's pods on it),
@@ -377,10 +386,7 @@ class RealNodeDriver(KubeDriver):
             raise CannotDrive("preempt", f"{ref} has no running pod")
         spec = pods[0]["spec"]
         assert isinstance(spec, dict)
-        node = self.admin.get("nodes", None, str(spec["nodeName"])) or {}
-        cpu = ((node.get("status") or {}).get("allocatable") or {}).get("cpu")
-        if not cpu:
-            raise CannotDrive("preempt", f"node {spec['nodeName']} reports no allocatable CPU")
+        cpu = self._room_with(str(spec["nodeName"]), pods)
         with contextlib.suppress(Conflict):  # made by an earlier preemption
             self.admin.raw(
                 "POST",
@@ -418,6 +424,33 @@ class RealNodeDriver(KubeDriver):
         }
         self.admin.create("pods", self.namespace, body)
         self.preemptors.append(name)
+
+    def _room_with(self, node_name: str, victims: list[dict[str, object]]) -> str:
+        """The CPU the node has free plus what ``victims`` ask for, in millicores: a pod that
+        asks for it fits only once they are gone. No more, so that of the pods other tests run
+        on the shared node the scheduler needs none; among pods of one priority it preempts
+        the latest started, which the object's are."""
+        node = self.admin.get("nodes", None, node_name) or {}
+        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get("cpu")
+        if not allocatable:
+            raise CannotDrive("preempt", f"node {node_name} reports no allocatable CPU")
+        on_node, _ = self.admin.list("pods", None, field_selector=f"spec.nodeName={node_name}")
+        mine = {str(p["metadata"].get("name")) for p in victims if isinstance(p["metadata"], dict)}
+        asked = 0
+        theirs = 0
+        for pod in on_node:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            milli = sum(
+                _millicores(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+                for c in (pod.get("spec") or {}).get("containers") or ()
+            )
+            asked += milli
+            if pod["metadata"]["name"] in mine:
+                theirs += milli
+        if theirs == 0:
+            raise CannotDrive("preempt", "the object's pods ask for no CPU to make room from")
+        return f"{_millicores(allocatable) - asked + theirs}m"
 
     def cleanup(self) -> None:
         super().cleanup()
