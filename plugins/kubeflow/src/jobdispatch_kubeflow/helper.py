@@ -28,7 +28,7 @@ from jobdispatch.errors import Rejected
 from jobdispatch_kubeflow import names
 from jobdispatch_kubeflow.config import Publish
 
-__all__ = ["CONTAINER", "EXECUTION_ENV", "INIT", "VOLUME", "init_patch", "with_helper"]
+__all__ = ["CONTAINER", "INIT", "VOLUME", "init_patch", "with_helper"]
 
 #: The init container's name, in the derived runtime and in the TrainJob's patch.
 CONTAINER = "jobdispatch-resume"
@@ -38,13 +38,6 @@ VOLUME = "jobdispatch-shared"
 INIT = "/opt/jobdispatch-publish/bin/jobdispatch-publish-init"
 #: Trainer's training container, in the replicated job of the same name.
 TRAINER_CONTAINER = "node"
-
-#: The execution is the JobSet's restart attempt (0010: executions are its restart attempts),
-#: read by each pod from its own label through the downward API.
-EXECUTION_ENV: Mapping[str, Any] = {
-    "name": "JOBDISPATCH_EXECUTION",
-    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{names.RESTART_ATTEMPT}']"}},
-}
 
 
 def _pod_spec(runtime_spec: dict[str, Any], job: str, runtime: str) -> dict[str, Any]:
@@ -81,7 +74,10 @@ def with_helper(runtime_spec: dict[str, Any], publish: Publish, *, runtime: str)
             "name": CONTAINER,
             "image": publish.image,
             "command": [INIT],
-            "env": [{"name": "JOBDISPATCH_SHARED", "value": publish.path}, dict(EXECUTION_ENV)],
+            "env": [
+                {"name": "JOBDISPATCH_SHARED", "value": publish.path},
+                dict(names.EXECUTION_ENV),
+            ],
             "volumeMounts": mounts,
         }
     )

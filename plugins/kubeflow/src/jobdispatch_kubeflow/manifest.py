@@ -113,7 +113,7 @@ def trainjob(
         "numNodes": spec.nodes,
         "env": [
             *({"name": k, "value": v} for k, v in sorted(env.items())),
-            dict(helper.EXECUTION_ENV),
+            dict(names.EXECUTION_ENV),
         ],
     }
     if spec.procs_per_node != 1:
