@@ -402,6 +402,7 @@ SMOKE = {
     "postgresql": ["jobdispatch-cli[postgresql]"],
     "publish": ["jobdispatch-publish[s3,vault]"],
     "conformance": ["jobdispatch-conformance"],
+    "dashboard": ["jobdispatch-dashboard"],
 }
 
 

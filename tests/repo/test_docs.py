@@ -215,22 +215,25 @@ def test_the_shipped_systemd_unit_runs_the_supervise_command() -> None:
     assert path.relative_to(ROOT).as_posix() in page, "the how-to does not include the unit"
 
 
-def test_the_shipped_metrics_unit_runs_the_metrics_command() -> None:
+@pytest.mark.parametrize("command", ["metrics", "dashboard"])
+def test_the_shipped_reader_units_run_their_commands(command: str) -> None:
+    """The units of the store's readers (the metrics endpoint, the dashboard): each runs its
+    command with options it has, on loopback, and its how-to includes it."""
     import configparser
 
     from jobdispatch_cli.main import cli
 
-    path = ROOT / "packages/cli/src/jobdispatch_cli/systemd/jobdispatch-metrics.service"
+    path = ROOT / f"packages/cli/src/jobdispatch_cli/systemd/jobdispatch-{command}.service"
     unit = configparser.ConfigParser(strict=False, interpolation=None)
     unit.optionxform = str  # type: ignore[assignment,method-assign]  # keep the keys' case
     unit.read_string(path.read_text(encoding="utf-8"))
     argv = unit["Service"]["ExecStart"].split()
-    assert argv[0].endswith("/jobdispatch") and argv[1] == "metrics", argv
-    command = getattr(cli, "commands", {}).get("metrics")
-    assert command is not None, "the unit runs a command that is gone"
-    options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+    assert argv[0].endswith("/jobdispatch") and argv[1] == command, argv
+    found = getattr(cli, "commands", {}).get(command)
+    assert found is not None, "the unit runs a command that is gone"
+    options = {opt for param in found.params for opt in getattr(param, "opts", [])}
     given = {word.split("=")[0] for word in argv[2:] if word.startswith("--")}
     assert given <= options, f"the unit gives options the command lacks: {given - options}"
     assert "127.0.0.1:" in unit["Service"]["ExecStart"], "it serves on loopback"
-    page = (DOCS / "how-to" / "metrics.md").read_text(encoding="utf-8")
+    page = (DOCS / "how-to" / f"{command}.md").read_text(encoding="utf-8")
     assert path.relative_to(ROOT).as_posix() in page, "the how-to does not include the unit"

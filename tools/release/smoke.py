@@ -119,6 +119,8 @@ OTHERS = {
     "postgresql": ("jobdispatch", "plugins", "--json"),
     "publish": ("jobdispatch-publish", "--help"),
     "conformance": ("jobdispatch-conformance", "--help"),
+    # Installs the command with it: the dashboard must start far enough to check its options.
+    "dashboard": ("jobdispatch", "dashboard", "--help"),
 }
 
 

@@ -130,14 +130,22 @@ def measure(name: str, open_store: Callable[[], Records], rounds: int) -> None:
         print(f"  {what:<38} {seconds:>9.3f} {seconds / base:>13.4f}  {target}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def on_each_store(
+    what: str,
+    measure: Callable[[str, Callable[[], Records], int], None],
+    schema: str,
+) -> None:
+    """The benchmarks' frame (this one's and the dashboard's): parse ``--quick`` and
+    ``--jobs``, fill a fresh LMDB store and, when tools/postgres/up's server answers, a fresh
+    PostgreSQL schema named after ``schema``, with the same records, and call ``measure(name,
+    open the store read-only, rounds)`` on each."""
+    parser = argparse.ArgumentParser(description=f"{what}, beside a plain read")
     parser.add_argument("--quick", action="store_true", help="1,000 jobs and 3 rounds")
     parser.add_argument("--jobs", type=int, default=None, help="how many records (10,000)")
     args = parser.parse_args()
     jobs = args.jobs or (1000 if args.quick else 10_000)
     rounds = 3 if args.quick else ROUNDS
-    print(f"metrics scrape over {jobs} jobs, beside a plain read of the same records")
+    print(f"{what} over {jobs} jobs, beside a plain read of the same records")
 
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "records")
@@ -158,7 +166,7 @@ def main() -> None:
     if why is not None:
         print(f"\npostgresql: not measured: {why}")
         return
-    config = {**testing.server_config(), "schema": testing.new_schema_name("bench_metrics")}
+    config = {**testing.server_config(), "schema": testing.new_schema_name(schema)}
     try:
         pg = PostgresRecords(config)
         print("filling the PostgreSQL store...", file=sys.stderr)
@@ -170,4 +178,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    on_each_store("metrics scrape", measure, "bench_metrics")

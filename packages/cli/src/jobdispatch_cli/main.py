@@ -177,6 +177,7 @@ def _register(group: click.Group) -> None:
     """Add the subcommands: called by the group the first time a command is needed."""
     from jobdispatch_cli.commands import (
         control,
+        dashboard,
         goodput,
         inspect,
         local,
@@ -185,7 +186,7 @@ def _register(group: click.Group) -> None:
         store,
     )
 
-    for module in (running, inspect, control, goodput, local, store, observe):
+    for module in (running, inspect, control, goodput, local, store, observe, dashboard):
         module.register(group)
     for command in group.commands.values():
         _accept_global_options_after(command)

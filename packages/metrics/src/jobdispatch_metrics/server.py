@@ -7,12 +7,11 @@ alone, not the process's default collectors, so what a scrape shows is the store
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from typing import Any
 
 import attrs
-from jobdispatch.errors import Invalid
+from jobdispatch.listen import parse_listen as parse_host_port
 from prometheus_client import start_http_server
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -23,19 +22,8 @@ DEFAULT_LISTEN = "127.0.0.1:9464"
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 address) as a host and a port; Invalid,
-    quoting the value, for anything else. Port 0 takes a free one."""
-    host, sep, port = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            host = ""
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        msg = f"--listen {text!r}: give HOST:PORT, such as {DEFAULT_LISTEN} ([::1]:9464 for IPv6)"
-        raise Invalid(msg)
-    return host, int(port)
+    """``HOST:PORT`` as a host and a port (:func:`jobdispatch.listen.parse_listen`)."""
+    return parse_host_port(text, example=DEFAULT_LISTEN)
 
 
 @attrs.define
