@@ -22,6 +22,25 @@ from jobdispatch_conformance.adapter import (
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
 
 
+def drivers(kind: Callable[[Any], Any]) -> Iterator[Callable[[Backend], Driver]]:
+    """A driver factory for the control plane's drivers (``KubeDriver``, ``RealNodeDriver``):
+    each driver it made cleans up after the test."""
+    from jobdispatch_kubeflow import KubeflowBackend
+
+    made: list[Any] = []
+
+    def make(backend: Backend) -> Driver:
+        assert isinstance(backend, KubeflowBackend)
+        driver = kind(backend)
+        made.append(driver)
+        assert isinstance(driver, Driver)
+        return driver
+
+    yield make
+    for driver in made:
+        driver.cleanup()
+
+
 class TestKubeflowConfiguration(ConfigurationTests):
     """The registered schema is closed at every level, and new_backend refuses unknown keys:
     no cluster needed."""
@@ -48,20 +67,9 @@ class TestKubeflowContract(AdapterSuite):
 
     @pytest.fixture
     def driver_factory(self) -> Iterator[Callable[[Backend], Driver]]:
-        from jobdispatch_kubeflow import KubeflowBackend
         from jobdispatch_kubeflow.testing import KubeDriver
 
-        made: list[KubeDriver] = []
-
-        def make(backend: Backend) -> Driver:
-            assert isinstance(backend, KubeflowBackend)
-            driver = KubeDriver(backend)
-            made.append(driver)
-            return driver
-
-        yield make
-        for driver in made:
-            driver.cleanup()
+        yield from drivers(KubeDriver)
 
     @pytest.fixture
     def timeouts(self) -> Timeouts:
@@ -150,20 +158,9 @@ class TestKubeflowRealNodeEndings(EndingTests, LifecycleTests):
 
     @pytest.fixture
     def driver_factory(self) -> Iterator[Callable[[Backend], Driver]]:
-        from jobdispatch_kubeflow import KubeflowBackend
         from jobdispatch_kubeflow.testing import RealNodeDriver
 
-        made: list[RealNodeDriver] = []
-
-        def make(backend: Backend) -> Driver:
-            assert isinstance(backend, KubeflowBackend)
-            driver = RealNodeDriver(backend)
-            made.append(driver)
-            return driver
-
-        yield make
-        for driver in made:
-            driver.cleanup()
+        yield from drivers(RealNodeDriver)
 
     @pytest.fixture
     def timeouts(self) -> Timeouts:
