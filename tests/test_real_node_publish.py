@@ -68,7 +68,10 @@ def published() -> Iterator[Any]:
 
     require(real_node_problem())
     publish = Publish(image=publish_image(), mounts=(("checkpoints", "/checkpoints"),))
-    with real_backend(publish=publish) as made:
+    # The derived runtime needs `create trainingruntimes`, which the plane's adapter identity
+    # lacks (granting it would turn native restarts on for every other test): the admin's.
+    admin = {"kubeconfig": os.environ["KUBECONFIG"], "token_file": None}
+    with real_backend(publish=publish, **admin) as made:
         yield made
 
 
