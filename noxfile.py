@@ -259,7 +259,7 @@ def lowest(session: nox.Session) -> None:
     # The dev group's own floor of a package a member declares (pytest) would hide the member's.
     dev = [
         r
-        for r in _root_group("dev")
+        for r in [*_root_group("dev"), *_members_dev()]
         if not r.startswith(("mypy", "ruff", "nox", "types-"))
         and canonicalize_name(Requirement(r).name) not in declared
     ]
@@ -370,6 +370,21 @@ def floor_mismatches(
         elif Version(have) != Version(floor):
             wrong.append(f"{name}: {have} installed, floor {floor}")
     return wrong, above
+
+
+def _members_dev() -> list[str]:
+    """The third-party requirements of the members' own ``dev`` groups (what their tests use
+    beyond the root's, such as the dashboard's HTTP client for Starlette's TestClient); the
+    members themselves are installed editable already."""
+    found: list[str] = []
+    for path in MEMBERS.values():
+        with (path / "pyproject.toml").open("rb") as f:
+            groups = tomllib.load(f).get("dependency-groups", {})
+        for text in groups.get("dev", []):
+            name = canonicalize_name(Requirement(text).name) if isinstance(text, str) else ""
+            if name and not name.startswith("jobdispatch"):
+                found.append(text)
+    return sorted(set(found))
 
 
 def _root_group(name: str) -> list[str]:

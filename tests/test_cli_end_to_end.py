@@ -9,8 +9,6 @@ the local state directory), not against what the supervisor says about itself.
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import cli_process
 import pytest
 from jobdispatch.errors import Unavailable
 from jobdispatch.testing import eventually
@@ -30,11 +29,6 @@ from jobdispatch_local.testing import make_backend, shut_down
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "examples" / "train.py"
 TIMEOUT = 90.0
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "jobdispatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
 
 
 class Home:
@@ -53,34 +47,19 @@ class Home:
             "grace = 0.5\n"
             "poll = 0.02\n"
         )
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
-        self.env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(self.state))
+        self.env = cli_process.environment(
+            XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(self.state)
+        )
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def run(self, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*_command(), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return cli_process.run(args, self.env, timeout=timeout)
 
     def json(self, *args: str) -> Any:
-        done = self.run(*args, "--json")
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        return cli_process.run_json(args, self.env, timeout=TIMEOUT)
 
     def start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
-        with (self.root / log).open("ab") as out:
-            proc = subprocess.Popen(
-                [*_command(), *args], env=self.env, stdout=out, stderr=subprocess.STDOUT
-            )
+        proc = cli_process.start(args, self.env, self.root / log)
         self.procs.append(proc)
         return proc
 

@@ -30,12 +30,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cli_process
 import pytest
 from jobdispatch.testing import eventually
 from jobdispatch.types import ObjectState
@@ -74,11 +74,6 @@ echo "end $k $(date +%s.%N 9>&-)" >> "$m/runs"
 """
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "jobdispatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
-
-
 class World:
     """The hosts, the relay, one cluster config (local adapter, shared ``state_dir``, the
     ``[store]`` table), the ranks' marks folder, and the supervisors started so far."""
@@ -109,12 +104,9 @@ class World:
             f'password_file = "{config["password_file"]}"\n'
             f'schema = "{config["schema"]}"\n'
         )
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
-        self.env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(root / "xdg"))
+        self.env = cli_process.environment(
+            XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(root / "xdg")
+        )
         self.store = PostgresRecords(config)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.started: list[subprocess.Popen[bytes]] = []
@@ -123,16 +115,7 @@ class World:
 
     def run(self, *args: str) -> Any:
         """``jobdispatch ARGS --json`` from this namespace, its output parsed."""
-        done = subprocess.run(
-            [*_command(), *args, "--json"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, (args, done.stderr)
-        return json.loads(done.stdout)
+        return cli_process.run_json(args, self.env)
 
     def submit(self, n: int, interval: float = 0.2, at_once: int = 6) -> list[str]:
         """``n`` jobs of 2 nodes, each resubmitted once on a lost node, submitted ``at_once``
@@ -151,7 +134,7 @@ class World:
         while len(jobs) < n:
             procs = [
                 subprocess.Popen(
-                    [*_command(), "submit", str(job_file), "--json"],
+                    [*cli_process.command(), "submit", str(job_file), "--json"],
                     env=self.env,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -176,19 +159,15 @@ class World:
             f"{self.settings.conninfo['dbname']}"
         )
         log = self.root / f"h{index}.log"
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [
-                    *("ip", "netns", "exec", host.name, "unshare", "--uts", "--"),
-                    *("sh", "-c", 'hostname "$0" && exec "$@"', f"h{index}"),
-                    *_command(),
-                    *("--store", url, "supervise", "--lease-ttl", f"{ttl:g}s"),
-                    *("--poll", f"{POLL:g}"),
-                ],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        proc = cli_process.start(
+            ["--store", url, "supervise", "--lease-ttl", f"{ttl:g}s", "--poll", f"{POLL:g}"],
+            self.env,
+            log,
+            prefix=[
+                *("ip", "netns", "exec", host.name, "unshare", "--uts", "--"),
+                *("sh", "-c", 'hostname "$0" && exec "$@"', f"h{index}"),
+            ],
+        )
         self.procs[index] = proc
         self.started.append(proc)
 

@@ -12,7 +12,6 @@ is on a condition with a generous deadline.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule,
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually, job_of
 from jobdispatch.types import Resources
+from jobdispatch_kubeflow.testing import create_preemptor, kubectl
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
@@ -37,15 +37,6 @@ pytestmark = pytest.mark.kube
 QUEUE = "jobdispatch-gated"
 CHECK = "jobdispatch-admission"
 WAIT = 240.0
-
-
-def kubectl(*args: str, stdin: str | None = None) -> str:
-    kube = Path(os.environ["JOBDISPATCH_KUBE_BIN"]) / "kubectl"
-    done = subprocess.run(
-        [str(kube), *args], input=stdin, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
 
 
 @pytest.fixture
@@ -97,33 +88,14 @@ def kueue(tmp_path: Path) -> Iterator[Any]:
 
 def high_priority(namespace: str) -> str:
     """A TrainJob that is not dispatch's, asking the queue's 8 GPUs at high priority."""
-    name = f"kqhigh{uuid.uuid4().hex[:8]}"
-    body = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": QUEUE,
-                "kueue.x-k8s.io/priority-class": "jobdispatch-high",
-            },
-        },
-        "spec": {
-            "runtimeRef": {
-                "apiGroup": "trainer.kubeflow.org",
-                "kind": "ClusterTrainingRuntime",
-                "name": "dispatch-torch-test",
-            },
-            "trainer": {
-                "numNodes": 1,
-                "image": "registry.invalid/x:1",
-                "command": ["sleep", "600"],
-                "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}},
-            },
-        },
-    }
-    kubectl("-n", namespace, "create", "-f", "-", stdin=json.dumps(body))
-    return name
+    return create_preemptor(
+        namespace,
+        QUEUE,
+        prefix="kqhigh",
+        nodes=1,
+        command=["sleep", "600"],
+        resources={"limits": {"nvidia.com/gpu": "8"}},
+    )
 
 
 class WorkloadWatch:

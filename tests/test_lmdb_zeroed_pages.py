@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cli_process
 import pytest
 from jobdispatch.testing import eventually
 
@@ -124,11 +125,6 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "jobdispatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
-
-
 @dataclass
 class RanStore:
     """The undamaged store, the environment the command runs in, and the first job's id."""
@@ -141,14 +137,7 @@ class RanStore:
     listed: Any = None
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*_command(), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT,
-            check=False,
-        )
+        return cli_process.run(args, self.env, timeout=COMMAND_TIMEOUT)
 
 
 def _active(ran: RanStore) -> list[Any] | None:
@@ -173,7 +162,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> RanStore:
     ran = RanStore(root, store, env, first="", pages=0)
     with (root / "supervise.log").open("wb") as log:
         sup = subprocess.Popen(
-            [*_command(), "--store", str(store), "supervise", "--poll", "0.3"],
+            [*cli_process.command(), "--store", str(store), "supervise", "--poll", "0.3"],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

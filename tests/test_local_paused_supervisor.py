@@ -19,7 +19,6 @@ supervisor says about itself.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 import pytest
 from jobdispatch.testing import eventually
 from jobdispatch_local.layout import ObjectDir, scan
-from jobdispatch_local.testing import shut_down
+from test_cli_end_to_end import Home as CliHome
 
 #: Generous bounds on waits for things that happen in well under a second when nothing is
 #: wrong; they only turn a hang into a failure (nothing here measures time).
@@ -58,55 +57,18 @@ PAUSE_IN_OPEN = textwrap.dedent("""
 """)
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "jobdispatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
-
-
 def _stopped(pid: int) -> bool:
     """Whether the process is stopped by a signal (state T in /proc)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     return stat.rpartition(")")[2].split()[0] == "T"
 
 
-class Home:
-    """A private configuration and state for the command line."""
+class Home(CliHome):
+    """The end-to-end tests' private configuration and state, which also starts programs
+    other than the command (the pausing wrapper) and continues a stopped one before killing it.
+    """
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.state = root / "state"
-        self.local = self.state / "local"
-        config = root / "config" / "jobdispatch"
-        config.mkdir(parents=True)
-        (config / "config.toml").write_text(
-            f'[clusters.local]\nadapter = "local"\nstate_dir = "{self.local}"\n'
-            "grace = 0.5\npoll = 0.02\n"
-        )
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
-        self.env.update(XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(self.state))
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run the command; a hang past TIMEOUT fails the test (TimeoutExpired)."""
-        return subprocess.run(
-            [*_command(), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
-
-    def json(self, *args: str) -> Any:
-        done = self.run(*args, "--json")
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
-
-    def start(self, argv: list[str], log: str, **env: str) -> subprocess.Popen[bytes]:
+    def spawn(self, argv: list[str], log: str, **env: str) -> subprocess.Popen[bytes]:
         with (self.root / log).open("ab") as out:
             proc = subprocess.Popen(
                 argv, env={**self.env, **env}, stdout=out, stderr=subprocess.STDOUT
@@ -124,10 +86,7 @@ class Home:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
-                proc.kill()
-            proc.wait(timeout=10)
-        leftovers = shut_down(self.local)
-        assert not leftovers, f"processes outlived the test: {leftovers}"
+        super().close()
 
 
 @pytest.fixture
@@ -143,7 +102,7 @@ def test_a_supervisor_paused_inside_open_freezes_nothing_and_is_taken_over(home:
     marker = home.root / "paused"
     wrapper = home.root / "pause_in_open.py"
     wrapper.write_text(PAUSE_IN_OPEN)
-    sup_a = home.start(
+    sup_a = home.spawn(
         [sys.executable, str(wrapper), "supervise", "--lease-ttl", "2s", "--poll", "0.1"],
         "supervisor-a.log",
         JD_TEST_PAUSED_MARKER=str(marker),
@@ -154,9 +113,7 @@ def test_a_supervisor_paused_inside_open_freezes_nothing_and_is_taken_over(home:
     assert obj_a.read_runner() is None, "and stopped before any runner existed"
 
     b = home.job("b", runs)
-    sup_b = home.start(
-        [*_command(), "supervise", "--lease-ttl", "2s", "--poll", "0.1"], "supervisor-b.log"
-    )
+    sup_b = home.start("supervise", "--lease-ttl", "2s", "--poll", "0.1", log="supervisor-b.log")
 
     # Every observer answers while A stays stopped.
     ps = home.run("local", "ps", "--all", "--json")

@@ -23,7 +23,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -31,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cli_process
 import pytest
 from jobdispatch.testing import eventually
 from private_postgres import PrivateServer
@@ -53,11 +53,6 @@ PREEMPTIONS = (0, 1, 2, 3, 2, 1)
 BOUND = 600.0
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "jobdispatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
-
-
 class Run:
     """The cluster (local adapter, PostgreSQL store), its supervisors, and what was done."""
 
@@ -68,12 +63,7 @@ class Run:
         self.marks.mkdir()
         secret = root / "secret"
         secret.write_text("kill-test-secret\n")
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
-        self.env.update(XDG_STATE_HOME=str(root / "xdg"), COLUMNS="400")
+        self.env = cli_process.environment(XDG_STATE_HOME=str(root / "xdg"), COLUMNS="400")
         kinds = json.dumps([str(k) for k in NoticeKind])
         self.config = root / "config.toml"
         self.config.write_text(
@@ -101,16 +91,11 @@ class Run:
         self.log = root / "supervise.log"
 
     def cli(self, *args: str, json_out: bool = True) -> Any:
-        done = subprocess.run(
-            [*_command(), "--config", str(self.config), *args, *(["--json"] if json_out else [])],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        if json_out:
+            return cli_process.run_json(["--config", str(self.config), *args], self.env)
+        done = cli_process.run(["--config", str(self.config), *args], self.env)
         assert done.returncode == 0, (args, done.stderr)
-        return json.loads(done.stdout) if json_out else done.stdout
+        return done.stdout
 
     def submit(self, name: str) -> str:
         """A job whose rank notes each start, then waits for ``release.NAME``; preempted
@@ -136,17 +121,14 @@ class Run:
         return path.read_text().split().count(job) if path.exists() else 0
 
     def supervise(self) -> subprocess.Popen[bytes]:
-        with self.log.open("ab") as out:
-            proc = subprocess.Popen(
-                [
-                    *_command(),
-                    *("--config", str(self.config), "supervise"),
-                    *("--poll", f"{POLL:g}", "--lease-ttl", f"{LEASE_TTL:g}s"),
-                ],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        proc = cli_process.start(
+            [
+                *("--config", str(self.config), "supervise"),
+                *("--poll", f"{POLL:g}", "--lease-ttl", f"{LEASE_TTL:g}s"),
+            ],
+            self.env,
+            self.log,
+        )
         self.supervisors.append(proc)
         return proc
 

@@ -62,6 +62,21 @@ record_every = "10s"
     )
 
 
+def stall_table(after: float) -> str:
+    """A job file's ``[stall]`` table: no progress for ``after`` seconds is a stall, with a
+    startup grace long enough for any start."""
+    return f'[stall]\nafter = "{after:g}s"\nstartup_grace = "5m"\n\n'
+
+
+def resubmit_rule(on: str, budget: int) -> str:
+    """A job file's recovery rule resubmitting on the cause ``on`` within ``budget``, charging a
+    firing only when the job published no newer checkpoint (``no-advance``)."""
+    return (
+        f'[[recovery.rules]]\non = ["{on}"]\naction = "resubmit"\nbudget = {budget}\n'
+        'charge = "no-advance"\n'
+    )
+
+
 def _published(home: Home, job: str, submission: int) -> int:
     """The newest step submission ``submission`` published, from the helper's own keys."""
     steps = [-1]
@@ -79,17 +94,7 @@ def test_a_hung_job_is_named_stalled_stopped_resubmitted_and_resumes(home: Home)
         home,
         "hang",
         ["--steps", "30", "--step-seconds", "0.1", "--hang-at", "12", "--publish-every", "5"],
-        f"""\
-[stall]
-after = "{STALL_AFTER:g}s"
-startup_grace = "5m"
-
-[[recovery.rules]]
-on = ["stalled"]
-action = "resubmit"
-budget = 2
-charge = "no-advance"
-""",
+        stall_table(STALL_AFTER) + resubmit_rule("stalled", 2),
     )
     done = home.run("run", str(path), "--poll", "0.2", timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -119,13 +124,7 @@ def test_preempted_five_times_while_advancing_never_spends_a_budget_of_two(home:
         home,
         "preempted",
         ["--steps", "150", "--step-seconds", "0.05", "--publish-every", "2"],
-        """\
-[[recovery.rules]]
-on = ["preempted"]
-action = "resubmit"
-budget = 2
-charge = "no-advance"
-""",
+        resubmit_rule("preempted", 2),
     )
     job = home.json("submit", str(path))["job"]
     home.start("supervise", "--poll", "0.1", log="supervise.log")
@@ -171,13 +170,7 @@ def test_a_job_crashing_at_the_same_step_fails_with_its_budget_spent(home: Home)
         home,
         "crash",
         ["--steps", "30", "--step-seconds", "0.3", "--crash-at", "7", "--publish-every", "5"],
-        """\
-[[recovery.rules]]
-on = ["non-zero-exit"]
-action = "resubmit"
-budget = 1
-charge = "no-advance"
-""",
+        resubmit_rule("non-zero-exit", 1),
     )
     done = home.run("run", str(path), "--poll", "0.1", timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr

@@ -32,7 +32,7 @@ from jobdispatch_slurm.testing import (
 )
 from test_cli_end_to_end import Home
 from test_progress_end_to_end import _job as _local_job
-from test_progress_end_to_end import _published
+from test_progress_end_to_end import _published, resubmit_rule, stall_table
 
 pytestmark = pytest.mark.slurm
 
@@ -93,17 +93,7 @@ def test_a_hung_job_on_slurm_is_named_stalled_stopped_resubmitted_and_resumes(
         home,
         "slurm-hang",
         ["--steps", "30", "--step-seconds", "0.2", "--hang-at", "12", "--publish-every", "5"],
-        f"""\
-[stall]
-after = "{STALL_AFTER:g}s"
-startup_grace = "5m"
-
-[[recovery.rules]]
-on = ["stalled"]
-action = "resubmit"
-budget = 2
-charge = "no-advance"
-""",
+        stall_table(STALL_AFTER) + resubmit_rule("stalled", 2),
     )
     job = home.json("submit", str(path))["job"]
     home.jobs.append(job)
@@ -140,13 +130,7 @@ def test_preempted_five_times_on_slurm_while_advancing_never_spends_a_budget_of_
         home,
         "slurm-preempted",
         ["--steps", "1000", "--step-seconds", "0.1", "--publish-every", "2"],
-        """\
-[[recovery.rules]]
-on = ["preempted"]
-action = "resubmit"
-budget = 2
-charge = "no-advance"
-""",
+        resubmit_rule("preempted", 2),
     )
     job = home.json("submit", str(path))["job"]
     home.jobs.append(job)
@@ -217,13 +201,7 @@ def test_a_job_crashing_on_slurm_at_the_same_step_fails_with_its_budget_spent(
         home,
         "slurm-crash",
         ["--steps", "30", "--step-seconds", "0.3", "--crash-at", "7", "--publish-every", "5"],
-        """\
-[[recovery.rules]]
-on = ["non-zero-exit"]
-action = "resubmit"
-budget = 1
-charge = "no-advance"
-""",
+        resubmit_rule("non-zero-exit", 1),
     )
     done = home.run("run", str(path), "--poll", f"{POLL:g}", timeout=900)
     job = _job_of(done.stdout)

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cli_process
 import pytest
 from jobdispatch.testing import eventually
 
@@ -94,11 +95,6 @@ class Prometheus:
         return target
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "jobdispatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
-
-
 class Fleet:
     """One local cluster whose records are in a private PostgreSQL server, its supervisors,
     its metrics endpoint, and the Prometheus scraping it."""
@@ -127,33 +123,16 @@ class Fleet:
             f'password_file = "{self.server.password_file}"\n'
             'schema = "metrics"\n'
         )
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
         # Wide lines: the supervisors' logs are read for their holder ids.
-        self.env.update(
+        self.env = cli_process.environment(
             XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(root / "xdg"), COLUMNS="500"
         )
 
     def json(self, *args: str) -> Any:
-        done = subprocess.run(
-            [*_command(), *args, "--json"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, (args, done.stderr)
-        return json.loads(done.stdout)
+        return cli_process.run_json(args, self.env)
 
     def start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
-        with (self.root / log).open("ab") as out:
-            proc = subprocess.Popen(
-                [*_command(), *args], env=self.env, stdout=out, stderr=subprocess.STDOUT
-            )
+        proc = cli_process.start(args, self.env, self.root / log)
         self.procs.append(proc)
         return proc
 
@@ -254,7 +233,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         first.wait(timeout=30)
         for job in jobs:
             done = subprocess.run(
-                [*_command(), "local", "preempt", job],
+                [*cli_process.command(), "local", "preempt", job],
                 env=fleet.env,
                 capture_output=True,
                 text=True,

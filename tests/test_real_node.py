@@ -30,7 +30,7 @@ import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Resources, Rule, State
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually
-from jobdispatch_kubeflow.testing import real_node_problem
+from jobdispatch_kubeflow.testing import create_preemptor, kubectl, real_node_problem
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
@@ -129,15 +129,25 @@ def evict_pods(backend: Any, ref: Any) -> None:
         driver.admin.close()
 
 
+STEPS, WAIT_AT = 30, 12
+
+
 def ddp_pair(
-    names: tuple[str, str], env: dict[str, str], *args: str, **resumed: Any
+    plain_name: str,
+    name: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    **resumed: Any,
 ) -> tuple[JobSpec, JobSpec]:
-    """Two 2-pod DDP jobs of STEPS steps: one to run through, and one that waits after step
-    WAIT_AT to be preempted, with the rule `preempted -> resubmit` (and ``resumed``'s fields).
-    ``args`` go to the script of both."""
-    plain = JobSpec(name=names[0], command=torchrun("--steps", str(STEPS), *args), nodes=2, env=env)
-    interrupted = JobSpec(
-        name=names[1],
+    """An uninterrupted 2-pod DDP job, and one that waits after its step-12 checkpoint (to be
+    preempted there) and is resubmitted once by its rule; ``args`` go to the script of both,
+    ``env`` to both environments, ``resumed`` adds to the second."""
+    env = {"PYTHONUNBUFFERED": "1", **(env or {})}
+    plain = JobSpec(
+        name=plain_name, command=torchrun("--steps", str(STEPS), *args), nodes=2, env=env
+    )
+    waits = JobSpec(
+        name=name,
         command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT), *args),
         nodes=2,
         env=env,
@@ -146,7 +156,7 @@ def ddp_pair(
         ),
         **resumed,
     )
-    return plain, interrupted
+    return plain, waits
 
 
 def evict_first_run(backend: Any, job: str) -> None:
@@ -156,20 +166,26 @@ def evict_first_run(backend: Any, job: str) -> None:
     evict_pods(backend, refs[0])
 
 
-def resumed_results(c1: Any, plain: str, c2: Any, interrupted: str) -> tuple[Any, Any]:
-    """Once both settle: the plain job succeeded, the interrupted job's first submission was
-    preempted and its second ran through; what each wrote at its end."""
-    done_plain = settled(c1, plain)
+def assert_resumed_to_the_same_loss(plain: tuple[Any, Any], resumed: tuple[Any, Any]) -> None:
+    """Both jobs (cluster, plan) succeed; the resumed one was preempted once, resumed from the
+    step-12 checkpoint and ended at the uninterrupted one's final loss."""
+    done_plain = settled(*plain)
     assert done_plain.state is State.SUCCEEDED, done_plain
-    done = settled(c2, interrupted)
+    done = settled(*resumed)
     assert done.state is State.SUCCEEDED, done
     one, two = done.submissions
     assert [e.cause.kind for e in one.executions if e.cause] == [CauseKind.PREEMPTED], one
     assert [e.cause.kind for e in two.executions if e.cause] == [CauseKind.NONE], two
-    return result(plain, 1), result(interrupted, 2)
 
-
-STEPS, WAIT_AT = 30, 12
+    uninterrupted = result(plain[1], 1)
+    after = result(resumed[1], 2)
+    print(
+        f"uninterrupted final loss {uninterrupted['final_loss']!r}; {done.name} "
+        f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
+    )
+    assert uninterrupted["resumed_from"] == 0
+    assert after["resumed_from"] == WAIT_AT
+    assert after["final_loss"] == uninterrupted["final_loss"]
 
 
 @pytest.mark.timeout(DEADLINE * 3)
@@ -178,8 +194,7 @@ def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: 
     step-12 checkpoint is resubmitted by its rule, resumes from step 12 and ends at the same
     final loss."""
     backend, made = real
-    env = {"PYTHONUNBUFFERED": "1"}
-    plain, resumed = ddp_pair(("real-ddp", "real-ddp-evicted"), env)
+    plain, resumed = ddp_pair("real-ddp", "real-ddp-evicted")
     c1, p1, s1 = supervise(backend, plain)
     c2, p2, s2 = supervise(backend, resumed)
     made += [p1.job, p2.job]
@@ -192,14 +207,7 @@ def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: 
         )
         assert first
         evict_first_run(backend, p2.job)
-        uninterrupted, after = resumed_results(c1, p1.job, c2, p2.job)
-        print(
-            f"uninterrupted final loss {uninterrupted['final_loss']!r}; "
-            f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
-        )
-        assert uninterrupted["resumed_from"] == 0
-        assert after["resumed_from"] == WAIT_AT
-        assert after["final_loss"] == uninterrupted["final_loss"]
+        assert_resumed_to_the_same_loss((c1, p1.job), (c2, p2.job))
     finally:
         s1.stop()
         s2.stop()
@@ -301,7 +309,9 @@ KUEUE_QUEUE = "jobdispatch-gated"
 def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
     """The adapter in Kueue mode on the gated queue (low priority), for the real node, with
     dispatch's admission controller running (spec 0012)."""
-    from jobdispatch_kubeflow.config import Kueue
+    from jobdispatch_kubeflow import KubeflowBackend
+    from jobdispatch_kubeflow.config import Kueue, Runtime
+    from jobdispatch_kubeflow.testing import settings
 
     namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
     lease = f"jd-real-adm-{uuid.uuid4().hex[:8]}"
@@ -315,56 +325,39 @@ def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        kueue = Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low")
+        backend = KubeflowBackend(
+            settings(
+                runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
+                image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+                kueue=Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low"),
+            )
+        )
+        made: list[str] = []
         try:
-            with real_backend(kueue=kueue) as (backend, made):
-                yield backend, made, namespace
+            yield backend, made, namespace
         finally:
+            for job in made:
+                for obs in backend.find(job).objects:
+                    backend.stop(obs.ref, "real-node test over")
+                    backend.forget(obs.ref)
+            backend.close()
             controller.terminate()
             controller.wait(timeout=60)
             kubectl("-n", namespace, "delete", "lease", lease, "--ignore-not-found")
-
-
-def kubectl(*args: str, stdin: str | None = None) -> str:
-    kube = Path(os.environ["JOBDISPATCH_KUBE_BIN"]) / "kubectl"
-    done = subprocess.run(
-        [str(kube), *args], input=stdin, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
 
 
 def high_priority(namespace: str, cpus: str) -> str:
     """A TrainJob that is not dispatch's, at high priority on the gated queue, asking more CPU
     than the cohort has left beside the real job: Kueue preempts the real job for it. Its pods
     go to the kwok nodes (they do not tolerate the real node's taint)."""
-    name = f"realhigh{uuid.uuid4().hex[:8]}"
-    body = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kueue.x-k8s.io/queue-name": KUEUE_QUEUE,
-                "kueue.x-k8s.io/priority-class": "jobdispatch-high",
-            },
-        },
-        "spec": {
-            "runtimeRef": {
-                "apiGroup": "trainer.kubeflow.org",
-                "kind": "ClusterTrainingRuntime",
-                "name": "dispatch-torch-test",
-            },
-            "trainer": {
-                "numNodes": 2,
-                "image": "registry.invalid/x:1",
-                "command": ["sleep", "600"],
-                "resourcesPerNode": {"requests": {"cpu": cpus}, "limits": {"cpu": cpus}},
-            },
-        },
-    }
-    kubectl("-n", namespace, "create", "-f", "-", stdin=json.dumps(body))
-    return name
+    return create_preemptor(
+        namespace,
+        KUEUE_QUEUE,
+        prefix="realhigh",
+        nodes=2,
+        command=["sleep", "600"],
+        resources={"requests": {"cpu": cpus}, "limits": {"cpu": cpus}},
+    )
 
 
 @pytest.mark.timeout(DEADLINE * 3)
@@ -376,10 +369,7 @@ def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
     loss of an uninterrupted run (which runs beside it without Kueue)."""
     plain_backend, plain_made = real
     backend, made, namespace = real_kueue
-    env = {"PYTHONUNBUFFERED": "1"}
-    plain, resumed = ddp_pair(
-        ("real-ddp-k0", "real-ddp-kueue"), env, resources=Resources(cpus_per_proc=1)
-    )
+    plain, resumed = ddp_pair("real-ddp-k0", "real-ddp-kueue", resources=Resources(cpus_per_proc=1))
     c1, p1, s1 = supervise(plain_backend, plain)
     c2, p2, s2 = supervise(backend, resumed)
     plain_made.append(p1.job)
@@ -409,14 +399,7 @@ def test_ddp_preempted_by_kueue_resumes_to_the_uninterrupted_loss(
         assert "InClusterQueue" in cause.detail, cause
         kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
         high = None
-
-        uninterrupted, after = resumed_results(c1, p1.job, c2, p2.job)
-        print(
-            f"uninterrupted final loss {uninterrupted['final_loss']!r}; Kueue-preempted job "
-            f"resumed from step {after['resumed_from']}, final loss {after['final_loss']!r}"
-        )
-        assert after["resumed_from"] == WAIT_AT
-        assert after["final_loss"] == uninterrupted["final_loss"]
+        assert_resumed_to_the_same_loss((c1, p1.job), (c2, p2.job))
     finally:
         s1.stop()
         s2.stop()

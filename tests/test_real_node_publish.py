@@ -35,10 +35,10 @@ from jobdispatch_kubeflow.testing import real_node_problem
 from test_real_node import (
     DEADLINE,
     WAIT_AT,
+    assert_resumed_to_the_same_loss,
     ddp_pair,
     evict_first_run,
     real_backend,
-    resumed_results,
     supervise,
 )
 
@@ -208,8 +208,9 @@ def test_ddp_evicted_after_a_published_checkpoint_resumes_from_it_through_the_in
     its rule, and its new pods' init containers resolve step 12: it resumes there and ends at
     the uninterrupted loss."""
     backend, made = published
-    env = {"PYTHONUNBUFFERED": "1", **root.pod_env}
-    plain, resumed = ddp_pair(("real-pub", "real-pub-evicted"), env, "--helper", SHARED)
+    plain, resumed = ddp_pair(
+        "real-pub", "real-pub-evicted", "--helper", SHARED, env=dict(root.pod_env)
+    )
     c1, p1, s1 = supervise(backend, plain)
     c2, p2, s2 = supervise(backend, resumed)
     made += [p1.job, p2.job]
@@ -221,16 +222,9 @@ def test_ddp_evicted_after_a_published_checkpoint_resumes_from_it_through_the_in
             every=1,
         )
         evict_first_run(backend, p2.job)
-        uninterrupted, after = resumed_results(c1, p1.job, c2, p2.job)
+        assert_resumed_to_the_same_loss((c1, p1.job), (c2, p2.job))
         steps = sorted((e.submission, e.execution, e.step) for e in entries(root, p2.job))
-        print(
-            f"uninterrupted final loss {uninterrupted['final_loss']!r}; resumed through the "
-            f"publish image from step {after['resumed_from']}, final loss "
-            f"{after['final_loss']!r}; published (submission, execution, step): {steps}"
-        )
-        assert uninterrupted["resumed_from"] == 0
-        assert after["resumed_from"] == WAIT_AT
-        assert after["final_loss"] == uninterrupted["final_loss"]
+        print(f"published through the helper (submission, execution, step): {steps}")
         # Submission 1 published up to step 12, submission 2 from 15 on; the execution is the
         # JobSet's restart attempt, which each pod read from its own label.
         assert [s for s in steps if s[0] == 1] == [(1, "0", n) for n in range(3, 13, 3)]

@@ -9,19 +9,14 @@ number of polls the window can hold at the floor), so a slow machine only makes 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import cli_process
 import pytest
 from jobdispatch_records_lmdb import LmdbRecords
 from jobdispatch_slurm.testing import cluster_problem, count_cli_polls, require
 
 pytestmark = pytest.mark.slurm
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "jobdispatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
 
 
 @pytest.mark.parametrize("jobs", [1, 20])
@@ -30,7 +25,9 @@ def test_a_quiet_supervisor_costs_at_most_two_commands_a_poll_whatever_the_jobs(
 ) -> None:
     require(cluster_problem())
     # --poll 2 is the adapter's floor: polls as often as Slurm's pacing allows.
-    got = count_cli_polls(jobs, tmp_path, LmdbRecords, poll=2.0, polls=8, command=_command())
+    got = count_cli_polls(
+        jobs, tmp_path, LmdbRecords, poll=2.0, polls=8, command=cli_process.command()
+    )
     commands = {c.command for c in got.steady}
     assert commands == {"squeue", "sacct"}, f"a quiet poll ran {commands}"
     assert len(got.steady) <= got.most_allowed, (

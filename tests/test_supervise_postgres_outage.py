@@ -18,15 +18,14 @@ is printed (``-s``); nothing is asserted about time except generous bounds again
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cli_process
 import pytest
 from jobdispatch.testing import eventually
 from netns_hosts import DEADLINE, Relay
@@ -43,11 +42,6 @@ AWAY = "the record store does not answer"
 BACK = "the record store answers"
 
 
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "jobdispatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "jobdispatch_cli.main"]
-
-
 class Site:
     """A local-adapter cluster whose store is the private server: a configuration for the
     supervisor (``dsn`` given: directly, or through a relay) and one for the test's own
@@ -58,13 +52,8 @@ class Site:
         self.server = server
         self.marks = root / "marks"
         self.marks.mkdir()
-        self.env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
         # Wide enough that no log line is wrapped: the test counts them.
-        self.env.update(XDG_STATE_HOME=str(root / "xdg"), COLUMNS="400")
+        self.env = cli_process.environment(XDG_STATE_HOME=str(root / "xdg"), COLUMNS="400")
         self.config = self.write_config("cli", server.dsn)
         self.supervisors: list[subprocess.Popen[bytes]] = []
 
@@ -86,16 +75,7 @@ class Site:
 
     def run(self, *args: str) -> Any:
         """``jobdispatch --config CLI ARGS --json``, parsed."""
-        done = subprocess.run(
-            [*_command(), "--config", str(self.config), *args, "--json"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, (args, done.stderr)
-        return json.loads(done.stdout)
+        return cli_process.run_json(["--config", str(self.config), *args], self.env)
 
     def submit(self, name: str) -> str:
         """A job whose one rank notes that it started, then waits for ``release.NAME``."""
@@ -121,14 +101,11 @@ class Site:
         return path.read_text().split().count(job) if path.exists() else 0
 
     def supervise(self, config: Path) -> subprocess.Popen[bytes]:
-        log = self.root / "supervise.log"
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [*_command(), "--config", str(config), "supervise", "--poll", f"{POLL:g}"],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        proc = cli_process.start(
+            ["--config", str(config), "supervise", "--poll", f"{POLL:g}"],
+            self.env,
+            self.root / "supervise.log",
+        )
         self.supervisors.append(proc)
         return proc
 
@@ -266,13 +243,9 @@ def test_run_rides_out_its_server_killed_for_30_s(site: Site, server: PrivateSer
         f'name = "run"\ncommand = {json.dumps(["sh", "-c", rank, str(site.marks)])}\n'
     )
     log = site.root / "run.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [*_command(), "--config", str(site.config), "run", str(job_file), "--poll", "0.5"],
-            env=site.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc = cli_process.start(
+        ["--config", str(site.config), "run", str(job_file), "--poll", "0.5"], site.env, log
+    )
     site.supervisors.append(proc)
     starts = site.marks / "starts"
     eventually(

@@ -105,6 +105,7 @@ from jobdispatch.records.store import (
     Created,
     Lease,
     ListFilter,
+    Measured,
     Records,
     Surveyed,
 )
@@ -1171,6 +1172,34 @@ class RecordStoreSuite:
         later = store.survey()
         assert dict(later.leases) == {"m1": 1}  # sv-b's lease lapsed, sv-c's has not
         assert later.members["m1"] <= later.now  # lapsed, and nobody announced to prune it
+
+    def test_a_survey_tells_what_each_member_measured_absent_when_unmeasured(
+        self, store: Records, clock: ManualClock
+    ) -> None:
+        """What a member publishes with its announcement (``Measured``, issue 28) is what a
+        survey answers for it, replaced by its next announcement, absent when it published
+        nothing or has withdrawn; never a zero for something not measured."""
+        if not isinstance(store, Surveyed):
+            pytest.skip("the store does not offer survey() (optional)")
+        store.announce("m-a", _ttl(30), Measured(poll_seconds=0.125, commit_seconds=0.5))
+        store.announce("m-b", _ttl(30), Measured(poll_seconds=2.0))
+        store.announce("m-c", _ttl(30))
+        survey = store.survey()
+        assert dict(survey.measured) == {
+            "m-a": Measured(poll_seconds=0.125, commit_seconds=0.5),
+            "m-b": Measured(poll_seconds=2.0),
+        }
+        store.announce("m-a", _ttl(30), Measured(commit_seconds=0.25))
+        store.announce("m-b", _ttl(30))
+        store.withdraw("m-c")
+        assert dict(store.survey().measured) == {"m-a": Measured(commit_seconds=0.25)}
+        store.withdraw("m-a")
+        assert dict(store.survey().measured) == {}
+
+    def test_a_measurement_that_is_not_seconds_is_refused(self) -> None:
+        for bad in (-1.0, float("nan"), float("inf"), True):
+            with pytest.raises(Invalid, match="seconds"):
+                Measured(poll_seconds=bad)
 
     def test_list_never_misses_a_job(self, store: Records) -> None:
         created = []

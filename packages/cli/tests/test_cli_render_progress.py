@@ -22,7 +22,7 @@ from jobdispatch.types import (
     StallMode,
     StallRule,
 )
-from jobdispatch_cli.render import status_view
+from jobdispatch_cli.render import plan_view, status_view
 from jobdispatch_cli.timeline import build, render_text
 from rich.console import Console
 
@@ -113,3 +113,20 @@ def test_status_shows_the_suspect_nodes_a_submission_keeps_off() -> None:
     text = _text(status_view(status))
     assert "submission 2 keeps off suspect nodes n2, n7 until" in text
     assert "submission 1 keeps off" not in text
+
+
+def test_status_shows_the_suspect_nodes_the_next_submission_would_keep_off() -> None:
+    s = _story(StallMode.ENFORCE)
+    obs = observation("job1", 1, 1, "o1", ObjectState.RUNNING, execution(0))
+    status = project(s.fold(), Discovery(job="job1", objects=(obs,), at=s.now), s.now)
+    status = attrs.evolve(status, next_exclude=("n4",), next_exclude_until=s.now)
+    text = _text(status_view(status))
+    assert "a next submission would keep off suspect nodes n4 until" in text
+
+
+def test_the_plan_names_output_growth_among_the_progress_sources() -> None:
+    rule = StallRule(after=timedelta(minutes=20))
+    spec = JobSpec(command=["train"], stall=rule)
+    watched = StallAssignment(rule=rule, enforcer=Enforcer.SUPERVISOR, output_growth=True)
+    text = _text(plan_view(attrs.evolve(plan_for(spec), stall=watched), cluster="local"))
+    assert "progress read from output growth" in text

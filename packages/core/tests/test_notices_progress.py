@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from jobdispatch.notices import notices
+from jobdispatch.notices import notices, says_nothing
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ObjectRef
 from jobdispatch.testing import Story
@@ -39,3 +39,26 @@ def test_an_observe_only_verdict_says_nothing_was_stopped() -> None:
     s = _stalled_then_resumed(enforced=False)
     stalled = next(n for n in notices(s.view()) if n.kind is NoticeKind.STALLED)
     assert "observe only: not stopped" in stalled.summary
+
+
+def test_progress_evidence_alone_changes_no_notice_and_is_said_to() -> None:
+    """What a record grown by progress-seen, progress-blind and progress-sighted owes is what it
+    owed before (the supervisor's outbox then does not read it again), and a resumed entry,
+    which is a notice, is not silent."""
+    s = _stalled_then_resumed(enforced=True)
+    before = s.view()
+    s.later(5).add(
+        ev.ProgressSeen,
+        step=12,
+        marked_at=s.now,
+        submission=2,
+        execution="0",
+        origin=ev.Origin.MARK,
+    )
+    s.later(5).add(ev.ProgressBlind, detail="the root is away")
+    s.later(5).add(ev.ProgressSighted)
+    after = s.view()
+    grown = after.events[len(before.events) :]
+    assert says_nothing(grown)
+    assert notices(after) == notices(before)
+    assert not says_nothing([*grown, before.events[-1]])  # the resumed entry is a notice

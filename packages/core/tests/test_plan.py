@@ -23,19 +23,9 @@ from jobdispatch import (
     Unsupported,
 )
 from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.testing import expected_output
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def expected_output(script: Path) -> str:
-    doc = script.read_text().split('"""')[1]
-    block = doc.split("must print exactly:\n\n", 1)[1]
-    lines = []
-    for line in block.splitlines():
-        if line and not line.startswith("    "):
-            break
-        lines.append(line[4:])
-    return "\n".join(lines).strip() + "\n"
 
 
 def test_plan_examples_prints_exactly_what_its_docstring_says() -> None:

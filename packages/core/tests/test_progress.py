@@ -42,7 +42,7 @@ from jobdispatch.progress import (
     judge,
 )
 from jobdispatch.records import events as ev
-from jobdispatch.spi import Discovery, ObjectObs
+from jobdispatch.spi import Discovery, Growth, ObjectObs
 from jobdispatch.status import project
 from jobdispatch.steps import (
     Authorize,
@@ -62,6 +62,7 @@ from jobdispatch.types import (
     Charge,
     JobSpec,
     ProgressSource,
+    StallAssignment,
     StallMode,
     StallRule,
 )
@@ -73,6 +74,7 @@ EVERY = timedelta(minutes=5)
 ROOT = "s3://ckpt/team"
 PREEMPTED = Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER)
 CANCELLED = Cause(CauseKind.CANCELLED, Provenance.ACTOR, "stopped")
+OUT = Origin.OUTPUT
 
 
 def story(
@@ -606,3 +608,82 @@ def test_a_job_env_naming_another_checkpoint_root_is_refused() -> None:
     assert "env.JOBDISPATCH_CHECKPOINT_ROOT" not in _problems(
         _spec(env={"JOBDISPATCH_CHECKPOINT_ROOT": ROOT})
     )
+
+
+# ------------------------------------------------------------------ output growth as progress
+
+
+def growth_story(*, progress: bool = False) -> Story:
+    """A job whose plan counts output growth as progress (the cluster answered yes for
+    ``output-growth``), with or without a checkpoint root of its own."""
+    spec = JobSpec(
+        command=["train"],
+        name="t",
+        progress=ProgressSource(root=ROOT, record_every=EVERY) if progress else None,
+        stall=StallRule(after=AFTER, startup_grace=GRACE),
+    )
+    assert spec.stall is not None
+    watched = StallAssignment(
+        rule=spec.stall,
+        enforcer=Enforcer.SUPERVISOR,
+        root=ROOT if progress else "",
+        output_growth=True,
+    )
+    return Story(spec=spec, plan=attrs.evolve(plan_for(spec), stall=watched))
+
+
+def grown(size: int, at: datetime, ref: str = "o1") -> JobProgress:
+    return JobProgress(output={ref: Growth(size=size, at=at)})
+
+
+def test_the_plan_names_output_growth_as_a_progress_source_where_the_cluster_sees_it() -> None:
+    backend = MemoryBackend(capabilities={"output-growth": "yes"})
+    plan = make_plan(backend, "job1", _spec(progress=None), supervised=True)
+    assert plan.stall is not None and plan.stall.enforcer is Enforcer.SUPERVISOR
+    assert plan.stall.output_growth and plan.stall.sources == ("output growth",)
+    # A job that marks its progress is judged on its marks alone: a hung rank may go on logging.
+    marked = make_plan(backend, "job1", _spec(), supervised=True)
+    assert marked.stall is not None and not marked.stall.output_growth
+    assert marked.stall.sources == (f"checkpoint root {ROOT}",)
+    unseen = MemoryBackend(capabilities={"output-growth": "unknown"})
+    blind = make_plan(unseen, "job1", _spec(progress=None), supervised=True)
+    assert blind.stall is not None and blind.stall.enforcer is Enforcer.NOBODY
+    assert "output-growth: unknown" in blind.stall.note and not blind.stall.output_growth
+
+
+def test_output_growth_is_recorded_as_progress_of_the_running_submission() -> None:
+    s = growth_story().launched()
+    s.later(60)
+    step = s.next(running(), progress=grown(4096, T0 + timedelta(seconds=30)))[0]
+    assert step == RecordProgress(
+        evidence=(Mark(step=4096, at=T0 + timedelta(seconds=30), submission=1, origin=OUT),)
+    )
+    commit(s, step)
+    job = s.fold()
+    assert job.progress is not None and job.progress.origin is OUT and job.progress.step == 4096
+    # The same size again says nothing; growth within the interval is not recorded yet.
+    assert type(s.next(running(), progress=grown(4096, T0 + timedelta(seconds=30)))[0]) is Wait
+    s.later(60)
+    assert type(s.next(running(), progress=grown(5000, s.now))[0]) is Wait
+    # Another object's growth (not the running one's) is not this run's.
+    s.later(EVERY.total_seconds())
+    assert type(s.next(running(), progress=grown(9999, s.now, ref="o2"))[0]) is Wait
+
+
+def test_output_that_stops_growing_stalls_a_job_without_a_checkpoint_root() -> None:
+    s = growth_story().launched()
+    s.later(30)
+    commit(s, s.next(running(), progress=grown(10, s.now))[0])
+    quiet = s.now
+    s.later((AFTER - timedelta(seconds=1)).total_seconds())
+    assert type(s.next(running(), progress=grown(10, quiet))[0]) is Wait
+    s.later(2)
+    step = s.next(running(), progress=grown(10, quiet))[0]
+    assert isinstance(step, DeclareStall) and step.cause.kind is CauseKind.STALLED
+    assert "(output, submission 1)" in step.cause.detail
+
+
+def test_a_job_not_watching_output_ignores_its_growth() -> None:
+    s = story(progress=False).launched()
+    s.later(GRACE.total_seconds() + 60)
+    assert type(s.next(running(), progress=grown(10, s.now))[0]) is Wait

@@ -222,22 +222,28 @@ def _control(world: World, what: str) -> None:
         s.add(ev.RequeueRequested)
 
 
+def act(world: World, action: tuple[object, ...]) -> None:
+    """One drawn action on the world: a supervisor step, the running object ending with a
+    cause, a person's control, time passing, replies lost or not."""
+    kind = action[0]
+    if kind == "step":
+        world.execute()
+    elif kind == "end":
+        live = [o for o in world.objects if o.state is ObjectState.RUNNING]
+        if live:
+            world.end(live[-1], action[1])  # type: ignore[arg-type]
+    elif kind == "control":
+        _control(world, action[1])  # type: ignore[arg-type]
+    elif kind == "time":
+        world.story.later(action[1])  # type: ignore[arg-type]
+    elif kind == "lose-replies":
+        world.lose_replies = bool(action[1])
+
+
 def play(actions: list[tuple[object, ...]]) -> World:
     world = World(Story.with_rules(*RULES))
     for action in actions:
-        kind = action[0]
-        if kind == "step":
-            world.execute()
-        elif kind == "end":
-            live = [o for o in world.objects if o.state is ObjectState.RUNNING]
-            if live:
-                world.end(live[-1], action[1])  # type: ignore[arg-type]
-        elif kind == "control":
-            _control(world, action[1])  # type: ignore[arg-type]
-        elif kind == "time":
-            world.story.later(action[1])  # type: ignore[arg-type]
-        elif kind == "lose-replies":
-            world.lose_replies = bool(action[1])
+        act(world, action)
         world.story.fold()  # every record written so far folds
     return world
 
@@ -402,18 +408,8 @@ def play_progress(actions: list[tuple[object, ...]], mode: StallMode) -> World:
             world.mark(action[1], action[2])  # type: ignore[arg-type]
         elif kind == "blind":
             world.blind = bool(action[1])
-        elif kind == "step":
-            world.execute()
-        elif kind == "end":
-            live = [o for o in world.objects if o.state is ObjectState.RUNNING]
-            if live:
-                world.end(live[-1], action[1])  # type: ignore[arg-type]
-        elif kind == "control":
-            _control(world, action[1])  # type: ignore[arg-type]
-        elif kind == "time":
-            world.story.later(action[1])  # type: ignore[arg-type]
-        elif kind == "lose-replies":
-            world.lose_replies = bool(action[1])
+        else:
+            act(world, action)
         world.story.fold()
     # Then the supervisor keeps at it while a quarter of an hour passes, as the root stays as
     # the actions left it: a run still running gets its stall judged.

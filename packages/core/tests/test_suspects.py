@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from jobdispatch import Action, Cause, CauseKind, ObjectState, Provenance, RecoveryPolicy, Rule
 from jobdispatch.codec import decode_event, decode_header, encode_event, encode_header
 from jobdispatch.records import events as ev
-from jobdispatch.spi import ExecutionObs, ObjectObs
+from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs
+from jobdispatch.status import project
 from jobdispatch.steps import Authorize, Context
 from jobdispatch.suspects import SUSPECT_CAUSES, Run, excluded, runs_of, standing, suspicions
 from jobdispatch.testing import SUPERVISOR, T0, Story, observation, plan_for
@@ -190,3 +191,18 @@ def test_the_setting_is_written_in_the_header_only_when_set_and_read_back() -> N
         data = encode_header(header)
         assert (b"exclude_suspects_for" in data) is (hold is not None)
         assert decode_header(data).spec.recovery.exclude_suspects_for == hold
+
+
+def test_status_shows_what_the_next_submission_would_keep_off_before_it_is_authorized() -> None:
+    s = story()
+    obs = two_lost(s)
+    before = project(s.fold(), Discovery(job=s.job_id, objects=(obs,), at=s.now), s.now)
+    # The plan of the next submission, before any authorization carries it.
+    assert before.next_exclude == ("n2",) and before.next_exclude_until == s.now + HOLD
+    later = s.now + HOLD + timedelta(seconds=1)
+    lapsed = project(s.fold(), Discovery(job=s.job_id, objects=(obs,), at=later), later)
+    assert lapsed.next_exclude == () and lapsed.next_exclude_until is None
+    plain = story(hold=None)
+    unset = two_lost(plain)
+    shown = project(plain.fold(), Discovery(job=plain.job_id, objects=(unset,)), plain.now)
+    assert shown.next_exclude == ()

@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from jobdispatch.errors import Invalid, Unavailable
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.records.store import Measured
 from jobdispatch.types import State
 from jobdispatch_metrics import RecordCollector, parse_listen, serve
+from jobdispatch_supervise import Supervisor
 from metrics_scenario import PREEMPT_RESUBMIT, Scenario, by_name, samples
 
 
@@ -133,6 +135,30 @@ def test_supervisors_from_the_members_list_and_the_leases(scenario: Scenario) ->
     assert by_name(found, "jobdispatch_supervisors_live") == {(): 0}
 
 
+def test_poll_duration_and_commit_latency_from_the_members_list_absent_when_unmeasured(
+    scenario: Scenario,
+) -> None:
+    ttl = timedelta(seconds=30)
+    scenario.store.announce("a:1:x", ttl, Measured(poll_seconds=0.5, commit_seconds=0.02))
+    scenario.store.announce("b:2:y", ttl, Measured(poll_seconds=0.75))
+    scenario.store.announce("c:3:z", ttl)  # nothing measured yet
+    collector = RecordCollector(scenario.store, cluster="c", lease_ttl=ttl)
+    found = samples(collector.collect())
+    assert by_name(found, "jobdispatch_supervisor_poll_duration_seconds") == {
+        (("supervisor", "a:1:x"),): 0.5,
+        (("supervisor", "b:2:y"),): 0.75,
+    }
+    assert by_name(found, "jobdispatch_supervisor_commit_latency_seconds") == {
+        (("supervisor", "a:1:x"),): 0.02
+    }
+    # A later announcement replaces what the member published; one without figures drops them.
+    scenario.store.announce("a:1:x", ttl)
+    found = samples(collector.collect())
+    assert (("supervisor", "a:1:x"),) not in by_name(
+        found, "jobdispatch_supervisor_poll_duration_seconds"
+    )
+
+
 def test_a_store_that_does_not_answer_leaves_the_series_out_and_says_since_when(
     scenario: Scenario,
 ) -> None:
@@ -196,3 +222,35 @@ def test_the_endpoint_serves_the_exposition_over_http(scenario: Scenario) -> Non
         'rule="0"} 3.0' in text
     )
     assert "python_gc" not in text  # the store's series alone, not the process's
+
+
+def test_a_serving_supervisor_publishes_its_poll_duration_and_commit_latency(
+    scenario: Scenario,
+) -> None:
+    scenario.submit(PREEMPT_RESUBMIT)
+    collector = RecordCollector(scenario.store, cluster="c")
+    seen: list[dict[str, Any]] = []
+    supervisor: Supervisor | None = None
+
+    def sleep(seconds: float) -> None:
+        # Between two polls: the announcement of the poll just made carried the figures of
+        # the poll before it, and the endpoint reads them from the store's members list.
+        found = samples(collector.collect())
+        seen.append(
+            {
+                "poll": by_name(found, "jobdispatch_supervisor_poll_duration_seconds"),
+                "commit": by_name(found, "jobdispatch_supervisor_commit_latency_seconds"),
+            }
+        )
+        scenario.tick(seconds)
+        if len(seen) >= 3 and supervisor is not None:
+            supervisor.stop()
+
+    supervisor = Supervisor(
+        scenario.backend, scenario.store, clock=scenario.clock, sleep=sleep, poll=1.0
+    )
+    supervisor.serve()
+    who = (("supervisor", supervisor.holder),)
+    assert seen[0] == {"poll": {}, "commit": {}}  # the first announcement had nothing measured
+    assert who in seen[1]["poll"] and seen[1]["poll"][who] >= 0
+    assert who in seen[1]["commit"]  # the first poll launched the job: it committed

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from jobdispatch.errors import Unavailable
+from jobdispatch.records.store import Measured
 from jobdispatch_metrics import RecordCollector
 from metrics_scenario import PREEMPT_RESUBMIT, Scenario
 
@@ -16,7 +17,9 @@ PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "metrics.md"
 
 def _served(scenario: Scenario) -> dict[str, set[str]]:
     scenario.submit(PREEMPT_RESUBMIT)
-    scenario.store.announce("h:1:x", timedelta(seconds=30))
+    scenario.store.announce(
+        "h:1:x", timedelta(seconds=30), Measured(poll_seconds=0.25, commit_seconds=0.01)
+    )
     families = list(RecordCollector(scenario.store, cluster="c", per_job=True).collect())
 
     def down() -> object:

@@ -90,6 +90,21 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]
     return dict(os.environ)
 
 
+@pytest.fixture
+def posix_env(clean_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The clean environment of execution 0 of submission 1 of job ``j``, its checkpoints
+    published under a new POSIX root, ``tmp_path / "root"``."""
+    root = tmp_path / "root"
+    root.mkdir()
+    return {
+        **clean_env,
+        "JOBDISPATCH_CHECKPOINT_ROOT": str(root),
+        "JOBDISPATCH_JOB": "j",
+        "JOBDISPATCH_SUBMISSION": "1",
+        "JOBDISPATCH_EXECUTION": "0",
+    }
+
+
 def s3_client(server: dict[str, str], *, secret: str | None = None) -> Any:
     import boto3
     from botocore.config import Config

@@ -96,17 +96,9 @@ def test_bad_input_is_named_with_a_meaningful_exit_code(
 
 
 def test_publish_resolve_list_prune_on_a_posix_root(
-    clean_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    posix_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    env = {
-        **clean_env,
-        "JOBDISPATCH_CHECKPOINT_ROOT": str(root),
-        "JOBDISPATCH_JOB": "j",
-        "JOBDISPATCH_SUBMISSION": "1",
-        "JOBDISPATCH_EXECUTION": "0",
-    }
+    env = posix_env
     assert main(["resolve"], env=env) == 0
     assert capsys.readouterr().out == ""
     assert main(["resolve", "--require"], env=env) == ExitCode.NOT_FOUND
@@ -143,18 +135,12 @@ def test_publish_resolve_list_prune_on_a_posix_root(
 
 
 def test_watch_publishes_the_last_save_when_stopped(
-    clean_env: dict[str, str], tmp_path: Path
+    posix_env: dict[str, str], tmp_path: Path
 ) -> None:
-    root, saves = tmp_path / "root", tmp_path / "saves"
-    root.mkdir()
+    root = tmp_path / "root"
+    saves = tmp_path / "saves"
     saves.mkdir()
-    env = {
-        **clean_env,
-        "JOBDISPATCH_CHECKPOINT_ROOT": str(root),
-        "JOBDISPATCH_JOB": "j",
-        "JOBDISPATCH_SUBMISSION": "1",
-        "JOBDISPATCH_EXECUTION": "0",
-    }
+    env = posix_env
     proc = subprocess.Popen(
         [*HELPER, "watch", str(saves), "--interval", "0.2", "-v"],
         env=env,
@@ -189,7 +175,7 @@ def test_a_wrong_secret_exits_unauthorized_and_is_not_printed(
 
 
 def test_file_system_errors_are_named_with_an_exit_code(
-    clean_env: dict[str, str],
+    posix_env: dict[str, str],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -197,15 +183,7 @@ def test_file_system_errors_are_named_with_an_exit_code(
     import errno
     import os
 
-    root = tmp_path / "root"
-    root.mkdir()
-    env = {
-        **clean_env,
-        "JOBDISPATCH_CHECKPOINT_ROOT": str(root),
-        "JOBDISPATCH_JOB": "j",
-        "JOBDISPATCH_SUBMISSION": "1",
-        "JOBDISPATCH_EXECUTION": "0",
-    }
+    env = posix_env
     save = make_save(tmp_path / "s", {"m": 1})
     for code, exit_code, text in (
         (errno.EACCES, ExitCode.UNAUTHORIZED, "Permission denied"),

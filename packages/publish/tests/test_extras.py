@@ -33,17 +33,9 @@ def _helper(missing: str, *argv: str, env: dict[str, str]) -> subprocess.Complet
 
 
 def test_posix_checkpoints_work_without_boto3_or_hvac(
-    clean_env: dict[str, str], tmp_path: Path
+    posix_env: dict[str, str], tmp_path: Path
 ) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    env = {
-        **clean_env,
-        "JOBDISPATCH_CHECKPOINT_ROOT": str(root),
-        "JOBDISPATCH_JOB": "j",
-        "JOBDISPATCH_SUBMISSION": "1",
-        "JOBDISPATCH_EXECUTION": "0",
-    }
+    env = posix_env
     gone = "boto3,botocore,s3transfer,hvac,requests"
     save = make_save(tmp_path / "s", {"m": 10})
     assert _helper(gone, "publish", str(save), "--step", "1", env=env).returncode == 0

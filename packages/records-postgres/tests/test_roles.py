@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from jobdispatch.clock import ManualClock
 from jobdispatch.errors import Invalid
-from jobdispatch.records.store import AppendRequest, ListFilter
+from jobdispatch.records.store import AppendRequest, ListFilter, Measured
 from jobdispatch_conformance.records import decision, evidence, make_header
-from jobdispatch_records_postgres import PostgresRecords, Settings, testing
+from jobdispatch_records_postgres import SCHEMA_VERSION, PostgresRecords, Settings, testing
 from psycopg import sql
 
 
@@ -164,16 +164,27 @@ def test_only_the_owner_migrates_and_grants(
     owned, config = granted
     s = sql.Identifier(owned["schema"])
     with _raw(owned) as conn:
-        # As version 2 left it: no append-only triggers.
+        # As version 2 left it: no append-only triggers, and members without measurements.
         conn.execute(sql.SQL("DROP FUNCTION {}.append_only() CASCADE").format(s))
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE {}.members DROP COLUMN poll_seconds, DROP COLUMN commit_seconds"
+            ).format(s)
+        )
         conn.execute(sql.SQL("UPDATE {}.meta SET value = '2' WHERE key = 'version'").format(s))
-    with pytest.raises(Invalid, match=r"version 2 .* needs 3; only its owner, role jobdispatch"):
+    with pytest.raises(
+        Invalid, match=rf"version 2 .* needs {SCHEMA_VERSION}; only its owner, role jobdispatch"
+    ):
         PostgresRecords(config)
     with PostgresRecords(owned) as owner, pytest.raises(Invalid, match="no role 'nobody_here'"):
         owner.grant("nobody_here")
     # The owner migrated it, and the role granted before has the new version's rights.
     with PostgresRecords(config) as store:
         store.create(make_header("a"))
+        # Version 4's columns, written by the client role (an insert, then an update).
+        for poll in (0.5, 0.25):
+            store.announce("sup-client", timedelta(minutes=1), Measured(poll_seconds=poll))
+        assert store.survey().measured["sup-client"] == Measured(poll_seconds=0.25)
         with pytest.raises(Invalid, match="does not own"):
             store.grant(client["user"])
     # A schema that does not exist yet: the client role may not create one.

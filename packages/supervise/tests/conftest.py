@@ -7,23 +7,78 @@ scenario's ``tick``, which advances the clock and lets the scenario play the clu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import attrs
 import jobdispatch
 import pytest
-from jobdispatch import Actor, JobSpec, ManualClock, ObjectState, Status
+from jobdispatch import Actor, JobSpec, ManualClock, ObjectState, State, Status
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.memory.history import LiveSpan
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.spi import ObjectRef
-from jobdispatch.testing import job_of
+from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
 from jobdispatch_supervise.sinks import Sink
 
 ME = Actor.human("ops")
+
+
+@contextmanager
+def serving(sup: Supervisor) -> Iterator[threading.Thread]:
+    """The supervisor's ``serve`` loop on a thread of its own for the block (the thread, to
+    ask whether it still serves); stopped and joined after it, whatever the block raised."""
+    thread = threading.Thread(target=sup.serve, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        sup.stop()
+        thread.join(timeout=10)
+
+
+def supervising(
+    supervisor: Supervisor, job: str, mode: str
+) -> tuple[threading.Thread, list[BaseException]]:
+    """The supervisor running ``job`` to its end (``mode`` "run") or serving (``serve``) on a
+    thread of its own; whatever it raised is in the list returned beside the thread."""
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            supervisor.run(job) if mode == "run" else supervisor.serve()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def slurm_jobs(n: int) -> tuple[MemoryBackend, MemoryRecords, jobdispatch.Cluster, list[str]]:
+    """A Slurm-shaped memory backend that runs what it starts, a memory store, the cluster
+    over both, and ``n`` supervised jobs submitted to it (each ``x``, no rules)."""
+    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(backend, store=store)
+    jobs = [
+        job_of(cluster.operator.submit(JobSpec(command=["x"]), by=ME, supervised=True))
+        for _ in range(n)
+    ]
+    return backend, store, cluster, jobs
+
+
+def wait_all_running(cluster: jobdispatch.Cluster, jobs: Sequence[str]) -> None:
+    """Wait until the observer reports every one of ``jobs`` running."""
+    eventually(
+        lambda: [cluster.observer.get(j).state for j in jobs],
+        "every job running",
+        holds=lambda states: all(s is State.RUNNING for s in states),
+    )
 
 
 @attrs.define

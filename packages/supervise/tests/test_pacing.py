@@ -15,6 +15,8 @@ from jobdispatch.spi import Discovery, ObjectObs, Pacing
 from jobdispatch.testing import PATIENCE, eventually, job_of
 from jobdispatch_supervise import Supervisor
 
+from .conftest import serving, slurm_jobs, wait_all_running
+
 DEADLINE = PATIENCE  # a join ends on the supervisor stopping; this only bounds a hang
 
 
@@ -105,15 +107,10 @@ def test_a_watcher_wakes_the_supervisor_long_before_its_interval() -> None:
 
 @pytest.mark.parametrize("jobs", [1, 20])
 def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs: int) -> None:
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    submitted = _submit(cluster, jobs)
+    backend, store, cluster, submitted = slurm_jobs(jobs)
     seen: dict[str, Discovery] = {}
     sup = Supervisor(backend, store, poll=0.02, on_observed=seen.__setitem__)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
+    with serving(sup):
 
         def all_running() -> bool:
             return set(seen) == set(submitted) and all(
@@ -128,9 +125,6 @@ def test_serve_reports_what_its_own_poll_showed_and_asks_nothing_more(jobs: int)
             holds=lambda polls: polls >= before.get("find_many", 0) + 5,
         )
         after = dict(backend.env.calls)
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     quiet = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     # Five or more quiet polls, one query each, and the reports asked the backend nothing.
     assert {k for k, v in quiet.items() if v} == {"find_many"}
@@ -143,19 +137,10 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll() -> None:
     # Recording an ending, its outcome and the settling call nothing on the backend, so the
     # passes after them reuse the poll's Find: before, each looked again (a find per job, on
     # Slurm an squeue and an sacct each) after every one of those steps.
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    submitted = _submit(cluster, 5)
+    backend, store, cluster, submitted = slurm_jobs(5)
     sup = Supervisor(backend, store, poll=0.02)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
-        eventually(
-            lambda: [cluster.observer.get(j).state for j in submitted],
-            "every job running",
-            holds=lambda states: all(s is State.RUNNING for s in states),
-        )
+    with serving(sup):
+        wait_all_running(cluster, submitted)
         before = backend.env.calls["find"]
         for job in submitted:
             (ref,) = backend.env.objects_of(job)
@@ -165,9 +150,6 @@ def test_jobs_ending_cost_no_query_of_their_own_beyond_the_poll() -> None:
             "every job settled",
         )
         after = backend.env.calls["find"]
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     assert after - before == 0
 
 
@@ -180,22 +162,10 @@ def test_a_launch_under_serve_never_records_its_new_object_absent() -> None:
     # start), it lacked the object just created, and its absence was recorded as evidence.
     from jobdispatch.records import events as ev
 
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    submitted = _submit(cluster, 3)
+    backend, store, cluster, submitted = slurm_jobs(3)
     sup = Supervisor(backend, store, poll=0.02)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
-        eventually(
-            lambda: [cluster.observer.get(j).state for j in submitted],
-            "every job running",
-            holds=lambda states: all(s is State.RUNNING for s in states),
-        )
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
+    with serving(sup):
+        wait_all_running(cluster, submitted)
     absent = [e for j in submitted for e in store.read(j).events if isinstance(e, ev.Absent)]
     assert absent == []
 
@@ -204,14 +174,9 @@ def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job() -> None:
     # After a round's calls (the starts, the opens) the poll's Find is stale: the round after
     # them looks again with one batched Find for every job that called, never a find per job
     # (on Slurm an squeue and an sacct each, 2N commands a round while N jobs launch).
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    submitted = _submit(cluster, 8)
+    backend, store, cluster, submitted = slurm_jobs(8)
     sup = Supervisor(backend, store, poll=0.02)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
+    with serving(sup):
         # Judged from the record alone (an empty, incomplete Discovery): the observer's own
         # Find would be counted.
         eventually(
@@ -222,8 +187,5 @@ def test_a_launch_under_serve_asks_one_query_a_round_not_one_a_job() -> None:
             "every job running",
         )
         finds = backend.env.calls["find"]
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     assert backend.env.calls["find_many"] > 0
     assert finds == 0

@@ -3,19 +3,31 @@ on the memory adapter, with the in-memory progress source playing the jobs' help
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 
+import attrs
 import pytest
 from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch.errors import Unreachable
 from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
 from jobdispatch.progress import Blind, JobProgress
 from jobdispatch.records import events as ev
-from jobdispatch.testing import job_of
+from jobdispatch.spi import Discovery, Growth, ObjectRef
+from jobdispatch.testing import SUPERVISOR, T0, execution, job_of, observation, plan_for
 from jobdispatch.triggers import Blind as BlindEscalation
-from jobdispatch.types import Charge, ProgressSource, StallMode, StallRule
+from jobdispatch.types import (
+    Charge,
+    Enforcer,
+    ObjectState,
+    ProgressSource,
+    StallAssignment,
+    StallMode,
+    StallRule,
+)
 from jobdispatch_supervise import Supervisor
+from jobdispatch_supervise.progress import ProgressPoll
 
 from .conftest import Scenario
 
@@ -220,3 +232,62 @@ def test_an_unreadable_root_is_logged_once_per_outage(caplog: pytest.LogCaptureF
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2, said
     assert "unreadable (1 job blind" in said[0] and "reads again" in said[1]
+
+
+class _CountingGrowth:
+    """An OutputGrowthReader for the test (a fake: the real ones are the local and Slurm
+    adapters, held to it by the conformance suite): counts its calls."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[list[ObjectRef]] = []
+        self.fail = fail
+
+    def output_growth(self, refs: Sequence[ObjectRef]) -> Mapping[ObjectRef, Growth]:
+        self.calls.append(list(refs))
+        if self.fail:
+            raise Unreachable("the output directory cannot be listed")
+        return {r: Growth(size=len(r.id), at=T0) for r in refs}
+
+
+def _watched(job: str) -> ev.Header:
+    s = JobSpec(command=["train"], stall=StallRule(after=AFTER))
+    assert s.stall is not None
+    watch = StallAssignment(rule=s.stall, enforcer=Enforcer.SUPERVISOR, output_growth=True)
+    plan = attrs.evolve(plan_for(s), stall=watch)
+    return ev.Header(job=job, spec=s, plan=plan, created_by=SUPERVISOR, created_at=T0)
+
+
+def _found(job: str) -> Discovery:
+    return Discovery(
+        job=job,
+        objects=(
+            observation(job, 1, 1, f"{job}-run", ObjectState.RUNNING, execution(0)),
+            observation(job, 1, 2, f"{job}-gone", ObjectState.ENDED),
+        ),
+    )
+
+
+def test_output_growth_is_looked_at_once_per_poll_for_every_job_at_once() -> None:
+    reader = _CountingGrowth()
+    poll = ProgressPoll(None, growth=reader)
+    jobs = [f"job{i}" for i in range(50)]
+    headers = {j: _watched(j) for j in jobs}
+    first = poll.readings(headers, {j: _found(j) for j in jobs})
+    again = poll.readings(headers, {j: _found(j) for j in jobs})  # a later round of the poll
+    assert len(reader.calls) == 1 and len(reader.calls[0]) == 50  # running objects only
+    assert first == again
+    reading = first["job7"]
+    assert isinstance(reading, JobProgress)
+    assert reading.output == {"job7-run": Growth(size=len("job7-run"), at=T0)}
+    # A job not found yet this pass has no reading: it is judged once it is looked at.
+    later = ProgressPoll(None, growth=reader)
+    assert later.readings({"job1": _watched("job1")}, {"job1": None}) == {}
+
+
+def test_output_growth_that_cannot_be_seen_is_blind_never_a_stall() -> None:
+    headers = {"job1": _watched("job1")}
+    failing = ProgressPoll(None, growth=_CountingGrowth(fail=True))
+    reading = failing.readings(headers, {"job1": _found("job1")})["job1"]
+    assert isinstance(reading, Blind) and "cannot be listed" in reading.detail
+    unable = ProgressPoll(None, growth=None).readings(headers, {"job1": _found("job1")})["job1"]
+    assert isinstance(unable, Blind) and "output-growth" in unable.detail

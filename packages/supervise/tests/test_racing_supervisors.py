@@ -23,6 +23,8 @@ from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
 
+from .conftest import slurm_jobs
+
 
 def test_two_supervisor_threads_over_one_store_never_both_act() -> None:
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
@@ -88,15 +90,7 @@ def test_two_supervisor_threads_over_one_store_never_both_act() -> None:
 
 
 def test_supervisors_share_the_jobs_a_newcomer_gets_work_and_a_dead_ones_jobs_move() -> None:
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    jobs = [
-        job_of(
-            cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
-        )
-        for _ in range(6)
-    ]
+    backend, store, _, jobs = slurm_jobs(6)
     ended = threading.Event()
     frozen: dict[str, threading.Event] = {}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -33,7 +32,7 @@ from jobdispatch.spi import Discovery, ObjectRef, StartRequest
 from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import CommandSink, EscalationMessage, Supervisor
 
-from .conftest import Scenario
+from .conftest import Scenario, serving, slurm_jobs, wait_all_running
 
 
 def test_the_command_sink_gives_the_program_the_escalation_as_json(tmp_path: Path) -> None:
@@ -106,24 +105,10 @@ def test_an_escalation_is_delivered_once_per_sink_across_restarts() -> None:
 
 
 def test_serve_asks_the_backend_once_per_poll_for_all_its_jobs() -> None:
-    backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    store = MemoryRecords()
-    cluster = compose(backend, store=store)
-    jobs = [
-        job_of(
-            cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
-        )
-        for _ in range(5)
-    ]
+    backend, store, cluster, jobs = slurm_jobs(5)
     sup = Supervisor(backend, store, poll=0.05)
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
-        eventually(
-            lambda: [cluster.observer.get(j).state for j in jobs],
-            "every job running",
-            holds=lambda states: all(s is State.RUNNING for s in states),
-        )
+    with serving(sup):
+        wait_all_running(cluster, jobs)
         before = dict(backend.env.calls)
         # Three polls with nothing to do, however long this machine takes to make them.
         eventually(
@@ -132,9 +117,6 @@ def test_serve_asks_the_backend_once_per_poll_for_all_its_jobs() -> None:
             holds=lambda polls: polls >= 3,
         )
         after = dict(backend.env.calls)
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     polls = after.get("find_many", 0) - before.get("find_many", 0)
     singles = after.get("find", 0) - before.get("find", 0)
     assert polls >= 3
@@ -174,9 +156,7 @@ def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy()
         )
     )
     sup = Supervisor(backend, store, poll=0.02, sweep_every=timedelta(0))
-    thread = threading.Thread(target=sup.serve, daemon=True)
-    thread.start()
-    try:
+    with serving(sup):
         eventually(lambda: backend.hidden, "an attempt whose object is not listed")
         # One attempt, its reply lost and its object not listed: the person cancels; the job
         # settles with the attempt unresolved (the residual policy does not wait for it).
@@ -187,9 +167,6 @@ def test_serve_sweeps_a_late_object_of_a_settled_job_under_the_residual_policy()
         eventually(
             lambda: backend.env.state(late).value, "the late object ended", holds="ended".__eq__
         )
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     assert backend.env.state(late).value == "ended"
     from jobdispatch.memory.history import Opened
 

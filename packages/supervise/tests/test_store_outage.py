@@ -23,6 +23,8 @@ from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
 from jobdispatch_supervise.outage import WatchedStore
 
+from .conftest import supervising
+
 AWAY = "the record store does not answer"
 BACK = "the record store answers again"
 
@@ -59,16 +61,7 @@ def test_supervision_rides_out_a_store_that_is_away(mode: str, caplog: Any) -> N
     )
     # A lease ttl short enough that it is due for renewal (and lapses) during the outage.
     supervisor = Supervisor(backend, store, poll=0.01, lease_ttl=timedelta(seconds=0.2))
-    errors: list[BaseException] = []
-
-    def go() -> None:
-        try:
-            supervisor.run(job) if mode == "run" else supervisor.serve()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=go, daemon=True)
-    thread.start()
+    thread, errors = supervising(supervisor, job, mode)
     eventually(
         lambda: cluster.observer.get(job), "running", holds=lambda s: s.state is State.RUNNING
     )

@@ -14,6 +14,7 @@ import pytest
 from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.memory import Shape
 from jobdispatch.steps import Wait
+from jobdispatch.testing import expected_output
 from jobdispatch_supervise import Supervisor
 
 from .conftest import Scenario
@@ -23,14 +24,7 @@ TUTORIAL = ROOT / "examples" / "tutorial.py"
 
 
 def expected() -> str:
-    doc = TUTORIAL.read_text().split('"""')[1]
-    block = doc.split("must print exactly:\n\n", 1)[1]
-    lines = []
-    for line in block.splitlines():
-        if line and not line.startswith("    "):
-            break
-        lines.append(line[4:])
-    return "\n".join(lines).strip() + "\n"
+    return expected_output(TUTORIAL)
 
 
 def test_the_tutorial_prints_exactly_its_expected_output() -> None:

@@ -4,7 +4,6 @@ Unavailable are transient by definition, so the supervisor tries again on its ne
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import pytest
@@ -13,6 +12,8 @@ from jobdispatch.memory import MemoryBackend
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
+
+from .conftest import supervising
 
 
 @pytest.mark.parametrize("mode", ["run", "serve"])
@@ -29,16 +30,7 @@ def test_supervision_survives_an_unreachable_backend(
         cluster.operator.submit(JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True)
     )
     supervisor = Supervisor(backend, store, poll=0.01)
-    errors: list[BaseException] = []
-
-    def go() -> None:
-        try:
-            supervisor.run(job) if mode == "run" else supervisor.serve()
-        except Exception as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=go, daemon=True)
-    thread.start()
+    thread, errors = supervising(supervisor, job, mode)
     eventually(
         lambda: cluster.observer.get(job), "running", holds=lambda s: s.state is State.RUNNING
     )

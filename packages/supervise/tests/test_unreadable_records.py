@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -14,6 +13,8 @@ from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.records.store import ListFilter
 from jobdispatch.testing import eventually, job_of
 from jobdispatch_supervise import Supervisor
+
+from .conftest import serving
 
 
 def test_serve_leaves_an_unreadable_job_and_supervises_the_others(
@@ -30,11 +31,9 @@ def test_serve_leaves_an_unreadable_job_and_supervises_the_others(
     )
     store.damage(bad, 0, "written by a newer version (schema 2, this reads 1)")
     sup = Supervisor(backend, store, poll=0.02)
-    thread = threading.Thread(target=sup.serve, daemon=True)
     # Named, so a level an in-process simulator run set on "jobdispatch" cannot hide it.
     caplog.set_level(logging.ERROR, logger="jobdispatch.supervise")
-    thread.start()
-    try:
+    with serving(sup) as thread:
         eventually(
             lambda: [cluster.observer.get(j).state for j in (first, last)],
             "the readable jobs running",
@@ -44,9 +43,6 @@ def test_serve_leaves_an_unreadable_job_and_supervises_the_others(
         assert thread.is_alive()
         assert cluster.observer.get(first).state is State.RUNNING
         assert cluster.observer.get(last).state is State.RUNNING
-    finally:
-        sup.stop()
-        thread.join(timeout=10)
     # Reported once, naming the job, and its lease let go for a version that can read it.
     reports = [r for r in caplog.records if bad in r.getMessage()]
     assert len(reports) == 1 and "newer version" in reports[0].getMessage()

@@ -319,16 +319,9 @@ class QuietFakeApi(FakeApi):
         super().__init__()
         self.closed = threading.Event()
 
-    def watch(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None,
-        resource_version: str,
-        timeout: int,
+    def stream(
+        self, kind: str, selector: str | None, version: str, timeout: int
     ) -> Iterator[dict[str, Any]]:
-        self.requests[f"WATCH {kind}"] += 1
         return self._quiet(timeout)
 
     def _quiet(self, timeout: int) -> Iterator[dict[str, Any]]:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_adapter import fake_adapter
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unsupported, ValidationError
-from jobdispatch.spi import StartRequest
+from jobdispatch.spi import ObjectRef, StartRequest
 from jobdispatch.types import HoldMeta, JobSpec, ObjectState, Tristate
 from jobdispatch_kubeflow import KubeflowBackend, Settings
 from jobdispatch_kubeflow.api import file_token
@@ -33,19 +34,22 @@ def api() -> FakeApi:
 
 @pytest.fixture
 def backend(api: FakeApi) -> KubeflowBackend:
-    from jobdispatch_kubeflow import probe
-
-    probe.forget()
-    settings = Settings.from_config(
-        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
-    )
-    return KubeflowBackend(settings, api=api, clock=lambda: NOW)
+    return fake_adapter(api, lambda: NOW)
 
 
 def request(job: str = "j1", n: int = 1, k: int = 1, **spec: Any) -> StartRequest:
     return StartRequest(
         job=job, submission=n, attempt=k, spec=JobSpec(command=("python", "train.py"), **spec)
     )
+
+
+def running(backend: KubeflowBackend, api: FakeApi) -> ObjectRef:
+    """Job ``j1``'s first object started and opened, its one pod running on a ready node."""
+    ref = backend.start(request())
+    backend.open(ref)
+    api.put("pods", "dispatch", pod())
+    api.put("nodes", None, node())
+    return ref
 
 
 def meta(instance: int, deadline: datetime = NOW + timedelta(minutes=1)) -> HoldMeta:
@@ -147,7 +151,6 @@ def test_open_lifts_suspend_and_is_idempotent(backend: KubeflowBackend, api: Fak
 
 
 def test_open_of_an_unknown_ref_is_not_found(backend: KubeflowBackend) -> None:
-    from jobdispatch.spi import ObjectRef
 
     with pytest.raises(NotFound):
         backend.open(ObjectRef("dispatch/jd-nope-1-1"))
@@ -194,10 +197,7 @@ def test_hold_and_release_refuse_past_their_deadline(backend: KubeflowBackend) -
 
 
 def test_hold_of_a_running_object_is_rejected(backend: KubeflowBackend, api: FakeApi) -> None:
-    ref = backend.start(request())
-    backend.open(ref)
-    api.put("pods", "dispatch", pod())
-    api.put("nodes", None, node())
+    ref = running(backend, api)
     assert backend.inspect(ref).state is ObjectState.RUNNING
     with pytest.raises(Rejected, match="running"):
         backend.hold(ref, meta(1))
@@ -206,10 +206,7 @@ def test_hold_of_a_running_object_is_rejected(backend: KubeflowBackend, api: Fak
 def test_stop_writes_its_reason_deletes_and_keeps_a_receipt(
     backend: KubeflowBackend, api: FakeApi
 ) -> None:
-    ref = backend.start(request())
-    backend.open(ref)
-    api.put("pods", "dispatch", pod())
-    api.put("nodes", None, node())
+    ref = running(backend, api)
     backend.stop(ref, "operator asked")
     assert api.requests["DELETE trainjobs"] == 1
     stopped = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]
@@ -375,7 +372,6 @@ def test_names_and_selectors() -> None:
     assert matches("jobdispatch.dev/job in (a,b)", {"jobdispatch.dev/job": "b"})
     assert not matches("jobdispatch.dev/job=a", {"jobdispatch.dev/job": "b"})
     assert check_name("jd-abc-1-2") == "jd-abc-1-2"
-    from jobdispatch.spi import ObjectRef
 
     assert split_ref(ObjectRef("ns/jd-a-1-1")) == ("ns", "jd-a-1-1")
 
@@ -479,10 +475,7 @@ def test_a_second_stop_racing_the_first_keeps_the_first_reason(
     # it too before the first stop's delete has landed. Its reason overwrote the person's, so
     # the receipt (the cause's detail) said "the job has its outcome" (seen on the control
     # plane, tests/test_kubeflow_end_to_end.py).
-    ref = backend.start(request())
-    backend.open(ref)
-    api.put("pods", "dispatch", pod())
-    api.put("nodes", None, node())
+    ref = running(backend, api)
     deletes = []
     monkeypatch.setattr(api, "delete", lambda *a, **k: deletes.append(a))  # not landed yet
     backend.stop(ref, "not needed")
@@ -506,10 +499,7 @@ def test_open_after_stop_never_lifts_the_gate(backend: KubeflowBackend, api: Fak
 def test_a_stopped_run_is_cancelled_even_when_its_pods_went_before_anyone_looked(
     backend: KubeflowBackend, api: FakeApi
 ) -> None:
-    ref = backend.start(request())
-    backend.open(ref)
-    api.put("pods", "dispatch", pod())
-    api.put("nodes", None, node())
+    ref = running(backend, api)
     backend.stop(ref, "ops")
     del api.objects[("pods", "dispatch", "jd-j1-1-1-node-0-0-abcde")]
     obs = backend.inspect(ref)
@@ -655,20 +645,13 @@ def test_a_trainjob_someone_else_deleted_is_stopped_by_the_next_look_and_let_go_
     """Issue 35 item 2: the next observation suspends it (its pods go), it ends cancelled by
     an actor outside dispatch, and its receipt is released once RECEIPT_KEEP has passed."""
     from jobdispatch_kubeflow import backend as module
-    from jobdispatch_kubeflow import classify, probe
+    from jobdispatch_kubeflow import classify
     from objects import terminated
 
-    probe.forget()
     deleted_at = datetime(2026, 12, 1, tzinfo=UTC)  # the fake's deletionTimestamp
     clock = [deleted_at + timedelta(seconds=5)]
-    settings = Settings.from_config(
-        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
-    )
-    backend = KubeflowBackend(settings, api=api, clock=lambda: clock[0])
-    ref = backend.start(request())
-    backend.open(ref)
-    api.put("pods", "dispatch", pod())
-    api.put("nodes", None, node())
+    backend = fake_adapter(api, lambda: clock[0])
+    running(backend, api)
     _deleted_by_someone_else(api)
     (obs,) = backend.find("j1").objects
     assert obs.state is ObjectState.RUNNING and "clean-up pending: 1 pods" in obs.detail
@@ -695,10 +678,7 @@ def test_a_trainjob_someone_else_deleted_is_stopped_by_the_next_look_and_let_go_
 def test_a_stop_of_a_trainjob_someone_else_deleted_suspends_it(
     backend: KubeflowBackend, api: FakeApi
 ) -> None:
-    ref = backend.start(request())
-    backend.open(ref)
-    api.put("pods", "dispatch", pod())
-    api.put("nodes", None, node())
+    ref = running(backend, api)
     _deleted_by_someone_else(api)
     backend.stop(ref, "jobdispatch cancel")
     tj = api.objects[("trainjobs", "dispatch", "jd-j1-1-1")]

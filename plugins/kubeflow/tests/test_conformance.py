@@ -7,7 +7,7 @@ JOBDISPATCH_REQUIRE_SERVICES=1 it fails instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from jobdispatch.spi import Backend
@@ -40,9 +40,8 @@ def drivers(kind: Callable[[Any], Any]) -> Iterator[Callable[[Backend], Driver]]
         driver.cleanup()
 
 
-class TestKubeflowConfiguration(ConfigurationTests):
-    """The registered schema is closed at every level, and new_backend refuses unknown keys:
-    no cluster needed."""
+class _KubeflowConfig:
+    """The adapter's name and a configuration of it that every class below registers."""
 
     @pytest.fixture
     def adapter_name(self) -> str | None:
@@ -53,8 +52,13 @@ class TestKubeflowConfiguration(ConfigurationTests):
         return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
 
 
+class TestKubeflowConfiguration(_KubeflowConfig, ConfigurationTests):
+    """The registered schema is closed at every level, and new_backend refuses unknown keys:
+    no cluster needed."""
+
+
 @pytest.mark.kube
-class TestKubeflowContract(AdapterSuite):
+class TestKubeflowContract(_KubeflowConfig, AdapterSuite):
     """Every area of the contract on the real control plane."""
 
     @pytest.fixture
@@ -73,14 +77,6 @@ class TestKubeflowContract(AdapterSuite):
     @pytest.fixture
     def timeouts(self) -> Timeouts:
         return Timeouts(settle=120.0, poll=0.5, quiet=5.0)
-
-    @pytest.fixture
-    def adapter_name(self) -> str | None:
-        return "kubeflow"
-
-    @pytest.fixture
-    def adapter_config(self) -> Mapping[str, Any] | None:
-        return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
 
 
 @pytest.mark.kube
@@ -141,7 +137,7 @@ class TestKubeflowRealNodeEndings(EndingTests):
 
     #: Found by this profile on its first run and left open (spec 0010 §11): the preempted
     #: run's execution was reported without a start time, so its goodput cannot be charged.
-    OPEN = {
+    OPEN: ClassVar[dict[str, str]] = {
         "test_goodput_of_a_preempted_run": "on the real node the preempted run's execution 0 "
         "is reported without a start (spec 0010 §11)",
     }
@@ -180,7 +176,7 @@ class TestKubeflowRealNodeEndings(EndingTests):
         return Timeouts(settle=300.0, poll=1.0, quiet=5.0)
 
 
-class TestKubeflowOverFakeCluster(AdapterSuite):
+class TestKubeflowOverFakeCluster(_KubeflowConfig, AdapterSuite):
     """Every area of the contract over the in-memory API and its stand-in for the controllers
     (jobdispatch_kubeflow.fake): the adapter's own side of the SPI, checked on every run. The
     real control plane is TestKubeflowContract's."""
@@ -210,14 +206,6 @@ class TestKubeflowOverFakeCluster(AdapterSuite):
     @pytest.fixture
     def timeouts(self) -> Timeouts:
         return Timeouts(settle=5.0, poll=0.001, quiet=0.0)
-
-    @pytest.fixture
-    def adapter_name(self) -> str | None:
-        return "kubeflow"
-
-    @pytest.fixture
-    def adapter_config(self) -> Mapping[str, Any] | None:
-        return {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}}
 
 
 FAKE_RUNTIME = TEST_RUNTIME_OBJECT

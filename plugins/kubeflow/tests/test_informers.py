@@ -6,18 +6,19 @@ from __future__ import annotations
 import queue
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from contextlib import closing
 from typing import Any
 
 import pytest
+from fake_adapter import NOW, fake_adapter, seeded
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import JobSpec, ObjectState
-from jobdispatch_kubeflow import KubeflowBackend, Settings
-from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
+from jobdispatch_kubeflow import KubeflowBackend
+from jobdispatch_kubeflow.fake import FakeApi
 from jobdispatch_kubeflow.informers import OBSERVED, Informers
 from jobdispatch_kubeflow.listwatch import Changed, Listed
-from objects import node, pod
+from objects import pod
 
 Obj = dict[str, Any]
 
@@ -33,17 +34,8 @@ class StreamingApi(FakeApi):
         self.changes: dict[str, queue.Queue[Obj]] = {}
         self.selectors: dict[str, str | None] = {}
 
-    def watch(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None,
-        resource_version: str,
-        timeout: int,
-    ) -> Iterator[Obj]:
-        self.requests[f"WATCH {kind}"] += 1
-        self.selectors[kind] = label_selector
+    def stream(self, kind: str, selector: str | None, version: str, timeout: int) -> Iterator[Obj]:
+        self.selectors[kind] = selector
         return self._stream(self.changes.setdefault(kind, queue.Queue()))
 
     @staticmethod
@@ -63,26 +55,13 @@ class StreamingApi(FakeApi):
 
 @pytest.fixture
 def api() -> StreamingApi:
-    fake = StreamingApi()
-    fake.put("clustertrainingruntimes", None, TEST_RUNTIME_OBJECT)
-    fake.put("nodes", None, node())
-    return fake
+    return seeded(StreamingApi())
 
 
 @pytest.fixture
 def backend(api: StreamingApi) -> Iterator[KubeflowBackend]:
-    from jobdispatch_kubeflow import probe
-
-    probe.forget()
-    settings = Settings.from_config(
-        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
-    )
-    made = KubeflowBackend(
-        settings, api=api, clock=lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-    )
-    made.watch_window = 0.3
-    yield made
-    made.close()
+    with closing(fake_adapter(api, lambda: NOW, watch_window=0.3)) as made:
+        yield made
 
 
 def _start(backend: KubeflowBackend, job: str) -> None:

@@ -23,21 +23,13 @@ from jobdispatch.errors import Rejected
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import CallMeta, CauseKind, JobSpec, ObjectState, Resources
+from jobdispatch_kubeflow.testing import create_preemptor, kubectl
 
 pytestmark = pytest.mark.kube
 
 CHECK = "jobdispatch-admission"
 QUEUE = "jobdispatch-gated"
 WAIT = 180.0
-
-
-def _kubectl(*args: str, stdin: str | None = None) -> str:
-    kubectl = Path(os.environ["JOBDISPATCH_KUBE_BIN"]) / "kubectl"
-    done = subprocess.run(
-        [str(kubectl), *args], input=stdin, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +50,8 @@ def token_file(admin: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
         check=True,
     ).stdout
-    _kubectl("apply", "-f", "-", stdin=manifest)
-    token = _kubectl(
+    kubectl("apply", "-f", "-", stdin=manifest)
+    token = kubectl(
         "create", "token", "jobdispatch-kueue-admission", "-n", namespace, "--duration=2h"
     ).strip()
     path = tmp_path_factory.mktemp("kueue-admission") / "token"
@@ -126,7 +118,7 @@ class Controllers:
         for identity in list(self.procs):
             self.stop(identity)
         namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
-        _kubectl("-n", namespace, "delete", "lease", self.lease, "--ignore-not-found")
+        kubectl("-n", namespace, "delete", "lease", self.lease, "--ignore-not-found")
 
 
 @pytest.fixture
@@ -382,39 +374,13 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
 
     # A higher-priority workload that is not dispatch's takes the queue's 8 GPUs.
     namespace = ref.id.split("/")[0]
-    high = f"kqhigh{uuid.uuid4().hex[:8]}"
-    _kubectl(
-        "-n",
+    high = create_preemptor(
         namespace,
-        "create",
-        "-f",
-        "-",
-        stdin=json.dumps(
-            {
-                "apiVersion": "trainer.kubeflow.org/v1alpha1",
-                "kind": "TrainJob",
-                "metadata": {
-                    "name": high,
-                    "labels": {
-                        "kueue.x-k8s.io/queue-name": QUEUE,
-                        "kueue.x-k8s.io/priority-class": "jobdispatch-high",
-                    },
-                },
-                "spec": {
-                    "runtimeRef": {
-                        "apiGroup": "trainer.kubeflow.org",
-                        "kind": "ClusterTrainingRuntime",
-                        "name": "dispatch-torch-test",
-                    },
-                    "trainer": {
-                        "numNodes": 1,
-                        "image": "registry.invalid/x:1",
-                        "command": ["true"],
-                        "resourcesPerNode": {"limits": {"nvidia.com/gpu": "8"}},
-                    },
-                },
-            }
-        ),
+        QUEUE,
+        prefix="kqhigh",
+        nodes=1,
+        command=["true"],
+        resources={"limits": {"nvidia.com/gpu": "8"}},
     )
     try:
         eventually(
@@ -426,7 +392,7 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
         assert cond(workload(admin, ref), "Preempted") == ("True", "InClusterQueue")
         controllers.stop("restarted", kill=True)  # no release: the next one waits it out
         controllers.start("again")
-        _kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
+        kubectl("-n", namespace, "delete", "trainjob", high, "--wait=false")
 
         def never_readmitted() -> bool:
             # The readmission rejected by dispatch's check: Kueue reserves no quota for the
@@ -471,4 +437,4 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
         )
         assert never_readmitted()
     finally:
-        _kubectl("-n", namespace, "delete", "trainjob", high, "--ignore-not-found", "--wait=false")
+        kubectl("-n", namespace, "delete", "trainjob", high, "--ignore-not-found", "--wait=false")

@@ -51,17 +51,8 @@ class FakeWatchApi(FakeApi):
         self.scripts = list(scripts)
         self.watches: list[tuple[str, int]] = []
 
-    def watch(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None,
-        resource_version: str,
-        timeout: int,
-    ) -> Iterator[Obj]:
-        self.requests[f"WATCH {kind}"] += 1
-        self.watches.append((resource_version, timeout))
+    def stream(self, kind: str, selector: str | None, version: str, timeout: int) -> Iterator[Obj]:
+        self.watches.append((version, timeout))
         script = self.scripts.pop(0) if self.scripts else []
         return self._play(script)
 

@@ -7,19 +7,20 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from contextlib import closing
 from typing import Any
 
 import pytest
+from fake_adapter import NOW, fake_adapter, seeded
 from jobdispatch.errors import Unauthorized, Unreachable
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, JobSpec, Provenance
-from jobdispatch_kubeflow import KubeflowBackend, Settings
+from jobdispatch_kubeflow import KubeflowBackend
 from jobdispatch_kubeflow.api import Gone
-from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
+from jobdispatch_kubeflow.fake import FakeApi
 from jobdispatch_kubeflow.sentinel import Sentinel
-from objects import cond, node, pod
+from objects import cond, pod
 
 POD = "jd-j1-1-1-node-0-0-abcde"
 EVICTED = [cond("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")]
@@ -38,19 +39,12 @@ class WatchedApi(FakeApi):
         #: What the watches of the other kinds stream, by kind.
         self.changes: dict[str, queue.Queue[Any]] = {}
 
-    def watch(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None,
-        resource_version: str,
-        timeout: int,
+    def stream(
+        self, kind: str, selector: str | None, version: str, timeout: int
     ) -> Iterator[dict[str, Any]]:
-        self.requests[f"WATCH {kind}"] += 1
         if kind != "pods":
             return self._stream(self.changes.setdefault(kind, queue.Queue()))
-        self.watches.append(resource_version)
+        self.watches.append(version)
         return self._stream(self.events)
 
     @staticmethod
@@ -69,26 +63,13 @@ class WatchedApi(FakeApi):
 
 @pytest.fixture
 def api() -> WatchedApi:
-    fake = WatchedApi()
-    fake.put("clustertrainingruntimes", None, TEST_RUNTIME_OBJECT)
-    fake.put("nodes", None, node())
-    return fake
+    return seeded(WatchedApi())
 
 
 @pytest.fixture
 def backend(api: WatchedApi) -> Iterator[KubeflowBackend]:
-    from jobdispatch_kubeflow import probe
-
-    probe.forget()
-    settings = Settings.from_config(
-        {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, "probe_ttl": 0}
-    )
-    made = KubeflowBackend(
-        settings, api=api, clock=lambda: datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-    )
-    made.watch_window = 0.2
-    yield made
-    made.close()
+    with closing(fake_adapter(api, lambda: NOW, watch_window=0.2)) as made:
+        yield made
 
 
 def _started(backend: KubeflowBackend) -> None:

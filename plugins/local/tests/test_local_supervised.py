@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import jobdispatch
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State
 from jobdispatch.errors import ValidationError
+from jobdispatch.records import events as ev
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.spi import ObjectRef
 from jobdispatch.status import Status
 from jobdispatch.testing import eventually
-from jobdispatch.types import Enforcer, Tristate
+from jobdispatch.types import Enforcer, StallRule, Tristate
 from jobdispatch_local import LocalBackend, Settings
 from jobdispatch_local.testing import Puppets
 from jobdispatch_supervise import Supervisor
@@ -133,3 +135,40 @@ def test_capabilities_and_rules(backend: LocalBackend) -> None:
     assert oom.native.answer is Tristate.NO and oom.perform.answer is Tristate.YES
     assert "out-of-memory is never reported here" in oom.perform.detail
     assert restart.perform.answer is Tristate.NO
+
+
+#: A job that writes a line a tenth of a second for a second and then, in its first submission,
+#: hangs writing nothing; in a later one it exits 0. It marks no progress and names no
+#: checkpoint root: only its output's growth shows it alive.
+_WRITES_THEN_HANGS = (
+    'for i in 1 2 3 4 5 6 7 8 9 10; do echo "step $i"; sleep 0.1; done; '
+    'if [ "$JOBDISPATCH_SUBMISSION" = 1 ]; then exec sleep 600; fi'
+)
+
+
+def test_output_that_stops_growing_is_named_stalled_and_the_job_resubmitted(
+    backend: LocalBackend,
+) -> None:
+    store = MemoryRecords()
+    cluster = jobdispatch.compose(backend, store=store)
+    spec = JobSpec(
+        name="quiet",
+        command=["sh", "-c", _WRITES_THEN_HANGS],
+        stall=StallRule(after=timedelta(seconds=3), startup_grace=timedelta(seconds=30)),
+        recovery=RecoveryPolicy(
+            rules=[Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1)]
+        ),
+    )
+    plan = cluster.operator.submit(spec, by=ME, supervised=True)
+    assert plan.stall is not None and plan.stall.enforcer is Enforcer.SUPERVISOR
+    assert plan.stall.sources == ("output growth",)
+    job = plan.job or ""
+    thread = supervise(backend, store, job)
+    final = wait_status(cluster, job, lambda s: s.settled)
+    thread.join(timeout=20)
+    assert (final.state, final.cause.kind) == (State.SUCCEEDED, CauseKind.NONE)
+    first = final.submissions[0].executions[-1]
+    assert first.cause is not None and first.cause.kind is CauseKind.STALLED
+    assert "(output, submission 1)" in first.cause.detail
+    seen = [e for e in store.read(job).events if isinstance(e, ev.ProgressSeen)]
+    assert seen and all(e.origin is ev.Origin.OUTPUT for e in seen)

@@ -204,6 +204,9 @@ class OutputTests(AdapterFixtures):
     def test_output_follows_until_the_end(self, harness: Harness) -> None:
         checks.output_follows_until_the_end(harness)
 
+    def test_output_grows(self, harness: Harness) -> None:
+        checks.output_grows(harness)
+
 
 class DeclarationTests(AdapterFixtures):
     """Capabilities and rules: complete, stable, in agreement with behaviour."""

@@ -257,7 +257,8 @@ def status_view(status: Status) -> RenderableType:
 
 def _suspects_text(status: Status) -> list[RenderableType]:
     """The suspect nodes each submission was told to keep off, as recorded with its
-    authorization: two consecutive node-lost or stalled runs before it shared them."""
+    authorization (two consecutive node-lost or stalled runs before it shared them), and those
+    the plan of a next submission would carry if it were authorized now."""
     out: list[RenderableType] = []
     for sub in status.submissions:
         if sub.exclude:
@@ -270,6 +271,15 @@ def _suspects_text(status: Status) -> list[RenderableType]:
                     style="yellow",
                 )
             )
+    if status.next_exclude:
+        until = f" until {when(status.next_exclude_until)}" if status.next_exclude_until else ""
+        out.append(
+            Text(
+                f"a next submission would keep off suspect nodes "
+                f"{', '.join(status.next_exclude)}{until}",
+                style="yellow",
+            )
+        )
     return out
 
 
@@ -353,8 +363,8 @@ def _stall_text(stall: StallAssignment) -> Text:
         f"(startup grace {format_duration(grace)}), enforced by ",
     )
     text.append(str(stall.enforcer), style="red" if stall.enforcer.value == "nobody" else "")
-    if stall.root:
-        text.append(f"; progress read from {stall.root}", style="dim")
+    if stall.sources:
+        text.append(f"; progress read from {' and '.join(stall.sources)}", style="dim")
     if stall.note:
         text.append(f"; {stall.note}", style="yellow")
     return text

@@ -48,6 +48,7 @@ from jobdispatch.types import (
     Resources,
     Rule,
     RuleAssignment,
+    StallAssignment,
 )
 
 T = TypeVar("T")
@@ -195,6 +196,11 @@ def _make(*, written_names: bool = False) -> cattrs.Converter:
         make_dict_unstructure_fn(JobSpec, c, resources=omit, progress=omit, stall=omit),
     )
     if not written_names:
+        # Before Plan's, which binds its fields' hooks when it is made.
+        c.register_unstructure_hook(
+            StallAssignment,
+            make_dict_unstructure_fn(StallAssignment, c, output_growth=omit),
+        )
         c.register_unstructure_hook(Plan, make_dict_unstructure_fn(Plan, c, stall=omit))
     c.register_structure_hook_func(lambda t: t == AdapterValue, _structure_adapter_value)
     # Triggers and escalation ids are recorded as the text they print, and read back through

@@ -17,6 +17,7 @@ delivered. ``stalled`` follows a committed stall verdict (enforced or observe-on
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 import attrs
@@ -33,7 +34,15 @@ from jobdispatch.types import (
     State,
 )
 
-__all__ = ["ALERTS", "NOTICE_SCHEMA", "Notice", "RuleFiring", "delivered", "notices"]
+__all__ = [
+    "ALERTS",
+    "NOTICE_SCHEMA",
+    "Notice",
+    "RuleFiring",
+    "delivered",
+    "notices",
+    "says_nothing",
+]
 
 #: The version of a notice's JSON body (``Notice.body``); a change that is not additive bumps it.
 NOTICE_SCHEMA = "jobdispatch.notice/1"
@@ -283,6 +292,20 @@ class _Reader:
                 )
             case _:
                 pass
+
+
+#: Events that imply no notice, mark none delivered and change nothing a later notice is read
+#: from: a record that grew by these alone owes what it owed before (progress evidence, which a
+#: job with a progress source adds every interval).
+_SILENT: frozenset[type[ev.Event]] = frozenset(
+    {ev.ProgressSeen, ev.ProgressBlind, ev.ProgressSighted}
+)
+
+
+def says_nothing(events: Iterable[ev.Event]) -> bool:
+    """Whether ``events``, added to a record, change none of its notices or deliveries (so a
+    caller that offered the record before them need not read it again for notices)."""
+    return all(type(e) in _SILENT for e in events)
 
 
 def notices(view: ev.View) -> tuple[Notice, ...]:

@@ -174,11 +174,21 @@ def _assign(
     raise Rejected(msg)
 
 
-def _stall(backend: Backend, spec: JobSpec, supervised: bool) -> StallAssignment | None:
+def _stall(
+    backend: Backend,
+    spec: JobSpec,
+    supervised: bool,
+    capabilities: Mapping[Capability, Support],
+) -> StallAssignment | None:
     """Who enforces the spec's stall rule: the supervisor, which reads the job's progress.
 
-    A stall rule shorter than the poll could never be judged in time, and is refused naming
-    ``stall.after``. A job without a progress source can never stall: the plan says so and
+    The progress source is the job's checkpoint root (``[progress]``: its marks and
+    publications); a job that names none has, where the cluster answers yes for
+    ``output-growth``, the growth of the running object's output instead. Never both: output
+    is weaker evidence (a rank hung in a collective may go on logging), so a job that marks its
+    progress is judged on its marks alone. A stall rule
+    shorter than the poll could never be judged in time, and is refused naming
+    ``stall.after``. A job without any progress source can never stall: the plan says so and
     nobody enforces the rule. An unsupervised job has nobody to read its progress: refused,
     as a rule nobody would enforce is."""
     rule = spec.stall
@@ -192,11 +202,17 @@ def _stall(backend: Backend, spec: JobSpec, supervised: bool) -> StallAssignment
             f"{rule.after}: progress is read once per poll",
         )
         raise ValidationError([problem], subject="job spec")
-    if spec.progress is None:
+    growth = capabilities.get(Capability.OUTPUT_GROWTH)
+    output_growth = spec.progress is None and growth is not None and growth.answer is Tristate.YES
+    if spec.progress is None and not output_growth:
         return StallAssignment(
             rule=rule,
             enforcer=Enforcer.NOBODY,
-            note="the job names no progress source ([progress] root): it can never stall",
+            note=(
+                "the job names no progress source ([progress] root) and this cluster cannot "
+                f"see its output grow (output-growth: {growth or 'not answered'}): it can "
+                "never stall"
+            ),
         )
     if not supervised:
         msg = (
@@ -210,7 +226,11 @@ def _stall(backend: Backend, spec: JobSpec, supervised: bool) -> StallAssignment
         else ""
     )
     return StallAssignment(
-        rule=rule, enforcer=Enforcer.SUPERVISOR, root=spec.progress.root, note=note
+        rule=rule,
+        enforcer=Enforcer.SUPERVISOR,
+        root=spec.progress.root if spec.progress is not None else "",
+        note=note,
+        output_growth=output_growth,
     )
 
 
@@ -274,7 +294,7 @@ def make_plan(
                 accepted=accepted,
             )
         )
-    stall = _stall(backend, spec, supervised)
+    stall = _stall(backend, spec, supervised, capabilities)
     covered = {kind for rule in rules for kind in rule.on}
     if spec.stall is None:
         covered.add(CauseKind.STALLED)  # a job without a stall rule never stalls

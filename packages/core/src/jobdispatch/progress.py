@@ -7,6 +7,9 @@ batches (one listing per checkpoint root per poll, :class:`ProgressReader`), and
 job's reading to ``next``. This module decides, purely, from the folded record, that reading and
 ``now``:
 
+* the growth of the running object's output, where the cluster can see it and the plan counts
+  it as a progress source (``output-growth``): progress of the running submission, whose
+  "step" is the output's size and whose time is the files' newest modification;
 * what enters the record as evidence: the progress, only when it changed, and at most once per
   the job's ``progress.record_every`` (sooner when a run has ended, so the charge of a
   ``no-advance`` rule reads the newest checkpoint); each resumed entry once; the source going
@@ -32,10 +35,18 @@ import attrs
 
 from jobdispatch.job import Job, ProgressRec
 from jobdispatch.records.events import Origin
-from jobdispatch.spi import ObjectRef
+from jobdispatch.spi import Growth, ObjectRef
 from jobdispatch.triggers import Blind as BlindEscalation
 from jobdispatch.triggers import End
-from jobdispatch.types import Cause, CauseKind, JobID, ObjectState, Provenance, StallMode
+from jobdispatch.types import (
+    Cause,
+    CauseKind,
+    JobID,
+    ObjectState,
+    ProgressSource,
+    Provenance,
+    StallMode,
+)
 
 __all__ = [
     "BLIND",
@@ -56,6 +67,9 @@ __all__ = [
 _OBJ_RUNNING = ObjectState.RUNNING
 _PUBLICATION = Origin.PUBLICATION
 _ENFORCE = StallMode.ENFORCE
+_OUTPUT = Origin.OUTPUT
+#: How often output growth enters the record for a job that names no ``[progress]`` of its own.
+_DEFAULT_SOURCE = ProgressSource(root="")
 
 
 # ------------------------------------------------------------------ what a reading holds
@@ -90,11 +104,14 @@ class JobProgress:
 
     ``latest``: the newest progress of any origin (a mark or a publication); ``checkpoint``:
     the newest publication (what a run can resume from; None when nothing was published), the
-    only progress a ``no-advance`` charge trusts; ``resumed``: every resumed entry."""
+    only progress a ``no-advance`` charge trusts; ``resumed``: every resumed entry;
+    ``output``: the output growth of the job's running objects, by object id, where the plan
+    counts it as a progress source (one batched look per poll)."""
 
     latest: Mark | None = None
     checkpoint: Mark | None = None
     resumed: tuple[Resumed, ...] = ()
+    output: Mapping[str, Growth] = attrs.field(factory=dict, hash=False)
 
 
 @attrs.frozen
@@ -196,17 +213,17 @@ def _ended_unhandled(job: Job) -> bool:
 
 
 def _evidence(job: Job, reading: JobProgress, now: datetime) -> list[Evidence]:
-    source = job.header.spec.progress
-    assert source is not None
+    source = job.header.spec.progress or _DEFAULT_SOURCE
     out: list[Evidence] = []
     if job.blind is not None:
         out.append(Sighted())
-    known = set(job.resumed)
-    for r in reading.resumed:  # each once, even when the listing holds it twice
-        key = (r.submission, r.execution)
-        if key not in known:
-            known.add(key)
-            out.append(r)
+    if reading.resumed:
+        known = set(job.resumed)
+        for r in reading.resumed:  # each once, even when the listing holds it twice
+            key = (r.submission, r.execution)
+            if key not in known:
+                known.add(key)
+                out.append(r)
     rec = job.progress
     due = rec is None or now - rec.recorded_at >= source.record_every or _ended_unhandled(job)
     ckpt = reading.checkpoint
@@ -296,13 +313,24 @@ def _stall(job: Job, reading: JobProgress, now: datetime) -> Stall | None:
     started = job.running_since.get(key)
     if started is None:
         return None
-    newest = _newest(reading.latest, reading.checkpoint, _recorded(job.progress))
-    own = [
-        m
-        for m in (reading.latest, reading.checkpoint, _recorded(job.progress))
-        if m is not None and m.submission == n and m.at >= started
-    ]
-    mine = _newest(*own)
+    # The newest progress of the run's own, first from the reading (no Mark is made for the
+    # record's: judge runs for every job every poll, and most answers are "not stalled").
+    mine: Mark | None = None
+    for m in (reading.latest, reading.checkpoint):
+        own = m is not None and m.submission == n and m.at >= started
+        if own and m is not None and (mine is None or m.at > mine.at):
+            mine = m
+    rec = job.progress
+    if (
+        rec is not None
+        and rec.submission == n
+        and rec.marked_at >= started
+        and (mine is None or rec.marked_at > mine.at)
+    ):
+        mine = _recorded(rec)
+    if mine is not None and now - mine.at < rule.after:
+        return None
+    newest = _newest(reading.latest, reading.checkpoint, _recorded(rec))
     if mine is None:
         if now - started < rule.grace:
             return None
@@ -311,8 +339,6 @@ def _stall(job: Job, reading: JobProgress, now: datetime) -> Stall | None:
             f"{started.isoformat()}"
         )
     else:
-        if now - mine.at < rule.after:
-            return None
         signal = f"no progress for {_span(now - mine.at)}, past stall after {_span(rule.after)}"
     cause = Cause(
         CauseKind.STALLED, Provenance.SUPERVISOR, f"{signal}; {_describe(mine or newest)}"
@@ -330,6 +356,30 @@ def _span(d: timedelta) -> str:
     return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s"
 
 
+def _watches_output(job: Job) -> bool:
+    """Whether the job's plan counts its output's growth as progress."""
+    stall = job.header.plan.stall
+    return stall is not None and stall.output_growth
+
+
+def _with_output(job: Job, reading: JobProgress) -> JobProgress:
+    """``reading`` with the running object's output growth folded into its newest progress:
+    a mark of origin ``output`` for the running submission, when it is newer than the rest."""
+    if not reading.output:
+        return reading
+    running = _running(job)
+    if running is None:
+        return reading
+    ref, _, n = running
+    growth = reading.output.get(ref.id)
+    if growth is None:
+        return reading
+    grown = Mark(step=growth.size, at=growth.at, submission=n, origin=_OUTPUT)
+    if reading.latest is not None and reading.latest.at >= grown.at:
+        return reading
+    return attrs.evolve(reading, latest=grown)
+
+
 def judge(job: Job, reading: Reading, now: datetime) -> Verdict:
     """What ``reading`` (this poll's reading of the job's progress) means for the job now.
 
@@ -337,7 +387,7 @@ def judge(job: Job, reading: Reading, now: datetime) -> Verdict:
     blind spell's escalation. Nothing for a job without a progress source, or one with an
     outcome."""
     spec = job.header.spec
-    if spec.progress is None or job.terminal:
+    if (spec.progress is None and not _watches_output(job)) or job.terminal:
         return _NOTHING
     if isinstance(reading, Blind):
         if job.blind is None:
@@ -356,6 +406,7 @@ def judge(job: Job, reading: Reading, now: datetime) -> Verdict:
             )
             return Verdict(escalation=escalation, detail=detail)
         return _NOTHING
+    reading = _with_output(job, reading)
     evidence = _evidence(job, reading, now)
     if evidence:
         return Verdict(evidence=tuple(evidence))

@@ -46,6 +46,7 @@ __all__ = [
     "ConcurrentCalls",
     "Discovery",
     "ExecutionObs",
+    "Growth",
     "Holder",
     "IdentityWeakener",
     "InventoryReporter",
@@ -54,6 +55,7 @@ __all__ = [
     "NativePolicyCompiler",
     "ObjectObs",
     "ObjectRef",
+    "OutputGrowthReader",
     "OutputReader",
     "Paced",
     "Pacing",
@@ -460,6 +462,29 @@ class OutputReader(Protocol):
         """The stream's bytes; with ``follow``, a stream that waits for more until the object
         ends."""
         ...
+
+
+@attrs.frozen
+class Growth:
+    """What an adapter sees of one object's output: its size in bytes over every file it
+    writes (all ranks, both streams) and the newest modification time of those files."""
+
+    size: int
+    at: datetime
+
+
+@runtime_checkable
+class OutputGrowthReader(Protocol):
+    """Sees whether running objects' output grows (capability ``output-growth``): a liveness
+    signal for jobs that mark no progress of their own.
+
+    ``output_growth(refs)`` answers, in one batched look (the files' sizes and times, never
+    their bytes), the :class:`Growth` of each object of ``refs`` it found output of; an object
+    with no output yet is left out. It raises (Unreachable, any error) when it cannot look,
+    and the supervisor then reads the jobs as blind, never as stalled. The supervisor calls it
+    at most once per poll for all the jobs it needs."""
+
+    def output_growth(self, refs: Sequence[ObjectRef]) -> Mapping[ObjectRef, Growth]: ...
 
 
 @runtime_checkable

@@ -16,6 +16,7 @@ import attrs
 from jobdispatch.job import EscalationRec, Job, Transition
 from jobdispatch.plan import with_firings
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef
+from jobdispatch.suspects import excluded
 from jobdispatch.triggers import CLEANUP, End, EscalationId
 from jobdispatch.types import (
     NO_CAUSE,
@@ -162,6 +163,11 @@ class Status:
     progress: ProgressStatus | None = None
     #: Every firing of a supervisor-enforced rule, charged or not (``no-advance``).
     firings: tuple[Firing, ...] = ()
+    #: The suspect nodes the job's next submission would keep off if it were authorized now,
+    #: and until when (``jobdispatch.suspects.excluded``: what the plan of that submission
+    #: carries); empty for a job that has ended or sets no ``exclude_suspects_for``.
+    next_exclude: tuple[str, ...] = ()
+    next_exclude_until: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -183,8 +189,8 @@ def _escalation(rec: EscalationRec) -> Escalation:
 
 
 def project(job: Job, discovery: Discovery, now: datetime) -> Status:
-    """The job's status: its record, plus what ``discovery`` shows now. Pure."""
-    del now  # status needs no clock today; it is an argument so that it never will
+    """The job's status: its record, plus what ``discovery`` shows now (and, at ``now``,
+    the suspect nodes a next submission would keep off). Pure."""
     shown: dict[str, ObjectObs] = {o.ref.id: o for o in discovery.objects}
 
     def current(ref: ObjectRef | None) -> ObjectObs | None:
@@ -261,6 +267,7 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         if live:
             cleanup = _CLEANUP_BLOCKED if CLEANUP in job.escalations else _CLEANUP_PENDING
 
+    next_exclude, next_until = ((), None) if job.terminal else excluded(job, now)
     return Status(
         job=job.id,
         name=job.header.spec.name,
@@ -282,6 +289,8 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
             Firing(rule=f.rule, charged=f.charged, checkpoint=f.checkpoint, at=f.at)
             for f in job.fired
         ),
+        next_exclude=next_exclude,
+        next_exclude_until=next_until,
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import attrs
@@ -48,6 +49,7 @@ __all__ = [
     "Story",
     "eventually",
     "execution",
+    "expected_output",
     "job_of",
     "observation",
     "plan_for",
@@ -57,6 +59,19 @@ __all__ = [
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SUPERVISOR = Actor.supervisor("test")
 PERSON = Actor.human("ops")
+
+
+def expected_output(script: Path) -> str:
+    """What an example script's docstring says it "must print exactly:": the indented block
+    after those words, unindented, so a test compares the script's output with its promise."""
+    doc = script.read_text().split('"""')[1]
+    block = doc.split("must print exactly:\n\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    return "\n".join(lines).strip() + "\n"
 
 
 def plan_for(

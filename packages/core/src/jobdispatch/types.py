@@ -354,6 +354,9 @@ class Capability(_Word):
     OUTPUT_READ = "output-read"
     OUTPUT_FOLLOW = "output-follow"
     OUTPUT_RETAINED = "output-retained"
+    #: The supervisor can see whether a running object's output grows (its files' sizes and
+    #: modification times, batched): a progress source for a stall rule (spec 0004, "Progress").
+    OUTPUT_GROWTH = "output-growth"
     GPUS = "gpus"
     MEMORY_LIMIT = "memory-limit"
     CPUS_PER_PROC = "cpus-per-proc"
@@ -683,13 +686,23 @@ class RuleAssignment:
 
 @attrs.frozen
 class StallAssignment:
-    """The plan's answer for a stall rule: who enforces it, where progress is read, and what a
+    """The plan's answer for a stall rule: who enforces it, where progress is read (the
+    checkpoint root; the object's output growth, where the cluster can see it), and what a
     person should know (an observe-only rule, a job that cannot stall)."""
 
     rule: StallRule
     enforcer: Enforcer
     root: str = ""
     note: str = ""
+    #: Whether the growth of the running object's output counts as progress: the cluster
+    #: answers yes for ``output-growth`` (written in a record only when true).
+    output_growth: bool = False
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The progress sources the supervisor reads, as a person names them."""
+        named = (f"checkpoint root {self.root}",) if self.root else ()
+        return (*named, "output growth") if self.output_growth else named
 
 
 @attrs.frozen

@@ -9,7 +9,13 @@ from jobdispatch_dashboard.app import make_app
 from jobdispatch_dashboard.board import Board, ClusterSource, JobPage
 from jobdispatch_dashboard.redact import Redactor, secret_values
 from jobdispatch_dashboard.rows import Query, Row, row_of
-from jobdispatch_dashboard.serve import DEFAULT_LISTEN, is_loopback, read_token, server
+from jobdispatch_dashboard.serve import (
+    DEFAULT_LISTEN,
+    is_loopback,
+    log_through,
+    read_token,
+    server,
+)
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -21,6 +27,7 @@ __all__ = [
     "Row",
     "__version__",
     "is_loopback",
+    "log_through",
     "make_app",
     "read_token",
     "row_of",

@@ -67,7 +67,9 @@ def server(
     refresh_seconds: float = 2.0,
 ) -> uvicorn.Server:
     """A uvicorn server of ``board`` on ``listen``, checked (Invalid before anything
-    listens); ``.run()`` serves until SIGINT or SIGTERM."""
+    listens); ``.run()`` serves until SIGINT or SIGTERM. It leaves logging alone: the command
+    that runs it sends the log through the redactor first (:func:`log_through`), so building
+    one, as the tests do, changes no process-wide logger."""
     host, port = parse_listen(listen, example=DEFAULT_LISTEN)
     token = read_token(token_file) if token_file is not None else None
     if token is None and not is_loopback(host):
@@ -81,7 +83,6 @@ def server(
     if token is not None:
         board.redactor.add(token)
     app = make_app(board, token=token, refresh_seconds=refresh_seconds)
-    log_through(board)
     config = uvicorn.Config(
         app, host=host, port=port, log_config=None, access_log=True, server_header=False
     )
@@ -89,7 +90,8 @@ def server(
 
 
 def log_through(board: Board) -> None:
-    """Every server and dashboard log line to standard error, secrets blanked."""
+    """Every server and dashboard log line to standard error, secrets blanked: the process's
+    loggers are changed for good, so only the command serving the dashboard calls it."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     handler.addFilter(board.redactor.filter())

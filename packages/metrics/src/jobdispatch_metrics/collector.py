@@ -288,6 +288,18 @@ class RecordCollector(Collector):
         live = self._gauge(
             "jobdispatch_supervisors_live", "Members whose announcement has not lapsed."
         )
+        poll = self._gauge(
+            "jobdispatch_supervisor_poll_duration_seconds",
+            "How long each member's latest complete poll took, as it published with its "
+            "announcement (absent until it has measured one).",
+            ["supervisor"],
+        )
+        commit = self._gauge(
+            "jobdispatch_supervisor_commit_latency_seconds",
+            "The longest durable commit of each member's latest poll that committed, as it "
+            "published with its announcement (absent until it has committed).",
+            ["supervisor"],
+        )
         holders = set(survey.leases) | set(survey.members)
         for holder in sorted(holders):
             leases.add_metric([self.cluster, holder], survey.leases.get(holder, 0))
@@ -297,8 +309,13 @@ class RecordCollector(Collector):
             count += left > 0
             expires.add_metric([self.cluster, member], left)
             age.add_metric([self.cluster, member], self.lease_ttl.total_seconds() - left)
+            measured = survey.measured.get(member)
+            if measured is not None and measured.poll_seconds is not None:
+                poll.add_metric([self.cluster, member], measured.poll_seconds)
+            if measured is not None and measured.commit_seconds is not None:
+                commit.add_metric([self.cluster, member], measured.commit_seconds)
         live.add_metric([self.cluster], count)
-        yield from (leases, expires, age, live)
+        yield from (leases, expires, age, live, poll, commit)
 
 
 def _sorted_items(counts: Mapping[Hashable, int]) -> list[tuple[tuple[str, ...], int]]:

@@ -38,6 +38,7 @@ and never uses an environment inherited across ``fork``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import threading
@@ -69,6 +70,7 @@ from jobdispatch.records.store import (
     Created,
     Lease,
     ListFilter,
+    Measured,
     ReadAnswer,
     Refusal,
     Survey,
@@ -109,6 +111,29 @@ _LIST_BATCH = 256
 #: microseconds since the epoch: no new database, so the layout version stays, and a version
 #: that knows nothing of members reads the store as before.
 _MEMBER = b"member/"
+#: What each member measured of its latest poll (:class:`Measured`), under this prefix in
+#: ``meta`` beside its expiry: two little-endian doubles, NaN for one not measured. A key of
+#: its own, so a version that knows nothing of it reads members as before.
+_MEASURED = b"measured/"
+_MEASURES = struct.Struct("<dd")
+
+
+def _dump_measured(measured: Measured) -> bytes:
+    nan = float("nan")
+    poll, commit = measured.poll_seconds, measured.commit_seconds
+    return _MEASURES.pack(nan if poll is None else poll, nan if commit is None else commit)
+
+
+def _load_measured(raw: bytes) -> Measured | None:
+    if len(raw) != _MEASURES.size:
+        return None  # not one this version wrote: as if nothing were measured
+    poll, commit = _MEASURES.unpack(raw)
+    return Measured(
+        poll_seconds=None if math.isnan(poll) else poll,
+        commit_seconds=None if math.isnan(commit) else commit,
+    )
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -1079,7 +1104,9 @@ class LmdbRecords(SingleCalls):
 
         self._transact(txn_release, write=True)
 
-    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+    def announce(
+        self, member: str, ttl: timedelta, measured: Measured | None = None
+    ) -> tuple[str, ...]:
         rules.check_member(member)
         rules.check_ttl(ttl)
         key = _MEMBER + member.encode()
@@ -1087,6 +1114,10 @@ class LmdbRecords(SingleCalls):
         def txn_announce(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[str, ...]:
             now = self._clock()
             txn.put(key, _u64(_micros(now + ttl)), db=dbs["meta"])
+            if measured is None:
+                txn.delete(_MEASURED + member.encode(), db=dbs["meta"])
+            else:
+                txn.put(_MEASURED + member.encode(), _dump_measured(measured), db=dbs["meta"])
             cursor = txn.cursor(db=dbs["meta"])
             expiries: dict[str, datetime] = {}
             if cursor.set_range(_MEMBER):
@@ -1101,6 +1132,7 @@ class LmdbRecords(SingleCalls):
             for gone, expires in expiries.items():
                 if not now < expires:
                     txn.delete(_MEMBER + gone.encode(), db=dbs["meta"])
+                    txn.delete(_MEASURED + gone.encode(), db=dbs["meta"])
             return rules.live_members(expiries, now)
 
         return self._transact(txn_announce, write=True)
@@ -1111,6 +1143,7 @@ class LmdbRecords(SingleCalls):
 
         def txn_withdraw(txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
             txn.delete(key, db=dbs["meta"])
+            txn.delete(_MEASURED + member.encode(), db=dbs["meta"])
 
         self._transact(txn_withdraw, write=True)
 
@@ -1139,11 +1172,22 @@ class LmdbRecords(SingleCalls):
                         break
                     expires = _from_micros(_U64.unpack(bytes(value))[0])
                     members[name[len(_MEMBER) :].decode()] = expires
+            measured: dict[str, Measured] = {}
+            if cursor.set_range(_MEASURED):
+                for raw, value in cursor:
+                    name = bytes(raw)
+                    if not name.startswith(_MEASURED):
+                        break
+                    loaded = _load_measured(bytes(value))
+                    member = name[len(_MEASURED) :].decode()
+                    if loaded is not None and member in members:
+                        measured[member] = loaded
             return Survey(
                 now=now,
                 revisions={job: revision for _, job, revision in by_seq},
                 members=members,
                 leases=leases,
+                measured=measured,
             )
 
         found = self._transact(txn_survey, write=False)

@@ -44,7 +44,7 @@ __all__ = ["FORMAT", "SCHEMA_VERSION", "ensure", "grant", "owns"]
 #: The marker in ``meta``: a schema without it is not a dispatch store.
 FORMAT = "jobdispatch-records"
 #: The layout version this code writes and reads. A newer one is refused, never guessed at.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: The advisory lock (per database) under which schemas are created and migrated.
 _LOCK = 0x6A6F6264  # "jobd"
 
@@ -169,9 +169,17 @@ CREATE TRIGGER append_only_truncate BEFORE TRUNCATE ON {s}.jobs
     FOR EACH STATEMENT EXECUTE FUNCTION {s}.append_only();
 """
 
+#: Version 4 keeps what each member measured of its latest poll beside its announcement (the
+#: metrics endpoint reads them from the shared table, never from one process): two nullable
+#: columns, NULL when not measured. Records are untouched.
+_V4 = """
+ALTER TABLE {s}.members ADD COLUMN poll_seconds double precision,
+    ADD COLUMN commit_seconds double precision;
+"""
+
 #: Migrations: ``_STEPS[v]`` takes a schema at version ``v`` to ``v + 1``. Version 0 is an
 #: empty schema.
-_STEPS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
+_STEPS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
 
 #: What a supervisor's (or any client's) role may do, and nothing more: exactly the
 #: statements of :class:`~jobdispatch_records_postgres.PostgresRecords`. Events: read and
@@ -187,7 +195,8 @@ GRANT SELECT, INSERT ON {s}.events TO {r};
 GRANT SELECT, INSERT (job, idempotency_key, header, revision, settled) ON {s}.jobs TO {r};
 GRANT UPDATE (revision, settled, holder, lease_token, lease_expires, last_token)
     ON {s}.jobs TO {r};
-GRANT SELECT, INSERT, UPDATE (expires), DELETE ON {s}.members TO {r};
+GRANT SELECT, INSERT, UPDATE (expires, poll_seconds, commit_seconds), DELETE
+    ON {s}.members TO {r};
 GRANT EXECUTE ON FUNCTION {s}.pin_now(timestamptz), {s}.store_now() TO {r};
 """
 #: The prefix of the ``meta`` keys that remember the roles :func:`grant` was given, so that a

@@ -48,6 +48,7 @@ from jobdispatch.records.store import (
     Created,
     Lease,
     ListFilter,
+    Measured,
     ReadAnswer,
     Refusal,
     Survey,
@@ -65,8 +66,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Jobs fetched per query while ``list`` streams.
+#: Jobs fetched by the first query while ``list`` streams; each later page is twice the one
+#: before, up to ``_LIST_BATCH_MAX``: a caller who stops early fetched little, and a supervisor
+#: listing 10,000 jobs every poll makes 6 round trips, not 40.
 _LIST_BATCH = 256
+_LIST_BATCH_MAX = 8192
 #: The longest job id or idempotency key, in UTF-8 bytes (well under a B-tree entry's limit).
 _MAX_KEY = 1024
 #: SQLSTATEs the schema's guards raise.
@@ -476,18 +480,18 @@ class PostgresRecords(SingleCalls):
     def _list(self, query: sql.Composed, *, orphans: bool) -> Iterator[JobID]:
         # Pages by creation sequence, each its own short query: a caller who stops iterating
         # (or iterates slowly) holds no connection and no snapshot.
-        after = 0
+        after, size = 0, _LIST_BATCH
         while True:
 
-            def page(conn: psycopg.Connection[Any], after: int = after) -> list[Any]:
-                return conn.execute(query, (after, _LIST_BATCH)).fetchall()
+            def page(conn: psycopg.Connection[Any], after: int = after, size: int = size) -> Any:
+                return conn.execute(query, (after, size)).fetchall()
 
             rows = self._run(page)
             for _, job in rows:
                 yield job
-            if len(rows) < _LIST_BATCH:
+            if len(rows) < size:
                 break
-            after = rows[-1][0]
+            after, size = rows[-1][0], min(2 * size, _LIST_BATCH_MAX)
         if orphans:
             # Events whose job's row is gone (a row deleted by hand, a partial restore): a
             # record all the same, streamed last (its place in creation order went with its
@@ -585,7 +589,9 @@ class PostgresRecords(SingleCalls):
 
         self._run(body, transaction=True)
 
-    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+    def announce(
+        self, member: str, ttl: timedelta, measured: Measured | None = None
+    ) -> tuple[str, ...]:
         rules.check_member(member)
         _check_key("member", member)
         rules.check_ttl(ttl)
@@ -601,7 +607,9 @@ class PostgresRecords(SingleCalls):
                 self._warn_if_owner(conn)
             # Expired members are dropped as they are seen: every restart names a new holder.
             conn.execute(q.prune_members, (now,))
-            conn.execute(q.announce, (member, now + ttl))
+            poll = measured.poll_seconds if measured is not None else None
+            commit = measured.commit_seconds if measured is not None else None
+            conn.execute(q.announce, (member, now + ttl, poll, commit))
             rows = conn.execute(q.members).fetchall()
             return rules.live_members({str(m): _utc(e) for m, e in rows}, now)
 
@@ -629,13 +637,19 @@ class PostgresRecords(SingleCalls):
             now = _utc(row[0])
             revisions = {str(j): int(r) for j, r in conn.execute(q.revisions)}
             leases = {str(h): int(n) for h, n in conn.execute(q.leases_held, (now,))}
-            members = {str(m): _utc(e) for m, e in conn.execute(q.members)}
+            members: dict[str, datetime] = {}
+            measured: dict[str, Measured] = {}
+            for m, e, poll, commit in conn.execute(q.members_measured):
+                members[str(m)] = _utc(e)
+                if poll is not None or commit is not None:
+                    measured[str(m)] = Measured(poll_seconds=poll, commit_seconds=commit)
             size = conn.execute(q.size, (self.settings.schema,)).fetchone()
             return Survey(
                 now=now,
                 revisions=revisions,
                 members=members,
                 leases=leases,
+                measured=measured,
                 size_bytes=int(size[0]) if size is not None and size[0] is not None else None,
             )
 
@@ -817,10 +831,15 @@ class _Queries:
         )
         self.prune_members = q("DELETE FROM {s}.members WHERE expires <= %s")
         self.announce = q(
-            "INSERT INTO {s}.members (member, expires) VALUES (%s, %s) "
-            "ON CONFLICT (member) DO UPDATE SET expires = excluded.expires"
+            "INSERT INTO {s}.members (member, expires, poll_seconds, commit_seconds) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (member) DO UPDATE SET "
+            "expires = excluded.expires, poll_seconds = excluded.poll_seconds, "
+            "commit_seconds = excluded.commit_seconds"
         )
         self.members = q("SELECT member, expires FROM {s}.members")
+        self.members_measured = q(
+            "SELECT member, expires, poll_seconds, commit_seconds FROM {s}.members"
+        )
         self.withdraw = q("DELETE FROM {s}.members WHERE member = %s")
         self.revisions = q("SELECT job, revision FROM {s}.jobs ORDER BY seq")
         self.leases_held = q(

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 # sim: allowed (the pool is used only with an adapter declaring ConcurrentCalls; the
 # simulator's backends declare none, so every simulated run makes its calls in order)
@@ -54,7 +55,7 @@ from jobdispatch.triggers import EscalationId
 from jobdispatch.types import Actor, Tristate
 
 from jobdispatch_supervise.outbox import Outbox
-from jobdispatch_supervise.progress import ProgressPoll
+from jobdispatch_supervise.progress import ProgressPoll, watches_output
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
 
 _TRI_UNKNOWN = Tristate.UNKNOWN
@@ -150,6 +151,15 @@ class Executor:
         self.concurrency = min(concurrency, call_concurrency(backend))
         #: Job -> its record folded so far, extended by each pass (see _fold).
         self._replays: dict[str, Replay] = {}
+        #: The longest durable commit (one ``append_many`` that answered) since
+        #: :meth:`take_commit_seconds` last took it; None: none since.
+        self._commit_seconds: float | None = None
+
+    def take_commit_seconds(self) -> float | None:
+        """The longest commit since the last call (wall seconds), and start counting anew:
+        a supervisor publishes it once per poll (``Measured.commit_seconds``)."""
+        taken, self._commit_seconds = self._commit_seconds, None
+        return taken
 
     # ---------------------------------------------------------------- passes
 
@@ -182,15 +192,17 @@ class Executor:
         except Exception as exc:  # the store could not answer at all: every job's problem
             views = [exc] * len(jobs)
         readings: dict[str, Reading] = {}
+        found: dict[str, Discovery | None] = {j: d for j, _, d in jobs}
         if progress is not None:
-            readings = progress.readings(
-                {
-                    j: v.header
-                    for (j, _, _), v in zip(jobs, views, strict=True)
-                    if isinstance(v, ev.View)
-                }
-            )
-        for (job, lease, discovery), view in zip(jobs, views, strict=True):
+            headers = {
+                j: v.header
+                for (j, _, _), v in zip(jobs, views, strict=True)
+                if isinstance(v, ev.View)
+            }
+            self._find_watched(headers, found)
+            readings = progress.readings(headers, found)
+        for (job, lease, _), view in zip(jobs, views, strict=True):
+            discovery = found[job]
             if isinstance(view, Exception):
                 # Answered, not raised: one store error may be every job's, and raising it
                 # once per job would grow its traceback by a frame each time.
@@ -215,6 +227,20 @@ class Executor:
             w = next(done)
             out.append(Pass(step=w.step, conflict=w.conflict, revision=w.revision, error=w.error))
         return out
+
+    def _find_watched(
+        self, headers: Mapping[str, ev.Header], found: dict[str, Discovery | None]
+    ) -> None:
+        """Find, before progress is read, the jobs whose plan watches output growth and that
+        have no discovery yet: the look at their running objects' output needs them. The
+        discovery is the one the job's step is then computed on (one find per job per pass);
+        a job that cannot be found now is found, and fails, in its own pass."""
+        for job, header in headers.items():
+            if found.get(job) is None and watches_output(header):
+                try:
+                    found[job] = self.backend.find(job)
+                except Exception:  # noqa: S112 - the job's own pass finds it again and fails
+                    continue
 
     def _compute(
         self,
@@ -319,7 +345,14 @@ class Executor:
         if not requests:
             return []
         try:
-            return list(self.store.append_many(requests))
+            # sim: allowed (the commit's latency is published for the metrics, never decided on)
+            started = time.perf_counter()
+            answers: list[object] = list(self.store.append_many(requests))
+            # sim: allowed (as above: a measurement, not an input to any step)
+            took = time.perf_counter() - started
+            if self._commit_seconds is None or took > self._commit_seconds:
+                self._commit_seconds = took
+            return answers
         except Exception as exc:
             for w in works:
                 w.error = exc

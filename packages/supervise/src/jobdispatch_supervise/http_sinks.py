@@ -21,7 +21,7 @@ import socket
 import ssl
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import urllib3
@@ -36,6 +36,7 @@ __all__ = [
     "SIGNATURE_HEADER",
     "DeliveryFailed",
     "PagerDutySink",
+    "SinkOptions",
     "SlackSink",
     "WebhookSink",
     "read_secret",
@@ -174,29 +175,40 @@ def probe_url(url: str, timeout: float) -> Probe:
     return Probe(True, True, f"{where} reachable")
 
 
+class SinkOptions(TypedDict, total=False):
+    """What every HTTP sink takes besides its own settings, each left out taking the sink's
+    default: its ``name`` (default: its kind), its ``timeout`` in seconds (10), the notice kinds
+    it is sent (``events``, from the configuration's ``notify``; default: its kind's), its
+    ``rate_per_minute`` (60; Slack's 20) and its ``cooldown`` in seconds (60)."""
+
+    name: str
+    timeout: float
+    events: Iterable[str | NoticeKind]
+    rate_per_minute: float
+    cooldown: float
+
+
+def _where(kind: str, options: SinkOptions) -> str:
+    """Where a sink's settings are in the configuration, for its errors."""
+    return f"escalations.{options.get('name', kind)}"
+
+
 class _HttpSink:
-    """What the three share: one connection pool, timeouts, and the POST that raises unless
-    the receiver answers 2xx."""
+    """What the three share: the common settings checked once, one connection pool, timeouts,
+    and the POST that raises unless the receiver answers 2xx."""
 
     kind = "http"
+    #: The notices a minute a sink of this kind sends at most, unless configured.
+    default_rate = 60.0
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        name: str,
-        timeout: float,
-        events: Iterable[str | NoticeKind],
-        rate_per_minute: float,
-        cooldown: float,
-        where: str,
-    ) -> None:
-        self.name = name
-        self.url = url
-        self.timeout = checked_timeout(timeout, f"{where}.timeout")
-        self.events = _kinds(events, f"{where}.notify")
-        self.rate_per_minute = float(rate_per_minute)
-        self.cooldown = float(cooldown)
+    def __init__(self, url: str | None, *, url_key: str, **options: Unpack[SinkOptions]) -> None:
+        self.name = options.get("name", self.kind)
+        self.where = where = _where(self.kind, options)
+        self.url = checked_url(url, f"{where}.{url_key}")
+        self.timeout = checked_timeout(options.get("timeout", 10.0), f"{where}.timeout")
+        self.events = _kinds(options.get("events", ()), f"{where}.notify")
+        self.rate_per_minute = float(options.get("rate_per_minute", self.default_rate))
+        self.cooldown = float(options.get("cooldown", 60.0))
         self._pool = urllib3.PoolManager(
             retries=False,
             timeout=urllib3.Timeout(connect=min(self.timeout, PROBE_TIMEOUT), read=self.timeout),
@@ -236,29 +248,14 @@ class WebhookSink(_HttpSink):
     kind = "webhook"
 
     def __init__(
-        self,
-        url: str,
-        *,
-        secret_file: str | None = None,
-        name: str = "webhook",
-        timeout: float = 10.0,
-        events: Iterable[str | NoticeKind] = (),
-        rate_per_minute: float = 60.0,
-        cooldown: float = 60.0,
+        self, url: str, *, secret_file: str | None = None, **options: Unpack[SinkOptions]
     ) -> None:
-        where = f"escalations.{name}"
-        super().__init__(
-            checked_url(url, f"{where}.url"),
-            name=name,
-            timeout=timeout,
-            events=events,
-            rate_per_minute=rate_per_minute,
-            cooldown=cooldown,
-            where=where,
-        )
+        super().__init__(url, url_key="url", **options)
         self.secret_file = secret_file
         self._secret = (
-            read_secret(secret_file, f"{where}.secret_file") if secret_file is not None else None
+            read_secret(secret_file, f"{self.where}.secret_file")
+            if secret_file is not None
+            else None
         )
 
     def send(self, message: NoticeMessage) -> None:
@@ -285,37 +282,21 @@ class SlackSink(_HttpSink):
     is all it takes to post), so it is best given as ``url_file``."""
 
     kind = "slack"
+    default_rate = 20.0
 
     def __init__(
-        self,
-        url: str | None = None,
-        *,
-        url_file: str | None = None,
-        name: str = "slack",
-        timeout: float = 10.0,
-        events: Iterable[str | NoticeKind] = (),
-        rate_per_minute: float = 20.0,
-        cooldown: float = 60.0,
+        self, url: str | None = None, *, url_file: str | None = None, **options: Unpack[SinkOptions]
     ) -> None:
-        where = f"escalations.{name}"
+        where = _where(self.kind, options)
         if (url is None) == (url_file is None):
             msg = f"{where}: give exactly one of url and url_file"
             raise Invalid(msg)
+        key = "url"
         if url_file is not None:
             url = read_secret(url_file, f"{where}.url_file")
-            key = f"{where}.url_file"
-        else:
-            key = f"{where}.url"
+            key = "url_file"
         keep_secret(url or "")
-        super().__init__(
-            checked_url(url, key),
-            name=name,
-            timeout=timeout,
-            events=events,
-            rate_per_minute=rate_per_minute,
-            cooldown=cooldown,
-            where=where,
-        )
+        super().__init__(url, url_key=key, **options)
 
     @staticmethod
     def payload(message: NoticeMessage) -> dict[str, Any]:
@@ -343,29 +324,16 @@ class PagerDutySink(_HttpSink):
         *,
         routing_key_file: str,
         url: str = PAGERDUTY_EVENTS_URL,
-        name: str = "pagerduty",
-        timeout: float = 10.0,
-        events: Iterable[str | NoticeKind] = (),
-        rate_per_minute: float = 60.0,
-        cooldown: float = 60.0,
         severity: str = "error",
+        **options: Unpack[SinkOptions],
     ) -> None:
-        where = f"escalations.{name}"
-        super().__init__(
-            checked_url(url, f"{where}.url"),
-            name=name,
-            timeout=timeout,
-            events=events,
-            rate_per_minute=rate_per_minute,
-            cooldown=cooldown,
-            where=where,
-        )
+        super().__init__(url, url_key="url", **options)
         if severity not in SEVERITIES:
-            msg = f"{where}.severity: must be one of {', '.join(SEVERITIES)}, got {severity!r}"
+            msg = f"{self.where}.severity: must be one of {', '.join(SEVERITIES)}, got {severity!r}"
             raise Invalid(msg)
         self.severity = severity
         self.routing_key_file = routing_key_file
-        self._key = read_secret(routing_key_file, f"{where}.routing_key_file")
+        self._key = read_secret(routing_key_file, f"{self.where}.routing_key_file")
 
     def events_for(self, message: NoticeMessage) -> list[dict[str, Any]]:
         """The Events API v2 bodies one notice sends: resolves first, then its own trigger."""

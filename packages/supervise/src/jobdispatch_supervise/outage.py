@@ -26,6 +26,7 @@ from jobdispatch.records.store import (
     Created,
     Lease,
     ListFilter,
+    Measured,
     ReadAnswer,
     Records,
     Refusal,
@@ -160,8 +161,10 @@ class WatchedStore:
     def release_many(self, leases: Sequence[Lease]) -> None:
         self._call(self.inner.release_many, leases)
 
-    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
-        return self._call(self.inner.announce, member, ttl)
+    def announce(
+        self, member: str, ttl: timedelta, measured: Measured | None = None
+    ) -> tuple[str, ...]:
+        return self._call(self.inner.announce, member, ttl, measured)
 
     def withdraw(self, member: str) -> None:
         self._call(self.inner.withdraw, member)

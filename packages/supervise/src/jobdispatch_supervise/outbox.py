@@ -40,7 +40,7 @@ from typing import Any
 import attrs
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Conflict
-from jobdispatch.notices import Notice, delivered, notices
+from jobdispatch.notices import Notice, delivered, notices, says_nothing
 from jobdispatch.records import events as ev
 from jobdispatch.records.store import Records
 from jobdispatch.types import Actor, NoticeKind, Notify
@@ -400,12 +400,15 @@ class Outbox:
             return
         job = view.header.job
         with self._lock:
-            if self._offered.get(job) == view.revision:
+            before = self._offered.get(job)
+            if before == view.revision:
                 return
             self._offered.pop(job, None)
             self._offered[job] = view.revision  # last: the oldest offered first when bounded
             if len(self._offered) > OFFERS_KEPT:
                 del self._offered[next(iter(self._offered))]
+        if before is not None and before < view.revision and says_nothing(view.events[before:]):
+            return  # grown by progress evidence alone: it owes what it owed when offered
         for notice, lane in self.owed(view):
             lane.put(job, notice)
 

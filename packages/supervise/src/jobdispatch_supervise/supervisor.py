@@ -19,6 +19,7 @@ import random
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -26,8 +27,8 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.progress import ProgressReader
-from jobdispatch.records.store import Lease, ListFilter, Records
-from jobdispatch.spi import Backend, Discovery, find_all, pacing_of
+from jobdispatch.records.store import Lease, ListFilter, Measured, Records
+from jobdispatch.spi import Backend, Discovery, OutputGrowthReader, find_all, pacing_of
 from jobdispatch.steps import (
     Authorize,
     Canonical,
@@ -212,6 +213,10 @@ class Supervisor:
         self._unreadable: set[str] = set()
         #: The live members at the last announcement (spec 0004 D7).
         self._last_members: tuple[str, ...] = (self.holder,)
+        #: What this supervisor measured of its polls, published with each announcement in
+        #: the shared members list (spec 0004 D7, read by the metrics endpoint): None until a
+        #: poll has completed.
+        self.measured: Measured | None = None
 
     # ---------------------------------------------------------------- notices
 
@@ -253,6 +258,12 @@ class Supervisor:
         of the interval: news from a Watcher, or from a command that changed a job."""
         self._woken.set()
 
+    def _progress_poll(self) -> ProgressPoll:
+        """A poll's readings of progress: the injected progress source for checkpoint roots,
+        and this supervisor's adapter for output growth, where it can see it."""
+        growth = self.backend if isinstance(self.backend, OutputGrowthReader) else None
+        return ProgressPoll(self.progress, self.holder, self._unreadable_roots, growth)
+
     def _observed(self, job: str, discovery: Discovery | None) -> None:
         if self.on_observed is None or discovery is None:
             return
@@ -273,7 +284,7 @@ class Supervisor:
         # and after a call the executor looks again itself.
         polled = True
         discovery: Discovery | None = None
-        readings = ProgressPoll(self.progress, self.holder, self._unreadable_roots)
+        readings = self._progress_poll()
         try:
             while not self._stopping.is_set():
                 try:
@@ -284,7 +295,7 @@ class Supervisor:
                         continue
                     if polled:
                         discovery, polled = self.backend.find(job), False
-                        readings = ProgressPoll(self.progress, self.holder, self._unreadable_roots)
+                        readings = self._progress_poll()
                     result = self.executor.run_batch([(job, lease, discovery)], readings)[0]
                     if result.error is not None:
                         raise result.error
@@ -384,6 +395,7 @@ class Supervisor:
         starts again from the store's list, so the first one after the store answers works
         from the store's view (leases renewed, or lapsed and taken anew under a greater token),
         never from this process's memory of the time before."""
+        started = time.perf_counter()
         try:
             jobs = [j for j in self.store.list(wanted) if j not in self._unreadable]
             share = fair_share(len(jobs), self._members(), self.holder)
@@ -412,11 +424,23 @@ class Supervisor:
             self._wait_for(None)
             return swept
         wake, sighted = self._rounds(owned, found)
+        self._measure(started)
         if sighted:
             self._beat()
         self.heap.between_polls()
         self._wait_for(wake)
         return swept
+
+    def _measure(self, started: float) -> None:
+        """Keep what this poll measured for the next announcement: its wall time from the
+        store's list to its last round, and its longest commit (the previous poll's stands
+        when this one committed nothing)."""
+        commit = self.executor.take_commit_seconds()
+        previous = self.measured.commit_seconds if self.measured is not None else None
+        self.measured = Measured(
+            poll_seconds=time.perf_counter() - started,
+            commit_seconds=commit if commit is not None else previous,
+        )
 
     def _members(self) -> tuple[str, ...]:
         """The live supervisors, this one included: each announces itself in the store every
@@ -425,7 +449,7 @@ class Supervisor:
         alone: take everything, as a lone supervisor would); one that does not answer ends the
         poll (:meth:`_poll`)."""
         try:
-            self._last_members = self.store.announce(self.holder, self.lease_ttl)
+            self._last_members = self.store.announce(self.holder, self.lease_ttl, self.measured)
         except ReadOnly as exc:
             log.warning("cannot announce %s as a member: %s", self.holder, exc)
         return self._last_members
@@ -459,9 +483,7 @@ class Supervisor:
         batch: list[tuple[str, Lease, Discovery | None]] = [
             (job, lease, fresh.get(job)) for job, lease in owned.items()
         ]
-        readings = ProgressPoll(
-            self.progress, self.holder, self._unreadable_roots
-        )  # one listing per root per poll
+        readings = self._progress_poll()  # one listing per root, one look per job, per poll
         while batch and not self._stopping.is_set():
             results = self.executor.run_batch(batch, readings)
             again: list[str] = []

@@ -216,6 +216,9 @@ def capabilities(
             C.OUTPUT_READ: rbac("get pods/log", "pod logs through the API"),
             C.OUTPUT_FOLLOW: rbac("get pods/log", "pod logs with follow=true"),
             C.OUTPUT_RETAINED: Support.no(K, "a pod's log goes with the pod"),
+            C.OUTPUT_GROWTH: Support.no(
+                K, "a pod log's growth is not watched: the API serves logs, not their sizes"
+            ),
             C.GPUS: Support.yes(K, "trainer.resourcesPerNode, as nvidia.com/gpu"),
             C.MEMORY_LIMIT: Support.yes(K, "trainer.resourcesPerNode memory, requests = limits"),
             C.CPUS_PER_PROC: Support.yes(K, "trainer.resourcesPerNode cpu, per node"),

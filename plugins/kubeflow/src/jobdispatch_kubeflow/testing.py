@@ -23,10 +23,13 @@ the scheduler for a pod of a higher priority (0010 §10).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
 import tempfile
 import time
 import urllib.request
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,7 +49,9 @@ __all__ = [
     "KubeDriver",
     "RealNodeDriver",
     "cluster_problem",
+    "create_preemptor",
     "forget_receipts",
+    "kubectl",
     "real_node_problem",
     "require",
     "settings",
@@ -70,6 +75,58 @@ def settings(**overrides: object) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def kubectl(*args: str, stdin: str | None = None) -> str:
+    """``kubectl ARGS`` with the admin identity of the control plane tools/kube/up started (for
+    test set-up only); its output, or the test fails naming the call and what kubectl said."""
+    kube = Path(os.environ["JOBDISPATCH_KUBE_BIN"]) / "kubectl"
+    done = subprocess.run(
+        [str(kube), *args], input=stdin, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def create_preemptor(
+    namespace: str,
+    queue: str,
+    *,
+    prefix: str,
+    nodes: int,
+    command: list[str],
+    resources: dict[str, Any],
+) -> str:
+    """Create a TrainJob that is not dispatch's, at high priority on the Kueue ``queue``, on the
+    test runtime, asking ``resources`` a node: what the Kueue tests preempt a dispatch job with.
+    Its name (``prefix`` and a random tail)."""
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": queue,
+                "kueue.x-k8s.io/priority-class": "jobdispatch-high",
+            },
+        },
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime",
+                "name": TEST_RUNTIME,
+            },
+            "trainer": {
+                "numNodes": nodes,
+                "image": "registry.invalid/x:1",
+                "command": command,
+                "resourcesPerNode": resources,
+            },
+        },
+    }
+    kubectl("-n", namespace, "create", "-f", "-", stdin=json.dumps(body))
+    return name
 
 
 def cluster_problem() -> str | None:

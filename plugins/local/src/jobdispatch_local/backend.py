@@ -43,6 +43,7 @@ from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     CessationEvidence,
     Discovery,
+    Growth,
     ObjectObs,
     ObjectRef,
     Pacing,
@@ -112,6 +113,7 @@ _CAPABILITIES: Mapping[Capability, tuple[Tristate, str]] = {
     Capability.OUTPUT_READ: (_Y, "rank-<r>.out and rank-<r>.err files"),
     Capability.OUTPUT_FOLLOW: (_Y, "the files are followed until the object ends"),
     Capability.OUTPUT_RETAINED: (_Y, "kept until the state directory is cleaned"),
+    Capability.OUTPUT_GROWTH: (_Y, "the sizes and times of the rank files, one stat each"),
     Capability.CPUS_PER_PROC: (_N, "ranks are not pinned to CPUs; they share this machine's"),
     Capability.QUEUES: (_N, "there is one machine and no queue"),
     Capability.ACCOUNTS: (_N, "nothing is charged to an account"),
@@ -630,6 +632,24 @@ class LocalBackend(
         if not follow:
             return output.snapshot(path)
         return output.follow(path, lambda: _ended(obj))
+
+    # ------------------------------------------------------------------ OutputGrowthReader
+
+    def output_growth(self, refs: Sequence[ObjectRef]) -> Mapping[ObjectRef, Growth]:
+        """Each object's output so far: the rank files' total size and newest modification
+        time, from one stat per file (never their bytes). An object with no output yet, or
+        one this machine no longer holds, is left out."""
+        out: dict[ObjectRef, Growth] = {}
+        for ref in refs:
+            try:
+                obj = self._dir(ref)
+                record = obj.read_object()
+            except (NotFound, FileNotFoundError):
+                continue
+            growth = output.growth(obj.output_dir(record))
+            if growth is not None:
+                out[ref] = growth
+        return out
 
     # ------------------------------------------------------------------ the environment
 

@@ -26,6 +26,7 @@ from jobdispatch.kit.facts import FactsCache
 from jobdispatch.kit.refusal import refuses_unsupported
 from jobdispatch.spi import (
     Discovery,
+    Growth,
     NativeOffer,
     ObjectObs,
     ObjectRef,
@@ -627,6 +628,24 @@ class SlurmBackend(
             lambda: self._ended(ref),
             lambda _offset: time.sleep(FOLLOW_POLL),
         )
+
+    def output_growth(self, refs: Sequence[ObjectRef]) -> Mapping[ObjectRef, Growth]:
+        """Each job's output so far: its stdout and stderr files' total size and newest
+        modification time, from one ``squeue`` (their paths) and one ``stat`` for every job of
+        ``refs`` together, whatever their number. A job slurmctld has forgotten, or with no
+        output file yet, is left out."""
+        ids = {job_id: ref for ref in refs if (job_id := self._id(ref)) is not None}
+        paths = self.slurm.output_paths(list(ids))
+        stats = self.slurm.stat_files(sorted({p for pair in paths.values() for p in pair if p}))
+        out: dict[ObjectRef, Growth] = {}
+        for job_id, pair in paths.items():
+            seen = [stats[p] for p in set(pair) if p in stats]
+            if job_id in ids and seen:
+                newest = max(t for _, t in seen)
+                out[ids[job_id]] = Growth(
+                    size=sum(n for n, _ in seen), at=datetime.fromtimestamp(newest, UTC)
+                )
+        return out
 
     def _output_path(self, ref: ObjectRef, stream: str) -> str:
         job_id = self._id(ref)

@@ -250,6 +250,41 @@ class Slurm:
             msg = f"cannot create the output directory {path}: {result.stderr.strip()}"
             raise Rejected(msg)
 
+    def output_paths(self, job_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The stdout and stderr paths of each job of ``job_ids`` slurmctld still knows, in one
+        ``squeue`` (a job it has forgotten is left out)."""
+        if not job_ids:
+            return {}
+        argv = [self._exe("squeue"), "-h", "-t", "all", "-j", ",".join(job_ids)]
+        result = self.run([*argv, "-O", "JobID:|,STDOUT:|,STDERR:|"], mutating=False)
+        if not result.ok:
+            if "Invalid job id" in result.stderr:
+                return {}
+            raise Unreachable(f"squeue on {self.transport.where}: {result.stderr.strip()}")
+        out: dict[str, tuple[str, str]] = {}
+        for line in result.stdout.splitlines():
+            cols = line.split("|")
+            if len(cols) >= 3 and cols[0].strip():
+                out[cols[0].strip()] = (cols[1].strip(), cols[2].strip())
+        return out
+
+    def stat_files(self, paths: Sequence[str]) -> dict[str, tuple[int, float]]:
+        """Each file of ``paths`` that exists: its size in bytes and modification time (POSIX
+        seconds), in one ``stat`` where the files are (their bytes never travel)."""
+        if not paths:
+            return {}
+        result = self.run(["stat", "-c", "%s %.9Y %n", "--", *paths], mutating=False)
+        out: dict[str, tuple[int, float]] = {}
+        for line in result.stdout.splitlines():
+            size, mtime, name = [*line.split(" ", 2), "", ""][:3]
+            if size.isdigit() and name:
+                out[name] = (int(size), float(mtime))
+        if not result.ok:
+            other = [e for e in result.stderr.splitlines() if e.strip() and "No such file" not in e]
+            if other:
+                raise Unreachable(f"stat on {self.transport.where}: {other[0].strip()}")
+        return out
+
     def find_line(self, path: str, text: str) -> str | None:
         """The first line of ``path`` that contains ``text``; None when none does or there is
         no such file. The search runs where the file is, so only that line travels."""

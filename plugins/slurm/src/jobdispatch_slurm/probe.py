@@ -283,6 +283,11 @@ def capabilities(
             if output_dir_known
             else Support.unknown(C, "no output directory is known")
         ),
+        Capability.OUTPUT_GROWTH: (
+            Support.yes(C, "the output files' sizes and times: one squeue and one stat a poll")
+            if output_dir_known
+            else Support.unknown(C, "no output directory is known")
+        ),
         Capability.OUTPUT_RETAINED: Support.unknown(
             C, "files stay as long as the site's filesystem keeps them"
         ),

@@ -32,6 +32,7 @@ from jobdispatch.records.store import (
     Created,
     Lease,
     ListFilter,
+    Measured,
     ReadAnswer,
     Refusal,
     read_each,
@@ -189,8 +190,10 @@ class SimStore:
     def release(self, lease: Lease) -> None:
         self.inner.release(lease)
 
-    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
-        return self.inner.announce(member, ttl)
+    def announce(
+        self, member: str, ttl: timedelta, measured: Measured | None = None
+    ) -> tuple[str, ...]:
+        return self.inner.announce(member, ttl, measured)
 
     def withdraw(self, member: str) -> None:
         self.inner.withdraw(member)

@@ -53,6 +53,7 @@ from jobdispatch_conformance.adapter.checks.lifecycle import (
 )
 from jobdispatch_conformance.adapter.checks.output import (
     output_follows_until_the_end,
+    output_grows,
     output_is_read,
 )
 from jobdispatch_conformance.adapter.checks.reruns import (
@@ -86,6 +87,7 @@ __all__ = [
     "open_lifts_the_gate_and_is_idempotent",
     "open_refuses_past_deadline",
     "output_follows_until_the_end",
+    "output_grows",
     "output_is_read",
     "preview_is_what_start_creates",
     "program_that_cannot_start_is_launch_failed",

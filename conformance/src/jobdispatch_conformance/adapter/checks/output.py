@@ -6,12 +6,12 @@ import threading
 from typing import IO
 
 from jobdispatch.errors import Unsupported
-from jobdispatch.spi import OutputReader
+from jobdispatch.spi import Growth, ObjectRef, OutputGrowthReader, OutputReader
 from jobdispatch.types import Capability
 
 from jobdispatch_conformance.adapter.harness import CheckFailed, Harness, expect
 
-__all__ = ["output_follows_until_the_end", "output_is_read"]
+__all__ = ["output_follows_until_the_end", "output_grows", "output_is_read"]
 
 LINE = b"jobdispatch conformance: first line\n"
 LATER = b"jobdispatch conformance: a later line\n"
@@ -85,3 +85,58 @@ def output_follows_until_the_end(h: Harness) -> None:
         )
 
     h.gate(Capability.OUTPUT_FOLLOW, works, lambda: _refuse(h, follow=True))
+
+
+def _growth_reader(h: Harness) -> OutputGrowthReader | None:
+    return h.backend if isinstance(h.backend, OutputGrowthReader) else None
+
+
+def _refuse_growth(h: Harness) -> None:
+    reader = _growth_reader(h)
+    if reader is None:
+        raise Unsupported("not an OutputGrowthReader")
+    reader.output_growth([h.start()])
+
+
+def output_grows(h: Harness) -> None:
+    """output_growth() sees a running object's output grow: a size that counts what it wrote,
+    larger, with a time no earlier, after it writes more; one call answers for several
+    objects, and an object that is not the adapter's is left out, not an error."""
+
+    def works() -> None:
+        reader = _growth_reader(h)
+        expect(
+            reader is not None,
+            "output-growth is answered yes but the adapter is not an OutputGrowthReader",
+        )
+        assert reader is not None
+        h.need("emit_output")
+        ref = h.running()
+        other = h.running()
+        unknown = ObjectRef("jd-0000000000-9999-0")
+
+        def seen(at_least: int) -> Growth | None:
+            grown = reader.output_growth([ref, other, unknown])
+            expect(unknown not in grown, f"output_growth answered for an unknown object {unknown}")
+            g = grown.get(ref)
+            return g if g is not None and g.size >= at_least else None
+
+        with h.driving():
+            h.driver.emit_output(ref, LINE)
+        h.wait_until(lambda: seen(len(LINE)) is not None, f"output of {ref} growing")
+        first = seen(len(LINE))
+        assert first is not None
+        with h.driving():
+            h.driver.emit_output(ref, LATER)
+        h.wait_until(
+            lambda: seen(first.size + len(LATER)) is not None,
+            f"output of {ref} growing by a later line",
+        )
+        later = seen(first.size + len(LATER))
+        assert later is not None
+        expect(
+            later.at >= first.at,
+            f"the output of {ref} grew but its time went back: {first.at} then {later.at}",
+        )
+
+    h.gate(Capability.OUTPUT_GROWTH, works, lambda: _refuse_growth(h))

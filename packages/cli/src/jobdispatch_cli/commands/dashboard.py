@@ -114,4 +114,5 @@ def register(group: click.Group) -> None:
             style="dim",
             soft_wrap=True,
         )
+        module.log_through(board)
         server.run()

@@ -45,6 +45,7 @@ _ANSWERS: Mapping[Shape, Mapping[Capability, Tristate]] = {
         C.OUTPUT_READ: _Y,
         C.OUTPUT_FOLLOW: _Y,
         C.OUTPUT_RETAINED: _Y,
+        C.OUTPUT_GROWTH: _N,  # the memory backend keeps no output files to watch grow
         C.GPUS: _Y,
         C.MEMORY_LIMIT: _Y,
         C.CPUS_PER_PROC: _Y,
@@ -68,6 +69,7 @@ _ANSWERS: Mapping[Shape, Mapping[Capability, Tristate]] = {
         C.OUTPUT_READ: _Y,
         C.OUTPUT_FOLLOW: _Y,
         C.OUTPUT_RETAINED: _U,  # depends on the cluster's log retention
+        C.OUTPUT_GROWTH: _N,  # a pod log's growth is not watched
         C.GPUS: _Y,  # extended resources such as nvidia.com/gpu
         C.MEMORY_LIMIT: _Y,
         C.CPUS_PER_PROC: _Y,

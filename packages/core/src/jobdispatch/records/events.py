@@ -239,11 +239,14 @@ class CessationAnswered(Event):
 
 class Origin(enum.Enum):
     """Where a progress reading came from: a checkpoint the helper published (a step the job
-    can resume from), or a mark (``jobdispatch-publish progress``: the job is alive at a step,
-    nothing more)."""
+    can resume from), a mark (``jobdispatch-publish progress``: the job is alive at a step,
+    nothing more), or the growth of the running object's output as its adapter sees it (the
+    job is alive; its "step" is then the output's size in bytes, its time the files' newest
+    modification)."""
 
     PUBLICATION = "publication"
     MARK = "mark"
+    OUTPUT = "output"
 
 
 @attrs.frozen(kw_only=True)

@@ -34,6 +34,7 @@ from jobdispatch.records.store import (
     Created,
     Lease,
     ListFilter,
+    Measured,
     ReadAnswer,
     Refusal,
     read_each,
@@ -74,6 +75,8 @@ class MemoryRecords(SingleCalls):
         self._records: dict[JobID, _Record] = {}
         self._keys: dict[str, JobID] = {}
         self._members: dict[str, datetime] = {}
+        #: What each member published with its latest announcement (:class:`Measured`).
+        self._measured: dict[str, Measured] = {}
         # Dicts keep insertion order, which is creation order: list() walks _records.
 
     def create(
@@ -223,7 +226,9 @@ class MemoryRecords(SingleCalls):
                 if rules.released(lease, record.lease):
                     record.lease = None
 
-    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+    def announce(
+        self, member: str, ttl: timedelta, measured: Measured | None = None
+    ) -> tuple[str, ...]:
         rules.check_member(member)
         rules.check_ttl(ttl)
         with self._lock:
@@ -231,12 +236,18 @@ class MemoryRecords(SingleCalls):
             # Expired members are dropped as they are seen: every restart names a new holder.
             self._members = {m: e for m, e in self._members.items() if now < e}
             self._members[member] = now + ttl
+            self._measured = {m: v for m, v in self._measured.items() if m in self._members}
+            if measured is None:
+                self._measured.pop(member, None)
+            else:
+                self._measured[member] = measured
             return rules.live_members(self._members, now)
 
     def withdraw(self, member: str) -> None:
         rules.check_member(member)
         with self._lock:
             self._members.pop(member, None)
+            self._measured.pop(member, None)
 
     def close(self) -> None:
         """Nothing to release; the records stay readable until the object is dropped."""

@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from jobdispatch.errors import Conflict, DispatchError, NotFound, Unreadable
+from jobdispatch.errors import Conflict, DispatchError, Invalid, NotFound, Unreadable
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.types import JobID
 
@@ -191,12 +191,17 @@ class Records(Protocol):
         (such a lease cannot be one it handed out)."""
         ...
 
-    def announce(self, member: str, ttl: timedelta) -> tuple[str, ...]:
+    def announce(
+        self, member: str, ttl: timedelta, measured: Measured | None = None
+    ) -> tuple[str, ...]:
         """Say that ``member`` (a supervisor's holder name) is alive until ``ttl`` from now,
         by the store's clock, and answer every member alive now, itself included, sorted by
         name. Supervisors count these to take only their fair share of the jobs (spec 0004
-        D7); a member that stops announcing drops out when its ttl runs out. Invalid for an
-        empty name or a ttl that is not positive."""
+        D7); a member that stops announcing drops out when its ttl runs out. ``measured`` is
+        what the member measured of its latest poll, kept beside its announcement (replacing
+        the previous one; None: nothing measured) for a reader of the whole store
+        (:class:`Survey`). Invalid for an empty name, a ttl that is not positive, or a
+        measurement that is not a finite number of seconds at least 0."""
         ...
 
     def withdraw(self, member: str) -> None:
@@ -207,6 +212,28 @@ class Records(Protocol):
     def close(self) -> None:
         """Release files and handles."""
         ...
+
+
+def _seconds(_: object, attribute: attrs.Attribute[float | None], value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
+        msg = f"a member's {attribute.name} must be a number of seconds >= 0, got {value!r}"
+        raise Invalid(msg)
+
+
+@attrs.frozen(kw_only=True)
+class Measured:
+    """What a supervisor measured of its latest poll, published with its announcement in the
+    shared members list (not kept per process), so that any reader of the store (the metrics
+    endpoint) sees every supervisor's figures, whichever process it runs in. None: not
+    measured yet (a supervisor's first poll; no commit yet), never 0.
+
+    ``poll_seconds``: how long its latest complete poll took, wall time. ``commit_seconds``:
+    the longest durable commit (one ``append_many``) of the latest poll that committed."""
+
+    poll_seconds: float | None = attrs.field(default=None, validator=_seconds)
+    commit_seconds: float | None = attrs.field(default=None, validator=_seconds)
 
 
 @attrs.frozen(kw_only=True)
@@ -227,6 +254,9 @@ class Survey:
     members: Mapping[str, datetime]
     #: How many unexpired leases each holder has.
     leases: Mapping[str, int]
+    #: What each member of ``members`` published with its latest announcement; a member that
+    #: published nothing is absent.
+    measured: Mapping[str, Measured] = attrs.field(factory=dict)
     #: The room the store takes, in bytes; None when it cannot tell.
     size_bytes: int | None = None
 
