@@ -309,9 +309,7 @@ KUEUE_QUEUE = "jobdispatch-gated"
 def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
     """The adapter in Kueue mode on the gated queue (low priority), for the real node, with
     dispatch's admission controller running (spec 0012)."""
-    from jobdispatch_kubeflow import KubeflowBackend
-    from jobdispatch_kubeflow.config import Kueue, Runtime
-    from jobdispatch_kubeflow.testing import settings
+    from jobdispatch_kubeflow.config import Kueue
 
     namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
     lease = f"jd-real-adm-{uuid.uuid4().hex[:8]}"
@@ -325,22 +323,11 @@ def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        backend = KubeflowBackend(
-            settings(
-                runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
-                image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
-                kueue=Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low"),
-            )
-        )
-        made: list[str] = []
+        kueue = Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low")
         try:
-            yield backend, made, namespace
+            with real_backend(kueue=kueue) as (backend, made):
+                yield backend, made, namespace
         finally:
-            for job in made:
-                for obs in backend.find(job).objects:
-                    backend.stop(obs.ref, "real-node test over")
-                    backend.forget(obs.ref)
-            backend.close()
             controller.terminate()
             controller.wait(timeout=60)
             kubectl("-n", namespace, "delete", "lease", lease, "--ignore-not-found")
