@@ -45,7 +45,7 @@ from jobdispatch.types import Capability, JobSpec, Resources, Support, Tristate
 from jobdispatch_conformance.adapter import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
-from jobdispatch_kubeflow import manifest, names, placement, probe
+from jobdispatch_kubeflow import job_settings, manifest, names, placement, probe
 from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
@@ -79,9 +79,9 @@ def _gpus(pod: Mapping[str, Any]) -> int:
     total = 0
     for container in (pod.get("spec") or {}).get("containers") or ():
         res = container.get("resources") or {}
-        value = (res.get("requests") or {}).get(manifest.GPU_RESOURCE) or (
+        value = (res.get("requests") or {}).get(job_settings.GPU_RESOURCE) or (
             res.get("limits") or {}
-        ).get(manifest.GPU_RESOURCE)
+        ).get(job_settings.GPU_RESOURCE)
         total += int(placement.quantity(value or 0) or 0)
     return total
 
@@ -461,7 +461,7 @@ class KubeDriver(Driver):
         if node is None:
             raise CannotDrive("preempt", f"the node {node_name} of {ref}'s pod is gone")
         allocatable = placement.quantity(
-            ((node.get("status") or {}).get("allocatable") or {}).get(manifest.GPU_RESOURCE, 0)
+            ((node.get("status") or {}).get("allocatable") or {}).get(job_settings.GPU_RESOURCE, 0)
         )
         on_node, _ = self.admin.list("pods", None, field_selector=f"spec.nodeName={node_name}")
         used = sum(
@@ -499,8 +499,8 @@ class KubeDriver(Driver):
                         "name": "preemptor",
                         "image": "example.invalid/preemptor:1",
                         "resources": {
-                            "requests": {manifest.GPU_RESOURCE: gpus},
-                            "limits": {manifest.GPU_RESOURCE: gpus},
+                            "requests": {job_settings.GPU_RESOURCE: gpus},
+                            "limits": {job_settings.GPU_RESOURCE: gpus},
                         },
                     }
                 ],
