@@ -10,6 +10,13 @@ examples/train.py). ``--wait-at N`` makes the first submission stop after step N
 and wait until it is killed: the test preempts it then. The final loss and the step resumed from
 go to ``result-s<submission>-a<attempt>.json`` beside the checkpoints.
 
+``--helper DIR``: checkpoints go through the publish image instead (the Kubeflow adapter's
+``publish`` option, docs/how-to/publish-image.md). The pod's init container resolved the
+checkpoint to resume from and named it in ``DIR/resume.env``; rank 0 saves every
+``--publish-every`` steps into a local folder and publishes it with the helper the init
+container copied, ``DIR/helper/bin/jobdispatch-publish publish FOLDER --step N``, to the root
+``JOBDISPATCH_CHECKPOINT_ROOT``. The result file then goes to ``<out>/<job>/`` as before.
+
 ``--exit-code N``: the worker of ``--fail-rank`` exits N after the first step (a worker's own
 failure, which torchrun folds into its exit 1). ``--allocate-mib N``: that worker then allocates
 N MiB and touches it (an OOM under the pod's memory limit). With either, the other ranks wait
@@ -23,7 +30,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +61,23 @@ def save(folder: Path, state: dict[str, Any]) -> None:
         old.unlink(missing_ok=True)
 
 
+def resume_from(helper: Path) -> Path | None:
+    """The folder the init container resolved and fetched, None when nothing was published."""
+    for line in (helper / "resume.env").read_text().splitlines():
+        name, _, value = line.partition("=")
+        if name == "JOBDISPATCH_RESUME_FROM":
+            return Path(value) if value else None
+    raise SystemExit(f"{helper}/resume.env names no JOBDISPATCH_RESUME_FROM")
+
+
+def publish(helper: Path, state: dict[str, Any]) -> None:
+    """Save ``state`` into a fresh folder and publish it as its step, with the pod's helper."""
+    with tempfile.TemporaryDirectory() as folder:
+        torch.save(state, Path(folder) / "state.pt")
+        program = helper / "helper" / "bin" / "jobdispatch-publish"
+        subprocess.run([program, "publish", folder, "--step", str(state["step"])], check=True)
+
+
 def batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(1000 * step + rank)
     x = torch.randn(32, 8, generator=g)
@@ -68,6 +94,8 @@ def main() -> int:
     parser.add_argument("--allocate-mib", type=int, default=0)
     parser.add_argument("--fail-rank", type=int, default=1)
     parser.add_argument("--peer-wait", type=float, default=30.0)
+    parser.add_argument("--helper", type=Path, help="the publish image's shared folder")
+    parser.add_argument("--publish-every", type=int, default=3)
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
@@ -82,9 +110,9 @@ def main() -> int:
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     start = 0
-    source = latest(job, mine)
+    source = resume_from(args.helper) if args.helper else latest(job, mine)
     if source is not None:
-        state = torch.load(source)
+        state = torch.load(source / "state.pt" if args.helper else source)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = int(state["step"])
@@ -102,7 +130,11 @@ def main() -> int:
         dist.all_reduce(total)
         loss_value = total.item() / world
         if rank == 0:
-            save(mine, {"step": step + 1, "model": model.state_dict(), "opt": opt.state_dict()})
+            state = {"step": step + 1, "model": model.state_dict(), "opt": opt.state_dict()}
+            if args.helper is None:
+                save(mine, state)
+            elif (step + 1) % args.publish_every == 0:
+                publish(args.helper, state)
             print(f"{tag} step {step + 1} loss {loss_value:.6f}", flush=True)
         if rank == args.fail_rank and args.allocate_mib:
             print(f"{tag} allocating {args.allocate_mib} MiB", flush=True)
@@ -123,6 +155,7 @@ def main() -> int:
                 time.sleep(1)
     if rank == 0:
         result = {"final_loss": loss_value, "resumed_from": start, "steps": args.steps}
+        job.mkdir(parents=True, exist_ok=True)
         (job / f"result-s{submission}-a{attempt}.json").write_text(json.dumps(result))
         print(f"{tag} done: final loss {loss_value!r}", flush=True)
     dist.destroy_process_group()

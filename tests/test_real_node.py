@@ -12,6 +12,7 @@ Without the real node every test skips with the reason; under JOBDISPATCH_REQUIR
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Resources, Rule, State
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually
-from jobdispatch_kubeflow.testing import create_preemptor, kubectl
+from jobdispatch_kubeflow.testing import create_preemptor, kubectl, real_node_problem
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
@@ -39,38 +40,10 @@ SCRIPT = Path(__file__).with_name("real_node_ddp.py")
 DEADLINE = 600.0
 
 
-def real_node_problem() -> str | None:
-    """Why the real node cannot be used, or None when its node is Ready."""
-    from jobdispatch_kubeflow.api import KubeApi
-    from jobdispatch_kubeflow.testing import cluster_problem
-
-    problem = cluster_problem()
-    if problem is not None:
-        return problem
-    for var in (
-        "JOBDISPATCH_KUBE_REAL_NODE_NAME",
-        "JOBDISPATCH_KUBE_REAL_RUNTIME",
-        "JOBDISPATCH_KUBE_REAL_IMAGE",
-        "JOBDISPATCH_KUBE_REAL_SCRIPTS",
-        "JOBDISPATCH_KUBE_REAL_CHECKPOINTS",
-    ):
-        if not os.environ.get(var):
-            return f'no real node: run eval "$(tools/kube/up --real-node)" first ({var} is not set)'
-    name = os.environ["JOBDISPATCH_KUBE_REAL_NODE_NAME"]
-    admin = KubeApi(kubeconfig=os.environ.get("KUBECONFIG"))
-    try:
-        node = admin.get("nodes", None, name)
-    finally:
-        admin.close()
-    conditions = ((node or {}).get("status") or {}).get("conditions") or []
-    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
-        return f"the real node {name} is not Ready"
-    return None
-
-
-@pytest.fixture
-def real() -> Iterator[Any]:
-    """The adapter set up for the real node's runtime and image, with the script in place."""
+@contextlib.contextmanager
+def real_backend(**overrides: Any) -> Iterator[tuple[Any, list[str]]]:
+    """The adapter set up for the real node's runtime and image (and ``overrides``), with the
+    script in place; the jobs the test adds to the list are stopped and forgotten after it."""
     from jobdispatch_kubeflow import KubeflowBackend
     from jobdispatch_kubeflow.config import Runtime
     from jobdispatch_kubeflow.testing import require, settings
@@ -81,15 +54,25 @@ def real() -> Iterator[Any]:
         settings(
             runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
             image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+            **overrides,
         )
     )
     made: list[str] = []
-    yield backend, made
-    for job in made:
-        for obs in backend.find(job).objects:
-            backend.stop(obs.ref, "real-node test over")
-            backend.forget(obs.ref)
-    backend.close()
+    try:
+        yield backend, made
+    finally:
+        for job in made:
+            for obs in backend.find(job).objects:
+                backend.stop(obs.ref, "real-node test over")
+                backend.forget(obs.ref)
+        backend.close()
+
+
+@pytest.fixture
+def real() -> Iterator[Any]:
+    """The adapter set up for the real node's runtime and image, with the script in place."""
+    with real_backend() as made:
+        yield made
 
 
 def torchrun(*args: str) -> tuple[str, ...]:
@@ -149,14 +132,23 @@ def evict_pods(backend: Any, ref: Any) -> None:
 STEPS, WAIT_AT = 30, 12
 
 
-def ddp_pair(plain_name: str, name: str, **resumed: Any) -> tuple[JobSpec, JobSpec]:
+def ddp_pair(
+    plain_name: str,
+    name: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    **resumed: Any,
+) -> tuple[JobSpec, JobSpec]:
     """An uninterrupted 2-pod DDP job, and one that waits after its step-12 checkpoint (to be
-    preempted there) and is resubmitted once by its rule; ``resumed`` adds to the second."""
-    env = {"PYTHONUNBUFFERED": "1"}
-    plain = JobSpec(name=plain_name, command=torchrun("--steps", str(STEPS)), nodes=2, env=env)
+    preempted there) and is resubmitted once by its rule; ``args`` go to the script of both,
+    ``env`` to both environments, ``resumed`` adds to the second."""
+    env = {"PYTHONUNBUFFERED": "1", **(env or {})}
+    plain = JobSpec(
+        name=plain_name, command=torchrun("--steps", str(STEPS), *args), nodes=2, env=env
+    )
     waits = JobSpec(
         name=name,
-        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT)),
+        command=torchrun("--steps", str(STEPS), "--wait-at", str(WAIT_AT), *args),
         nodes=2,
         env=env,
         recovery=RecoveryPolicy(
@@ -165,6 +157,13 @@ def ddp_pair(plain_name: str, name: str, **resumed: Any) -> tuple[JobSpec, JobSp
         **resumed,
     )
     return plain, waits
+
+
+def evict_first_run(backend: Any, job: str) -> None:
+    """Evict the pods of the job's first submission, as a drain does."""
+    refs = [o.ref for o in backend.find(job).objects if o.identity and o.identity[1] == 1]
+    assert len(refs) == 1, refs
+    evict_pods(backend, refs[0])
 
 
 def assert_resumed_to_the_same_loss(plain: tuple[Any, Any], resumed: tuple[Any, Any]) -> None:
@@ -207,9 +206,7 @@ def test_ddp_evicted_after_a_checkpoint_resumes_to_the_uninterrupted_loss(real: 
             every=1,
         )
         assert first
-        refs = [o.ref for o in backend.find(p2.job).objects if o.identity and o.identity[1] == 1]
-        assert len(refs) == 1, refs
-        evict_pods(backend, refs[0])
+        evict_first_run(backend, p2.job)
         assert_resumed_to_the_same_loss((c1, p1.job), (c2, p2.job))
     finally:
         s1.stop()
@@ -312,9 +309,8 @@ KUEUE_QUEUE = "jobdispatch-gated"
 def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
     """The adapter in Kueue mode on the gated queue (low priority), for the real node, with
     dispatch's admission controller running (spec 0012)."""
-    from jobdispatch_kubeflow import KubeflowBackend
-    from jobdispatch_kubeflow.config import Kueue, Runtime
-    from jobdispatch_kubeflow.testing import gated, settings
+    from jobdispatch_kubeflow.config import Kueue
+    from jobdispatch_kubeflow.testing import gated
 
     namespace = os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")
     lease = f"jd-real-adm-{uuid.uuid4().hex[:8]}"
@@ -328,23 +324,12 @@ def real_kueue(real: Any, tmp_path: Path) -> Iterator[Any]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        backend = KubeflowBackend(
-            settings(
-                runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
-                image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
-                kueue=Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low"),
-            )
-        )
-        made: list[str] = []
+        kueue = Kueue(queue=KUEUE_QUEUE, priority_class="jobdispatch-low")
         try:
-            gated(backend)  # the plan reads the gate: wait for the controller to answer
-            yield backend, made, namespace
+            with real_backend(kueue=kueue) as (backend, made):
+                gated(backend)  # the plan reads the gate: wait for the controller to answer
+                yield backend, made, namespace
         finally:
-            for job in made:
-                for obs in backend.find(job).objects:
-                    backend.stop(obs.ref, "real-node test over")
-                    backend.forget(obs.ref)
-            backend.close()
             controller.terminate()
             controller.wait(timeout=60)
             kubectl("-n", namespace, "delete", "lease", lease, "--ignore-not-found")

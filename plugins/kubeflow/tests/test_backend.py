@@ -72,8 +72,12 @@ def test_start_creates_one_suspended_trainjob_under_its_discovery_name(
     assert body["metadata"]["annotations"] == {"jobdispatch.dev/gate": "closed"}
     assert body["spec"]["runtimeRef"]["name"] == "dispatch-torch-test"
     assert body["spec"]["trainer"]["numNodes"] == 2
-    env = {e["name"]: e["value"] for e in body["spec"]["trainer"]["env"]}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in body["spec"]["trainer"]["env"]}
     assert env["A"] == "1" and env["JOBDISPATCH_ATTEMPT"] == "1"
+    # The execution is the JobSet's restart attempt, read by each pod from its own label.
+    assert env["JOBDISPATCH_EXECUTION"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"}
+    }
     patch = body["spec"]["runtimePatches"][0]
     assert (
         patch["trainingRuntimeSpec"]["template"]["metadata"]["labels"]["jobdispatch.dev/job"]

@@ -7,12 +7,37 @@ JOBDISPATCH_REQUIRE_SERVICES=1 it fails instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from jobdispatch.spi import Backend
-from jobdispatch_conformance.adapter import AdapterSuite, ConfigurationTests, Driver, Timeouts
+from jobdispatch_conformance.adapter import (
+    AdapterSuite,
+    ConfigurationTests,
+    Driver,
+    EndingTests,
+    Timeouts,
+)
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
+
+
+def drivers(kind: Callable[[Any], Any]) -> Iterator[Callable[[Backend], Driver]]:
+    """A driver factory for the control plane's drivers (``KubeDriver``, ``RealNodeDriver``):
+    each driver it made cleans up after the test."""
+    from jobdispatch_kubeflow import KubeflowBackend
+
+    made: list[Any] = []
+
+    def make(backend: Backend) -> Driver:
+        assert isinstance(backend, KubeflowBackend)
+        driver = kind(backend)
+        made.append(driver)
+        assert isinstance(driver, Driver)
+        return driver
+
+    yield make
+    for driver in made:
+        driver.cleanup()
 
 
 class _KubeflowConfig:
@@ -45,20 +70,9 @@ class TestKubeflowContract(_KubeflowConfig, AdapterSuite):
 
     @pytest.fixture
     def driver_factory(self) -> Iterator[Callable[[Backend], Driver]]:
-        from jobdispatch_kubeflow import KubeflowBackend
         from jobdispatch_kubeflow.testing import KubeDriver
 
-        made: list[KubeDriver] = []
-
-        def make(backend: Backend) -> Driver:
-            assert isinstance(backend, KubeflowBackend)
-            driver = KubeDriver(backend)
-            made.append(driver)
-            return driver
-
-        yield make
-        for driver in made:
-            driver.cleanup()
+        yield from drivers(KubeDriver)
 
     @pytest.fixture
     def timeouts(self) -> Timeouts:
@@ -112,6 +126,54 @@ class TestKubeflowKueueContract(TestKubeflowContract):
             "runtime": {"name": "dispatch-torch-test"},
             "kueue": {"queue": "jobdispatch"},
         }
+
+
+@pytest.mark.kube
+class TestKubeflowRealNodeEndings(EndingTests):
+    """The endings on the real node (tools/kube/up --real-node): real processes in real
+    containers, ended by their own exit, the kernel's OOM killer, the scheduler's preemption
+    and the container runtime (jobdispatch_kubeflow.testing's RealNodeDriver says what it
+    drives and why not the rest)."""
+
+    #: Found by this profile on its first run and left open (spec 0010 §11): the preempted
+    #: run's execution was reported without a start time, so its goodput cannot be charged.
+    OPEN: ClassVar[dict[str, str]] = {
+        "test_goodput_of_a_preempted_run": "on the real node the preempted run's execution 0 "
+        "is reported without a start (spec 0010 §11)",
+    }
+
+    @pytest.fixture(autouse=True)
+    def _open_findings(self, request: pytest.FixtureRequest) -> None:
+        reason = self.OPEN.get(request.node.originalname)
+        if reason is not None:
+            pytest.skip(f"open: {reason}")
+
+    @pytest.fixture
+    def backend_factory(self, kube_cluster: None) -> Callable[[], Backend]:
+        import os
+
+        from jobdispatch_kubeflow import KubeflowBackend
+        from jobdispatch_kubeflow.config import Runtime
+        from jobdispatch_kubeflow.testing import real_node_problem, require, settings
+
+        require(real_node_problem())
+        return lambda: KubeflowBackend(
+            settings(
+                runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
+                image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+            )
+        )
+
+    @pytest.fixture
+    def driver_factory(self) -> Iterator[Callable[[Backend], Driver]]:
+        from jobdispatch_kubeflow.testing import RealNodeDriver
+
+        yield from drivers(RealNodeDriver)
+
+    @pytest.fixture
+    def timeouts(self) -> Timeouts:
+        # A pod's start on the loaded real node takes seconds; a preemption tens of them.
+        return Timeouts(settle=300.0, poll=1.0, quiet=5.0)
 
 
 class TestKubeflowOverFakeCluster(_KubeflowConfig, AdapterSuite):

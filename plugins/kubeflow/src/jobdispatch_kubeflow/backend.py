@@ -288,7 +288,7 @@ class KubeflowBackend(
         """The TrainJob ``start`` would create for ``request``, as JSON (``kubectl create -f``
         reads it), creating nothing. Where a restart rule needs a derived runtime, its name is
         computed from the base runtime (one read), not created."""
-        runtime = self._derived_runtime(request, create=False) if request.native.rules else None
+        runtime = self._derived_runtime(request, create=False) if self._derives(request) else None
         body = manifest.trainjob(request, self.settings, self.gating, runtime=runtime)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
@@ -426,8 +426,8 @@ class KubeflowBackend(
         """Create the TrainJob suspended under the discovery name. Rejected when the API
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
         lost. What the cluster cannot do was refused before, by the core."""
-        runtime = self._derived_runtime(request) if request.native.rules else None
-        identity = "" if runtime else self._ranks_rerun()
+        runtime = self._derived_runtime(request) if self._derives(request) else None
+        identity = "" if request.native.rules else self._ranks_rerun()
         if identity and not self.settings.allow_rank_restart:
             raise Unsupported(
                 f"cannot start {request.name}: {identity}; set allow_rank_restart where "
@@ -442,16 +442,26 @@ class KubeflowBackend(
         self._wrote("trainjobs", created)
         return names.ref_of(self.namespace, request.name)
 
+    def _derives(self, request: StartRequest) -> bool:
+        """Whether the run needs a TrainingRuntime of its own: for the offer's failure policy,
+        or for the publish image's init container."""
+        return bool(request.native.rules) or self.settings.publish is not None
+
     def _derived_runtime(self, request: StartRequest, *, create: bool = True) -> str:
-        """Create (or find) the TrainingRuntime that carries the offer's failure policy, based
-        on the job's runtime; its name. The name is a hash of its content, so equal offers
-        share one runtime. ``create=False``: the name only (a preview)."""
-        settings = request.native.settings
-        try:
-            restart_on = [int(x) for x in settings["restart-on"].split(",") if x]
-            max_restarts = int(settings["max-restarts"])
-        except (KeyError, ValueError) as exc:
-            raise Invalid(f"native offer of {request.name} is not this adapter's: {exc}") from exc
+        """Create (or find) the TrainingRuntime that carries the offer's failure policy and the
+        publish image's init container (each when asked), based on the job's runtime; its
+        name. The name is a hash of its content, so equal runtimes are one. ``create=False``:
+        the name only (a preview)."""
+        restart_on: list[int] | None = None
+        max_restarts = 0
+        if request.native.rules:
+            settings = request.native.settings
+            try:
+                restart_on = [int(x) for x in settings["restart-on"].split(",") if x]
+                max_restarts = int(settings["max-restarts"])
+            except (KeyError, ValueError) as exc:
+                msg = f"native offer of {request.name} is not this adapter's: {exc}"
+                raise Invalid(msg) from exc
         kind = "clustertrainingruntimes"
         if self.settings.runtime.kind == "TrainingRuntime":
             kind = "trainingruntimes"
@@ -460,7 +470,11 @@ class KubeflowBackend(
         if base is None:
             raise Rejected(f"the training runtime {name} does not exist")
         body = restart.runtime_body(
-            base, namespace=self.namespace, restart_on=restart_on, max_restarts=max_restarts
+            base,
+            namespace=self.namespace,
+            restart_on=restart_on,
+            max_restarts=max_restarts,
+            publish=self.settings.publish,
         )
         if create:
             with contextlib.suppress(AlreadyExists):

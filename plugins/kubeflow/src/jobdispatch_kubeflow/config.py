@@ -29,7 +29,7 @@ from jobdispatch.types import Capability, Support
 
 from jobdispatch_kubeflow.job_settings import GPU_RESOURCE, RESOURCE_NAME
 
-__all__ = ["CONFIG_SCHEMA", "Kueue", "Runtime", "Settings"]
+__all__ = ["CONFIG_SCHEMA", "Kueue", "Publish", "Runtime", "Settings"]
 
 _DNS = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
 
@@ -62,6 +62,47 @@ class Kueue(ConfigSection):
     queue: str = setting(schema=_DNS, description="the LocalQueue")
     priority_class: str | None = setting(
         schema=_DNS, default=None, description="the WorkloadPriorityClass"
+    )
+
+
+#: An absolute path inside a container, without ':' (a volume mount's path).
+_MOUNT_PATH = {"type": "string", "pattern": "^/[^:]*$", "maxLength": 1024}
+
+
+@attrs.frozen
+class Publish(ConfigSection):
+    """The publish image in every training pod: an init container that copies the checkpoint
+    helper onto a shared emptyDir and resolves the checkpoint to resume from
+    (docs/how-to/publish-image.md)."""
+
+    subject: ClassVar[str] = "kubeflow adapter configuration, publish"
+
+    image: str = setting(
+        schema={"type": "string", "minLength": 1},
+        description="the publish image (tools/kube/build-publish-image names it)",
+    )
+    path: str = setting(
+        schema=_MOUNT_PATH,
+        default="/jobdispatch",
+        description="where the shared emptyDir is mounted, in the init container and in the "
+        "training container: the helper is bin/jobdispatch-publish under helper/, the "
+        "checkpoint to resume from is named in resume.env",
+    )
+    mounts: tuple[tuple[str, str], ...] = setting(
+        schema={
+            "type": "array",
+            "maxItems": 16,
+            "items": {
+                "type": "object",
+                "properties": {"volume": _DNS, "path": _MOUNT_PATH},
+                "required": ["volume", "path"],
+                "additionalProperties": False,
+            },
+        },
+        default=(),
+        read=lambda mounts: tuple((m["volume"], m["path"]) for m in mounts),
+        description="volumes of the runtime's training pods the init container mounts too, "
+        "each {volume, path}: the volume a POSIX checkpoint root is on",
     )
 
 
@@ -118,6 +159,12 @@ class Settings(ConfigSection):
         description="submit through Kueue (spec 0012): the LocalQueue, and optionally the "
         "WorkloadPriorityClass, of every TrainJob; admission is gated by "
         "jobdispatch-kueue-admission",
+    )
+    publish: Publish | None = section(
+        Publish,
+        default=None,
+        description="the publish image's init container in every training pod: the checkpoint "
+        "helper copied onto a shared volume, and the checkpoint to resume from resolved",
     )
     declared: Mapping[Capability, Support] = capabilities_setting()
 

@@ -19,7 +19,7 @@ from jobdispatch.errors import Invalid
 from jobdispatch.spi import StartRequest
 from jobdispatch.types import JobSpec
 
-from jobdispatch_kubeflow import job_settings, names
+from jobdispatch_kubeflow import helper, job_settings, names
 from jobdispatch_kubeflow.config import Settings
 from jobdispatch_kubeflow.gating import Gating
 from jobdispatch_kubeflow.job_settings import GPU_RESOURCE, SHM_PATH, JobSettings, node_selector
@@ -101,11 +101,9 @@ def avoid_nodes(exclude: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-def _env(request: StartRequest, settings: Settings, fields: JobSettings) -> list[dict[str, Any]]:
-    """``trainer.env``: the spec's and the request's values, dispatch's own, then the values
-    read from Secrets and ConfigMaps (``valueFrom``; Trainer refuses env in a patch of the
-    ``node`` container, so they cannot go through the runtime patch)."""
-    env = {
+def _plain_env(request: StartRequest, settings: Settings) -> dict[str, str]:
+    """The job's values: the spec's, the request's, then dispatch's own."""
+    return {
         **request.spec.env,
         **request.env,
         "JOBDISPATCH_JOB": request.job,
@@ -113,7 +111,16 @@ def _env(request: StartRequest, settings: Settings, fields: JobSettings) -> list
         "JOBDISPATCH_ATTEMPT": str(request.attempt),
         "JOBDISPATCH_OBJECT": f"{settings.namespace}/{names.check_name(request.name)}",
     }
+
+
+def _env(request: StartRequest, settings: Settings, fields: JobSettings) -> list[dict[str, Any]]:
+    """``trainer.env``: the spec's and the request's values, dispatch's own, the execution
+    read from the pod's JobSet restart attempt (``names.EXECUTION_ENV``), then the values
+    read from Secrets and ConfigMaps (``valueFrom``; Trainer refuses env in a patch of the
+    ``node`` container, so they cannot go through the runtime patch)."""
+    env = _plain_env(request, settings)
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.items())]
+    out.append(dict(names.EXECUTION_ENV))
     for kind, refs in (
         ("secretKeyRef", fields.secret_env),
         ("configMapKeyRef", fields.config_map_env),
@@ -185,6 +192,10 @@ def trainjob(
         template["metadata"]["annotations"] = dict(fields.annotations)
     job_template: dict[str, Any] = {}
     pod = _pod_patch(request, fields)
+    if settings.publish is not None:
+        # The publish image's init container (in the derived runtime) gets the job's own
+        # environment, as the training container does.
+        pod["initContainers"] = [helper.init_patch(_plain_env(request, settings))]
     if pod:
         job_template["spec"] = {"template": {"spec": pod}}
     if fields.labels or fields.annotations:

@@ -17,6 +17,7 @@ __all__ = [
     "ADMISSION_SPENT",
     "ATTEMPT",
     "EVIDENCE",
+    "EXECUTION_ENV",
     "FINALIZER",
     "GATE",
     "HOLD",
@@ -83,6 +84,12 @@ PATCH_MANAGER = f"{_DOMAIN}/adapter"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 #: Label telling a JobSet's restart attempts apart on its Jobs and Pods.
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+#: ``JOBDISPATCH_EXECUTION`` in every container: the execution is the JobSet's restart attempt,
+#: which each pod reads from its own label through the downward API.
+EXECUTION_ENV = {
+    "name": "JOBDISPATCH_EXECUTION",
+    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{RESTART_ATTEMPT}']"}},
+}
 
 # RFC 1035 label, as the TrainJob CRD's validation rule demands, at most 63 characters.
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

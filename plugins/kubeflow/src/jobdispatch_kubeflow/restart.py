@@ -30,6 +30,9 @@ from typing import Any
 
 from jobdispatch.types import CauseKind, Rule
 
+from jobdispatch_kubeflow import helper
+from jobdispatch_kubeflow.config import Publish
+
 __all__ = ["RESTARTABLE", "covered", "indices", "runtime_body"]
 
 _DISRUPTION = frozenset({CauseKind.PREEMPTED, CauseKind.NODE_LOST})
@@ -71,12 +74,37 @@ def covered(rule: Rule) -> bool:
 
 
 def runtime_body(
-    base: Mapping[str, Any], *, namespace: str, restart_on: Iterable[int], max_restarts: int
+    base: Mapping[str, Any],
+    *,
+    namespace: str,
+    restart_on: Iterable[int] | None = None,
+    max_restarts: int = 0,
+    publish: Publish | None = None,
 ) -> dict[str, Any]:
     """The TrainingRuntime derived from ``base`` (a ClusterTrainingRuntime or TrainingRuntime as
-    the API returned it), named by a hash of what it holds."""
+    the API returned it), named by a hash of what it holds: with the failure policy above when
+    ``restart_on`` is given, and with the publish image's init container when ``publish`` is
+    (:mod:`helper`)."""
     spec = copy.deepcopy(dict(base.get("spec") or {}))
     template = spec.setdefault("template", {}).setdefault("spec", {})
+    base_name = str((base.get("metadata") or {}).get("name") or "")
+    if restart_on is not None:
+        _fail_precisely(template, restart_on, max_restarts)
+    if publish is not None:
+        helper.with_helper(spec, publish, runtime=base_name)
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    labels = dict((base.get("metadata") or {}).get("labels") or {})
+    labels["jobdispatch.dev/managed"] = "true"
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": f"jd-rt-{digest}", "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def _fail_precisely(template: dict[str, Any], restart_on: Iterable[int], max_restarts: int) -> None:
+    """The JobSet ``template`` (changed in place) with the failure policy of the module's doc."""
     for rjob in template.get("replicatedJobs") or ():
         job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
         job_spec["backoffLimit"] = 0
@@ -93,12 +121,3 @@ def runtime_body(
     ]
     rules.append({"name": "dispatch-otherwise", "action": "FailJobSet"})
     template["failurePolicy"] = {"maxRestarts": max_restarts, "rules": rules}
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-    labels = dict((base.get("metadata") or {}).get("labels") or {})
-    labels["jobdispatch.dev/managed"] = "true"
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {"name": f"jd-rt-{digest}", "namespace": namespace, "labels": labels},
-        "spec": spec,
-    }

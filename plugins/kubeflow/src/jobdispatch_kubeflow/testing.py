@@ -16,6 +16,10 @@ of a higher PriorityClass pinned to the victim's node, asking the GPUs that node
 the victim's (``DisruptionTarget`` ``PreemptionByScheduler``). Output: kwok runs no container, so
 a pod has no log of its own: tools/kube/up has kwok serve one file as every container's log,
 and ``emit_output`` appends to it (0010 §7).
+
+``RealNodeDriver`` drives the real node (tools/kube/up --real-node) instead, where pods run real
+processes: they exit when told, allocate until the OOM killer stops them, and are preempted by
+the scheduler for a pod of a higher priority (0010 §10).
 """
 
 from __future__ import annotations
@@ -34,26 +38,28 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from jobdispatch.errors import Unauthorized
+from jobdispatch.errors import Conflict, Unauthorized
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.testing import eventually
 from jobdispatch.types import Capability, JobSpec, Resources, Support, Tristate
 from jobdispatch_conformance.adapter import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
-from jobdispatch_kubeflow import manifest, names, placement, probe
+from jobdispatch_kubeflow import job_settings, manifest, names, placement, probe
 from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi
 from jobdispatch_kubeflow.backend import KubeflowBackend
 from jobdispatch_kubeflow.config import Runtime, Settings
 
 __all__ = [
     "KubeDriver",
+    "RealNodeDriver",
     "cluster_problem",
     "create_preemptor",
     "forget_receipts",
     "gated",
     "kubectl",
     "own_node",
+    "real_node_problem",
     "require",
     "settings",
 ]
@@ -73,9 +79,9 @@ def _gpus(pod: Mapping[str, Any]) -> int:
     total = 0
     for container in (pod.get("spec") or {}).get("containers") or ():
         res = container.get("resources") or {}
-        value = (res.get("requests") or {}).get(manifest.GPU_RESOURCE) or (
+        value = (res.get("requests") or {}).get(job_settings.GPU_RESOURCE) or (
             res.get("limits") or {}
-        ).get(manifest.GPU_RESOURCE)
+        ).get(job_settings.GPU_RESOURCE)
         total += int(placement.quantity(value or 0) or 0)
     return total
 
@@ -455,7 +461,7 @@ class KubeDriver(Driver):
         if node is None:
             raise CannotDrive("preempt", f"the node {node_name} of {ref}'s pod is gone")
         allocatable = placement.quantity(
-            ((node.get("status") or {}).get("allocatable") or {}).get(manifest.GPU_RESOURCE, 0)
+            ((node.get("status") or {}).get("allocatable") or {}).get(job_settings.GPU_RESOURCE, 0)
         )
         on_node, _ = self.admin.list("pods", None, field_selector=f"spec.nodeName={node_name}")
         used = sum(
@@ -493,8 +499,8 @@ class KubeDriver(Driver):
                         "name": "preemptor",
                         "image": "example.invalid/preemptor:1",
                         "resources": {
-                            "requests": {manifest.GPU_RESOURCE: gpus},
-                            "limits": {manifest.GPU_RESOURCE: gpus},
+                            "requests": {job_settings.GPU_RESOURCE: gpus},
+                            "limits": {job_settings.GPU_RESOURCE: gpus},
                         },
                     }
                 ],
@@ -540,3 +546,202 @@ class KubeDriver(Driver):
         return KubeflowBackend(
             settings(token_file=None, probe_ttl=0), token=lambda: "not-a-valid-token"
         )
+
+
+def real_node_problem() -> str | None:
+    """Why the real node (tools/kube/up --real-node) cannot be used, or None when it is Ready."""
+    problem = cluster_problem()
+    if problem is not None:
+        return problem
+    for var in (
+        "JOBDISPATCH_KUBE_REAL_NODE_NAME",
+        "JOBDISPATCH_KUBE_REAL_RUNTIME",
+        "JOBDISPATCH_KUBE_REAL_IMAGE",
+        "JOBDISPATCH_KUBE_REAL_SCRIPTS",
+        "JOBDISPATCH_KUBE_REAL_CHECKPOINTS",
+    ):
+        if not os.environ.get(var):
+            return f'no real node: run eval "$(tools/kube/up --real-node)" first ({var} is not set)'
+    name = os.environ["JOBDISPATCH_KUBE_REAL_NODE_NAME"]
+    admin = KubeApi(kubeconfig=os.environ.get("KUBECONFIG"))
+    try:
+        node = admin.get("nodes", None, name)
+    finally:
+        admin.close()
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return f"the real node {name} is not Ready"
+    return None
+
+
+#: The word a pod of the real-node profile waits for: REAL_NODE_WORKER reads it from the file
+#: named after its TrainJob, in the checkpoint hostPath every pod of the real node mounts.
+REAL_NODE_ORDERS = "conformance-orders"
+#: The program of every pod of the real-node profile: it waits for the driver's word and obeys
+#: it (exit N, or allocate until the kernel's OOM killer stops it). Python as PID 1, no torchrun:
+#: the container's exit code is the program's own.
+REAL_NODE_WORKER = f"""
+import os, sys, time
+from pathlib import Path
+order = Path("/checkpoints/{REAL_NODE_ORDERS}") / os.environ["JOBDISPATCH_OBJECT"].replace("/", "_")
+while not order.exists():
+    time.sleep(0.5)
+word = order.read_text().split()
+if word[0] == "exit":
+    sys.exit(int(word[1]))
+hog = []
+while True:
+    block = bytearray(32 << 20)
+    block[::4096] = b"x" * len(block[::4096])
+    hog.append(block)
+"""
+#: The PriorityClass of the preemptor the real-node driver schedules.
+PREEMPTOR_PRIORITY = "jobdispatch-conformance-preemptor"
+
+
+def _millicores(quantity: str) -> int:
+    """A CPU quantity (``2``, ``1500m``, ``0.5``) in millicores."""
+    text = str(quantity)
+    if text.endswith("m"):
+        return int(text[:-1])
+    return round(float(text) * 1000)
+
+
+class RealNodeDriver(KubeDriver):
+    """The conformance driver for the real node (tools/kube/up --real-node): the pods run a real
+    process, so endings are real ones.
+
+    - complete, fail: the pod's program exits with the code it is told (REAL_NODE_WORKER);
+    - oom: it allocates past the pod's 256 MiB limit, and the kernel kills it;
+    - preempt: a pod of a higher PriorityClass asking for the node's free CPU and the object's,
+      which the scheduler makes room for by preempting the object's pods
+      (``PreemptionByScheduler``);
+    - a program that cannot start: the container runtime's own failure.
+
+    Not driven: losing the node (deleting the one real node would end every test's pods on it),
+    a time limit (``activeDeadlineSeconds`` is immutable once the TrainJob exists), a launch
+    failure of a running object.
+    """
+
+    def __init__(self, backend: KubeflowBackend) -> None:
+        super().__init__(backend)
+        self.orders = Path(os.environ["JOBDISPATCH_KUBE_REAL_CHECKPOINTS"]) / REAL_NODE_ORDERS
+        self.orders.mkdir(exist_ok=True)
+        self.preemptors: list[str] = []
+
+    def base_spec(self) -> JobSpec:
+        return JobSpec(
+            command=("python3", "-c", REAL_NODE_WORKER),
+            nodes=1,
+            resources=Resources(cpus_per_proc=1, memory_per_node_mib=256),
+        )
+
+    def _order(self, ref: ObjectRef, word: str) -> None:
+        if not self._pods(ref):
+            raise CannotDrive("order", f"{ref} has no running pod")
+        path = self.orders / str(ref).replace("/", "_")
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(word)
+        partial.replace(path)
+
+    def complete(self, ref: ObjectRef) -> None:
+        self._order(ref, "exit 0")
+
+    def fail(self, ref: ObjectRef, code: int) -> None:
+        self._order(ref, f"exit {code}")
+
+    def oom(self, ref: ObjectRef) -> None:
+        self._order(ref, "allocate")
+
+    def preempt(self, ref: ObjectRef) -> None:
+        pods = self._pods(ref)
+        if not pods:
+            raise CannotDrive("preempt", f"{ref} has no running pod")
+        spec = pods[0]["spec"]
+        assert isinstance(spec, dict)
+        cpu = self._room_with(str(spec["nodeName"]), pods)
+        with contextlib.suppress(Conflict):  # made by an earlier preemption
+            self.admin.raw(
+                "POST",
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": PREEMPTOR_PRIORITY},
+                    "value": 1_000_000,
+                    "description": "dispatch's conformance suite: a pod that preempts",
+                },
+            )
+        name = f"jd-preemptor-{len(self.preemptors)}-{int(time.time())}"
+        container = dict(spec["containers"][0])
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "priorityClassName": PREEMPTOR_PRIORITY,
+                "nodeSelector": spec.get("nodeSelector") or {},
+                "tolerations": spec.get("tolerations") or [],
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "preemptor",
+                        "image": container["image"],
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["sleep", "600"],
+                        "resources": {"requests": {"cpu": cpu}},
+                    }
+                ],
+            },
+        }
+        self.admin.create("pods", self.namespace, body)
+        self.preemptors.append(name)
+
+    def _room_with(self, node_name: str, victims: list[dict[str, object]]) -> str:
+        """The CPU the node has free plus what ``victims`` ask for, in millicores: a pod that
+        asks for it fits only once they are gone. No more, so that of the pods other tests run
+        on the shared node the scheduler needs none; among pods of one priority it preempts
+        the latest started, which the object's are."""
+        node = self.admin.get("nodes", None, node_name) or {}
+        allocatable = ((node.get("status") or {}).get("allocatable") or {}).get("cpu")
+        if not allocatable:
+            raise CannotDrive("preempt", f"node {node_name} reports no allocatable CPU")
+        on_node, _ = self.admin.list("pods", None, field_selector=f"spec.nodeName={node_name}")
+        mine = {str(p["metadata"].get("name")) for p in victims if isinstance(p["metadata"], dict)}
+        asked = 0
+        theirs = 0
+        for pod in on_node:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            milli = sum(
+                _millicores(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+                for c in (pod.get("spec") or {}).get("containers") or ()
+            )
+            asked += milli
+            if pod["metadata"]["name"] in mine:
+                theirs += milli
+        if theirs == 0:
+            raise CannotDrive("preempt", "the object's pods ask for no CPU to make room from")
+        return f"{_millicores(allocatable) - asked + theirs}m"
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        while self.preemptors:
+            self.admin.delete(
+                "pods", self.namespace, self.preemptors.pop(), propagation="Background"
+            )
+
+    def missing_program(self) -> JobSpec:
+        return self.spec_without_program()
+
+    def lose_node(self, ref: ObjectRef) -> None:
+        raise CannotDrive("lose_node", "deleting the one real node would end every pod on it")
+
+    def launch_fail(self, ref: ObjectRef) -> None:
+        raise CannotDrive("launch_fail", "a running container's launch cannot fail any more")
+
+    def emit_output(
+        self, ref: ObjectRef, data: bytes, stream: str = "stdout", rank: int = 0
+    ) -> None:
+        raise CannotDrive("emit_output", "the API server cannot reach the real node's kubelet")
