@@ -33,6 +33,35 @@ def environment(**settings: str) -> dict[str, str]:
     return env
 
 
+def local_config(
+    state_dir: Path,
+    *,
+    grace: float = 0.5,
+    poll: float = 0.02,
+    store: Mapping[str, str] | None = None,
+) -> str:
+    """A config file's text: the cluster ``local`` on the local adapter (its objects under
+    ``state_dir``), and a ``[store]`` table when ``store`` names one (a PostgreSQL's ``kind``,
+    ``dsn``, ``password_file`` and ``schema``)."""
+    text = (
+        f'[clusters.local]\nadapter = "local"\nstate_dir = "{state_dir}"\n'
+        f"grace = {grace:g}\npoll = {poll:g}\n"
+    )
+    if store:
+        text += "\n[store]\n" + "".join(f'{k} = "{v}"\n' for k, v in store.items())
+    return text
+
+
+def postgres_store(server: Any, schema: str) -> dict[str, str]:
+    """The ``[store]`` table of a config for the PostgreSQL ``server`` (a ``PrivateServer``)."""
+    return {
+        "kind": "postgresql",
+        "dsn": server.dsn,
+        "password_file": str(server.password_file),
+        "schema": schema,
+    }
+
+
 def command() -> list[str]:
     """The ``jobdispatch`` script installed beside this Python, else the module run by it."""
     script = Path(sys.executable).parent / "jobdispatch"

@@ -21,7 +21,7 @@ from typing import Any
 import cli_process
 import pytest
 from jobdispatch.errors import Unavailable
-from jobdispatch.testing import eventually
+from jobdispatch.testing import PATIENCE, eventually
 from jobdispatch.types import ObjectState
 from jobdispatch_local.layout import scan
 from jobdispatch_local.testing import make_backend, shut_down
@@ -40,13 +40,7 @@ class Home:
         self.local = self.state / "local"
         config = root / "config" / "jobdispatch"
         config.mkdir(parents=True)
-        (config / "config.toml").write_text(
-            "[clusters.local]\n"
-            'adapter = "local"\n'
-            f'state_dir = "{self.local}"\n'
-            "grace = 0.5\n"
-            "poll = 0.02\n"
-        )
+        (config / "config.toml").write_text(cli_process.local_config(self.local))
         self.env = cli_process.environment(
             XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(self.state)
         )
@@ -57,6 +51,23 @@ class Home:
 
     def json(self, *args: str) -> Any:
         return cli_process.run_json(args, self.env, timeout=TIMEOUT)
+
+    def settled(
+        self,
+        job: str,
+        what: str = "the job to settle",
+        *,
+        within: float = PATIENCE,
+        every: float = 0.5,
+    ) -> Any:
+        """The job's status (``status --json``) once it is settled: waited for, as ``what``."""
+        return eventually(
+            lambda: self.json("status", job),
+            what,
+            holds=lambda s: s["settled"],
+            within=within,
+            every=every,
+        )
 
     def start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
         proc = cli_process.start(args, self.env, self.root / log)
@@ -239,12 +250,7 @@ def test_a_supervisor_killed_mid_recovery_loses_nothing_and_runs_nothing_twice(
         "the second submission to run to its end",
         every=0.05,
     )
-    status = eventually(
-        lambda: home.json("status", job),
-        "the job to settle under the second supervisor",
-        holds=lambda s: s["settled"],
-        every=0.5,
-    )
+    status = home.settled(job, "the job to settle under the second supervisor")
     second.send_signal(signal.SIGTERM)
     assert second.wait(timeout=30) == 0, (home.root / "supervisor-2.log").read_text()
     assert "stopped" in (home.root / "supervisor-2.log").read_text()
@@ -329,12 +335,7 @@ def test_interrupting_run_leaves_the_job_to_a_supervisor(home: Home) -> None:
     assert any(o.state is ObjectState.RUNNING for o in backend.find(job).objects)
     supervisor = home.start("supervise", "--poll", "0.05", log="supervisor.log")
     release.touch()
-    status = eventually(
-        lambda: home.json("status", job),
-        "the job to settle",
-        holds=lambda s: s["settled"],
-        every=0.5,
-    )
+    status = home.settled(job)
     supervisor.send_signal(signal.SIGINT)
     assert supervisor.wait(timeout=30) == 0
     assert status["state"] == "succeeded"

@@ -66,18 +66,10 @@ class Run:
         self.env = cli_process.environment(XDG_STATE_HOME=str(root / "xdg"), COLUMNS="400")
         kinds = json.dumps([str(k) for k in NoticeKind])
         self.config = root / "config.toml"
+        store = cli_process.postgres_store(server, SCHEMA)
         self.config.write_text(
-            "[clusters.local]\n"
-            'adapter = "local"\n'
-            f'state_dir = "{root / "local"}"\n'
-            "grace = 0.3\n"
-            "poll = 0.05\n"
-            "\n[store]\n"
-            'kind = "postgresql"\n'
-            f'dsn = "{server.dsn}"\n'
-            f'password_file = "{server.password_file}"\n'
-            f'schema = "{SCHEMA}"\n'
-            "\n[escalations.hook]\n"
+            cli_process.local_config(root / "local", grace=0.3, poll=0.05, store=store)
+            + "\n[escalations.hook]\n"
             'sink = "webhook"\n'
             f'url = "{hook.url}"\n'
             f'secret_file = "{secret}"\n'

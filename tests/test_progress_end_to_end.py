@@ -89,6 +89,29 @@ def _published(home: Home, job: str, submission: int) -> int:
     return max(steps)
 
 
+def assert_stalled_then_resumed(
+    home: Home, job: str, status: dict[str, Any], stall_after: float
+) -> float:
+    """The hung job's settled status: its first run named stalled by the supervisor (never
+    early, and stopped: the stop was decided before the kill, so the cause is never
+    cancelled), its second run ended well, resuming from the newest published checkpoint
+    (step 10). How long the supervisor saw no progress."""
+    first, second = status["submissions"]
+    ended = first["executions"][-1]["cause"]
+    assert (ended["kind"], ended["provenance"]) == ("stalled", "supervisor"), ended
+    assert "last progress: step 1" in ended["detail"], ended["detail"]  # step 11 or 12
+    waited = float(re.search(r"no progress for ([0-9.]+) s", ended["detail"])[1])  # type: ignore[index]
+    assert waited >= stall_after, ended["detail"]
+    [stall] = status["progress"]["stalls"]
+    assert stall["enforced"] is True
+    assert second["executions"][-1]["cause"]["kind"] == "none"
+    # The record's resumed entries: [submission, execution, step].
+    assert [r[2] for r in status["progress"]["resumed"] if r[0] == 2] == [10], status["progress"]
+    resumed = home.run("logs", job, "--submission", "2", "--rank", "0")
+    assert "resuming from step 10" in resumed.stdout, resumed.stdout + resumed.stderr
+    return waited
+
+
 def test_a_hung_job_is_named_stalled_stopped_resubmitted_and_resumes(home: Home) -> None:
     path = _job(
         home,
@@ -101,22 +124,8 @@ def test_a_hung_job_is_named_stalled_stopped_resubmitted_and_resumes(home: Home)
     job = done.stdout.split()[1]
     status = home.json("status", job)
     assert status["state"] == "succeeded"
-    first, second = status["submissions"]
-    ended = first["executions"][-1]["cause"]
-    assert (ended["kind"], ended["provenance"]) == ("stalled", "supervisor"), ended
-    assert "last progress: step 1" in ended["detail"], ended["detail"]  # step 11 or 12
-    # Never early: the supervisor saw no progress for at least stall.after.
-    waited = float(re.search(r"no progress for ([0-9.]+) s", ended["detail"])[1])  # type: ignore[index]
-    assert waited >= STALL_AFTER, ended["detail"]
+    waited = assert_stalled_then_resumed(home, job, status, STALL_AFTER)
     print(f"\nstalled after {waited:.1f} s without progress (stall.after {STALL_AFTER:g} s)")
-    # The stop was decided before the kill: the run's cause is stalled, never cancelled.
-    [stall] = status["progress"]["stalls"]
-    assert stall["enforced"] is True
-    assert second["executions"][-1]["cause"]["kind"] == "none"
-    resumed = home.run("logs", job, "--submission", "2", "--rank", "0").stdout
-    assert "resuming from step 10" in resumed, resumed  # the newest published checkpoint
-    # The record's resumed entries: [submission, execution, step].
-    assert [r[2] for r in status["progress"]["resumed"] if r[0] == 2] == [10]
 
 
 def test_preempted_five_times_while_advancing_never_spends_a_budget_of_two(home: Home) -> None:
@@ -152,12 +161,7 @@ def test_preempted_five_times_while_advancing_never_spends_a_budget_of_two(home:
 
         obj = eventually(running, f"submission {submission} to run", every=0.05)
         backend.preempt(obj.ref)
-    status = eventually(
-        lambda: home.json("status", job),
-        "the job to settle",
-        holds=lambda s: s["settled"],
-        every=0.5,
-    )
+    status = home.settled(job)
     assert status["state"] == "succeeded", status["cause"]
     assert len(status["submissions"]) == 6
     firings = status["firings"]

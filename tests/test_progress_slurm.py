@@ -13,7 +13,6 @@ fail instead. Nothing is asserted about how fast anything happens.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +31,12 @@ from jobdispatch_slurm.testing import (
 )
 from test_cli_end_to_end import Home
 from test_progress_end_to_end import _job as _local_job
-from test_progress_end_to_end import _published, resubmit_rule, stall_table
+from test_progress_end_to_end import (
+    _published,
+    assert_stalled_then_resumed,
+    resubmit_rule,
+    stall_table,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -98,28 +102,9 @@ def test_a_hung_job_on_slurm_is_named_stalled_stopped_resubmitted_and_resumes(
     job = home.json("submit", str(path))["job"]
     home.jobs.append(job)
     home.start("supervise", "--poll", f"{POLL:g}", log="supervise.log")
-    status = eventually(
-        lambda: home.json("status", job),
-        "the hung job to be recovered and settle",
-        holds=lambda s: s["settled"],
-        within=600,
-        every=1.0,
-    )
+    status = home.settled(job, "the hung job to be recovered and settle", within=600, every=1.0)
     assert status["state"] == "succeeded", status
-    first, second = status["submissions"]
-    ended = first["executions"][-1]["cause"]
-    assert (ended["kind"], ended["provenance"]) == ("stalled", "supervisor"), ended
-    assert "last progress: step 1" in ended["detail"], ended["detail"]  # step 11 or 12
-    waited = float(re.search(r"no progress for ([0-9.]+) s", ended["detail"])[1])  # type: ignore[index]
-    assert waited >= STALL_AFTER, ended["detail"]
-    [stall] = status["progress"]["stalls"]
-    assert stall["enforced"] is True
-    assert second["executions"][-1]["cause"]["kind"] == "none"
-    # The record's resumed entries ([submission, execution, step]): the second submission
-    # resumed from the newest published checkpoint, step 10.
-    assert [r[2] for r in status["progress"]["resumed"] if r[0] == 2] == [10], status["progress"]
-    resumed = home.run("logs", job, "--submission", "2", "--rank", "0")
-    assert "resuming from step 10" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert_stalled_then_resumed(home, job, status, STALL_AFTER)
 
 
 @pytest.mark.timeout(1800)  # five rounds of preemption on a cluster other tests share
@@ -176,13 +161,7 @@ def test_preempted_five_times_on_slurm_while_advancing_never_spends_a_budget_of_
                 return False
 
             eventually(ended, f"submission {submission} to be preempted", within=300, every=1.0)
-        status = eventually(
-            lambda: home.json("status", job),
-            "the job to settle",
-            holds=lambda s: s["settled"],
-            within=600,
-            every=1.0,
-        )
+        status = home.settled(job, within=600, every=1.0)
     finally:
         driver.cleanup()
     assert status["state"] == "succeeded", status["cause"]

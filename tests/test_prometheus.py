@@ -111,18 +111,8 @@ class Fleet:
         self.local = root / "local"
         home = root / "config" / "jobdispatch"
         home.mkdir(parents=True)
-        (home / "config.toml").write_text(
-            "[clusters.local]\n"
-            'adapter = "local"\n'
-            f'state_dir = "{self.local}"\n'
-            "grace = 0.5\n"
-            "poll = 0.02\n"
-            "\n[store]\n"
-            'kind = "postgresql"\n'
-            f'dsn = "{self.server.dsn}"\n'
-            f'password_file = "{self.server.password_file}"\n'
-            'schema = "metrics"\n'
-        )
+        store = cli_process.postgres_store(self.server, "metrics")
+        (home / "config.toml").write_text(cli_process.local_config(self.local, store=store))
         # Wide lines: the supervisors' logs are read for their holder ids.
         self.env = cli_process.environment(
             XDG_CONFIG_HOME=str(root / "config"), XDG_STATE_HOME=str(root / "xdg"), COLUMNS="500"

@@ -59,18 +59,8 @@ class Site:
 
     def write_config(self, name: str, dsn: str) -> Path:
         path = self.root / f"{name}.toml"
-        path.write_text(
-            "[clusters.local]\n"
-            'adapter = "local"\n'
-            f'state_dir = "{self.root / "local"}"\n'
-            "grace = 0.5\n"
-            "poll = 0.05\n"
-            "\n[store]\n"
-            'kind = "postgresql"\n'
-            f'dsn = "{dsn}"\n'
-            f'password_file = "{self.server.password_file}"\n'
-            f'schema = "{SCHEMA}"\n'
-        )
+        store = {**cli_process.postgres_store(self.server, SCHEMA), "dsn": dsn}
+        path.write_text(cli_process.local_config(self.root / "local", poll=0.05, store=store))
         return path
 
     def run(self, *args: str) -> Any:
@@ -214,6 +204,17 @@ def _started_and_seen_running(site: Site, job: str) -> None:
     )
 
 
+def _back_and_settled(site: Site, proc: subprocess.Popen[bytes], during: str, before: Any) -> float:
+    """Once the store answers again: how long the supervisor took to commit (seconds), after
+    which the job that ended while it was away and a new one both settle, each told once."""
+    took = _first_commit_after(site, before)
+    after = site.submit("after")
+    site.release("after")
+    _settles(site, proc, [during, after])
+    _told_once(site, proc)
+    return took
+
+
 def test_a_supervisor_rides_out_its_server_killed_for_30_s(
     site: Site, server: PrivateServer
 ) -> None:
@@ -225,12 +226,8 @@ def test_a_supervisor_rides_out_its_server_killed_for_30_s(
     site.release("during")  # it ends while nobody can record it
     _hold(proc, KILLED_FOR, site)
     server.start()
-    took = _first_commit_after(site, before)
+    took = _back_and_settled(site, proc, during, before)
     print(f"\nserver killed for {KILLED_FOR:g} s: first commit {took:.2f} s after it answered")
-    after = site.submit("after")
-    site.release("after")
-    _settles(site, proc, [during, after])
-    _told_once(site, proc)
 
 
 def test_run_rides_out_its_server_killed_for_30_s(site: Site, server: PrivateServer) -> None:
@@ -288,12 +285,8 @@ def test_a_supervisor_rides_out_a_partition_of_60_s(site: Site, server: PrivateS
         _hold(proc, CUT_FOR, site)
         assert site.events() == before  # nothing reached the store while cut off
         relay.mend()
-        took = _first_commit_after(site, before)
+        took = _back_and_settled(site, proc, during, before)
         print(f"\ncut off for {CUT_FOR:g} s: first commit {took:.2f} s after the relay mended")
-        after = site.submit("after")
-        site.release("after")
-        _settles(site, proc, [during, after])
-        _told_once(site, proc)
     finally:
         relay.close()
 

@@ -9,86 +9,46 @@ over a multiprocessing manager, so both processes act on one scheduler, as two h
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
-from multiprocessing.managers import BaseManager
 from pathlib import Path
-from typing import cast
 
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records import events as ev
 from jobdispatch.testing import eventually, job_of
+from shared_scheduler import REMOTE_BACKEND, serve
 
 lmdb_store = pytest.importorskip("jobdispatch_records_lmdb")
 
-CHILD = textwrap.dedent("""
-    import os, sys, time
-    from datetime import timedelta
-    from multiprocessing.managers import BaseManager
+CHILD = REMOTE_BACKEND + textwrap.dedent("""
     from jobdispatch_records_lmdb import LmdbRecords
-    from jobdispatch_supervise import Supervisor
 
-    class M(BaseManager):
-        pass
-
-    M.register("backend")
-    host, port = os.environ["JD_ADDR"].split(":")
-    m = M(address=(host, int(port)), authkey=b"jobdispatch-test")
-    m.connect()
-    proxy = m.backend()
     slow = int(os.environ.get("JD_SLOW_START_FROM", "0"))
 
-    class Remote:
-        name = "memory"
-        def capabilities(self, spec=None): return proxy.capabilities(spec)
-        def rules(self, spec, policy): return proxy.rules(spec, policy)
+    class SlowToReply(Remote):
         def start(self, request):
-            ref = proxy.start(request)
+            ref = super().start(request)
             if slow and request.submission >= slow:
                 print("started", ref, flush=True)
                 time.sleep(600)  # killed here: the object exists, its reply is not recorded
             return ref
-        def open(self, ref, meta=None): return proxy.open(ref, meta)
-        def find(self, job): return proxy.find(job)
-        def inspect(self, ref): return proxy.inspect(ref)
-        def stop(self, ref, reason): return proxy.stop(ref, reason)
-        def hold(self, ref, meta): return proxy.hold(ref, meta)
-        def release(self, ref, meta): return proxy.release(ref, meta)
-        def requeue(self, ref, meta): return proxy.requeue(ref, meta)
-        def restore_requeue_bit(self, ref, meta): return proxy.restore_requeue_bit(ref, meta)
-        def close(self): pass
 
     store = LmdbRecords(sys.argv[1])
-    Supervisor(Remote(), store, poll=0.02, lease_ttl=timedelta(seconds=2),
+    Supervisor(SlowToReply(), store, poll=0.02, lease_ttl=timedelta(seconds=2),
                holder=sys.argv[3]).run(sys.argv[2])
     print("settled", flush=True)
 """)
 
 
-class Manager(BaseManager):
-    pass
-
-
 def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_path: Path) -> None:
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    Manager.register("backend", callable=lambda: backend)
-    manager = Manager(address=("127.0.0.1", 0), authkey=b"jobdispatch-test")
-    server = manager.get_server()
-
-    def serve() -> None:
-        with contextlib.suppress(SystemExit):  # the server exits its thread when stopped
-            server.serve_forever()
-
-    threading.Thread(target=serve, daemon=True).start()
-    host, port = cast(tuple[str, int], server.address)
-    addr = f"{host}:{port}"
+    server = serve(backend, "127.0.0.1")
+    addr = f"{server.host}:{server.port}"
 
     path = tmp_path / "records"
     store = lmdb_store.LmdbRecords(path)
@@ -105,7 +65,7 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
     script.write_text(CHILD)
 
     def spawn(holder: str, slow: int) -> subprocess.Popen[str]:
-        env = {**os.environ, "JD_ADDR": addr, "JD_SLOW_START_FROM": str(slow)}
+        env = {**os.environ, "JD_SCHEDULER": addr, "JD_SLOW_START_FROM": str(slow)}
         return subprocess.Popen(
             [sys.executable, str(script), str(path), job, holder],
             env=env,
@@ -163,4 +123,4 @@ def test_the_owner_killed_mid_recovery_is_taken_over_without_a_duplicate(tmp_pat
     assert {e.by.id for e in decisions} == {"owner", "other"}
     assert [e.token for e in decisions] == sorted(e.token for e in decisions)
     store.close()
-    server.stop_event.set()  # type: ignore[attr-defined]  # the manager's Server has one
+    server.stop()

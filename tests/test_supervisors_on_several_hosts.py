@@ -22,7 +22,6 @@ and fails under JOBDISPATCH_REQUIRE_SERVICES=1.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
@@ -30,17 +29,16 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
-from multiprocessing.managers import BaseManager
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule, State, compose
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.testing import eventually
 from netns_hosts import DEADLINE, Relay, holders, make_hosts, owned_by, require, spread
+from shared_scheduler import REMOTE_BACKEND, serve
 
 pg_testing = pytest.importorskip("jobdispatch_records_postgres.testing")
 from jobdispatch_records_postgres import PostgresRecords, Settings  # noqa: E402
@@ -48,46 +46,14 @@ from jobdispatch_records_postgres import PostgresRecords, Settings  # noqa: E402
 LEASE_TTL = 3.0
 BUDGET = 1
 
-CHILD = textwrap.dedent("""
-    import json, os, sys
-    from datetime import timedelta
-    from multiprocessing.managers import BaseManager
+CHILD = REMOTE_BACKEND + textwrap.dedent("""
     from jobdispatch_records_postgres import PostgresRecords
-    from jobdispatch_supervise import Supervisor
-
-    class M(BaseManager):
-        pass
-
-    M.register("backend")
-    host, port = os.environ["JD_SCHEDULER"].split(":")
-    m = M(address=(host, int(port)), authkey=b"jobdispatch-test")
-    m.connect()
-    proxy = m.backend()
-
-    class Remote:
-        name = "memory"
-        def capabilities(self, spec=None): return proxy.capabilities(spec)
-        def rules(self, spec, policy): return proxy.rules(spec, policy)
-        def start(self, request): return proxy.start(request)
-        def open(self, ref, meta=None): return proxy.open(ref, meta)
-        def find(self, job): return proxy.find(job)
-        def inspect(self, ref): return proxy.inspect(ref)
-        def stop(self, ref, reason): return proxy.stop(ref, reason)
-        def hold(self, ref, meta): return proxy.hold(ref, meta)
-        def release(self, ref, meta): return proxy.release(ref, meta)
-        def requeue(self, ref, meta): return proxy.requeue(ref, meta)
-        def restore_requeue_bit(self, ref, meta): return proxy.restore_requeue_bit(ref, meta)
-        def close(self): pass
 
     store = PostgresRecords(json.loads(os.environ["JD_STORE"]))
     print("ready", flush=True)
     Supervisor(Remote(), store, poll=0.2, lease_ttl=timedelta(seconds=float(sys.argv[2])),
                holder=sys.argv[1]).serve()
 """)
-
-
-class Manager(BaseManager):
-    pass
 
 
 @pytest.fixture
@@ -101,15 +67,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
     hosts = make_hosts(3)
     relay = Relay((settings.conninfo["host"], int(settings.conninfo.get("port", "5432"))))
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
-    Manager.register("backend", callable=lambda: backend)
-    manager = Manager(address=("0.0.0.0", 0), authkey=b"jobdispatch-test")
-    scheduler = manager.get_server()
-
-    def serve() -> None:
-        with contextlib.suppress(SystemExit):
-            scheduler.serve_forever()
-
-    threading.Thread(target=serve, daemon=True).start()
+    scheduler = serve(backend, "0.0.0.0")
     script = tmp_path / "supervisor.py"
     script.write_text(CHILD)
     store = PostgresRecords(config)
@@ -128,7 +86,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
         env = {
             **os.environ,
             "JD_STORE": json.dumps(through),
-            "JD_SCHEDULER": f"{host.gateway}:{cast(tuple[str, int], scheduler.address)[1]}",
+            "JD_SCHEDULER": f"{host.gateway}:{scheduler.port}",
         }
         proc = subprocess.Popen(
             [
@@ -167,7 +125,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
             proc.communicate(timeout=30)
         store.close()
         relay.close()
-        scheduler.stop_event.set()  # type: ignore[attr-defined]  # the manager's Server has one
+        scheduler.stop()
         for host in hosts:
             host.remove()
         pg_testing.drop_schema(config, config["schema"])

@@ -232,28 +232,31 @@ def test_requeue_is_recorded_as_the_person_asked(
     assert invoke("requeue", job).code == 2  # terminal: nothing to requeue
 
 
-def test_abandon_closes_an_attempt_that_was_made_and_only_that(
-    invoke: Invoke, job_file: JobFile, home: Path
-) -> None:
-    job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
-    # A supervisor's launch that never heard back from Start: authorized and attempted, no reply.
+def _attempted_without_reply(home: Path, job: str, *, attempts: int) -> None:
+    """Submission 1 of ``job`` authorized and ``attempts`` Start calls made for it, none with a
+    reply: what a supervisor killed inside Start leaves, committed under its lease."""
     store = _records(home)
     try:
         lease = store.acquire(job, "sup", timedelta(seconds=30))
         me = Actor.supervisor("sup")
         now = datetime.now(UTC)
-        store.append(
-            job,
-            [
-                ev.SubmissionAuthorized(at=now, by=me, n=1, trigger=SUBMIT),
-                ev.AttemptStarted(at=now, by=me, submission=1, attempt=1),
-            ],
-            expect_revision=store.read(job).revision,
-            owner=lease,
-        )
+        events: list[ev.AnyEvent] = [ev.SubmissionAuthorized(at=now, by=me, n=1, trigger=SUBMIT)]
+        events += [
+            ev.AttemptStarted(at=now, by=me, submission=1, attempt=k)
+            for k in range(1, attempts + 1)
+        ]
+        store.append(job, events, expect_revision=store.read(job).revision, owner=lease)
         store.release(lease)
     finally:
         store.close()
+
+
+def test_abandon_closes_an_attempt_that_was_made_and_only_that(
+    invoke: Invoke, job_file: JobFile, home: Path
+) -> None:
+    job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
+    # A supervisor's launch that never heard back from Start: authorized and attempted, no reply.
+    _attempted_without_reply(home, job, attempts=1)
     assert invoke("abandon", job, "1", "2").code == 3  # never made
     assert invoke("abandon", job, "0", "1").code == 2  # not a submission number
     ran = invoke("--as", "bob", "abandon", job, "1", "1", "--reason", "checked: no such job")
@@ -274,17 +277,7 @@ def test_a_launch_whose_attempts_were_abandoned_fails_as_the_persons_doing(
     from jobdispatch_supervise import Supervisor
 
     job = invoke("submit", str(job_file(["true"])), "--json").json()["job"]
-    store = _records(home)
-    try:
-        lease = store.acquire(job, "sup", timedelta(seconds=30))
-        me = Actor.supervisor("sup")
-        now = datetime.now(UTC)
-        events: list[ev.AnyEvent] = [ev.SubmissionAuthorized(at=now, by=me, n=1, trigger=SUBMIT)]
-        events += [ev.AttemptStarted(at=now, by=me, submission=1, attempt=k) for k in (1, 2, 3)]
-        store.append(job, events, expect_revision=store.read(job).revision, owner=lease)
-        store.release(lease)
-    finally:
-        store.close()
+    _attempted_without_reply(home, job, attempts=3)
     for k in ("1", "2", "3"):
         ran = invoke("--as", "bob", "abandon", job, "1", k, "--reason", "no such object")
         assert ran.code == 0, ran.err

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import attrs
 from jobdispatch import Action, Cause, CauseKind, Enforcer, ObjectRef, ObjectState, Provenance
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery
-from jobdispatch.status import project
+from jobdispatch.status import Status, project
 from jobdispatch.testing import Story, execution, observation, plan_for
 from jobdispatch.triggers import End
 from jobdispatch.types import (
@@ -61,19 +62,18 @@ def _story(mode: StallMode) -> Story:
     return s
 
 
-def test_status_shows_an_enforced_stall_and_an_uncharged_firing() -> None:
-    s = _story(StallMode.ENFORCE)
+def _stopped_and_resubmitted(s: Story, **authorized: Any) -> Status:
+    """The stalled run of ``s`` stopped, and submission 2 authorized for it by rule 0 (with the
+    authorization's further fields): the job's status as the store and the backend show it."""
     s.add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
     ended = s.ended(1, "o1", Cause(CauseKind.CANCELLED, Provenance.ACTOR))
-    s.add(
-        ev.SubmissionAuthorized,
-        n=2,
-        trigger=End("o1", 0),
-        rule=0,
-        cause=STALLED,
-        charged=False,
-    )
-    status = project(s.fold(), Discovery(job="job1", objects=(ended,), at=s.now), s.now)
+    s.add(ev.SubmissionAuthorized, n=2, trigger=End("o1", 0), rule=0, cause=STALLED, **authorized)
+    return project(s.fold(), Discovery(job="job1", objects=(ended,), at=s.now), s.now)
+
+
+def test_status_shows_an_enforced_stall_and_an_uncharged_firing() -> None:
+    s = _story(StallMode.ENFORCE)
+    status = _stopped_and_resubmitted(s, charged=False)
     text = _text(status_view(status))
     assert "stalled, stopped: run 0 of o1" in text
     assert "progress: step 400" in text and "newest checkpoint step 400" in text
@@ -96,19 +96,8 @@ def test_status_and_timeline_show_an_observe_only_verdict() -> None:
 
 def test_status_shows_the_suspect_nodes_a_submission_keeps_off() -> None:
     s = _story(StallMode.ENFORCE)
-    s.add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
-    ended = s.ended(1, "o1", Cause(CauseKind.CANCELLED, Provenance.ACTOR))
     until = s.now + timedelta(hours=6)
-    s.add(
-        ev.SubmissionAuthorized,
-        n=2,
-        trigger=End("o1", 0),
-        rule=0,
-        cause=STALLED,
-        exclude=("n2", "n7"),
-        exclude_until=until,
-    )
-    status = project(s.fold(), Discovery(job="job1", objects=(ended,), at=s.now), s.now)
+    status = _stopped_and_resubmitted(s, exclude=("n2", "n7"), exclude_until=until)
     assert status.submissions[1].exclude == ("n2", "n7")
     text = _text(status_view(status))
     assert "submission 2 keeps off suspect nodes n2, n7 until" in text

@@ -147,12 +147,19 @@ def test_progress_evidence_splits_the_lost_run_into_kept_and_recomputed() -> Non
     assert recomputed.resource_micros == 8 * 37 * _S
 
 
-def test_a_stall_stop_is_read_from_the_record_and_charged_as_stalled() -> None:
+def _stopped_as_stalled() -> tuple[Story, datetime]:
+    """A story whose first run started at ``t1`` and was stopped as stalled 300 s later; the
+    story (now at the stop) and ``t1``."""
     s = Story()
     s.later(1).launched(1, "o1", running=False)
     t1 = s.now
     s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
     s.later(300).add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
+    return s, t1
+
+
+def test_a_stall_stop_is_read_from_the_record_and_charged_as_stalled() -> None:
+    s, t1 = _stopped_as_stalled()
     ev_of = evidence_of(s.view())
     assert ev_of[("o1", 0)].stall_stop_at == s.now
     evidence = {
@@ -404,11 +411,7 @@ def test_a_rule_hold_is_queued_for_the_rule_and_charged_to_its_cause() -> None:
 
 
 def test_a_blind_window_makes_startup_and_stall_unknown_where_it_overlaps() -> None:
-    s = Story()
-    s.later(1).launched(1, "o1", running=False)
-    t1 = s.now
-    s.observe(observation("job1", 1, 1, "o1", _RUNNING, _run(0, t1)))
-    s.later(300).add(ev.StopDecided, ref=ObjectRef("o1"), reason="stalled")
+    s, t1 = _stopped_as_stalled()
     stall_at = s.now
     s.later(5)
     stopped = Cause(CauseKind.CANCELLED, Provenance.ACTOR)
@@ -470,32 +473,21 @@ def test_progress_events_in_the_record_are_the_evidence() -> None:
     runs = {(r.ref, r.index): r for r in goodput(s.view(), s.now).runs}
     start1, start2 = runs[("o1", 0)].started_at, runs[("o2", 0)].started_at
     assert start1 is not None and start2 is not None
-    mark = ev.Origin.MARK
-    s.add(
-        ev.ProgressSeen,
-        step=10,
-        marked_at=start1 + timedelta(seconds=7),
-        submission=1,
-        execution="0",
-        origin=mark,
-    )
-    s.add(
-        ev.ProgressSeen,
-        step=150,
-        marked_at=start1 + timedelta(seconds=60),
-        submission=1,
-        execution="0",
-        origin=ev.Origin.PUBLICATION,
-    )
+
+    def seen(step: int, at: datetime, submission: int, origin: ev.Origin = ev.Origin.MARK) -> None:
+        s.add(
+            ev.ProgressSeen,
+            step=step,
+            marked_at=at,
+            submission=submission,
+            execution="0",
+            origin=origin,
+        )
+
+    seen(10, start1 + timedelta(seconds=7), 1)
+    seen(150, start1 + timedelta(seconds=60), 1, ev.Origin.PUBLICATION)
     s.add(ev.ResumedFrom, submission=2, execution="0", step=150, resumed_at=start2)
-    s.add(
-        ev.ProgressSeen,
-        step=160,
-        marked_at=start2 + timedelta(seconds=4),
-        submission=2,
-        execution="0",
-        origin=mark,
-    )
+    seen(160, start2 + timedelta(seconds=4), 2)
     evidence = evidence_of(s.view())
     assert evidence[("o2", 0)].resumed_from == 150
     assert evidence[("o2", 0)].checkpoint_at == start1 + timedelta(seconds=60)

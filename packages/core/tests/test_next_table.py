@@ -332,29 +332,31 @@ def test_e6_hold_rule_places_a_recovery_hold_for_a_person() -> None:
     assert step.hold.kind is HoldKind.RECOVERY and step.hold.until == story.now + timedelta(hours=2)
 
 
-def test_e7_escalate_rule_fails_the_job_and_tells_a_person() -> None:
-    story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.ESCALATE))
+def _preempted_fails_the_job(story: Story) -> tr.EscalationId | None:
+    """The story's first object launched and preempted: the job fails; the escalation it raises."""
     obs = story.launched().ended(1, "o1", PREEMPTED)
     step = first(story.next(obs))
     assert isinstance(step, Outcome) and step.state == State.FAILED, step
-    assert isinstance(step.escalation, tr.RuleEscalates) and step.escalation.rule == 0
+    return step.escalation
+
+
+def test_e7_escalate_rule_fails_the_job_and_tells_a_person() -> None:
+    story = Story.with_rules(Rule(on=[CauseKind.PREEMPTED], action=Action.ESCALATE))
+    escalation = _preempted_fails_the_job(story)
+    assert isinstance(escalation, tr.RuleEscalates) and escalation.rule == 0
 
 
 def test_e8_an_unenforced_rule_fails_the_job_with_an_escalation() -> None:
     story = Story.with_rules(RESUBMIT, enforcers={0: Enforcer.NOBODY})
-    obs = story.launched().ended(1, "o1", PREEMPTED)
-    step = first(story.next(obs))
-    assert isinstance(step, Outcome) and step.state == State.FAILED, step
-    assert isinstance(step.escalation, tr.Unenforced) and step.escalation.rule == 0
+    escalation = _preempted_fails_the_job(story)
+    assert isinstance(escalation, tr.Unenforced) and escalation.rule == 0
 
 
 def test_e9_a_natively_enforced_rule_whose_object_ended_fails_the_job() -> None:
     rule = Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=1)
     story = Story.with_rules(rule, enforcers={0: Enforcer.BACKEND})
-    obs = story.launched().ended(1, "o1", PREEMPTED)
-    step = first(story.next(obs))
-    assert isinstance(step, Outcome) and step.state == State.FAILED, step
-    assert isinstance(step.escalation, tr.NativeSpent) and step.escalation.rule == 0
+    escalation = _preempted_fails_the_job(story)
+    assert isinstance(escalation, tr.NativeSpent) and escalation.rule == 0
 
 
 def test_e10_a_native_rerun_is_observed_not_acted_on() -> None:

@@ -15,6 +15,7 @@ from jobdispatch import (
     CauseKind,
     Enforcer,
     JobSpec,
+    Plan,
     RecoveryPolicy,
     Rejected,
     Rule,
@@ -47,17 +48,17 @@ def spec(*rules: Rule, **fields: Any) -> JobSpec:
     return JobSpec(command=["train"], recovery=RecoveryPolicy(rules=rules), **fields)
 
 
+REQUEUE_PREEMPTED = Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=2)
+
+
+def supervised_on_slurm(spec: JobSpec) -> Plan:
+    """The plan of job ``j`` on a Slurm-shaped memory backend, for a supervised submission."""
+    return jobdispatch.make_plan(MemoryBackend(shape=Shape.SLURM), "j", spec, supervised=True)
+
+
 def test_native_rules_go_to_the_backend_others_to_the_supervisor() -> None:
-    backend = MemoryBackend(shape=Shape.SLURM)
-    plan = jobdispatch.make_plan(
-        backend,
-        "j",
-        spec(
-            Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=2),
-            Rule(on=[CauseKind.OUT_OF_MEMORY], action=Action.RESUBMIT, budget=1),
-        ),
-        supervised=True,
-    )
+    oom = Rule(on=[CauseKind.OUT_OF_MEMORY], action=Action.RESUBMIT, budget=1)
+    plan = supervised_on_slurm(spec(REQUEUE_PREEMPTED, oom))
     assert [a.enforcer for a in plan.rules] == [Enforcer.BACKEND, Enforcer.SUPERVISOR]
     assert list(plan.uncovered) == [
         CauseKind.NODE_LOST,
@@ -109,17 +110,8 @@ def test_a_capability_the_cluster_lacks_is_unsupported_naming_the_field() -> Non
 
 
 def test_shared_checkpoints_turn_every_rule_into_a_day_long_hold() -> None:
-    backend = MemoryBackend(shape=Shape.SLURM)
-    plan = jobdispatch.make_plan(
-        backend,
-        "j",
-        spec(
-            Rule(on=[CauseKind.PREEMPTED], action=Action.REQUEUE, budget=2),
-            Rule(on=[CauseKind.NODE_LOST], action=Action.RESUBMIT, budget=1),
-            extensions=[SharedCheckpoint()],
-        ),
-        supervised=True,
-    )
+    rules = (REQUEUE_PREEMPTED, Rule(on=[CauseKind.NODE_LOST], action=Action.RESUBMIT, budget=1))
+    plan = supervised_on_slurm(spec(*rules, extensions=[SharedCheckpoint()]))
     assert {a.effective.action for a in plan.rules} == {Action.HOLD}
     assert all(a.effective.for_ == jobdispatch.SHARED_HOLD_FOR for a in plan.rules)
     assert [a.rule.action for a in plan.rules] == [Action.REQUEUE, Action.RESUBMIT]

@@ -4,9 +4,34 @@ another package's ``conftest``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+#: The publish helper as a job's process runs it.
+HELPER = (sys.executable, "-m", "jobdispatch_publish")
+
+
+def helper(
+    *argv: str, env: Mapping[str, str], check: bool = True, timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``jobdispatch-publish ARGV`` run to its end in ``env``, its output captured as text."""
+    return subprocess.run(
+        [*HELPER, *argv], env=env, capture_output=True, text=True, check=check, timeout=timeout
+    )
+
+
+def watch_giving_up(
+    saves: Path, env: Mapping[str, str], job: str
+) -> subprocess.CompletedProcess[str]:
+    """``watch`` of ``saves``, as execution 0 of submission 1 of ``job``, over a root it must
+    give up on: it exits with the reason's code, and a minute is the bound past which it is
+    taken to retry forever (as it once did)."""
+    identity = {"JOBDISPATCH_JOB": job, "JOBDISPATCH_SUBMISSION": "1", "JOBDISPATCH_EXECUTION": "0"}
+    argv = ("watch", str(saves), "--interval", "0.1")
+    return helper(*argv, env={**env, **identity}, check=False, timeout=60)
 
 
 def make_save(

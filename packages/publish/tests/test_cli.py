@@ -12,9 +12,7 @@ import pytest
 from jobdispatch.exitcodes import ExitCode
 from jobdispatch.testing import eventually
 from jobdispatch_publish.cli import main
-from publish_helpers import make_save
-
-HELPER = [sys.executable, "-m", "jobdispatch_publish"]
+from publish_helpers import HELPER, make_save
 
 
 def test_help_does_not_import_boto3() -> None:

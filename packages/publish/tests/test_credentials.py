@@ -94,6 +94,15 @@ def sts() -> Iterator[FakeSts]:
 ROLE = "arn:aws:iam::123456789012:role/trainer"
 
 
+def _temporary_from_aws(access_key: str) -> Credentials:
+    """What the ``aws`` source finds: temporary credentials (access key ``access_key``, the
+    fakes' secret and token) that expire."""
+    found = chain(AWS)
+    assert (found.access_key, found.secret_key, found.session_token) == (access_key, SECRET, TOKEN)
+    assert found.expires is not None
+    return found
+
+
 def test_the_aws_source_assumes_a_role_with_web_identity_as_on_eks(
     clean_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sts: FakeSts
 ) -> None:
@@ -103,13 +112,7 @@ def test_the_aws_source_assumes_a_role_with_web_identity_as_on_eks(
     monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
     monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.url)
     monkeypatch.setenv("AWS_REGION", "us-east-1")
-    found = chain(AWS)
-    assert (found.access_key, found.secret_key, found.session_token) == (
-        "ASIAWEBIDENTITY",
-        SECRET,
-        TOKEN,
-    )
-    assert found.expires is not None
+    found = _temporary_from_aws("ASIAWEBIDENTITY")
     assert found.source == "aws (assume-role-with-web-identity)"
     token.write_text("a-token-sts-refuses")
     with pytest.raises(Unauthorized, match="AccessDenied") as caught:
@@ -150,13 +153,7 @@ def test_the_aws_source_asks_the_container_endpoint_with_its_token_file(
     token_file.write_text("Bearer pod-identity")
     monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", endpoint.url + "/v1/credentials")
     monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", str(token_file))
-    found = chain(AWS)
-    assert (found.access_key, found.secret_key, found.session_token) == (
-        "ASIACONTAINER",
-        SECRET,
-        TOKEN,
-    )
-    assert found.expires is not None
+    _temporary_from_aws("ASIACONTAINER")
 
 
 def test_a_refusing_container_endpoint_is_unreachable_and_hides_the_token(

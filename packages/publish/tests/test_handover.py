@@ -25,7 +25,7 @@ from jobdispatch_publish.posix import PosixStore
 from jobdispatch_publish.publish import publish
 from jobdispatch_publish.resolve import resolve
 from jobdispatch_publish.watch import Watcher
-from publish_helpers import make_save
+from publish_helpers import make_save, watch_giving_up
 
 JOB = "job-h"
 MODEL = os.urandom(100_000)
@@ -233,21 +233,8 @@ def test_a_root_that_is_not_there_is_an_error_not_nothing_published(
 def test_watch_gives_up_on_a_missing_root_with_its_exit_code(tmp_path: Path) -> None:
     saves = tmp_path / "saves"
     make_save(saves / "step-5", {"m": 10})
-    env = {
-        **os.environ,
-        "JOBDISPATCH_CHECKPOINT_ROOT": str(tmp_path / "not-mounted"),
-        "JOBDISPATCH_JOB": JOB,
-        "JOBDISPATCH_SUBMISSION": "1",
-        "JOBDISPATCH_EXECUTION": "0",
-    }
-    out = subprocess.run(
-        [sys.executable, "-m", "jobdispatch_publish", "watch", str(saves), "--interval", "0.1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,  # before the fix it retried forever
-    )
+    env = {**os.environ, "JOBDISPATCH_CHECKPOINT_ROOT": str(tmp_path / "not-mounted")}
+    out = watch_giving_up(saves, env, JOB)
     assert out.returncode == ExitCode.ROOT_UNAVAILABLE, out.stderr
     assert "watch gave up" in out.stderr
     assert "does not exist" in out.stderr

@@ -36,10 +36,9 @@ from jobdispatch_publish.publish import publish
 from jobdispatch_publish.reader import ProgressReader, read_progress
 from jobdispatch_publish.resolve import resolve
 from jobdispatch_publish.store import Store
-from publish_helpers import make_save
+from publish_helpers import HELPER, make_save
 
 JOB = "job-p"
-HELPER = [sys.executable, "-m", "jobdispatch_publish"]
 
 
 def ident(submission: int = 1, execution: str = "0", job: str = JOB) -> Identity:

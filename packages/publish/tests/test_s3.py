@@ -32,7 +32,7 @@ from jobdispatch_publish.s3 import S3Store
 from jobdispatch_publish.store import Exists
 from jobdispatch_publish.stores import open_store, wrong_secret_store
 from publish_fakes import RecordingProxy
-from publish_helpers import make_save, race
+from publish_helpers import helper, make_save, race, watch_giving_up
 
 pytestmark = pytest.mark.s3
 
@@ -242,35 +242,14 @@ def test_the_helper_end_to_end(s3_env: dict[str, str], tmp_path: Path) -> None:
     saves = tmp_path / "saves"
     make_save(saves / "step-100", {"model.bin": 1000})
     make_save(saves / "step-200", {"model.bin": 1000}, marker=None)  # still being written
-    helper = [sys.executable, "-m", "jobdispatch_publish"]
-    out = subprocess.run(
-        [*helper, "watch", str(saves), "--once"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == "published step 100"
+    assert helper("watch", str(saves), "--once", env=env).stdout.strip() == "published step 100"
     (saves / "step-200/COMPLETE").write_text("done")
-    out = subprocess.run(
-        [*helper, "watch", str(saves), "--once"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == "published step 200"
+    assert helper("watch", str(saves), "--once", env=env).stdout.strip() == "published step 200"
     env2 = {**env, "JOBDISPATCH_SUBMISSION": "2"}
-    out = subprocess.run(
-        [*helper, "resolve", "--into", str(tmp_path / "resume"), "--json"],
-        env=env2,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = helper("resolve", "--into", str(tmp_path / "resume"), "--json", env=env2)
     doc = json.loads(out.stdout)
     assert (doc["step"], doc["path"]) == (200, str(tmp_path / "resume"))
-    out = subprocess.run([*helper, "probe"], env=env, capture_output=True, text=True, check=False)
+    out = helper("probe", env=env, check=False)
     assert out.returncode == 0, out.stderr
 
 
@@ -350,21 +329,7 @@ def test_a_missing_bucket_is_the_root_unavailable(
 def test_watch_gives_up_on_refused_credentials(s3_env: dict[str, str], tmp_path: Path) -> None:
     saves = tmp_path / "saves"
     make_save(saves / "step-5", {"m": 10})
-    env = {
-        **s3_env,
-        "AWS_SECRET_ACCESS_KEY": "wrong-secret",
-        "JOBDISPATCH_JOB": JOB,
-        "JOBDISPATCH_SUBMISSION": "1",
-        "JOBDISPATCH_EXECUTION": "0",
-    }
-    out = subprocess.run(
-        [sys.executable, "-m", "jobdispatch_publish", "watch", str(saves), "--interval", "0.1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,  # before, it logged the refusal and retried forever
-    )
+    out = watch_giving_up(saves, {**s3_env, "AWS_SECRET_ACCESS_KEY": "wrong-secret"}, JOB)
     assert out.returncode == ExitCode.UNAUTHORIZED, out.stderr
     assert "watch gave up" in out.stderr
     assert "SignatureDoesNotMatch" in out.stderr

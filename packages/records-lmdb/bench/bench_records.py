@@ -34,7 +34,8 @@ from typing import TypeVar
 
 from jobdispatch.records.events import AnyEvent, CallAnswered, Header, Observed
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef
-from jobdispatch.types import Actor, CheckpointMode, JobSpec, ObjectState, Plan, UnmatchedPolicy
+from jobdispatch.types import Actor, ObjectState
+from jobdispatch_conformance.records import make_header
 from jobdispatch_records_lmdb import LmdbRecords
 
 T = TypeVar("T")
@@ -45,15 +46,8 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def header(job: str) -> Header:
-    plan = Plan(
-        job=job,
-        rules=(),
-        uncovered=(),
-        checkpoint=CheckpointMode.ISOLATED,
-        unmatched=UnmatchedPolicy.RESIDUAL,
-    )
-    spec = JobSpec(command=("python", "train.py", "--config", "big.yaml"), name=job, nodes=4)
-    return Header(job=job, spec=spec, plan=plan, created_by=BY, created_at=AT)
+    """The conformance suite's small valid header, created by the bench at ``AT``."""
+    return make_header(job, at=AT)
 
 
 def small_event(i: int) -> AnyEvent:

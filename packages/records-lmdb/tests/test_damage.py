@@ -35,6 +35,25 @@ print("read everything")
 """
 
 
+def _run(script: str, store: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` run with the store's path in a fresh interpreter, as a new process opens it;
+    its exit code and output, whatever they are."""
+    return subprocess.run(
+        [sys.executable, "-c", script, str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _copy(source: Path, store: Path) -> Path:
+    """A byte-for-byte copy of the data file of the store at ``source``, as the store ``store``."""
+    store.mkdir()
+    (store / "data.mdb").write_bytes((source / "data.mdb").read_bytes())
+    return store
+
+
 def _fill(path: Path, jobs: int = 12) -> int:
     """A store of a few hundred kilobytes (big headers spread over many pages); its size."""
     with LmdbRecords(path) as store:
@@ -61,13 +80,7 @@ def test_a_truncated_data_file_is_refused_naming_it(
     # Page-aligned and not: an interrupted copy stops anywhere.
     cut = int(size * fraction)
     (damaged / "data.mdb").write_bytes(data[:cut])
-    ran = subprocess.run(
-        [sys.executable, "-c", _OPEN_AND_READ, str(damaged)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    ran = _run(_OPEN_AND_READ, damaged)
     assert ran.returncode == 8, (ran.returncode, ran.stdout, ran.stderr)
     assert f"{damaged / 'data.mdb'} is damaged" in ran.stdout
     assert "truncated" in ran.stdout or "meta page" in ran.stdout
@@ -78,16 +91,8 @@ def test_a_truncated_data_file_is_refused_naming_it(
 
 def test_a_whole_copy_still_opens(filled: tuple[Path, int], tmp_path: Path) -> None:
     source, _ = filled
-    copy = tmp_path / "store"
-    copy.mkdir()
-    (copy / "data.mdb").write_bytes((source / "data.mdb").read_bytes())
-    ran = subprocess.run(
-        [sys.executable, "-c", _OPEN_AND_READ, str(copy)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    copy = _copy(source, tmp_path / "store")
+    ran = _run(_OPEN_AND_READ, copy)
     assert (ran.returncode, ran.stdout.strip()) == (0, "read everything"), ran.stderr
 
 
@@ -212,13 +217,7 @@ with LmdbRecords(sys.argv[1], cache_events=0) as store:
 
 
 def _read_each(path: Path) -> list[list[str]]:
-    ran = subprocess.run(
-        [sys.executable, "-c", _READ_EACH, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    ran = _run(_READ_EACH, path)
     assert ran.returncode == 0, (ran.returncode, ran.stdout, ran.stderr[-2000:])
     return [json.loads(line) for line in ran.stdout.splitlines()]
 
@@ -276,16 +275,8 @@ def test_a_data_file_truncated_under_an_open_store_is_refused_naming_it(
     filled: tuple[Path, int], tmp_path: Path
 ) -> None:
     source, _ = filled
-    copy = tmp_path / "store"
-    copy.mkdir()
-    (copy / "data.mdb").write_bytes((source / "data.mdb").read_bytes())
-    ran = subprocess.run(
-        [sys.executable, "-c", _TRUNCATE_UNDER, str(copy)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    copy = _copy(source, tmp_path / "store")
+    ran = _run(_TRUNCATE_UNDER, copy)
     assert ran.returncode == 8, (ran.returncode, ran.stdout, ran.stderr)
     assert f"{copy / 'data.mdb'} is damaged" in ran.stdout and "truncated" in ran.stdout
 

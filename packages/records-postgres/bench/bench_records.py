@@ -31,7 +31,8 @@ from typing import Any
 
 from jobdispatch.records.events import CallAnswered, Header
 from jobdispatch.records.store import AppendRequest, Lease, Records
-from jobdispatch.types import Actor, CheckpointMode, JobSpec, Plan, UnmatchedPolicy
+from jobdispatch.types import Actor
+from jobdispatch_conformance.records import make_header
 from jobdispatch_records_lmdb import LmdbRecords
 from jobdispatch_records_postgres import PostgresRecords, testing
 
@@ -41,15 +42,8 @@ SIZES = (1, 10, 100, 1000)
 
 
 def header(job: str) -> Header:
-    plan = Plan(
-        job=job,
-        rules=(),
-        uncovered=(),
-        checkpoint=CheckpointMode.ISOLATED,
-        unmatched=UnmatchedPolicy.RESIDUAL,
-    )
-    spec = JobSpec(command=("python", "train.py", "--config", "big.yaml"), name=job, nodes=4)
-    return Header(job=job, spec=spec, plan=plan, created_by=BY, created_at=AT)
+    """The conformance suite's small valid header, created by the bench at ``AT``."""
+    return make_header(job, at=AT)
 
 
 def rate(seconds: float, body: Callable[[int], None]) -> float:

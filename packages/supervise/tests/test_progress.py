@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import attrs
 import pytest
-from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State
+from jobdispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Rule, State, Status
 from jobdispatch.errors import Unreachable
 from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
@@ -60,11 +60,9 @@ def _supervisor(
     )
 
 
-def test_a_hung_run_is_named_stalled_stopped_and_resubmitted() -> None:
-    sc = Scenario(shape=Shape.SLURM)
-    progress = MemoryProgress()
-    sc.submit(spec(Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1), root=ROOT))
-    hung = {"step": 0}
+def _ticking(sc: Scenario, act: Callable[[Status, int], None]) -> Callable[[float], None]:
+    """The scenario's tick, then ``act(status, n)`` while the latest submission ``n``'s latest
+    execution runs: the job's helper marking progress (or the scheduler ending the run)."""
 
     def tick(seconds: float) -> None:
         Scenario.tick(sc, seconds)
@@ -73,6 +71,18 @@ def test_a_hung_run_is_named_stalled_stopped_and_resubmitted() -> None:
         sub = status.submissions[-1] if n else None
         if sub is None or not sub.executions or sub.executions[-1].state.value != "running":
             return
+        act(status, n)
+
+    return tick
+
+
+def test_a_hung_run_is_named_stalled_stopped_and_resubmitted() -> None:
+    sc = Scenario(shape=Shape.SLURM)
+    progress = MemoryProgress()
+    sc.submit(spec(Rule(on=[CauseKind.STALLED], action=Action.RESUBMIT, budget=1), root=ROOT))
+    hung = {"step": 0}
+
+    def act(status: Status, n: int) -> None:
         if n == 1 and hung["step"] < 5:  # five steps, then a hang
             hung["step"] += 1
             progress.publish(ROOT, sc.job, hung["step"], sc.clock(), 1, "0")
@@ -80,7 +90,7 @@ def test_a_hung_run_is_named_stalled_stopped_and_resubmitted() -> None:
             progress.resume(ROOT, sc.job, 2, "0", sc.clock())
             sc.backend.env.complete(sc.canonical(status, 2))
 
-    _supervisor(sc, tick, progress).run(sc.job)
+    _supervisor(sc, _ticking(sc, act), progress).run(sc.job)
     status = sc.status()
     assert (status.state, status.cause.kind) == (State.SUCCEEDED, CauseKind.NONE)
     first = status.submissions[0].executions[-1]
@@ -187,13 +197,7 @@ def test_no_advance_spares_the_budget_of_a_job_that_advances() -> None:
     )
     state = {"step": 0}
 
-    def tick(seconds: float) -> None:
-        Scenario.tick(sc, seconds)
-        status = sc.status()
-        n = len(status.submissions)
-        sub = status.submissions[-1] if n else None
-        if sub is None or not sub.executions or sub.executions[-1].state.value != "running":
-            return
+    def act(status: Status, n: int) -> None:
         state["step"] += 10
         progress.publish(ROOT, sc.job, state["step"], sc.clock(), n, "0")
         if n <= 5:
@@ -201,7 +205,7 @@ def test_no_advance_spares_the_budget_of_a_job_that_advances() -> None:
         else:
             sc.backend.env.complete(sc.canonical(status, n))
 
-    _supervisor(sc, tick, progress).run(sc.job)
+    _supervisor(sc, _ticking(sc, act), progress).run(sc.job)
     status = sc.status()
     assert status.state is State.SUCCEEDED and len(status.submissions) == 6
     assert [f.charged for f in status.firings] == [False] * 5

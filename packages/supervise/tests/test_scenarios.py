@@ -87,6 +87,11 @@ def test_supervisor_requeue_reruns_the_same_object(slurm: Scenario, kind: CauseK
     assert status.submissions[0].executions[0].cause.kind is kind
 
 
+def rerunning(s: Status) -> bool:
+    """The first submission's object runs again: its second execution (a native rerun)."""
+    return len(s.submissions[0].executions) == 2 and s.submissions[0].state is ObjectState.RUNNING
+
+
 def test_native_restart_on_kubeflow_is_observed_not_acted_on(kubeflow: Scenario) -> None:
     plan = kubeflow.submit(
         spec(Rule(on=[CauseKind.NON_ZERO_EXIT], action=Action.RESTART, budget=2))
@@ -94,12 +99,7 @@ def test_native_restart_on_kubeflow_is_observed_not_acted_on(kubeflow: Scenario)
     assert plan.rules[0].enforcer is Enforcer.BACKEND
     end_then_complete(kubeflow, CauseKind.NON_ZERO_EXIT)
 
-    def restarted(s: Status) -> bool:
-        return (
-            len(s.submissions[0].executions) == 2 and s.submissions[0].state is ObjectState.RUNNING
-        )
-
-    kubeflow.on(restarted, lambda s: kubeflow.backend.env.complete(kubeflow.canonical(s, 1)))
+    kubeflow.on(rerunning, lambda s: kubeflow.backend.env.complete(kubeflow.canonical(s, 1)))
     status = kubeflow.run()
     assert status.state is State.SUCCEEDED and len(status.submissions) == 1
     assert status.plan is not None, status
@@ -112,12 +112,7 @@ def test_native_requeue_on_slurm_with_its_budget(slurm: Scenario) -> None:
     assert plan.rules[0].enforcer is Enforcer.BACKEND
     end_then_complete(slurm, CauseKind.PREEMPTED)
 
-    def rerun(s: Status) -> bool:
-        return (
-            len(s.submissions[0].executions) == 2 and s.submissions[0].state is ObjectState.RUNNING
-        )
-
-    slurm.on(rerun, lambda s: slurm.backend.env.preempt(slurm.canonical(s, 1)))
+    slurm.on(rerunning, lambda s: slurm.backend.env.preempt(slurm.canonical(s, 1)))
     status = slurm.run()
     # The backend's native budget of 1 is spent by the first preemption; the second ends it.
     assert status.cause is not None, status
@@ -126,15 +121,16 @@ def test_native_requeue_on_slurm_with_its_budget(slurm: Scenario) -> None:
     assert status.plan.rules[0].firings == 1 and status.escalations
 
 
-def test_hold_for_a_person_then_release_resubmits(scenario: Scenario) -> None:
-    scenario.submit(
-        spec(
-            Rule(
-                on=[CauseKind.OUT_OF_MEMORY], action=Action.HOLD, budget=1, for_=timedelta(hours=4)
-            )
-        )
-    )
+def held_for_out_of_memory(scenario: Scenario, hold_for: timedelta) -> None:
+    """Submit a job whose rule holds it for a person, ``hold_for`` long, when it runs out of
+    memory; its first run does (see :func:`end_then_complete`)."""
+    oom = Rule(on=[CauseKind.OUT_OF_MEMORY], action=Action.HOLD, budget=1, for_=hold_for)
+    scenario.submit(spec(oom))
     end_then_complete(scenario, CauseKind.OUT_OF_MEMORY)
+
+
+def test_hold_for_a_person_then_release_resubmits(scenario: Scenario) -> None:
+    held_for_out_of_memory(scenario, timedelta(hours=4))
     scenario.on(
         lambda s: s.state is State.HELD,
         lambda s: scenario.cluster.operator.release(scenario.job, by=ME, reason="fixed"),
@@ -265,14 +261,7 @@ def test_operator_hold_and_release_around_a_recovery(scenario: Scenario) -> None
 
 
 def test_give_up_fails_with_the_last_cause(scenario: Scenario) -> None:
-    scenario.submit(
-        spec(
-            Rule(
-                on=[CauseKind.OUT_OF_MEMORY], action=Action.HOLD, budget=1, for_=timedelta(hours=1)
-            )
-        )
-    )
-    end_then_complete(scenario, CauseKind.OUT_OF_MEMORY)
+    held_for_out_of_memory(scenario, timedelta(hours=1))
     scenario.on(
         lambda s: s.state is State.HELD,
         lambda s: scenario.cluster.operator.give_up(scenario.job, by=ME, reason="bad data"),
@@ -305,12 +294,7 @@ def test_operator_requeue_reruns_in_place(slurm: Scenario) -> None:
     slurm.submit(spec())
     slurm.on(slurm.running(1), lambda s: slurm.cluster.operator.requeue(slurm.job, by=ME))
 
-    def rerun(s: Status) -> bool:
-        return (
-            len(s.submissions[0].executions) == 2 and s.submissions[0].state is ObjectState.RUNNING
-        )
-
-    slurm.on(rerun, lambda s: slurm.backend.env.complete(slurm.canonical(s, 1)))
+    slurm.on(rerunning, lambda s: slurm.backend.env.complete(slurm.canonical(s, 1)))
     status = slurm.run()
     assert status.state is State.SUCCEEDED
     assert status.submissions[0].executions[0].cause is not None, status

@@ -12,7 +12,7 @@ from jobdispatch.errors import NotFound, OutcomeUnknown, Rejected, Unsupported
 from jobdispatch.spi import ObjectRef, StartRequest
 from jobdispatch.types import CauseKind, JobSpec, ObjectState, Provenance
 from jobdispatch_local import LocalBackend
-from jobdispatch_local.testing import Puppets, make_backend, wait_file, wait_for
+from jobdispatch_local.testing import Puppets, make_backend, start_running, wait_file, wait_for
 
 Request = Callable[..., StartRequest]
 
@@ -113,9 +113,7 @@ def test_the_runner_outlives_its_opener(tmp_path: Path, request_for: Request) ->
 
 
 def test_stop_running_is_cancelled_by_an_actor(backend: LocalBackend, request_for: Request) -> None:
-    ref = backend.start(request_for())
-    backend.open(ref)
-    running(backend, ref)
+    ref = start_running(backend, request_for())
     backend.stop(ref, "cancelled by human:ops")
     obs = backend.inspect(ref)  # stop returns once the end is recorded
     assert obs.state is ObjectState.ENDED

@@ -14,7 +14,7 @@ from jobdispatch.spi import ObjectRef, StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import Actor, CallMeta, CauseKind, HoldMeta, JobSpec, ObjectState
 from jobdispatch_local import LocalBackend
-from jobdispatch_local.testing import Puppets, wait_file, wait_for
+from jobdispatch_local.testing import Puppets, start_running, wait_file, wait_for
 
 Request = Callable[..., StartRequest]
 ME = Actor.human("ops")
@@ -65,9 +65,7 @@ def test_hold_refuses_a_running_object_and_a_passed_deadline(
 def test_requeue_ends_the_running_execution_and_reruns_as_the_next(
     backend: LocalBackend, request_for: Request, puppets: Puppets
 ) -> None:
-    ref = backend.start(request_for())
-    backend.open(ref)
-    wait_for(backend, ref, lambda o: o.state is ObjectState.RUNNING, "running")
+    ref = start_running(backend, request_for())
     meta = CallMeta(deadline=soon(), by=ME, reason="a person asked")
     backend.requeue(ref, meta)
     obs = wait_for(
@@ -134,9 +132,7 @@ def test_output_is_read_per_rank_and_stream(backend: LocalBackend, request_for: 
 def test_output_is_followed_until_the_object_ends(
     backend: LocalBackend, request_for: Request, puppets: Puppets
 ) -> None:
-    ref = backend.start(request_for())
-    backend.open(ref)
-    wait_for(backend, ref, lambda o: o.state is ObjectState.RUNNING, "running")
+    ref = start_running(backend, request_for())
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(backend.output(ref, follow=True).read()))
     reader.start()

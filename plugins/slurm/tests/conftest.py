@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from jobdispatch.spi import ObjectRef
 from jobdispatch_slurm.config import SshSettings
+
+if TYPE_CHECKING:
+    from jobdispatch_slurm import SlurmBackend
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -45,3 +50,17 @@ def ssh_server(slurm_cluster: None) -> SshSettings:
     settings = testing.ssh_settings()
     assert settings is not None, "tools/ssh/up's exports are missing"
     return settings
+
+
+@pytest.fixture
+def local(slurm_cluster: None) -> Iterator[SlurmBackend]:
+    """The adapter on the real cluster, run from this machine; the objects a test lists in its
+    ``started`` are stopped afterwards, and the adapter closed."""
+    from jobdispatch_slurm import Settings, SlurmBackend
+    from jobdispatch_slurm.testing import stop_quietly
+
+    backend = SlurmBackend(Settings())
+    backend.started: list[ObjectRef] = []  # type: ignore[attr-defined,misc]
+    yield backend
+    stop_quietly(backend, backend.started)  # type: ignore[attr-defined]
+    backend.close()

@@ -3,13 +3,13 @@ timeouts, refusals and an unreachable controller."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from jobdispatch.errors import OutcomeUnknown, Rejected, Unauthorized, Unreachable
+from jobdispatch.testing import imported_with
 from jobdispatch_slurm.commands import SACCT_END, Slurm
 from jobdispatch_slurm.transport import CountingTransport, Interrupted, LocalTransport, Result
 
@@ -119,12 +119,7 @@ def test_counting_transport_counts_by_program() -> None:
 
 
 def test_hooks_module_is_cheap_to_import() -> None:
-    code = (
-        "import sys, jobdispatch_slurm._hooks; "
-        "print('fabric' in sys.modules, 'paramiko' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False False"
+    assert imported_with("jobdispatch_slurm._hooks", ("fabric", "paramiko")) == []
 
 
 def test_the_ssh_command_line_is_strict_and_keeps_every_word(tmp_path: Path) -> None:

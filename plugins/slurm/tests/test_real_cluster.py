@@ -61,15 +61,6 @@ DUMP = (
 )
 
 
-@pytest.fixture
-def local(slurm_cluster: None) -> Iterator[SlurmBackend]:
-    backend = SlurmBackend(Settings())
-    backend.started: list[ObjectRef] = []  # type: ignore[attr-defined,misc]
-    yield backend
-    stop_quietly(backend, backend.started)  # type: ignore[attr-defined]
-    backend.close()
-
-
 def ssh_transport(ssh_server: Any, known_hosts: str | None = None, **kw: Any) -> SshTransport:
     """A transport to the loopback sshd, trusting its own known_hosts unless told otherwise."""
     return SshTransport(

@@ -10,26 +10,19 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from jobdispatch import JobSpec, Resources, StartRequest, Unsupported, make_plan
-from jobdispatch.spi import ObjectRef
 from jobdispatch.testing import eventually
 from jobdispatch.types import Capability, ObjectState, Tristate
-from jobdispatch_slurm import Settings, SlurmBackend
-from jobdispatch_slurm.testing import stop_quietly
+from jobdispatch_slurm import SlurmBackend
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture
-def backend(slurm_cluster: None) -> Iterator[SlurmBackend]:
-    b = SlurmBackend(Settings())
-    b.started: list[ObjectRef] = []  # type: ignore[attr-defined,misc]
-    yield b
-    stop_quietly(b, b.started)  # type: ignore[attr-defined]
-    b.close()
+def backend(local: SlurmBackend) -> SlurmBackend:
+    return local
 
 
 def sacct(job_id: str, fields: str) -> str:

@@ -10,8 +10,11 @@ package's tests can import it without adding a dependency to the shipped code.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -50,6 +53,7 @@ __all__ = [
     "eventually",
     "execution",
     "expected_output",
+    "imported_with",
     "job_of",
     "observation",
     "plan_for",
@@ -72,6 +76,20 @@ def expected_output(script: Path) -> str:
             break
         lines.append(line[4:])
     return "\n".join(lines).strip() + "\n"
+
+
+def imported_with(module: str, heavy: Iterable[str]) -> list[str]:
+    """Which of the ``heavy`` top-level modules importing ``module`` loads, in a fresh
+    interpreter (this one has imported who knows what already): a module promised cheap to
+    import (a plugin's ``_hooks``) answers none."""
+    code = (
+        "import importlib, json, sys\n"
+        f"importlib.import_module({module!r})\n"
+        f"print(json.dumps([m for m in {sorted(heavy)!r} if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded: list[str] = json.loads(out.stdout)
+    return loaded
 
 
 def plan_for(

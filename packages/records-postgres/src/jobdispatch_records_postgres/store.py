@@ -503,9 +503,7 @@ class PostgresRecords(SingleCalls):
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
-        jobs = rules.batch(jobs, str, "acquire_many")
-        rules.check_ttl(ttl)
-        rules.check_batch_jobs(jobs)
+        jobs = rules.acquire_batch(jobs, ttl)
         for job in jobs:
             _check_key("job id", job)
         for job in jobs:
@@ -535,9 +533,7 @@ class PostgresRecords(SingleCalls):
         return self._run(body, transaction=True)
 
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
-        leases = rules.batch(leases, Lease, "renew_many")
-        rules.check_ttl(ttl)
-        rules.check_batch_jobs([lease.job for lease in leases])
+        leases = rules.renew_batch(leases, ttl)
         for lease in leases:
             _check_key("job id", lease.job)
         if not leases:

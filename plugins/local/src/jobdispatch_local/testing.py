@@ -10,12 +10,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from jobdispatch.spi import Backend, ObjectObs, ObjectRef
+from jobdispatch.spi import Backend, ObjectObs, ObjectRef, StartRequest
 from jobdispatch.testing import PATIENCE, eventually
+from jobdispatch.types import ObjectState
 
 from jobdispatch_local.backend import LocalBackend
 
-__all__ = ["Puppets", "make_backend", "shut_down", "wait_file", "wait_for"]
+__all__ = ["Puppets", "make_backend", "shut_down", "start_running", "wait_file", "wait_for"]
 
 
 class Puppets:
@@ -101,6 +102,14 @@ def wait_for(
     return eventually(
         lambda: backend.inspect(ref), f"{ref} to become {what}", holds=ok, within=timeout
     )
+
+
+def start_running(backend: Backend, request: StartRequest) -> ObjectRef:
+    """Start ``request``, open its object and wait until it runs; its ref."""
+    ref = backend.start(request)
+    backend.open(ref)
+    wait_for(backend, ref, lambda o: o.state is ObjectState.RUNNING, "running")
+    return ref
 
 
 def wait_file(path: Path, timeout: float = PATIENCE) -> str:

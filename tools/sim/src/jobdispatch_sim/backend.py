@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from jobdispatch import types as t
 from jobdispatch.memory import MemoryBackend
 from jobdispatch.spi import (
     CessationEvidence,
@@ -25,18 +26,6 @@ from jobdispatch.spi import (
     ObjectObs,
     ObjectRef,
     StartRequest,
-)
-from jobdispatch.types import (
-    CallMeta,
-    Capability,
-    HoldMeta,
-    JobID,
-    JobSpec,
-    ObjectState,
-    RecoveryPolicy,
-    Rule,
-    RuleSupport,
-    Support,
 )
 
 from jobdispatch_sim.timeline import job_of_name
@@ -81,21 +70,21 @@ class SimBackend:
 
     # ------------------------------------------------------------------ reads
 
-    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+    def capabilities(self, spec: t.JobSpec | None = None) -> Mapping[t.Capability, t.Support]:
         return self.inner.capabilities(spec)
 
-    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+    def rules(self, spec: t.JobSpec, policy: t.RecoveryPolicy) -> Sequence[t.RuleSupport]:
         return self.inner.rules(spec, policy)
 
-    def identity_weakened(self, spec: JobSpec) -> str:
+    def identity_weakened(self, spec: t.JobSpec) -> str:
         return self.inner.identity_weakened(spec)
 
     def compile(
-        self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
+        self, spec: t.JobSpec, rules: Mapping[int, t.Rule], remaining: Mapping[int, int]
     ) -> NativeOffer:
         return self.inner.compile(spec, rules, remaining)
 
-    def find(self, job: JobID) -> Discovery:
+    def find(self, job: t.JobID) -> Discovery:
         self.world.point("find.before", job, "find")
         self.world.before_find(self, job)
         found = self.inner.find(job)
@@ -103,8 +92,8 @@ class SimBackend:
         return found
 
     def find_many(
-        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
-    ) -> Mapping[JobID, Discovery]:
+        self, jobs: Sequence[t.JobID], states: Sequence[t.ObjectState] = ()
+    ) -> Mapping[t.JobID, Discovery]:
         self.world.point("find.before", "", "find_many")
         for job in jobs:
             self.world.before_find(self, job)
@@ -125,22 +114,22 @@ class SimBackend:
     def start(self, request: StartRequest) -> ObjectRef:
         return self._act("start", request.job, request.name, lambda: self.inner.start(request))
 
-    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+    def open(self, ref: ObjectRef, meta: t.CallMeta | None = None) -> None:
         self._act("open", self._job(ref), ref.id, lambda: self.inner.open(ref, meta))
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         self._act("stop", self._job(ref), ref.id, lambda: self.inner.stop(ref, reason))
 
-    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def hold(self, ref: ObjectRef, meta: t.HoldMeta) -> None:
         self._act("hold", self._job(ref), ref.id, lambda: self.inner.hold(ref, meta))
 
-    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def release(self, ref: ObjectRef, meta: t.HoldMeta) -> None:
         self._act("release", self._job(ref), ref.id, lambda: self.inner.release(ref, meta))
 
-    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
+    def requeue(self, ref: ObjectRef, meta: t.CallMeta) -> None:
         self._act("requeue", self._job(ref), ref.id, lambda: self.inner.requeue(ref, meta))
 
-    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+    def restore_requeue_bit(self, ref: ObjectRef, meta: t.CallMeta) -> None:
         self._act(
             "restore", self._job(ref), ref.id, lambda: self.inner.restore_requeue_bit(ref, meta)
         )

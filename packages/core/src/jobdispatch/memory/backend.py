@@ -31,6 +31,7 @@ from jobdispatch.spi import (
 )
 from jobdispatch.types import (
     Action,
+    Actor,
     CallMeta,
     Capability,
     HoldMeta,
@@ -280,25 +281,31 @@ class MemoryBackend(
         """Place hold ``meta.instance`` on a gated, pending or held object (replacing the
         instance standing). Rejected when running or ended, or past ``meta.deadline``."""
 
-        def body() -> None:
-            c = self._cluster
-            c.refuse_unless(Capability.HOLD, f"cannot hold {ref}")
-            c.check_deadline(meta.deadline, f"hold {meta.instance} of {ref}")
-            c.place_hold(c.get(ref), meta.instance, meta.by)
-
-        self._call("hold", body)
+        self._by_instance("hold", ref, meta, Cluster.place_hold)
 
     def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Lift the hold only if ``meta.instance`` is the one standing; another instance is a
         success with no effect. Rejected past ``meta.deadline``."""
 
+        self._by_instance("release", ref, meta, Cluster.lift_hold)
+
+    def _by_instance(
+        self,
+        verb: str,
+        ref: ObjectRef,
+        meta: HoldMeta,
+        act: Callable[[Cluster, MemObject, int, Actor | None], None],
+    ) -> None:
+        """A call of the hold family: refused without the hold capability or past its deadline,
+        else ``act`` on the object for the hold instance named."""
+
         def body() -> None:
             c = self._cluster
-            c.refuse_unless(Capability.HOLD, f"cannot release {ref}")
-            c.check_deadline(meta.deadline, f"release {meta.instance} of {ref}")
-            c.lift_hold(c.get(ref), meta.instance, meta.by)
+            c.refuse_unless(Capability.HOLD, f"cannot {verb} {ref}")
+            c.check_deadline(meta.deadline, f"{verb} {meta.instance} of {ref}")
+            act(c, c.get(ref), meta.instance, meta.by)
 
-        self._call("release", body)
+        self._call(verb, body)
 
     # ------------------------------------------------------------------ Requeuer
 

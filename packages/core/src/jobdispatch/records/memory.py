@@ -180,9 +180,7 @@ class MemoryRecords(SingleCalls):
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
     ) -> tuple[Lease | Refusal, ...]:
-        jobs = rules.batch(jobs, str, "acquire_many")
-        rules.check_ttl(ttl)
-        rules.check_batch_jobs(jobs)
+        jobs = rules.acquire_batch(jobs, ttl)
         for job in jobs:
             rules.check_holder(job, holder)
         with self._lock:
@@ -200,9 +198,7 @@ class MemoryRecords(SingleCalls):
             return tuple(answers)
 
     def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
-        leases = rules.batch(leases, Lease, "renew_many")
-        rules.check_ttl(ttl)
-        rules.check_batch_jobs([lease.job for lease in leases])
+        leases = rules.renew_batch(leases, ttl)
         with self._lock:
             now = self._clock()
             answers: list[Lease | Refusal] = []

@@ -27,6 +27,7 @@ from jobdispatch.records.store import Lease
 
 __all__ = [
     "CREATOR_TOKEN",
+    "acquire_batch",
     "acquired",
     "batch",
     "check_batch_jobs",
@@ -41,6 +42,7 @@ __all__ = [
     "exists_already",
     "read_batch",
     "released",
+    "renew_batch",
     "renewed",
     "stamp",
 ]
@@ -148,6 +150,24 @@ def check_batch_jobs(jobs: Sequence[str]) -> None:
             msg = f"a batch names job {job} twice (again at item {i}); give one part per job"
             raise Invalid(msg)
         seen.add(job)
+
+
+def acquire_batch(jobs: Iterable[object], ttl: timedelta) -> tuple[str, ...]:
+    """The job ids of an ``acquire_many``, taken whole and checked with its ttl, before
+    anything is locked: each a job id, none twice, and a ttl a lease can have."""
+    taken = batch(jobs, str, "acquire_many")
+    check_ttl(ttl)
+    check_batch_jobs(taken)
+    return taken
+
+
+def renew_batch(leases: Iterable[object], ttl: timedelta) -> tuple[Lease, ...]:
+    """The leases of a ``renew_many``, taken whole and checked with its ttl, before anything
+    is written: each a Lease, no job twice, and a ttl a lease can have."""
+    taken = batch(leases, Lease, "renew_many")
+    check_ttl(ttl)
+    check_batch_jobs([lease.job for lease in taken])
+    return taken
 
 
 def read_batch(jobs: Iterable[object]) -> tuple[str, ...]:
