@@ -132,7 +132,9 @@ def test_preempted_five_times_while_advancing_never_spends_a_budget_of_two(home:
     path = _job(
         home,
         "preempted",
-        ["--steps", "150", "--step-seconds", "0.05", "--publish-every", "2"],
+        # 600 steps: far more than five preemptions soon after a publication ever reach, so
+        # no submission can finish before the test preempts it, however loaded the machine.
+        ["--steps", "600", "--step-seconds", "0.05", "--publish-every", "2"],
         resubmit_rule("preempted", 2),
     )
     job = home.json("submit", str(path))["job"]
