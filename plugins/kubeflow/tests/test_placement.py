@@ -73,11 +73,23 @@ def test_memory_is_shown_in_mebibytes() -> None:
     assert "asks 524288Mi memory" in problem.message and "is 262144Mi" in problem.message
 
 
-def test_more_nodes_than_can_hold_one_pod() -> None:
+def test_more_pods_than_the_nodes_hold_together() -> None:
     mixed = [*EIGHT[:2], gpu_node("small", 2)]
     (problem,) = placement.never_fits(trainjob({GPU: "8"}, 3), mixed)
     assert problem.path == "nodes"
-    assert problem.message == "3 nodes asked, but only 2 nodes can hold one (8 nvidia.com/gpu each)"
+    assert problem.message == (
+        "3 nodes asked, but the 3 nodes can hold only 2 pods of 8 nvidia.com/gpu each"
+    )
+
+
+def test_pods_that_share_a_node_fit() -> None:
+    """Nothing keeps a TrainJob's pods apart: two pods of 2 GPUs fit on one 8-GPU node (as on
+    the control plane, where both landed on the one node a selector matched)."""
+    assert placement.never_fits(trainjob({GPU: "2"}, 2), [gpu_node("only", 8)]) == []
+    (problem,) = placement.never_fits(trainjob({GPU: "4"}, 3), [gpu_node("only", 8)])
+    assert problem.message == (
+        "3 nodes asked, but the 1 node can hold only 2 pods of 4 nvidia.com/gpu each"
+    )
 
 
 def test_a_selector_matching_no_node_names_the_labels_present() -> None:

@@ -158,17 +158,27 @@ def _nodes(
                     f"({len(matching)} node{'s' if len(matching) != 1 else ''})",
                 )
             ]
-    holding = [n for n in matching if all(_allocatable(n, r) >= a for r, a in asked.items())]
-    if len(holding) < count:
-        wants = ", ".join(f"{_show(r, a)} {r}" for r, a in asked.items()) or "nothing"
+    # Kubernetes may place two pods of a TrainJob on one node (nothing keeps them apart), so
+    # what can never fit is more pods than the matching nodes hold together, not more pods
+    # than nodes that hold one.
+    room = sum(_pods_held(n, asked, count) for n in matching)
+    if room < count:
+        wants = ", ".join(f"{_show(r, a)} {r}" for r, a in asked.items())
         return [
             Problem(
                 "nodes",
-                f"{count} nodes asked, but only {len(holding)} node"
-                f"{'s' if len(holding) != 1 else ''}{where} can hold one ({wants} each)",
+                f"{count} nodes asked, but the {len(matching)} node"
+                f"{'s' if len(matching) != 1 else ''}{where} can hold only {room} pod"
+                f"{'s' if room != 1 else ''} of {wants} each",
             )
         ]
     return []
+
+
+def _pods_held(node: Obj, asked: Mapping[str, Decimal], count: int) -> int:
+    """How many pods asking ``asked`` ``node``'s allocatable holds side by side (``count``,
+    all that are asked, when they ask nothing)."""
+    return min((int(_allocatable(node, r) // a) for r, a in asked.items() if a > 0), default=count)
 
 
 def _resources(queue: Obj) -> Iterator[tuple[str, Obj]]:
