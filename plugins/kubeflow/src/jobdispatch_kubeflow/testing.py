@@ -636,6 +636,12 @@ class RealNodeDriver(KubeDriver):
             resources=Resources(cpus_per_proc=1, memory_per_node_mib=256),
         )
 
+    def ending_spec(self, operation: str) -> JobSpec:
+        """The plain spec for every ending: the real node has no GPU, and its preemptor
+        displaces the object by CPU (:meth:`preempt`), so the kwok profile's GPU for
+        ``preempt`` would leave the object unschedulable for ever."""
+        return self.base_spec()
+
     def _order(self, ref: ObjectRef, word: str) -> None:
         if not self._pods(ref):
             raise CannotDrive("order", f"{ref} has no running pod")
