@@ -12,8 +12,33 @@ _tag=${0##*/}
 say() { printf '[%s-%s %s] %s\n' "$SERVICE" "$_tag" "$(date +%T)" "$*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 
-# pid_alive FILE: the PID written in FILE is a live process.
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# pid_alive FILE: the PID written in FILE is a live process, and the same one that was written.
+# A PID file outlives its process when a machine reboots or is restored from an image, and by then
+# its PID may belong to a stranger (on a busy machine, likely one this very script started). A
+# process is the file's only if it started no later than the file was written; one second of
+# slack covers the whole-second clocks on both sides.
+pid_alive() {
+  [ -s "$1" ] || return 1
+  local pid started written
+  pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null || return 1
+  started=$(process_started "$pid") || return 0  # no /proc to ask: kill -0 is all there is
+  written=$(stat -c %Y "$1")
+  [ "$started" -le $(( written + 1 )) ]
+}
+
+# process_started PID: when the process started, in whole seconds since the epoch (from /proc).
+process_started() {
+  local ticks btime hz
+  [ -r "/proc/$1/stat" ] || return 1
+  # Field 22 is the start time in clock ticks since boot; the command name (field 2) may hold
+  # spaces, so count from after its closing parenthesis, where field 3 begins.
+  ticks=$(sed 's/^.*) //' "/proc/$1/stat" | cut -d' ' -f20) || return 1
+  btime=$(awk '$1 == "btime" { print $2 }' /proc/stat)
+  hz=$(getconf CLK_TCK)
+  [ -n "$ticks" ] && [ -n "$btime" ] && [ -n "$hz" ] || return 1
+  echo $(( btime + ticks / hz ))
+}
 
 # poll SECONDS CMD...: run CMD every POLL_SECONDS until it succeeds; non-zero if it never does.
 poll() {
@@ -44,7 +69,7 @@ stop_pid() {
   local f=$1 name=${2:-${1##*/}} pid i
   [ -s "$f" ] || { rm -f "$f"; return 0; }
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
+  if pid_alive "$f"; then
     say "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null
     for i in $(seq 1 $(( ${STOP_SECONDS:-10} * 10 ))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

@@ -1,0 +1,88 @@
+"""The service scripts' PID files are trusted only for the process that wrote them.
+
+A PID file outlives its process when the machine reboots or is restored from an image, and by
+then its PID may belong to a stranger: a CI run once found the real node's API forwarder
+"alive" because its old PID now named a process the same run had just started, so the
+forwarder was never started and the node could not reach the API server. ``pid_alive`` in
+tools/lib/daemons.sh must say no for such a file (and ``stop_pid`` must not signal the
+stranger), and yes for a file written while its process runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .repo_layout import ROOT
+
+DAEMONS = ROOT / "tools" / "lib" / "daemons.sh"
+
+
+def _bash(script: str) -> subprocess.CompletedProcess[str]:
+    """Run SCRIPT with daemons.sh sourced, as the service scripts do."""
+    prelude = f"SERVICE=test; . {DAEMONS}\n"
+    return subprocess.run(
+        ["bash", "-c", prelude + script], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.fixture
+def stranger() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process that no PID file was written for."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _pid_file(tmp_path: Path, pid: int, written: float) -> Path:
+    path = tmp_path / "daemon.pid"
+    path.write_text(f"{pid}\n")
+    os.utime(path, (written, written))
+    return path
+
+
+def test_a_file_written_while_its_process_runs_is_alive(
+    tmp_path: Path, stranger: subprocess.Popen[bytes]
+) -> None:
+    path = _pid_file(tmp_path, stranger.pid, time.time())
+    assert _bash(f"pid_alive {path}").returncode == 0
+
+
+def test_a_file_older_than_the_process_it_names_is_not_alive(
+    tmp_path: Path, stranger: subprocess.Popen[bytes]
+) -> None:
+    path = _pid_file(tmp_path, stranger.pid, time.time() - 3600)
+    assert _bash(f"pid_alive {path}").returncode != 0
+
+
+def test_stop_pid_leaves_a_stranger_alone_and_removes_the_stale_file(
+    tmp_path: Path, stranger: subprocess.Popen[bytes]
+) -> None:
+    path = _pid_file(tmp_path, stranger.pid, time.time() - 3600)
+    done = _bash(f"stop_pid {path} stale")
+    assert done.returncode == 0, done.stderr
+    assert stranger.poll() is None, "the process the stale file named was signalled"
+    assert not path.exists()
+
+
+def test_stop_pid_stops_the_process_its_file_names(
+    tmp_path: Path, stranger: subprocess.Popen[bytes]
+) -> None:
+    path = _pid_file(tmp_path, stranger.pid, time.time())
+    done = _bash(f"stop_pid {path} ours")
+    assert done.returncode == 0, done.stderr
+    assert stranger.wait(timeout=60) is not None
+    assert not path.exists()
+
+
+def test_a_file_naming_no_process_is_not_alive(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    path = _pid_file(tmp_path, gone.pid, time.time())
+    assert _bash(f"pid_alive {path}").returncode != 0
