@@ -14,6 +14,7 @@ from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
 from jobdispatch.progress import Blind, JobProgress
 from jobdispatch.records import events as ev
+from jobdispatch.records.store import AppendRequest
 from jobdispatch.spi import Discovery, Growth, ObjectRef
 from jobdispatch.testing import SUPERVISOR, T0, execution, job_of, observation, plan_for
 from jobdispatch.triggers import Blind as BlindEscalation
@@ -179,6 +180,51 @@ def test_serve_lists_each_root_once_per_poll_whatever_the_number_of_jobs() -> No
     sup.serve()
     assert polls["n"] == 6
     assert progress.listings == {"r/a": 6, "r/b": 6}
+
+
+def test_a_poll_that_records_every_jobs_progress_reads_each_record_once() -> None:
+    # Every job's progress-seen is committed in one round; the next round computes each job's
+    # next step from the record that commit left (Pass.view), never reading it again.
+    sc = Scenario(shape=Shape.SLURM)
+    progress = MemoryProgress()
+    jobs = [job_of(sc.submit(spec(root=root))) for root in ("r/a", "r/a", "r/b")]
+    reads: list[list[str]] = []  # the jobs each read_many asked for, this poll
+    per_poll: list[list[list[str]]] = []
+    recorded: list[int] = []  # per poll, how many progress-seen events it committed
+    read_many, append_many = sc.store.read_many, sc.store.append_many
+
+    def reading(wanted: Sequence[str]) -> tuple[ev.View | Exception, ...]:
+        reads.append(list(wanted))
+        return read_many(wanted)
+
+    def appending(requests: Sequence[AppendRequest]) -> tuple[int | Exception, ...]:
+        recorded[-1] += sum(isinstance(e, ev.ProgressSeen) for r in requests for e in r.events)
+        return append_many(requests)
+
+    sc.store.read_many = reading  # type: ignore[method-assign]
+    sc.store.append_many = appending  # type: ignore[method-assign]
+    sup: Supervisor | None = None
+
+    def tick(seconds: float) -> None:
+        per_poll.append(list(reads))
+        reads.clear()
+        Scenario.tick(sc, seconds)
+        for i, job in enumerate(jobs):
+            progress.mark("r/a" if i < 2 else "r/b", job, len(per_poll), sc.clock(), 1)
+        if len(per_poll) >= 4:
+            assert sup is not None
+            sup.stop()
+        recorded.append(0)
+
+    recorded.append(0)
+    sup = _supervisor(sc, tick, progress)
+    sup.serve()
+    marking = [n for n, count in enumerate(recorded[: len(per_poll)]) if count == len(jobs)]
+    assert marking, recorded  # some poll recorded every job's progress
+    for n in marking:
+        asked = [job for call in per_poll[n] for job in call]
+        assert sorted(asked) == sorted(jobs), per_poll[n]
+    assert all(sc.cluster.observer.get(job).state is State.RUNNING for job in jobs)
 
 
 def test_no_advance_spares_the_budget_of_a_job_that_advances() -> None:
