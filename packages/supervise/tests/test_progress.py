@@ -341,3 +341,36 @@ def test_output_growth_that_cannot_be_seen_is_blind_never_a_stall() -> None:
     assert isinstance(reading, Blind) and "cannot be listed" in reading.detail
     unable = ProgressPoll(None, growth=None).readings(headers, {"job1": _found("job1")})["job1"]
     assert isinstance(unable, Blind) and "output-growth" in unable.detail
+
+
+def test_a_stall_after_shorter_than_this_supervisors_poll_is_an_error_naming_it_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The plan checked stall.after (2 minutes) against the memory adapter's poll interval; this
+    # supervisor polls every 5 minutes (a site's setting), so it says so, naming the job and
+    # the field, once however many polls serve the job, and serves it all the same (it marks
+    # no progress, so it is named stalled, one poll late).
+    sc = Scenario(shape=Shape.SLURM)
+    sc.submit(spec())
+    polls = {"n": 0}
+    sup: Supervisor | None = None
+
+    def tick(seconds: float) -> None:
+        polls["n"] += 1
+        Scenario.tick(sc, seconds)
+        if polls["n"] >= 3:
+            assert sup is not None
+            sup.stop()
+
+    sup = Supervisor(
+        sc.backend, sc.store, clock=sc.clock, sleep=tick, poll=300.0, progress=MemoryProgress()
+    )
+    with caplog.at_level("ERROR", logger="jobdispatch.supervise"):
+        sup.serve()
+    said = [r.getMessage() for r in caplog.records if "stall.after" in r.getMessage()]
+    assert said == [
+        f"job {sc.job}: stall.after must be at least the poll interval of this supervisor "
+        "(0:05:00), got 0:02:00: progress is read once per poll; it is judged up to one poll "
+        "late here (lower this supervisor's poll, or raise stall.after)"
+    ]
+    assert sc.status().cause.kind is CauseKind.STALLED

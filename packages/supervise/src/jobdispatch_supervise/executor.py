@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 # sim: allowed (the pool is used only with an adapter declaring ConcurrentCalls; the
 # simulator's backends declare none, so every simulated run makes its calls in order)
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 from jobdispatch import calls
@@ -38,6 +38,7 @@ from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict, Invalid, Unsupported
 from jobdispatch.job import Job, Replay
 from jobdispatch.launch import start_request
+from jobdispatch.plan import shorter_than_poll
 from jobdispatch.progress import Reading
 from jobdispatch.records import events as ev
 from jobdispatch.records import rules
@@ -130,6 +131,10 @@ class Executor:
     Args:
         concurrency: the most backend calls in flight at once; capped by what the adapter
             declares (``ConcurrentCalls``, 1 when it declares nothing). Invalid below 1.
+        poll: how often the supervisor running this executor polls, when it is known: a job
+            whose ``stall.after`` or ``pending.after`` is shorter is logged as an error naming
+            the field, once, when its record is first folded here (its plan checked them
+            against the adapter's poll interval only; here each is judged up to a poll late).
     """
 
     def __init__(
@@ -142,6 +147,7 @@ class Executor:
         sinks: Sequence[Sink] = (),
         concurrency: int = 1,
         outbox: Outbox | None = None,
+        poll: timedelta | None = None,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             msg = f"an executor's call concurrency must be an integer >= 1, got {concurrency!r}"
@@ -157,6 +163,7 @@ class Executor:
         self.outbox = outbox
         #: The most calls in flight at once: the caller's bound within the adapter's.
         self.concurrency = min(concurrency, call_concurrency(backend))
+        self.poll = poll
         #: Job -> its record folded so far, extended by each pass (see _fold).
         self._replays: dict[str, Replay] = {}
         #: The longest durable commit (one ``append_many`` that answered) since
@@ -329,12 +336,29 @@ class Executor:
         replay = replays.pop(job, None)
         if replay is None:
             replay = Replay()
+            self._first_fold(view.header)
             if len(replays) >= FOLDS_KEPT:
                 # Forget the job folded longest ago (the table keeps insertion order and a
                 # job is moved to its end on every pass).
                 del replays[next(iter(replays))]
         replays[job] = replay
         return replay.extend(view, now)
+
+    def _first_fold(self, header: ev.Header) -> None:
+        """Say, once per job, which of its durations judged once per poll are shorter than
+        this supervisor's poll: the job was accepted against the adapter's interval, so it is
+        served all the same, each such rule judged up to a poll late."""
+        if self.poll is None:
+            return
+        for problem in shorter_than_poll(header.spec, self.poll, "this supervisor"):
+            log.error(
+                "job %s: %s %s; it is judged up to one poll late here (lower this "
+                "supervisor's poll, or raise %s)",
+                header.job,
+                problem.path,
+                problem.message,
+                problem.path,
+            )
 
     # ---------------------------------------------------------------- evidence
 

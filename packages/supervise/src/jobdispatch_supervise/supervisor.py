@@ -188,6 +188,7 @@ class Supervisor:
             sinks=self.outbox.sinks,
             concurrency=call_concurrency,
             outbox=self.outbox,
+            poll=timedelta(seconds=self.pacing.interval),
         )
         self.sweep_every = sweep_every
         self.heap = HeapKeeper(clock, collect_every=full_collection_every, enabled=freeze_heap)
