@@ -35,6 +35,11 @@ TABLE: dict[str, Any] = {
     "runtime": "deepspeed-distributed",
     "service_account": "trainer",
     "gpu_resource": "amd.com/gpu",
+    "image_pull_secrets": ("regcred", "mirror-cred"),
+    "run_as_user": 1000,
+    "run_as_group": 1000,
+    "fs_group": 2000,
+    "run_as_non_root": True,
 }
 
 
@@ -101,6 +106,13 @@ def test_every_field_lands_on_the_trainjob() -> None:
         {"key": "spot", "operator": "Exists"},
     ]
     assert pod["serviceAccountName"] == "trainer"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror-cred"}]
+    assert pod["securityContext"] == {
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 2000,
+        "runAsNonRoot": True,
+    }
     assert pod["volumes"] == [
         {"name": "jobdispatch-claim-0", "persistentVolumeClaim": {"claimName": "datasets"}},
         {"name": "jobdispatch-claim-1", "persistentVolumeClaim": {"claimName": "checkpoints"}},
@@ -182,6 +194,16 @@ def test_node_constraints_are_planned_and_a_bare_feature_is_refused() -> None:
         ({"runtime": "Deep_Speed"}, "runtime", "training runtime name"),
         ({"service_account": "a b"}, "service_account", "service account name"),
         ({"gpu_resource": "gpu"}, "gpu_resource", "extended resource name"),
+        ({"image_pull_secrets": "regcred"}, "image_pull_secrets", "is not of type 'array'"),
+        ({"image_pull_secrets": ("Reg_Cred",)}, "image_pull_secrets", "is not a Secret name"),
+        ({"image_pull_secrets": ("a", "a")}, "image_pull_secrets", "'a' is given twice"),
+        ({"run_as_user": -1}, "run_as_user", "less than the minimum of 0"),
+        ({"run_as_group": 2**31}, "run_as_group", "greater than the maximum"),
+        ({"fs_group": "100"}, "fs_group", "is not of type 'integer'"),
+        ({"run_as_user": True}, "run_as_user", "is not of type 'integer'"),
+        ({"run_as_non_root": "yes"}, "run_as_non_root", "is not of type 'boolean'"),
+        ({"run_as_user": 0, "run_as_non_root": True}, "run_as_user", "is 0 (root)"),
+        ({"security_context": "x"}, "resources.kubeflow: security_context", "unknown key"),
     ],
 )
 def test_a_bad_value_is_refused_at_plan_naming_its_key(
@@ -205,6 +227,12 @@ def test_show_submission_prints_the_trainjob_start_creates() -> None:
     # Equal but for the names and the ids a dry run stands in for.
     assert set(shown["spec"]) == set(made["spec"])
     assert node_patch(shown) == node_patch(made)
+
+
+def test_a_partial_security_context_carries_only_the_keys_given() -> None:
+    api = FakeApi()
+    pod = node_patch(created(backend(api), api, spec({"run_as_non_root": False})))["spec"]
+    assert pod == {"securityContext": {"runAsNonRoot": False}}
 
 
 def test_without_the_table_the_trainjob_carries_only_what_it_did() -> None:
