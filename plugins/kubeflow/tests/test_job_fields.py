@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jobdispatch.errors import Unsupported, ValidationError
+from jobdispatch.errors import Unauthorized, Unsupported, ValidationError
 from jobdispatch.launch import preview
 from jobdispatch.plan import make_plan
 from jobdispatch.spi import StartRequest
@@ -43,10 +43,17 @@ TABLE: dict[str, Any] = {
 }
 
 
+def runtime_named(name: str) -> dict[str, Any]:
+    """The test runtime under another name."""
+    return {**TEST_RUNTIME_OBJECT, "metadata": {"name": name}}
+
+
 def backend(api: FakeApi | None = None, **config: Any) -> KubeflowBackend:
+    """A backend over ``api``, which holds the test runtime and the one ``TABLE`` names."""
     probe.forget()
     fake = api or FakeApi()
     fake.put("clustertrainingruntimes", None, TEST_RUNTIME_OBJECT)
+    fake.put("clustertrainingruntimes", None, runtime_named(TABLE["runtime"]))
     settings = Settings.from_config(
         {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, **config}
     )
@@ -213,6 +220,52 @@ def test_a_bad_value_is_refused_at_plan_naming_its_key(
         make_plan(backend(), None, spec(table))
     assert path in str(caught.value)
     assert words in str(caught.value)
+
+
+def test_a_runtime_the_cluster_lacks_is_refused_at_plan_naming_it() -> None:
+    api = FakeApi()
+    be = backend(api)
+    make_plan(be, None, spec({"runtime": TABLE["runtime"]}))
+    with pytest.raises(ValidationError) as caught:
+        make_plan(be, None, spec({"runtime": "no-such-runtime"}))
+    assert "resources.kubeflow.runtime: names ClusterTrainingRuntime 'no-such-runtime', " in str(
+        caught.value
+    )
+    assert "which does not exist" in str(caught.value)
+    created_later = runtime_named("no-such-runtime")
+    api.put("clustertrainingruntimes", None, created_later)
+    make_plan(be, None, spec({"runtime": "no-such-runtime"}))  # asked again at each plan
+
+
+def test_a_namespaced_runtime_is_looked_for_in_the_namespace() -> None:
+    api = FakeApi()
+    be = backend(api, runtime={"name": "dispatch-torch-test", "kind": "TrainingRuntime"})
+    api.put("trainingruntimes", "dispatch", {**TEST_RUNTIME_OBJECT, "kind": "TrainingRuntime"})
+    own = {**runtime_named("team-torch"), "kind": "TrainingRuntime"}
+    api.put("trainingruntimes", "elsewhere", own)
+    with pytest.raises(
+        ValidationError, match=r"TrainingRuntime in namespace dispatch 'team-torch'"
+    ):
+        make_plan(be, None, spec({"runtime": "team-torch"}))
+    api.put("trainingruntimes", "dispatch", own)
+    assert probe.runtime_problem(api, be.settings, "team-torch") == ""
+
+
+class _NoRuntimeReads(FakeApi):
+    """RBAC refuses reading training runtimes, and nothing else."""
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        if kind.endswith("trainingruntimes") and name != "dispatch-torch-test":
+            raise Unauthorized(f"GET {kind}/{name}: HTTP 403 Forbidden (fake)")
+        return super().get(kind, namespace, name)
+
+
+def test_a_runtime_rbac_refuses_reading_is_refused_and_probe_false_asks_nothing() -> None:
+    api = _NoRuntimeReads()
+    with pytest.raises(ValidationError, match="RBAC refuses reading"):
+        make_plan(backend(api), None, spec({"runtime": "team-torch"}))
+    unprobed = backend(FakeApi(), probe=False)
+    make_plan(unprobed, None, spec({"runtime": "no-such-runtime"}))
 
 
 def test_show_submission_prints_the_trainjob_start_creates() -> None:

@@ -184,6 +184,32 @@ def test_the_pods_of_a_trainjob_carry_every_job_file_field(place: tuple[Any, Any
         backend.forget(ref)
 
 
+def test_plan_refuses_a_runtime_the_cluster_lacks_naming_it(kube_cluster: None) -> None:
+    """The job's own runtime is read at plan (issue 35, item 6): one that does not exist is
+    refused with its name and kind before anything is created; the test runtime is planned."""
+    from jobdispatch.errors import ValidationError
+    from jobdispatch_kubeflow import KubeflowBackend
+    from jobdispatch_kubeflow.testing import TEST_RUNTIME, settings
+
+    def naming(runtime: str) -> JobSpec:
+        return JobSpec(
+            command=("true",), resources=Resources(adapter={"kubeflow": {"runtime": runtime}})
+        )
+
+    backend = KubeflowBackend(settings())
+    missing = "absent-" + uuid.uuid4().hex[:8]
+    try:
+        make_plan(backend, None, naming(TEST_RUNTIME))
+        with pytest.raises(ValidationError) as caught:
+            make_plan(backend, None, naming(missing))
+        assert (
+            f"resources.kubeflow.runtime: names ClusterTrainingRuntime {missing!r}, which "
+            "does not exist"
+        ) in str(caught.value)
+    finally:
+        backend.close()
+
+
 def test_a_job_names_its_own_localqueue_and_priority_class(kube_cluster: None) -> None:
     """Under a cluster entry submitting through Kueue (queue ``jobdispatch-gated``, priority
     class ``jobdispatch-low``), the job's own queue and priority class are the ones Kueue's

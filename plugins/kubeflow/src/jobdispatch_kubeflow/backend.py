@@ -252,7 +252,9 @@ class KubeflowBackend(
     def resource_problems(self, spec: JobSpec) -> Sequence[Problem]:
         """What the schema of ``[resources.kubeflow]`` cannot say: each value read (a label
         given twice, a reserved key), constraints that are not node labels, a priority class
-        where the cluster entry submits through no Kueue, an environment variable set twice."""
+        where the cluster entry submits through no Kueue, an environment variable set twice,
+        and a training runtime the cluster does not have or will not let it read (one GET,
+        unless probing is off)."""
         problems: list[Problem] = []
         try:
             fields = job_settings.of(spec)
@@ -272,6 +274,10 @@ class KubeflowBackend(
                     "into a TrainJob (Trainer v2.2.1), so it comes from the training runtime",
                 )
             )
+        if fields.runtime is not None and self.settings.probe:
+            why = probe.runtime_problem(self.api, self.settings, fields.runtime)
+            if why:
+                problems.append(Problem("resources.kubeflow.runtime", why))
         for ref in (*fields.secret_env, *fields.config_map_env):
             if ref.name in spec.env or ref.name.startswith("JOBDISPATCH_"):
                 where = "secret_env" if ref in fields.secret_env else "config_map_env"
@@ -462,9 +468,7 @@ class KubeflowBackend(
             except (KeyError, ValueError) as exc:
                 msg = f"native offer of {request.name} is not this adapter's: {exc}"
                 raise Invalid(msg) from exc
-        kind = "clustertrainingruntimes"
-        if self.settings.runtime.kind == "TrainingRuntime":
-            kind = "trainingruntimes"
+        kind = probe.runtime_kind(self.settings)
         name = manifest.runtime_name(request.spec, self.settings)
         base = self.api.get(kind, None if kind.startswith("cluster") else self.namespace, name)
         if base is None:
