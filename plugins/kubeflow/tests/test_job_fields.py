@@ -268,6 +268,27 @@ def test_a_runtime_rbac_refuses_reading_is_refused_and_probe_false_asks_nothing(
     make_plan(unprobed, None, spec({"runtime": "no-such-runtime"}))
 
 
+def test_a_job_runtime_that_reruns_ranks_weakens_identity_though_the_entrys_does_not() -> None:
+    """The identity facts are those of the runtime the job runs under: its own, read at plan
+    and at start, not the cluster entry's (probed with the facts)."""
+    api = FakeApi()
+    be = backend(api)
+    lenient = {
+        **runtime_named("lenient"),
+        "spec": {"template": {"spec": {"replicatedJobs": [{"name": "node"}]}}},
+    }
+    api.put("clustertrainingruntimes", None, lenient)
+    assert be.identity_weakened(spec({"runtime": TABLE["runtime"]})) == ""
+    assert make_plan(be, None, spec()).identity_weakened == ""
+    weak = spec({"runtime": "lenient"})
+    assert "runtime lenient lets Kubernetes rerun a rank in place (Job backoffLimit 6" in (
+        make_plan(be, None, weak).identity_weakened
+    )
+    with pytest.raises(Unsupported, match="runtime lenient lets Kubernetes rerun a rank"):
+        be.start(StartRequest(job="j1", submission=1, attempt=1, spec=weak))
+    assert "it is not found" in be.identity_weakened(spec({"runtime": "gone"}))
+
+
 def test_show_submission_prints_the_trainjob_start_creates() -> None:
     api = FakeApi()
     be = backend(api)

@@ -40,9 +40,11 @@ __all__ = [
     "forget",
     "gate",
     "probe",
+    "read_runtime",
     "readmission_gate",
     "runtime_kind",
     "runtime_problem",
+    "with_runtime",
 ]
 
 Obj = dict[str, Any]
@@ -326,11 +328,18 @@ def runtime_kind(settings: Settings) -> str:
     return "clustertrainingruntimes"
 
 
-def _read_runtime(api: Api, settings: Settings, name: str) -> Obj | None:
+def read_runtime(api: Api, settings: Settings, name: str) -> Obj | None:
     """The training runtime ``name`` of the cluster entry's kind (in its namespace for a
     TrainingRuntime); None when it does not exist. Raises Unauthorized when RBAC refuses."""
     kind = runtime_kind(settings)
     return api.get(kind, settings.namespace if KINDS[kind].namespaced else None, name)
+
+
+def with_runtime(facts: ClusterFacts, runtime: Mapping[str, Any]) -> ClusterFacts:
+    """``facts`` with the failure policy, ``backoffLimit`` and ``restartPolicy`` of
+    ``runtime`` (a job's own) in place of the cluster entry's runtime's. Pure."""
+    policy, limit, restart = _template_facts(runtime)
+    return attrs.evolve(facts, failure_policy=policy, backoff_limit=limit, restart_policy=restart)
 
 
 def runtime_problem(api: Api, settings: Settings, name: str) -> str:
@@ -342,7 +351,7 @@ def runtime_problem(api: Api, settings: Settings, name: str) -> str:
     if where == "TrainingRuntime":
         where += f" in namespace {settings.namespace}"
     try:
-        found = _read_runtime(api, settings, name)
+        found = read_runtime(api, settings, name)
     except Unauthorized as exc:
         return f"names {where} {name!r}, which RBAC refuses reading ({exc})"
     if found is None:
@@ -384,7 +393,7 @@ def _ask(api: Api, settings: Settings) -> ClusterFacts:
     runtime = None
     if "v1alpha1" in groups.get("trainer.kubeflow.org", ()):
         try:
-            runtime = _read_runtime(api, settings, settings.runtime.name)
+            runtime = read_runtime(api, settings, settings.runtime.name)
         except Unauthorized:
             runtime = None
     policy, limit, restart = _template_facts(runtime or {})
