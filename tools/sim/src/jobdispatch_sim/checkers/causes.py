@@ -108,11 +108,12 @@ class Causes(Checker):
         if runs:
             last = max(runs)
             expected = runs[last]
-            stall = self.stalled.get((job, ref, last)) if ref else None
-            if stall is not None and not ended_before(
-                expected, self.ended_at.get((job, ref, last)), stall[1]
-            ):
-                expected = stall[0]
+            if ref:
+                stall = self.stalled.get((job, ref, last))
+                if stall is not None and not ended_before(
+                    expected, self.ended_at.get((job, ref, last)), stall[1]
+                ):
+                    expected = stall[0]
             expected = expired or expected
             if event.cause != expected:
                 return [
