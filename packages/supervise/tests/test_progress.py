@@ -14,7 +14,7 @@ from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
 from jobdispatch.progress import Blind, JobProgress
 from jobdispatch.records import events as ev
-from jobdispatch.records.store import AppendRequest
+from jobdispatch.records.store import AppendRequest, ReadAnswer, Refusal
 from jobdispatch.spi import Discovery, Growth, ObjectRef
 from jobdispatch.testing import SUPERVISOR, T0, execution, job_of, observation, plan_for
 from jobdispatch.triggers import Blind as BlindEscalation
@@ -193,11 +193,11 @@ def test_a_poll_that_records_every_jobs_progress_reads_each_record_once() -> Non
     recorded: list[int] = []  # per poll, how many progress-seen events it committed
     read_many, append_many = sc.store.read_many, sc.store.append_many
 
-    def reading(wanted: Sequence[str]) -> tuple[ev.View | Exception, ...]:
-        reads.append(list(wanted))
-        return read_many(wanted)
+    def reading(jobs: Sequence[str]) -> tuple[ReadAnswer, ...]:
+        reads.append(list(jobs))
+        return read_many(jobs)
 
-    def appending(requests: Sequence[AppendRequest]) -> tuple[int | Exception, ...]:
+    def appending(requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
         recorded[-1] += sum(isinstance(e, ev.ProgressSeen) for r in requests for e in r.events)
         return append_many(requests)
 
