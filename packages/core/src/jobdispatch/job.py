@@ -88,6 +88,7 @@ __all__ = [
     "StallRec",
     "SubmissionRec",
     "Transition",
+    "ended_before",
     "fold",
 ]
 
@@ -310,6 +311,28 @@ class StallRec:
     revision: int
 
 
+def ended_before(cause: Cause | None, ended_at: datetime | None, decided: datetime) -> bool:
+    """Whether a run the backend shows ended with ``cause`` at ``ended_at`` ended by itself
+    before a stop was decided at ``decided``: an ending of the run's own (anything but
+    ``cancelled``, which is how a stop shows, and ``unknown``, which says nothing) at a time
+    before the decision.
+
+    A supervisor may decide to stop a run that has already ended when its poll still showed
+    it running (Slurm shows a run running until accounting has its record): the run's own
+    ending (its exit 3, a preemption) is then the cause, as it is when the poll sees the end
+    first, so which evidence came first does not change the ending. An ending after the
+    decision (a worker that exits 15 on the stop's SIGTERM) is the stop's. The two times are
+    the backend's clock and the supervisor's, which must agree to well within a poll, as
+    stall rules already need. The simulator's checkers judge by this same rule."""
+    return (
+        cause is not None
+        and cause.kind is not _CAUSE_CANCELLED
+        and cause.kind is not _CAUSE_UNKNOWN
+        and ended_at is not None
+        and ended_at < decided
+    )
+
+
 @attrs.frozen
 class FiringRec:
     """One firing of a supervisor-enforced rule: whether its budget paid for it, and the
@@ -444,12 +467,17 @@ class Job:
     def run_cause(self, obj: ObjectRec, run: ExecutionObs) -> Cause | None:
         """The cause of run ``run`` of ``obj``: ``stalled`` when the supervisor decided to stop
         it as stalled (that decision was committed before its stop, so whatever the backend
-        says of the kill, ``cancelled`` say, the run ended because it hung), the pending
+        says of the kill, ``cancelled`` say, the run ended because it hung), unless the run
+        had ended by itself before that decision (:func:`ended_before`); the pending
         deadline's cause when the object was stopped for waiting past it (a run that started
-        between that decision and the stop included), else the backend's."""
+        between that decision and the stop included); else the backend's."""
         if self.stalls:
             stall = self.stalls.get((obj.ref.id, run.index))
-            if stall is not None and stall.enforced:
+            if (
+                stall is not None
+                and stall.enforced
+                and not ended_before(run.cause, run.ended_at, stall.at)
+            ):
                 return stall.cause
         if self.pending_expired:
             expired = self.pending_expired.get(obj.ref.id)

@@ -292,6 +292,7 @@ def register(group: click.Group) -> None:
     ) -> None:
         """Record the job in FILE; a `jobdispatch supervise` process launches it."""
         job_file = load_job_file(file)
+        app.check_poll(job_file.spec, file)
         cluster = app.cluster()
         plan = cluster.operator.submit(
             job_file.spec,
@@ -340,6 +341,7 @@ def register(group: click.Group) -> None:
         With --show-submission, also what the first submission would create on the cluster,
         exactly as Start would send it (names carry the placeholder job id "dryrun")."""
         job_file = load_job_file(file)
+        app.check_poll(job_file.spec, file)
         backend = app.backend()
         if show_submission:
             dry = jobdispatch.preview(
@@ -408,6 +410,7 @@ def register(group: click.Group) -> None:
         (the job goes on: `jobdispatch supervise` picks it up).
         """
         job_file = load_job_file(file)
+        app.check_poll(job_file.spec, file, poll)
         cluster = app.cluster()
         # Before submitting: an adapter that cannot read output refuses --follow up front, and
         # a poll the cluster must not be asked at is refused.
