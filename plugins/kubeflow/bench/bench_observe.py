@@ -59,7 +59,7 @@ from jobdispatch_kubeflow import KubeflowBackend, Settings, names
 from jobdispatch_kubeflow.api import Api
 from jobdispatch_kubeflow.config import Runtime
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
-from jobdispatch_kubeflow.testing import own_node
+from jobdispatch_kubeflow.testing import own_node, place_on_own_node
 from jobdispatch_supervise.watching import Watching
 
 #: The supervisor's default poll interval for this adapter (``KubeflowBackend.pacing``), used
@@ -223,7 +223,14 @@ def _grow(backend: KubeflowBackend, admin: Api, jobs: list[str], n: int, tag: st
     while len(jobs) < n:
         job = f"bench{tag}x{len(jobs)}"
         ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
-        _place(admin, backend.namespace, f"jd-{job}-1-1", tag)
+        place_on_own_node(
+            admin,
+            backend.namespace,
+            f"jd-{job}-1-1",
+            BENCH_LABEL,
+            tag,
+            manager="dispatch.bench/placement",
+        )
         backend.open(ref)
         jobs.append(job)
     wanted = {f"jd-{job}-1-1" for job in jobs}
@@ -241,33 +248,6 @@ def _grow(backend: KubeflowBackend, admin: Api, jobs: list[str], n: int, tag: st
         if time.monotonic() > deadline:
             raise SystemExit(f"{len(missing)} of {n} TrainJobs have no running pod in time")
         time.sleep(2)
-
-
-def _place(admin: Api, namespace: str, name: str, tag: str) -> None:
-    """Put the TrainJob's pods on the benchmark's nodes (a runtime patch of a manager of its
-    own: a node selector and the toleration of the nodes' taint)."""
-    tj = admin.get("trainjobs", namespace, name)
-    assert tj is not None
-    pod_spec = {
-        "nodeSelector": {BENCH_LABEL: tag},
-        "tolerations": [
-            {"key": BENCH_LABEL, "operator": "Equal", "value": tag, "effect": "NoSchedule"}
-        ],
-    }
-    placement = {
-        "manager": "dispatch.bench/placement",
-        "trainingRuntimeSpec": {
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}
-                    ]
-                }
-            }
-        },
-    }
-    patches = [*tj["spec"]["runtimePatches"], placement]
-    admin.patch("trainjobs", namespace, name, {"spec": {"runtimePatches": patches}})
 
 
 def _teardown(backend: KubeflowBackend, jobs: list[str]) -> None:

@@ -23,6 +23,7 @@ from typing import IO, Any
 from jobdispatch.errors import Conflict, NotFound
 
 from jobdispatch_kubeflow.api import AlreadyExists
+from jobdispatch_kubeflow.manifest import trainer_job
 
 __all__ = ["TEST_RUNTIME_OBJECT", "FakeApi", "matches"]
 
@@ -36,19 +37,9 @@ TEST_RUNTIME_OBJECT: Obj = {
     "metadata": {"name": "dispatch-torch-test"},
     "spec": {
         "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "spec": {
-                                "backoffLimit": 0,
-                                "template": {"spec": {"restartPolicy": "Never"}},
-                            }
-                        },
-                    }
-                ]
-            }
+            "spec": trainer_job(
+                {"spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never"}}}}
+            )
         }
     },
 }
