@@ -36,8 +36,8 @@ upper bound.
 
 On the **fake** (``jobdispatch_kubeflow.fake``) the same supervisor runs over N in-memory jobs
 whose watches stream nothing (a quiet steady state: each watch request lasts its timeout), and
-the SDK loop is counted against a stub that answers at once: its count is the loop's, not the
-server's. Prints a table; asserts nothing.
+the SDK loop is counted against an empty in-memory API, which answers at once: its count is the
+loop's, not the server's. Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -286,25 +286,6 @@ class QuietFakeApi(FakeApi):
         self.closed.set()
 
 
-class StubApi(FakeApi):
-    """Answers every GET and LIST at once with nothing: counts a client's requests only."""
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        self.requests[f"GET {kind}"] += 1
-        return None
-
-    def list(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> tuple[list[dict[str, Any]], str]:
-        self.requests[f"LIST {kind}"] += 1
-        return [], "1"
-
-
 def fake(sizes: list[int], window: float) -> list[Row]:
     from jobdispatch_kubeflow import probe
 
@@ -326,7 +307,7 @@ def fake(sizes: list[int], window: float) -> list[Row]:
             sup, took, longest = counted(api, partial(supervise, backend, jobs, window))
         finally:
             backend.close()
-        stub = StubApi()
+        stub = FakeApi()  # empty: every GET and LIST answers at once, with nothing
         trainjobs = [f"jd-{j}-1-1" for j in jobs]
         sdk, took_sdk, _ = counted(stub, partial(sdk_loop, stub, "dispatch", trainjobs, window))
         rows.append(_row("fake", n, sup, took, sdk, took_sdk, longest, (None, None, None)))
