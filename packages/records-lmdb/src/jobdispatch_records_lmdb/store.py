@@ -614,18 +614,11 @@ def _encode_events(
 
 
 def _key_bytes(what: str, value: str, limit: int) -> bytes:
-    try:
-        raw = value.encode()
-    except UnicodeEncodeError:
-        # A command line's argument that is not UTF-8 arrives with lone surrogates in it.
-        msg = f"the {what} {value!r} is not UTF-8 text"
-        raise Invalid(msg) from None
+    raw = rules.key_utf8(what, value)
     if not raw:
         msg = f"the {what} must not be empty"
         raise Invalid(msg)
-    if len(raw) > limit:
-        msg = f"the {what} {value[:40]!r}... is {len(raw)} bytes long; the store takes {limit}"
-        raise Invalid(msg)
+    rules.check_key_size(what, value, raw, limit)
     return raw
 
 

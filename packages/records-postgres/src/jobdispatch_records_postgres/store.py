@@ -107,17 +107,11 @@ def _check_key(what: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         msg = f"a {what} is a non-empty string, got {value!r}"
         raise Invalid(msg)
-    try:
-        raw = value.encode()
-    except UnicodeEncodeError:
-        msg = f"the {what} {value!r} is not UTF-8 text"
-        raise Invalid(msg) from None
+    raw = rules.key_utf8(what, value)
     if b"\x00" in raw:
         msg = f"the {what} {value!r} holds a NUL character, which PostgreSQL text cannot"
         raise Invalid(msg)
-    if len(raw) > _MAX_KEY:
-        msg = f"the {what} {value[:40]!r}... is {len(raw)} bytes long; the store takes {_MAX_KEY}"
-        raise Invalid(msg)
+    rules.check_key_size(what, value, raw, _MAX_KEY)
     return value
 
 
