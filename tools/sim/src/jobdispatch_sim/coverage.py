@@ -11,19 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from jobdispatch.members import CAUSE_STALLED, HOLD_RECOVERY, REPLY_CREATED, REPLY_UNKNOWN
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.triggers import BudgetSpent, End, Launch, Release, Resubmit
-from jobdispatch.types import CauseKind, HoldKind
 
 from jobdispatch_sim.timeline import Call, Commit, Control, Happened, Item
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_HOLD_RECOVERY = HoldKind.RECOVERY
-_STALLED = CauseKind.STALLED
-_REPLY_CREATED = ev.Reply.CREATED
-_REPLY_UNKNOWN = ev.Reply.UNKNOWN
 
 #: Situations every sweep of enough seeds must reach at least once.
 REQUIRED: tuple[str, ...] = (
@@ -114,8 +107,8 @@ class Coverage:
         match e:
             case ev.Retired():
                 self.cover("duplicate retired")
-            case ev.AttemptReplied() if e.reply is not _REPLY_CREATED:
-                if e.reply is _REPLY_UNKNOWN:
+            case ev.AttemptReplied() if e.reply is not REPLY_CREATED:
+                if e.reply is REPLY_UNKNOWN:
                     self._unknown.add((job, e.submission, e.attempt))
                 else:
                     self.cover("start refused")
@@ -130,7 +123,7 @@ class Coverage:
                 self.cover(f"escalated: {e.id.word}")
                 if isinstance(e.id, BudgetSpent):
                     self.cover("budget exhausted")
-            case ev.HoldPlaced() if e.hold.kind is _HOLD_RECOVERY:
+            case ev.HoldPlaced() if e.hold.kind is HOLD_RECOVERY:
                 self.cover("recovery hold placed")
             case ev.HoldLifted():
                 self.cover("hold lifted by the supervisor")
@@ -184,7 +177,7 @@ class Coverage:
                 if e.charged
                 else "firing not charged (training advanced)"
             )
-        if e.cause is not None and e.cause.kind is _STALLED:
+        if e.cause is not None and e.cause.kind is CAUSE_STALLED:
             self.cover("recovered from a stall")
 
     def missing(self, required: Iterable[str] = REQUIRED) -> list[str]:
