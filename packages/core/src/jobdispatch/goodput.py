@@ -481,17 +481,23 @@ def _backend_rule(plan: Plan, kind: CauseKind) -> int | None:
     return None
 
 
-def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> JobGoodput:
-    """One job's figures, from its record as of ``now``. Pure.
+@attrs.define
+class _Read:
+    """What :func:`goodput` reads from a job's events, in one pass over them: submissions,
+    executions as last observed, when each ended run was decided on, holds, stops, the
+    outcome and the settlement. What it makes of them is :func:`goodput`'s."""
 
-    ``evidence`` defaults to :func:`evidence_of` the same view.
-    """
-    header = view.header
-    plan = header.plan
-    origin = header.created_at
-    if evidence is None:
-        evidence = evidence_of(view)
+    subs: list[_Sub]
+    runs: dict[tuple[str, int], _Run]
+    decided: dict[tuple[str, int], tuple[datetime, int | None]]
+    holds: list[tuple[datetime, datetime | None, Blame, bool]]
+    stopped: set[str]
+    outcome: tuple[datetime, State, CauseKind] | None
+    settled_at: datetime | None
 
+
+def _read(view: ev.View, plan: Plan) -> _Read:
+    """One pass over ``view``'s events (see :class:`_Read`). Pure."""
     subs: list[_Sub] = []
     sub_of: dict[str, int] = {}
     runs: dict[tuple[str, int], _Run] = {}
@@ -566,6 +572,24 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
                 outcome = (e.at, STATE_CANCELLED, CAUSE_CANCELLED)
         elif t is ev.Settled:
             settled_at = e.at
+
+    return _Read(subs, runs, decided, holds, stopped, outcome, settled_at)
+
+
+def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> JobGoodput:
+    """One job's figures, from its record as of ``now``. Pure.
+
+    ``evidence`` defaults to :func:`evidence_of` the same view.
+    """
+    header = view.header
+    plan = header.plan
+    origin = header.created_at
+    if evidence is None:
+        evidence = evidence_of(view)
+
+    read = _read(view, plan)
+    subs, runs, decided, holds = read.subs, read.runs, read.decided, read.holds
+    stopped, outcome, settled_at = read.stopped, read.outcome, read.settled_at
 
     # Writers' clocks may disagree by a little: nothing ends before the job was created.
     until = max(settled_at if settled_at is not None else now, origin)
