@@ -263,7 +263,7 @@ def _logging(verbose: bool) -> None:
     )
 
 
-def register(group: click.Group) -> None:
+def _submit_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -310,6 +310,8 @@ def register(group: click.Group) -> None:
             style="dim",
         )
 
+
+def _plan_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -363,6 +365,8 @@ def register(group: click.Group) -> None:
             app.console.print("\n[bold]What the first submission creates[/bold]")
             app.console.print(submission, markup=False, highlight=False, soft_wrap=True)
 
+
+def _run_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -466,6 +470,8 @@ def register(group: click.Group) -> None:
         app.console.print(line)
         return ExitCode.OK if status.state is State.SUCCEEDED else ExitCode.FAILED
 
+
+def _supervise_command(group: click.Group) -> None:
     @group.command()
     @supervisor_options
     @click.option("-v", "--verbose", is_flag=True, help="Log every step the supervisor takes.")
@@ -544,3 +550,11 @@ def register(group: click.Group) -> None:
         with _stop_on_signals(supervisor.stop):
             supervisor.serve()
         app.err.print("stopped; every lease was released", style="dim")
+
+
+def register(group: click.Group) -> None:
+    """Add these commands to ``group``, one function each."""
+    _submit_command(group)
+    _plan_command(group)
+    _run_command(group)
+    _supervise_command(group)
