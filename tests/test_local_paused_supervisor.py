@@ -23,9 +23,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from jobdispatch.testing import eventually
 from jobdispatch_local.layout import ObjectDir, scan
 from test_cli_end_to_end import Home as CliHome
@@ -85,6 +87,14 @@ class Home(CliHome):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
         super().close()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Home]:
+    """This test's own home (the pausing one), in place of tests/conftest.py's."""
+    h = Home(tmp_path)
+    yield h
+    h.close()
 
 
 def test_a_supervisor_paused_inside_open_freezes_nothing_and_is_taken_over(home: Home) -> None:
