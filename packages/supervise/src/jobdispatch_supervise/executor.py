@@ -38,6 +38,7 @@ from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict, Invalid, Unsupported
 from jobdispatch.job import Job, Replay
 from jobdispatch.launch import start_request
+from jobdispatch.members import TRI_UNKNOWN
 from jobdispatch.plan import shorter_than_poll
 from jobdispatch.progress import Reading
 from jobdispatch.records import events as ev
@@ -54,13 +55,11 @@ from jobdispatch.spi import (
 )
 from jobdispatch.steps import Answer, Context, Step, Wait, next_steps
 from jobdispatch.triggers import EscalationId
-from jobdispatch.types import Actor, Tristate
+from jobdispatch.types import Actor
 
 from jobdispatch_supervise.outbox import Outbox
 from jobdispatch_supervise.progress import ProgressPoll, watches_output
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
-
-_TRI_UNKNOWN = Tristate.UNKNOWN
 
 __all__ = ["Executor", "Pass"]
 
@@ -563,7 +562,7 @@ class Executor:
                 if isinstance(backend, CessationSignal):
                     return functools.partial(backend.ceased, ref)
                 unknown = CessationEvidence(
-                    ceased=_TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
+                    ceased=TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
                 )
                 return lambda: unknown
 

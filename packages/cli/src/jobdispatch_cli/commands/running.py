@@ -275,7 +275,7 @@ def _logging(verbose: bool) -> None:
     )
 
 
-def register(group: click.Group) -> None:
+def _submit_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -323,6 +323,8 @@ def register(group: click.Group) -> None:
             style="dim",
         )
 
+
+def _plan_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -381,6 +383,8 @@ def register(group: click.Group) -> None:
             app.console.print("\n[bold]What the first submission creates[/bold]")
             app.console.print(submission, markup=False, highlight=False, soft_wrap=True)
 
+
+def _run_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -485,6 +489,8 @@ def register(group: click.Group) -> None:
         app.console.print(line)
         return ExitCode.OK if status.state is State.SUCCEEDED else ExitCode.FAILED
 
+
+def _supervise_command(group: click.Group) -> None:
     @group.command()
     @supervisor_options
     @click.option("-v", "--verbose", is_flag=True, help="Log every step the supervisor takes.")
@@ -563,3 +569,11 @@ def register(group: click.Group) -> None:
         with _stop_on_signals(supervisor.stop):
             supervisor.serve()
         app.err.print("stopped; every lease was released", style="dim")
+
+
+def register(group: click.Group) -> None:
+    """Add these commands to ``group``, one function each."""
+    _submit_command(group)
+    _plan_command(group)
+    _run_command(group)
+    _supervise_command(group)

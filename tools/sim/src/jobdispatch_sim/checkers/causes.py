@@ -19,16 +19,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from jobdispatch.job import ended_before
+from jobdispatch.members import OBJ_ENDED
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
-from jobdispatch.types import Cause, CauseKind, ObjectState
+from jobdispatch.types import Cause, CauseKind
 
 from jobdispatch_sim.checkers import Checker, Violation
 from jobdispatch_sim.timeline import Commit, Happened, Item
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_OBJ_ENDED = ObjectState.ENDED
 
 _NO_RUN = (CauseKind.LAUNCH_FAILED, CauseKind.UNKNOWN)
 
@@ -78,7 +75,7 @@ class Causes(Checker):
         elif isinstance(event, ev.Observed):
             seen = self.observed.setdefault(job, set())
             for x in event.obs.executions:
-                if x.state is _OBJ_ENDED and x.cause is not None:
+                if x.state is OBJ_ENDED and x.cause is not None:
                     seen.add((event.obs.ref.id, x.index, x.cause))
         elif isinstance(event, ev.StallDeclared) and event.enforced:
             self.stalled[(job, event.ref.id, event.execution)] = (event.cause, event.at)

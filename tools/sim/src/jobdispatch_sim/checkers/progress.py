@@ -22,20 +22,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from jobdispatch.job import ended_before
+from jobdispatch.members import CAUSE_STALLED, CHARGE_NO_ADVANCE, OBJ_RUNNING
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.triggers import End
-from jobdispatch.types import Cause, CauseKind, Charge, JobSpec, ObjectState, Plan
+from jobdispatch.types import Cause, JobSpec, Plan
 
 from jobdispatch_sim.checkers import Checker, Violation
 from jobdispatch_sim.timeline import Commit, Happened, Item, Progressed, Submitted
 
 #: More than the largest clock skew a seed draws (20 s).
 SKEW_MARGIN = timedelta(seconds=30)
-
-_RUNNING = ObjectState.RUNNING
-_NO_ADVANCE = Charge.NO_ADVANCE
-_STALLED = CauseKind.STALLED
 
 
 class Progress(Checker):
@@ -123,7 +120,7 @@ class Progress(Checker):
             self.submission[(job, e.ref.id)] = e.submission
         elif isinstance(e, ev.Observed):
             runs = e.obs.executions
-            if e.obs.state is _RUNNING and runs and runs[-1].state is _RUNNING:
+            if e.obs.state is OBJ_RUNNING and runs and runs[-1].state is OBJ_RUNNING:
                 self.started.setdefault((job, e.obs.ref.id, runs[-1].index), e.at)
         elif isinstance(e, ev.StallDeclared):
             return self._stall(item, e)
@@ -187,7 +184,7 @@ class Progress(Checker):
         trigger = e.trigger
         if isinstance(trigger, End) and self._stalled_end(job, trigger):
             cause = e.cause
-            if cause is None or cause.kind is not _STALLED:
+            if cause is None or cause.kind is not CAUSE_STALLED:
                 out.append(
                     self._fail(
                         11,
@@ -202,7 +199,9 @@ class Progress(Checker):
         rule = e.rule
         if plan is None or rule is None or not 0 <= rule < len(plan.rules):
             return out
-        if plan.rules[rule].effective.charge is not _NO_ADVANCE or not isinstance(trigger, End):
+        if plan.rules[rule].effective.charge is not CHARGE_NO_ADVANCE or not isinstance(
+            trigger, End
+        ):
             # A launch failure is charged on the evidence recorded so far: progress is
             # recorded at once only when a run has ended (row P1).
             return out
