@@ -28,7 +28,7 @@ from typing import Any
 
 from jobdispatch.errors import Rejected, Unauthorized, ValidationError
 
-from jobdispatch_kubeflow import restart
+from jobdispatch_kubeflow import probe, restart
 from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi
 from jobdispatch_kubeflow.config import Settings
 
@@ -52,10 +52,7 @@ def derive(
     """The TrainingRuntime derived from ``runtime`` (of the kind ``settings`` names), with the
     failure policy when ``restart_on`` is given and the publish init container when
     ``settings.publish`` is. Rejected when the base runtime does not exist."""
-    kind = "clustertrainingruntimes"
-    if settings.runtime.kind == "TrainingRuntime":
-        kind = "trainingruntimes"
-    base = api.get(kind, None if kind.startswith("cluster") else settings.namespace, runtime)
+    base = probe.read_runtime(api, settings, runtime)
     if base is None:
         raise Rejected(f"the training runtime {runtime} does not exist")
     return restart.runtime_body(
