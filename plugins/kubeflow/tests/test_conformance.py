@@ -7,7 +7,7 @@ JOBDISPATCH_REQUIRE_SERVICES=1 it fails instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from jobdispatch.spi import Backend
@@ -166,21 +166,6 @@ class _RealNode:
 @pytest.mark.kube
 class TestKubeflowRealNodeEndings(_RealNode, EndingTests):
     """The endings on the real node, every one the driver can cause."""
-
-    #: Found by this profile on its first run (spec 0010 §11): the preempted run's execution 0
-    #: was reported without a start time. The Job-start fallback (§5) was made for it since,
-    #: and not yet run here: remove the entry once it passes on the real node.
-    OPEN: ClassVar[dict[str, str]] = {
-        "test_goodput_of_a_preempted_run": "on the real node the preempted run's execution 0 "
-        "was reported without a start; the Job-start fallback (spec 0010 §5) is not yet "
-        "re-run here (spec 0010 §11)",
-    }
-
-    @pytest.fixture(autouse=True)
-    def _open_findings(self, request: pytest.FixtureRequest) -> None:
-        reason = self.OPEN.get(request.node.originalname)
-        if reason is not None:
-            pytest.skip(f"open: {reason}")
 
 
 @pytest.mark.kube
