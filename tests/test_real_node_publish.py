@@ -68,11 +68,32 @@ def published() -> Iterator[Any]:
 
     require(real_node_problem())
     publish = Publish(image=publish_image(), mounts=(("checkpoints", "/checkpoints"),))
-    # The derived runtime needs `create trainingruntimes`, which the plane's adapter identity
-    # lacks (granting it would turn native restarts on for every other test): the admin's.
-    admin = {"kubeconfig": os.environ["KUBECONFIG"], "token_file": None}
-    with real_backend(publish=publish, **admin) as made:
+    apply_derived_runtime(publish)
+    with real_backend(publish=publish) as made:
         yield made
+
+
+def apply_derived_runtime(publish: Any) -> None:
+    """The operator's step (docs/how-to/publish-image.md): print the derived runtime with the
+    admin identity and apply it. The adapter then runs with the plane's least-privilege
+    identity, which may read it but not create it."""
+    from jobdispatch_kubeflow.testing import kubectl
+
+    ((volume, path),) = publish.mounts
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "jobdispatch_kubeflow.derived"),
+            *("--kubeconfig", os.environ["KUBECONFIG"]),
+            *("--namespace", os.environ.get("JOBDISPATCH_KUBE_NAMESPACE", "dispatch")),
+            *("--runtime", os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
+            *("--image", publish.image, "--mount", f"{volume}={path}"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"jobdispatch_kubeflow.derived failed: {done.stderr}"
+    kubectl("apply", "-f", "-", stdin=done.stdout)
 
 
 class PosixRoot:

@@ -7,7 +7,7 @@ JOBDISPATCH_REQUIRE_SERVICES=1 it fails instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from jobdispatch.spi import Backend
@@ -16,6 +16,7 @@ from jobdispatch_conformance.adapter import (
     ConfigurationTests,
     Driver,
     EndingTests,
+    LifecycleTests,
     Timeouts,
 )
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT
@@ -128,25 +129,11 @@ class TestKubeflowKueueContract(TestKubeflowContract):
         }
 
 
-@pytest.mark.kube
-class TestKubeflowRealNodeEndings(EndingTests):
-    """The endings on the real node (tools/kube/up --real-node): real processes in real
-    containers, ended by their own exit, the kernel's OOM killer, the scheduler's preemption
-    and the container runtime (jobdispatch_kubeflow.testing's RealNodeDriver says what it
-    drives and why not the rest)."""
-
-    #: Found by this profile on its first run and left open (spec 0010 §11): the preempted
-    #: run's execution was reported without a start time, so its goodput cannot be charged.
-    OPEN: ClassVar[dict[str, str]] = {
-        "test_goodput_of_a_preempted_run": "on the real node the preempted run's execution 0 "
-        "is reported without a start (spec 0010 §11)",
-    }
-
-    @pytest.fixture(autouse=True)
-    def _open_findings(self, request: pytest.FixtureRequest) -> None:
-        reason = self.OPEN.get(request.node.originalname)
-        if reason is not None:
-            pytest.skip(f"open: {reason}")
+class _RealNode:
+    """The adapter and the driver of the real node (tools/kube/up --real-node): real processes
+    in real containers, ended by their own exit, the kernel's OOM killer, the scheduler's
+    preemption, the Trainer's deadline and the container runtime (jobdispatch_kubeflow.testing's
+    RealNodeDriver says what it drives and why not the rest)."""
 
     @pytest.fixture
     def backend_factory(self, kube_cluster: None) -> Callable[[], Backend]:
@@ -174,6 +161,18 @@ class TestKubeflowRealNodeEndings(EndingTests):
     def timeouts(self) -> Timeouts:
         # A pod's start on the loaded real node takes seconds; a preemption tens of them.
         return Timeouts(settle=300.0, poll=1.0, quiet=5.0)
+
+
+@pytest.mark.kube
+class TestKubeflowRealNodeEndings(_RealNode, EndingTests):
+    """The endings on the real node, every one the driver can cause."""
+
+
+@pytest.mark.kube
+class TestKubeflowRealNodeLifecycle(_RealNode, LifecycleTests):
+    """Gate, open and stop on the real node: a gated TrainJob never starts a container, and a
+    stop ends a real process (Python as PID 1 has no handler for SIGTERM, which the kernel then
+    ignores: the kubelet kills it at the end of the grace period)."""
 
 
 class TestKubeflowOverFakeCluster(_KubeflowConfig, AdapterSuite):

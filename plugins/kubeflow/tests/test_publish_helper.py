@@ -3,13 +3,14 @@ environment patched into it, and the configuration refused where it is wrong."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-from jobdispatch.errors import Rejected, ValidationError
+from jobdispatch.errors import Rejected, Unauthorized, ValidationError
 from jobdispatch.spi import StartRequest
 from jobdispatch.types import JobSpec, ProgressSource
-from jobdispatch_kubeflow import KubeflowBackend, Settings, probe
+from jobdispatch_kubeflow import KubeflowBackend, Settings, derived, probe
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
 from jobdispatch_kubeflow.helper import CONTAINER, INIT, VOLUME
 from jobdispatch_kubeflow.restart import runtime_body
@@ -143,3 +144,53 @@ def test_a_bad_publish_section_is_refused_naming_the_key(
 ) -> None:
     with pytest.raises(ValidationError, match=problem):
         Settings.from_config({"publish": publish})
+
+
+class NoRuntimeCreate(FakeApi):
+    """An API whose identity may read TrainingRuntimes but not create them: the
+    least-privilege identity the project ships (0010 §6)."""
+
+    def create(self, kind: str, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        if kind == "trainingruntimes":
+            raise Unauthorized("POST trainingruntimes: HTTP 403 Forbidden (fake)")
+        return super().create(kind, namespace, body)
+
+
+def a_request() -> StartRequest:
+    return StartRequest(job="j1", submission=1, attempt=1, spec=JobSpec(command=("a",)))
+
+
+def test_without_create_the_start_is_refused_naming_the_runtime_and_the_operator_step() -> None:
+    api = NoRuntimeCreate()
+    api.put("clustertrainingruntimes", None, runtime())
+    b = backend(api)
+    with pytest.raises(Rejected, match=r"jd-rt-\w+ is not in namespace dispatch") as refused:
+        b.start(a_request())
+    assert "python -m jobdispatch_kubeflow.derived" in str(refused.value)
+    assert not [k for k in api.objects if k[0] == "trainjobs"], "no TrainJob without its runtime"
+
+
+def test_a_runtime_the_operator_applied_is_used_without_create(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``python -m jobdispatch_kubeflow.derived`` prints for the cluster entry's publish
+    settings is the runtime the adapter refers to, and with it applied a start needs no
+    create."""
+    api = NoRuntimeCreate()
+    api.put("clustertrainingruntimes", None, runtime())
+    monkeypatch.setattr(derived, "KubeApi", lambda **_: api)
+    argv = ["--namespace", "dispatch", "--runtime", "dispatch-torch-test", "--image", IMAGE]
+    assert derived.main([*argv, "--mount", "checkpoints=/checkpoints"]) == 0
+    applied = json.loads(capsys.readouterr().out)
+    api.put("trainingruntimes", "dispatch", applied)
+    ref = backend(api).start(a_request())
+    body = api.objects[("trainjobs", "dispatch", ref.id.split("/")[1])]
+    assert body["spec"]["runtimeRef"]["name"] == applied["metadata"]["name"]
+
+
+def test_the_operator_command_refuses_a_bad_mount_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--namespace", "dispatch", "--runtime", "rt", "--image", IMAGE, "--mount", "Bad=x"]
+    assert derived.main(argv) == 2
+    assert "publish" in capsys.readouterr().err

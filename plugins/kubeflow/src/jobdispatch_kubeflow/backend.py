@@ -10,7 +10,6 @@ reasons for each decision.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import queue
@@ -38,6 +37,7 @@ from jobdispatch.kit.refusal import refuses_unsupported
 
 from jobdispatch_kubeflow import (
     classify,
+    derived,
     gating,
     job_settings,
     manifest,
@@ -448,10 +448,10 @@ class KubeflowBackend(
         return bool(request.native.rules) or self.settings.publish is not None
 
     def _derived_runtime(self, request: spi.StartRequest, *, create: bool = True) -> str:
-        """Create (or find) the TrainingRuntime that carries the offer's failure policy and the
-        publish image's init container (each when asked), based on the job's runtime; its
-        name. The name is a hash of its content, so equal runtimes are one. ``create=False``:
-        the name only (a preview)."""
+        """Find (an operator applied it) or create the TrainingRuntime that carries the offer's
+        failure policy and the publish image's init container (each when asked), based on the
+        job's runtime; its name (module ``derived``). The name is a hash of its content, so
+        equal runtimes are one. ``create=False``: the name only (a preview)."""
         restart_on: list[int] | None = None
         max_restarts = 0
         if request.native.rules:
@@ -462,21 +462,15 @@ class KubeflowBackend(
             except (KeyError, ValueError) as exc:
                 msg = f"native offer of {request.name} is not this adapter's: {exc}"
                 raise Invalid(msg) from exc
-        kind = probe.runtime_kind(self.settings)
-        name = manifest.runtime_name(request.spec, self.settings)
-        base = self.api.get(kind, None if kind.startswith("cluster") else self.namespace, name)
-        if base is None:
-            raise Rejected(f"the training runtime {name} does not exist")
-        body = restart.runtime_body(
-            base,
-            namespace=self.namespace,
+        body = derived.derive(
+            self.api,
+            self.settings,
+            manifest.runtime_name(request.spec, self.settings),
             restart_on=restart_on,
             max_restarts=max_restarts,
-            publish=self.settings.publish,
         )
         if create:
-            with contextlib.suppress(AlreadyExists):
-                self.api.create("trainingruntimes", self.namespace, body)
+            derived.ensure(self.api, body)
         return str(body["metadata"]["name"])
 
     def _trainjob(self, ref: spi.ObjectRef) -> tuple[str, str, Obj]:

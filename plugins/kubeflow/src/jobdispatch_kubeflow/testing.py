@@ -73,6 +73,9 @@ TIME_LIMIT = timedelta(seconds=45)
 PREEMPTOR_CLASS = "jobdispatch-conformance-preemptor"
 #: The label every preemptor pod carries.
 PREEMPTOR_LABEL = "dispatch.test/preemptor"
+#: How long a stopped TrainJob's receipt is left to the test that made it before
+#: ``forget_receipts`` may release it: far more than any check reads it for.
+RECEIPT_GRACE = timedelta(minutes=10)
 
 
 def _gpus(pod: Mapping[str, Any]) -> int:
@@ -195,20 +198,31 @@ def gated(backend: KubeflowBackend, within: float = 120.0) -> Support:
     )
 
 
-def forget_receipts() -> int:
-    """Remove the receipt finalizer of every stopped TrainJob of dispatch's in the test
-    namespace (the suite stops what it starts; the receipts would stay for ever). How many."""
+def forget_receipts(older_than: timedelta = RECEIPT_GRACE) -> int:
+    """Remove the receipt finalizer of every TrainJob of dispatch's in the test namespace that
+    was stopped more than ``older_than`` ago (the suite stops what it starts; the receipts
+    would stay for ever). How many.
+
+    Only the old ones: another test session on the same plane may be reading a receipt it has
+    just made (``test_stop_gated_never_runs`` once met ``NotFound`` for its stopped TrainJob,
+    the receipt released under it by a session that ended meanwhile). A younger one is left
+    to the next session."""
     backend = KubeflowBackend(settings())
     try:
         items, _ = backend.api.list(
             "trainjobs", backend.namespace, label_selector=f"{names.MANAGED}=true"
         )
         done = 0
+        now = datetime.now(UTC)
         for obj in items:
             meta = obj.get("metadata") or {}
-            if meta.get("deletionTimestamp") and names.FINALIZER in (meta.get("finalizers") or ()):
-                backend.forget(names.ref_of(backend.namespace, str(meta["name"])))
-                done += 1
+            stopped = meta.get("deletionTimestamp")
+            if not stopped or names.FINALIZER not in (meta.get("finalizers") or ()):
+                continue
+            if now - datetime.fromisoformat(str(stopped)) < older_than:
+                continue
+            backend.forget(names.ref_of(backend.namespace, str(meta["name"])))
+            done += 1
         return done
     finally:
         backend.close()
@@ -625,6 +639,9 @@ while True:
     block[::4096] = b"x" * len(block[::4096])
     hog.append(block)
 """
+#: The time limit ``time_out`` objects on the real node are created with: a real pod starts
+#: within seconds, but the check must see it running before the Trainer ends it.
+REAL_NODE_TIME_LIMIT = timedelta(seconds=60)
 #: The PriorityClass of the preemptor the real-node driver schedules.
 PREEMPTOR_PRIORITY = "jobdispatch-conformance-preemptor"
 
@@ -646,11 +663,12 @@ class RealNodeDriver(KubeDriver):
     - preempt: a pod of a higher PriorityClass asking for the node's free CPU and the object's,
       which the scheduler makes room for by preempting the object's pods
       (``PreemptionByScheduler``);
+    - time_out: the TrainJob is created with a time limit (:data:`REAL_NODE_TIME_LIMIT`), and
+      the Trainer ends the real process at its deadline (``DeadlineExceeded``);
     - a program that cannot start: the container runtime's own failure.
 
-    Not driven: losing the node (deleting the one real node would end every test's pods on it),
-    a time limit (``activeDeadlineSeconds`` is immutable once the TrainJob exists), a launch
-    failure of a running object.
+    Not driven, each for the reason its method gives: losing the node, and a launch failure of
+    an object already running.
     """
 
     def __init__(self, backend: KubeflowBackend) -> None:
@@ -667,9 +685,12 @@ class RealNodeDriver(KubeDriver):
         )
 
     def ending_spec(self, operation: str) -> JobSpec:
-        """The plain spec for every ending: the real node has no GPU, and its preemptor
-        displaces the object by CPU (:meth:`preempt`), so the kwok profile's GPU for
+        """A time limit at submission for ``time_out`` (as on kwok, longer: the real pod must
+        be seen running first); else the plain spec: the real node has no GPU, and its
+        preemptor displaces the object by CPU (:meth:`preempt`), so the kwok profile's GPU for
         ``preempt`` would leave the object unschedulable for ever."""
+        if operation == "time_out":
+            return attrs.evolve(self.base_spec(), time_limit=REAL_NODE_TIME_LIMIT)
         return self.base_spec()
 
     def _order(self, ref: ObjectRef, word: str) -> None:
@@ -772,10 +793,29 @@ class RealNodeDriver(KubeDriver):
         return self.spec_without_program()
 
     def lose_node(self, ref: ObjectRef) -> None:
-        raise CannotDrive("lose_node", "deleting the one real node would end every pod on it")
+        """Not driven: the one real node is shared. Deleting its Node object makes PodGC delete
+        every pod bound to it, other tests' too, and its kubelet (v1.36) never registers again
+        once it has (``registrationCompleted``, pkg/kubelet/kubelet_node_status.go): the node
+        would stay gone until its kubelet restarted. Stopping the kubelet instead ends every
+        pod on the node as well, after the taint manager's five minutes. The evidence of a
+        lost node is the API server's (PodGC's ``DeletionByPodGC``), which the kwok profile
+        drives."""
+        raise CannotDrive(
+            "lose_node",
+            "deleting the one shared real node ends every test's pods on it, and its kubelet "
+            "never registers the Node again without a restart (kwok's profile drives it)",
+        )
 
     def launch_fail(self, ref: ObjectRef) -> None:
-        raise CannotDrive("launch_fail", "a running container's launch cannot fail any more")
+        """Not driven: the object is running, so its containers have launched; a launch that
+        fails is a pod's first, driven here as a program that cannot start
+        (``test_program_that_cannot_start_is_launch_failed``) and in tests/test_real_node.py
+        as an image that cannot be found."""
+        raise CannotDrive(
+            "launch_fail",
+            "a running object's containers have launched; launch failures of a pod's first "
+            "start are test_program_that_cannot_start_is_launch_failed's",
+        )
 
     def emit_output(
         self, ref: ObjectRef, data: bytes, stream: str = "stdout", rank: int = 0
