@@ -22,17 +22,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from jobdispatch.spi import ObjectRef
 from jobdispatch.testing import eventually
 from jobdispatch.types import ObjectState
-from jobdispatch_slurm.parse import SACCT_FIELDS, parse_sacct
 from jobdispatch_slurm.testing import SlurmDriver, cluster_problem, require
 from test_goodput_local_preempt import _published_at
 from test_progress_slurm import SlurmHome, preempt_until_ended
+from test_slurm_end_to_end import sacct_rows
 
 pytestmark = pytest.mark.slurm
 
@@ -104,16 +104,9 @@ budget = 2
 
 def _ended_per_slurm(job_id: str) -> datetime:
     """The victim's End as Slurm's accounting has it (UTC, to the second)."""
-    out = subprocess.run(
-        ["sacct", "-n", "-P", "-D", "-X", "-j", job_id, "-o", ",".join(SACCT_FIELDS)],
-        capture_output=True,
-        text=True,
-        env={"TZ": "UTC", "PATH": "/usr/bin:/bin:/usr/sbin"},
-        check=True,
-    ).stdout
-    [row] = parse_sacct(out)
+    [row] = sacct_rows(job_id)
     assert row.state == "PREEMPTED" and row.end is not None, row
-    return row.end if row.end.tzinfo else row.end.replace(tzinfo=UTC)
+    return row.end
 
 
 @pytest.mark.timeout(900)
