@@ -26,6 +26,10 @@ volumes = ["datasets:/data:ro"]
 shm_size = "16Gi"
 secret_env = ["HF_TOKEN=hf:token"]
 gpu_resource = "amd.com/gpu"
+image_pull_secrets = ["regcred"]
+run_as_user = 1000
+fs_group = 2000
+run_as_non_root = true
 {extra}"""
 
 
@@ -49,6 +53,8 @@ def test_show_submission_prints_the_trainjob_with_the_job_file_fields(tmp_path: 
     pod = rjob["template"]["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"pool": "h100"}
     assert pod["tolerations"][0]["key"] == "gpu"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["securityContext"] == {"runAsUser": 1000, "fsGroup": 2000, "runAsNonRoot": True}
 
 
 def test_an_unknown_key_of_the_table_is_refused_by_its_name(tmp_path: Path) -> None:
@@ -61,3 +67,9 @@ def test_a_bad_value_is_refused_naming_its_key(tmp_path: Path) -> None:
     code, _, err = plan(tmp_path, 'service_account = "Not A Name"\n')
     assert code == 2, err
     assert "resources.kubeflow.service_account" in err
+
+
+def test_a_security_context_id_out_of_range_is_refused_naming_its_key(tmp_path: Path) -> None:
+    code, _, err = plan(tmp_path, "run_as_group = -1\n")
+    assert code == 2, err
+    assert "run_as_group: -1 is less than the minimum of 0" in err

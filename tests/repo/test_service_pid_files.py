@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from .repo_layout import ROOT
+from repo_layout import ROOT
 
 DAEMONS = ROOT / "tools" / "lib" / "daemons.sh"
 

@@ -45,6 +45,30 @@ def test_plan_names_the_enforcer_and_submits_nothing(invoke: Invoke, job_file: J
     assert "supervisor" in text.out and "uncovered" in text.out
 
 
+def test_plan_shows_the_pending_deadline_and_the_rule_that_acts_on_it(
+    invoke: Invoke, job_file: JobFile
+) -> None:
+    """The deadline is the spec's, not a field of the recorded plan: ``plan`` derives it, and
+    says who stops the job, with what cause, and which rule then acts (issue 35, item 5)."""
+    path = job_file(["true"], rules=[{"on": ["never-fits"], "action": "escalate"}])
+    path.write_text(path.read_text() + '[pending]\nafter = "2h"\ncause = "never-fits"\n')
+    text = invoke("plan", str(path))
+    assert text.code == 0, text.err
+    flat = " ".join(text.out.split())
+    assert "pending: a submission not started 2h after it was opened ends with cause " in flat
+    assert "never-fits, enforced by supervisor; then rule 0 acts: escalate (enforced by" in flat
+    data = invoke("plan", str(path), "--json").json()
+    assert data["pending"]["rule"] == {"after": 7200.0, "cause": "never-fits"}
+    assert (data["pending"]["enforcer"], data["pending"]["acting"]["index"]) == ("supervisor", 0)
+    bare = job_file(["true"], name="bare")
+    bare.write_text(bare.read_text() + '[pending]\nafter = "1h"\n')
+    flat = " ".join(invoke("plan", str(bare)).out.split())
+    assert "ends with cause no-capacity, enforced by supervisor; no rule names no-capacity: " in (
+        flat
+    )
+    assert invoke("plan", str(job_file(["true"], name="none")), "--json").json()["pending"] is None
+
+
 def test_run_succeeds_and_shows_what_happened(invoke: Invoke, job_file: JobFile) -> None:
     path = job_file(["sh", "-c", "echo hello from $RANK"], nodes=2)
     ran = invoke("run", str(path), "--poll", "0.05")

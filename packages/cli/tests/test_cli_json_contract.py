@@ -18,7 +18,7 @@ Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out,
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "json.md"
 #: What ``plan FILE`` adds to the plan object that ``status`` and ``submit`` print.
-PLAN_COMMAND_ONLY = ("cluster", "extra", "sinks", "unknown_sinks")
+PLAN_COMMAND_ONLY = ("cluster", "extra", "pending", "sinks", "unknown_sinks")
 BLOCK = re.compile(r"<!-- contract: (\w+): (.*?) -->\n```json\n(.*?)^```", re.M | re.S)
 
 JOB = """\

@@ -23,13 +23,13 @@ from jobdispatch import (
 )
 from jobdispatch.errors import Rejected, ValidationError
 from jobdispatch.memory import MemoryBackend
-from jobdispatch.plan import make_plan
+from jobdispatch.plan import make_plan, pending_assignment
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ObjectObs
 from jobdispatch.steps import Authorize, Context, ExpirePending, Outcome, RuleHold, Stop, Wait
 from jobdispatch.testing import SUPERVISOR, Story, execution, observation, plan_for
 from jobdispatch.timing import STOP_RETRY
-from jobdispatch.types import JobSpec, PendingRule
+from jobdispatch.types import Enforcer, JobSpec, PendingRule
 from jobdispatch.validate import problems
 
 AFTER = timedelta(minutes=30)
@@ -151,6 +151,28 @@ def test_the_deadline_is_refused_unsupervised_or_shorter_than_a_poll() -> None:
     short = JobSpec(command=["train"], pending=PendingRule(after=timedelta(milliseconds=1)))
     with pytest.raises(ValidationError, match=r"pending\.after: must be at least the poll"):
         make_plan(backend, None, short, supervised=True)
+
+
+def test_the_plan_shows_who_stops_it_and_the_first_rule_on_its_cause() -> None:
+    """Derived from the spec and the plan (never recorded): the supervisor enforces it, and
+    the rule naming its cause acts on the ending, as ``next`` decides for any ending."""
+    backend = MemoryBackend()
+    esc = Rule(on=[CauseKind.PREEMPTED, CauseKind.NO_CAPACITY], action=Action.ESCALATE)
+    hold = Rule(on=[CauseKind.NEVER_FITS], action=Action.HOLD, budget=1, for_=timedelta(days=1))
+    rule = PendingRule(after=AFTER, cause=CauseKind.NEVER_FITS)
+    spec = JobSpec(command=["train"], recovery=RecoveryPolicy(rules=[esc, hold]), pending=rule)
+    plan = make_plan(backend, None, spec, supervised=True)
+    shown = pending_assignment(spec, plan)
+    assert shown is not None and shown.rule == rule
+    assert shown.enforcer is Enforcer.SUPERVISOR
+    assert shown.acting is plan.rules[1]
+    capacity = JobSpec(
+        command=["train"], recovery=RecoveryPolicy(rules=[hold]), pending=PendingRule(after=AFTER)
+    )
+    none = pending_assignment(capacity, make_plan(backend, None, capacity, supervised=True))
+    assert none is not None and none.acting is None  # no rule on no-capacity: the job fails
+    plain = JobSpec(command=["train"])
+    assert pending_assignment(plain, make_plan(backend, None, plain)) is None
 
 
 def test_validation_names_the_field() -> None:

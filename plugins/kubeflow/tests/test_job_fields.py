@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jobdispatch.errors import Unsupported, ValidationError
+from jobdispatch.errors import Unauthorized, Unsupported, ValidationError
 from jobdispatch.launch import preview
 from jobdispatch.plan import make_plan
 from jobdispatch.spi import StartRequest
@@ -35,13 +35,25 @@ TABLE: dict[str, Any] = {
     "runtime": "deepspeed-distributed",
     "service_account": "trainer",
     "gpu_resource": "amd.com/gpu",
+    "image_pull_secrets": ("regcred", "mirror-cred"),
+    "run_as_user": 1000,
+    "run_as_group": 1000,
+    "fs_group": 2000,
+    "run_as_non_root": True,
 }
 
 
+def runtime_named(name: str) -> dict[str, Any]:
+    """The test runtime under another name."""
+    return {**TEST_RUNTIME_OBJECT, "metadata": {"name": name}}
+
+
 def backend(api: FakeApi | None = None, **config: Any) -> KubeflowBackend:
+    """A backend over ``api``, which holds the test runtime and the one ``TABLE`` names."""
     probe.forget()
     fake = api or FakeApi()
     fake.put("clustertrainingruntimes", None, TEST_RUNTIME_OBJECT)
+    fake.put("clustertrainingruntimes", None, runtime_named(TABLE["runtime"]))
     settings = Settings.from_config(
         {"namespace": "dispatch", "runtime": {"name": "dispatch-torch-test"}, **config}
     )
@@ -101,6 +113,13 @@ def test_every_field_lands_on_the_trainjob() -> None:
         {"key": "spot", "operator": "Exists"},
     ]
     assert pod["serviceAccountName"] == "trainer"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror-cred"}]
+    assert pod["securityContext"] == {
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 2000,
+        "runAsNonRoot": True,
+    }
     assert pod["volumes"] == [
         {"name": "jobdispatch-claim-0", "persistentVolumeClaim": {"claimName": "datasets"}},
         {"name": "jobdispatch-claim-1", "persistentVolumeClaim": {"claimName": "checkpoints"}},
@@ -182,6 +201,16 @@ def test_node_constraints_are_planned_and_a_bare_feature_is_refused() -> None:
         ({"runtime": "Deep_Speed"}, "runtime", "training runtime name"),
         ({"service_account": "a b"}, "service_account", "service account name"),
         ({"gpu_resource": "gpu"}, "gpu_resource", "extended resource name"),
+        ({"image_pull_secrets": "regcred"}, "image_pull_secrets", "is not of type 'array'"),
+        ({"image_pull_secrets": ("Reg_Cred",)}, "image_pull_secrets", "is not a Secret name"),
+        ({"image_pull_secrets": ("a", "a")}, "image_pull_secrets", "'a' is given twice"),
+        ({"run_as_user": -1}, "run_as_user", "less than the minimum of 0"),
+        ({"run_as_group": 2**31}, "run_as_group", "greater than the maximum"),
+        ({"fs_group": "100"}, "fs_group", "is not of type 'integer'"),
+        ({"run_as_user": True}, "run_as_user", "is not of type 'integer'"),
+        ({"run_as_non_root": "yes"}, "run_as_non_root", "is not of type 'boolean'"),
+        ({"run_as_user": 0, "run_as_non_root": True}, "run_as_user", "is 0 (root)"),
+        ({"security_context": "x"}, "resources.kubeflow: security_context", "unknown key"),
     ],
 )
 def test_a_bad_value_is_refused_at_plan_naming_its_key(
@@ -191,6 +220,73 @@ def test_a_bad_value_is_refused_at_plan_naming_its_key(
         make_plan(backend(), None, spec(table))
     assert path in str(caught.value)
     assert words in str(caught.value)
+
+
+def test_a_runtime_the_cluster_lacks_is_refused_at_plan_naming_it() -> None:
+    api = FakeApi()
+    be = backend(api)
+    make_plan(be, None, spec({"runtime": TABLE["runtime"]}))
+    with pytest.raises(ValidationError) as caught:
+        make_plan(be, None, spec({"runtime": "no-such-runtime"}))
+    assert "resources.kubeflow.runtime: names ClusterTrainingRuntime 'no-such-runtime', " in str(
+        caught.value
+    )
+    assert "which does not exist" in str(caught.value)
+    created_later = runtime_named("no-such-runtime")
+    api.put("clustertrainingruntimes", None, created_later)
+    make_plan(be, None, spec({"runtime": "no-such-runtime"}))  # asked again at each plan
+
+
+def test_a_namespaced_runtime_is_looked_for_in_the_namespace() -> None:
+    api = FakeApi()
+    be = backend(api, runtime={"name": "dispatch-torch-test", "kind": "TrainingRuntime"})
+    api.put("trainingruntimes", "dispatch", {**TEST_RUNTIME_OBJECT, "kind": "TrainingRuntime"})
+    own = {**runtime_named("team-torch"), "kind": "TrainingRuntime"}
+    api.put("trainingruntimes", "elsewhere", own)
+    with pytest.raises(
+        ValidationError, match=r"TrainingRuntime in namespace dispatch 'team-torch'"
+    ):
+        make_plan(be, None, spec({"runtime": "team-torch"}))
+    api.put("trainingruntimes", "dispatch", own)
+    assert probe.runtime_problem(api, be.settings, "team-torch") == ""
+
+
+class _NoRuntimeReads(FakeApi):
+    """RBAC refuses reading training runtimes, and nothing else."""
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        if kind.endswith("trainingruntimes") and name != "dispatch-torch-test":
+            raise Unauthorized(f"GET {kind}/{name}: HTTP 403 Forbidden (fake)")
+        return super().get(kind, namespace, name)
+
+
+def test_a_runtime_rbac_refuses_reading_is_refused_and_probe_false_asks_nothing() -> None:
+    api = _NoRuntimeReads()
+    with pytest.raises(ValidationError, match="RBAC refuses reading"):
+        make_plan(backend(api), None, spec({"runtime": "team-torch"}))
+    unprobed = backend(FakeApi(), probe=False)
+    make_plan(unprobed, None, spec({"runtime": "no-such-runtime"}))
+
+
+def test_a_job_runtime_that_reruns_ranks_weakens_identity_though_the_entrys_does_not() -> None:
+    """The identity facts are those of the runtime the job runs under: its own, read at plan
+    and at start, not the cluster entry's (probed with the facts)."""
+    api = FakeApi()
+    be = backend(api)
+    lenient = {
+        **runtime_named("lenient"),
+        "spec": {"template": {"spec": {"replicatedJobs": [{"name": "node"}]}}},
+    }
+    api.put("clustertrainingruntimes", None, lenient)
+    assert be.identity_weakened(spec({"runtime": TABLE["runtime"]})) == ""
+    assert make_plan(be, None, spec()).identity_weakened == ""
+    weak = spec({"runtime": "lenient"})
+    assert "runtime lenient lets Kubernetes rerun a rank in place (Job backoffLimit 6" in (
+        make_plan(be, None, weak).identity_weakened
+    )
+    with pytest.raises(Unsupported, match="runtime lenient lets Kubernetes rerun a rank"):
+        be.start(StartRequest(job="j1", submission=1, attempt=1, spec=weak))
+    assert "it is not found" in be.identity_weakened(spec({"runtime": "gone"}))
 
 
 def test_show_submission_prints_the_trainjob_start_creates() -> None:
@@ -205,6 +301,12 @@ def test_show_submission_prints_the_trainjob_start_creates() -> None:
     # Equal but for the names and the ids a dry run stands in for.
     assert set(shown["spec"]) == set(made["spec"])
     assert node_patch(shown) == node_patch(made)
+
+
+def test_a_partial_security_context_carries_only_the_keys_given() -> None:
+    api = FakeApi()
+    pod = node_patch(created(backend(api), api, spec({"run_as_non_root": False})))["spec"]
+    assert pod == {"securityContext": {"runAsNonRoot": False}}
 
 
 def test_without_the_table_the_trainjob_carries_only_what_it_did() -> None:

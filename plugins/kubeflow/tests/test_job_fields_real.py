@@ -6,7 +6,8 @@ The test brings its own kwok node, labelled and tainted with a value of its own,
 only land there if both the node selector and the toleration reached them; it offers
 ``amd.com/gpu`` alone, so they fit only if the accelerator's name did too. A claim bound to a
 volume of its own, a service account, and a runtime copied from the test runtime with a label
-of its own (which Trainer propagates to the JobSet) complete it. Everything is removed after.
+of its own (which Trainer propagates to the JobSet), an image pull Secret and a pod security
+context complete it. Everything is removed after.
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ def place(kube_cluster: None) -> Iterator[tuple[Any, Any, str]]:
             },
         )
         create(f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": f"sa-{tag}"}})
+        create(
+            f"/api/v1/namespaces/{ns}/secrets",
+            {
+                "metadata": {"name": f"pull-{tag}"},
+                "type": "kubernetes.io/dockerconfigjson",
+                "stringData": {".dockerconfigjson": '{"auths": {}}'},
+            },
+        )
         yield backend, admin, tag
     finally:
         for path, name in reversed(made):
@@ -107,6 +116,11 @@ def test_the_pods_of_a_trainjob_carry_every_job_file_field(place: tuple[Any, Any
         "runtime": f"rt-{tag}",
         "service_account": f"sa-{tag}",
         "gpu_resource": "amd.com/gpu",
+        "image_pull_secrets": (f"pull-{tag}",),
+        "run_as_user": 1000,
+        "run_as_group": 3000,
+        "fs_group": 2000,
+        "run_as_non_root": True,
     }
     spec = JobSpec(
         command=("sleep", "3600"),
@@ -143,6 +157,13 @@ def test_the_pods_of_a_trainjob_carry_every_job_file_field(place: tuple[Any, Any
                 "tolerations"
             ]
             assert p["serviceAccountName"] == f"sa-{tag}"
+            assert p["imagePullSecrets"] == [{"name": f"pull-{tag}"}]
+            assert p["securityContext"] == {
+                "runAsUser": 1000,
+                "runAsGroup": 3000,
+                "fsGroup": 2000,
+                "runAsNonRoot": True,
+            }
             volumes = {v["name"]: v for v in p["volumes"]}
             assert volumes["jobdispatch-claim-0"]["persistentVolumeClaim"]["claimName"] == (
                 f"data-{tag}"
@@ -161,6 +182,32 @@ def test_the_pods_of_a_trainjob_carry_every_job_file_field(place: tuple[Any, Any
     finally:
         backend.stop(ref, "test over")
         backend.forget(ref)
+
+
+def test_plan_refuses_a_runtime_the_cluster_lacks_naming_it(kube_cluster: None) -> None:
+    """The job's own runtime is read at plan (issue 35, item 6): one that does not exist is
+    refused with its name and kind before anything is created; the test runtime is planned."""
+    from jobdispatch.errors import ValidationError
+    from jobdispatch_kubeflow import KubeflowBackend
+    from jobdispatch_kubeflow.testing import TEST_RUNTIME, settings
+
+    def naming(runtime: str) -> JobSpec:
+        return JobSpec(
+            command=("true",), resources=Resources(adapter={"kubeflow": {"runtime": runtime}})
+        )
+
+    backend = KubeflowBackend(settings())
+    missing = "absent-" + uuid.uuid4().hex[:8]
+    try:
+        make_plan(backend, None, naming(TEST_RUNTIME))
+        with pytest.raises(ValidationError) as caught:
+            make_plan(backend, None, naming(missing))
+        assert (
+            f"resources.kubeflow.runtime: names ClusterTrainingRuntime {missing!r}, which "
+            "does not exist"
+        ) in str(caught.value)
+    finally:
+        backend.close()
 
 
 def test_a_job_names_its_own_localqueue_and_priority_class(kube_cluster: None) -> None:

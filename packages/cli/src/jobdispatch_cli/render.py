@@ -22,7 +22,9 @@ from jobdispatch.types import (
     Cause,
     CauseKind,
     Charge,
+    PendingAssignment,
     Plan,
+    Rule,
     StallAssignment,
     State,
     Support,
@@ -41,6 +43,7 @@ __all__ = [
     "cause_text",
     "dumps",
     "jobs_table",
+    "pending_text",
     "plan_view",
     "plugins_view",
     "state_text",
@@ -325,9 +328,7 @@ def _rules_table(plan: Plan, title: str) -> Table:
     table.add_column("why")
     for a in plan.rules:
         rule = a.effective
-        action = str(rule.action)
-        if rule.for_ is not None:
-            action += f" for {format_duration(rule.for_)}"
+        action = _action(rule)
         budget = str(rule.budget)
         if rule.charge is Charge.NO_ADVANCE:
             budget += " (no-advance)"
@@ -345,6 +346,13 @@ def _rules_table(plan: Plan, title: str) -> Table:
             Text(why, style="dim"),
         )
     return table
+
+
+def _action(rule: Rule) -> str:
+    """A rule's action as the job file writes it: ``hold for 1d``, ``resubmit``."""
+    if rule.for_ is None:
+        return str(rule.action)
+    return f"{rule.action} for {format_duration(rule.for_)}"
 
 
 def _fired(firings: int, charged: int, charge: Charge) -> str:
@@ -367,6 +375,30 @@ def _stall_text(stall: StallAssignment) -> Text:
         text.append(f"; progress read from {' and '.join(stall.sources)}", style="dim")
     if stall.note:
         text.append(f"; {stall.note}", style="yellow")
+    return text
+
+
+def pending_text(pending: PendingAssignment) -> Text:
+    """The pending deadline: how long a submission may wait, the cause its ending takes, who
+    stops it, and which rule then acts (or that the job fails)."""
+    rule, cause = pending.rule, pending.rule.cause
+    text = Text("pending: ", style="bold")
+    text.append(
+        f"a submission not started {format_duration(rule.after)} after it was opened ends "
+        f"with cause {cause}, enforced by "
+    )
+    text.append(str(pending.enforcer), style="red" if pending.enforcer.value == "nobody" else "")
+    acting = pending.acting
+    if acting is None:
+        text.append(f"; no rule names {cause}: the job fails with it", style="dark_orange")
+    else:
+        rule_ = acting.effective
+        budget = f"budget {rule_.budget}, " if rule_.budget else ""
+        text.append(
+            f"; then rule {acting.index} acts: {_action(rule_)} "
+            f"({budget}enforced by {acting.enforcer})",
+            style="dim",
+        )
     return text
 
 
@@ -416,9 +448,15 @@ def _progress_view(progress: ProgressStatus, firings: Sequence[Firing]) -> list[
 
 
 def plan_view(
-    plan: Plan, *, cluster: str, extra: Mapping[str, Support] | None = None
+    plan: Plan,
+    *,
+    cluster: str,
+    extra: Mapping[str, Support] | None = None,
+    pending: PendingAssignment | None = None,
 ) -> RenderableType:
-    """A plan: who enforces each rule, what nobody covers, what it rests on."""
+    """A plan: who enforces each rule, what nobody covers, what it rests on; ``pending``, the
+    spec's pending deadline as the plan enforces it (:func:`jobdispatch.plan.pending_assignment`),
+    derived from the spec since the plan does not record it."""
     parts: list[RenderableType] = []
     if plan.rules:
         parts.append(_rules_table(plan, title=f"recovery on cluster {cluster}"))
@@ -430,6 +468,8 @@ def plan_view(
     parts.append(Text(f"checkpoints: {plan.checkpoint}    unmatched attempts: {plan.unmatched}"))
     if plan.stall is not None:
         parts.append(_stall_text(plan.stall))
+    if pending is not None:
+        parts.append(pending_text(pending))
     if plan.identity_weakened:
         parts.append(Text(f"execution identity weakened: {plan.identity_weakened}", style="yellow"))
     parts.append(capabilities_table(plan.capabilities, extra=extra))

@@ -46,6 +46,7 @@ from jobdispatch.types import (
     Enforcer,
     JobID,
     JobSpec,
+    PendingAssignment,
     Plan,
     RecoveryPolicy,
     Rule,
@@ -63,6 +64,7 @@ __all__ = [
     "SHARED_HOLD_FOR",
     "check_resources",
     "make_plan",
+    "pending_assignment",
     "required_capabilities",
     "unsupported_need",
 ]
@@ -265,6 +267,20 @@ def _pending(backend: Backend, spec: JobSpec, supervised: bool) -> None:
             "past it; supervise the job"
         )
         raise Rejected(msg)
+
+
+def pending_assignment(spec: JobSpec, plan: Plan) -> PendingAssignment | None:
+    """What ``plan`` does with the pending deadline of ``spec`` (None: it has none): the
+    supervisor stops a submission pending past it, and its ending, of the deadline's cause, is
+    decided as any ending is, by the first of the plan's rules that names the cause (none: the
+    job fails with it). Pure, and derived from the spec and the plan as recorded, so showing it
+    changes no record; a plan is only ever made with a deadline when supervised."""
+    rule = spec.pending
+    if rule is None:
+        return None
+    acting = next((a for a in plan.rules if rule.cause in a.effective.on), None)
+    enforcer = Enforcer.SUPERVISOR if plan.supervised else Enforcer.NOBODY
+    return PendingAssignment(rule=rule, enforcer=enforcer, acting=acting)
 
 
 def _rules(n: int) -> str:

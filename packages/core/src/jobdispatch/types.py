@@ -730,6 +730,22 @@ class StallAssignment:
 
 
 @attrs.frozen
+class PendingAssignment:
+    """What a plan does with the spec's pending deadline: who stops a submission pending past
+    it, and which rule of the plan then acts on the ending's cause.
+
+    Derived, never recorded (:func:`jobdispatch.plan.pending_assignment`): the deadline is the
+    recorded spec's and the rules the recorded plan's, so a record keeps its format and an old
+    one shows the same."""
+
+    rule: PendingRule
+    enforcer: Enforcer
+    #: The plan's rule that acts on the ending (the first whose ``on`` names the deadline's
+    #: cause, as for any ending); None when none does, and the ending fails the job.
+    acting: RuleAssignment | None = None
+
+
+@attrs.frozen
 class Plan:
     """Submit's decision, recorded with the job before anything is created."""
 

@@ -252,7 +252,9 @@ class KubeflowBackend(
     def resource_problems(self, spec: JobSpec) -> Sequence[Problem]:
         """What the schema of ``[resources.kubeflow]`` cannot say: each value read (a label
         given twice, a reserved key), constraints that are not node labels, a priority class
-        where the cluster entry submits through no Kueue, an environment variable set twice."""
+        where the cluster entry submits through no Kueue, an environment variable set twice,
+        and a training runtime the cluster does not have or will not let it read (one GET,
+        unless probing is off)."""
         problems: list[Problem] = []
         try:
             fields = job_settings.of(spec)
@@ -272,6 +274,10 @@ class KubeflowBackend(
                     "into a TrainJob (Trainer v2.2.1), so it comes from the training runtime",
                 )
             )
+        if fields.runtime is not None and self.settings.probe:
+            why = probe.runtime_problem(self.api, self.settings, fields.runtime)
+            if why:
+                problems.append(Problem("resources.kubeflow.runtime", why))
         for ref in (*fields.secret_env, *fields.config_map_env):
             if ref.name in spec.env or ref.name.startswith("JOBDISPATCH_"):
                 where = "secret_env" if ref in fields.secret_env else "config_map_env"
@@ -371,25 +377,36 @@ class KubeflowBackend(
         (:meth:`_ranks_rerun`), or, under Kueue without a readmission gate, Kueue reruns an
         evicted TrainJob by itself as a new execution nobody decided (a job without a rule on
         preemption runs again). The plan shows it; Start refuses only the first."""
-        ranks = self._ranks_rerun()
+        ranks = self._ranks_rerun(spec)
         gate = self.capabilities(spec)[Capability.READMISSION_GATE]
         if not self.gating.through_kueue or gate.answer is Tristate.YES:
             return ranks
         readmits = f"Kueue may readmit an evicted TrainJob by itself (readmission-gate {gate})"
         return f"{ranks}; {readmits}" if ranks else readmits
 
-    def _ranks_rerun(self) -> str:
-        """Why the runtime lets Kubernetes rerun a rank in place (the Job's ``backoffLimit`` or
-        the pods' ``OnFailure``), so one execution may hold several runs of a rank; "" when it
-        does not. Only where the site allows rank restarts; otherwise Start refuses."""
+    def _ranks_rerun(self, spec: JobSpec) -> str:
+        """Why the runtime ``spec`` runs under (its own, else the cluster entry's) lets
+        Kubernetes rerun a rank in place (the Job's ``backoffLimit`` or the pods'
+        ``OnFailure``), so one execution may hold several runs of a rank; "" when it does not.
+        Only where the site allows rank restarts; otherwise Start refuses. A job's own runtime
+        is read here (one GET); one that cannot be read is taken to rerun ranks, never not to."""
         facts = self.facts()
         if not facts.probed:
             return f"the runtime may let Kubernetes rerun a rank in place: {probe.NOT_PROBED}"
+        name = manifest.runtime_name(spec, self.settings)
+        if name != self.settings.runtime.name:
+            try:
+                own = probe.read_runtime(self.api, self.settings, name)
+            except Unauthorized as exc:
+                return f"runtime {name} may let Kubernetes rerun a rank in place: {exc}"
+            if own is None:
+                return f"runtime {name} may let Kubernetes rerun a rank in place: it is not found"
+            facts = probe.with_runtime(facts, own)
         if not facts.reruns_pods:
             return ""
         limit = 6 if facts.backoff_limit is None else facts.backoff_limit
         return (
-            f"runtime {self.settings.runtime.name} lets Kubernetes rerun a rank in place "
+            f"runtime {name} lets Kubernetes rerun a rank in place "
             f"(Job backoffLimit {limit}, pod restartPolicy {facts.restart_policy or 'OnFailure'})"
         )
 
@@ -427,7 +444,7 @@ class KubeflowBackend(
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
         lost. What the cluster cannot do was refused before, by the core."""
         runtime = self._derived_runtime(request) if self._derives(request) else None
-        identity = "" if request.native.rules else self._ranks_rerun()
+        identity = "" if request.native.rules else self._ranks_rerun(request.spec)
         if identity and not self.settings.allow_rank_restart:
             raise Unsupported(
                 f"cannot start {request.name}: {identity}; set allow_rank_restart where "
@@ -462,9 +479,7 @@ class KubeflowBackend(
             except (KeyError, ValueError) as exc:
                 msg = f"native offer of {request.name} is not this adapter's: {exc}"
                 raise Invalid(msg) from exc
-        kind = "clustertrainingruntimes"
-        if self.settings.runtime.kind == "TrainingRuntime":
-            kind = "trainingruntimes"
+        kind = probe.runtime_kind(self.settings)
         name = manifest.runtime_name(request.spec, self.settings)
         base = self.api.get(kind, None if kind.startswith("cluster") else self.namespace, name)
         if base is None:

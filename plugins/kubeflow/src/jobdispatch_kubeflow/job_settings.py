@@ -10,9 +10,11 @@ as ``docker -v`` writes a mount (``claim:/path[:ro]``), an environment value fro
 ``NAME=secret:key``. Every form is checked by a pattern in the schema and parsed here.
 
 What reaches the pods goes through the adapter's own runtime patch (Trainer v2.2.1's
-``PodSpecPatch``: ``nodeSelector``, ``tolerations``, ``volumes``, ``serviceAccountName``, and
-``volumeMounts`` of the ``node`` container); environment values from Secrets and ConfigMaps go
-through ``trainer.env``, since Trainer refuses ``env`` in a patch of the ``node`` container.
+``PodSpecPatch``: ``nodeSelector``, ``tolerations``, ``volumes``, ``serviceAccountName``,
+``imagePullSecrets``, ``securityContext``, and ``volumeMounts`` of the ``node`` container);
+environment values from Secrets and ConfigMaps go through ``trainer.env``, since Trainer
+refuses ``env`` in a patch of the ``node`` container. The pod security context is written as
+its own flat keys (``run_as_user``...), since the table holds no nested tables.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "GPU_RESOURCE",
     "RESOURCE_NAME",
     "RESOURCE_SCHEMA",
+    "SECURITY_CONTEXT",
     "SHM_PATH",
     "TABLE",
     "Claim",
@@ -80,6 +83,15 @@ _STRINGS: Mapping[str, Any] = {
     "maxItems": 128,
 }
 _STRING: Mapping[str, Any] = {"type": "string", "maxLength": 253}
+#: A user or group id, as the API server takes it in a pod's security context.
+_ID: Mapping[str, Any] = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+#: The security-context keys of the table, as the ``PodSecurityContext`` fields they become.
+SECURITY_CONTEXT: Mapping[str, str] = {
+    "run_as_user": "runAsUser",
+    "run_as_group": "runAsGroup",
+    "fs_group": "fsGroup",
+    "run_as_non_root": "runAsNonRoot",
+}
 
 
 def _each(values: Iterable[str], pattern: re.Pattern[str], form: str) -> Iterator[re.Match[str]]:
@@ -183,6 +195,20 @@ def _env_refs(values: Iterable[str]) -> tuple[EnvRef, ...]:
     return tuple(out)
 
 
+def _secret_names(values: Iterable[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for m in _each(values, re.compile(_SUBDOMAIN), "a Secret name"):
+        if m[0] in out:
+            raise ValueError(f"{m[0]!r} is given twice")
+        out.append(m[0])
+    return tuple(out)
+
+
+def _id(description: str) -> Any:
+    """An optional user or group id of the pods' security context."""
+    return setting(schema=_ID, default=None, description=description)
+
+
 def _listed(read: Callable[[Any], Any], description: str, *, mapping: bool = False) -> Any:
     """A list of strings, each parsed by ``read``: empty (a tuple, or a mapping with
     ``mapping``) when not given."""
@@ -262,8 +288,36 @@ class JobSettings(ConfigSection):
         "nvidia.com/mig-1g.5gb), in place of the cluster entry's gpu_resource",
     )
 
+    image_pull_secrets: tuple[str, ...] = _listed(
+        _secret_names,
+        "Secrets of the namespace (of type kubernetes.io/dockerconfigjson) the kubelet pulls "
+        "the training image with, from a private registry",
+    )
+    run_as_user: int | None = _id("the user id the training pods' containers run as")
+    run_as_group: int | None = _id("the primary group id the training pods' containers run as")
+    fs_group: int | None = _id(
+        "a supplementary group id of the pods' containers that owns the volumes Kubernetes "
+        "mounts (claims, /dev/shm)"
+    )
+    run_as_non_root: bool | None = setting(
+        schema={"type": "boolean"},
+        default=None,
+        description="the kubelet refuses to start a container that would run as root (uid 0)",
+    )
+
+    def security_context(self) -> dict[str, int | bool]:
+        """The pods' ``PodSecurityContext``: each key the job file gives; empty when none."""
+        given = {api: getattr(self, key) for key, api in SECURITY_CONTEXT.items()}
+        return {api: value for api, value in given.items() if value is not None}
+
     @classmethod
     def conflicts(cls, config: Mapping[str, Any]) -> Iterable[Problem]:
+        if config.get("run_as_non_root") is True and config.get("run_as_user") == 0:
+            yield Problem(
+                "run_as_user",
+                "is 0 (root) while run_as_non_root is true: the kubelet would refuse to start "
+                "every container",
+            )
         secret = {v.split("=", 1)[0] for v in config.get("secret_env", ())}
         for v in config.get("config_map_env", ()):
             name = v.split("=", 1)[0]

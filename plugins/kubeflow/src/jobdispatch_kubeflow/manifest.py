@@ -133,8 +133,8 @@ def _env(request: StartRequest, settings: Settings, fields: JobSettings) -> list
 
 def _pod_patch(request: StartRequest, fields: JobSettings) -> dict[str, Any]:
     """The ``PodSpecPatch`` of the training pods: the suspect nodes kept off, the node
-    selector, tolerations, claims and ``/dev/shm``, the service account. Empty when the job
-    asks none of them."""
+    selector, tolerations, claims and ``/dev/shm``, the service account, the image pull
+    secrets and the pod security context. Empty when the job asks none of them."""
     pod: dict[str, Any] = {}
     if request.exclude:
         # The suspect nodes recorded with the submission (``jobdispatch.suspects``).
@@ -145,6 +145,11 @@ def _pod_patch(request: StartRequest, fields: JobSettings) -> dict[str, Any]:
         pod["tolerations"] = [t.body() for t in fields.tolerations]
     if fields.service_account is not None:
         pod["serviceAccountName"] = fields.service_account
+    if fields.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in fields.image_pull_secrets]
+    security = fields.security_context()
+    if security:
+        pod["securityContext"] = security
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     for i, claim in enumerate(fields.volumes):

@@ -3,7 +3,8 @@
 A probe makes a fixed handful of requests: ``GET /apis`` (which API groups and versions are
 served: Trainer, JobSet, Kueue), one GET of the configured runtime (its JobSet template says
 whether the runtime restarts failed Jobs or reruns pods in place), and one
-SelfSubjectAccessReview per verb the adapter needs. Under Kueue it also follows the LocalQueue
+SelfSubjectAccessReview per verb the adapter needs. A job that names its own runtime has it read
+at each plan (:func:`runtime_problem`). Under Kueue it also follows the LocalQueue
 to its ClusterQueue, that queue's AdmissionChecks and the Lease of the controller answering
 dispatch's check: whether a readmission is really gated (:func:`readmission_gate`, :func:`gate`).
 Facts are kept for ``probe_ttl`` seconds per cluster (API server URL and namespace; the gate
@@ -39,7 +40,11 @@ __all__ = [
     "forget",
     "gate",
     "probe",
+    "read_runtime",
     "readmission_gate",
+    "runtime_kind",
+    "runtime_problem",
+    "with_runtime",
 ]
 
 Obj = dict[str, Any]
@@ -316,6 +321,47 @@ def _gate_objects(api: Api, ns: str, queue: str) -> GateObjects:
         return attrs.evolve(found, refused=what)
 
 
+def runtime_kind(settings: Settings) -> str:
+    """The resource the cluster entry's kind of training runtime is read as."""
+    if settings.runtime.kind == "TrainingRuntime":
+        return "trainingruntimes"
+    return "clustertrainingruntimes"
+
+
+def read_runtime(api: Api, settings: Settings, name: str) -> Obj | None:
+    """The training runtime ``name`` of the cluster entry's kind (in its namespace for a
+    TrainingRuntime); None when it does not exist. Raises Unauthorized when RBAC refuses."""
+    kind = runtime_kind(settings)
+    return api.get(kind, settings.namespace if KINDS[kind].namespaced else None, name)
+
+
+def with_runtime(facts: ClusterFacts, runtime: Mapping[str, Any]) -> ClusterFacts:
+    """``facts`` with the failure policy, ``backoffLimit`` and ``restartPolicy`` of
+    ``runtime`` (a job's own) in place of the cluster entry's runtime's. Pure."""
+    policy, limit, restart = _template_facts(runtime)
+    return attrs.evolve(facts, failure_policy=policy, backoff_limit=limit, restart_policy=restart)
+
+
+def runtime_problem(api: Api, settings: Settings, name: str) -> str:
+    """Why a job may not name training runtime ``name`` (``[resources.kubeflow] runtime``):
+    it does not exist, or RBAC refuses reading it (the adapter reads a job's runtime to derive
+    one from it, as it reads the entry's); "" when it was read. One GET, asked at each plan,
+    never cached: a runtime created after a refusal is found by the next plan."""
+    where = settings.runtime.kind
+    if where == "TrainingRuntime":
+        where += f" in namespace {settings.namespace}"
+    try:
+        found = read_runtime(api, settings, name)
+    except Unauthorized as exc:
+        return f"names {where} {name!r}, which RBAC refuses reading ({exc})"
+    if found is None:
+        return (
+            f"names {where} {name!r}, which does not exist (the cluster entry's runtime kind is "
+            f"{settings.runtime.kind}: `kubectl get {runtime_kind(settings)}` lists them)"
+        )
+    return ""
+
+
 def _ask(api: Api, settings: Settings) -> ClusterFacts:
     """What the probe asks: the API groups served, what the credentials may do in the
     namespace, the runtime's template, and whether JobSet takes message patterns."""
@@ -346,13 +392,8 @@ def _ask(api: Api, settings: Settings) -> ClusterFacts:
         allowed[what] = bool((review.get("status") or {}).get("allowed"))
     runtime = None
     if "v1alpha1" in groups.get("trainer.kubeflow.org", ()):
-        kind = "clustertrainingruntimes"
-        if settings.runtime.kind == "TrainingRuntime":
-            kind = "trainingruntimes"
         try:
-            runtime = api.get(
-                kind, settings.namespace if KINDS[kind].namespaced else None, settings.runtime.name
-            )
+            runtime = read_runtime(api, settings, settings.runtime.name)
         except Unauthorized:
             runtime = None
     policy, limit, restart = _template_facts(runtime or {})

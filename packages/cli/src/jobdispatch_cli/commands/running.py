@@ -18,8 +18,9 @@ import click
 import jobdispatch
 from jobdispatch.errors import DispatchError, Unavailable, Unreachable, Unsupported
 from jobdispatch.exitcodes import ExitCode
+from jobdispatch.plan import pending_assignment
 from jobdispatch.spi import Discovery, ObjectRef, OutputReader
-from jobdispatch.types import Plan, State, Support
+from jobdispatch.types import JobSpec, Plan, State, Support
 from jobdispatch.validate import MAX_DURATION
 from rich.text import Text
 
@@ -28,7 +29,14 @@ from jobdispatch_cli.commands.observe import check_listen, metrics_options, star
 from jobdispatch_cli.context import App
 from jobdispatch_cli.durations import parse_duration
 from jobdispatch_cli.jobfile import load_job_file
-from jobdispatch_cli.render import cause_text, plan_view, sinks_table, state_text, to_data
+from jobdispatch_cli.render import (
+    cause_text,
+    pending_text,
+    plan_view,
+    sinks_table,
+    state_text,
+    to_data,
+)
 from jobdispatch_cli.report import Reporter
 from jobdispatch_cli.sinkcheck import sink_reports, unknown_sinks
 from jobdispatch_cli.timeline import build, render_text
@@ -177,7 +185,7 @@ def extra_answers(backend: Any) -> dict[str, Support]:
     return {"out-of-memory detection": memory()} if callable(memory) else {}
 
 
-def _plan_summary(plan: Plan) -> Text:
+def _plan_summary(plan: Plan, spec: JobSpec) -> Text:
     text = Text()
     for a in plan.rules:
         text.append(f"rule {a.index}: ", style="bold")
@@ -185,6 +193,10 @@ def _plan_summary(plan: Plan) -> Text:
         text.append(f", budget {a.effective.budget}, enforced by the {a.enforcer}\n", style="dim")
     text.append("uncovered: ", style="bold")
     text.append(" ".join(str(k) for k in plan.uncovered) or "nothing", style="dark_orange")
+    pending = pending_assignment(spec, plan)
+    if pending is not None:
+        text.append("\n")
+        text.append_text(pending_text(pending))
     return text
 
 
@@ -303,7 +315,7 @@ def register(group: click.Group) -> None:
         head.append(f"{plan.job}", style="bold")
         head.append(f" ({job_file.spec.name or file.name}) on cluster {app.cluster_config.name}")
         app.console.print(head)
-        app.console.print(_plan_summary(plan))
+        app.console.print(_plan_summary(plan, job_file.spec))
         app.console.print(
             "it starts when a supervisor serves this store: `jobdispatch supervise` "
             "(or submit and supervise at once with `jobdispatch run`)",
@@ -340,6 +352,7 @@ def register(group: click.Group) -> None:
             )
             submission = None
         extra = extra_answers(backend)
+        pending = pending_assignment(job_file.spec, made)
         sinks = app.sinks()
         kinds = {e.name: e.sink for e in app.config.escalations} | {"log": "log"}
         reports = sink_reports(sinks, kinds, job_file.spec)
@@ -347,6 +360,7 @@ def register(group: click.Group) -> None:
         if as_json:
             data = to_data(made)
             data["extra"] = to_data(extra)
+            data["pending"] = to_data(pending)
             data["cluster"] = app.cluster_config.name
             data["sinks"] = [r.as_data() for r in reports]
             data["unknown_sinks"] = missing
@@ -354,7 +368,9 @@ def register(group: click.Group) -> None:
                 data["submission"] = submission
             print_json(app, data)
             return
-        app.console.print(plan_view(made, cluster=app.cluster_config.name, extra=extra))
+        app.console.print(
+            plan_view(made, cluster=app.cluster_config.name, extra=extra, pending=pending)
+        )
         app.console.print(sinks_table(reports))
         for name in missing:
             warning = f"notify_sinks names {name!r}, which this cluster's supervisors lack"
@@ -408,7 +424,7 @@ def register(group: click.Group) -> None:
         head.append(job, style="bold")
         head.append(f"  {job_file.spec.name or file.name} on cluster {app.cluster_config.name}")
         app.console.print(head)
-        app.console.print(_plan_summary(plan))
+        app.console.print(_plan_summary(plan, job_file.spec))
         failure: list[BaseException] = []
 
         def supervise() -> None:
