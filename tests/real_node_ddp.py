@@ -21,9 +21,10 @@ container copied, ``DIR/helper/bin/jobdispatch-publish publish FOLDER --step N``
 program named, and every rank resolves the checkpoint to resume from itself, rank 0 as its
 execution (so the record names the step it resumed from), the others as readers only.
 Under srun (``SLURM_PROCID`` set, no ``RANK``) the ranks come from Slurm as torchrun's would:
-``RANK``, ``WORLD_SIZE`` and a ``MASTER_PORT`` of the Slurm job's own; ``MASTER_ADDR`` is the
-job's to give (its first node's address). ``--step-seconds S``: each step then sleeps S seconds,
-so the steps between two checkpoints take a time a clock can tell apart.
+``RANK``, ``WORLD_SIZE`` and a ``MASTER_PORT`` of the Slurm job's own; ``--master-addr`` gives
+``MASTER_ADDR`` (the first node's address; dispatch reserves the variable itself).
+``--step-seconds S``: each step then sleeps S seconds, so the steps between two checkpoints
+take a time a clock can tell apart.
 
 ``--exit-code N``: the worker of ``--fail-rank`` exits N after the first step (a worker's own
 failure, which torchrun folds into its exit 1). ``--allocate-mib N``: that worker then allocates
@@ -104,13 +105,14 @@ def publish(program: Path, state: dict[str, Any]) -> None:
         subprocess.run([program, "publish", folder, "--step", str(state["step"])], check=True)
 
 
-def ranks_from_slurm() -> None:
+def ranks_from_slurm(master: str) -> None:
     """Under srun, give torch.distributed the rank, the world size and a port from Slurm's own
     variables, as torchrun does in a pod (a port per Slurm job: two runs never share one)."""
     if "RANK" in os.environ or "SLURM_PROCID" not in os.environ:
         return
     os.environ["RANK"] = os.environ["SLURM_PROCID"]
     os.environ["WORLD_SIZE"] = os.environ["SLURM_NTASKS"]
+    os.environ["MASTER_ADDR"] = master
     os.environ.setdefault("MASTER_PORT", str(20000 + int(os.environ["SLURM_JOB_ID"]) % 20000))
 
 
@@ -134,9 +136,10 @@ def main() -> int:
     parser.add_argument("--publish-every", type=int, default=3)
     parser.add_argument("--publish-with", type=Path, help="the helper program itself")
     parser.add_argument("--step-seconds", type=float, default=0.0)
+    parser.add_argument("--master-addr", default="127.0.0.1", help="under srun: MASTER_ADDR")
     args = parser.parse_args()
 
-    ranks_from_slurm()
+    ranks_from_slurm(args.master_addr)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     submission = os.environ.get("JOBDISPATCH_SUBMISSION", "1")

@@ -87,8 +87,7 @@ time_limit = "20m"
 working_dir = "{home.root}"
 
 [env]
-MASTER_ADDR = "127.0.0.1"  # every node of tools/slurm/up is on loopback
-GLOO_SOCKET_IFNAME = "lo"
+GLOO_SOCKET_IFNAME = "lo"  # every node of tools/slurm/up is on loopback
 
 [progress]
 root = "{root}"
