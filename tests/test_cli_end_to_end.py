@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -94,13 +93,6 @@ class Home:
             proc.wait(timeout=10)
         leftovers = shut_down(self.local)
         assert not leftovers, f"processes outlived the test: {leftovers}"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Home]:
-    h = Home(tmp_path)
-    yield h
-    h.close()
 
 
 def train_job(home: Home, steps: int, step_seconds: float, wait_at: int, budget: int = 3) -> Path:

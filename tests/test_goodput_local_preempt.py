@@ -12,24 +12,14 @@ from the local runner's execution record. Nothing is asserted about how fast any
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
-import pytest
 from jobdispatch.testing import eventually
 from jobdispatch_publish import layout
 from test_cli_end_to_end import Home
 from test_progress_end_to_end import _job
 
 POLL = 0.2
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Home]:
-    h = Home(tmp_path)
-    yield h
-    h.close()
 
 
 def _published_at(home: Home, job: str, submission: int, step: int) -> datetime | None:

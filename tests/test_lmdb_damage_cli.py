@@ -14,7 +14,6 @@ subprocesses.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import lmdb
@@ -23,13 +22,6 @@ from jobdispatch.testing import eventually
 from test_cli_end_to_end import Home
 
 pytest.importorskip("jobdispatch_records_lmdb")
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Home]:
-    h = Home(tmp_path)
-    yield h
-    h.close()
 
 
 def _submit(home: Home, store: Path, name: str, command: str) -> str:

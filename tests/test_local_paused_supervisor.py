@@ -91,6 +91,7 @@ class Home(CliHome):
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Home]:
+    """This test's own home (the pausing one), in place of tests/conftest.py's."""
     h = Home(tmp_path)
     yield h
     h.close()

@@ -17,24 +17,15 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from jobdispatch.testing import eventually
 from jobdispatch.types import ObjectState
 from jobdispatch_local.testing import make_backend
 from test_cli_end_to_end import TRAIN, Home
 
 STALL_AFTER = 6.0
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Home]:
-    h = Home(tmp_path)
-    yield h
-    h.close()
 
 
 def _job(home: Home, name: str, args: list[str], tables: str, *, more: str = "") -> Path:

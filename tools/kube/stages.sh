@@ -58,35 +58,33 @@ _dispatch_exit_status() {
 EOF
 }
 
-dispatch_stages() {
-  cat <<'EOF'
+# The head of a Stage named $1, for a Running pod not being deleted whose exit-code annotation
+# is $2 (Exists or DoesNotExist); the caller goes on with the rest of the selector.
+_dispatch_running_pod() {
+  cat <<EOF
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
-  name: dispatch-pod-exit-annotation
+  name: $1
 spec:
   resourceRef: {apiGroup: v1, kind: Pod}
   selector:
     matchExpressions:
     - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
     - {key: '.status.phase', operator: In, values: [Running]}
-    - {key: '.metadata.annotations["dispatch.test/exit-code"]', operator: Exists}
+    - {key: '.metadata.annotations["dispatch.test/exit-code"]', operator: $2}
+EOF
+}
+
+dispatch_stages() {
+  _dispatch_running_pod dispatch-pod-exit-annotation Exists
+  cat <<'EOF'
   next:
 EOF
   _dispatch_exit_status
+  echo ---
+  _dispatch_running_pod dispatch-pod-exit-env DoesNotExist
   cat <<'EOF'
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: dispatch-pod-exit-env
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
-    - {key: '.status.phase', operator: In, values: [Running]}
-    - {key: '.metadata.annotations["dispatch.test/exit-code"]', operator: DoesNotExist}
     - {key: '.spec.containers.[0].env // [] | .[] | select(.name == "DISPATCH_KWOK_EXIT_CODE") | .value', operator: Exists}
   delay:
     durationMilliseconds: 0

@@ -70,3 +70,23 @@ def test_run_polls_at_the_site_s_interval_and_reports_the_outcome(
     assert ran.code == 0, ran
     assert "submission 1 execution 0 running" in ran.out
     assert "outcome: succeeded" in ran.out
+
+
+@pytest.mark.parametrize("command", ["submit", "plan", "run"])
+def test_a_stall_after_shorter_than_the_site_s_poll_is_refused_naming_it(
+    invoke: Invoke, home: Path, job_file: Callable[..., Path], command: str
+) -> None:
+    # The local adapter polls every second, so the plan alone would accept stall.after = 30s;
+    # this site's supervisors poll every minute, so it could never be judged in time.
+    _local_table(home, "poll_interval = 60\n")
+    path = job_file(["true"])
+    path.write_text(path.read_text() + '[progress]\nroot = "/ckpt"\n[stall]\nafter = "30s"\n')
+    ran = invoke(command, str(path))
+    assert ran.code == USAGE, ran
+    said = " ".join(ran.err.split())
+    assert (
+        "stall.after: must be at least the poll interval of the supervisors of cluster 'local' "
+        "(0:01:00), got 0:00:30: progress is read once per poll" in said
+    ), said
+    assert str(path) in said
+    assert invoke("list", "--json").json() == []

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobdispatch import codec
+from jobdispatch import types as t
 from jobdispatch.records import events as ev
 from jobdispatch.spi import (
     CessationEvidence,
@@ -24,38 +25,6 @@ from jobdispatch.spi import (
     StartRequest,
     StopReport,
 )
-from jobdispatch.types import (
-    Action,
-    Actor,
-    ActorKind,
-    CallMeta,
-    Capability,
-    Cause,
-    CauseKind,
-    Charge,
-    Hold,
-    HoldKind,
-    HoldMeta,
-    JobSpec,
-    NoticeKind,
-    Notify,
-    ObjectState,
-    Plan,
-    ProgressSource,
-    Provenance,
-    RecoveryPolicy,
-    Rule,
-    RuleAssignment,
-    RuleSupport,
-    SharedCheckpoint,
-    Source,
-    StallAssignment,
-    StallMode,
-    StallRule,
-    State,
-    Support,
-    Tristate,
-)
 
 times = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
@@ -63,33 +32,33 @@ times = st.datetimes(
 durations = st.integers(1, 10**7).map(lambda s: timedelta(seconds=s))
 text = st.text(max_size=20)
 names = st.from_regex(r"[a-z][a-z0-9]{0,10}", fullmatch=True)
-actors = st.builds(Actor, kind=st.sampled_from(ActorKind), id=names)
+actors = st.builds(t.Actor, kind=st.sampled_from(t.ActorKind), id=names)
 causes = st.builds(
-    Cause,
-    kind=st.sampled_from(CauseKind),
-    provenance=st.sampled_from(Provenance),
+    t.Cause,
+    kind=st.sampled_from(t.CauseKind),
+    provenance=st.sampled_from(t.Provenance),
     detail=text,
     exit_code=st.none() | st.integers(-255, 255),
     signal=st.none() | st.integers(1, 64),
     actor=st.none() | actors,
 )
 rules = st.builds(
-    Rule,
+    t.Rule,
     on=st.lists(st.sampled_from(jobdispatch.RECOVERABLE), max_size=3),
-    action=st.sampled_from(Action),
+    action=st.sampled_from(t.Action),
     budget=st.integers(0, 9),
     for_=st.none() | durations,
-    charge=st.sampled_from(Charge),
+    charge=st.sampled_from(t.Charge),
 )
 stall_rules = st.builds(
-    StallRule,
+    t.StallRule,
     after=durations,
     startup_grace=st.none() | durations,
-    mode=st.sampled_from(StallMode),
+    mode=st.sampled_from(t.StallMode),
     blind_after=durations,
 )
 specs = st.builds(
-    JobSpec,
+    t.JobSpec,
     command=st.lists(text, min_size=1, max_size=3),
     name=names,
     nodes=st.integers(1, 64),
@@ -100,26 +69,26 @@ specs = st.builds(
     time_limit=st.none() | durations,
     output=st.none() | text,
     extensions=st.lists(
-        st.just(SharedCheckpoint())
+        st.just(t.SharedCheckpoint())
         | st.builds(
-            Notify,
-            events=st.lists(st.sampled_from(NoticeKind), max_size=3),
+            t.Notify,
+            events=st.lists(st.sampled_from(t.NoticeKind), max_size=3),
             sinks=st.lists(names, max_size=2),
         ),
         max_size=2,
     ),
-    recovery=st.builds(RecoveryPolicy, rules=st.lists(rules, max_size=3)),
-    progress=st.none() | st.builds(ProgressSource, root=names, record_every=durations),
+    recovery=st.builds(t.RecoveryPolicy, rules=st.lists(rules, max_size=3)),
+    progress=st.none() | st.builds(t.ProgressSource, root=names, record_every=durations),
     stall=st.none() | stall_rules,
 )
 supports = st.builds(
-    Support, answer=st.sampled_from(Tristate), source=st.sampled_from(Source), detail=text
+    t.Support, answer=st.sampled_from(t.Tristate), source=st.sampled_from(t.Source), detail=text
 )
 refs = st.builds(ObjectRef, id=names)
 executions = st.builds(
     ExecutionObs,
     index=st.integers(0, 5),
-    state=st.sampled_from(ObjectState),
+    state=st.sampled_from(t.ObjectState),
     cause=st.none() | causes,
     started_at=st.none() | times,
     ended_at=st.none() | times,
@@ -129,7 +98,7 @@ observations = st.builds(
     ObjectObs,
     ref=refs,
     name=names,
-    state=st.sampled_from(ObjectState),
+    state=st.sampled_from(t.ObjectState),
     executions=st.lists(executions, max_size=3).map(tuple),
     hold_instance=st.none() | st.integers(1, 9),
     requeue_bit=st.none() | st.booleans(),
@@ -137,29 +106,29 @@ observations = st.builds(
     detail=text,
 )
 assignments = st.builds(
-    RuleAssignment,
+    t.RuleAssignment,
     index=st.integers(0, 5),
     rule=rules,
     effective=rules,
     enforcer=st.sampled_from(jobdispatch.Enforcer),
-    support=st.builds(RuleSupport, native=supports, perform=supports),
+    support=st.builds(t.RuleSupport, native=supports, perform=supports),
     firings=st.integers(0, 5),
     accepted=text,
     charged=st.integers(0, 5),
 )
 plans = st.builds(
-    Plan,
+    t.Plan,
     job=st.none() | names,
     rules=st.lists(assignments, max_size=2).map(tuple),
     uncovered=st.lists(st.sampled_from(jobdispatch.RECOVERABLE)).map(tuple),
     checkpoint=st.sampled_from(jobdispatch.CheckpointMode),
     unmatched=st.sampled_from(jobdispatch.UnmatchedPolicy),
-    capabilities=st.dictionaries(st.sampled_from(Capability), supports),
+    capabilities=st.dictionaries(st.sampled_from(t.Capability), supports),
     identity_weakened=text,
     supervised=st.booleans(),
     stall=st.none()
     | st.builds(
-        StallAssignment,
+        t.StallAssignment,
         rule=stall_rules,
         enforcer=st.sampled_from(jobdispatch.Enforcer),
         root=text,
@@ -167,30 +136,30 @@ plans = st.builds(
     ),
 )
 holds = st.builds(
-    Hold, kind=st.sampled_from(HoldKind), by=actors, reason=text, until=st.none() | times
+    t.Hold, kind=st.sampled_from(t.HoldKind), by=actors, reason=text, until=st.none() | times
 )
 
 VALUES = {
-    Cause: causes,
-    Actor: actors,
-    Rule: rules,
-    JobSpec: specs,
-    Support: supports,
+    t.Cause: causes,
+    t.Actor: actors,
+    t.Rule: rules,
+    t.JobSpec: specs,
+    t.Support: supports,
     ObjectRef: refs,
     ExecutionObs: executions,
     ObjectObs: observations,
-    Plan: plans,
-    Hold: holds,
-    RuleAssignment: assignments,
-    HoldMeta: st.builds(
-        HoldMeta,
+    t.Plan: plans,
+    t.Hold: holds,
+    t.RuleAssignment: assignments,
+    t.HoldMeta: st.builds(
+        t.HoldMeta,
         instance=st.integers(1, 9),
         deadline=times,
         by=st.none() | actors,
         reason=text,
         until=st.none() | times,
     ),
-    CallMeta: st.builds(CallMeta, deadline=times, by=st.none() | actors, reason=text),
+    t.CallMeta: st.builds(t.CallMeta, deadline=times, by=st.none() | actors, reason=text),
     Discovery: st.builds(
         Discovery,
         job=names,
@@ -204,7 +173,7 @@ VALUES = {
         live=st.lists(refs, max_size=2).map(tuple),
     ),
     CessationEvidence: st.builds(
-        CessationEvidence, ceased=st.sampled_from(Tristate), detail=text, at=st.none() | times
+        CessationEvidence, ceased=st.sampled_from(t.Tristate), detail=text, at=st.none() | times
     ),
     NativeOffer: st.builds(
         NativeOffer,
@@ -268,7 +237,7 @@ def _event_strategy(cls: type[ev.Event]) -> st.SearchStrategy[ev.Event]:
         "evidence": VALUES[CessationEvidence],
         "reply": st.sampled_from(ev.Reply),
         "op": st.sampled_from(ev.CallOp),
-        "state": st.sampled_from(State),
+        "state": st.sampled_from(t.State),
     }
     for f in attrs.fields(cls):
         if f.name in fields:
@@ -305,16 +274,16 @@ def test_unknown_types_and_newer_versions_are_refused_naming_the_revision() -> N
 
 def test_naive_times_are_refused() -> None:
     with pytest.raises(jobdispatch.Invalid, match="naive datetime"):
-        codec.encode_event(ev.Settled(at=datetime(2026, 1, 1), by=Actor.human("x"), token=1))
+        codec.encode_event(ev.Settled(at=datetime(2026, 1, 1), by=t.Actor.human("x"), token=1))
 
 
 def test_enums_print_as_their_kebab_case_words() -> None:
-    assert str(CauseKind.NODE_LOST) == "node-lost"
-    assert str(CauseKind.OUT_OF_MEMORY) == "out-of-memory"
-    assert str(State.RECOVERING) == "recovering"
-    assert f"{Action.RESUBMIT}" == "resubmit"
+    assert str(t.CauseKind.NODE_LOST) == "node-lost"
+    assert str(t.CauseKind.OUT_OF_MEMORY) == "out-of-memory"
+    assert str(t.State.RECOVERING) == "recovering"
+    assert f"{t.Action.RESUBMIT}" == "resubmit"
     assert list(jobdispatch.RECOVERABLE) == [
-        CauseKind(w)
+        t.CauseKind(w)
         for w in (
             "preempted",
             "node-lost",
@@ -372,7 +341,7 @@ def test_no_single_bit_flip_of_a_stored_value_decodes_into_a_changed_record(
 
 
 def test_a_damaged_value_is_reported_naming_the_record_and_revision() -> None:
-    event = ev.Settled(at=datetime(2026, 1, 1, tzinfo=UTC), by=Actor.human("x"), token=1)
+    event = ev.Settled(at=datetime(2026, 1, 1, tzinfo=UTC), by=t.Actor.human("x"), token=1)
     raw = bytearray(codec.encode_event(event))
     raw[-3] ^= 0x04
     with pytest.raises(jobdispatch.Unreadable, match=r"record j revision 7: .* damaged") as got:
@@ -478,9 +447,9 @@ def test_deeply_nested_json_is_the_typed_error_not_a_recursion_error() -> None:
 )
 def test_an_actor_id_that_cannot_be_shown_on_one_line_is_refused(bad: str) -> None:
     with pytest.raises(jobdispatch.Invalid, match="an actor's id"):
-        Actor.human(bad)
+        t.Actor.human(bad)
     with pytest.raises(jobdispatch.Invalid, match="an actor's id"):
-        Actor(ActorKind.SUPERVISOR, bad)
+        t.Actor(t.ActorKind.SUPERVISOR, bad)
 
 
 def test_a_record_written_before_actor_ids_were_checked_still_reads() -> None:
@@ -490,5 +459,5 @@ def test_a_record_written_before_actor_ids_were_checked_still_reads() -> None:
     )
     event = codec.decode_event(raw, revision=3, job="j")
     assert isinstance(event, ev.CancelRequested)
-    assert event.by.kind is ActorKind.HUMAN and event.by.id == ""
+    assert event.by.kind is t.ActorKind.HUMAN and event.by.id == ""
     assert codec.decode_event(codec.encode_event(event), revision=3) == event

@@ -286,6 +286,58 @@ def test_p3_a_stalled_run_without_a_rule_fails_the_job_with_cause_stalled() -> N
     assert isinstance(step, Outcome) and step.cause.kind is CauseKind.STALLED
 
 
+def _stalled_then_ended(cause: Cause, ended: timedelta, seen_running: bool) -> Step:
+    """A run with no progress past its startup grace, which ends with ``cause`` at ``ended``
+    from the moment the stall is due; the step once its end is seen. ``seen_running``: the
+    poll at the due moment still showed it running (Slurm does until sacct has the run's
+    record), so the stall was declared and the stop decided first; else the end was seen
+    first."""
+    s = story().launched()
+    s.later((GRACE + timedelta(seconds=1)).total_seconds())
+    due = s.now
+    if seen_running:
+        declared = s.next(running(), progress=JobProgress())[0]
+        assert isinstance(declared, DeclareStall)
+        commit(s, declared)
+        s.later(30)
+    run = attrs.evolve(execution(0, ObjectState.ENDED, cause), ended_at=due + ended)
+    shown = observation("job1", 1, 1, "o1", ObjectState.ENDED, run)
+    s.observe(shown)
+    return s.next(shown, progress=JobProgress())[0]
+
+
+EXIT_3 = Cause(CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, "exit 3", exit_code=3)
+EXIT_15 = Cause(CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION, "exit 15", exit_code=15)
+
+
+@pytest.mark.parametrize("seen_running", [True, False])
+def test_p3_a_run_that_ended_by_itself_before_the_stall_keeps_its_own_cause(
+    seen_running: bool,
+) -> None:
+    # The worker exits 3 five seconds before the stall is due. Whether the supervisor's poll
+    # saw the end first, or still saw the run running and committed the stall and its stop
+    # first, the run's ending is its own exit 3: the order of the evidence decides nothing.
+    step = _stalled_then_ended(EXIT_3, -timedelta(seconds=5), seen_running)
+    assert isinstance(step, Outcome)
+    assert step.cause == EXIT_3
+
+
+@pytest.mark.parametrize("cause", [EXIT_15, CANCELLED])
+def test_p3_a_run_that_ended_after_the_stop_was_decided_is_stalled(cause: Cause) -> None:
+    # Ended after the committed stop: the stop's own doing (cancelled, or a worker that exits
+    # 15 on the SIGTERM), so the committed decision names the cause.
+    step = _stalled_then_ended(cause, timedelta(seconds=2), seen_running=True)
+    assert isinstance(step, Outcome) and step.cause.kind is CauseKind.STALLED
+
+
+def test_p3_a_cancel_shown_before_the_decision_is_still_the_stops() -> None:
+    # A cancel (or an ending the backend cannot name) says nothing of the run's own: with the
+    # stop decided, the run is stalled even if the backend's clock puts the end first.
+    for cause in (CANCELLED, Cause(CauseKind.UNKNOWN)):
+        step = _stalled_then_ended(cause, -timedelta(seconds=1), seen_running=True)
+        assert isinstance(step, Outcome) and step.cause.kind is CauseKind.STALLED
+
+
 def test_p3_observe_mode_records_the_verdict_once_and_stops_nothing() -> None:
     s = story(mode=StallMode.OBSERVE).launched()
     s.later((GRACE + timedelta(seconds=1)).total_seconds())

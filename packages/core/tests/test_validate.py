@@ -22,6 +22,11 @@ def rules(*rs: Rule) -> RecoveryPolicy:
     return RecoveryPolicy(rules=rs)
 
 
+def one_rule(**rule: Any) -> JobSpec:
+    """A spec whose recovery policy is the one rule of ``rule``'s fields."""
+    return spec(recovery=rules(Rule(**rule)))
+
+
 BAD = [
     (spec(command=[]), "command", "must not be empty"),
     (spec(command=["  "]), "command[0]", "blank"),
@@ -37,19 +42,19 @@ BAD = [
     (spec(time_limit=timedelta(0)), "time_limit", "positive"),
     (spec(time_limit=timedelta(days=999_999_999)), "time_limit", "at most 36500 days"),
     (
-        spec(recovery=rules(Rule(on=["preempted"], action=Action.HOLD, for_=timedelta.max))),
+        one_rule(on=["preempted"], action=Action.HOLD, for_=timedelta.max),
         "recovery.rules[0].for",
         "at most 36500 days",
     ),
     (spec(image="a b"), "image", "without spaces"),
     (spec(working_dir=""), "working_dir", "non-empty"),
     (
-        spec(recovery=rules(Rule(on=[], action=Action.RESUBMIT, budget=1))),
+        one_rule(on=[], action=Action.RESUBMIT, budget=1),
         "recovery.rules[0].on",
         "at least one cause",
     ),
     (
-        spec(recovery=rules(Rule(on=[CauseKind.CANCELLED], action=Action.RESUBMIT, budget=1))),
+        one_rule(on=[CauseKind.CANCELLED], action=Action.RESUBMIT, budget=1),
         "recovery.rules[0].on[0]",
         "not a recoverable cause",
     ),
@@ -66,45 +71,37 @@ BAD = [
         "already covered by recovery.rules[0]",
     ),
     (
-        spec(recovery=rules(Rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=-1))),
+        one_rule(on=[CauseKind.PREEMPTED], action=Action.RESUBMIT, budget=-1),
         "recovery.rules[0].budget",
         "negative",
     ),
     (
-        spec(recovery=rules(Rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1))),
+        one_rule(on=[CauseKind.PREEMPTED], action=Action.HOLD, budget=1),
         "recovery.rules[0].for",
         "positive duration",
     ),
     (
-        spec(
-            recovery=rules(
-                Rule(
-                    on=[CauseKind.PREEMPTED],
-                    action=Action.HOLD,
-                    budget=1,
-                    for_=timedelta(seconds=-5),
-                )
-            )
+        one_rule(
+            on=[CauseKind.PREEMPTED],
+            action=Action.HOLD,
+            budget=1,
+            for_=timedelta(seconds=-5),
         ),
         "recovery.rules[0].for",
         "positive duration",
     ),
     (
-        spec(
-            recovery=rules(
-                Rule(
-                    on=[CauseKind.PREEMPTED],
-                    action=Action.RESUBMIT,
-                    budget=1,
-                    for_=timedelta(hours=1),
-                )
-            )
+        one_rule(
+            on=[CauseKind.PREEMPTED],
+            action=Action.RESUBMIT,
+            budget=1,
+            for_=timedelta(hours=1),
         ),
         "recovery.rules[0].for",
         "only a hold",
     ),
     (
-        spec(recovery=rules(Rule(on=[CauseKind.OUT_OF_MEMORY], action=Action.ESCALATE, budget=2))),
+        one_rule(on=[CauseKind.OUT_OF_MEMORY], action=Action.ESCALATE, budget=2),
         "recovery.rules[0].budget",
         "no budget",
     ),

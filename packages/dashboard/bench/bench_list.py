@@ -31,7 +31,7 @@ from starlette.testclient import TestClient
 
 # The metrics benchmark's records and baseline, so that both benchmarks read the same thing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "metrics" / "bench"))
-from bench_scrape import on_each_store, plain_read
+from bench_scrape import on_each_store, plain_read, report
 
 
 def pages(open_store: Callable[[], Records]) -> tuple[float, float, float, int]:
@@ -68,17 +68,13 @@ def measure(name: str, open_store: Callable[[], Records], rounds: int) -> None:
         firsts.append(first)
         repeats.append(again)
         filtered.append(narrowed)
-    base = statistics.median(reads)
-    print(f"\n{name}: medians of {rounds} rounds (list page {size} bytes)")
-    print(f"  {'what':<42} {'seconds':>9} {'× plain read':>13}")
-    rows = (
-        ("plain read (list + read_many)", base),
-        ("first list page (read, fold, render)", statistics.median(firsts)),
-        ("list page again, nothing changed", statistics.median(repeats)),
-        ("filtered page (state=failed), unchanged", statistics.median(filtered)),
+    report(
+        f"{name}: medians of {rounds} rounds (list page {size} bytes)",
+        statistics.median(reads),
+        ("first list page (read, fold, render)", statistics.median(firsts), ""),
+        ("list page again, nothing changed", statistics.median(repeats), ""),
+        ("filtered page (state=failed), unchanged", statistics.median(filtered), ""),
     )
-    for what, seconds in rows:
-        print(f"  {what:<42} {seconds:>9.3f} {seconds / base:>13.4f}")
 
 
 if __name__ == "__main__":

@@ -118,16 +118,25 @@ def measure(name: str, open_store: Callable[[], Records], rounds: int) -> None:
         first, repeated, size = scrapes(open_store, name)
         firsts.append(first)
         repeats.append(repeated)
-    base = statistics.median(reads)
-    print(f"\n{name}: medians of {rounds} rounds (exposition {size} bytes)")
-    print(f"  {'what':<38} {'seconds':>9} {'× plain read':>13}  target")
-    rows = (
-        ("plain read (list + read_many)", base, ""),
+    report(
+        f"{name}: medians of {rounds} rounds (exposition {size} bytes)",
+        statistics.median(reads),
         ("first scrape (read, fold, sum, render)", statistics.median(firsts), "< 1 s"),
         ("repeated scrape, nothing changed", statistics.median(repeats), "< 0.1 s"),
     )
+
+
+def report(title: str, base: float, *rows: tuple[str, float, str]) -> None:
+    """Print medians beside the plain read's (``base``), each as seconds and as a multiple of
+    it, with the target a row states (this benchmark's and the dashboard's table)."""
+    rows = (("plain read (list + read_many)", base, ""), *rows)
+    width = max(len(what) for what, _, _ in rows)
+    targets = any(target for _, _, target in rows)
+    print(f"\n{title}")
+    print(f"  {'what':<{width}} {'seconds':>9} {'× plain read':>13}" + "  target" * targets)
     for what, seconds, target in rows:
-        print(f"  {what:<38} {seconds:>9.3f} {seconds / base:>13.4f}  {target}")
+        line = f"  {what:<{width}} {seconds:>9.3f} {seconds / base:>13.4f}"
+        print(f"{line}  {target}" if targets else line)
 
 
 def on_each_store(

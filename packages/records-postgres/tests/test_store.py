@@ -4,6 +4,7 @@ the indexes behind ``list``, and its registration."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -456,3 +457,44 @@ def test_registered_as_the_postgresql_store(new_config: Callable[[], dict[str, A
         assert isinstance(store, PostgresRecords)
     finally:
         store.close()
+
+
+# ------------------------------------------------------------------------------- layout
+
+
+def _relation_sizes(store: PostgresRecords) -> tuple[int, int]:
+    """The ``jobs`` table's main relation and its whole (TOAST included), in bytes."""
+    table = f"{store.settings.schema}.jobs"
+    with _conn(store.settings) as conn:
+        row = conn.execute(
+            "SELECT pg_relation_size(%s::regclass), pg_total_relation_size(%s::regclass)",
+            (table, table),
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def test_a_row_keeps_a_large_header_out_of_line_once_a_version_4_schema_migrates(
+    new_config: Callable[[], dict[str, Any]],
+) -> None:
+    # A schema as version 4 left it: opening it migrates it to 5, and the records created from
+    # then on keep their header out of the row. These headers are 4 KB, which PostgreSQL
+    # would compress to about 1.9 KB and keep inline (it toasts only rows over 2 KB, and then
+    # only until they fit 2 KB): 40 of them would take ten pages of the main relation, and
+    # take one; each reads back whole.
+    config = new_config()
+    with PostgresRecords(config) as store:
+        store.create(make_header("job-old"), [evidence(1)])
+        s = sql.Identifier(store.settings.schema)
+        with _conn(store.settings) as conn:
+            conn.execute(sql.SQL("ALTER TABLE {}.jobs RESET (toast_tuple_target)").format(s))
+            conn.execute(sql.SQL("UPDATE {}.meta SET value = '4' WHERE key = 'version'").format(s))
+    names = [secrets.token_hex(600) * 3 for _ in range(40)]
+    with PostgresRecords(config) as again:
+        for i, name in enumerate(names):
+            again.create(make_header(f"job-{i}", name=name))
+        main, total = _relation_sizes(again)
+        assert again.read("job-old").events == (evidence(1),)
+        assert [again.read(f"job-{i}").header.spec.name for i in range(40)] == names
+    assert main <= 2 * 8192, (main, total)
+    assert total > 40 * 1024, (main, total)

@@ -14,6 +14,7 @@ from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.memory.shape import Shape
 from jobdispatch.progress import Blind, JobProgress
 from jobdispatch.records import events as ev
+from jobdispatch.records.store import AppendRequest, ReadAnswer, Refusal
 from jobdispatch.spi import Discovery, Growth, ObjectRef
 from jobdispatch.testing import SUPERVISOR, T0, execution, job_of, observation, plan_for
 from jobdispatch.triggers import Blind as BlindEscalation
@@ -181,6 +182,51 @@ def test_serve_lists_each_root_once_per_poll_whatever_the_number_of_jobs() -> No
     assert progress.listings == {"r/a": 6, "r/b": 6}
 
 
+def test_a_poll_that_records_every_jobs_progress_reads_each_record_once() -> None:
+    # Every job's progress-seen is committed in one round; the next round computes each job's
+    # next step from the record that commit left (Pass.view), never reading it again.
+    sc = Scenario(shape=Shape.SLURM)
+    progress = MemoryProgress()
+    jobs = [job_of(sc.submit(spec(root=root))) for root in ("r/a", "r/a", "r/b")]
+    reads: list[list[str]] = []  # the jobs each read_many asked for, this poll
+    per_poll: list[list[list[str]]] = []
+    recorded: list[int] = []  # per poll, how many progress-seen events it committed
+    read_many, append_many = sc.store.read_many, sc.store.append_many
+
+    def reading(jobs: Sequence[str]) -> tuple[ReadAnswer, ...]:
+        reads.append(list(jobs))
+        return read_many(jobs)
+
+    def appending(requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+        recorded[-1] += sum(isinstance(e, ev.ProgressSeen) for r in requests for e in r.events)
+        return append_many(requests)
+
+    sc.store.read_many = reading  # type: ignore[method-assign]
+    sc.store.append_many = appending  # type: ignore[method-assign]
+    sup: Supervisor | None = None
+
+    def tick(seconds: float) -> None:
+        per_poll.append(list(reads))
+        reads.clear()
+        Scenario.tick(sc, seconds)
+        for i, job in enumerate(jobs):
+            progress.mark("r/a" if i < 2 else "r/b", job, len(per_poll), sc.clock(), 1)
+        if len(per_poll) >= 4:
+            assert sup is not None
+            sup.stop()
+        recorded.append(0)
+
+    recorded.append(0)
+    sup = _supervisor(sc, tick, progress)
+    sup.serve()
+    marking = [n for n, count in enumerate(recorded[: len(per_poll)]) if count == len(jobs)]
+    assert marking, recorded  # some poll recorded every job's progress
+    for n in marking:
+        asked = [job for call in per_poll[n] for job in call]
+        assert sorted(asked) == sorted(jobs), per_poll[n]
+    assert all(sc.cluster.observer.get(job).state is State.RUNNING for job in jobs)
+
+
 def test_no_advance_spares_the_budget_of_a_job_that_advances() -> None:
     sc = Scenario(shape=Shape.SLURM)
     progress = MemoryProgress()
@@ -295,3 +341,36 @@ def test_output_growth_that_cannot_be_seen_is_blind_never_a_stall() -> None:
     assert isinstance(reading, Blind) and "cannot be listed" in reading.detail
     unable = ProgressPoll(None, growth=None).readings(headers, {"job1": _found("job1")})["job1"]
     assert isinstance(unable, Blind) and "output-growth" in unable.detail
+
+
+def test_a_stall_after_shorter_than_this_supervisors_poll_is_an_error_naming_it_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The plan checked stall.after (2 minutes) against the memory adapter's poll interval; this
+    # supervisor polls every 5 minutes (a site's setting), so it says so, naming the job and
+    # the field, once however many polls serve the job, and serves it all the same (it marks
+    # no progress, so it is named stalled, one poll late).
+    sc = Scenario(shape=Shape.SLURM)
+    sc.submit(spec())
+    polls = {"n": 0}
+    sup: Supervisor | None = None
+
+    def tick(seconds: float) -> None:
+        polls["n"] += 1
+        Scenario.tick(sc, seconds)
+        if polls["n"] >= 3:
+            assert sup is not None
+            sup.stop()
+
+    sup = Supervisor(
+        sc.backend, sc.store, clock=sc.clock, sleep=tick, poll=300.0, progress=MemoryProgress()
+    )
+    with caplog.at_level("ERROR", logger="jobdispatch.supervise"):
+        sup.serve()
+    said = [r.getMessage() for r in caplog.records if "stall.after" in r.getMessage()]
+    assert said == [
+        f"job {sc.job}: stall.after must be at least the poll interval of this supervisor "
+        "(0:05:00), got 0:02:00: progress is read once per poll; it is judged up to one poll "
+        "late here (lower this supervisor's poll, or raise stall.after)"
+    ]
+    assert sc.status().cause.kind is CauseKind.STALLED

@@ -36,8 +36,8 @@ upper bound.
 
 On the **fake** (``jobdispatch_kubeflow.fake``) the same supervisor runs over N in-memory jobs
 whose watches stream nothing (a quiet steady state: each watch request lasts its timeout), and
-the SDK loop is counted against a stub that answers at once: its count is the loop's, not the
-server's. Prints a table; asserts nothing.
+the SDK loop is counted against an empty in-memory API, which answers at once: its count is the
+loop's, not the server's. Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from jobdispatch_kubeflow import KubeflowBackend, Settings, names
 from jobdispatch_kubeflow.api import Api
 from jobdispatch_kubeflow.config import Runtime
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
-from jobdispatch_kubeflow.testing import own_node
+from jobdispatch_kubeflow.testing import own_node, place_on_own_node
 from jobdispatch_supervise.watching import Watching
 
 #: The supervisor's default poll interval for this adapter (``KubeflowBackend.pacing``), used
@@ -223,7 +223,14 @@ def _grow(backend: KubeflowBackend, admin: Api, jobs: list[str], n: int, tag: st
     while len(jobs) < n:
         job = f"bench{tag}x{len(jobs)}"
         ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
-        _place(admin, backend.namespace, f"jd-{job}-1-1", tag)
+        place_on_own_node(
+            admin,
+            backend.namespace,
+            f"jd-{job}-1-1",
+            BENCH_LABEL,
+            tag,
+            manager="dispatch.bench/placement",
+        )
         backend.open(ref)
         jobs.append(job)
     wanted = {f"jd-{job}-1-1" for job in jobs}
@@ -241,33 +248,6 @@ def _grow(backend: KubeflowBackend, admin: Api, jobs: list[str], n: int, tag: st
         if time.monotonic() > deadline:
             raise SystemExit(f"{len(missing)} of {n} TrainJobs have no running pod in time")
         time.sleep(2)
-
-
-def _place(admin: Api, namespace: str, name: str, tag: str) -> None:
-    """Put the TrainJob's pods on the benchmark's nodes (a runtime patch of a manager of its
-    own: a node selector and the toleration of the nodes' taint)."""
-    tj = admin.get("trainjobs", namespace, name)
-    assert tj is not None
-    pod_spec = {
-        "nodeSelector": {BENCH_LABEL: tag},
-        "tolerations": [
-            {"key": BENCH_LABEL, "operator": "Equal", "value": tag, "effect": "NoSchedule"}
-        ],
-    }
-    placement = {
-        "manager": "dispatch.bench/placement",
-        "trainingRuntimeSpec": {
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}
-                    ]
-                }
-            }
-        },
-    }
-    patches = [*tj["spec"]["runtimePatches"], placement]
-    admin.patch("trainjobs", namespace, name, {"spec": {"runtimePatches": patches}})
 
 
 def _teardown(backend: KubeflowBackend, jobs: list[str]) -> None:
@@ -306,25 +286,6 @@ class QuietFakeApi(FakeApi):
         self.closed.set()
 
 
-class StubApi(FakeApi):
-    """Answers every GET and LIST at once with nothing: counts a client's requests only."""
-
-    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        self.requests[f"GET {kind}"] += 1
-        return None
-
-    def list(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> tuple[list[dict[str, Any]], str]:
-        self.requests[f"LIST {kind}"] += 1
-        return [], "1"
-
-
 def fake(sizes: list[int], window: float) -> list[Row]:
     from jobdispatch_kubeflow import probe
 
@@ -346,7 +307,7 @@ def fake(sizes: list[int], window: float) -> list[Row]:
             sup, took, longest = counted(api, partial(supervise, backend, jobs, window))
         finally:
             backend.close()
-        stub = StubApi()
+        stub = FakeApi()  # empty: every GET and LIST answers at once, with nothing
         trainjobs = [f"jd-{j}-1-1" for j in jobs]
         sdk, took_sdk, _ = counted(stub, partial(sdk_loop, stub, "dispatch", trainjobs, window))
         rows.append(_row("fake", n, sup, took, sdk, took_sdk, longest, (None, None, None)))

@@ -123,7 +123,7 @@ def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> No
 
 def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -> None:
     from jobdispatch_kubeflow import KubeflowBackend, names
-    from jobdispatch_kubeflow.testing import KubeDriver, own_node, settings
+    from jobdispatch_kubeflow.testing import KubeDriver, own_node, place_on_own_node, settings
 
     backend = KubeflowBackend(settings())
     driver = KubeDriver(backend)
@@ -138,43 +138,7 @@ def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -
     try:
         # Placed on the node of this test's own (the Trainer's runtime patch of a manager of
         # the test's), so that deleting it disturbs no one else's pods.
-        tj = admin.get("trainjobs", ns, name)
-        assert tj is not None
-        patches = [
-            *tj["spec"]["runtimePatches"],
-            {
-                "manager": "dispatch.test/placement",
-                "trainingRuntimeSpec": {
-                    "template": {
-                        "spec": {
-                            "replicatedJobs": [
-                                {
-                                    "name": "node",
-                                    "template": {
-                                        "spec": {
-                                            "template": {
-                                                "spec": {
-                                                    "nodeSelector": {"dispatch.test/x": tag},
-                                                    "tolerations": [
-                                                        {
-                                                            "key": "dispatch.test/x",
-                                                            "operator": "Equal",
-                                                            "value": tag,
-                                                            "effect": "NoSchedule",
-                                                        }
-                                                    ],
-                                                }
-                                            }
-                                        }
-                                    },
-                                }
-                            ]
-                        }
-                    }
-                },
-            },
-        ]
-        admin.patch("trainjobs", ns, name, {"spec": {"runtimePatches": patches}})
+        place_on_own_node(admin, ns, name, "dispatch.test/x", tag)
         backend.open(ref)
         eventually(lambda: _running(backend, job), "running")
         (pod,) = eventually(lambda: _pods(admin, ns, name), "a pod")

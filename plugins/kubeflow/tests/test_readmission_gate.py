@@ -32,6 +32,15 @@ def objects(**kw: Any) -> probe.GateObjects:
     return probe.GateObjects(queue="q", namespace="dispatch", **kw)
 
 
+def through_gate(message: str | None, **kw: Any) -> probe.GateObjects:
+    """The queue's ClusterQueue lists AdmissionCheck ``gate`` of dispatch's controller, with
+    ``message`` (None: not Active)."""
+    gate = {"gate": check(message=message)}
+    return objects(
+        local_queue=local_queue(), cluster_queue=cluster_queue("gate"), checks=gate, **kw
+    )
+
+
 @pytest.mark.parametrize(
     ("found", "answer", "said"),
     [
@@ -52,49 +61,27 @@ def objects(**kw: Any) -> probe.GateObjects:
             "(its checks: other): Kueue readmits an evicted TrainJob by itself",
         ),
         (
-            objects(
-                local_queue=local_queue(),
-                cluster_queue=cluster_queue("gate"),
-                checks={"gate": check()},
-            ),
+            through_gate(None),
             Tristate.NO,
             "AdmissionCheck gate is not Active",
         ),
         (
-            objects(
-                local_queue=local_queue(),
-                cluster_queue=cluster_queue("gate"),
-                checks={"gate": check(message="answered by someone")},
-            ),
+            through_gate("answered by someone"),
             Tristate.UNKNOWN,
             "names no controller Lease",
         ),
         (
-            objects(
-                local_queue=local_queue(),
-                cluster_queue=cluster_queue("gate"),
-                checks={"gate": check(message=ANSWERED)},
-            ),
+            through_gate(ANSWERED),
             Tristate.NO,
             "the Lease dispatch/l of its controller does not exist",
         ),
         (
-            objects(
-                local_queue=local_queue(),
-                cluster_queue=cluster_queue("gate"),
-                checks={"gate": check(message=ANSWERED)},
-                leases={"dispatch/l": lease(NOW - timedelta(minutes=5))},
-            ),
+            through_gate(ANSWERED, leases={"dispatch/l": lease(NOW - timedelta(minutes=5))}),
             Tristate.NO,
             "its controller's Lease dispatch/l lapsed (last renewed",
         ),
         (
-            objects(
-                local_queue=local_queue(),
-                cluster_queue=cluster_queue("gate"),
-                checks={"gate": check(message=ANSWERED)},
-                leases={"dispatch/l": lease(NOW - timedelta(seconds=20))},
-            ),
+            through_gate(ANSWERED, leases={"dispatch/l": lease(NOW - timedelta(seconds=20))}),
             Tristate.YES,
             "lists AdmissionCheck gate, answered by jobdispatch-kueue-admission",
         ),

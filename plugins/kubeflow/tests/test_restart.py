@@ -22,9 +22,11 @@ from jobdispatch.types import (
 from jobdispatch_kubeflow import KubeflowBackend, Settings, probe
 from jobdispatch_kubeflow.classify import Chain, observe
 from jobdispatch_kubeflow.fake import FakeApi
+from jobdispatch_kubeflow.manifest import trainer_job
 from jobdispatch_kubeflow.restart import RESTARTABLE, indices, runtime_body
 from objects import cond, jobset, node, nodes, pod, trainjob
 
+PYTORCH = {"name": "node", "image": "pytorch"}
 BASE: dict[str, Any] = {
     "apiVersion": "trainer.kubeflow.org/v1alpha1",
     "kind": "ClusterTrainingRuntime",
@@ -35,20 +37,13 @@ BASE: dict[str, Any] = {
     "spec": {
         "mlPolicy": {"numNodes": 1, "torch": {}},
         "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "spec": {
-                                "template": {
-                                    "spec": {"containers": [{"name": "node", "image": "pytorch"}]}
-                                }
-                            }
-                        },
+            "spec": trainer_job(
+                {
+                    "spec": {
+                        "template": {"spec": {"containers": [{"name": "node", "image": "pytorch"}]}}
                     }
-                ]
-            }
+                }
+            )
         },
     },
 }
@@ -100,7 +95,7 @@ def test_the_derived_runtime_makes_failures_precise_and_bounds_restarts() -> Non
     job = spec["replicatedJobs"][0]["template"]["spec"]
     assert job["backoffLimit"] == 0
     assert job["template"]["spec"]["restartPolicy"] == "Never"
-    assert job["template"]["spec"]["containers"] == [{"name": "node", "image": "pytorch"}]
+    assert job["template"]["spec"]["containers"] == [PYTORCH]
     assert [r["action"] for r in job["podFailurePolicy"]["rules"]] == ["FailJob"] * 3
     policy = spec["failurePolicy"]
     assert policy["maxRestarts"] == 1

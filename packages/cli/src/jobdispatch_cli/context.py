@@ -280,6 +280,19 @@ class App:
             )
             raise FileError([problem]) from None
 
+    def check_poll(self, spec: jobdispatch.JobSpec, file: Path, poll: float | None = None) -> None:
+        """Refuse, naming the field, a job whose durations judged once per poll
+        (``stall.after``, ``pending.after``) are shorter than the poll of this cluster's
+        supervisors (``poll``, else the site's ``poll_interval``): the plan checks them
+        against the adapter's interval only, which the site may lengthen. A FileError."""
+        from jobdispatch.plan import shorter_than_poll
+
+        interval = self.pacing().interval if poll is None else poll
+        whose = f"the supervisors of cluster {self.cluster_config.name!r}"
+        found = shorter_than_poll(spec, timedelta(seconds=interval), whose)
+        if found:
+            raise FileError([FileProblem(str(file), None, p.path, p.message) for p in found])
+
     def supervisor(
         self,
         poll: float | None,

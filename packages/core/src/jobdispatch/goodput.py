@@ -42,6 +42,16 @@ from typing import Any
 import attrs
 
 from jobdispatch.errors import Problem, ValidationError
+from jobdispatch.members import (
+    CAUSE_CANCELLED,
+    CAUSE_HELD,
+    CAUSE_NONE,
+    CAUSE_UNKNOWN,
+    ENFORCER_BACKEND,
+    OBJ_ENDED,
+    OBJ_RUNNING,
+    STATE_CANCELLED,
+)
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs
 from jobdispatch.triggers import End
@@ -50,7 +60,6 @@ from jobdispatch.types import (
     Enforcer,
     HoldKind,
     JobSpec,
-    ObjectState,
     Plan,
     State,
 )
@@ -81,14 +90,6 @@ __all__ = [
 ]
 
 _MICRO = timedelta(microseconds=1)
-_OBJ_ENDED = ObjectState.ENDED
-_OBJ_RUNNING = ObjectState.RUNNING
-_CAUSE_NONE = CauseKind.NONE
-_CAUSE_UNKNOWN = CauseKind.UNKNOWN
-_CAUSE_HELD = CauseKind.HELD
-_CAUSE_CANCELLED = CauseKind.CANCELLED
-_STATE_CANCELLED = State.CANCELLED
-_ENFORCER_BACKEND = Enforcer.BACKEND
 #: The reason a supervisor's stop for a stall carries (issue 26's stall stop).
 STALL_REASON = "stalled"
 
@@ -476,21 +477,27 @@ def _enforcer(plan: Plan, rule: int | None) -> Enforcer | None:
 def _backend_rule(plan: Plan, kind: CauseKind) -> int | None:
     for a in plan.rules:
         if kind in a.effective.on:
-            return a.index if a.enforcer is _ENFORCER_BACKEND else None
+            return a.index if a.enforcer is ENFORCER_BACKEND else None
     return None
 
 
-def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> JobGoodput:
-    """One job's figures, from its record as of ``now``. Pure.
+@attrs.define
+class _Read:
+    """What :func:`goodput` reads from a job's events, in one pass over them: submissions,
+    executions as last observed, when each ended run was decided on, holds, stops, the
+    outcome and the settlement. What it makes of them is :func:`goodput`'s."""
 
-    ``evidence`` defaults to :func:`evidence_of` the same view.
-    """
-    header = view.header
-    plan = header.plan
-    origin = header.created_at
-    if evidence is None:
-        evidence = evidence_of(view)
+    subs: list[_Sub]
+    runs: dict[tuple[str, int], _Run]
+    decided: dict[tuple[str, int], tuple[datetime, int | None]]
+    holds: list[tuple[datetime, datetime | None, Blame, bool]]
+    stopped: set[str]
+    outcome: tuple[datetime, State, CauseKind] | None
+    settled_at: datetime | None
 
+
+def _read(view: ev.View, plan: Plan) -> _Read:
+    """One pass over ``view``'s events (see :class:`_Read`). Pure."""
     subs: list[_Sub] = []
     sub_of: dict[str, int] = {}
     runs: dict[tuple[str, int], _Run] = {}
@@ -498,7 +505,7 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
     holds: list[tuple[datetime, datetime | None, Blame, bool]] = []
     stopped: set[str] = set()
     last_rule: int | None = None
-    last_cause: CauseKind = _CAUSE_NONE
+    last_cause: CauseKind = CAUSE_NONE
     outcome: tuple[datetime, State, CauseKind] | None = None
     settled_at: datetime | None = None
     for e in view.events:
@@ -518,15 +525,15 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
                     run = runs[key] = _Run(n, ref, x)
                 else:
                     run.obs = x
-                if x.state is _OBJ_RUNNING:
+                if x.state is OBJ_RUNNING:
                     run.last_running = e.at
-                elif x.state is _OBJ_ENDED and run.seen_ended is None:
+                elif x.state is OBJ_ENDED and run.seen_ended is None:
                     run.seen_ended = e.at
         elif t is ev.SubmissionAuthorized:
             rule = e.rule  # type: ignore[union-attr]
             cause = e.cause  # type: ignore[union-attr]
             trigger = e.trigger  # type: ignore[union-attr]
-            kind = cause.kind if cause is not None else _CAUSE_NONE
+            kind = cause.kind if cause is not None else CAUSE_NONE
             subs.append(_Sub(e.n, e.at, Blame(kind, rule, _enforcer(plan, rule))))  # type: ignore[union-attr]
             if isinstance(trigger, End):
                 decided.setdefault((trigger.ref, trigger.index), (e.at, rule))
@@ -545,7 +552,7 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
         elif t is ev.HoldPlaced:
             hold = e.hold  # type: ignore[union-attr]
             if hold.kind is HoldKind.OPERATOR:
-                holds.append((e.at, None, Blame(_CAUSE_HELD), False))
+                holds.append((e.at, None, Blame(CAUSE_HELD), False))
             else:
                 kind = e.cause.kind if e.cause is not None else last_cause  # type: ignore[union-attr]
                 blame = Blame(kind, last_rule, _enforcer(plan, last_rule))
@@ -562,9 +569,27 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
         elif t is ev.CancelRequested:
             # A person's cancel is the outcome itself (it commits ``cancelled``, final).
             if outcome is None:
-                outcome = (e.at, _STATE_CANCELLED, _CAUSE_CANCELLED)
+                outcome = (e.at, STATE_CANCELLED, CAUSE_CANCELLED)
         elif t is ev.Settled:
             settled_at = e.at
+
+    return _Read(subs, runs, decided, holds, stopped, outcome, settled_at)
+
+
+def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> JobGoodput:
+    """One job's figures, from its record as of ``now``. Pure.
+
+    ``evidence`` defaults to :func:`evidence_of` the same view.
+    """
+    header = view.header
+    plan = header.plan
+    origin = header.created_at
+    if evidence is None:
+        evidence = evidence_of(view)
+
+    read = _read(view, plan)
+    subs, runs, decided, holds = read.subs, read.runs, read.decided, read.holds
+    stopped, outcome, settled_at = read.stopped, read.outcome, read.settled_at
 
     # Writers' clocks may disagree by a little: nothing ends before the job was created.
     until = max(settled_at if settled_at is not None else now, origin)
@@ -596,7 +621,7 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
     for k, run in enumerate(ordered):
         x = run.obs
         key = (run.ref, x.index)
-        kind = x.cause.kind if x.cause is not None else _CAUSE_UNKNOWN
+        kind = x.cause.kind if x.cause is not None else CAUSE_UNKNOWN
         rule = decided[key][1] if key in decided else None
         rerun = next(
             (r for r in ordered[k + 1 :] if r.ref == run.ref and r.obs.started_at is not None),
@@ -606,7 +631,7 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
             rule = _backend_rule(plan, kind)
         blame = Blame(kind, rule, _enforcer(plan, rule))
         blames[key] = blame
-        if x.state is not _OBJ_ENDED:
+        if x.state is not OBJ_ENDED:
             continue
         ended = us(x.ended_at if x.ended_at is not None else run.seen_ended, total)
         later = next((r for r in ordered[k + 1 :] if r.obs.started_at is not None), None)
@@ -654,14 +679,14 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
         start = us(x.started_at, total)
         if x.ended_at is not None:
             end = us(x.ended_at, total)
-        elif x.state is _OBJ_RUNNING and run.ref not in stopped and outcome is None:
+        elif x.state is OBJ_RUNNING and run.ref not in stopped and outcome is None:
             end = total
         else:
             end = us(run.last_running, start)
         key = (run.ref, x.index)
         blame = blames[key]
         before = _previous_blame(ordered, k, blames)
-        ended = x.state is _OBJ_ENDED
+        ended = x.state is OBJ_ENDED
         _paint_run(
             paint,
             us,
@@ -1093,5 +1118,5 @@ def _state_of(view: ev.View) -> State | None:
         if type(e) is ev.OutcomeDecided:
             return e.state
         if type(e) is ev.CancelRequested:
-            return _STATE_CANCELLED
+            return STATE_CANCELLED
     return None

@@ -19,58 +19,52 @@ from typing import Any
 import attrs
 
 from jobdispatch.errors import Invalid
+from jobdispatch.members import (
+    ACTION_REQUEUE,
+    ACTION_RESTART,
+    CALL_REQUEUE,
+    CAUSE_CANCELLED,
+    CAUSE_HELD,
+    CAUSE_LAUNCH_FAILED,
+    CAUSE_NONE,
+    CAUSE_RELEASED,
+    CAUSE_UNKNOWN,
+    CHARGE_NO_ADVANCE,
+    ENFORCER_BACKEND,
+    EVENTS_DECISION,
+    HOLD_OPERATOR,
+    LEVEL_JOB,
+    OBJ_ENDED,
+    OBJ_GATED,
+    OBJ_PENDING,
+    OBJ_RUNNING,
+    ORIGIN_PUBLICATION,
+    PROV_ACTOR,
+    PROV_SCHEDULER,
+    REPLY_CREATED,
+    REPLY_REFUSED,
+    REPLY_UNKNOWN,
+    STATE_CANCELLED,
+    STATE_FAILED,
+    STATE_HELD,
+    STATE_PENDING,
+    STATE_RECOVERING,
+)
 from jobdispatch.records import events as ev
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, discovery_name
 from jobdispatch.timing import ABSENCE_GAP
 from jobdispatch.triggers import End, EscalationId, Requeue, Resubmit, Trigger
 from jobdispatch.types import (
-    Action,
     Actor,
     Cause,
     CauseKind,
-    Charge,
-    Enforcer,
     Hold,
-    HoldKind,
     Level,
     ObjectState,
-    Provenance,
     RuleAssignment,
     State,
     Tristate,
 )
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_ACTION_REQUEUE = Action.REQUEUE
-_ACTION_RESTART = Action.RESTART
-_CALL_REQUEUE = ev.CallOp.REQUEUE
-_CHARGE_NO_ADVANCE = Charge.NO_ADVANCE
-_ORIGIN_PUBLICATION = ev.Origin.PUBLICATION
-_CAUSE_CANCELLED = CauseKind.CANCELLED
-_CAUSE_HELD = CauseKind.HELD
-_CAUSE_LAUNCH_FAILED = CauseKind.LAUNCH_FAILED
-_CAUSE_NONE = CauseKind.NONE
-_CAUSE_RELEASED = CauseKind.RELEASED
-_CAUSE_UNKNOWN = CauseKind.UNKNOWN
-_ENFORCER_BACKEND = Enforcer.BACKEND
-_EVENTS_DECISION = ev.EventClass.DECISION
-_HOLD_OPERATOR = HoldKind.OPERATOR
-_LEVEL_JOB = Level.JOB
-_OBJ_ENDED = ObjectState.ENDED
-_OBJ_GATED = ObjectState.GATED
-_OBJ_PENDING = ObjectState.PENDING
-_OBJ_RUNNING = ObjectState.RUNNING
-_PROV_ACTOR = Provenance.ACTOR
-_PROV_SCHEDULER = Provenance.SCHEDULER
-_REPLY_CREATED = ev.Reply.CREATED
-_REPLY_REFUSED = ev.Reply.REFUSED
-_REPLY_UNKNOWN = ev.Reply.UNKNOWN
-_STATE_CANCELLED = State.CANCELLED
-_STATE_FAILED = State.FAILED
-_STATE_HELD = State.HELD
-_STATE_PENDING = State.PENDING
-_STATE_RECOVERING = State.RECOVERING
 
 __all__ = [
     "AttemptRec",
@@ -88,6 +82,7 @@ __all__ = [
     "StallRec",
     "SubmissionRec",
     "Transition",
+    "ended_before",
     "fold",
 ]
 
@@ -157,28 +152,28 @@ class SubmissionRec:
         never answered (or answered "unknown", say a supervisor killed inside Start) and a
         person closed them, so the cause is that person's, with what each attempt left.
         """
-        refused = [a for a in self.attempts if a.reply is _REPLY_REFUSED]
+        refused = [a for a in self.attempts if a.reply is REPLY_REFUSED]
         if not any(a.abandoned for a in self.attempts):
             details = "; ".join(a.detail for a in refused if a.detail)
-            return Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, details or "start refused")
+            return Cause(CAUSE_LAUNCH_FAILED, PROV_SCHEDULER, details or "start refused")
         parts = []
         for a in self.attempts:
-            if a.reply is _REPLY_REFUSED:
+            if a.reply is REPLY_REFUSED:
                 what = "refused" + (f": {a.detail}" if a.detail else "")
-            elif a.reply is _REPLY_UNKNOWN:
+            elif a.reply is REPLY_UNKNOWN:
                 what = "Start's outcome unknown" + (f" ({a.detail})" if a.detail else "")
             else:
                 what = "Start never answered"
-            if a.abandoned and a.reply is not _REPLY_REFUSED:
+            if a.abandoned and a.reply is not REPLY_REFUSED:
                 what += f", abandoned by {a.abandoned_by}"
                 if a.abandon_reason:
                     what += f" ({a.abandon_reason})"
             parts.append(f"attempt {a.n}.{a.k}: {what}")
         detail = "no attempt created an object; " + "; ".join(parts)
         if refused:
-            return Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, detail)
+            return Cause(CAUSE_LAUNCH_FAILED, PROV_SCHEDULER, detail)
         last = next(a for a in reversed(self.attempts) if a.abandoned)
-        return Cause(_CAUSE_LAUNCH_FAILED, _PROV_ACTOR, detail, actor=last.abandoned_by)
+        return Cause(CAUSE_LAUNCH_FAILED, PROV_ACTOR, detail, actor=last.abandoned_by)
 
 
 @attrs.define
@@ -214,7 +209,7 @@ class ObjectRec:
     @property
     def done(self) -> bool:
         """Ended (as observed) or verified stopped: it will never run again."""
-        return self.verified_stopped or self.state is _OBJ_ENDED
+        return self.verified_stopped or self.state is OBJ_ENDED
 
     def executions(self) -> tuple[ExecutionObs, ...]:
         return self.obs.executions if self.obs is not None else ()
@@ -308,6 +303,28 @@ class StallRec:
     enforced: bool
     at: datetime
     revision: int
+
+
+def ended_before(cause: Cause | None, ended_at: datetime | None, decided: datetime) -> bool:
+    """Whether a run the backend shows ended with ``cause`` at ``ended_at`` ended by itself
+    before a stop was decided at ``decided``: an ending of the run's own (anything but
+    ``cancelled``, which is how a stop shows, and ``unknown``, which says nothing) at a time
+    before the decision.
+
+    A supervisor may decide to stop a run that has already ended when its poll still showed
+    it running (Slurm shows a run running until accounting has its record): the run's own
+    ending (its exit 3, a preemption) is then the cause, as it is when the poll sees the end
+    first, so which evidence came first does not change the ending. An ending after the
+    decision (a worker that exits 15 on the stop's SIGTERM) is the stop's. The two times are
+    the backend's clock and the supervisor's, which must agree to well within a poll, as
+    stall rules already need. The simulator's checkers judge by this same rule."""
+    return (
+        cause is not None
+        and cause.kind is not CAUSE_CANCELLED
+        and cause.kind is not CAUSE_UNKNOWN
+        and ended_at is not None
+        and ended_at < decided
+    )
 
 
 @attrs.frozen
@@ -425,7 +442,7 @@ class Job:
         rule charges ``no-advance`` and the newest checkpoint on record is newer than at the
         rule's previous firing (or, at its first, than none). Unknown progress is charged: only
         evidence in the record spares a budget."""
-        if self.assignment(rule).effective.charge is not _CHARGE_NO_ADVANCE:
+        if self.assignment(rule).effective.charge is not CHARGE_NO_ADVANCE:
             return True
         newest = self.checkpoint_step
         if newest is None:
@@ -444,12 +461,17 @@ class Job:
     def run_cause(self, obj: ObjectRec, run: ExecutionObs) -> Cause | None:
         """The cause of run ``run`` of ``obj``: ``stalled`` when the supervisor decided to stop
         it as stalled (that decision was committed before its stop, so whatever the backend
-        says of the kill, ``cancelled`` say, the run ended because it hung), the pending
+        says of the kill, ``cancelled`` say, the run ended because it hung), unless the run
+        had ended by itself before that decision (:func:`ended_before`); the pending
         deadline's cause when the object was stopped for waiting past it (a run that started
-        between that decision and the stop included), else the backend's."""
+        between that decision and the stop included); else the backend's."""
         if self.stalls:
             stall = self.stalls.get((obj.ref.id, run.index))
-            if stall is not None and stall.enforced:
+            if (
+                stall is not None
+                and stall.enforced
+                and not ended_before(run.cause, run.ended_at, stall.at)
+            ):
                 return stall.cause
         if self.pending_expired:
             expired = self.pending_expired.get(obj.ref.id)
@@ -465,7 +487,7 @@ class Job:
         obj = self.object(latest.canonical)
         if obj is None:
             return None
-        ended = [e for e in obj.executions() if e.state is _OBJ_ENDED]
+        ended = [e for e in obj.executions() if e.state is OBJ_ENDED]
         return self.run_cause(obj, ended[-1]) if ended else None
 
     def residuals(self) -> list[AttemptRec]:
@@ -481,7 +503,7 @@ class Job:
             for a in sub.attempts:
                 if a.abandoned or (a.n, a.k) in matched:
                     continue
-                if a.reply in (None, _REPLY_UNKNOWN):
+                if a.reply in (None, REPLY_UNKNOWN):
                     out.append(a)
         return out
 
@@ -544,7 +566,7 @@ class _Folder:
             try:
                 handler, decides = dispatch[type(event)]
             except KeyError:  # not an event type: checked as before, then refused by KeyError
-                handler, decides = _unknown_event, type(event).cls is _EVENTS_DECISION
+                handler, decides = _unknown_event, type(event).cls is EVENTS_DECISION
             if decides is (event.token is None):
                 what = (
                     "carries no owner token"
@@ -565,16 +587,16 @@ class _Folder:
         job = self.job
         if job.committed is to:
             return
-        job.history.append(Transition(job.committed, to, submission, cause, at, _LEVEL_JOB))
+        job.history.append(Transition(job.committed, to, submission, cause, at, LEVEL_JOB))
         job.committed = to
 
     def _base_state(self) -> State:
-        return _STATE_RECOVERING if self.job.recovery_cause is not None else _STATE_PENDING
+        return STATE_RECOVERING if self.job.recovery_cause is not None else STATE_PENDING
 
     def _recovering(self, submission: int, cause: Cause, at: datetime) -> None:
         self.job.recovery_cause = cause
         if self.job.active_hold is None:
-            self._move(_STATE_RECOVERING, submission, cause, at)
+            self._move(STATE_RECOVERING, submission, cause, at)
 
     def _use_trigger(self, i: int, trigger: Trigger) -> None:
         if trigger in self.job.triggers:
@@ -633,9 +655,9 @@ class _Folder:
         by = e.by
         reason = e.reason
         at = e.at
-        holds.append(HoldRec(len(holds) + 1, Hold(_HOLD_OPERATOR, by, reason, e.until), at, n))
-        if job.committed is not _STATE_HELD:
-            self._move(_STATE_HELD, n, Cause(_CAUSE_HELD, _PROV_ACTOR, reason, actor=by), at)
+        holds.append(HoldRec(len(holds) + 1, Hold(HOLD_OPERATOR, by, reason, e.until), at, n))
+        if job.committed is not STATE_HELD:
+            self._move(STATE_HELD, n, Cause(CAUSE_HELD, PROV_ACTOR, reason, actor=by), at)
 
     def _lift(self, hold: HoldRec, at: datetime, reason: str, resume: bool) -> None:
         hold.active = False
@@ -648,7 +670,7 @@ class _Folder:
             if job.committed is not to:
                 cause = self.released.get(reason)
                 if cause is None:
-                    cause = Cause(_CAUSE_RELEASED, _PROV_ACTOR, reason)
+                    cause = Cause(CAUSE_RELEASED, PROV_ACTOR, reason)
                     self.released[reason] = cause
                 submissions = job.submissions
                 self._move(to, submissions[-1].n if submissions else 0, cause, at)
@@ -671,9 +693,7 @@ class _Folder:
                 hold.active = False
                 hold.lifted_at = e.at
                 hold.lifted_reason = "cancelled"
-        self._outcome(
-            _STATE_CANCELLED, Cause(_CAUSE_CANCELLED, _PROV_ACTOR, detail, actor=e.by), e.at
-        )
+        self._outcome(STATE_CANCELLED, Cause(CAUSE_CANCELLED, PROV_ACTOR, detail, actor=e.by), e.at)
 
     def _on_resubmit_requested(self, i: int, e: ev.ResubmitRequested) -> None:
         self._not_terminal(i, "a resubmit request")
@@ -689,13 +709,13 @@ class _Folder:
             return
         last = job.recovery_cause or job.last_cause()
         detail = f"given up by {e.by}" + (f": {e.reason}" if e.reason else "")
-        if last is not None and last.kind is not _CAUSE_NONE:
+        if last is not None and last.kind is not CAUSE_NONE:
             cause = attrs.evolve(last, detail=f"{last.detail}; {detail}" if last.detail else detail)
         else:
-            cause = Cause(_CAUSE_CANCELLED, _PROV_ACTOR, detail, actor=e.by)
+            cause = Cause(CAUSE_CANCELLED, PROV_ACTOR, detail, actor=e.by)
         for hold in job.holds:
             hold.active = False
-        self._outcome(_STATE_FAILED, cause, e.at)
+        self._outcome(STATE_FAILED, cause, e.at)
 
     def _on_abandon_requested(self, i: int, e: ev.AbandonRequested) -> None:
         sub = self.job.submission(e.submission)
@@ -735,17 +755,17 @@ class _Folder:
         obj.seen_at = e.at
         obj.absent_since = None
         obj.absent_last = None
-        if obs.state is not _OBJ_GATED:
+        if obs.state is not OBJ_GATED:
             obj.ever_opened = True
         runs = obs.executions
-        if obs.state is _OBJ_RUNNING and runs:
+        if obs.state is OBJ_RUNNING and runs:
             run = runs[-1]
             key = (obs.ref.id, run.index)
-            if run.state is _OBJ_RUNNING and key not in job.running_since:
+            if run.state is OBJ_RUNNING and key not in job.running_since:
                 job.running_since[key] = e.at
         # Only an ended run of the canonical object can be a native rerun; most observations
         # show one live run and need nothing more.
-        if obj.canonical and runs and (len(runs) > 1 or runs[0].state is _OBJ_ENDED):
+        if obj.canonical and runs and (len(runs) > 1 or runs[0].state is OBJ_ENDED):
             self._native_reruns(obj, e.at)
 
     def _native_reruns(self, obj: ObjectRec, at: datetime) -> None:
@@ -755,7 +775,7 @@ class _Folder:
         if not obj.canonical or obj.obs is None:
             return
         executions = obj.obs.executions
-        ended = [x for x in executions if x.state is _OBJ_ENDED]
+        ended = [x for x in executions if x.state is OBJ_ENDED]
         if not ended:
             return
         latest_index = max(x.index for x in executions)
@@ -766,17 +786,17 @@ class _Folder:
             # A rerun shows as a newer execution, or as the object queued again after its run
             # ended. An object shown running whose only run has ended is a backend between two
             # answers (Slurm's COMPLETING, a lagging accounting row), not a rerun.
-            rerun = x.index < latest_index or obj.obs.state is _OBJ_PENDING
+            rerun = x.index < latest_index or obj.obs.state is OBJ_PENDING
             if not rerun:
                 continue
             # Counted once; the end stays undecided, so if the object ends without the rerun
             # ever showing, the end is still acted on (next: the rules, or the outcome).
             job.reruns_seen.add(key)
-            cause = x.cause or Cause(_CAUSE_UNKNOWN)
+            cause = x.cause or Cause(CAUSE_UNKNOWN)
             assignment = _matching_rule(job, cause.kind)
             if (
                 assignment is not None
-                and assignment.enforcer is _ENFORCER_BACKEND
+                and assignment.enforcer is ENFORCER_BACKEND
                 and not job.terminal
             ):
                 job.firings[assignment.index] = job.firings.get(assignment.index, 0) + 1
@@ -800,11 +820,11 @@ class _Folder:
         attempt = sub.attempt(e.attempt) if sub else None
         if attempt is None:
             raise _bad(i, job, f"reply to attempt {e.submission}.{e.attempt}, never started")
-        if attempt.reply is not None and attempt.reply is not _REPLY_UNKNOWN:
+        if attempt.reply is not None and attempt.reply is not REPLY_UNKNOWN:
             raise _bad(i, job, f"attempt {e.submission}.{e.attempt} answered twice")
         attempt.reply = e.reply
         attempt.detail = e.detail
-        if e.reply is _REPLY_CREATED:
+        if e.reply is REPLY_CREATED:
             if e.ref is None:
                 raise _bad(i, job, "a created reply names no object")
             attempt.ref = e.ref
@@ -832,7 +852,7 @@ class _Folder:
     def _on_progress_seen(self, i: int, e: ev.ProgressSeen) -> None:
         job = self.job
         job.progress = ProgressRec(e.step, e.marked_at, e.submission, e.execution, e.origin, e.at)
-        if e.origin is _ORIGIN_PUBLICATION:
+        if e.origin is ORIGIN_PUBLICATION:
             self._checkpoint(e.step)
 
     def _checkpoint(self, step: int) -> None:
@@ -901,7 +921,7 @@ class _Folder:
         if e.n > 1:
             self._recovering(
                 e.n,
-                e.cause or Cause(_CAUSE_NONE, _PROV_ACTOR, "resubmitted by a person"),
+                e.cause or Cause(CAUSE_NONE, PROV_ACTOR, "resubmitted by a person"),
                 e.at,
             )
 
@@ -994,7 +1014,7 @@ class _Folder:
         if isinstance(e.trigger, End):
             job.handled_ends.add(e.trigger)
         action = job.assignment(e.rule).effective.action
-        if action in (_ACTION_REQUEUE, _ACTION_RESTART):
+        if action in (ACTION_REQUEUE, ACTION_RESTART):
             if e.ref is None:
                 raise _bad(i, job, "a requeue recovery names no object")
             job.requeues.append((e.trigger, e.rule, e.cause))
@@ -1008,7 +1028,7 @@ class _Folder:
         if job.active_hold is not None:
             raise _bad(i, job, "a hold placed while another stands")
         job.holds.append(HoldRec(e.instance, e.hold, e.at, e.submission, e.cause))
-        self._move(_STATE_HELD, e.submission, e.cause or Cause(_CAUSE_HELD), e.at)
+        self._move(STATE_HELD, e.submission, e.cause or Cause(CAUSE_HELD), e.at)
 
     def _on_hold_lifted(self, i: int, e: ev.HoldLifted) -> None:
         job = self.job
@@ -1020,12 +1040,12 @@ class _Folder:
     def _on_call_issued(self, i: int, e: ev.CallIssued) -> None:
         job = self.job
         self._object(i, e.ref)
-        if e.op is _CALL_REQUEUE:
+        if e.op is CALL_REQUEUE:
             self._not_terminal(i, "a requeue call")
             if not job.requeues:
                 # Reissuing a call whose deadline passed is allowed: the intent was served
                 # by an earlier call whose effect never showed.
-                if not job.calls_on(e.ref, _CALL_REQUEUE):
+                if not job.calls_on(e.ref, CALL_REQUEUE):
                     raise _bad(i, job, "a requeue call with no requeue intent")
             else:
                 job.requeues.pop(0)
@@ -1044,7 +1064,7 @@ class _Folder:
             obj = job.object(latest.canonical)
             if obj is not None:
                 for x in obj.executions():
-                    if x.state is _OBJ_ENDED:
+                    if x.state is OBJ_ENDED:
                         job.handled_ends.add(End(obj.ref.id, x.index))
         self._outcome(e.state, e.cause, e.at)
 

@@ -66,6 +66,7 @@ __all__ = [
     "make_plan",
     "pending_assignment",
     "required_capabilities",
+    "shorter_than_poll",
     "unsupported_need",
 ]
 
@@ -187,17 +188,43 @@ def _assign(
     raise Rejected(msg)
 
 
-def _at_least_a_poll(backend: Backend, field: str, value: timedelta, why: str) -> None:
-    """Refuse a duration the supervisor judges once per poll that is shorter than the adapter's
-    poll interval, naming ``field`` (ValidationError): it could never be judged in time."""
-    poll = timedelta(seconds=pacing_of(backend).interval)
-    if value < poll:
-        problem = Problem(
-            field,
-            f"must be at least the poll interval of adapter {backend.name!r} ({poll}), got "
-            f"{value}: {why}",
+#: Why each duration a supervisor judges once per poll must last at least one poll.
+_ONCE_PER_POLL = {
+    "stall.after": "progress is read once per poll",
+    "pending.after": "the backend is read once per poll",
+}
+
+
+def shorter_than_poll(spec: JobSpec, poll: timedelta, whose: str) -> list[Problem]:
+    """The durations of ``spec`` a supervisor judges once per poll (``stall.after``,
+    ``pending.after``) that are shorter than ``poll``, the interval of ``whose`` polls, each a
+    Problem naming its field: such a rule could never be judged in time.
+
+    ``make_plan`` checks them against the adapter's poll interval, the one it knows; where
+    supervisors poll less often (a site's ``poll_interval``, a supervisor's ``--poll``), the
+    caller that knows that interval checks again with it."""
+    found = {
+        "stall.after": spec.stall.after if spec.stall is not None else None,
+        "pending.after": spec.pending.after if spec.pending is not None else None,
+    }
+    return [
+        Problem(
+            field, f"must be at least the poll interval of {whose} ({poll}), got {value}: {why}"
         )
-        raise ValidationError([problem], subject="job spec")
+        for field, why in _ONCE_PER_POLL.items()
+        if (value := found[field]) is not None and value < poll
+    ]
+
+
+def _at_least_a_poll(backend: Backend, spec: JobSpec, field: str) -> None:
+    """Refuse ``field`` of ``spec`` when it is shorter than the adapter's poll interval
+    (ValidationError naming it)."""
+    poll = timedelta(seconds=pacing_of(backend).interval)
+    problems = [
+        p for p in shorter_than_poll(spec, poll, f"adapter {backend.name!r}") if p.path == field
+    ]
+    if problems:
+        raise ValidationError(problems, subject="job spec")
 
 
 def _stall(
@@ -220,7 +247,7 @@ def _stall(
     rule = spec.stall
     if rule is None:
         return None
-    _at_least_a_poll(backend, "stall.after", rule.after, "progress is read once per poll")
+    _at_least_a_poll(backend, spec, "stall.after")
     growth = capabilities.get(Capability.OUTPUT_GROWTH)
     output_growth = spec.progress is None and growth is not None and growth.answer is Tristate.YES
     if spec.progress is None and not output_growth:
@@ -260,7 +287,7 @@ def _pending(backend: Backend, spec: JobSpec, supervised: bool) -> None:
     rule = spec.pending
     if rule is None:
         return
-    _at_least_a_poll(backend, "pending.after", rule.after, "the backend is read once per poll")
+    _at_least_a_poll(backend, spec, "pending.after")
     if not supervised:
         msg = (
             "nobody would enforce the pending deadline: only a supervisor stops a job pending "

@@ -34,6 +34,7 @@ from typing import Protocol, TypeAlias, runtime_checkable
 import attrs
 
 from jobdispatch.job import Job, ProgressRec
+from jobdispatch.members import OBJ_RUNNING, ORIGIN_OUTPUT, ORIGIN_PUBLICATION, STALL_ENFORCE
 from jobdispatch.records.events import Origin
 from jobdispatch.spi import Growth, ObjectRef
 from jobdispatch.triggers import Blind as BlindEscalation
@@ -42,10 +43,8 @@ from jobdispatch.types import (
     Cause,
     CauseKind,
     JobID,
-    ObjectState,
     ProgressSource,
     Provenance,
-    StallMode,
 )
 
 __all__ = [
@@ -64,10 +63,6 @@ __all__ = [
     "judge",
 ]
 
-_OBJ_RUNNING = ObjectState.RUNNING
-_PUBLICATION = Origin.PUBLICATION
-_ENFORCE = StallMode.ENFORCE
-_OUTPUT = Origin.OUTPUT
 #: How often output growth enters the record for a job that names no ``[progress]`` of its own.
 _DEFAULT_SOURCE = ProgressSource(root="")
 
@@ -229,7 +224,7 @@ def _evidence(job: Job, reading: JobProgress, now: datetime) -> list[Evidence]:
     ckpt = reading.checkpoint
     if (
         ckpt is not None
-        and ckpt.origin is _PUBLICATION
+        and ckpt.origin is ORIGIN_PUBLICATION
         and (job.checkpoint_step is None or ckpt.step > job.checkpoint_step)
         and due
     ):
@@ -243,7 +238,7 @@ def _evidence(job: Job, reading: JobProgress, now: datetime) -> list[Evidence]:
     # A publication as the newest progress is recorded once, as the checkpoint above.
     known_publication = (
         latest is not None
-        and latest.origin is _PUBLICATION
+        and latest.origin is ORIGIN_PUBLICATION
         and (job.checkpoint_step is not None and latest.step <= job.checkpoint_step)
     )
     if (
@@ -263,10 +258,10 @@ def _running(job: Job) -> tuple[ObjectRef, int, int] | None:
     if latest is None or latest.canonical is None:
         return None
     obj = job.object(latest.canonical)
-    if obj is None or obj.done or obj.obs is None or obj.obs.state is not _OBJ_RUNNING:
+    if obj is None or obj.done or obj.obs is None or obj.obs.state is not OBJ_RUNNING:
         return None
     runs = obj.obs.executions
-    if not runs or runs[-1].state is not _OBJ_RUNNING:
+    if not runs or runs[-1].state is not OBJ_RUNNING:
         return None
     return obj.ref, runs[-1].index, latest.n
 
@@ -343,7 +338,7 @@ def _stall(job: Job, reading: JobProgress, now: datetime) -> Stall | None:
     cause = Cause(
         CauseKind.STALLED, Provenance.SUPERVISOR, f"{signal}; {_describe(mine or newest)}"
     )
-    return Stall(ref=ref, execution=index, cause=cause, enforced=rule.mode is _ENFORCE)
+    return Stall(ref=ref, execution=index, cause=cause, enforced=rule.mode is STALL_ENFORCE)
 
 
 def _span(d: timedelta) -> str:
@@ -374,7 +369,7 @@ def _with_output(job: Job, reading: JobProgress) -> JobProgress:
     growth = reading.output.get(ref.id)
     if growth is None:
         return reading
-    grown = Mark(step=growth.size, at=growth.at, submission=n, origin=_OUTPUT)
+    grown = Mark(step=growth.size, at=growth.at, submission=n, origin=ORIGIN_OUTPUT)
     if reading.latest is not None and reading.latest.at >= grown.at:
         return reading
     return attrs.evolve(reading, latest=grown)

@@ -14,6 +14,27 @@ from datetime import datetime
 import attrs
 
 from jobdispatch.job import EscalationRec, Job, Transition
+from jobdispatch.members import (
+    CAUSE_HELD,
+    CAUSE_UNKNOWN,
+    CLEANUP_BLOCKED,
+    CLEANUP_CLEAR,
+    CLEANUP_PENDING,
+    LEVEL_JOB,
+    LEVEL_OBJECT_ONLY,
+    OBJ_ENDED,
+    OBJ_GATED,
+    OBJ_HELD,
+    OBJ_PENDING,
+    OBJ_RUNNING,
+    PROV_ACTOR,
+    STATE_ENDED,
+    STATE_HELD,
+    STATE_PENDING,
+    STATE_RECOVERING,
+    STATE_RUNNING,
+    STATE_UNKNOWN,
+)
 from jobdispatch.plan import with_firings
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef
 from jobdispatch.suspects import excluded
@@ -32,28 +53,6 @@ from jobdispatch.types import (
     Provenance,
     State,
 )
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_CAUSE_HELD = CauseKind.HELD
-_CAUSE_UNKNOWN = CauseKind.UNKNOWN
-_CLEANUP_BLOCKED = CleanupState.BLOCKED
-_CLEANUP_CLEAR = CleanupState.CLEAR
-_CLEANUP_PENDING = CleanupState.PENDING
-_LEVEL_JOB = Level.JOB
-_LEVEL_OBJECT_ONLY = Level.OBJECT_ONLY
-_OBJ_ENDED = ObjectState.ENDED
-_OBJ_GATED = ObjectState.GATED
-_OBJ_HELD = ObjectState.HELD
-_OBJ_PENDING = ObjectState.PENDING
-_OBJ_RUNNING = ObjectState.RUNNING
-_PROV_ACTOR = Provenance.ACTOR
-_STATE_ENDED = State.ENDED
-_STATE_HELD = State.HELD
-_STATE_PENDING = State.PENDING
-_STATE_RECOVERING = State.RECOVERING
-_STATE_RUNNING = State.RUNNING
-_STATE_UNKNOWN = State.UNKNOWN
 
 __all__ = [
     "Escalation",
@@ -171,7 +170,7 @@ class Status:
 
     @property
     def terminal(self) -> bool:
-        return self.state.terminal and self.level is _LEVEL_JOB
+        return self.state.terminal and self.level is LEVEL_JOB
 
     @property
     def committed(self) -> bool:
@@ -179,7 +178,7 @@ class Status:
         ``running`` or ``ended``: both are what the backend shows now, and an ``ended`` job's
         cause is its run's, before the supervisor has committed the outcome or recovery that
         follows (which may differ: a rule may resubmit it)."""
-        return self.state is not _STATE_RUNNING and self.state is not _STATE_ENDED
+        return self.state is not STATE_RUNNING and self.state is not STATE_ENDED
 
 
 def _escalation(rec: EscalationRec) -> Escalation:
@@ -229,8 +228,8 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
     ended: Cause | None = None
     if latest is not None and latest.canonical is not None:
         obs = current(latest.canonical)
-        running = obs is not None and obs.state is _OBJ_RUNNING
-        if obs is not None and obs.state is _OBJ_ENDED:
+        running = obs is not None and obs.state is OBJ_RUNNING
+        if obs is not None and obs.state is OBJ_ENDED:
             ended = _unhandled_end(job, obs)
 
     cause = NO_CAUSE
@@ -238,40 +237,38 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         state = job.outcome.state
         cause = job.outcome.cause
     elif running:
-        state = _STATE_RUNNING
+        state = STATE_RUNNING
     elif ended is not None:
         # The run is over but the record does not say so yet (the supervisor observes, then
         # commits the outcome or a recovery, seconds later): show what the backend shows
         # rather than the committed pending, so a watcher never sees running, pending, failed.
-        state = _STATE_ENDED
+        state = STATE_ENDED
         cause = ended
     elif hold is not None:
-        state = _STATE_HELD
-        cause = hold.cause or Cause(_CAUSE_HELD, _PROV_ACTOR, hold.hold.reason, actor=hold.hold.by)
+        state = STATE_HELD
+        cause = hold.cause or Cause(CAUSE_HELD, PROV_ACTOR, hold.hold.reason, actor=hold.hold.by)
     else:
         state = (
-            job.committed
-            if job.committed in (_STATE_PENDING, _STATE_RECOVERING)
-            else _STATE_PENDING
+            job.committed if job.committed in (STATE_PENDING, STATE_RECOVERING) else STATE_PENDING
         )
-        if state is _STATE_RECOVERING and job.recovery_cause is not None:
+        if state is STATE_RECOVERING and job.recovery_cause is not None:
             cause = job.recovery_cause
 
-    cleanup = _CLEANUP_CLEAR
+    cleanup = CLEANUP_CLEAR
     if job.outcome is not None:
         live = [
             o
             for o in job.objects.values()
-            if not o.done and not (shown.get(o.ref.id) and shown[o.ref.id].state is _OBJ_ENDED)
+            if not o.done and not (shown.get(o.ref.id) and shown[o.ref.id].state is OBJ_ENDED)
         ]
         if live:
-            cleanup = _CLEANUP_BLOCKED if CLEANUP in job.escalations else _CLEANUP_PENDING
+            cleanup = CLEANUP_BLOCKED if CLEANUP in job.escalations else CLEANUP_PENDING
 
     next_exclude, next_until = ((), None) if job.terminal else excluded(job, now)
     return Status(
         job=job.id,
         name=job.header.spec.name,
-        level=_LEVEL_JOB,
+        level=LEVEL_JOB,
         state=state,
         cause=cause,
         settled=job.settled,
@@ -301,7 +298,7 @@ def _runs(job: Job, obs: ObjectObs) -> tuple[ExecutionObs, ...]:
     if not job.stalls or rec is None:
         return obs.executions
     return tuple(
-        x if x.state is not _OBJ_ENDED else attrs.evolve(x, cause=job.run_cause(rec, x))
+        x if x.state is not OBJ_ENDED else attrs.evolve(x, cause=job.run_cause(rec, x))
         for x in obs.executions
     )
 
@@ -355,7 +352,7 @@ def _unhandled_end(job: Job, obs: ObjectObs) -> Cause | None:
         return None
     rec = job.object(obs.ref)
     cause = job.run_cause(rec, last) if rec is not None else last.cause
-    return cause or Cause(_CAUSE_UNKNOWN, detail="the backend gave no cause")
+    return cause or Cause(CAUSE_UNKNOWN, detail="the backend gave no cause")
 
 
 def project_objects(job: JobID, discovery: Discovery) -> Status:
@@ -383,16 +380,16 @@ def project_objects(job: JobID, discovery: Discovery) -> Status:
         )
         for n, obs in sorted(by_n.items())
     )
-    state = _STATE_UNKNOWN
+    state = STATE_UNKNOWN
     cause = NO_CAUSE
-    if any(o.state is _OBJ_RUNNING for o in objects):
-        state = _STATE_RUNNING
-    elif any(o.state in (_OBJ_PENDING, _OBJ_GATED) for o in objects):
-        state = _STATE_PENDING
-    elif any(o.state is _OBJ_HELD for o in objects):
-        state = _STATE_HELD
+    if any(o.state is OBJ_RUNNING for o in objects):
+        state = STATE_RUNNING
+    elif any(o.state in (OBJ_PENDING, OBJ_GATED) for o in objects):
+        state = STATE_PENDING
+    elif any(o.state is OBJ_HELD for o in objects):
+        state = STATE_HELD
     elif objects and objects[-1].latest is not None and objects[-1].latest.cause is not None:
         cause = objects[-1].latest.cause
     return Status(
-        job=job, level=_LEVEL_OBJECT_ONLY, state=state, cause=cause, submissions=submissions
+        job=job, level=LEVEL_OBJECT_ONLY, state=state, cause=cause, submissions=submissions
     )

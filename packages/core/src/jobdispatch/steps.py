@@ -42,8 +42,42 @@ from jobdispatch.job import (
     ObjectRec,
     SubmissionRec,
 )
+from jobdispatch.members import (
+    ACTION_ESCALATE,
+    ACTION_HOLD,
+    ACTION_REQUEUE,
+    ACTION_RESTART,
+    ACTION_RESUBMIT,
+    CALL_HOLD,
+    CALL_RELEASE,
+    CALL_REQUEUE,
+    CALL_RESTORE,
+    CAP_HOLD,
+    CAUSE_LAUNCH_FAILED,
+    CAUSE_NONE,
+    CAUSE_UNKNOWN,
+    CHARGE_NO_ADVANCE,
+    CHECKPOINT_SHARED,
+    ENFORCER_BACKEND,
+    ENFORCER_NOBODY,
+    HOLD_OPERATOR,
+    HOLD_RECOVERY,
+    OBJ_ENDED,
+    OBJ_GATED,
+    OBJ_PENDING,
+    PROV_SCHEDULER,
+    PROV_SUPERVISOR,
+    REPLY_CREATED,
+    REPLY_REFUSED,
+    REPLY_UNKNOWN,
+    STATE_FAILED,
+    STATE_SUCCEEDED,
+    TRI_UNKNOWN,
+    TRI_YES,
+    UNMATCHED_MANUAL,
+)
 from jobdispatch.records import events as ev
-from jobdispatch.records.events import CallOp, Reply
+from jobdispatch.records.events import CallOp
 from jobdispatch.spi import CessationEvidence, Discovery, ObjectObs, ObjectRef
 from jobdispatch.suspects import excluded
 from jobdispatch.timing import (
@@ -75,23 +109,12 @@ from jobdispatch.triggers import (
     Unresolved,
 )
 from jobdispatch.types import (
-    Action,
     Actor,
     CallMeta,
-    Capability,
     Cause,
-    CauseKind,
-    Charge,
-    CheckpointMode,
-    Enforcer,
     Hold,
-    HoldKind,
     HoldMeta,
-    ObjectState,
-    Provenance,
     State,
-    Tristate,
-    UnmatchedPolicy,
 )
 
 __all__ = [
@@ -127,42 +150,6 @@ __all__ = [
     "Wait",
     "next_steps",
 ]
-
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_ACTION_ESCALATE = Action.ESCALATE
-_ACTION_HOLD = Action.HOLD
-_ACTION_REQUEUE = Action.REQUEUE
-_ACTION_RESTART = Action.RESTART
-_ACTION_RESUBMIT = Action.RESUBMIT
-_CALL_HOLD = CallOp.HOLD
-_CALL_RELEASE = CallOp.RELEASE
-_CALL_REQUEUE = CallOp.REQUEUE
-_CALL_RESTORE = CallOp.RESTORE
-_CAP_HOLD = Capability.HOLD
-_CAUSE_LAUNCH_FAILED = CauseKind.LAUNCH_FAILED
-_CHARGE_NO_ADVANCE = Charge.NO_ADVANCE
-_CAUSE_NONE = CauseKind.NONE
-_CAUSE_UNKNOWN = CauseKind.UNKNOWN
-_CHECKPOINT_SHARED = CheckpointMode.SHARED
-_ENFORCER_BACKEND = Enforcer.BACKEND
-_ENFORCER_NOBODY = Enforcer.NOBODY
-_HOLD_OPERATOR = HoldKind.OPERATOR
-_HOLD_RECOVERY = HoldKind.RECOVERY
-_OBJ_ENDED = ObjectState.ENDED
-_OBJ_GATED = ObjectState.GATED
-_OBJ_PENDING = ObjectState.PENDING
-_PROV_SCHEDULER = Provenance.SCHEDULER
-_PROV_SUPERVISOR = Provenance.SUPERVISOR
-_REPLY_CREATED = Reply.CREATED
-_REPLY_REFUSED = Reply.REFUSED
-_REPLY_UNKNOWN = Reply.UNKNOWN
-_STATE_FAILED = State.FAILED
-_STATE_SUCCEEDED = State.SUCCEEDED
-_TRI_UNKNOWN = Tristate.UNKNOWN
-_TRI_YES = Tristate.YES
-_UNMATCHED_MANUAL = UnmatchedPolicy.MANUAL
 
 
 # ------------------------------------------------------------------ what executing a step reads
@@ -484,15 +471,15 @@ class Start(_Step):
         detail = ""
         exc = result.error
         if isinstance(exc, OutcomeUnknown):
-            reply, detail = _REPLY_UNKNOWN, str(exc)
+            reply, detail = REPLY_UNKNOWN, str(exc)
         elif isinstance(exc, _REFUSALS):
-            reply, detail = _REPLY_REFUSED, str(exc)
+            reply, detail = REPLY_REFUSED, str(exc)
         elif exc is not None:  # an adapter's own failure: the object may exist or not
-            reply, detail = _REPLY_UNKNOWN, f"{type(exc).__name__}: {exc}"
+            reply, detail = REPLY_UNKNOWN, f"{type(exc).__name__}: {exc}"
         elif isinstance(result.value, ObjectRef):
-            ref, reply = result.value, _REPLY_CREATED
+            ref, reply = result.value, REPLY_CREATED
         else:  # an adapter that answered something else cannot say what it created
-            reply, detail = _REPLY_UNKNOWN, f"start answered {result.value!r}, not a reference"
+            reply, detail = REPLY_UNKNOWN, f"start answered {result.value!r}, not a reference"
         n, k = self.submission, self.attempt
         return [
             ev.AttemptReplied(
@@ -773,7 +760,7 @@ class BackendHold(_Recorded):
     Row H1."""
 
     kind: ClassVar[str] = "backend-hold"
-    op: ClassVar[CallOp] = _CALL_HOLD
+    op: ClassVar[CallOp] = CALL_HOLD
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
     call_type: ClassVar[type[Call] | None] = calls.HoldCall
     instance: int
@@ -801,7 +788,7 @@ class BackendRelease(_Recorded):
     Row H2."""
 
     kind: ClassVar[str] = "backend-release"
-    op: ClassVar[CallOp] = _CALL_RELEASE
+    op: ClassVar[CallOp] = CALL_RELEASE
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
     call_type: ClassVar[type[Call] | None] = calls.ReleaseCall
     instance: int
@@ -818,7 +805,7 @@ class BackendRelease(_Recorded):
 class _Requeues(_Recorded):
     """A requeue call on the canonical object of submission ``submission``, for ``trigger``."""
 
-    op: ClassVar[CallOp] = _CALL_REQUEUE
+    op: ClassVar[CallOp] = CALL_REQUEUE
     call_type: ClassVar[type[Call] | None] = calls.RequeueCall
     submission: int
     trigger: Trigger
@@ -876,7 +863,7 @@ class RestoreRequeue(_Recorded):
     Row I3."""
 
     kind: ClassVar[str] = "restore-requeue"
-    op: ClassVar[CallOp] = _CALL_RESTORE
+    op: ClassVar[CallOp] = CALL_RESTORE
     commits: ClassVar[tuple[type[ev.Event], ...]] = (ev.CallIssued,)
     call_type: ClassVar[type[Call] | None] = calls.RestoreCall
 
@@ -907,7 +894,7 @@ class Cease(_Step):
         evidence = result.value
         if not isinstance(evidence, CessationEvidence):
             evidence = CessationEvidence(
-                ceased=_TRI_UNKNOWN,
+                ceased=TRI_UNKNOWN,
                 detail=f"the cessation signal answered {evidence!r}, not evidence",
                 at=ctx.at,
             )
@@ -1041,24 +1028,24 @@ def _end_of(job: Job, sub: SubmissionRec) -> tuple[End, Cause] | None:
     if executions:
         last = max(executions, key=lambda x: x.index)
         key = End(obj.ref.id, last.index)
-        if last.state is _OBJ_ENDED:
+        if last.state is OBJ_ENDED:
             cause = job.run_cause(obj, last) or Cause(
-                _CAUSE_UNKNOWN, detail="the backend gave no cause"
+                CAUSE_UNKNOWN, detail="the backend gave no cause"
             )
         else:
-            cause = Cause(_CAUSE_UNKNOWN, detail="vanished from the backend while it ran")
+            cause = Cause(CAUSE_UNKNOWN, detail="vanished from the backend while it ran")
     elif obj.ref.id in job.pending_expired:
         # Stopped for waiting past the pending deadline: that decision preceded the stop.
         key = End(obj.ref.id, -1)
         cause = job.pending_expired[obj.ref.id]
     elif obj.ever_opened or obj.open_decided:
         key = End(obj.ref.id, -1)
-        cause = Cause(_CAUSE_UNKNOWN, detail="ended without a run the backend showed")
+        cause = Cause(CAUSE_UNKNOWN, detail="ended without a run the backend showed")
         if not obj.ever_opened:
-            cause = Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, "vanished before it ran")
+            cause = Cause(CAUSE_LAUNCH_FAILED, PROV_SCHEDULER, "vanished before it ran")
     else:
         key = End(obj.ref.id, -1)
-        cause = Cause(_CAUSE_LAUNCH_FAILED, _PROV_SCHEDULER, "vanished while gated")
+        cause = Cause(CAUSE_LAUNCH_FAILED, PROV_SCHEDULER, "vanished while gated")
     if key in job.handled_ends:
         return None
     return key, cause
@@ -1070,7 +1057,7 @@ def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[Launch, Cause] | None
         return None
     if any(o for o in job.objects_of(sub.n) if not o.retired):
         return None
-    if not all(a.reply is _REPLY_REFUSED or a.abandoned for a in sub.attempts):
+    if not all(a.reply is REPLY_REFUSED or a.abandoned for a in sub.attempts):
         return None
     key = Launch(sub.n)
     if key in job.triggers:
@@ -1081,7 +1068,7 @@ def _launch_failure(job: Job, sub: SubmissionRec) -> tuple[Launch, Cause] | None
 def _failed(cause: Cause, escalation: EscalationId | None = None, detail: str = "") -> Outcome:
     """The job's outcome: failed with the execution's own cause. ``escalation`` (committed with
     the outcome, once per id) tells a person why no rule recovered it, where one covered it."""
-    return Outcome(state=_STATE_FAILED, cause=cause, escalation=escalation, detail=detail)
+    return Outcome(state=STATE_FAILED, cause=cause, escalation=escalation, detail=detail)
 
 
 def _authorize(
@@ -1110,25 +1097,25 @@ def _authorize(
 
 def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: datetime) -> Step:
     """What an ended execution (or failed launch) leads to: an outcome, or a rule's action."""
-    if cause.kind is _CAUSE_NONE:
-        return Outcome(state=_STATE_SUCCEEDED, cause=cause)
+    if cause.kind is CAUSE_NONE:
+        return Outcome(state=STATE_SUCCEEDED, cause=cause)
     match = next((a for a in job.header.plan.rules if cause.kind in a.effective.on), None)
     if match is None:
         return _failed(cause)
     rule = match.effective
     n = match.index
-    if match.enforcer is _ENFORCER_NOBODY:
+    if match.enforcer is ENFORCER_NOBODY:
         return _failed(
             cause,
             Unenforced(n, key),
             f"rule {n} covers {cause.kind} but nobody enforces it",
         )
-    if match.enforcer is _ENFORCER_BACKEND:
+    if match.enforcer is ENFORCER_BACKEND:
         return _failed(cause, NativeSpent(n, key), f"the backend did not rerun it under rule {n}")
-    if rule.action is _ACTION_ESCALATE:
+    if rule.action is ACTION_ESCALATE:
         return _failed(cause, RuleEscalates(n, key), f"rule {n} escalates {cause.kind}")
     # Under ``no-advance`` the firing says whether it is charged (spec 0001 D6, P5).
-    charged = job.would_charge(n) if rule.charge is _CHARGE_NO_ADVANCE else None
+    charged = job.would_charge(n) if rule.charge is CHARGE_NO_ADVANCE else None
     if job.remaining(n) <= 0 and charged is not False:
         # Under ``no-advance`` a firing after which training advanced is not charged, so a
         # spent budget does not stop it (spec 0001, "Budgets that know whether training
@@ -1138,11 +1125,11 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
             BudgetSpent(n),
             f"rule {n} ({rule.action} on {cause.kind}) has spent its budget of {rule.budget}",
         )
-    if rule.action is _ACTION_RESUBMIT:
+    if rule.action is ACTION_RESUBMIT:
         return _authorize(
             job, now, submission=sub.n + 1, trigger=key, rule=n, cause=cause, charged=charged
         )
-    if rule.action in (_ACTION_REQUEUE, _ACTION_RESTART):
+    if rule.action in (ACTION_REQUEUE, ACTION_RESTART):
         if sub.canonical is None:
             # A launch that failed left no object to run again in place.
             return _failed(
@@ -1160,10 +1147,10 @@ def _apply_rules(job: Job, sub: SubmissionRec, key: Trigger, cause: Cause, now: 
             deadline=now + CALL_DEADLINE,
             charged=charged,
         )
-    if rule.action is _ACTION_HOLD:
+    if rule.action is ACTION_HOLD:
         until = now + rule.for_ if rule.for_ is not None else None
         hold = Hold(
-            _HOLD_RECOVERY,
+            HOLD_RECOVERY,
             Actor.supervisor("policy"),
             f"rule {n}: {cause.kind}; a person decides",
             until,
@@ -1187,7 +1174,7 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
     if hold is None:
         return [], None
     if hold.hold.until is not None and now >= hold.hold.until:
-        if hold.hold.kind is _HOLD_OPERATOR:
+        if hold.hold.kind is HOLD_OPERATOR:
             return [LiftHold(instance=hold.instance, reason="the hold's time ran out")], None
         esc = HoldExpired(hold.instance)
         if esc not in job.escalations:
@@ -1200,14 +1187,14 @@ def _holds(job: Job, hold: HoldRec | None, now: datetime) -> tuple[list[Step], d
             ], None
     wake = hold.hold.until if hold.hold.until is not None and now < hold.hold.until else None
     if (
-        hold.hold.kind is _HOLD_RECOVERY
-        and job.header.plan.checkpoint is _CHECKPOINT_SHARED
+        hold.hold.kind is HOLD_RECOVERY
+        and job.header.plan.checkpoint is CHECKPOINT_SHARED
         and hold.submission
     ):
         sub = job.submission(hold.submission)
         obj = job.object(sub.canonical) if sub and sub.canonical else None
         if obj is not None:
-            if obj.ceased is _TRI_YES:
+            if obj.ceased is TRI_YES:
                 return [
                     LiftHold(
                         instance=hold.instance,
@@ -1233,20 +1220,20 @@ def _backend_holds(job: Job, hold: HoldRec | None, now: datetime) -> list[Step]:
         return []
     standing = obj.obs.hold_instance
     if standing is not None and (hold is None or hold.instance != standing):
-        if job.in_flight(obj.ref, _CALL_RELEASE, now) is None:
+        if job.in_flight(obj.ref, CALL_RELEASE, now) is None:
             return [BackendRelease(ref=obj.ref, instance=standing, deadline=now + CALL_DEADLINE)]
         return []
-    can_hold = job.header.plan.capabilities.get(_CAP_HOLD)
+    can_hold = job.header.plan.capabilities.get(CAP_HOLD)
     if (
         hold is not None
-        and hold.hold.kind is _HOLD_OPERATOR
+        and hold.hold.kind is HOLD_OPERATOR
         and standing is None
         and obj.open_decided
-        and obj.obs.state is _OBJ_PENDING
+        and obj.obs.state is OBJ_PENDING
         and can_hold is not None
-        and can_hold.answer is _TRI_YES
+        and can_hold.answer is TRI_YES
     ):
-        tried = [c for c in job.calls_on(obj.ref, _CALL_HOLD) if c.instance == hold.instance]
+        tried = [c for c in job.calls_on(obj.ref, CALL_HOLD) if c.instance == hold.instance]
         if not tried or (not tried[-1].in_flight(now) and not tried[-1].ok):
             return [
                 BackendHold(
@@ -1278,9 +1265,9 @@ def _launch(
             return [Start(submission=sub.n, attempt=1)], None
         last = sub.attempts[-1]
         unresolved = [
-            a for a in sub.attempts if not a.abandoned and a.reply in (None, _REPLY_UNKNOWN)
+            a for a in sub.attempts if not a.abandoned and a.reply in (None, REPLY_UNKNOWN)
         ]
-        if (last.reply is _REPLY_REFUSED or last.abandoned) and not unresolved:
+        if (last.reply is REPLY_REFUSED or last.abandoned) and not unresolved:
             return [], None  # a launch failure; _launch_failure handles it
         if len(sub.attempts) < 1 + opts.submit_retries:
             return [Start(submission=sub.n, attempt=len(sub.attempts) + 1)], None
@@ -1313,7 +1300,7 @@ def _launch(
                     # once).
                     return _stop_steps(job, o, "a newer submission replaces it", now)
         return [_open_step(sub.n, obj.ref, now)], None
-    if obj.state is _OBJ_GATED or obj.state is None:
+    if obj.state is OBJ_GATED or obj.state is None:
         # Decided but still gated: the open call was lost, is slow, or was refused past its
         # deadline. It is idempotent, so it is decided again (with a new deadline) and made
         # again once OPEN_RETRY has passed.
@@ -1371,12 +1358,12 @@ def _restore_bit(job: Job, now: datetime) -> list[Step]:
     if obj is None or obj.obs is None or obj.obs.requeue_bit is not True or obj.done:
         return []
     native = any(
-        a.enforcer is _ENFORCER_BACKEND and a.effective.action is _ACTION_REQUEUE
+        a.enforcer is ENFORCER_BACKEND and a.effective.action is ACTION_REQUEUE
         for a in job.header.plan.rules
     )
     if native or job.requeues:
         return []
-    if job.in_flight(obj.ref, _CALL_REQUEUE, now) or job.in_flight(obj.ref, _CALL_RESTORE, now):
+    if job.in_flight(obj.ref, CALL_REQUEUE, now) or job.in_flight(obj.ref, CALL_RESTORE, now):
         return []
     return [RestoreRequeue(ref=obj.ref, deadline=now + CALL_DEADLINE)]
 
@@ -1389,14 +1376,14 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
     obj = job.object(latest.canonical)
     if obj is None or not obj.done or obj.verified_stopped:
         return [], None
-    calls = job.calls_on(obj.ref, _CALL_REQUEUE)
-    ended = [x for x in obj.executions() if x.state is _OBJ_ENDED]
+    calls = job.calls_on(obj.ref, CALL_REQUEUE)
+    ended = [x for x in obj.executions() if x.state is OBJ_ENDED]
     if not calls or not ended or End(obj.ref.id, ended[-1].index) not in job.handled_ends:
         return [], None
     last = calls[-1]
     if last.in_flight(now):
         return [], last.deadline
-    cause = job.recovery_cause or ended[-1].cause or Cause(_CAUSE_UNKNOWN)
+    cause = job.recovery_cause or ended[-1].cause or Cause(CAUSE_UNKNOWN)
     settle_by = last.deadline + ABSENCE_GRACE
     if last.answered and last.ok and now < settle_by:
         return [], settle_by  # it landed; the rerun takes a moment to show
@@ -1404,7 +1391,7 @@ def _requeue_trouble(job: Job, now: datetime) -> tuple[list[Step], datetime | No
         why = last.detail if last.answered else "no effect showed"
         return [
             Outcome(
-                state=_STATE_FAILED,
+                state=STATE_FAILED,
                 cause=cause,
                 escalation=RequeueFailed(last.revision),
                 detail=f"the requeue of {obj.ref} failed after {len(calls)} calls: {why}",
@@ -1430,7 +1417,7 @@ def _requeues(job: Job, now: datetime) -> tuple[list[Step], datetime | None]:
     obj = job.object(latest.canonical)
     if obj is None or not obj.open_decided:
         return [], None
-    flying = job.in_flight(obj.ref, _CALL_REQUEUE, now)
+    flying = job.in_flight(obj.ref, CALL_REQUEUE, now)
     if flying is not None:
         return [], flying.deadline
     trigger, _, _ = job.requeues[0]
@@ -1456,9 +1443,9 @@ def _maybe_rerun(job: Job, obj: ObjectRec, now: datetime) -> bool:
     committed conditionally on the revision read before its find). An unanswered call may land
     until its deadline, so only an observation made after the deadline tells; while it is in
     flight, clean-up waits for it anyway."""
-    if obj.verified_stopped or obj.state is not _OBJ_ENDED:
+    if obj.verified_stopped or obj.state is not OBJ_ENDED:
         return False
-    calls = job.calls_on(obj.ref, _CALL_REQUEUE)
+    calls = job.calls_on(obj.ref, CALL_REQUEUE)
     if not calls:
         return False
     last = calls[-1]
@@ -1502,7 +1489,7 @@ def _cleanup(job: Job, now: datetime) -> list[Step]:
     if flying:
         return _wait(*flying)
     unresolved = job.unresolved_attempts()
-    if job.header.options.unmatched is _UNMATCHED_MANUAL and unresolved:
+    if job.header.options.unmatched is UNMATCHED_MANUAL and unresolved:
         # Only a person can abandon them: tell one, as the launch does, once they are old.
         due = min(a.started_at for a in unresolved) + job.header.options.unresolved_age
         esc = Unresolved(unresolved[0].n)
@@ -1557,7 +1544,7 @@ def _drive(job: Job, now: datetime) -> list[Step]:
         if (
             not h.active
             and h.resume
-            and h.hold.kind is _HOLD_RECOVERY
+            and h.hold.kind is HOLD_RECOVERY
             and trigger not in job.triggers
         ):
             return [_authorize(job, now, submission=latest.n + 1, trigger=trigger, cause=h.cause)]
@@ -1607,7 +1594,7 @@ def _stalled(job: Job, sub: SubmissionRec, now: datetime) -> tuple[list[Step], d
         return [], None
     run = obj.executions()[-1]
     stall = job.stalls.get((obj.ref.id, run.index))
-    if stall is None or not stall.enforced or run.state is _OBJ_ENDED:
+    if stall is None or not stall.enforced or run.state is OBJ_ENDED:
         return [], None
     return _stop_steps(job, obj, f"stalled: {stall.cause.detail}", now)
 
@@ -1642,10 +1629,10 @@ def _pending_too_long(
     if obj.ref.id in job.pending_expired:
         cause = job.pending_expired[obj.ref.id]
         return _stop_steps(job, obj, f"{cause.kind}: {cause.detail}", now)
-    if hold is not None or obj.state is not _OBJ_PENDING:
+    if hold is not None or obj.state is not OBJ_PENDING:
         return [], None
     started = any(
-        e.started_at is not None or e.state is not _OBJ_PENDING for e in obj.executions()
+        e.started_at is not None or e.state is not OBJ_PENDING for e in obj.executions()
     ) or any(key[0] == obj.ref.id for key in job.running_since)
     opened = job.open_at.get(obj.ref.id)
     if started or opened is None:
@@ -1660,7 +1647,7 @@ def _pending_too_long(
         f"pending for {_span(now - since)} since it was opened, past pending after "
         f"{_span(rule.after)}" + (f"; the backend said: {said}" if said else "")
     )
-    cause = Cause(rule.cause, _PROV_SUPERVISOR, detail)
+    cause = Cause(rule.cause, PROV_SUPERVISOR, detail)
     return [ExpirePending(ref=obj.ref, cause=cause)], None
 
 

@@ -16,15 +16,13 @@ from datetime import datetime
 
 import attrs
 from jobdispatch.job import Job, fold
+from jobdispatch.members import OBJ_ENDED
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, ExecutionObs
 from jobdispatch.status import project
 from jobdispatch.triggers import End
-from jobdispatch.types import ObjectState
 
 __all__ = ["Budget", "JobFacts", "facts_of"]
-
-_ENDED = ObjectState.ENDED
 
 
 @attrs.frozen
@@ -71,7 +69,7 @@ def facts_of(view: ev.View, now: datetime) -> JobFacts:
     endings = tuple(
         (str(x.cause.kind), str(x.cause.provenance)) if x.cause is not None else ("unknown", "none")
         for x in runs
-        if x.state is _ENDED
+        if x.state is OBJ_ENDED
     )
     outcome = None
     if job.outcome is not None:
@@ -143,7 +141,7 @@ def _decision_latencies(view: ev.View) -> Iterator[float]:
             for x in event.obs.executions:
                 key = End(ref, x.index)
                 fresh = key not in seen and key not in done
-                if fresh and x.state is _ENDED and x.index == newest:
+                if fresh and x.state is OBJ_ENDED and x.index == newest:
                     seen[key] = event.at
         elif isinstance(event, ev.RecoveryDecided | ev.SubmissionAuthorized):
             if isinstance(event.trigger, End) and event.trigger in seen:

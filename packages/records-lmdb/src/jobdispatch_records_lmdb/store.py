@@ -61,20 +61,10 @@ from jobdispatch.errors import (
     Unavailable,
     Unreadable,
 )
-from jobdispatch.records import rules
+from jobdispatch.records import rules, store
 from jobdispatch.records.decoded import DEFAULT_CACHE_EVENTS, Decoded, DecodedCache, extend
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
 from jobdispatch.records.singles import SingleCalls
-from jobdispatch.records.store import (
-    AppendRequest,
-    Created,
-    Lease,
-    ListFilter,
-    Measured,
-    ReadAnswer,
-    Refusal,
-    Survey,
-)
 from jobdispatch.types import JobID
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "LmdbRecords"]
@@ -118,17 +108,17 @@ _MEASURED = b"measured/"
 _MEASURES = struct.Struct("<dd")
 
 
-def _dump_measured(measured: Measured) -> bytes:
+def _dump_measured(measured: store.Measured) -> bytes:
     nan = float("nan")
     poll, commit = measured.poll_seconds, measured.commit_seconds
     return _MEASURES.pack(nan if poll is None else poll, nan if commit is None else commit)
 
 
-def _load_measured(raw: bytes) -> Measured | None:
+def _load_measured(raw: bytes) -> store.Measured | None:
     if len(raw) != _MEASURES.size:
         return None  # not one this version wrote: as if nothing were measured
     poll, commit = _MEASURES.unpack(raw)
-    return Measured(
+    return store.Measured(
         poll_seconds=None if math.isnan(poll) else poll,
         commit_seconds=None if math.isnan(commit) else commit,
     )
@@ -624,18 +614,11 @@ def _encode_events(
 
 
 def _key_bytes(what: str, value: str, limit: int) -> bytes:
-    try:
-        raw = value.encode()
-    except UnicodeEncodeError:
-        # A command line's argument that is not UTF-8 arrives with lone surrogates in it.
-        msg = f"the {what} {value!r} is not UTF-8 text"
-        raise Invalid(msg) from None
+    raw = rules.key_utf8(what, value)
     if not raw:
         msg = f"the {what} must not be empty"
         raise Invalid(msg)
-    if len(raw) > limit:
-        msg = f"the {what} {value[:40]!r}... is {len(raw)} bytes long; the store takes {limit}"
-        raise Invalid(msg)
+    rules.check_key_size(what, value, raw, limit)
     return raw
 
 
@@ -654,7 +637,7 @@ class _LeaseRow:
         return cls(data["holder"], int(data["token"]), expires)
 
     @classmethod
-    def of(cls, lease: Lease) -> _LeaseRow:
+    def of(cls, lease: store.Lease) -> _LeaseRow:
         return cls(lease.holder, lease.token, lease.expires)
 
     def dump(self) -> bytes:
@@ -662,18 +645,18 @@ class _LeaseRow:
         body = {"holder": self.holder, "token": self.token, "expires": expires}
         return json.dumps(body, separators=(",", ":")).encode()
 
-    def lease(self, job: JobID) -> Lease | None:
+    def lease(self, job: JobID) -> store.Lease | None:
         """The job's lease as the rules see it: None once released (or never taken)."""
         if self.holder is None or self.expires is None:
             return None
-        return Lease(job, self.holder, self.token, self.expires)
+        return store.Lease(job, self.holder, self.token, self.expires)
 
 
 @attrs.frozen
 class _Prepared:
     """One job's part of an append batch, checked and encoded outside the transaction."""
 
-    request: AppendRequest
+    request: store.AppendRequest
     job_key: bytes
     decides: bool
     stamped: tuple[AnyEvent, ...]
@@ -745,7 +728,7 @@ class LmdbRecords(SingleCalls):
 
     def create(
         self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
-    ) -> Created:
+    ) -> store.Created:
         job = header.job
         job_key = self._job_key(job)
         key = rules.effective_key(header, idempotency_key)
@@ -758,12 +741,12 @@ class LmdbRecords(SingleCalls):
         stamped, encoded = _encode_events(events, rules.CREATOR_TOKEN)
         made: list[int] = []  # the new record's sequence, once its transaction made it
 
-        def txn_create(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Created:
+        def txn_create(txn: lmdb.Transaction, dbs: dict[str, Any]) -> store.Created:
             made.clear()  # the body runs again when LMDB asks for a retry
             if idem:
                 existing = _get(txn, idem, db=dbs["keys"])
                 if existing is not None:
-                    return Created(job=bytes(existing).decode(), created=False)
+                    return store.Created(job=bytes(existing).decode(), created=False)
             if _get(txn, job_key, db=dbs["jobs"]) is not None:
                 raise rules.exists_already(job)
             seq = _U64.unpack(_get(txn, b"next-seq", db=dbs["meta"]) or _u64(0))[0] + 1
@@ -777,7 +760,7 @@ class LmdbRecords(SingleCalls):
             for revision, (data, _) in enumerate(encoded, start=1):
                 txn.put(_event_key(seq, revision), data, db=dbs["events"])
             made.append(seq)
-            return Created(job=job, created=True)
+            return store.Created(job=job, created=True)
 
         created = self._transact(txn_create, write=True)
         if made:
@@ -792,7 +775,7 @@ class LmdbRecords(SingleCalls):
             return answer
         raise answer
 
-    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[store.ReadAnswer, ...]:
         keyed = [(job, self._job_key(job)) for job in rules.read_batch(jobs)]
 
         def txn_read(txn: lmdb.Transaction, dbs: dict[str, Any]) -> list[_Fetched | DispatchError]:
@@ -812,7 +795,7 @@ class LmdbRecords(SingleCalls):
             # A damaged page ends the transaction it was met in: each job alone then, so
             # those whose pages are whole still read (each view of its own moment).
             fetched = [self._fetch_alone(job, job_key) for job, job_key in keyed]
-        answers: list[ReadAnswer] = []
+        answers: list[store.ReadAnswer] = []
         for (job, _), got in zip(keyed, fetched, strict=True):
             if isinstance(got, DispatchError):
                 answers.append(self._named(got))
@@ -910,8 +893,10 @@ class LmdbRecords(SingleCalls):
         self._decoded.put(got.seq, header, events)
         return View(header, events)
 
-    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
-        requests = rules.batch(requests, AppendRequest, "append_many")
+    def append_many(
+        self, requests: Sequence[store.AppendRequest]
+    ) -> tuple[int | store.Refusal, ...]:
+        requests = rules.batch(requests, store.AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
         # Everything that needs no stored state is checked and encoded before the write
         # transaction opens, so the writer lock is held only for the conditional part. The
@@ -923,7 +908,7 @@ class LmdbRecords(SingleCalls):
             rules.check_events(request.job, request.events)
             token = request.owner.token if request.owner is not None else None
             encoded.append((job_key, *_encode_events(request.events, token)))
-        prepared: list[_Prepared | Refusal] = []
+        prepared: list[_Prepared | store.Refusal] = []
         for request, (job_key, stamped, values) in zip(requests, encoded, strict=True):
             try:
                 decides = rules.decides(request.job, request.events, request.owner)
@@ -935,7 +920,9 @@ class LmdbRecords(SingleCalls):
             return ()  # nothing to decide: no write transaction, no writer lock
         seqs: dict[str, int] = {}  # job -> its record's sequence, for the parts applied
 
-        def txn_append(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[int | Refusal, ...]:
+        def txn_append(
+            txn: lmdb.Transaction, dbs: dict[str, Any]
+        ) -> tuple[int | store.Refusal, ...]:
             seqs.clear()  # the body runs again when LMDB asks for a retry
             now = self._clock()
             return tuple(
@@ -962,7 +949,7 @@ class LmdbRecords(SingleCalls):
         part: _Prepared,
         now: datetime,
         seqs: dict[str, int],
-    ) -> int | Refusal:
+    ) -> int | store.Refusal:
         """One job's part of a batch inside its transaction. Every refusal is decided before
         the first write of the part, so a refused part leaves nothing behind."""
         job, request = part.request.job, part.request
@@ -987,7 +974,7 @@ class LmdbRecords(SingleCalls):
         seqs[job] = seq
         return new
 
-    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+    def list(self, filter: store.ListFilter | None = None) -> Iterator[JobID]:
         want = filter.settled if filter is not None else None
         return self._list(want)
 
@@ -1039,7 +1026,7 @@ class LmdbRecords(SingleCalls):
 
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
-    ) -> tuple[Lease | Refusal, ...]:
+    ) -> tuple[store.Lease | store.Refusal, ...]:
         jobs = rules.batch(jobs, str, "acquire_many")
         keys = [self._job_key(job) for job in jobs]
         rules.check_ttl(ttl)
@@ -1047,9 +1034,11 @@ class LmdbRecords(SingleCalls):
         for job in jobs:
             rules.check_holder(job, holder)
 
-        def txn_acquire(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[Lease | Refusal, ...]:
+        def txn_acquire(
+            txn: lmdb.Transaction, dbs: dict[str, Any]
+        ) -> tuple[store.Lease | store.Refusal, ...]:
             now = self._clock()
-            answers: list[Lease | Refusal] = []
+            answers: list[store.Lease | store.Refusal] = []
             for job, job_key in zip(jobs, keys, strict=True):
                 try:
                     seq, _, _ = self._job(txn, dbs, job, job_key)
@@ -1064,15 +1053,19 @@ class LmdbRecords(SingleCalls):
 
         return self._transact(txn_acquire, write=True)
 
-    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
-        leases = rules.batch(leases, Lease, "renew_many")
+    def renew_many(
+        self, leases: Sequence[store.Lease], ttl: timedelta
+    ) -> tuple[store.Lease | store.Refusal, ...]:
+        leases = rules.batch(leases, store.Lease, "renew_many")
         keys = [self._job_key(lease.job) for lease in leases]
         rules.check_ttl(ttl)
         rules.check_batch_jobs([lease.job for lease in leases])
 
-        def txn_renew(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[Lease | Refusal, ...]:
+        def txn_renew(
+            txn: lmdb.Transaction, dbs: dict[str, Any]
+        ) -> tuple[store.Lease | store.Refusal, ...]:
             now = self._clock()
-            answers: list[Lease | Refusal] = []
+            answers: list[store.Lease | store.Refusal] = []
             for lease, job_key in zip(leases, keys, strict=True):
                 try:
                     seq, _, _ = self._job(txn, dbs, lease.job, job_key)
@@ -1087,8 +1080,8 @@ class LmdbRecords(SingleCalls):
 
         return self._transact(txn_renew, write=True)
 
-    def release_many(self, leases: Sequence[Lease]) -> None:
-        leases = rules.batch(leases, Lease, "release_many")
+    def release_many(self, leases: Sequence[store.Lease]) -> None:
+        leases = rules.batch(leases, store.Lease, "release_many")
         keys = [self._job_key(lease.job) for lease in leases]
         rules.check_batch_jobs([lease.job for lease in leases])
 
@@ -1105,7 +1098,7 @@ class LmdbRecords(SingleCalls):
         self._transact(txn_release, write=True)
 
     def announce(
-        self, member: str, ttl: timedelta, measured: Measured | None = None
+        self, member: str, ttl: timedelta, measured: store.Measured | None = None
     ) -> tuple[str, ...]:
         rules.check_member(member)
         rules.check_ttl(ttl)
@@ -1147,11 +1140,11 @@ class LmdbRecords(SingleCalls):
 
         self._transact(txn_withdraw, write=True)
 
-    def survey(self) -> Survey:
+    def survey(self) -> store.Survey:
         """Every job's revision, the members and the unexpired leases per holder, from one
         read transaction (so a read-only store answers too), and the data file's size."""
 
-        def txn_survey(txn: lmdb.Transaction, dbs: dict[str, Any]) -> Survey:
+        def txn_survey(txn: lmdb.Transaction, dbs: dict[str, Any]) -> store.Survey:
             now = self._clock()
             by_seq: list[tuple[int, str, int]] = []
             for key, value in txn.cursor(db=dbs["jobs"]):
@@ -1172,7 +1165,7 @@ class LmdbRecords(SingleCalls):
                         break
                     expires = _from_micros(_U64.unpack(bytes(value))[0])
                     members[name[len(_MEMBER) :].decode()] = expires
-            measured: dict[str, Measured] = {}
+            measured: dict[str, store.Measured] = {}
             if cursor.set_range(_MEASURED):
                 for raw, value in cursor:
                     name = bytes(raw)
@@ -1182,7 +1175,7 @@ class LmdbRecords(SingleCalls):
                     member = name[len(_MEASURED) :].decode()
                     if loaded is not None and member in members:
                         measured[member] = loaded
-            return Survey(
+            return store.Survey(
                 now=now,
                 revisions={job: revision for _, job, revision in by_seq},
                 members=members,

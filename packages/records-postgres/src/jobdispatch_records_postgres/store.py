@@ -39,20 +39,10 @@ from jobdispatch.errors import (
     Unavailable,
     Unreadable,
 )
-from jobdispatch.records import rules
+from jobdispatch.records import rules, store
 from jobdispatch.records.decoded import DEFAULT_CACHE_EVENTS, Decoded, DecodedCache, extend
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
 from jobdispatch.records.singles import SingleCalls
-from jobdispatch.records.store import (
-    AppendRequest,
-    Created,
-    Lease,
-    ListFilter,
-    Measured,
-    ReadAnswer,
-    Refusal,
-    Survey,
-)
 from jobdispatch.types import JobID
 from psycopg import sql
 
@@ -91,18 +81,18 @@ class _Row:
     last_token: int
     seq: int
 
-    def lease(self, job: JobID) -> Lease | None:
+    def lease(self, job: JobID) -> store.Lease | None:
         """The job's lease as the rules see it: None once released (or never taken)."""
         if self.holder is None or self.token is None or self.expires is None:
             return None
-        return Lease(job, self.holder, self.token, self.expires)
+        return store.Lease(job, self.holder, self.token, self.expires)
 
 
 @attrs.frozen
 class _Prepared:
     """One job's part of an append batch, checked and encoded before the transaction."""
 
-    request: AppendRequest
+    request: store.AppendRequest
     decides: bool
     encoded: list[tuple[bytes, int | None, bool]]  # (body, token, settles) per event
     stamped: tuple[AnyEvent, ...]  # the events as stored
@@ -117,17 +107,11 @@ def _check_key(what: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         msg = f"a {what} is a non-empty string, got {value!r}"
         raise Invalid(msg)
-    try:
-        raw = value.encode()
-    except UnicodeEncodeError:
-        msg = f"the {what} {value!r} is not UTF-8 text"
-        raise Invalid(msg) from None
+    raw = rules.key_utf8(what, value)
     if b"\x00" in raw:
         msg = f"the {what} {value!r} holds a NUL character, which PostgreSQL text cannot"
         raise Invalid(msg)
-    if len(raw) > _MAX_KEY:
-        msg = f"the {what} {value[:40]!r}... is {len(raw)} bytes long; the store takes {_MAX_KEY}"
-        raise Invalid(msg)
+    rules.check_key_size(what, value, raw, _MAX_KEY)
     return value
 
 
@@ -222,7 +206,7 @@ class PostgresRecords(SingleCalls):
 
     def create(
         self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
-    ) -> Created:
+    ) -> store.Created:
         job = _check_key("job id", header.job)
         key = rules.effective_key(header, idempotency_key)
         if key != header.idempotency_key:
@@ -238,11 +222,11 @@ class PostgresRecords(SingleCalls):
         settled = any(isinstance(e, Settled) for e in stamped)
         q = self._q
 
-        def body(conn: psycopg.Connection[Any]) -> Created:
+        def body(conn: psycopg.Connection[Any]) -> store.Created:
             if key:
                 row = conn.execute(q.by_key, (key,)).fetchone()
                 if row is not None:
-                    return Created(job=row[0], created=False)
+                    return store.Created(job=row[0], created=False)
             inserted = conn.execute(
                 q.insert_job, (job, key or None, head, len(bodies), settled)
             ).fetchone()
@@ -252,13 +236,13 @@ class PostgresRecords(SingleCalls):
                 if key:
                     row = conn.execute(q.by_key, (key,)).fetchone()
                     if row is not None:
-                        return Created(job=row[0], created=False)
+                        return store.Created(job=row[0], created=False)
                 raise rules.exists_already(job)
             if bodies:
                 revisions = list(range(1, len(bodies) + 1))
                 conn.execute(q.insert_events, ([job] * len(bodies), revisions, tokens, bodies))
             made.append(int(inserted[0]))
-            return Created(job=job, created=True)
+            return store.Created(job=job, created=True)
 
         made: list[int] = []  # the new record's sequence, once its transaction made it
         created = self._run(body, transaction=True)
@@ -272,7 +256,7 @@ class PostgresRecords(SingleCalls):
             return answer
         raise answer
 
-    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[store.ReadAnswer, ...]:
         wanted = [_check_key("job id", job) for job in rules.read_batch(jobs)]
         unique = list(dict.fromkeys(wanted))
         q = self._q
@@ -308,7 +292,7 @@ class PostgresRecords(SingleCalls):
             return got
 
         fetched = self._run(body, transaction=True) if unique else {}
-        decoded: dict[str, ReadAnswer] = {}
+        decoded: dict[str, store.ReadAnswer] = {}
         for job in unique:
             found = fetched.get(job)
             if found is None:
@@ -374,8 +358,10 @@ class PostgresRecords(SingleCalls):
         self._decoded.put(got.seq, header, events)
         return View(header, events)
 
-    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
-        requests = rules.batch(requests, AppendRequest, "append_many")
+    def append_many(
+        self, requests: Sequence[store.AppendRequest]
+    ) -> tuple[int | store.Refusal, ...]:
+        requests = rules.batch(requests, store.AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
         # Everything that needs no stored state is checked and encoded before the transaction,
         # so rows stay locked only for the conditional part. The whole batch is checked and
@@ -389,7 +375,7 @@ class PostgresRecords(SingleCalls):
             stamped = tuple(rules.stamp(request.events, token))
             encoded = [(codec.encode_event(e), e.token, isinstance(e, Settled)) for e in stamped]
             encoded_parts.append((encoded, stamped))
-        prepared: list[_Prepared | Refusal] = []
+        prepared: list[_Prepared | store.Refusal] = []
         for request, (encoded, stamped) in zip(requests, encoded_parts, strict=True):
             try:
                 decides = rules.decides(request.job, request.events, request.owner)
@@ -404,7 +390,7 @@ class PostgresRecords(SingleCalls):
 
         seqs: dict[str, int] = {}  # job -> its record's sequence, for the parts applied
 
-        def body(conn: psycopg.Connection[Any]) -> tuple[int | Refusal, ...]:
+        def body(conn: psycopg.Connection[Any]) -> tuple[int | store.Refusal, ...]:
             seqs.clear()
             locked, now = self._lock(conn, [p.request.job for p in parts])
             # Under the locks no honest writer can move these records, so a row that
@@ -413,7 +399,7 @@ class PostgresRecords(SingleCalls):
             damaged = dict(
                 conn.execute(q.disagreeing, ([p.request.job for p in parts],)).fetchall()
             )
-            answers: list[int | Refusal] = []
+            answers: list[int | store.Refusal] = []
             ev_jobs: list[str] = []
             ev_revisions: list[int] = []
             ev_tokens: list[int | None] = []
@@ -470,7 +456,7 @@ class PostgresRecords(SingleCalls):
                 self._decoded.committed(seq, part.request.expect_revision, part.stamped)
         return answers
 
-    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+    def list(self, filter: store.ListFilter | None = None) -> Iterator[JobID]:
         want = filter.settled if filter is not None else None
         query = {None: self._q.list_all, True: self._q.list_settled, False: self._q.list_unsettled}[
             want
@@ -502,7 +488,7 @@ class PostgresRecords(SingleCalls):
 
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
-    ) -> tuple[Lease | Refusal, ...]:
+    ) -> tuple[store.Lease | store.Refusal, ...]:
         jobs = rules.acquire_batch(jobs, ttl)
         for job in jobs:
             _check_key("job id", job)
@@ -511,10 +497,10 @@ class PostgresRecords(SingleCalls):
         if not jobs:
             return ()
 
-        def body(conn: psycopg.Connection[Any]) -> tuple[Lease | Refusal, ...]:
+        def body(conn: psycopg.Connection[Any]) -> tuple[store.Lease | store.Refusal, ...]:
             locked, now = self._lock(conn, jobs)
-            answers: list[Lease | Refusal] = []
-            granted: list[Lease] = []
+            answers: list[store.Lease | store.Refusal] = []
+            granted: list[store.Lease] = []
             for job in jobs:
                 try:
                     row = locked.get(job)
@@ -532,17 +518,19 @@ class PostgresRecords(SingleCalls):
 
         return self._run(body, transaction=True)
 
-    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+    def renew_many(
+        self, leases: Sequence[store.Lease], ttl: timedelta
+    ) -> tuple[store.Lease | store.Refusal, ...]:
         leases = rules.renew_batch(leases, ttl)
         for lease in leases:
             _check_key("job id", lease.job)
         if not leases:
             return ()
 
-        def body(conn: psycopg.Connection[Any]) -> tuple[Lease | Refusal, ...]:
+        def body(conn: psycopg.Connection[Any]) -> tuple[store.Lease | store.Refusal, ...]:
             locked, now = self._lock(conn, [lease.job for lease in leases])
-            answers: list[Lease | Refusal] = []
-            renewed: list[Lease] = []
+            answers: list[store.Lease | store.Refusal] = []
+            renewed: list[store.Lease] = []
             for lease in leases:
                 try:
                     row = locked.get(lease.job)
@@ -560,8 +548,8 @@ class PostgresRecords(SingleCalls):
 
         return self._run(body, transaction=True)
 
-    def release_many(self, leases: Sequence[Lease]) -> None:
-        leases = rules.batch(leases, Lease, "release_many")
+    def release_many(self, leases: Sequence[store.Lease]) -> None:
+        leases = rules.batch(leases, store.Lease, "release_many")
         rules.check_batch_jobs([lease.job for lease in leases])
         for lease in leases:
             _check_key("job id", lease.job)
@@ -586,7 +574,7 @@ class PostgresRecords(SingleCalls):
         self._run(body, transaction=True)
 
     def announce(
-        self, member: str, ttl: timedelta, measured: Measured | None = None
+        self, member: str, ttl: timedelta, measured: store.Measured | None = None
     ) -> tuple[str, ...]:
         rules.check_member(member)
         _check_key("member", member)
@@ -621,12 +609,12 @@ class PostgresRecords(SingleCalls):
 
         self._run(body, transaction=True)
 
-    def survey(self) -> Survey:
+    def survey(self) -> store.Survey:
         """Every job's revision, the members, the unexpired leases per holder and the size of
         the schema's tables (with their indexes and TOAST), in one read transaction."""
         q = self._q
 
-        def body(conn: psycopg.Connection[Any]) -> Survey:
+        def body(conn: psycopg.Connection[Any]) -> store.Survey:
             pinned = self._clock() if self._clock is not None else None
             row = conn.execute(q.pin_now, (pinned,)).fetchone()
             assert row is not None
@@ -634,13 +622,13 @@ class PostgresRecords(SingleCalls):
             revisions = {str(j): int(r) for j, r in conn.execute(q.revisions)}
             leases = {str(h): int(n) for h, n in conn.execute(q.leases_held, (now,))}
             members: dict[str, datetime] = {}
-            measured: dict[str, Measured] = {}
+            measured: dict[str, store.Measured] = {}
             for m, e, poll, commit in conn.execute(q.members_measured):
                 members[str(m)] = _utc(e)
                 if poll is not None or commit is not None:
-                    measured[str(m)] = Measured(poll_seconds=poll, commit_seconds=commit)
+                    measured[str(m)] = store.Measured(poll_seconds=poll, commit_seconds=commit)
             size = conn.execute(q.size, (self.settings.schema,)).fetchone()
-            return Survey(
+            return store.Survey(
                 now=now,
                 revisions=revisions,
                 members=members,
@@ -725,7 +713,7 @@ class PostgresRecords(SingleCalls):
         assert row is not None
         return locked, _utc(row[0])
 
-    def _write_leases(self, conn: psycopg.Connection[Any], leases: Sequence[Lease]) -> None:
+    def _write_leases(self, conn: psycopg.Connection[Any], leases: Sequence[store.Lease]) -> None:
         if leases:
             conn.execute(
                 self._q.write_leases,

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 # sim: allowed (the pool is used only with an adapter declaring ConcurrentCalls; the
 # simulator's backends declare none, so every simulated run makes its calls in order)
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 from jobdispatch import calls
@@ -38,8 +38,11 @@ from jobdispatch.clock import Clock
 from jobdispatch.errors import Conflict, Invalid, Unsupported
 from jobdispatch.job import Job, Replay
 from jobdispatch.launch import start_request
+from jobdispatch.members import TRI_UNKNOWN
+from jobdispatch.plan import shorter_than_poll
 from jobdispatch.progress import Reading
 from jobdispatch.records import events as ev
+from jobdispatch.records import rules
 from jobdispatch.records.store import AppendRequest, Lease, Records
 from jobdispatch.spi import (
     Backend,
@@ -52,13 +55,11 @@ from jobdispatch.spi import (
 )
 from jobdispatch.steps import Answer, Context, Step, Wait, next_steps
 from jobdispatch.triggers import EscalationId
-from jobdispatch.types import Actor, Tristate
+from jobdispatch.types import Actor
 
 from jobdispatch_supervise.outbox import Outbox
 from jobdispatch_supervise.progress import ProgressPoll, watches_output
 from jobdispatch_supervise.sinks import EscalationMessage, Sink
-
-_TRI_UNKNOWN = Tristate.UNKNOWN
 
 __all__ = ["Executor", "Pass"]
 
@@ -90,6 +91,11 @@ class Pass:
     wake: datetime | None = None
     revision: int = 0
     error: Exception | None = None
+    #: The record as this pass left it, where the pass knows it exactly without reading: its
+    #: step committed a decision that landed and made no call, so the record is what was read
+    #: plus those events (as stored). The job's next pass in the same poll may start from it
+    #: (``run_batch``'s ``known``) instead of reading the record again. None otherwise.
+    view: ev.View | None = None
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -105,10 +111,12 @@ class Work:
     revision: int
     now: datetime
     ctx: Context
+    read: ev.View
     call: Call | None = None
     result: Answer | None = None
     conflict: bool = False
     error: Exception | None = None
+    after: ev.View | None = None
 
     @property
     def going(self) -> bool:
@@ -122,6 +130,10 @@ class Executor:
     Args:
         concurrency: the most backend calls in flight at once; capped by what the adapter
             declares (``ConcurrentCalls``, 1 when it declares nothing). Invalid below 1.
+        poll: how often the supervisor running this executor polls, when it is known: a job
+            whose ``stall.after`` or ``pending.after`` is shorter is logged as an error naming
+            the field, once, when its record is first folded here (its plan checked them
+            against the adapter's poll interval only; here each is judged up to a poll late).
     """
 
     def __init__(
@@ -134,6 +146,7 @@ class Executor:
         sinks: Sequence[Sink] = (),
         concurrency: int = 1,
         outbox: Outbox | None = None,
+        poll: timedelta | None = None,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             msg = f"an executor's call concurrency must be an integer >= 1, got {concurrency!r}"
@@ -149,6 +162,7 @@ class Executor:
         self.outbox = outbox
         #: The most calls in flight at once: the caller's bound within the adapter's.
         self.concurrency = min(concurrency, call_concurrency(backend))
+        self.poll = poll
         #: Job -> its record folded so far, extended by each pass (see _fold).
         self._replays: dict[str, Replay] = {}
         #: The longest durable commit (one ``append_many`` that answered) since
@@ -175,6 +189,7 @@ class Executor:
         self,
         jobs: Sequence[tuple[str, Lease, Discovery | None]],
         progress: ProgressPoll | None = None,
+        known: Mapping[str, ev.View] | None = None,
     ) -> list[Pass]:
         """One pass of every job of ``jobs`` (each with its lease, and the discovery of a
         shared find or None to find it here), in phases: every job read (one ``read_many``),
@@ -184,13 +199,15 @@ class Executor:
 
         ``progress`` is the poll's reading of progress (None: progress is not read in this
         batch): the jobs that name a progress source get their reading from it, every root
-        they share listed once per poll, before any step is computed."""
+        they share listed once per poll, before any step is computed.
+
+        ``known`` holds records the caller knows exactly as they stand after its previous pass
+        of the job (a :class:`Pass`'s ``view``): those jobs are not read again. A record that
+        moved since (another writer) is met as it would be had that write come just after the
+        read: a decision computed on it is refused (Conflict) and the next pass reads."""
         passes: list[Pass | None] = []
         works: list[Work] = []
-        try:
-            views: Sequence[ev.View | Exception] = self.store.read_many([j for j, _, _ in jobs])
-        except Exception as exc:  # the store could not answer at all: every job's problem
-            views = [exc] * len(jobs)
+        views = self._read(jobs, known or {})
         readings: dict[str, Reading] = {}
         found: dict[str, Discovery | None] = {j: d for j, _, d in jobs}
         if progress is not None:
@@ -225,8 +242,29 @@ class Executor:
                 out.append(early)
                 continue
             w = next(done)
-            out.append(Pass(step=w.step, conflict=w.conflict, revision=w.revision, error=w.error))
+            out.append(
+                Pass(
+                    step=w.step,
+                    conflict=w.conflict,
+                    revision=w.revision,
+                    error=w.error,
+                    view=w.after if w.going else None,
+                )
+            )
         return out
+
+    def _read(
+        self, jobs: Sequence[tuple[str, Lease, Discovery | None]], known: Mapping[str, ev.View]
+    ) -> list[ev.View | Exception]:
+        """Every job's record: the known ones as given, the others in one ``read_many``; a
+        store that could not answer at all is every read job's problem."""
+        wanted = [j for j, _, _ in jobs if j not in known]
+        try:
+            read: Sequence[ev.View | Exception] = self.store.read_many(wanted) if wanted else ()
+        except Exception as exc:
+            read = [exc] * len(wanted)
+        answers = iter(read)
+        return [known[j] if j in known else next(answers) for j, _, _ in jobs]
 
     def _find_watched(
         self, headers: Mapping[str, ev.Header], found: dict[str, Discovery | None]
@@ -270,7 +308,14 @@ class Executor:
             return wait, None
         ctx = Context(at=now, by=self.actor, job=folded)
         work = Work(
-            job=job, lease=lease, folded=folded, step=step, revision=view.revision, now=now, ctx=ctx
+            job=job,
+            lease=lease,
+            folded=folded,
+            step=step,
+            revision=view.revision,
+            now=now,
+            ctx=ctx,
+            read=view,
         )
         return None, work
 
@@ -290,12 +335,29 @@ class Executor:
         replay = replays.pop(job, None)
         if replay is None:
             replay = Replay()
+            self._first_fold(view.header)
             if len(replays) >= FOLDS_KEPT:
                 # Forget the job folded longest ago (the table keeps insertion order and a
                 # job is moved to its end on every pass).
                 del replays[next(iter(replays))]
         replays[job] = replay
         return replay.extend(view, now)
+
+    def _first_fold(self, header: ev.Header) -> None:
+        """Say, once per job, which of its durations judged once per poll are shorter than
+        this supervisor's poll: the job was accepted against the adapter's interval, so it is
+        served all the same, each such rule judged up to a poll late."""
+        if self.poll is None:
+            return
+        for problem in shorter_than_poll(header.spec, self.poll, "this supervisor"):
+            log.error(
+                "job %s: %s %s; it is judged up to one poll late here (lower this "
+                "supervisor's poll, or raise %s)",
+                header.job,
+                problem.path,
+                problem.message,
+                problem.path,
+            )
 
     # ---------------------------------------------------------------- evidence
 
@@ -376,9 +438,12 @@ class Executor:
                     )
                 )
                 deciding.append(w)
-        for w, answer in zip(deciding, self._commit(deciding, requests), strict=False):
+        committed = self._commit(deciding, requests)
+        for w, request, answer in zip(deciding, requests, committed, strict=False):
             if isinstance(answer, int):
                 w.revision = answer
+                if w.call is None:
+                    w.after = _after(w.read, request, answer)
             elif isinstance(answer, Conflict):
                 log.debug("job %s: %s; re-reading", w.job, answer)
                 w.conflict = True
@@ -497,7 +562,7 @@ class Executor:
                 if isinstance(backend, CessationSignal):
                     return functools.partial(backend.ceased, ref)
                 unknown = CessationEvidence(
-                    ceased=_TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
+                    ceased=TRI_UNKNOWN, detail="the adapter has no cessation signal", at=now
                 )
                 return lambda: unknown
 
@@ -532,6 +597,15 @@ class Executor:
                     # Two supervisors may both deliver; the record keeps one delivery per sink.
                     recorded=_has_delivery(rec.id, sink.name),
                 )
+
+
+def _after(read: ev.View, request: AppendRequest, revision: int) -> ev.View | None:
+    """The record after ``request`` landed on ``read`` at ``revision``: what was read and
+    the request's events as every store stores them (:func:`rules.stamp`); None if the
+    revision says anything else landed too (it cannot: the append was conditional)."""
+    token = request.owner.token if request.owner is not None else None
+    events = read.events + tuple(rules.stamp(request.events, token))
+    return ev.View(read.header, events) if len(events) == revision else None
 
 
 def _cannot(what: str) -> Callable[[], object]:

@@ -20,17 +20,8 @@ from typing import ParamSpec, TypeVar
 
 from jobdispatch.clock import Clock
 from jobdispatch.errors import Unavailable, Unreachable
+from jobdispatch.records import store as records
 from jobdispatch.records.events import AnyEvent, Header, View
-from jobdispatch.records.store import (
-    AppendRequest,
-    Created,
-    Lease,
-    ListFilter,
-    Measured,
-    ReadAnswer,
-    Records,
-    Refusal,
-)
 from jobdispatch.types import JobID
 
 __all__ = ["WatchedStore"]
@@ -49,7 +40,7 @@ class WatchedStore:
     notes whether it answered: the first failure of an outage is logged, as is the first
     answer after it; ``told(exc)`` says whether an error is the outage's own."""
 
-    def __init__(self, store: Records, clock: Clock) -> None:
+    def __init__(self, store: records.Records, clock: Clock) -> None:
         self.inner = store
         self._clock = clock
         self._lock = threading.Lock()
@@ -102,13 +93,13 @@ class WatchedStore:
 
     def create(
         self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
-    ) -> Created:
+    ) -> records.Created:
         return self._call(self.inner.create, header, events, idempotency_key=idempotency_key)
 
     def read(self, job: JobID) -> View:
         return self._call(self.inner.read, job)
 
-    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[records.ReadAnswer, ...]:
         return self._call(self.inner.read_many, jobs)
 
     def append(
@@ -117,16 +108,18 @@ class WatchedStore:
         events: Sequence[AnyEvent],
         *,
         expect_revision: int,
-        owner: Lease | None = None,
+        owner: records.Lease | None = None,
     ) -> int:
         return self._call(
             self.inner.append, job, events, expect_revision=expect_revision, owner=owner
         )
 
-    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+    def append_many(
+        self, requests: Sequence[records.AppendRequest]
+    ) -> tuple[int | records.Refusal, ...]:
         return self._call(self.inner.append_many, requests)
 
-    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+    def list(self, filter: records.ListFilter | None = None) -> Iterator[JobID]:
         # A store may fetch while the caller iterates: each step is a call of its own, and
         # making the iterator (which may ask nothing yet) does not count as an answer.
         try:
@@ -141,28 +134,30 @@ class WatchedStore:
                 return
             yield job
 
-    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
+    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> records.Lease:
         return self._call(self.inner.acquire, job, holder, ttl)
 
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
-    ) -> tuple[Lease | Refusal, ...]:
+    ) -> tuple[records.Lease | records.Refusal, ...]:
         return self._call(self.inner.acquire_many, jobs, holder, ttl)
 
-    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+    def renew(self, lease: records.Lease, ttl: timedelta) -> records.Lease:
         return self._call(self.inner.renew, lease, ttl)
 
-    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+    def renew_many(
+        self, leases: Sequence[records.Lease], ttl: timedelta
+    ) -> tuple[records.Lease | records.Refusal, ...]:
         return self._call(self.inner.renew_many, leases, ttl)
 
-    def release(self, lease: Lease) -> None:
+    def release(self, lease: records.Lease) -> None:
         self._call(self.inner.release, lease)
 
-    def release_many(self, leases: Sequence[Lease]) -> None:
+    def release_many(self, leases: Sequence[records.Lease]) -> None:
         self._call(self.inner.release_many, leases)
 
     def announce(
-        self, member: str, ttl: timedelta, measured: Measured | None = None
+        self, member: str, ttl: timedelta, measured: records.Measured | None = None
     ) -> tuple[str, ...]:
         return self._call(self.inner.announce, member, ttl, measured)
 

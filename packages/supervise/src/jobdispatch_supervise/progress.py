@@ -22,17 +22,17 @@ import logging
 from collections.abc import Mapping
 
 import attrs
+from jobdispatch.members import OBJ_RUNNING
 from jobdispatch.progress import Blind, JobProgress, ProgressReader, Reading
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, Growth, ObjectRef, OutputGrowthReader
-from jobdispatch.types import JobID, ObjectState
+from jobdispatch.types import JobID
 
 __all__ = ["ProgressPoll", "watches_output"]
 
 log = logging.getLogger("jobdispatch.supervise")
 
 _NOTHING_YET = JobProgress()
-_RUNNING = ObjectState.RUNNING
 #: The adapter's output growth in the set of sources found unreadable (no root is named so).
 _OUTPUT_KEY = "\0output-growth"
 
@@ -141,7 +141,7 @@ class ProgressPoll:
             found = discoveries.get(job)
             if found is None:  # not found this pass: looked at when it is
                 continue
-            refs[job] = [o.ref for o in found.objects if o.state is _RUNNING]
+            refs[job] = [o.ref for o in found.objects if o.state is OBJ_RUNNING]
         every = [r for rs in refs.values() for r in rs]
         try:
             grown = self._growth.output_growth(every) if every else {}

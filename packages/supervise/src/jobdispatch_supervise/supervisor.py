@@ -27,6 +27,7 @@ from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import DispatchError, Invalid, NotFound, ReadOnly, Unavailable, Unreachable
 from jobdispatch.job import fold
 from jobdispatch.progress import ProgressReader
+from jobdispatch.records import events as ev
 from jobdispatch.records.store import Lease, ListFilter, Measured, Records
 from jobdispatch.spi import Backend, Discovery, OutputGrowthReader, find_all, pacing_of
 from jobdispatch.steps import (
@@ -187,6 +188,7 @@ class Supervisor:
             sinks=self.outbox.sinks,
             concurrency=call_concurrency,
             outbox=self.outbox,
+            poll=timedelta(seconds=self.pacing.interval),
         )
         self.sweep_every = sweep_every
         self.heap = HeapKeeper(clock, collect_every=full_collection_every, enabled=freeze_heap)
@@ -472,6 +474,11 @@ class Supervisor:
         many jobs it has. Each job whose rounds ended without an error is then handed to
         ``on_observed`` with the latest Find of it.
 
+        Likewise a job whose step only committed its decision (a :class:`Pass` with a
+        ``view``: progress evidence, say) is not read again for its next round: the record is
+        what the pass read plus what it committed. In a poll where every job's progress
+        interval ends, that is one ``read_many`` of every job fewer.
+
         Answers the earliest wake, and whether the poll saw everything it asked about (no
         job's pass ended because the store or the backend did not answer): only such a poll
         is followed by a heartbeat."""
@@ -480,16 +487,20 @@ class Supervisor:
         fresh = dict(found)  # job -> its latest Find, while no step of the job called out since
         seen = dict(found)  # job -> its latest Find, for on_observed
         failed: set[str] = set()
+        known: dict[str, ev.View] = {}  # job -> its record as its last pass left it, if known
         batch: list[tuple[str, Lease, Discovery | None]] = [
             (job, lease, fresh.get(job)) for job, lease in owned.items()
         ]
         readings = self._progress_poll()  # one listing per root, one look per job, per poll
         while batch and not self._stopping.is_set():
-            results = self.executor.run_batch(batch, readings)
+            results = self.executor.run_batch(batch, readings, known)
             again: list[str] = []
+            known = {}
             for (job, _, _), result in zip(batch, results, strict=True):
                 if not _record_only(result):
                     fresh.pop(job, None)
+                if result.view is not None:
+                    known[job] = result.view
                 if result.error is not None:
                     failed.add(job)
                     if isinstance(result.error, (Unreachable, Unavailable)):

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch import spi
+from jobdispatch import types as t
 from jobdispatch.errors import (
     Conflict,
     Invalid,
@@ -34,31 +35,6 @@ from jobdispatch.errors import (
 )
 from jobdispatch.kit import followed
 from jobdispatch.kit.refusal import refuses_unsupported
-from jobdispatch.spi import (
-    CessationEvidence,
-    Discovery,
-    NativeOffer,
-    ObjectObs,
-    ObjectRef,
-    Pacing,
-    StartRequest,
-    parse_discovery_name,
-)
-from jobdispatch.types import (
-    Action,
-    CallMeta,
-    Capability,
-    HoldMeta,
-    JobID,
-    JobSpec,
-    ObjectState,
-    RecoveryPolicy,
-    Rule,
-    RuleSupport,
-    Source,
-    Support,
-    Tristate,
-)
 
 from jobdispatch_kubeflow import (
     classify,
@@ -87,11 +63,13 @@ Obj = dict[str, Any]
 FOLLOW_POLL = 0.5
 
 #: What a supervisor can have this backend do, per action.
-_PERFORM: Mapping[Action, Support] = {
-    Action.RESUBMIT: Support.yes(Source.CATALOGUE, "a new TrainJob"),
-    Action.ESCALATE: Support.yes(Source.CATALOGUE, "needs nothing of the cluster"),
-    Action.REQUEUE: Support.no(Source.CATALOGUE, "an ended TrainJob cannot be rerun"),
-    Action.RESTART: Support.no(Source.CATALOGUE, "restarts are the JobSet's, on its own policy"),
+_PERFORM: Mapping[t.Action, t.Support] = {
+    t.Action.RESUBMIT: t.Support.yes(t.Source.CATALOGUE, "a new TrainJob"),
+    t.Action.ESCALATE: t.Support.yes(t.Source.CATALOGUE, "needs nothing of the cluster"),
+    t.Action.REQUEUE: t.Support.no(t.Source.CATALOGUE, "an ended TrainJob cannot be rerun"),
+    t.Action.RESTART: t.Support.no(
+        t.Source.CATALOGUE, "restarts are the JobSet's, on its own policy"
+    ),
 }
 #: How long one watch call listens before it returns (call it again to go on).
 WATCH_WINDOW = 10
@@ -132,7 +110,7 @@ class KubeflowBackend(
     name = "kubeflow"
     #: A poll is a LIST (of TrainJobs, JobSets, pods) against the API server; a watch streams
     #: the changes between polls, so the supervisor follows it and polls every 10 s at most.
-    pacing = Pacing(interval=10.0, floor=0.5, watch=True)
+    pacing = spi.Pacing(interval=10.0, floor=0.5, watch=True)
 
     def __init__(
         self,
@@ -192,7 +170,7 @@ class KubeflowBackend(
         s = self.settings
         return f"{self.api!r}|{s.kubeconfig}|{s.context}|{s.token_file}|{id(self._token)}"
 
-    def _queue(self, spec: JobSpec | None) -> str | None:
+    def _queue(self, spec: t.JobSpec | None) -> str | None:
         """The Kueue LocalQueue the TrainJob of ``spec`` goes to (read from the TrainJob
         ``start`` would create, so whatever chooses it is followed); the configured one
         without a spec; None when it goes through no Kueue queue."""
@@ -202,12 +180,12 @@ class KubeflowBackend(
         queue = labels.get(names.QUEUE_NAME)
         return str(queue) if queue else None
 
-    def _would_create(self, spec: JobSpec) -> Obj:
+    def _would_create(self, spec: t.JobSpec) -> Obj:
         """The TrainJob ``start`` would create for a first submission of ``spec`` (pure)."""
-        request = StartRequest(job="plan", submission=1, attempt=1, spec=spec)
+        request = spi.StartRequest(job="plan", submission=1, attempt=1, spec=spec)
         return manifest.trainjob(request, self.settings, self.gating)
 
-    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+    def capabilities(self, spec: t.JobSpec | None = None) -> Mapping[t.Capability, t.Support]:
         """Every capability, probed per cluster (cached for ``probe_ttl``), the readmission
         gate per LocalQueue; a spec that names a GPU model is told no, since the model is a
         node label this adapter does not select by."""
@@ -231,8 +209,8 @@ class KubeflowBackend(
         )
         if spec is not None and spec.resources.gpu_type is not None:
             answers = dict(answers)
-            answers[Capability.GPUS] = Support.no(
-                Source.CATALOGUE,
+            answers[t.Capability.GPUS] = t.Support.no(
+                t.Source.CATALOGUE,
                 f"GPUs of type {spec.resources.gpu_type!r}: the model is a node label; select it "
                 "in resources.constraints (nvidia.com/gpu.product=...), or name a MIG slice or "
                 "another vendor's resource in resources.kubeflow gpu_resource",
@@ -249,7 +227,7 @@ class KubeflowBackend(
     def resource_schema(self) -> Mapping[str, object]:
         return job_settings.RESOURCE_SCHEMA
 
-    def resource_problems(self, spec: JobSpec) -> Sequence[Problem]:
+    def resource_problems(self, spec: t.JobSpec) -> Sequence[Problem]:
         """What the schema of ``[resources.kubeflow]`` cannot say: each value read (a label
         given twice, a reserved key), constraints that are not node labels, a priority class
         where the cluster entry submits through no Kueue, an environment variable set twice,
@@ -290,7 +268,7 @@ class KubeflowBackend(
         return problems
 
     @refuses_unsupported
-    def preview(self, request: StartRequest) -> str:
+    def preview(self, request: spi.StartRequest) -> str:
         """The TrainJob ``start`` would create for ``request``, as JSON (``kubectl create -f``
         reads it), creating nothing. Where a restart rule needs a derived runtime, its name is
         computed from the base runtime (one read), not created."""
@@ -298,72 +276,77 @@ class KubeflowBackend(
         body = manifest.trainjob(request, self.settings, self.gating, runtime=runtime)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
-    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+    def rules(self, spec: t.JobSpec, policy: t.RecoveryPolicy) -> Sequence[t.RuleSupport]:
         """Native: a restart on causes a derived runtime's failure policy tells apart exactly
         (0010 §6); nothing else. Perform: resubmit and escalate; hold as the cluster answers."""
         caps = self.capabilities(spec)
         return [self._rule(rule, caps) for rule in policy.rules]
 
-    def _rule(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport:
-        perform = caps[Capability.HOLD] if rule.action is Action.HOLD else _PERFORM[rule.action]
+    def _rule(self, rule: t.Rule, caps: Mapping[t.Capability, t.Support]) -> t.RuleSupport:
+        perform = caps[t.Capability.HOLD] if rule.action is t.Action.HOLD else _PERFORM[rule.action]
         ungated = self._ungated(rule, caps)
         if ungated is not None:
             return ungated
         answered = self.gating.rule(rule, perform)
         if answered is not None:
             return answered
-        if rule.action is not Action.RESTART:
-            return RuleSupport(
-                Support.no(Source.CATALOGUE, f"the cluster does not {rule.action} by itself"),
+        if rule.action is not t.Action.RESTART:
+            return t.RuleSupport(
+                t.Support.no(t.Source.CATALOGUE, f"the cluster does not {rule.action} by itself"),
                 perform,
             )
-        cap = caps[Capability.NATIVE_RESTART]
+        cap = caps[t.Capability.NATIVE_RESTART]
         if not restart.covered(rule):
             on = ", ".join(str(k) for k in rule.on)
-            return RuleSupport(
-                Support.no(Source.CATALOGUE, f"no JobSet failure policy restarts on exactly {on}"),
+            return t.RuleSupport(
+                t.Support.no(
+                    t.Source.CATALOGUE, f"no JobSet failure policy restarts on exactly {on}"
+                ),
                 perform,
             )
-        if cap.answer is not Tristate.YES:
-            return RuleSupport(Support(cap.answer, cap.source, cap.detail), perform)
-        return RuleSupport(
-            Support.yes(Source.PROBED, "JobSet RestartJobSet, maxRestarts = the budget"), perform
+        if cap.answer is not t.Tristate.YES:
+            return t.RuleSupport(t.Support(cap.answer, cap.source, cap.detail), perform)
+        return t.RuleSupport(
+            t.Support.yes(t.Source.PROBED, "JobSet RestartJobSet, maxRestarts = the budget"),
+            perform,
         )
 
-    def _ungated(self, rule: Rule, caps: Mapping[Capability, Support]) -> RuleSupport | None:
+    def _ungated(
+        self, rule: t.Rule, caps: Mapping[t.Capability, t.Support]
+    ) -> t.RuleSupport | None:
         """Under Kueue without a readmission gate, a rule on a cause Kueue requeues by itself
         (a preemption, a pods-ready timeout) cannot be enforced by anyone: Kueue readmits the
         evicted TrainJob before the supervisor decides. Answered with the gate's own answer
         (no, or unknown), so the plan refuses it as any rule without an enforcer; None when
         the gate stands or the rule names no such cause."""
-        gate = caps[Capability.READMISSION_GATE]
+        gate = caps[t.Capability.READMISSION_GATE]
         kueue_causes = sorted(str(k) for k in rule.on if k in gating.KUEUE_REQUEUES)
-        if not self.gating.through_kueue or gate.answer is Tristate.YES or not kueue_causes:
+        if not self.gating.through_kueue or gate.answer is t.Tristate.YES or not kueue_causes:
             return None
         detail = f"Kueue readmits on {', '.join(kueue_causes)} by itself: {gate.detail}"
-        return RuleSupport(
-            Support.no(Source.CATALOGUE, detail), Support(gate.answer, gate.source, detail)
+        return t.RuleSupport(
+            t.Support.no(t.Source.CATALOGUE, detail), t.Support(gate.answer, gate.source, detail)
         )
 
     def compile(
-        self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
-    ) -> NativeOffer:
+        self, spec: t.JobSpec, rules: Mapping[int, t.Rule], remaining: Mapping[int, int]
+    ) -> spi.NativeOffer:
         """Offer the restart rules a derived runtime enforces, with budget left. JobSet keeps
         one restart counter, so the offered rules share the smallest remaining budget."""
         caps = self.capabilities(spec)
         chosen = sorted(
             i
             for i, rule in rules.items()
-            if self._rule(rule, caps).native.answer is Tristate.YES
+            if self._rule(rule, caps).native.answer is t.Tristate.YES
             and remaining.get(i, rule.budget) > 0
         )
         if not chosen:
-            return NativeOffer()
+            return spi.NativeOffer()
         left = {i: remaining.get(i, rules[i].budget) for i in chosen}
         on: set[int] = set()
         for i in chosen:
             on.update(restart.indices(rules[i].on) or ())
-        return NativeOffer(
+        return spi.NativeOffer(
             rules=tuple(chosen),
             remaining=left,
             settings={
@@ -372,19 +355,19 @@ class KubeflowBackend(
             },
         )
 
-    def identity_weakened(self, spec: JobSpec) -> str:
+    def identity_weakened(self, spec: t.JobSpec) -> str:
         """Why a run's identity is weak: the runtime lets Kubernetes rerun a rank in place
         (:meth:`_ranks_rerun`), or, under Kueue without a readmission gate, Kueue reruns an
         evicted TrainJob by itself as a new execution nobody decided (a job without a rule on
         preemption runs again). The plan shows it; Start refuses only the first."""
         ranks = self._ranks_rerun(spec)
-        gate = self.capabilities(spec)[Capability.READMISSION_GATE]
-        if not self.gating.through_kueue or gate.answer is Tristate.YES:
+        gate = self.capabilities(spec)[t.Capability.READMISSION_GATE]
+        if not self.gating.through_kueue or gate.answer is t.Tristate.YES:
             return ranks
         readmits = f"Kueue may readmit an evicted TrainJob by itself (readmission-gate {gate})"
         return f"{ranks}; {readmits}" if ranks else readmits
 
-    def _ranks_rerun(self, spec: JobSpec) -> str:
+    def _ranks_rerun(self, spec: t.JobSpec) -> str:
         """Why the runtime ``spec`` runs under (its own, else the cluster entry's) lets
         Kubernetes rerun a rank in place (the Job's ``backoffLimit`` or the pods'
         ``OnFailure``), so one execution may hold several runs of a rank; "" when it does not.
@@ -410,7 +393,7 @@ class KubeflowBackend(
             f"(Job backoffLimit {limit}, pod restartPolicy {facts.restart_policy or 'OnFailure'})"
         )
 
-    def never_fits(self, spec: JobSpec) -> Sequence[Problem]:
+    def never_fits(self, spec: t.JobSpec) -> Sequence[Problem]:
         """Why the TrainJob ``spec`` becomes could never run here (:mod:`placement`): the nodes'
         largest allocatable of each resource it asks, its node selector (when it has one), and
         under Kueue its ClusterQueue's quota and what its cohort may lend it. One LIST of nodes
@@ -439,7 +422,7 @@ class KubeflowBackend(
         return self._clock()
 
     @refuses_unsupported
-    def start(self, request: StartRequest) -> ObjectRef:
+    def start(self, request: spi.StartRequest) -> spi.ObjectRef:
         """Create the TrainJob suspended under the discovery name. Rejected when the API
         refuses it (an object of that name exists: find it); OutcomeUnknown when the reply was
         lost. What the cluster cannot do was refused before, by the core."""
@@ -459,12 +442,12 @@ class KubeflowBackend(
         self._wrote("trainjobs", created)
         return names.ref_of(self.namespace, request.name)
 
-    def _derives(self, request: StartRequest) -> bool:
+    def _derives(self, request: spi.StartRequest) -> bool:
         """Whether the run needs a TrainingRuntime of its own: for the offer's failure policy,
         or for the publish image's init container."""
         return bool(request.native.rules) or self.settings.publish is not None
 
-    def _derived_runtime(self, request: StartRequest, *, create: bool = True) -> str:
+    def _derived_runtime(self, request: spi.StartRequest, *, create: bool = True) -> str:
         """Create (or find) the TrainingRuntime that carries the offer's failure policy and the
         publish image's init container (each when asked), based on the job's runtime; its
         name. The name is a hash of its content, so equal runtimes are one. ``create=False``:
@@ -496,14 +479,14 @@ class KubeflowBackend(
                 self.api.create("trainingruntimes", self.namespace, body)
         return str(body["metadata"]["name"])
 
-    def _trainjob(self, ref: ObjectRef) -> tuple[str, str, Obj]:
+    def _trainjob(self, ref: spi.ObjectRef) -> tuple[str, str, Obj]:
         namespace, name = names.split_ref(ref)
         obj = self.api.get("trainjobs", namespace, name)
         if obj is None:
             raise NotFound(f"no TrainJob {ref}")
         return namespace, name, obj
 
-    def _patch(self, ref: ObjectRef, change: Callable[[Obj], Obj | None]) -> None:
+    def _patch(self, ref: spi.ObjectRef, change: Callable[[Obj], Obj | None]) -> None:
         """Read, decide, write with the version read (so a write between is a Conflict, and
         the decision is made again on what is there now)."""
         for _ in range(5):
@@ -519,7 +502,7 @@ class KubeflowBackend(
                 continue
         raise Rejected(f"TrainJob {ref} kept changing under five attempts to update it")
 
-    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+    def open(self, ref: spi.ObjectRef, meta: t.CallMeta | None = None) -> None:
         """Lift the gate the way the gating strategy lifts it (``gate: open`` and ``suspend:
         false``; under Kueue, 0012 §3). Under one of our holds only the gate is lifted (the
         hold stays). Already open, running, stopped or ended: success. Rejected past
@@ -537,7 +520,7 @@ class KubeflowBackend(
 
         self._patch(ref, change)
 
-    def stop(self, ref: ObjectRef, reason: str) -> None:
+    def stop(self, ref: spi.ObjectRef, reason: str) -> None:
         """Write the reason and suspend, then delete the TrainJob with background propagation.
         Until its pods are gone (the suspension deletes them) it shows running with "clean-up
         pending" in its detail; then ended, cancelled by an actor. The adapter's finalizer keeps
@@ -584,7 +567,7 @@ class KubeflowBackend(
                 return
         self.api.delete("trainjobs", namespace, name, propagation="Background")
 
-    def forget(self, ref: ObjectRef) -> None:
+    def forget(self, ref: spi.ObjectRef) -> None:
         """Remove the receipt of a stopped TrainJob (its finalizer), once nothing needs it.
         Read and written with its version, again on a conflict: the collector removes its own
         finalizer from the same list meanwhile (a 409 seen on the control plane)."""
@@ -609,13 +592,13 @@ class KubeflowBackend(
 
     # ------------------------------------------------------------------ observation
 
-    def find(self, job: JobID) -> Discovery:
+    def find(self, job: t.JobID) -> spi.Discovery:
         """Every TrainJob of ``job``: the same few reads as find_many."""
         return self.find_many([job])[job]
 
     def find_many(
-        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
-    ) -> Mapping[JobID, Discovery]:
+        self, jobs: Sequence[t.JobID], states: Sequence[t.ObjectState] = ()
+    ) -> Mapping[t.JobID, spi.Discovery]:
         """Every object of every job in ``jobs``. Once a supervisor follows the cluster
         (:meth:`watch` started the shared caches, module ``informers``) the caches answer and a
         poll sends no request at all; before, one LIST each of TrainJobs, JobSets, Jobs and
@@ -623,7 +606,7 @@ class KubeflowBackend(
         of them, and a GET of each node a pod is bound to when the evidence needs nodes."""
         at = self.now()
         wanted = list(dict.fromkeys(jobs))
-        found: dict[JobID, list[ObjectObs]] = {job: [] for job in wanted}
+        found: dict[t.JobID, list[spi.ObjectObs]] = {job: [] for job in wanted}
         if not wanted:
             return {}
         view = self._view()
@@ -644,7 +627,7 @@ class KubeflowBackend(
                 continue
             found[ident[0]].append(obs)
         return {
-            job: Discovery(job=job, objects=tuple(sorted(objs, key=_order)), at=at)
+            job: spi.Discovery(job=job, objects=tuple(sorted(objs, key=_order)), at=at)
             for job, objs in found.items()
         }
 
@@ -661,7 +644,7 @@ class KubeflowBackend(
         ours = [
             tj
             for tj in trainjobs
-            if parse_discovery_name(str((tj.get("metadata") or {}).get("name", ""))) is not None
+            if spi.parse_discovery_name(str((tj.get("metadata") or {}).get("name", ""))) is not None
         ]
         if not ours:
             return []
@@ -770,7 +753,7 @@ class KubeflowBackend(
             while len(self._pinned) > PINS_REMEMBERED:
                 self._pinned.popitem(last=False)
 
-    def chain(self, ref: ObjectRef) -> Chain:
+    def chain(self, ref: spi.ObjectRef) -> Chain:
         """Every object beneath one TrainJob, events included (for inspect and the tests)."""
         chain = self._read_chain(ref)
         self._pin(chain)
@@ -805,7 +788,7 @@ class KubeflowBackend(
             log.info("TrainJob %s: deleted by someone else, stopped; releasing its receipt", ref)
             self.forget(ref)
 
-    def _suspend_deleted(self, ref: ObjectRef, going: int | None) -> None:
+    def _suspend_deleted(self, ref: spi.ObjectRef, going: int | None) -> None:
         """Suspend a TrainJob being deleted (its pods then go), with the run that was going."""
 
         def change(obj: Obj) -> Obj | None:
@@ -824,7 +807,7 @@ class KubeflowBackend(
             log.info("could not suspend the deleted TrainJob %s: %s", ref, exc)
 
     def _read_chain(
-        self, ref: ObjectRef, *, events: bool = True, seen: Sequence[Mapping[str, Any]] = ()
+        self, ref: spi.ObjectRef, *, events: bool = True, seen: Sequence[Mapping[str, Any]] = ()
     ) -> Chain:
         """The objects beneath one TrainJob, read now. ``seen``: pods a watch showed, added
         when the API server no longer lists them (deleted since)."""
@@ -896,13 +879,13 @@ class KubeflowBackend(
         informers.start()
         return informers
 
-    def inspect(self, ref: ObjectRef) -> ObjectObs:
+    def inspect(self, ref: spi.ObjectRef) -> spi.ObjectObs:
         """One TrainJob now, with the events about it in the detail; NotFound when the API no
         longer has it."""
         return self._object(observe(self.chain(ref)))
 
-    def _object(self, obs: Observation) -> ObjectObs:
-        return ObjectObs(
+    def _object(self, obs: Observation) -> spi.ObjectObs:
+        return spi.ObjectObs(
             ref=names.ref_of(self.namespace, obs.name),
             name=obs.name,
             state=obs.state,
@@ -913,7 +896,7 @@ class KubeflowBackend(
             detail=obs.detail,
         )
 
-    def watch(self, job: JobID) -> Iterator[ObjectObs]:
+    def watch(self, job: t.JobID) -> Iterator[spi.ObjectObs]:
         """The job's objects as they are now, then again after each change of anything beneath
         them, for up to ``WATCH_WINDOW`` seconds; call it again to go on.
 
@@ -957,12 +940,12 @@ class KubeflowBackend(
         finally:
             unsubscribe()
 
-    def _observed(self, job: JobID, view: Informers) -> Iterator[ObjectObs]:
+    def _observed(self, job: t.JobID, view: Informers) -> Iterator[spi.ObjectObs]:
         trainjobs = [tj for tj in view.items("trainjobs") if _labels(tj).get(names.JOB) == job]
         for chain in self._chains(trainjobs, view):
             yield self._object(observe(chain))
 
-    def _watch_listing(self, job: JobID) -> Iterator[ObjectObs]:
+    def _watch_listing(self, job: t.JobID) -> Iterator[spi.ObjectObs]:
         """A window of following one job by itself: a LIST of its TrainJobs and a WATCH from
         there (the way before the shared caches, kept for an identity that cannot fill them)."""
         selector = names.job_selector([job])
@@ -974,7 +957,7 @@ class KubeflowBackend(
                     yield self._object(observe(chain))
                 continue
             name = str((event.obj.get("metadata") or {}).get("name", ""))
-            if parse_discovery_name(name) is None:
+            if spi.parse_discovery_name(name) is None:
                 continue
             if event.type == "DELETED":
                 yield self._object(observe(Chain(trainjob=event.obj)))
@@ -984,30 +967,30 @@ class KubeflowBackend(
             except NotFound:
                 continue
 
-    def ceased(self, ref: ObjectRef) -> CessationEvidence:
+    def ceased(self, ref: spi.ObjectRef) -> spi.CessationEvidence:
         """Yes once no pod of the object can still run (none left, or all Succeeded or Failed);
         no while one can; never no of an ended object (it has none by then)."""
         try:
             chain = self.chain(ref)
         except NotFound:
-            return CessationEvidence(
-                ceased=Tristate.YES, detail="the TrainJob is gone", at=self.now()
+            return spi.CessationEvidence(
+                ceased=t.Tristate.YES, detail="the TrainJob is gone", at=self.now()
             )
         obs = observe(chain)
-        if obs.pods_left and obs.state is ObjectState.ENDED:
+        if obs.pods_left and obs.state is t.ObjectState.ENDED:
             # Ended (its outcome is final) while some pods are still being deleted.
-            return CessationEvidence(
-                ceased=Tristate.UNKNOWN,
+            return spi.CessationEvidence(
+                ceased=t.Tristate.UNKNOWN,
                 detail=f"clean-up pending: {obs.pods_left} pods remain",
                 at=self.now(),
             )
         if obs.pods_left:
-            return CessationEvidence(
-                ceased=Tristate.NO,
+            return spi.CessationEvidence(
+                ceased=t.Tristate.NO,
                 detail=f"{obs.pods_left} pods may still run ({obs.state})",
                 at=self.now(),
             )
-        return CessationEvidence(ceased=Tristate.YES, detail="no pod can run", at=self.now())
+        return spi.CessationEvidence(ceased=t.Tristate.YES, detail="no pod can run", at=self.now())
 
     # ------------------------------------------------------------------ holds
 
@@ -1017,7 +1000,7 @@ class KubeflowBackend(
             msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
             raise Rejected(msg)
 
-    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def hold(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only
         an object that has not run can be held: Rejected when it runs or has ended (suspending
         a running TrainJob deletes its pods, which is a stop, not a hold), and past
@@ -1027,7 +1010,7 @@ class KubeflowBackend(
         if meta.instance < 0:
             raise Invalid(f"hold instance must be >= 0, not {meta.instance}")
         state = self.inspect(ref).state
-        if state in (ObjectState.RUNNING, ObjectState.ENDED):
+        if state in (t.ObjectState.RUNNING, t.ObjectState.ENDED):
             raise Rejected(
                 f"cannot hold {ref}: it is {state}; only an object not yet running can be"
             )
@@ -1045,7 +1028,7 @@ class KubeflowBackend(
             self.api, ref, lambda: self._check(meta.deadline, f"hold {meta.instance} of {ref}")
         )
 
-    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def release(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
         object was held before it was opened, else resumed. Another instance, or none: success
         with no effect. Rejected past ``meta.deadline``. The gating strategy lifts it: under
@@ -1060,7 +1043,7 @@ class KubeflowBackend(
             if annotations.get(names.HOLD) != str(meta.instance):
                 return None
             released = True
-            return self.gating.release(obj, CallMeta(deadline=meta.deadline))
+            return self.gating.release(obj, t.CallMeta(deadline=meta.deadline))
 
         self._patch(ref, change)
         if released:
@@ -1069,7 +1052,7 @@ class KubeflowBackend(
     # ------------------------------------------------------------------ output
 
     def output(
-        self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
+        self, ref: spi.ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
     ) -> IO[bytes]:
         """The log of rank ``rank``'s pod (its completion index) in the current attempt; with
         ``follow``, a stream that looks again every half second and ends once the object has
@@ -1080,8 +1063,8 @@ class KubeflowBackend(
         if stream == "stderr":
             raise Unsupported(f"a pod log of {ref} holds stderr within stdout; ask for stdout")
         caps = self.capabilities()
-        cap = Capability.OUTPUT_FOLLOW if follow else Capability.OUTPUT_READ
-        if caps[cap].answer is Tristate.NO:
+        cap = t.Capability.OUTPUT_FOLLOW if follow else t.Capability.OUTPUT_READ
+        if caps[cap].answer is t.Tristate.NO:
             raise Unsupported(f"{cap} is not supported here ({caps[cap].detail})")
         if follow:
             return followed.follow(
@@ -1092,7 +1075,7 @@ class KubeflowBackend(
         namespace, pod, container = self._log_source(ref, rank)
         return self.api.log(namespace, pod, container=container, follow=False)
 
-    def _log_whole(self, ref: ObjectRef, rank: int) -> bytes:
+    def _log_whole(self, ref: spi.ObjectRef, rank: int) -> bytes:
         """The whole log of rank ``rank``'s pod, read without following: the API server's
         own follow ends when the kubelet ends it, and kwok's never does (it tails its log file
         for ever, seen on the control plane), while a real kubelet's may outlive a deleted
@@ -1104,13 +1087,13 @@ class KubeflowBackend(
         except NotFound:
             return b""
 
-    def _ended_or_gone(self, ref: ObjectRef) -> bool:
+    def _ended_or_gone(self, ref: spi.ObjectRef) -> bool:
         try:
-            return self.inspect(ref).state is ObjectState.ENDED
+            return self.inspect(ref).state is t.ObjectState.ENDED
         except NotFound:
             return True
 
-    def _log_source(self, ref: ObjectRef, rank: int) -> tuple[str, str, str | None]:
+    def _log_source(self, ref: spi.ObjectRef, rank: int) -> tuple[str, str, str | None]:
         """(namespace, pod, container) of rank ``rank``'s log in the current attempt."""
         chain = self.chain(ref)
         pods = [p for p in chain.pods if _rank(p) == rank]
@@ -1133,7 +1116,7 @@ def _beneath(objs: list[Obj], wanted: set[str]) -> dict[str, list[Obj]]:
     return out
 
 
-def _concerns(kind: str, event: Event, job: JobID) -> bool:
+def _concerns(kind: str, event: Event, job: t.JobID) -> bool:
     """Whether ``event`` of ``kind`` may change what ``job``'s objects show: a change of one
     of its TrainJobs or of anything beneath them, any Workload's, a node deleted or not Ready,
     and every new list (after a 410)."""
@@ -1151,9 +1134,9 @@ def _concerns(kind: str, event: Event, job: JobID) -> bool:
             if c.get("type") == "Ready"
         ]
         return event.type == "DELETED" or ready != ["True"]
-    parsed = parse_discovery_name(str(_labels(obj).get(names.JOBSET_NAME, "")))
+    parsed = spi.parse_discovery_name(str(_labels(obj).get(names.JOBSET_NAME, "")))
     if kind == "jobsets":
-        parsed = parse_discovery_name(str((obj.get("metadata") or {}).get("name", "")))
+        parsed = spi.parse_discovery_name(str((obj.get("metadata") or {}).get("name", "")))
     return parsed is not None and parsed[0] == job
 
 
@@ -1184,7 +1167,7 @@ def _rank(pod: Mapping[str, Any]) -> int:
 def _going(chain: Chain) -> int | None:
     """The index of the execution running in ``chain``, None when none is."""
     latest = observe(chain).executions
-    return latest[-1].index if latest and latest[-1].state is ObjectState.RUNNING else None
+    return latest[-1].index if latest and latest[-1].state is t.ObjectState.RUNNING else None
 
 
 def _ended(obj: Mapping[str, Any]) -> bool:
@@ -1194,7 +1177,7 @@ def _ended(obj: Mapping[str, Any]) -> bool:
     return False
 
 
-def _order(obs: ObjectObs) -> tuple[int, int, str]:
+def _order(obs: spi.ObjectObs) -> tuple[int, int, str]:
     ident = obs.identity
     n, k = (ident[1], ident[2]) if ident is not None else (0, 0)
     return (n, k, obs.ref.id)

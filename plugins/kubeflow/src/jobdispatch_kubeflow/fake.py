@@ -23,6 +23,7 @@ from typing import IO, Any
 from jobdispatch.errors import Conflict, NotFound
 
 from jobdispatch_kubeflow.api import AlreadyExists
+from jobdispatch_kubeflow.manifest import trainer_job
 
 __all__ = ["TEST_RUNTIME_OBJECT", "FakeApi", "matches"]
 
@@ -36,19 +37,9 @@ TEST_RUNTIME_OBJECT: Obj = {
     "metadata": {"name": "dispatch-torch-test"},
     "spec": {
         "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "spec": {
-                                "backoffLimit": 0,
-                                "template": {"spec": {"restartPolicy": "Never"}},
-                            }
-                        },
-                    }
-                ]
-            }
+            "spec": trainer_job(
+                {"spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never"}}}}
+            )
         }
     },
 }
@@ -123,6 +114,10 @@ class FakeApi:
         self._version += 1
         obj.setdefault("metadata", {})["resourceVersion"] = str(self._version)
 
+    def _gate(self, method: str) -> None:
+        """Before a read is answered: nothing here; :class:`FakeCluster` refuses it when the
+        stand-in cluster is unreachable or the identity unauthorized."""
+
     def put(self, kind: str, namespace: str | None, obj: Obj) -> Obj:
         """Store ``obj`` as a controller would have made it (no request counted)."""
         obj = copy.deepcopy(obj)
@@ -141,27 +136,31 @@ class FakeApi:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[list[Obj], str]:
-        self.requests[f"LIST {kind}"] += 1
-        items = []
-        for (k, ns, _), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
-            if k != kind or (namespace is not None and ns != namespace):
-                continue
-            if not matches(label_selector, (obj.get("metadata") or {}).get("labels") or {}):
-                continue
-            if field_selector:
-                key, _, value = field_selector.partition("=")
-                if (
-                    key == "involvedObject.name"
-                    and (obj.get("involvedObject") or {}).get("name") != value
-                ):
+        with self.lock:
+            self._gate("LIST")
+            self.requests[f"LIST {kind}"] += 1
+            items = []
+            for (k, ns, _), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
+                if k != kind or (namespace is not None and ns != namespace):
                     continue
-            items.append(copy.deepcopy(obj))
-        return items, str(self._version)
+                if not matches(label_selector, (obj.get("metadata") or {}).get("labels") or {}):
+                    continue
+                if field_selector:
+                    key, _, value = field_selector.partition("=")
+                    if (
+                        key == "involvedObject.name"
+                        and (obj.get("involvedObject") or {}).get("name") != value
+                    ):
+                        continue
+                items.append(copy.deepcopy(obj))
+            return items, str(self._version)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
-        self.requests[f"GET {kind}"] += 1
-        obj = self.objects.get((kind, namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+        with self.lock:
+            self._gate("GET")
+            self.requests[f"GET {kind}"] += 1
+            obj = self.objects.get((kind, namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
 
     def create(self, kind: str, namespace: str | None, body: Obj) -> Obj:
         self.requests[f"POST {kind}"] += 1
@@ -229,23 +228,25 @@ class FakeApi:
         return io.BytesIO(self.logs[pod])
 
     def raw(self, method: str, path: str, body: Obj | None = None) -> Obj:
-        self.requests[f"{method} {path}"] += 1
-        if path == "/apis":
-            return {
-                "groups": [
-                    {"name": g, "versions": [{"version": v} for v in vs]}
-                    for g, vs in self.groups.items()
-                ]
-            }
-        if path.startswith("/openapi/v3/apis/jobset"):
-            return {
-                "components": {
-                    "schemas": {"x": {"properties": {"onJobFailureMessagePatterns": {}}}}
+        with self.lock:
+            self._gate(method)
+            self.requests[f"{method} {path}"] += 1
+            if path == "/apis":
+                return {
+                    "groups": [
+                        {"name": g, "versions": [{"version": v} for v in vs]}
+                        for g, vs in self.groups.items()
+                    ]
                 }
-            }
-        if path.endswith("selfsubjectaccessreviews"):
-            return {"status": {"allowed": self.allowed}}
-        raise NotFound(path)
+            if path.startswith("/openapi/v3/apis/jobset"):
+                return {
+                    "components": {
+                        "schemas": {"x": {"properties": {"onJobFailureMessagePatterns": {}}}}
+                    }
+                }
+            if path.endswith("selfsubjectaccessreviews"):
+                return {"status": {"allowed": self.allowed}}
+            raise NotFound(path)
 
     def close(self) -> None:
         pass
@@ -305,30 +306,6 @@ class FakeCluster(FakeApi):
             raise Unreachable(f"{method}: connection refused (fake)")
         if not self.authorized:
             raise Unauthorized(f"{method}: HTTP 401 Unauthorized (fake)")
-
-    def list(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> tuple[builtins.list[Obj], str]:
-        with self.lock:
-            self._gate("LIST")
-            return super().list(
-                kind, namespace, label_selector=label_selector, field_selector=field_selector
-            )
-
-    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
-        with self.lock:
-            self._gate("GET")
-            return super().get(kind, namespace, name)
-
-    def raw(self, method: str, path: str, body: Obj | None = None) -> Obj:
-        with self.lock:
-            self._gate(method)
-            return super().raw(method, path, body)
 
     def create(self, kind: str, namespace: str | None, body: Obj) -> Obj:
         with self.lock:

@@ -32,6 +32,7 @@ __all__ = [
     "labels",
     "resources_per_node",
     "runtime_name",
+    "trainer_job",
     "trainjob",
 ]
 
@@ -47,6 +48,13 @@ TRAINER_JOB = "node"
 TRAINER_CONTAINER = "node"
 #: A label value: what ``kubernetes.io/hostname`` can hold, so all a suspect node may be.
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+
+
+def trainer_job(job_template: dict[str, Any]) -> dict[str, Any]:
+    """A training runtime's ``template.spec`` that says ``job_template`` of the training job
+    (:data:`TRAINER_JOB`) and nothing of any other replicated job: what the adapter's runtime
+    patch says of the training pods, and all a runtime of one replicated job holds."""
+    return {"replicatedJobs": [{"name": TRAINER_JOB, "template": job_template}]}
 
 
 def labels(request: StartRequest) -> dict[str, str]:
@@ -210,7 +218,7 @@ def trainjob(
         }
     if job_template:
         # Through the adapter's own runtime patch, on the training pods only.
-        template["spec"] = {"replicatedJobs": [{"name": TRAINER_JOB, "template": job_template}]}
+        template["spec"] = trainer_job(job_template)
     patch = {"template": template}
     kind = settings.runtime.kind if runtime is None else "TrainingRuntime"
     body: dict[str, Any] = {

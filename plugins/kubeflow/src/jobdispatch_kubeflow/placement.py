@@ -36,21 +36,12 @@ __all__ = ["never_fits", "quantity", "requested", "selector"]
 
 Obj = Mapping[str, Any]
 
+#: The suffixes of a quantity: milli, the decimal powers of 1000 and the binary powers of 1024.
 _SUFFIX = {
     "": Decimal(1),
     "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
+    **{p: Decimal(1000) ** n for n, p in enumerate("kMGTPE", start=1)},
+    **{f"{p}i": Decimal(1024) ** n for n, p in enumerate("KMGTPE", start=1)},
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 

@@ -49,22 +49,44 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-#: The (verb, resource, subresource) the adapter needs, and what each is for.
-NEEDED: Mapping[str, tuple[str, str, str, str]] = {
-    "create trainjobs": ("create", "trainer.kubeflow.org", "trainjobs", ""),
-    "patch trainjobs": ("patch", "trainer.kubeflow.org", "trainjobs", ""),
-    "delete trainjobs": ("delete", "trainer.kubeflow.org", "trainjobs", ""),
-    "list trainjobs": ("list", "trainer.kubeflow.org", "trainjobs", ""),
-    "watch trainjobs": ("watch", "trainer.kubeflow.org", "trainjobs", ""),
-    "list jobsets": ("list", "jobset.x-k8s.io", "jobsets", ""),
-    "list jobs": ("list", "batch", "jobs", ""),
-    "list pods": ("list", "", "pods", ""),
-    "get pods/log": ("get", "", "pods", "log"),
-    "list nodes": ("list", "", "nodes", ""),
-    "list events": ("list", "", "events", ""),
-    "create trainingruntimes": ("create", "trainer.kubeflow.org", "trainingruntimes", ""),
-    "patch workloads": ("patch", "kueue.x-k8s.io", "workloads", ""),
+#: The API group of each resource the adapter touches ("" is the core group).
+_GROUP = {
+    "trainjobs": "trainer.kubeflow.org",
+    "trainingruntimes": "trainer.kubeflow.org",
+    "jobsets": "jobset.x-k8s.io",
+    "jobs": "batch",
+    "workloads": "kueue.x-k8s.io",
+    "pods": "",
+    "nodes": "",
+    "events": "",
 }
+#: What the adapter must be allowed to do, each as ``verb resource[/subresource]``.
+_NEEDS = (
+    "create trainjobs",
+    "patch trainjobs",
+    "delete trainjobs",
+    "list trainjobs",
+    "watch trainjobs",
+    "list jobsets",
+    "list jobs",
+    "list pods",
+    "get pods/log",
+    "list nodes",
+    "list events",
+    "create trainingruntimes",
+    "patch workloads",
+)
+
+
+def _review(need: str) -> tuple[str, str, str, str]:
+    """The (verb, group, resource, subresource) an access review asks for ``need``."""
+    verb, _, target = need.partition(" ")
+    resource, _, sub = target.partition("/")
+    return verb, _GROUP[resource], resource, sub
+
+
+#: The (verb, group, resource, subresource) of each of :data:`_NEEDS`, by what it is for.
+NEEDED: Mapping[str, tuple[str, str, str, str]] = {need: _review(need) for need in _NEEDS}
 
 
 @attrs.frozen(kw_only=True)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from jobdispatch.errors import Conflict, Unauthorized
+from jobdispatch.errors import Conflict, NotFound, Unauthorized
 from jobdispatch.spi import Backend, ObjectRef
 from jobdispatch.testing import eventually
 from jobdispatch.types import Capability, JobSpec, Resources, Support, Tristate
@@ -59,6 +59,7 @@ __all__ = [
     "gated",
     "kubectl",
     "own_node",
+    "place_on_own_node",
     "real_node_problem",
     "require",
     "settings",
@@ -259,6 +260,35 @@ def own_node(
             "status": status,
         },
     )
+
+
+def place_on_own_node(
+    admin: Api,
+    namespace: str,
+    name: str,
+    key: str,
+    value: str,
+    *,
+    manager: str = "dispatch.test/placement",
+) -> None:
+    """Put the pods of TrainJob ``name`` on the node :func:`own_node` made for ``key=value``,
+    before the TrainJob is opened: a runtime patch of ``manager`` (the test's own, never the
+    adapter's) adds the node selector and the toleration of the node's taint."""
+    tj = admin.get("trainjobs", namespace, name)
+    if tj is None:
+        raise NotFound(f"no TrainJob {namespace}/{name} to place")
+    pod = {
+        "nodeSelector": {key: value},
+        "tolerations": [{"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}],
+    }
+    placement = {
+        "manager": manager,
+        "trainingRuntimeSpec": {
+            "template": {"spec": manifest.trainer_job({"spec": {"template": {"spec": pod}}})}
+        },
+    }
+    patches = [*tj["spec"]["runtimePatches"], placement]
+    admin.patch("trainjobs", namespace, name, {"spec": {"runtimePatches": patches}})
 
 
 class KubeDriver(Driver):

@@ -31,6 +31,7 @@ from typing import IO, Any
 
 import attrs
 from jobdispatch import codec, spi
+from jobdispatch import types as t
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import (
     Invalid,
@@ -40,32 +41,6 @@ from jobdispatch.errors import (
     Unavailable,
 )
 from jobdispatch.kit.refusal import refuses_unsupported
-from jobdispatch.spi import (
-    CessationEvidence,
-    Discovery,
-    Growth,
-    ObjectObs,
-    ObjectRef,
-    Pacing,
-    StartRequest,
-    parse_discovery_name,
-)
-from jobdispatch.types import (
-    Action,
-    Actor,
-    CallMeta,
-    Capability,
-    CauseKind,
-    HoldMeta,
-    JobID,
-    JobSpec,
-    ObjectState,
-    RecoveryPolicy,
-    RuleSupport,
-    Source,
-    Support,
-    Tristate,
-)
 
 from jobdispatch_local import cgroups, files, output, procs
 from jobdispatch_local.config import CONFIG_SCHEMA, Settings
@@ -95,43 +70,46 @@ INSPECT_PATIENCE = 1.0
 #: How long a change (open, stop, hold, ...) waits for the lock before raising Unavailable.
 CHANGE_PATIENCE = 2.0
 
-_Y, _N = Tristate.YES, Tristate.NO
+_Y, _N = t.Tristate.YES, t.Tristate.NO
 _WHY = "local adapter"
 
-_CAPABILITIES: Mapping[Capability, tuple[Tristate, str]] = {
-    Capability.CONTAINER_IMAGE: (_N, "ranks run as plain processes; there is no container runtime"),
-    Capability.NATIVE_REQUEUE: (_N, "the local scheduler reruns nothing by itself"),
-    Capability.NATIVE_RESTART: (_N, "the local scheduler restarts nothing by itself"),
-    Capability.HOLD: (_Y, "a held object's runner waits before starting its ranks"),
-    Capability.PRE_TERMINATION_SIGNAL: (_Y, "SIGTERM, then SIGKILL after the grace period"),
-    Capability.ACCOUNTING_HISTORY: (_Y, "execution records stay in the state directory"),
-    Capability.ATTEMPT_INJECTION: (_Y, "JOBDISPATCH_SUBMISSION and JOBDISPATCH_EXECUTION"),
-    Capability.READMISSION_GATE: (_N, "a preempted object ends; it is never readmitted"),
-    Capability.WORKING_DIRECTORY: (_Y, "the ranks' working directory"),
-    Capability.PROCS_PER_NODE: (_Y, "N x P processes on this machine"),
-    Capability.OUTPUT_PATH: (_Y, "rank files under <output>/<object>/"),
-    Capability.OUTPUT_READ: (_Y, "rank-<r>.out and rank-<r>.err files"),
-    Capability.OUTPUT_FOLLOW: (_Y, "the files are followed until the object ends"),
-    Capability.OUTPUT_RETAINED: (_Y, "kept until the state directory is cleaned"),
-    Capability.OUTPUT_GROWTH: (_Y, "the sizes and times of the rank files, one stat each"),
-    Capability.CPUS_PER_PROC: (_N, "ranks are not pinned to CPUs; they share this machine's"),
-    Capability.QUEUES: (_N, "there is one machine and no queue"),
-    Capability.ACCOUNTS: (_N, "nothing is charged to an account"),
-    Capability.NODE_CONSTRAINTS: (
+_CAPABILITIES: Mapping[t.Capability, tuple[t.Tristate, str]] = {
+    t.Capability.CONTAINER_IMAGE: (
+        _N,
+        "ranks run as plain processes; there is no container runtime",
+    ),
+    t.Capability.NATIVE_REQUEUE: (_N, "the local scheduler reruns nothing by itself"),
+    t.Capability.NATIVE_RESTART: (_N, "the local scheduler restarts nothing by itself"),
+    t.Capability.HOLD: (_Y, "a held object's runner waits before starting its ranks"),
+    t.Capability.PRE_TERMINATION_SIGNAL: (_Y, "SIGTERM, then SIGKILL after the grace period"),
+    t.Capability.ACCOUNTING_HISTORY: (_Y, "execution records stay in the state directory"),
+    t.Capability.ATTEMPT_INJECTION: (_Y, "JOBDISPATCH_SUBMISSION and JOBDISPATCH_EXECUTION"),
+    t.Capability.READMISSION_GATE: (_N, "a preempted object ends; it is never readmitted"),
+    t.Capability.WORKING_DIRECTORY: (_Y, "the ranks' working directory"),
+    t.Capability.PROCS_PER_NODE: (_Y, "N x P processes on this machine"),
+    t.Capability.OUTPUT_PATH: (_Y, "rank files under <output>/<object>/"),
+    t.Capability.OUTPUT_READ: (_Y, "rank-<r>.out and rank-<r>.err files"),
+    t.Capability.OUTPUT_FOLLOW: (_Y, "the files are followed until the object ends"),
+    t.Capability.OUTPUT_RETAINED: (_Y, "kept until the state directory is cleaned"),
+    t.Capability.OUTPUT_GROWTH: (_Y, "the sizes and times of the rank files, one stat each"),
+    t.Capability.CPUS_PER_PROC: (_N, "ranks are not pinned to CPUs; they share this machine's"),
+    t.Capability.QUEUES: (_N, "there is one machine and no queue"),
+    t.Capability.ACCOUNTS: (_N, "nothing is charged to an account"),
+    t.Capability.NODE_CONSTRAINTS: (
         _N,
         "every node is this machine (suspect nodes to exclude are named in the log and ignored)",
     ),
-    Capability.EXCLUSIVE_NODES: (_N, "every job shares this machine"),
+    t.Capability.EXCLUSIVE_NODES: (_N, "every job shares this machine"),
 }
 
 _log = logging.getLogger(__name__)
 
-_PERFORM: Mapping[Action, tuple[Tristate, str]] = {
-    Action.RESUBMIT: (_Y, "a new object for the new submission"),
-    Action.HOLD: (_Y, "a hold for a person, recorded"),
-    Action.ESCALATE: (_Y, "recorded and delivered by the supervisor"),
-    Action.REQUEUE: (_Y, "the runner reruns the object as its next execution"),
-    Action.RESTART: (_N, "there is no restart in place; resubmit or requeue instead"),
+_PERFORM: Mapping[t.Action, tuple[t.Tristate, str]] = {
+    t.Action.RESUBMIT: (_Y, "a new object for the new submission"),
+    t.Action.HOLD: (_Y, "a hold for a person, recorded"),
+    t.Action.ESCALATE: (_Y, "recorded and delivered by the supervisor"),
+    t.Action.REQUEUE: (_Y, "the runner reruns the object as its next execution"),
+    t.Action.RESTART: (_N, "there is no restart in place; resubmit or requeue instead"),
 }
 
 
@@ -140,7 +118,7 @@ class Survey:
     """What one scan of the state directory saw: the objects it could read, and by name the
     ones it could not read now because another process held their lock (paused or stuck)."""
 
-    objects: tuple[ObjectObs, ...] = ()
+    objects: tuple[spi.ObjectObs, ...] = ()
     unobservable: tuple[str, ...] = ()
 
 
@@ -164,7 +142,7 @@ class LocalBackend(
 
     name = "local"
     #: A poll reads this machine's state directory: cheap, so as often as twice a second.
-    pacing = Pacing(interval=0.5, floor=0.01)
+    pacing = spi.Pacing(interval=0.5, floor=0.01)
 
     def __init__(self, settings: Settings, *, clock: Clock = system_clock) -> None:
         self.settings = settings
@@ -198,81 +176,87 @@ class LocalBackend(
 
     # ------------------------------------------------------------------ answers
 
-    def memory_support(self) -> Support:
+    def memory_support(self) -> t.Support:
         """Whether an execution over its memory limit is killed and reported out-of-memory.
 
         The contract has no capability of that name, so the CLI shows this beside the others
         and every rule naming out-of-memory carries it in its answer.
         """
         if self.settings.memory_limit is None:
-            return Support.no(Source.PROBED, self.memory_detail)
+            return t.Support.no(t.Source.PROBED, self.memory_detail)
         if self._memory is None:
-            return Support.no(
-                Source.PROBED, f"memory_limit cannot be enforced: {self.memory_detail}"
+            return t.Support.no(
+                t.Source.PROBED, f"memory_limit cannot be enforced: {self.memory_detail}"
             )
         mib = self.settings.memory_limit // (1 << 20)
-        return Support.yes(Source.PROBED, f"{mib} MiB per node through {self.memory_detail}")
+        return t.Support.yes(t.Source.PROBED, f"{mib} MiB per node through {self.memory_detail}")
 
-    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+    def capabilities(self, spec: t.JobSpec | None = None) -> Mapping[t.Capability, t.Support]:
         """What a process on this machine can be given; GPUs as many as the site declared,
         split between the spec's nodes, and memory limits where a cgroup can enforce them."""
         answers = {
-            cap: Support(answer, Source.DECLARED, f"{_WHY}: {why}")
+            cap: t.Support(answer, t.Source.DECLARED, f"{_WHY}: {why}")
             for cap, (answer, why) in _CAPABILITIES.items()
         }
-        answers[Capability.GPUS] = self._gpu_support(spec)
+        answers[t.Capability.GPUS] = self._gpu_support(spec)
         control = self._memory_control()
-        answers[Capability.MEMORY_LIMIT] = (
-            Support.yes(Source.PROBED, f"{_WHY}: per node through {control.version}")
+        answers[t.Capability.MEMORY_LIMIT] = (
+            t.Support.yes(t.Source.PROBED, f"{_WHY}: per node through {control.version}")
             if control is not None
-            else Support.no(
-                Source.PROBED, f"{_WHY}: no cgroup can enforce it ({self.memory_detail})"
+            else t.Support.no(
+                t.Source.PROBED, f"{_WHY}: no cgroup can enforce it ({self.memory_detail})"
             )
         )
         return answers
 
-    def _gpu_support(self, spec: JobSpec | None) -> Support:
+    def _gpu_support(self, spec: t.JobSpec | None) -> t.Support:
         declared = self.settings.gpus
         listed = ", ".join(str(g) for g in declared)
         if not declared:
-            return Support.no(Source.DECLARED, f"{_WHY}: the site declared no GPUs (gpus = [...])")
+            return t.Support.no(
+                t.Source.DECLARED, f"{_WHY}: the site declared no GPUs (gpus = [...])"
+            )
         if spec is not None and spec.resources.gpus_per_node:
             res = spec.resources
             wanted = spec.nodes * res.gpus_per_node
             if wanted > len(declared):
-                return Support.no(
-                    Source.DECLARED,
+                return t.Support.no(
+                    t.Source.DECLARED,
                     f"{_WHY}: {spec.nodes} nodes x {res.gpus_per_node} GPUs is {wanted}, but the "
                     f"site declared {len(declared)} ({listed})",
                 )
             if res.gpu_type is not None and res.gpu_type != self.settings.gpu_type:
-                return Support.no(
-                    Source.DECLARED,
+                return t.Support.no(
+                    t.Source.DECLARED,
                     f"{_WHY}: the declared GPUs are of type {self.settings.gpu_type or 'unnamed'}, "
                     f"not {res.gpu_type}",
                 )
         kind = f" of type {self.settings.gpu_type}" if self.settings.gpu_type else ""
-        return Support.yes(Source.DECLARED, f"{_WHY}: devices {listed}{kind}, split between nodes")
+        return t.Support.yes(
+            t.Source.DECLARED, f"{_WHY}: devices {listed}{kind}, split between nodes"
+        )
 
-    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+    def rules(self, spec: t.JobSpec, policy: t.RecoveryPolicy) -> Sequence[t.RuleSupport]:
         """Nothing is enforced natively; the supervisor can have resubmit, requeue, hold and
         escalate performed. A rule naming out-of-memory says whether an OOM can be seen here."""
         out = []
         memory = self.memory_support()
         for rule in policy.rules:
-            native = Support.no(Source.DECLARED, "the local scheduler reruns nothing by itself")
+            native = t.Support.no(t.Source.DECLARED, "the local scheduler reruns nothing by itself")
             answer, why = _PERFORM[rule.action]
-            if CauseKind.OUT_OF_MEMORY in rule.on and memory.answer is not _Y:
+            if t.CauseKind.OUT_OF_MEMORY in rule.on and memory.answer is not _Y:
                 why = f"{why}; but out-of-memory is never reported here ({memory.detail})"
-            out.append(RuleSupport(native=native, perform=Support(answer, Source.DECLARED, why)))
+            out.append(
+                t.RuleSupport(native=native, perform=t.Support(answer, t.Source.DECLARED, why))
+            )
         return out
 
     # ------------------------------------------------------------------ plumbing
 
-    def _dir(self, ref: ObjectRef) -> ObjectDir:
+    def _dir(self, ref: spi.ObjectRef) -> ObjectDir:
         """The object's directory; NotFound for a ref this machine never made."""
         name = ref.id
-        if "/" in name or name.startswith(".") or parse_discovery_name(name) is None:
+        if "/" in name or name.startswith(".") or spi.parse_discovery_name(name) is None:
             msg = f"no object {ref} on the local scheduler ({self.state_dir})"
             raise NotFound(msg)
         obj = ObjectDir(self.root / name)
@@ -295,7 +279,7 @@ class LocalBackend(
 
     # ------------------------------------------------------------------ Backend
 
-    def _record(self, request: StartRequest) -> dict[str, Any]:
+    def _record(self, request: spi.StartRequest) -> dict[str, Any]:
         """The object's record as start writes it: the spec, and the launch the runner reads.
         What this machine cannot give (an image, GPUs beyond those declared, a queue...) was
         refused before, by the core (``refuses_unsupported``)."""
@@ -342,13 +326,13 @@ class LocalBackend(
         }
 
     @refuses_unsupported
-    def preview(self, request: StartRequest) -> str:
+    def preview(self, request: spi.StartRequest) -> str:
         """What ``start`` would create, without creating it: the runner's command line and
         each rank's, with the environment dispatch gives it (``SubmissionPreview``)."""
         return describe_launch(self._record(request), self.root / request.name)
 
     @refuses_unsupported
-    def start(self, request: StartRequest) -> ObjectRef:
+    def start(self, request: spi.StartRequest) -> spi.ObjectRef:
         """Create the object's directory, gate closed, durably; nothing runs until open.
 
         Raises:
@@ -398,9 +382,9 @@ class LocalBackend(
             self._lose_reply = False
             msg = f"start of {name}: the reply was lost (lose_next_start_reply)"
             raise OutcomeUnknown(msg)
-        return ObjectRef(name)
+        return spi.ObjectRef(name)
 
-    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+    def open(self, ref: spi.ObjectRef, meta: t.CallMeta | None = None) -> None:
         """Lift the gate: record it, then have a runner take the object. Idempotent; an object
         that ended (or was stopped) stays as it is. Rejected past ``meta.deadline``, judged
         once the object's lock is held: a wait for the lock is time the deadline counts."""
@@ -409,7 +393,7 @@ class LocalBackend(
             if meta is not None:
                 self._check_deadline(meta.deadline, f"open of {ref}")
             snap = Snapshot(obj, held=True)
-            if snap.state is ObjectState.ENDED:
+            if snap.state is t.ObjectState.ENDED:
                 return
             control = snap.control
             if not control.get("opened"):
@@ -420,21 +404,21 @@ class LocalBackend(
             need = _runner_needed(obj)
         self._ensure_runner(obj, need)
 
-    def find(self, job: JobID) -> Discovery:
+    def find(self, job: t.JobID) -> spi.Discovery:
         """Every object of the job, by discovery name, from one scan of the state directory;
         incomplete when one of them could not be read now (its lock held by another process)."""
         seen = _survey(o for o in scan(self.state_dir, f"jd-{job}-") if _owner(o) == job)
-        return Discovery(
+        return spi.Discovery(
             job=job, objects=seen.objects, at=self.clock(), complete=not seen.unobservable
         )
 
-    def inspect(self, ref: ObjectRef) -> ObjectObs:
+    def inspect(self, ref: spi.ObjectRef) -> spi.ObjectObs:
         """One object now. NotFound for a ref this machine never made; Unavailable when it
         cannot be read now (another process has held its lock all along)."""
         obj = self._dir(ref)
         return observe(_read(obj, f"inspect {ref}"))
 
-    def stop(self, ref: ObjectRef, reason: str) -> None:
+    def stop(self, ref: spi.ObjectRef, reason: str) -> None:
         """Stop this object only. A running execution's ranks get SIGTERM, then SIGKILL after
         the grace period, and it ends ``cancelled``; a gated, pending or held object ends
         without running. Already ended, or unknown, is success. Returns once the end is
@@ -445,7 +429,7 @@ class LocalBackend(
             return
         with _changing(obj, f"stop {ref}"):
             snap = Snapshot(obj, held=True)
-            if snap.state is ObjectState.ENDED:
+            if snap.state is t.ObjectState.ENDED:
                 return
             control = snap.control
             if not control.get("stop"):
@@ -492,14 +476,14 @@ class LocalBackend(
 
     # ------------------------------------------------------------------ Holder
 
-    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def hold(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Place hold ``meta.instance`` on a gated, pending or held object (replacing the
         instance standing). Rejected when it runs or has ended, or past ``meta.deadline``."""
         self._check_deadline(meta.deadline, f"hold {meta.instance} of {ref}")
         obj = self._dir(ref)
         with _changing(obj, f"hold {meta.instance} of {ref}"):
             snap = Snapshot(obj, held=True)
-            if snap.state not in (ObjectState.GATED, ObjectState.PENDING, ObjectState.HELD):
+            if snap.state not in (t.ObjectState.GATED, t.ObjectState.PENDING, t.ObjectState.HELD):
                 msg = f"cannot hold object {ref}: it is {snap.state}"
                 raise Rejected(msg)
             control = snap.control
@@ -509,7 +493,7 @@ class LocalBackend(
             control["hold_by"] = str(meta.by) if meta.by else None
             obj.write_control(control)
 
-    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def release(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Lift the hold only if ``meta.instance`` is the one standing; another instance is a
         success with no effect. Rejected past ``meta.deadline``."""
         self._check_deadline(meta.deadline, f"release {meta.instance} of {ref}")
@@ -526,7 +510,7 @@ class LocalBackend(
 
     # ------------------------------------------------------------------ Requeuer
 
-    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
+    def requeue(self, ref: spi.ObjectRef, meta: t.CallMeta) -> None:
         """Rerun the object as its next execution: a running execution ends ``requeued``
         (provenance actor) first; an ended object goes back to pending. A gated, pending or
         held object, or one stopped before it was opened, has nothing to requeue: success with
@@ -545,7 +529,7 @@ class LocalBackend(
                     "reason": meta.reason,
                 }
                 control["runs"] = index + 2
-            elif snap.state is ObjectState.ENDED and not snap.orphaned and control.get("opened"):
+            elif snap.state is t.ObjectState.ENDED and not snap.orphaned and control.get("opened"):
                 # (An object stopped before it was ever opened has nothing to rerun: a rerun
                 # here would start it without its gate ever being lifted.)
                 control["runs"] = len(snap.executions) + 1
@@ -556,7 +540,7 @@ class LocalBackend(
             need = _runner_needed(obj)
         self._ensure_runner(obj, need)
 
-    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+    def restore_requeue_bit(self, ref: spi.ObjectRef, meta: t.CallMeta) -> None:
         """The local scheduler has no requeue bit (it never requeues by itself): nothing to
         restore. NotFound for an unknown ref, Rejected past the deadline, like every call."""
         self._check_deadline(meta.deadline, f"restore of the requeue bit of {ref}")
@@ -565,13 +549,13 @@ class LocalBackend(
     # ------------------------------------------------------------------ MultiFinder
 
     def find_many(
-        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
-    ) -> Mapping[JobID, Discovery]:
+        self, jobs: Sequence[t.JobID], states: Sequence[t.ObjectState] = ()
+    ) -> Mapping[t.JobID, spi.Discovery]:
         """One scan of the state directory for many jobs; with ``states``, only those. A job
         with an object that could not be read now gets an incomplete Discovery."""
         wanted = set(jobs)
         keep = set(states)
-        found: dict[JobID, list[ObjectObs]] = {job: [] for job in jobs}
+        found: dict[t.JobID, list[spi.ObjectObs]] = {job: [] for job in jobs}
         seen = _survey(obj for obj in scan(self.state_dir) if _owner(obj) in wanted)
         for obs in seen.objects:
             if keep and obs.state not in keep:
@@ -579,16 +563,18 @@ class LocalBackend(
             job = obs.identity[0] if obs.identity else None
             if job in found:
                 found[job].append(obs)
-        blind = {ident[0] for name in seen.unobservable if (ident := parse_discovery_name(name))}
+        blind = {
+            ident[0] for name in seen.unobservable if (ident := spi.parse_discovery_name(name))
+        }
         at = self.clock()
         return {
-            job: Discovery(job=job, objects=tuple(objs), at=at, complete=job not in blind)
+            job: spi.Discovery(job=job, objects=tuple(objs), at=at, complete=job not in blind)
             for job, objs in found.items()
         }
 
     # ------------------------------------------------------------------ CessationSignal
 
-    def ceased(self, ref: ObjectRef) -> CessationEvidence:
+    def ceased(self, ref: spi.ObjectRef) -> spi.CessationEvidence:
         """Yes when neither the runner nor any rank the records name is alive; Unavailable
         when the object cannot be read now."""
         snap = _read(self._dir(ref), f"ceased {ref}")
@@ -600,21 +586,23 @@ class LocalBackend(
         ]
         if snap.runner_alive or alive:
             what = f"ranks {alive}" if alive else "its runner"
-            return CessationEvidence(ceased=Tristate.NO, detail=f"{what} alive", at=self.clock())
-        return CessationEvidence(
-            ceased=Tristate.YES, detail="no recorded process is alive", at=self.clock()
+            return spi.CessationEvidence(
+                ceased=t.Tristate.NO, detail=f"{what} alive", at=self.clock()
+            )
+        return spi.CessationEvidence(
+            ceased=t.Tristate.YES, detail="no recorded process is alive", at=self.clock()
         )
 
     # ------------------------------------------------------------------ IdentityWeakener
 
-    def identity_weakened(self, spec: JobSpec) -> str:
+    def identity_weakened(self, spec: t.JobSpec) -> str:
         """Never: the runner never reruns a rank in place; a rerun is a new execution."""
         return ""
 
     # ------------------------------------------------------------------ OutputReader
 
     def output(
-        self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
+        self, ref: spi.ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
     ) -> IO[bytes]:
         """Rank ``rank``'s ``stream`` (stdout or stderr) so far, or with ``follow`` a stream
         that waits for more until the object ends. Every execution appends to the same file."""
@@ -635,11 +623,11 @@ class LocalBackend(
 
     # ------------------------------------------------------------------ OutputGrowthReader
 
-    def output_growth(self, refs: Sequence[ObjectRef]) -> Mapping[ObjectRef, Growth]:
+    def output_growth(self, refs: Sequence[spi.ObjectRef]) -> Mapping[spi.ObjectRef, spi.Growth]:
         """Each object's output so far: the rank files' total size and newest modification
         time, from one stat per file (never their bytes). An object with no output yet, or
         one this machine no longer holds, is left out."""
-        out: dict[ObjectRef, Growth] = {}
+        out: dict[spi.ObjectRef, spi.Growth] = {}
         for ref in refs:
             try:
                 obj = self._dir(ref)
@@ -653,7 +641,7 @@ class LocalBackend(
 
     # ------------------------------------------------------------------ the environment
 
-    def preempt(self, ref: ObjectRef, *, by: Actor | None = None, wait: bool = True) -> None:
+    def preempt(self, ref: spi.ObjectRef, *, by: t.Actor | None = None, wait: bool = True) -> None:
         """Preempt the running execution as a scheduler does: SIGTERM, SIGKILL after the grace
         period, cause ``preempted`` (provenance scheduler). ``jobdispatch local preempt``.
 
@@ -678,7 +666,7 @@ class LocalBackend(
         if wait:
             self._wait_ended(obj, self.settings.grace + STOP_SLACK)
 
-    def set_time_limit(self, ref: ObjectRef, seconds: float) -> None:
+    def set_time_limit(self, ref: spi.ObjectRef, seconds: float) -> None:
         """Change the object's time limit, counted from the start of each execution (as
         ``scontrol update TimeLimit=``): an execution already past it ends ``time-limit``."""
         if seconds <= 0:
@@ -700,15 +688,15 @@ class LocalBackend(
         names of those that could not be read now."""
         return _survey(scan(self.state_dir))
 
-    def objects(self) -> list[ObjectObs]:
+    def objects(self) -> list[spi.ObjectObs]:
         """Every object on this machine that could be read now (see :meth:`survey`)."""
         return list(self.survey().objects)
 
-    def object_dir(self, ref: ObjectRef) -> Path:
+    def object_dir(self, ref: spi.ObjectRef) -> Path:
         """Where the object's records and output live."""
         return self._dir(ref).path
 
-    def kill_runner(self, ref: ObjectRef) -> bool:
+    def kill_runner(self, ref: spi.ObjectRef) -> bool:
         """SIGKILL the object's runner (tests: a runner that dies loses nothing recorded)."""
         runner = self._dir(ref).read_runner()
         if not procs.alive(runner):
@@ -717,7 +705,7 @@ class LocalBackend(
         os.kill(int(runner["pid"]), signal.SIGKILL)
         return True
 
-    def reconcile(self, ref: ObjectRef) -> None:
+    def reconcile(self, ref: spi.ObjectRef) -> None:
         """Record any end a dead runner left unrecorded (Unavailable when the object's lock
         stays held by another process)."""
         obj = self._dir(ref)
@@ -727,8 +715,8 @@ class LocalBackend(
             raise _busy(obj, f"reconcile {ref}", CHANGE_PATIENCE) from None
 
 
-def _owner(obj: ObjectDir) -> JobID | None:
-    identity = parse_discovery_name(obj.name)
+def _owner(obj: ObjectDir) -> t.JobID | None:
+    identity = spi.parse_discovery_name(obj.name)
     return identity[0] if identity else None
 
 
@@ -765,7 +753,7 @@ def _read(obj: ObjectDir, what: str) -> Snapshot:
 def _ended(obj: ObjectDir) -> bool:
     """Whether the object has ended, as far as can be read now (unreadable: not yet)."""
     try:
-        return snapshot(obj).state is ObjectState.ENDED
+        return snapshot(obj).state is t.ObjectState.ENDED
     except LockBusy:
         return False
 
@@ -773,7 +761,7 @@ def _ended(obj: ObjectDir) -> bool:
 def _ended_or_idle(obj: ObjectDir) -> bool:
     """Whether the object is not running, as far as can be read now (unreadable: running)."""
     try:
-        return snapshot(obj).state is not ObjectState.RUNNING
+        return snapshot(obj).state is not t.ObjectState.RUNNING
     except LockBusy:
         return False
 
@@ -785,7 +773,7 @@ def _survey(objs: Iterable[ObjectDir]) -> Survey:
     deadline = time.monotonic() + SCAN_PATIENCE
     todo = list(objs)
     order = [obj.name for obj in todo]
-    seen: dict[str, ObjectObs] = {}
+    seen: dict[str, spi.ObjectObs] = {}
     while True:
         busy = []
         for obj in todo:

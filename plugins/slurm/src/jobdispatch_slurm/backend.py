@@ -20,37 +20,11 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from jobdispatch import spi
+from jobdispatch import types as t
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
 from jobdispatch.kit import followed
 from jobdispatch.kit.facts import FactsCache
 from jobdispatch.kit.refusal import refuses_unsupported
-from jobdispatch.spi import (
-    Discovery,
-    Growth,
-    NativeOffer,
-    ObjectObs,
-    ObjectRef,
-    Pacing,
-    StartRequest,
-    parse_discovery_name,
-)
-from jobdispatch.types import (
-    Action,
-    CallMeta,
-    Capability,
-    CauseKind,
-    HoldMeta,
-    Inventory,
-    JobID,
-    JobSpec,
-    ObjectState,
-    RecoveryPolicy,
-    Rule,
-    RuleSupport,
-    Source,
-    Support,
-    Tristate,
-)
 
 from jobdispatch_slurm import holds, probe
 from jobdispatch_slurm.classify import ENDED_STATES, Accounting, observe
@@ -77,19 +51,19 @@ _FINISHED = "has already finished"
 _INVALID = "Invalid job id specified"
 
 #: The causes Slurm reruns a ``--requeue`` job for by itself.
-_NODE_REQUEUE = frozenset({CauseKind.NODE_LOST})
-_PREEMPT_REQUEUE = frozenset({CauseKind.PREEMPTED})
+_NODE_REQUEUE = frozenset({t.CauseKind.NODE_LOST})
+_PREEMPT_REQUEUE = frozenset({t.CauseKind.PREEMPTED})
 
 #: How often a followed output stream looks again for more.
 FOLLOW_POLL = 0.5
 
 #: What a supervisor can have this backend do, per action.
-_PERFORM: Mapping[Action, Support] = {
-    Action.RESUBMIT: Support.yes(Source.CATALOGUE, "a new sbatch"),
-    Action.REQUEUE: Support.yes(Source.CATALOGUE, "scontrol requeue of the running job"),
-    Action.HOLD: Support.yes(Source.CATALOGUE, "a begin-time hold on a pending job"),
-    Action.ESCALATE: Support.yes(Source.CATALOGUE, "needs nothing of the scheduler"),
-    Action.RESTART: Support.no(Source.CATALOGUE, "Slurm never reruns ranks in place"),
+_PERFORM: Mapping[t.Action, t.Support] = {
+    t.Action.RESUBMIT: t.Support.yes(t.Source.CATALOGUE, "a new sbatch"),
+    t.Action.REQUEUE: t.Support.yes(t.Source.CATALOGUE, "scontrol requeue of the running job"),
+    t.Action.HOLD: t.Support.yes(t.Source.CATALOGUE, "a begin-time hold on a pending job"),
+    t.Action.ESCALATE: t.Support.yes(t.Source.CATALOGUE, "needs nothing of the scheduler"),
+    t.Action.RESTART: t.Support.no(t.Source.CATALOGUE, "Slurm never reruns ranks in place"),
 }
 
 
@@ -143,7 +117,7 @@ class SlurmBackend(
     #: Every poll is an squeue and an sacct, RPCs to a controller and an accounting database
     #: that every user of the cluster shares: every 30 s by default, never more often than
     #: every 2 s (a site raises that with ``poll_floor``). Slurm has no watch to wake on.
-    pacing = Pacing(interval=30.0, floor=2.0)
+    pacing = spi.Pacing(interval=30.0, floor=2.0)
 
     def __init__(
         self,
@@ -218,7 +192,7 @@ class SlurmBackend(
                 self._dir_made = True
             return path
 
-    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+    def capabilities(self, spec: t.JobSpec | None = None) -> Mapping[t.Capability, t.Support]:
         """Every capability for this cluster: probed, catalogue, or declared by the site."""
         return probe.capabilities(
             self._plan_facts(),
@@ -227,7 +201,7 @@ class SlurmBackend(
             declared=self.settings.declared,
         )
 
-    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+    def rules(self, spec: t.JobSpec, policy: t.RecoveryPolicy) -> Sequence[t.RuleSupport]:
         """Native: requeue on node-lost, and on preempted where the partition's PreemptMode
         requeues; perform: the catalogue table, with hold as the cluster answers it."""
         caps = self.capabilities(spec)
@@ -235,15 +209,15 @@ class SlurmBackend(
         return [self._rule(rule, caps, facts) for rule in policy.rules]
 
     def _rule(
-        self, rule: Rule, caps: Mapping[Capability, Support], facts: probe.ClusterFacts
-    ) -> RuleSupport:
-        native_cap = caps[Capability.NATIVE_REQUEUE]
+        self, rule: t.Rule, caps: Mapping[t.Capability, t.Support], facts: probe.ClusterFacts
+    ) -> t.RuleSupport:
+        native_cap = caps[t.Capability.NATIVE_REQUEUE]
         perform = _PERFORM[rule.action]
-        if rule.action is Action.HOLD:
-            perform = caps[Capability.HOLD]
-        if rule.action is not Action.REQUEUE:
-            return RuleSupport(
-                Support.no(Source.CATALOGUE, f"Slurm does not {rule.action} by itself"), perform
+        if rule.action is t.Action.HOLD:
+            perform = caps[t.Capability.HOLD]
+        if rule.action is not t.Action.REQUEUE:
+            return t.RuleSupport(
+                t.Support.no(t.Source.CATALOGUE, f"Slurm does not {rule.action} by itself"), perform
             )
         preempt, why = probe.preempt_requeues(facts, self.settings.partition)
         natively = set(_NODE_REQUEUE) | (set(_PREEMPT_REQUEUE) if preempt else set())
@@ -252,21 +226,21 @@ class SlurmBackend(
         others = [str(k) for k in rule.on if k not in natively]
         if others:
             detail = f"Slurm does not requeue by itself on {', '.join(others)}"
-            if CauseKind.PREEMPTED in rule.on and not preempt:
+            if t.CauseKind.PREEMPTED in rule.on and not preempt:
                 detail += f" ({why})"
-            return RuleSupport(Support.no(Source.PROBED, detail), perform)
-        if native_cap.answer is not Tristate.YES:
-            return RuleSupport(
-                Support(native_cap.answer, native_cap.source, "native-requeue"), perform
+            return t.RuleSupport(t.Support.no(t.Source.PROBED, detail), perform)
+        if native_cap.answer is not t.Tristate.YES:
+            return t.RuleSupport(
+                t.Support(native_cap.answer, native_cap.source, "native-requeue"), perform
             )
-        return RuleSupport(
-            Support.yes(Source.PROBED, f"--requeue, budget kept by the job itself; {why}"),
+        return t.RuleSupport(
+            t.Support.yes(t.Source.PROBED, f"--requeue, budget kept by the job itself; {why}"),
             perform,
         )
 
     def compile(
-        self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
-    ) -> NativeOffer:
+        self, spec: t.JobSpec, rules: Mapping[int, t.Rule], remaining: Mapping[int, int]
+    ) -> spi.NativeOffer:
         """Offer the rules Slurm would enforce with budget left: Start then submits with
         ``--requeue`` and a script that clears the requeue bit once the restart count reaches
         the smallest remaining budget (Slurm keeps one counter for all requeues)."""
@@ -275,19 +249,19 @@ class SlurmBackend(
         chosen = sorted(
             i
             for i, rule in rules.items()
-            if self._rule(rule, caps, facts).native.answer is Tristate.YES
+            if self._rule(rule, caps, facts).native.answer is t.Tristate.YES
             and remaining.get(i, rule.budget) > 0
         )
         if not chosen:
-            return NativeOffer()
+            return spi.NativeOffer()
         left = {i: remaining.get(i, rules[i].budget) for i in chosen}
-        return NativeOffer(
+        return spi.NativeOffer(
             rules=tuple(chosen),
             remaining=left,
             settings={"requeue": "yes", "requeue-budget": str(min(left.values()))},
         )
 
-    def identity_weakened(self, spec: JobSpec) -> str:
+    def identity_weakened(self, spec: t.JobSpec) -> str:
         """Never: Slurm reruns the whole job, and each run has its own restart count."""
         return ""
 
@@ -297,14 +271,14 @@ class SlurmBackend(
         return self._clock()
 
     @refuses_unsupported
-    def start(self, request: StartRequest) -> ObjectRef:
+    def start(self, request: spi.StartRequest) -> spi.ObjectRef:
         """sbatch the request's script gated at the far-future begin time. Rejected when sbatch
         refuses; OutcomeUnknown when its reply was lost (find by the name then)."""
         submission = self._submission(request, self.output_dir())
         job_id = self.slurm.sbatch(submission.options, submission.script)
-        return ObjectRef(job_id)
+        return spi.ObjectRef(job_id)
 
-    def _submission(self, request: StartRequest, output_dir: str) -> Submission:
+    def _submission(self, request: spi.StartRequest, output_dir: str) -> Submission:
         """The sbatch options and script for ``request`` (what this cluster cannot do was
         refused before, by the core: ``refuses_unsupported``)."""
         caps = self.capabilities(request.spec)
@@ -316,17 +290,17 @@ class SlurmBackend(
             qos=self.settings.qos,
             mem_per_cpu=self.settings.mem_per_cpu,
             signal=self.settings.signal,
-            container=caps[Capability.CONTAINER_IMAGE].answer is Tristate.YES,
+            container=caps[t.Capability.CONTAINER_IMAGE].answer is t.Tristate.YES,
         )
 
     @refuses_unsupported
-    def preview(self, request: StartRequest) -> str:
+    def preview(self, request: spi.StartRequest) -> str:
         """Exactly what ``start`` would send, without sending it or making the output
         directory: the sbatch command line, then the script it reads on standard input."""
         submission = self._submission(request, self._output_root())
         return render_preview(submission)
 
-    def inventory(self) -> Inventory:
+    def inventory(self) -> t.Inventory:
         """The partitions and nodes, from the probe (cached for ``probe_ttl``)."""
         return probe.inventory(self._plan_facts())
 
@@ -338,21 +312,21 @@ class SlurmBackend(
     def resource_schema(self) -> Mapping[str, object]:
         return RESOURCE_SCHEMA
 
-    def _id(self, ref: ObjectRef) -> str | None:
+    def _id(self, ref: spi.ObjectRef) -> str | None:
         return ref.id if _JOB_ID.fullmatch(ref.id) else None
 
-    def _row(self, ref: ObjectRef) -> SqueueRow | None:
+    def _row(self, ref: spi.ObjectRef) -> SqueueRow | None:
         job_id = self._id(ref)
         if job_id is None:
             return None
         return next((r for r in self.slurm.squeue(job_id=job_id) if r.job_id == job_id), None)
 
-    def _known(self, ref: ObjectRef) -> bool:
+    def _known(self, ref: spi.ObjectRef) -> bool:
         """Whether accounting knows ``ref`` (for one slurmctld has forgotten)."""
         job_id = self._id(ref)
         return job_id is not None and bool(self.slurm.sacct(job_id=job_id))
 
-    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+    def open(self, ref: spi.ObjectRef, meta: t.CallMeta | None = None) -> None:
         """Lift the gate (begin time → now). Under one of our holds, the hold stays and only
         the gate beneath it is lifted. Already open, running or ended: success. Rejected past
         ``meta.deadline`` (checked here, before scontrol: Slurm itself cannot check it)."""
@@ -375,7 +349,7 @@ class SlurmBackend(
             return
         self._update(ref, StartTime=target, ok_if_past=True)
 
-    def _update(self, ref: ObjectRef, *, ok_if_past: bool, **settings: str) -> bool:
+    def _update(self, ref: spi.ObjectRef, *, ok_if_past: bool, **settings: str) -> bool:
         """scontrol update; False when the job was past pending or finished and ``ok_if_past``,
         NotFound for an unknown id, Rejected for any other refusal."""
         job_id = self._id(ref)
@@ -391,7 +365,7 @@ class SlurmBackend(
             return False
         raise Rejected(f"scontrol update {ref} {settings}: {err}")
 
-    def stop(self, ref: ObjectRef, reason: str) -> None:
+    def stop(self, ref: spi.ObjectRef, reason: str) -> None:
         """scancel this one job. An unknown or ended job is success (scancel says nothing
         either way; the next observation shows the end)."""
         job_id = self._id(ref)
@@ -404,13 +378,13 @@ class SlurmBackend(
 
     # ------------------------------------------------------------------ observation
 
-    def find(self, job: JobID) -> Discovery:
+    def find(self, job: t.JobID) -> spi.Discovery:
         """Every object named for ``job``: one squeue and one sacct (see find_many)."""
         return self.find_many([job])[job]
 
     def find_many(
-        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
-    ) -> Mapping[JobID, Discovery]:
+        self, jobs: Sequence[t.JobID], states: Sequence[t.ObjectState] = ()
+    ) -> Mapping[t.JobID, spi.Discovery]:
         """Every object of every job in ``jobs``, from one squeue and one sacct whatever their
         number. Discovery names hold submission and attempt numbers that a finder does not
         know, and neither squeue nor sacct takes wildcards (0007 §9), so both ask for the
@@ -422,7 +396,7 @@ class SlurmBackend(
         at = self.now()
 
         def ours(name: str) -> bool:
-            ident = parse_discovery_name(name)
+            ident = spi.parse_discovery_name(name)
             return ident is not None and ident[0] in wanted
 
         queued = self.slurm.squeue(user=user, keep=ours)
@@ -435,13 +409,13 @@ class SlurmBackend(
         names: dict[str, str] = {}
         by_id_q: dict[str, SqueueRow] = {}
         for row in queued:
-            ident = parse_discovery_name(row.name)
+            ident = spi.parse_discovery_name(row.name)
             if ident is not None and ident[0] in wanted:
                 by_id_q[row.job_id] = row
                 names[row.job_id] = ident[0]
         by_id_a: dict[str, list[SacctRow]] = {}
         for srow in rows:
-            ident = parse_discovery_name(srow.name) if not srow.is_step else None
+            ident = spi.parse_discovery_name(srow.name) if not srow.is_step else None
             if srow.is_step:
                 if srow.base_id in by_id_a:
                     by_id_a[srow.base_id].append(srow)
@@ -449,7 +423,7 @@ class SlurmBackend(
             if ident is not None and ident[0] in wanted:
                 by_id_a.setdefault(srow.job_id, []).append(srow)
                 names[srow.job_id] = ident[0]
-        found: dict[JobID, list[ObjectObs]] = {job: [] for job in jobs}
+        found: dict[t.JobID, list[spi.ObjectObs]] = {job: [] for job in jobs}
         wanted_states = set(states)
         for job_id, job in names.items():
             obs = observe(
@@ -462,7 +436,7 @@ class SlurmBackend(
             found[job].append(obs)
         complete = accounting is not Accounting.MISSING
         return {
-            job: Discovery(
+            job: spi.Discovery(
                 job=job, objects=tuple(sorted(objs, key=_order)), at=at, complete=complete
             )
             for job, objs in found.items()
@@ -479,7 +453,7 @@ class SlurmBackend(
             log.warning("sacct did not answer; observations are incomplete: %s", exc)
             return Accounting.MISSING, []
 
-    def inspect(self, ref: ObjectRef) -> ObjectObs:
+    def inspect(self, ref: spi.ObjectRef) -> spi.ObjectObs:
         """One job now, from squeue and its sacct records with their steps (an OOM in a step
         shows there). NotFound when neither knows it."""
         job_id = self._id(ref)
@@ -519,7 +493,7 @@ class SlurmBackend(
             msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
             raise Rejected(msg)
 
-    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def hold(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Hold instance ``meta.instance``: the begin time becomes the hold base plus the
         instance (over the gate, if the object is still gated). Only a pending job can be held
         this way: Rejected when it runs or has ended, and past ``meta.deadline``."""
@@ -542,7 +516,7 @@ class SlurmBackend(
         if not self._update(ref, StartTime=at, ok_if_past=True):
             raise Rejected(f"cannot hold {ref}: it started running")
 
-    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def release(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Lift hold ``meta.instance`` if it is the one standing: back to the gate when the
         object was still gated under it, else eligible now. Another instance, or none: success
         with no effect. Rejected past ``meta.deadline``."""
@@ -562,7 +536,7 @@ class SlurmBackend(
 
     # ------------------------------------------------------------------ requeue
 
-    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
+    def requeue(self, ref: spi.ObjectRef, meta: t.CallMeta) -> None:
         """``scontrol requeue`` of the running job: its run ends ``requeued`` and it runs again
         as the next execution. The requeue bit is set for the call and put back as it was.
 
@@ -602,7 +576,7 @@ class SlurmBackend(
                     # Left set: the core's restore-requeue step clears it (restore_requeue_bit).
                     log.warning("could not put the requeue bit of %s back to 0", ref)
 
-    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+    def restore_requeue_bit(self, ref: spi.ObjectRef, meta: t.CallMeta) -> None:
         """``scontrol update JobId=N Requeue=0``: the job no longer reruns by itself. An ended
         job is success with no effect. Rejected past ``meta.deadline``."""
         self._check(meta.deadline, f"restore of the requeue bit of {ref}")
@@ -611,7 +585,7 @@ class SlurmBackend(
     # ------------------------------------------------------------------ output
 
     def output(
-        self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
+        self, ref: spi.ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
     ) -> IO[bytes]:
         """The job's output file, read through the transport; with ``follow``, a stream that
         polls for more until the job has ended. Slurm writes every rank of a step into the one
@@ -629,7 +603,7 @@ class SlurmBackend(
             lambda _offset: time.sleep(FOLLOW_POLL),
         )
 
-    def output_growth(self, refs: Sequence[ObjectRef]) -> Mapping[ObjectRef, Growth]:
+    def output_growth(self, refs: Sequence[spi.ObjectRef]) -> Mapping[spi.ObjectRef, spi.Growth]:
         """Each job's output so far: its stdout and stderr files' total size and newest
         modification time, from one ``squeue`` (their paths) and one ``stat`` for every job of
         ``refs`` together, whatever their number. A job slurmctld has forgotten, or with no
@@ -637,17 +611,17 @@ class SlurmBackend(
         ids = {job_id: ref for ref in refs if (job_id := self._id(ref)) is not None}
         paths = self.slurm.output_paths(list(ids))
         stats = self.slurm.stat_files(sorted({p for pair in paths.values() for p in pair if p}))
-        out: dict[ObjectRef, Growth] = {}
+        out: dict[spi.ObjectRef, spi.Growth] = {}
         for job_id, pair in paths.items():
             seen = [stats[p] for p in set(pair) if p in stats]
             if job_id in ids and seen:
                 newest = max(t for _, t in seen)
-                out[ids[job_id]] = Growth(
+                out[ids[job_id]] = spi.Growth(
                     size=sum(n for n, _ in seen), at=datetime.fromtimestamp(newest, UTC)
                 )
         return out
 
-    def _output_path(self, ref: ObjectRef, stream: str) -> str:
+    def _output_path(self, ref: spi.ObjectRef, stream: str) -> str:
         job_id = self._id(ref)
         if job_id is None:
             raise NotFound(f"no Slurm job {ref}")
@@ -661,12 +635,12 @@ class SlurmBackend(
         suffix = "out" if stream == "stdout" else "err"
         return f"{self.output_dir().rstrip('/')}/{rows[0].name}.{suffix}"
 
-    def _ended(self, ref: ObjectRef) -> bool:
+    def _ended(self, ref: spi.ObjectRef) -> bool:
         row = self._row(ref)
         return row is None or row.state in ENDED_STATES
 
 
-def _order(obs: ObjectObs) -> tuple[int, int, int]:
+def _order(obs: spi.ObjectObs) -> tuple[int, int, int]:
     ident = obs.identity
     n, k = (ident[1], ident[2]) if ident is not None else (0, 0)
     return (n, k, int(obs.ref.id) if obs.ref.id.isdigit() else 0)

@@ -9,21 +9,14 @@ required one never happened: the simulator must show it went where the bugs woul
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from jobdispatch.members import CAUSE_STALLED, HOLD_RECOVERY, REPLY_CREATED, REPLY_UNKNOWN
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.triggers import BudgetSpent, End, Launch, Release, Resubmit
-from jobdispatch.types import CauseKind, HoldKind
 
 from jobdispatch_sim.timeline import Call, Commit, Control, Happened, Item
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_HOLD_RECOVERY = HoldKind.RECOVERY
-_STALLED = CauseKind.STALLED
-_REPLY_CREATED = ev.Reply.CREATED
-_REPLY_UNKNOWN = ev.Reply.UNKNOWN
 
 #: Situations every sweep of enough seeds must reach at least once.
 REQUIRED: tuple[str, ...] = (
@@ -73,6 +66,24 @@ REQUIRED: tuple[str, ...] = (
 )
 
 
+#: Events each of which is a situation by itself, whatever it carries.
+_ALONE: Mapping[type[ev.Event], str] = {
+    ev.Retired: "duplicate retired",
+    ev.HoldLifted: "hold lifted by the supervisor",
+    ev.ReleaseRequested: "hold released",
+    ev.RequeueRequested: "requeue asked by a person",
+    ev.GiveUpRequested: "given up",
+    ev.VerifiedStopped: "verified stopped",
+    ev.Absent: "absence recorded",
+    ev.CessationAnswered: "cessation asked",
+    ev.Settled: "settled",
+    ev.ProgressSeen: "progress recorded",
+    ev.ResumedFrom: "resumed entry recorded",
+    ev.ProgressBlind: "progress source blind",
+    ev.PendingExpired: "pending deadline expired",
+}
+
+
 class Coverage:
     """Counts of situations, fed by the world and by the timeline."""
 
@@ -90,6 +101,13 @@ class Coverage:
 
     def observe(self, item: Item) -> None:
         """Derive situations from one timeline item."""
+        if isinstance(item, Commit):
+            self._committed(item.job, item.event)
+        else:
+            self._beside(item)
+
+    def _beside(self, item: Item) -> None:
+        """Situations from what is not a commit: backend history, calls, operator actions."""
         if isinstance(item, Happened):
             entry = item.entry
             if isinstance(entry, h.NativeRerun):
@@ -101,21 +119,20 @@ class Coverage:
             if item.op == "open" and item.result == "Rejected":
                 self.cover("open refused past its deadline")
             return
-        if isinstance(item, Control):
-            if item.phase == "ok":
-                self.cover(f"operator {item.op}")
-            return
-        if not isinstance(item, Commit):
-            return
-        e = item.event
-        job = item.job
+        if isinstance(item, Control) and item.phase == "ok":
+            self.cover(f"operator {item.op}")
+
+    def _committed(self, job: str, e: ev.AnyEvent) -> None:
+        """Situations from one event committed to ``job``'s record."""
         if isinstance(e, ev.SubmissionAuthorized | ev.RecoveryDecided):
             self._firing(e)
+        alone = _ALONE.get(type(e))
+        if alone is not None:
+            self.cover(alone)
+            return
         match e:
-            case ev.Retired():
-                self.cover("duplicate retired")
-            case ev.AttemptReplied() if e.reply is not _REPLY_CREATED:
-                if e.reply is _REPLY_UNKNOWN:
+            case ev.AttemptReplied() if e.reply is not REPLY_CREATED:
+                if e.reply is REPLY_UNKNOWN:
                     self._unknown.add((job, e.submission, e.attempt))
                 else:
                     self.cover("start refused")
@@ -130,14 +147,8 @@ class Coverage:
                 self.cover(f"escalated: {e.id.word}")
                 if isinstance(e.id, BudgetSpent):
                     self.cover("budget exhausted")
-            case ev.HoldPlaced() if e.hold.kind is _HOLD_RECOVERY:
+            case ev.HoldPlaced() if e.hold.kind is HOLD_RECOVERY:
                 self.cover("recovery hold placed")
-            case ev.HoldLifted():
-                self.cover("hold lifted by the supervisor")
-            case ev.ReleaseRequested():
-                self.cover("hold released")
-            case ev.RequeueRequested():
-                self.cover("requeue asked by a person")
             case ev.RecoveryDecided() if e.ref is not None:
                 self.cover("supervisor requeue")
             case ev.SubmissionAuthorized() if e.n > 1:
@@ -152,28 +163,10 @@ class Coverage:
             case ev.CancelRequested():
                 self.cover("outcome cancelled")
                 self._cancelled.add(job)
-            case ev.GiveUpRequested():
-                self.cover("given up")
-            case ev.VerifiedStopped():
-                self.cover("verified stopped")
-            case ev.Absent():
-                self.cover("absence recorded")
-            case ev.CessationAnswered():
-                self.cover("cessation asked")
             case ev.CallIssued():
                 self.cover(f"call issued: {e.op.value}")
-            case ev.Settled():
-                self.cover("settled")
-            case ev.ProgressSeen():
-                self.cover("progress recorded")
-            case ev.ResumedFrom():
-                self.cover("resumed entry recorded")
-            case ev.ProgressBlind():
-                self.cover("progress source blind")
             case ev.StallDeclared():
                 self.cover("stall enforced" if e.enforced else "stall observed only")
-            case ev.PendingExpired():
-                self.cover("pending deadline expired")
             case _:
                 pass
 
@@ -184,7 +177,7 @@ class Coverage:
                 if e.charged
                 else "firing not charged (training advanced)"
             )
-        if e.cause is not None and e.cause.kind is _STALLED:
+        if e.cause is not None and e.cause.kind is CAUSE_STALLED:
             self.cover("recovered from a stall")
 
     def missing(self, required: Iterable[str] = REQUIRED) -> list[str]:

@@ -24,19 +24,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from jobdispatch.errors import LeaseLost, NotFound, Unavailable, Unreadable
-from jobdispatch.records import rules
+from jobdispatch.records import rules, store
 from jobdispatch.records.events import AnyEvent, Header, View
 from jobdispatch.records.memory import MemoryRecords
-from jobdispatch.records.store import (
-    AppendRequest,
-    Created,
-    Lease,
-    ListFilter,
-    Measured,
-    ReadAnswer,
-    Refusal,
-    read_each,
-)
 from jobdispatch.types import JobID
 
 from jobdispatch_sim.faults import Crash, PowerCut
@@ -90,7 +80,7 @@ class SimStore:
 
     def create(
         self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
-    ) -> Created:
+    ) -> store.Created:
         created = self.inner.create(header, events, idempotency_key=idempotency_key)
         if created.created:
             self.world.note_created(header)
@@ -101,11 +91,13 @@ class SimStore:
         self._draw((p, "store read failed", lambda: _refused(f"read of {job}")))
         return self.inner.read(job)
 
-    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[store.ReadAnswer, ...]:
         """Each job read as :meth:`read` reads it, with its own chance of failing: a failed
         read is that job's answer (Unavailable), the others are read. So a batch draws what
         the same reads one by one drew, in the same order."""
-        return read_each(self.read, rules.read_batch(jobs), (NotFound, Unreadable, Unavailable))
+        return store.read_each(
+            self.read, rules.read_batch(jobs), (NotFound, Unreadable, Unavailable)
+        )
 
     def append(
         self,
@@ -113,7 +105,7 @@ class SimStore:
         events: Sequence[AnyEvent],
         *,
         expect_revision: int,
-        owner: Lease | None = None,
+        owner: store.Lease | None = None,
     ) -> int:
         world = self.world
         world.point("store.before", job, events)
@@ -129,7 +121,9 @@ class SimStore:
         self._after_commit(f"crash after committing to {job} r{revision}", f"an append to {job}")
         return revision
 
-    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
+    def append_many(
+        self, requests: Sequence[store.AppendRequest]
+    ) -> tuple[int | store.Refusal, ...]:
         """The batch as one commit, with one commit's faults: refused or cut by a power cut
         before it applies (nothing of it lands), or applied with its reply lost or its writer
         crashed after it (all of it lands). A batch of one draws exactly the faults ``append``
@@ -159,39 +153,41 @@ class SimStore:
             self._after_commit(f"crash after committing {batch}", f"{batch} appends")
         return answers
 
-    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+    def list(self, filter: store.ListFilter | None = None) -> Iterator[JobID]:
         return self.inner.list(filter)
 
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
-    ) -> tuple[Lease | Refusal, ...]:
+    ) -> tuple[store.Lease | store.Refusal, ...]:
         leases = self.inner.acquire_many(jobs, holder, ttl)
         self._reply_lost(f"acquiring {len(jobs)} jobs", "lease granted, reply lost")
         return leases
 
-    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+    def renew_many(
+        self, leases: Sequence[store.Lease], ttl: timedelta
+    ) -> tuple[store.Lease | store.Refusal, ...]:
         renewed = self.inner.renew_many(leases, ttl)
         self._reply_lost(f"renewing {len(leases)} leases")
         return renewed
 
-    def release_many(self, leases: Sequence[Lease]) -> None:
+    def release_many(self, leases: Sequence[store.Lease]) -> None:
         self.inner.release_many(leases)
 
-    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> Lease:
+    def acquire(self, job: JobID, holder: str, ttl: timedelta) -> store.Lease:
         lease = self.inner.acquire(job, holder, ttl)
         self._reply_lost(f"acquiring {job}", "lease granted, reply lost")
         return lease
 
-    def renew(self, lease: Lease, ttl: timedelta) -> Lease:
+    def renew(self, lease: store.Lease, ttl: timedelta) -> store.Lease:
         renewed = self.inner.renew(lease, ttl)
         self._reply_lost(f"renewing {lease.job}")
         return renewed
 
-    def release(self, lease: Lease) -> None:
+    def release(self, lease: store.Lease) -> None:
         self.inner.release(lease)
 
     def announce(
-        self, member: str, ttl: timedelta, measured: Measured | None = None
+        self, member: str, ttl: timedelta, measured: store.Measured | None = None
     ) -> tuple[str, ...]:
         return self.inner.announce(member, ttl, measured)
 

@@ -26,6 +26,14 @@ import attrs
 from jobdispatch.clock import ManualClock
 from jobdispatch.cluster import Cluster, compose
 from jobdispatch.errors import DispatchError, Invalid, Rejected
+from jobdispatch.members import (
+    HOLD_OPERATOR,
+    OBJ_GATED,
+    OBJ_HELD,
+    OBJ_PENDING,
+    OBJ_RUNNING,
+    TRI_YES,
+)
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.memory.progress import MemoryProgress
 from jobdispatch.records import events as ev
@@ -37,7 +45,6 @@ from jobdispatch.steps import Wait
 from jobdispatch.timing import ABSENCE_GRACE
 from jobdispatch.triggers import Unresolved
 from jobdispatch.types import Actor as JdActor
-from jobdispatch.types import HoldKind, ObjectState, Tristate
 from jobdispatch_supervise.executor import Executor, Pass
 from jobdispatch_supervise.ownership import Ownership
 from jobdispatch_supervise.progress import ProgressPoll
@@ -63,16 +70,8 @@ from jobdispatch_sim.timeline import (
     job_of_name,
 )
 
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_HOLD_OPERATOR = HoldKind.OPERATOR
-_OBJ_GATED = ObjectState.GATED
-_OBJ_HELD = ObjectState.HELD
-_OBJ_PENDING = ObjectState.PENDING
-_OBJ_RUNNING = ObjectState.RUNNING
 _SHAPE_KUBEFLOW = Shape.KUBEFLOW
 _SHAPE_SLURM = Shape.SLURM
-_TRI_YES = Tristate.YES
 
 #: How long a supervisor's lease lasts without renewal (the Supervisor's default).
 LEASE_TTL = timedelta(seconds=30)
@@ -561,11 +560,11 @@ class World:
                 continue
             inner = self.backends[self.shape_of[job]].inner
             for obs in inner.env.observe(job):
-                if obs.state is not _OBJ_RUNNING or not obs.executions:
+                if obs.state is not OBJ_RUNNING or not obs.executions:
                     continue
                 run = obs.executions[-1]
                 identity = obs.identity
-                if run.state is not _OBJ_RUNNING or identity is None:
+                if run.state is not OBJ_RUNNING or identity is None:
                     continue
                 n = identity[1]
                 key = (job, obs.ref.id, run.index)
@@ -676,12 +675,12 @@ class World:
         rng = self.rng
         with self.acting(ActorCtx("cluster", None, "env")):
             try:
-                if state is _OBJ_PENDING:
+                if state is OBJ_PENDING:
                     if rng.random() < (0.95 if calm else 0.85):
                         env.run(ref)
                     else:
                         env.launch_fail(ref)
-                elif state is _OBJ_RUNNING and self._is_hung(env, ref):
+                elif state is OBJ_RUNNING and self._is_hung(env, ref):
                     # A hung run never ends by itself: only the cluster ends it (a preemption,
                     # a lost node, its time limit), rarely once faults are off.
                     hung_endings: list[tuple[float, Callable[[ObjectRef], object]]] = [
@@ -696,7 +695,7 @@ class World:
                             if pick <= 0:
                                 fn(ref)
                                 break
-                elif state is _OBJ_RUNNING:
+                elif state is OBJ_RUNNING:
                     endings: list[tuple[float, Callable[[ObjectRef], object]]] = [
                         (8.0 if calm else 3.5, env.complete),
                         (1.2, env.fail),
@@ -714,8 +713,8 @@ class World:
                         if pick <= 0:
                             fn(ref)
                             break
-                elif state in (_OBJ_GATED, _OBJ_HELD) and rng.random() < 0.2:
-                    env.set_ceased(ref, _TRI_YES)
+                elif state in (OBJ_GATED, OBJ_HELD) and rng.random() < 0.2:
+                    env.set_ceased(ref, TRI_YES)
             except Invalid:
                 pass
         self.sync_history()
@@ -1157,7 +1156,7 @@ class World:
             operator = self.clusters[self.shape_of[job]].operator
             folded = fold(self.read(job), self.clock())
             hold = folded.active_hold
-            if not folded.terminal and hold is not None and hold.hold.kind is _HOLD_OPERATOR:
+            if not folded.terminal and hold is not None and hold.hold.kind is HOLD_OPERATOR:
                 self.person("release", job, functools.partial(operator.release, job, by=person))
             unresolved = folded.unresolved_attempts()
             if unresolved and any(isinstance(e, Unresolved) for e in folded.escalations):

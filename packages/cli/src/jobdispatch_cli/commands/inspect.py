@@ -70,7 +70,7 @@ def _write_output(path: Path, text: str, option: str) -> None:
         raise Invalid(msg) from None
 
 
-def register(group: click.Group) -> None:
+def _status_command(group: click.Group) -> None:
     @group.command()
     @click.argument("job", shell_complete=complete_jobs)
     @click.option("--timeline", is_flag=True, help="Draw the job on a time axis.")
@@ -116,6 +116,8 @@ def register(group: click.Group) -> None:
         elif svg is None:
             app.console.print(status_view(got))
 
+
+def _list_command(group: click.Group) -> None:
     @group.command(name="list")
     @click.option(
         "--state",
@@ -147,6 +149,8 @@ def register(group: click.Group) -> None:
             app.err.print(str(bad), style="red", markup=False, highlight=False, soft_wrap=True)
         return ExitCode.UNREADABLE if found.unreadable else ExitCode.OK
 
+
+def _watch_command(group: click.Group) -> None:
     @group.command()
     @click.argument("job", shell_complete=complete_jobs)
     @click.option(
@@ -173,6 +177,8 @@ def register(group: click.Group) -> None:
                 got = observer.get(job)
                 live.update(view(got))
 
+
+def _logs_command(group: click.Group) -> None:
     @group.command()
     @click.argument("job", shell_complete=complete_jobs)
     @click.option("-f", "--follow", is_flag=True, help="Keep printing until the object ends.")
@@ -222,6 +228,8 @@ def register(group: click.Group) -> None:
             out.write(chunk)
             out.flush()
 
+
+def _plugins_command(group: click.Group) -> None:
     @group.command()
     @json_option
     @pass_app
@@ -237,6 +245,8 @@ def register(group: click.Group) -> None:
         else:
             app.console.print(plugins_view(loaded))
 
+
+def _capabilities_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", required=False, type=click.Path(path_type=Path, dir_okay=False))
     @json_option
@@ -252,6 +262,8 @@ def register(group: click.Group) -> None:
         else:
             app.console.print(capabilities_table(answers, extra=extra))
 
+
+def _clusters_command(group: click.Group) -> None:
     @group.command()
     @json_option
     @pass_app
@@ -295,3 +307,14 @@ def register(group: click.Group) -> None:
                 app.err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
         if not config.exists:
             app.err.print(f"{config.path} does not exist: only the built-ins", style="dim")
+
+
+def register(group: click.Group) -> None:
+    """Add these commands to ``group``, one function each."""
+    _status_command(group)
+    _list_command(group)
+    _watch_command(group)
+    _logs_command(group)
+    _plugins_command(group)
+    _capabilities_command(group)
+    _clusters_command(group)

@@ -275,7 +275,7 @@ def _logging(verbose: bool) -> None:
     )
 
 
-def register(group: click.Group) -> None:
+def _submit_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -292,6 +292,7 @@ def register(group: click.Group) -> None:
     ) -> None:
         """Record the job in FILE; a `jobdispatch supervise` process launches it."""
         job_file = load_job_file(file)
+        app.check_poll(job_file.spec, file)
         cluster = app.cluster()
         plan = cluster.operator.submit(
             job_file.spec,
@@ -322,6 +323,8 @@ def register(group: click.Group) -> None:
             style="dim",
         )
 
+
+def _plan_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -340,6 +343,7 @@ def register(group: click.Group) -> None:
         With --show-submission, also what the first submission would create on the cluster,
         exactly as Start would send it (names carry the placeholder job id "dryrun")."""
         job_file = load_job_file(file)
+        app.check_poll(job_file.spec, file)
         backend = app.backend()
         if show_submission:
             dry = jobdispatch.preview(
@@ -379,6 +383,8 @@ def register(group: click.Group) -> None:
             app.console.print("\n[bold]What the first submission creates[/bold]")
             app.console.print(submission, markup=False, highlight=False, soft_wrap=True)
 
+
+def _run_command(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
     @accept_option
@@ -408,6 +414,7 @@ def register(group: click.Group) -> None:
         (the job goes on: `jobdispatch supervise` picks it up).
         """
         job_file = load_job_file(file)
+        app.check_poll(job_file.spec, file, poll)
         cluster = app.cluster()
         # Before submitting: an adapter that cannot read output refuses --follow up front, and
         # a poll the cluster must not be asked at is refused.
@@ -482,6 +489,8 @@ def register(group: click.Group) -> None:
         app.console.print(line)
         return ExitCode.OK if status.state is State.SUCCEEDED else ExitCode.FAILED
 
+
+def _supervise_command(group: click.Group) -> None:
     @group.command()
     @supervisor_options
     @click.option("-v", "--verbose", is_flag=True, help="Log every step the supervisor takes.")
@@ -560,3 +569,11 @@ def register(group: click.Group) -> None:
         with _stop_on_signals(supervisor.stop):
             supervisor.serve()
         app.err.print("stopped; every lease was released", style="dim")
+
+
+def register(group: click.Group) -> None:
+    """Add these commands to ``group``, one function each."""
+    _submit_command(group)
+    _plan_command(group)
+    _run_command(group)
+    _supervise_command(group)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, TypeVar
 
 from jobdispatch import spi
+from jobdispatch import types as t
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Unauthorized, Unavailable, Unreachable, Unsupported
 from jobdispatch.memory import output
@@ -20,32 +21,6 @@ from jobdispatch.memory.config import CONFIG_SCHEMA, Settings
 from jobdispatch.memory.env import MemoryEnv
 from jobdispatch.memory.objects import MemObject
 from jobdispatch.memory.shape import NATIVE, PERFORM, Shape
-from jobdispatch.spi import (
-    CessationEvidence,
-    Discovery,
-    NativeOffer,
-    ObjectObs,
-    ObjectRef,
-    Pacing,
-    StartRequest,
-)
-from jobdispatch.types import (
-    Action,
-    Actor,
-    CallMeta,
-    Capability,
-    HoldMeta,
-    Inventory,
-    JobID,
-    JobSpec,
-    ObjectState,
-    RecoveryPolicy,
-    Rule,
-    RuleSupport,
-    Source,
-    Support,
-    Tristate,
-)
 
 __all__ = ["CONFIG_SCHEMA", "MemoryBackend"]
 
@@ -97,7 +72,7 @@ class MemoryBackend(
     #: An in-process scheduler costs nothing to ask: poll as the supervisor always did, and
     #: faster when a test says so. Its watch replays what happened without waiting for news,
     #: so following it would wake nothing early (``watch=False``).
-    pacing = Pacing(interval=0.5, floor=0.001)
+    pacing = spi.Pacing(interval=0.5, floor=0.001)
 
     def __init__(
         self,
@@ -106,20 +81,22 @@ class MemoryBackend(
         auto_run: bool = False,
         clock: Clock = system_clock,
         seed: int = 0,
-        capabilities: Mapping[Capability, Support | Tristate]
-        | Mapping[str, Support | Tristate | str]
+        capabilities: Mapping[t.Capability, t.Support | t.Tristate]
+        | Mapping[str, t.Support | t.Tristate | str]
         | None = None,
         allow_rank_restart: bool = False,
         namespace: str = "default",
-        inventory: Inventory | None = None,
+        inventory: t.Inventory | None = None,
     ) -> None:
         declared = {
-            Capability(cap): s if isinstance(s, Support) else Support(Tristate(s), Source.DECLARED)
+            t.Capability(cap): s
+            if isinstance(s, t.Support)
+            else t.Support(t.Tristate(s), t.Source.DECLARED)
             for cap, s in (capabilities or {}).items()
         }
         self.shape = Shape(shape)
         self.allow_rank_restart = allow_rank_restart
-        self._inventory = inventory or Inventory(detail="the site declared no nodes")
+        self._inventory = inventory or t.Inventory(detail="the site declared no nodes")
         self._cluster = Cluster(
             shape=self.shape,
             auto_run=auto_run,
@@ -173,48 +150,48 @@ class MemoryBackend(
                 raise Unauthorized(msg)
             return body()
 
-    def _observe(self, obj: MemObject) -> ObjectObs:
+    def _observe(self, obj: MemObject) -> spi.ObjectObs:
         """The observation of one object; every read of the SPI goes through here."""
         return self._cluster.observe(obj)
 
     # ------------------------------------------------------------------ Backend
 
-    def capabilities(self, spec: JobSpec | None = None) -> Mapping[Capability, Support]:
+    def capabilities(self, spec: t.JobSpec | None = None) -> Mapping[t.Capability, t.Support]:
         """The shape's answers with the site's declarations applied; the same for every spec."""
         return self._call("capabilities", self._cluster.supports)
 
-    def inventory(self) -> Inventory:
+    def inventory(self) -> t.Inventory:
         """The nodes and queues the site declared (``InventoryReporter``)."""
         return self._call("inventory", lambda: self._inventory)
 
-    def preview(self, request: StartRequest) -> str:
+    def preview(self, request: spi.StartRequest) -> str:
         """What ``start`` would create for ``request``, creating nothing (``SubmissionPreview``)."""
         return self._call("preview", lambda: self._cluster.preview(request))
 
-    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> Sequence[RuleSupport]:
+    def rules(self, spec: t.JobSpec, policy: t.RecoveryPolicy) -> Sequence[t.RuleSupport]:
         """Native: yes for the shape's own action (Slurm requeue, Kubeflow restart) when every
         cause of the rule is one the scheduler reruns for; perform: the shape's table."""
         return self._call("rules", lambda: [self._rule(rule) for rule in policy.rules])
 
-    def _rule(self, rule: Rule) -> RuleSupport:
+    def _rule(self, rule: t.Rule) -> t.RuleSupport:
         action, cap, causes = NATIVE[self.shape]
         native_cap = self._cluster.support(cap).answer
-        source = Source.DECLARED
+        source = t.Source.DECLARED
         if rule.action is not action:
-            native = Support.no(source, f"the scheduler does not {rule.action} by itself")
+            native = t.Support.no(source, f"the scheduler does not {rule.action} by itself")
         elif not set(rule.on) <= causes:
             others = ", ".join(str(k) for k in rule.on if k not in causes)
-            native = Support.no(source, f"the scheduler does not {action} on {others}")
-        elif native_cap is Tristate.YES:
-            native = Support.yes(source, f"{cap}")
+            native = t.Support.no(source, f"the scheduler does not {action} on {others}")
+        elif native_cap is t.Tristate.YES:
+            native = t.Support.yes(source, f"{cap}")
         else:
-            native = Support(native_cap, source, f"{cap} is {native_cap}")
+            native = t.Support(native_cap, source, f"{cap} is {native_cap}")
         answer = PERFORM[self.shape][rule.action]
-        if rule.action is Action.HOLD and answer is Tristate.YES:
-            answer = self._cluster.support(Capability.HOLD).answer
-        return RuleSupport(native=native, perform=Support(answer, source))
+        if rule.action is t.Action.HOLD and answer is t.Tristate.YES:
+            answer = self._cluster.support(t.Capability.HOLD).answer
+        return t.RuleSupport(native=native, perform=t.Support(answer, source))
 
-    def start(self, request: StartRequest) -> ObjectRef:
+    def start(self, request: spi.StartRequest) -> spi.ObjectRef:
         """Create one gated object named ``request.name``.
 
         Raises:
@@ -225,7 +202,7 @@ class MemoryBackend(
         """
         return self._call("start", lambda: self._cluster.create(request))
 
-    def open(self, ref: ObjectRef, meta: CallMeta | None = None) -> None:
+    def open(self, ref: spi.ObjectRef, meta: t.CallMeta | None = None) -> None:
         """Lift the gate; an object already open, running or ended (a gated one that was
         stopped included) is success with no effect. Rejected past ``meta.deadline``, judged by
         this backend's clock under its lock, where nothing can come between the check and the
@@ -241,24 +218,24 @@ class MemoryBackend(
 
         self._call("open", body)
 
-    def find(self, job: JobID) -> Discovery:
+    def find(self, job: t.JobID) -> spi.Discovery:
         """Every object whose discovery name is the job's, lost Start replies included."""
 
-        def body() -> Discovery:
+        def body() -> spi.Discovery:
             c = self._cluster
             omit = c.consume_drops([job])
             objects = [] if job in omit else c.found(job)
-            return Discovery(
+            return spi.Discovery(
                 job=job, objects=tuple(self._observe(o) for o in objects), at=c.clock()
             )
 
         return self._call("find", body)
 
-    def inspect(self, ref: ObjectRef) -> ObjectObs:
+    def inspect(self, ref: spi.ObjectRef) -> spi.ObjectObs:
         """One object now. Raises NotFound for a ref this backend never created."""
         return self._call("inspect", lambda: self._observe(self._cluster.get(ref)))
 
-    def stop(self, ref: ObjectRef, reason: str) -> None:
+    def stop(self, ref: spi.ObjectRef, reason: str) -> None:
         """Stop this object only: a running execution ends ``cancelled`` (provenance actor), a
         gated or pending one ends without running. Already ended, or unknown, is success."""
 
@@ -277,13 +254,13 @@ class MemoryBackend(
 
     # ------------------------------------------------------------------ Holder
 
-    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def hold(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Place hold ``meta.instance`` on a gated, pending or held object (replacing the
         instance standing). Rejected when running or ended, or past ``meta.deadline``."""
 
         self._by_instance("hold", ref, meta, Cluster.place_hold)
 
-    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+    def release(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Lift the hold only if ``meta.instance`` is the one standing; another instance is a
         success with no effect. Rejected past ``meta.deadline``."""
 
@@ -292,16 +269,16 @@ class MemoryBackend(
     def _by_instance(
         self,
         verb: str,
-        ref: ObjectRef,
-        meta: HoldMeta,
-        act: Callable[[Cluster, MemObject, int, Actor | None], None],
+        ref: spi.ObjectRef,
+        meta: t.HoldMeta,
+        act: Callable[[Cluster, MemObject, int, t.Actor | None], None],
     ) -> None:
         """A call of the hold family: refused without the hold capability or past its deadline,
         else ``act`` on the object for the hold instance named."""
 
         def body() -> None:
             c = self._cluster
-            c.refuse_unless(Capability.HOLD, f"cannot {verb} {ref}")
+            c.refuse_unless(t.Capability.HOLD, f"cannot {verb} {ref}")
             c.check_deadline(meta.deadline, f"{verb} {meta.instance} of {ref}")
             act(c, c.get(ref), meta.instance, meta.by)
 
@@ -310,11 +287,11 @@ class MemoryBackend(
     # ------------------------------------------------------------------ Requeuer
 
     def _refuse_requeue(self, what: str) -> None:
-        if PERFORM[self.shape][Action.REQUEUE] is Tristate.NO:
+        if PERFORM[self.shape][t.Action.REQUEUE] is t.Tristate.NO:
             msg = f"{what}: the {self.shape} shape has no requeue"
             raise Unsupported(msg)
 
-    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
+    def requeue(self, ref: spi.ObjectRef, meta: t.CallMeta) -> None:
         """End the running execution with cause ``requeued`` (provenance actor) and rerun the
         object as a new execution; an ended object goes back to pending. A gated, pending or
         held object has nothing to requeue: success with no effect. Slurm shape only."""
@@ -327,7 +304,7 @@ class MemoryBackend(
 
         self._call("requeue", body)
 
-    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+    def restore_requeue_bit(self, ref: spi.ObjectRef, meta: t.CallMeta) -> None:
         """Clear the requeue bit: the object will not requeue itself any more. Slurm shape."""
 
         def body() -> None:
@@ -341,20 +318,20 @@ class MemoryBackend(
     # ------------------------------------------------------------------ NativePolicyCompiler
 
     def compile(
-        self, spec: JobSpec, rules: Mapping[int, Rule], remaining: Mapping[int, int]
-    ) -> NativeOffer:
+        self, spec: t.JobSpec, rules: Mapping[int, t.Rule], remaining: Mapping[int, int]
+    ) -> spi.NativeOffer:
         """The offer for the rules this shape enforces natively: their indices, remaining
         budgets, and the settings Start reads back (``on.<i>``: the causes of rule ``i``)."""
 
-        def body() -> NativeOffer:
+        def body() -> spi.NativeOffer:
             action, _cap, _causes = NATIVE[self.shape]
             chosen = sorted(
-                i for i, rule in rules.items() if self._rule(rule).native.answer is Tristate.YES
+                i for i, rule in rules.items() if self._rule(rule).native.answer is t.Tristate.YES
             )
             settings = {"mode": str(action)} if chosen else {}
             for i in chosen:
                 settings[f"on.{i}"] = ",".join(str(k) for k in rules[i].on)
-            return NativeOffer(
+            return spi.NativeOffer(
                 rules=tuple(chosen),
                 remaining={i: remaining.get(i, rules[i].budget) for i in chosen},
                 settings=settings,
@@ -365,11 +342,11 @@ class MemoryBackend(
     # ------------------------------------------------------------------ MultiFinder, Watcher
 
     def find_many(
-        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
-    ) -> Mapping[JobID, Discovery]:
+        self, jobs: Sequence[t.JobID], states: Sequence[t.ObjectState] = ()
+    ) -> Mapping[t.JobID, spi.Discovery]:
         """One query for many jobs; with ``states``, only objects in those states."""
 
-        def body() -> dict[JobID, Discovery]:
+        def body() -> dict[t.JobID, spi.Discovery]:
             c = self._cluster
             wanted = set(states)
             omit = c.consume_drops(list(jobs))
@@ -379,12 +356,12 @@ class MemoryBackend(
                 shown = [self._observe(o) for o in objects]
                 if wanted:
                     shown = [o for o in shown if o.state in wanted]
-                result[job] = Discovery(job=job, objects=tuple(shown), at=c.clock())
+                result[job] = spi.Discovery(job=job, objects=tuple(shown), at=c.clock())
             return result
 
         return self._call("find_many", body)
 
-    def watch(self, job: JobID) -> Iterator[ObjectObs]:
+    def watch(self, job: t.JobID) -> Iterator[spi.ObjectObs]:
         """Observations of the job's objects: first each one as it is now, then every change
         made since, each as a snapshot taken when it happened.
 
@@ -393,7 +370,7 @@ class MemoryBackend(
         thread drives the environment shows those changes too; call ``watch`` again to go on.
         """
 
-        def body() -> tuple[list[ObjectObs], int]:
+        def body() -> tuple[list[spi.ObjectObs], int]:
             c = self._cluster
             c.watched = True
             now = [self._observe(o) for o in c.objects.values() if o.job == job]
@@ -403,8 +380,8 @@ class MemoryBackend(
         return self._follow_changes(job, first, cursor)
 
     def _follow_changes(
-        self, job: JobID, first: list[ObjectObs], cursor: int
-    ) -> Iterator[ObjectObs]:
+        self, job: t.JobID, first: list[spi.ObjectObs], cursor: int
+    ) -> Iterator[spi.ObjectObs]:
         yield from first
         while True:
             with self._cluster.lock:
@@ -416,19 +393,19 @@ class MemoryBackend(
 
     # ------------------------------------------------------------------ the rest
 
-    def ceased(self, ref: ObjectRef) -> CessationEvidence:
+    def ceased(self, ref: spi.ObjectRef) -> spi.CessationEvidence:
         """Yes once the object has ended; before that, what the environment set (unknown)."""
 
-        def body() -> CessationEvidence:
+        def body() -> spi.CessationEvidence:
             c = self._cluster
             obj = c.get(ref)
-            if obj.state is ObjectState.ENDED:
-                return CessationEvidence(ceased=Tristate.YES, detail="ended", at=c.clock())
-            return CessationEvidence(ceased=obj.ceased, detail="site signal", at=c.clock())
+            if obj.state is t.ObjectState.ENDED:
+                return spi.CessationEvidence(ceased=t.Tristate.YES, detail="ended", at=c.clock())
+            return spi.CessationEvidence(ceased=obj.ceased, detail="site signal", at=c.clock())
 
         return self._call("ceased", body)
 
-    def identity_weakened(self, spec: JobSpec) -> str:
+    def identity_weakened(self, spec: t.JobSpec) -> str:
         """Kubeflow shape with ``allow_rank_restart``: why identity is weakened; else ""."""
 
         def body() -> str:
@@ -439,16 +416,16 @@ class MemoryBackend(
         return self._call("identity_weakened", body)
 
     def output(
-        self, ref: ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
+        self, ref: spi.ObjectRef, *, stream: str = "stdout", follow: bool = False, rank: int = 0
     ) -> IO[bytes]:
         """The bytes written to ``stream`` by ``rank`` so far, or with ``follow`` a stream that
         waits for more until the object ends. NotFound for an unknown ref."""
 
         def body() -> IO[bytes]:
             c = self._cluster
-            c.refuse_unless(Capability.OUTPUT_READ, f"cannot read the output of {ref}")
+            c.refuse_unless(t.Capability.OUTPUT_READ, f"cannot read the output of {ref}")
             if follow:
-                c.refuse_unless(Capability.OUTPUT_FOLLOW, f"cannot follow the output of {ref}")
+                c.refuse_unless(t.Capability.OUTPUT_FOLLOW, f"cannot follow the output of {ref}")
             obj = c.get(ref)
             if follow:
                 return output.follow(c, obj, stream, rank)

@@ -30,6 +30,18 @@ from jobdispatch.errors import (
     Unsupported,
 )
 from jobdispatch.kit.refusal import refuse_unsupported
+from jobdispatch.members import (
+    CAUSE_CANCELLED,
+    CAUSE_REQUEUED,
+    OBJ_ENDED,
+    OBJ_GATED,
+    OBJ_HELD,
+    OBJ_PENDING,
+    OBJ_RUNNING,
+    PROV_ACTOR,
+    SOURCE_DECLARED,
+    TRI_NO,
+)
 from jobdispatch.memory import history as h
 from jobdispatch.memory.objects import MemExecution, MemObject, NativeRule, describe
 from jobdispatch.memory.shape import NATIVE, Shape, answers
@@ -40,26 +52,11 @@ from jobdispatch.types import (
     Cause,
     CauseKind,
     JobID,
-    ObjectState,
     Provenance,
-    Source,
     Support,
-    Tristate,
 )
 
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_CAUSE_CANCELLED = CauseKind.CANCELLED
-_CAUSE_REQUEUED = CauseKind.REQUEUED
-_OBJ_ENDED = ObjectState.ENDED
-_OBJ_GATED = ObjectState.GATED
-_OBJ_HELD = ObjectState.HELD
-_OBJ_PENDING = ObjectState.PENDING
-_OBJ_RUNNING = ObjectState.RUNNING
-_PROV_ACTOR = Provenance.ACTOR
 _SHAPE_SLURM = Shape.SLURM
-_SOURCE_DECLARED = Source.DECLARED
-_TRI_NO = Tristate.NO
 
 __all__ = ["Cluster"]
 
@@ -115,7 +112,7 @@ class Cluster:
         self.watched = False
         self._next_id = FIRST_SLURM_ID
         self._support = {
-            cap: Support(answer, _SOURCE_DECLARED, f"memory backend, {shape} shape")
+            cap: Support(answer, SOURCE_DECLARED, f"memory backend, {shape} shape")
             for cap, answer in answers(shape).items()
         }
         self._support.update(declared)
@@ -130,7 +127,7 @@ class Cluster:
 
     def refuse_unless(self, cap: Capability, what: str) -> None:
         """Unsupported when the cluster answers "no" for ``cap``; unknown is let through."""
-        if self._support[cap].answer is _TRI_NO:
+        if self._support[cap].answer is TRI_NO:
             msg = f"{what}: this cluster answers no for {cap}"
             raise Unsupported(msg)
 
@@ -225,7 +222,7 @@ class Cluster:
         falling back to the spec's rule; causes the shape cannot act on are dropped.
         """
         _action, cap, possible = NATIVE[self.shape]
-        if self._support[cap].answer is _TRI_NO:
+        if self._support[cap].answer is TRI_NO:
             return []
         rules = []
         spec_rules = req.spec.recovery.rules
@@ -256,12 +253,12 @@ class Cluster:
     # ------------------------------------------------------------------ executions
 
     def maybe_run(self, obj: MemObject) -> None:
-        if self.auto_run and obj.state is _OBJ_PENDING:
+        if self.auto_run and obj.state is OBJ_PENDING:
             self.begin(obj)
 
     def begin(self, obj: MemObject) -> MemExecution:
         """Start the object's next execution; it must be pending."""
-        if obj.state is not _OBJ_PENDING:
+        if obj.state is not OBJ_PENDING:
             msg = f"object {obj.ref} is {obj.state}, not pending: it cannot start running"
             raise Invalid(msg)
         # node1, node2, ... in order, past any the request excluded (as --exclude does).
@@ -329,7 +326,7 @@ class Cluster:
 
     def _native_rerun(self, obj: MemObject, kind: CauseKind) -> bool:
         action, cap, possible = NATIVE[self.shape]
-        if kind not in possible or self._support[cap].answer is _TRI_NO:
+        if kind not in possible or self._support[cap].answer is TRI_NO:
             return False
         bit = self.requeue_bit(obj)
         if bit is False:
@@ -368,11 +365,11 @@ class Cluster:
         self.history.append(
             h.Stopped(at=self.clock(), ref=obj.ref, name=obj.name, was=was, reason=reason)
         )
-        if was is _OBJ_ENDED:
+        if was is OBJ_ENDED:
             return
         execution = obj.running
         if execution is not None:
-            cause = Cause(_CAUSE_CANCELLED, _PROV_ACTOR, detail=reason)
+            cause = Cause(CAUSE_CANCELLED, PROV_ACTOR, detail=reason)
             self.finish(obj, execution, cause)
         else:
             obj.detail = f"stopped before it ran: {reason}" if reason else "stopped before it ran"
@@ -385,7 +382,7 @@ class Cluster:
             raise Rejected(msg)
 
     def place_hold(self, obj: MemObject, instance: int, by: Actor | None) -> None:
-        if obj.state not in (_OBJ_GATED, _OBJ_PENDING, _OBJ_HELD):
+        if obj.state not in (OBJ_GATED, OBJ_PENDING, OBJ_HELD):
             msg = f"cannot hold object {obj.ref}: it is {obj.state}"
             raise Rejected(msg)
         replaced = obj.hold
@@ -421,7 +418,7 @@ class Cluster:
         self, obj: MemObject, by: Actor | None, reason: str, deadline: datetime | None = None
     ) -> None:
         was = obj.state
-        if was not in (_OBJ_RUNNING, _OBJ_ENDED):
+        if was not in (OBJ_RUNNING, OBJ_ENDED):
             # Nothing runs, so nothing to requeue: a repeated call after a lost reply lands here.
             self.history.append(
                 h.Requeued(
@@ -431,7 +428,7 @@ class Cluster:
             return
         execution = obj.running
         if execution is not None:
-            cause = Cause(_CAUSE_REQUEUED, _PROV_ACTOR, detail=reason, actor=by)
+            cause = Cause(CAUSE_REQUEUED, PROV_ACTOR, detail=reason, actor=by)
             self.finish(obj, execution, cause)
         obj.ended = False
         obj.detail = ""

@@ -12,16 +12,9 @@ from datetime import datetime
 import attrs
 
 from jobdispatch.codec import converter
+from jobdispatch.members import OBJ_ENDED, OBJ_GATED, OBJ_HELD, OBJ_PENDING, OBJ_RUNNING
 from jobdispatch.spi import ExecutionObs, ObjectObs, ObjectRef, parse_discovery_name
 from jobdispatch.types import Cause, CauseKind, JobID, JobSpec, ObjectState, Tristate
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_OBJ_ENDED = ObjectState.ENDED
-_OBJ_GATED = ObjectState.GATED
-_OBJ_HELD = ObjectState.HELD
-_OBJ_PENDING = ObjectState.PENDING
-_OBJ_RUNNING = ObjectState.RUNNING
 
 __all__ = ["MemExecution", "MemObject", "NativeRule"]
 
@@ -39,7 +32,7 @@ class MemExecution:
     def observe(self) -> ExecutionObs:
         return ExecutionObs(
             index=self.index,
-            state=_OBJ_RUNNING if self.ended_at is None else _OBJ_ENDED,
+            state=OBJ_RUNNING if self.ended_at is None else OBJ_ENDED,
             cause=self.cause,
             started_at=self.started_at,
             ended_at=self.ended_at,
@@ -95,14 +88,14 @@ class MemObject:
     @property
     def state(self) -> ObjectState:
         if self.ended:
-            return _OBJ_ENDED
+            return OBJ_ENDED
         if self.running is not None:
-            return _OBJ_RUNNING
+            return OBJ_RUNNING
         if self.hold is not None:
-            return _OBJ_HELD
+            return OBJ_HELD
         if self.gated:
-            return _OBJ_GATED
-        return _OBJ_PENDING
+            return OBJ_GATED
+        return OBJ_PENDING
 
     def budget_left(self) -> bool:
         """Whether any offered native rule still has budget."""

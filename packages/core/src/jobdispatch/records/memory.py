@@ -26,19 +26,9 @@ import attrs
 from jobdispatch import codec
 from jobdispatch.clock import Clock, system_clock
 from jobdispatch.errors import Conflict, Invalid, NotFound, Unreadable
-from jobdispatch.records import rules
+from jobdispatch.records import rules, store
 from jobdispatch.records.events import AnyEvent, Header, Settled, View
 from jobdispatch.records.singles import SingleCalls
-from jobdispatch.records.store import (
-    AppendRequest,
-    Created,
-    Lease,
-    ListFilter,
-    Measured,
-    ReadAnswer,
-    Refusal,
-    read_each,
-)
 from jobdispatch.types import JobID
 
 __all__ = ["MemoryRecords"]
@@ -49,7 +39,7 @@ class _Record:
     header: Header
     events: list[AnyEvent]
     settled: bool
-    lease: Lease | None = None
+    lease: store.Lease | None = None
     #: The last token handed out for this job; survives release so tokens only ever grow.
     token: int = 0
     #: The View last read, handed out again until the next append: it is immutable, so every
@@ -76,12 +66,12 @@ class MemoryRecords(SingleCalls):
         self._keys: dict[str, JobID] = {}
         self._members: dict[str, datetime] = {}
         #: What each member published with its latest announcement (:class:`Measured`).
-        self._measured: dict[str, Measured] = {}
+        self._measured: dict[str, store.Measured] = {}
         # Dicts keep insertion order, which is creation order: list() walks _records.
 
     def create(
         self, header: Header, events: Sequence[AnyEvent] = (), *, idempotency_key: str = ""
-    ) -> Created:
+    ) -> store.Created:
         rules.check_header(header)
         key = rules.effective_key(header, idempotency_key)
         if key != header.idempotency_key:
@@ -94,14 +84,14 @@ class MemoryRecords(SingleCalls):
                 codec.encode_event(event)
         with self._lock:
             if key and key in self._keys:
-                return Created(job=self._keys[key], created=False)
+                return store.Created(job=self._keys[key], created=False)
             if header.job in self._records:
                 raise rules.exists_already(header.job)
             settled = any(isinstance(e, Settled) for e in stamped)
             self._records[header.job] = _Record(header, stamped, settled)
             if key:
                 self._keys[key] = header.job
-            return Created(job=header.job, created=True)
+            return store.Created(job=header.job, created=True)
 
     def read(self, job: JobID) -> View:
         with self._lock:
@@ -115,11 +105,13 @@ class MemoryRecords(SingleCalls):
                 view = record.view = View(record.header, tuple(record.events))
             return view
 
-    def read_many(self, jobs: Sequence[JobID]) -> tuple[ReadAnswer, ...]:
-        return read_each(self.read, rules.read_batch(jobs))
+    def read_many(self, jobs: Sequence[JobID]) -> tuple[store.ReadAnswer, ...]:
+        return store.read_each(self.read, rules.read_batch(jobs))
 
-    def append_many(self, requests: Sequence[AppendRequest]) -> tuple[int | Refusal, ...]:
-        requests = rules.batch(requests, AppendRequest, "append_many")
+    def append_many(
+        self, requests: Sequence[store.AppendRequest]
+    ) -> tuple[int | store.Refusal, ...]:
+        requests = rules.batch(requests, store.AppendRequest, "append_many")
         rules.check_batch_jobs([r.job for r in requests])
         # The whole batch is checked (and encoded) before any part is refused for its lease:
         # a malformed part makes the batch Invalid whatever the other checks would say.
@@ -131,7 +123,7 @@ class MemoryRecords(SingleCalls):
             if self._validate:
                 for event in stamped[-1]:
                     codec.encode_event(event)
-        prepared: list[tuple[AppendRequest, list[AnyEvent], bool] | Refusal] = []
+        prepared: list[tuple[store.AppendRequest, list[AnyEvent], bool] | store.Refusal] = []
         for request, events in zip(requests, stamped, strict=True):
             try:
                 decides = rules.decides(request.job, request.events, request.owner)
@@ -149,8 +141,8 @@ class MemoryRecords(SingleCalls):
             )
 
     def _append_one(
-        self, request: AppendRequest, stamped: list[AnyEvent], decides: bool, now: datetime
-    ) -> int | Refusal:
+        self, request: store.AppendRequest, stamped: list[AnyEvent], decides: bool, now: datetime
+    ) -> int | store.Refusal:
         """One job's part of a batch, under the lock: its refusal is answered, not raised."""
         job = request.job
         try:
@@ -167,7 +159,7 @@ class MemoryRecords(SingleCalls):
             record.settled = True
         return len(record.events)
 
-    def list(self, filter: ListFilter | None = None) -> Iterator[JobID]:
+    def list(self, filter: store.ListFilter | None = None) -> Iterator[JobID]:
         want = filter.settled if filter is not None else None
         with self._lock:
             # A snapshot: every job created before this call is in it, in creation order.
@@ -179,13 +171,13 @@ class MemoryRecords(SingleCalls):
 
     def acquire_many(
         self, jobs: Sequence[JobID], holder: str, ttl: timedelta
-    ) -> tuple[Lease | Refusal, ...]:
+    ) -> tuple[store.Lease | store.Refusal, ...]:
         jobs = rules.acquire_batch(jobs, ttl)
         for job in jobs:
             rules.check_holder(job, holder)
         with self._lock:
             now = self._clock()
-            answers: list[Lease | Refusal] = []
+            answers: list[store.Lease | store.Refusal] = []
             for job in jobs:
                 try:
                     record = self._get(job)
@@ -197,11 +189,13 @@ class MemoryRecords(SingleCalls):
                 answers.append(lease)
             return tuple(answers)
 
-    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+    def renew_many(
+        self, leases: Sequence[store.Lease], ttl: timedelta
+    ) -> tuple[store.Lease | store.Refusal, ...]:
         leases = rules.renew_batch(leases, ttl)
         with self._lock:
             now = self._clock()
-            answers: list[Lease | Refusal] = []
+            answers: list[store.Lease | store.Refusal] = []
             for lease in leases:
                 try:
                     record = self._get(lease.job)
@@ -212,8 +206,8 @@ class MemoryRecords(SingleCalls):
                 answers.append(record.lease)
             return tuple(answers)
 
-    def release_many(self, leases: Sequence[Lease]) -> None:
-        leases = rules.batch(leases, Lease, "release_many")
+    def release_many(self, leases: Sequence[store.Lease]) -> None:
+        leases = rules.batch(leases, store.Lease, "release_many")
         rules.check_batch_jobs([lease.job for lease in leases])
         with self._lock:
             # Every job is looked up before any lease is dropped: NotFound releases nothing.
@@ -223,7 +217,7 @@ class MemoryRecords(SingleCalls):
                     record.lease = None
 
     def announce(
-        self, member: str, ttl: timedelta, measured: Measured | None = None
+        self, member: str, ttl: timedelta, measured: store.Measured | None = None
     ) -> tuple[str, ...]:
         rules.check_member(member)
         rules.check_ttl(ttl)

@@ -34,12 +34,14 @@ __all__ = [
     "check_events",
     "check_header",
     "check_holder",
+    "check_key_size",
     "check_owner",
     "check_revision",
     "check_ttl",
     "decides",
     "effective_key",
     "exists_already",
+    "key_utf8",
     "read_batch",
     "released",
     "renew_batch",
@@ -232,6 +234,24 @@ def check_holder(job: str, holder: str) -> None:
     """Invalid unless the holder asking for a lease is named."""
     if not holder:
         msg = f"job {job}: a lease needs a non-empty holder"
+        raise Invalid(msg)
+
+
+def key_utf8(what: str, value: str) -> bytes:
+    """A key (a job id, an idempotency key, a member) as the UTF-8 bytes a store keeps it as;
+    Invalid, naming ``what``, when it is not UTF-8 text."""
+    try:
+        return value.encode()
+    except UnicodeEncodeError:
+        # A command line's argument that is not UTF-8 arrives with lone surrogates in it.
+        msg = f"the {what} {value!r} is not UTF-8 text"
+        raise Invalid(msg) from None
+
+
+def check_key_size(what: str, value: str, raw: bytes, limit: int) -> None:
+    """Invalid when a key's UTF-8 bytes ``raw`` are more than the store takes (``limit``)."""
+    if len(raw) > limit:
+        msg = f"the {what} {value[:40]!r}... is {len(raw)} bytes long; the store takes {limit}"
         raise Invalid(msg)
 
 

@@ -5,7 +5,9 @@ The backend's history says how each execution really ended. By the time a job se
 record must hold an observation of each of those executions, ended, with that exact cause (never
 collapsed to "failed", never guessed). And an outcome the supervisor decides must carry the
 cause of the last execution of the latest submission's canonical object, as the backend ended
-it (or, for a run the supervisor stopped as stalled, that stall's cause, and for an object it
+it (or, for a run the supervisor stopped as stalled, that stall's cause unless the run had
+ended by itself before the stall was decided (``jobdispatch.job.ended_before``), and for an
+object it
 stopped for its pending deadline, the deadline's); with no execution to
 point to (a launch that never ran), the cause must say so. An outcome
 decided while that object still runs, or a job settled while any of its executions runs, has
@@ -14,16 +16,16 @@ no ended execution behind it at all.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from jobdispatch.job import ended_before
+from jobdispatch.members import OBJ_ENDED
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
-from jobdispatch.types import Cause, CauseKind, ObjectState
+from jobdispatch.types import Cause, CauseKind
 
 from jobdispatch_sim.checkers import Checker, Violation
 from jobdispatch_sim.timeline import Commit, Happened, Item
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_OBJ_ENDED = ObjectState.ENDED
 
 _NO_RUN = (CauseKind.LAUNCH_FAILED, CauseKind.UNKNOWN)
 
@@ -37,13 +39,16 @@ class Causes(Checker):
         self.canonical: dict[tuple[str, int], str] = {}
         #: job -> object id -> execution index -> cause, as the backend ended them
         self.ended: dict[str, dict[str, dict[int, Cause]]] = {}
+        #: (job, object id, execution index) -> when the backend ended it
+        self.ended_at: dict[tuple[str, str, int], datetime] = {}
         #: job -> (object id, execution index, cause) observed ended in the record
         self.observed: dict[str, set[tuple[str, int, Cause]]] = {}
         #: job -> object id -> indices of executions running now, as the backend has them
         self.running: dict[str, dict[str, set[int]]] = {}
-        #: (job, object id, execution index) -> the cause of its enforced stall: the record's
-        #: cause of that run's end, whatever the backend shows of the stop (spec 0001 D6, P3)
-        self.stalled: dict[tuple[str, str, int], Cause] = {}
+        #: (job, object id, execution index) -> the cause of its enforced stall and when it was
+        #: decided: the record's cause of that run's end, whatever the backend shows of the
+        #: stop, unless the run ended by itself before (spec 0001 D6, P3)
+        self.stalled: dict[tuple[str, str, int], tuple[Cause, datetime]] = {}
         #: (job, object id) -> the cause of its pending deadline's expiry: the record's cause
         #: of its end, run or not, whatever the backend shows of the stop (row P6)
         self.pending: dict[tuple[str, str], Cause] = {}
@@ -57,6 +62,7 @@ class Causes(Checker):
                 self.running.setdefault(e.job, {}).setdefault(e.ref.id, set()).add(e.index)
             elif isinstance(e, h.ExecutionEnded):
                 self.ended.setdefault(e.job, {}).setdefault(e.ref.id, {})[e.index] = e.cause
+                self.ended_at[(e.job, e.ref.id, e.index)] = e.at
                 self.running.setdefault(e.job, {}).setdefault(e.ref.id, set()).discard(e.index)
             return []
         if not isinstance(item, Commit):
@@ -69,10 +75,10 @@ class Causes(Checker):
         elif isinstance(event, ev.Observed):
             seen = self.observed.setdefault(job, set())
             for x in event.obs.executions:
-                if x.state is _OBJ_ENDED and x.cause is not None:
+                if x.state is OBJ_ENDED and x.cause is not None:
                     seen.add((event.obs.ref.id, x.index, x.cause))
         elif isinstance(event, ev.StallDeclared) and event.enforced:
-            self.stalled[(job, event.ref.id, event.execution)] = event.cause
+            self.stalled[(job, event.ref.id, event.execution)] = (event.cause, event.at)
         elif isinstance(event, ev.PendingExpired):
             self.pending[(job, event.ref.id)] = event.cause
         elif isinstance(event, ev.OutcomeDecided):
@@ -98,7 +104,13 @@ class Causes(Checker):
         expired = self.pending.get((job, ref)) if ref is not None else None
         if runs:
             last = max(runs)
-            expected = self.stalled.get((job, ref, last), runs[last]) if ref else runs[last]
+            expected = runs[last]
+            if ref:
+                stall = self.stalled.get((job, ref, last))
+                if stall is not None and not ended_before(
+                    expected, self.ended_at.get((job, ref, last)), stall[1]
+                ):
+                    expected = stall[0]
             expected = expired or expected
             if event.cause != expected:
                 return [

@@ -19,17 +19,13 @@ first lets a supervisor see the stopped execution end and recover it before the 
 
 from __future__ import annotations
 
+from jobdispatch.members import STATE_CANCELLED, STATE_FAILED
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.types import State
 
 from jobdispatch_sim.checkers import Checker, Context, Decided, Violation, runs_again
 from jobdispatch_sim.timeline import Call, Commit, Happened, Item
-
-# Enum members bound once as module globals. In CPython 3.11 every ``Kind.MEMBER`` lookup goes
-# through EnumType's __getattr__ hook (about a thousand instructions); a global costs a few.
-_STATE_CANCELLED = State.CANCELLED
-_STATE_FAILED = State.FAILED
 
 
 class OutcomeFinal(Checker):
@@ -61,10 +57,10 @@ class OutcomeFinal(Checker):
                     ]
                 self.outcome[job] = (e.state, item.seq)
             elif isinstance(e, ev.CancelRequested) and first is None:
-                self.outcome[job] = (_STATE_CANCELLED, item.seq)
+                self.outcome[job] = (STATE_CANCELLED, item.seq)
                 self.cancelled[job] = item.seq
             elif isinstance(e, ev.GiveUpRequested) and first is None:
-                self.outcome[job] = (_STATE_FAILED, item.seq)
+                self.outcome[job] = (STATE_FAILED, item.seq)
             return []
         if isinstance(item, Call):
             if item.actor == "op:cancel" and item.op == "stop" and item.job not in self.outcome:

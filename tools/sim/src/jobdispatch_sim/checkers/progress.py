@@ -9,7 +9,8 @@ seeing again); the record is judged against it:
 10. no firing of a ``no-advance`` rule is charged when the newest checkpoint advanced since the
     rule's previous firing and the root could be read at the firing;
 11. a run stopped as stalled had its stall committed before the stop, and every recovery of
-    that run's end names the cause ``stalled``.
+    that run's end names the cause ``stalled``, unless the run had ended by itself before the
+    stall was decided (``jobdispatch.job.ended_before``: its own ending is the cause then).
 
 Clocks: a supervisor's clock may be off the world's by the seed's skew (at most 20 s), and a
 stall rule is judged on the supervisor's clock against the job's; invariant 8 allows
@@ -20,20 +21,18 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from jobdispatch.job import ended_before
+from jobdispatch.members import CAUSE_STALLED, CHARGE_NO_ADVANCE, OBJ_RUNNING
 from jobdispatch.memory import history as h
 from jobdispatch.records import events as ev
 from jobdispatch.triggers import End
-from jobdispatch.types import CauseKind, Charge, JobSpec, ObjectState, Plan
+from jobdispatch.types import Cause, JobSpec, Plan
 
 from jobdispatch_sim.checkers import Checker, Violation
 from jobdispatch_sim.timeline import Commit, Happened, Item, Progressed, Submitted
 
 #: More than the largest clock skew a seed draws (20 s).
 SKEW_MARGIN = timedelta(seconds=30)
-
-_RUNNING = ObjectState.RUNNING
-_NO_ADVANCE = Charge.NO_ADVANCE
-_STALLED = CauseKind.STALLED
 
 
 class Progress(Checker):
@@ -54,8 +53,10 @@ class Progress(Checker):
         self.submission: dict[tuple[str, str], int] = {}
         #: (job, object id, run) -> when the record first showed the run running.
         self.started: dict[tuple[str, str, int], datetime] = {}
-        #: (job, object id, run) of every enforced stall committed.
-        self.stalled: set[tuple[str, str, int]] = set()
+        #: (job, object id, run) of every enforced stall committed -> when it was decided.
+        self.stalled: dict[tuple[str, str, int], datetime] = {}
+        #: (job, object id, run) -> how and when the backend ended it.
+        self.ended: dict[tuple[str, str, int], tuple[Cause, datetime]] = {}
         #: (job, object id) with an enforced stall committed, for the stop that follows.
         self.stopping: set[tuple[str, str]] = set()
 
@@ -90,6 +91,9 @@ class Progress(Checker):
     def _happened(self, item: Happened) -> list[Violation]:
         e = item.entry
         job = item.job
+        if isinstance(e, h.ExecutionEnded) and job is not None:
+            self.ended[(job, e.ref.id, e.index)] = (e.cause, e.at)
+            return []
         if not isinstance(e, h.Stopped) or job is None or not e.reason.startswith("stalled"):
             return []
         if (job, e.ref.id) in self.stopping:
@@ -116,7 +120,7 @@ class Progress(Checker):
             self.submission[(job, e.ref.id)] = e.submission
         elif isinstance(e, ev.Observed):
             runs = e.obs.executions
-            if e.obs.state is _RUNNING and runs and runs[-1].state is _RUNNING:
+            if e.obs.state is OBJ_RUNNING and runs and runs[-1].state is OBJ_RUNNING:
                 self.started.setdefault((job, e.obs.ref.id, runs[-1].index), e.at)
         elif isinstance(e, ev.StallDeclared):
             return self._stall(item, e)
@@ -128,7 +132,7 @@ class Progress(Checker):
         job = item.job
         out: list[Violation] = []
         if e.enforced:
-            self.stalled.add((job, e.ref.id, e.execution))
+            self.stalled[(job, e.ref.id, e.execution)] = e.at
             self.stopping.add((job, e.ref.id))
         if self._root_blind(job):
             out.append(
@@ -162,15 +166,25 @@ class Progress(Checker):
                 )
         return out
 
+    def _stalled_end(self, job: str, end: End) -> bool:
+        """Whether ``end`` is that of a run stopped as stalled, which then ends as stalled: an
+        enforced stall was committed for it, and the run had not ended by itself before."""
+        key = (job, end.ref, end.index)
+        decided = self.stalled.get(key)
+        if decided is None:
+            return False
+        own = self.ended.get(key)
+        return own is None or not ended_before(own[0], own[1], decided)
+
     def _firing(
         self, item: Commit, e: ev.SubmissionAuthorized | ev.RecoveryDecided
     ) -> list[Violation]:
         job = item.job
         out: list[Violation] = []
         trigger = e.trigger
-        if isinstance(trigger, End) and (job, trigger.ref, trigger.index) in self.stalled:
+        if isinstance(trigger, End) and self._stalled_end(job, trigger):
             cause = e.cause
-            if cause is None or cause.kind is not _STALLED:
+            if cause is None or cause.kind is not CAUSE_STALLED:
                 out.append(
                     self._fail(
                         11,
@@ -185,7 +199,9 @@ class Progress(Checker):
         rule = e.rule
         if plan is None or rule is None or not 0 <= rule < len(plan.rules):
             return out
-        if plan.rules[rule].effective.charge is not _NO_ADVANCE or not isinstance(trigger, End):
+        if plan.rules[rule].effective.charge is not CHARGE_NO_ADVANCE or not isinstance(
+            trigger, End
+        ):
             # A launch failure is charged on the evidence recorded so far: progress is
             # recorded at once only when a run has ended (row P1).
             return out
