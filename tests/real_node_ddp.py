@@ -17,6 +17,15 @@ checkpoint to resume from and named it in ``DIR/resume.env``; rank 0 saves every
 container copied, ``DIR/helper/bin/jobdispatch-publish publish FOLDER --step N``, to the root
 ``JOBDISPATCH_CHECKPOINT_ROOT``. The result file then goes to ``<out>/<job>/`` as before.
 
+``--publish-with PROGRAM``: the same, with no init container (a Slurm job): the helper is the
+program named, and every rank resolves the checkpoint to resume from itself, rank 0 as its
+execution (so the record names the step it resumed from), the others as readers only.
+Under srun (``SLURM_PROCID`` set, no ``RANK``) the ranks come from Slurm as torchrun's would:
+``RANK``, ``WORLD_SIZE`` and a ``MASTER_PORT`` of the Slurm job's own; ``--master-addr`` gives
+``MASTER_ADDR`` (the first node's address; dispatch reserves the variable itself).
+``--step-seconds S``: each step then sleeps S seconds, so the steps between two checkpoints
+take a time a clock can tell apart.
+
 ``--exit-code N``: the worker of ``--fail-rank`` exits N after the first step (a worker's own
 failure, which torchrun folds into its exit 1). ``--allocate-mib N``: that worker then allocates
 N MiB and touches it (an OOM under the pod's memory limit). With either, the other ranks wait
@@ -70,12 +79,41 @@ def resume_from(helper: Path) -> Path | None:
     raise SystemExit(f"{helper}/resume.env names no JOBDISPATCH_RESUME_FROM")
 
 
-def publish(helper: Path, state: dict[str, Any]) -> None:
-    """Save ``state`` into a fresh folder and publish it as its step, with the pod's helper."""
+def resolve_with(program: Path, rank: int) -> Path | None:
+    """The newest published checkpoint, fetched by the helper ``program`` into a fresh folder;
+    None when nothing was published. Rank 0 resolves as its execution: the helper then leaves
+    the "resumed" entry the supervisor records; every other rank only reads."""
+    env = dict(os.environ)
+    if rank != 0:
+        env.pop("JOBDISPATCH_SUBMISSION", None)
+        env.pop("JOBDISPATCH_EXECUTION", None)
+    into = Path(tempfile.mkdtemp(prefix=f"ddp-rank{rank}-"))
+    found = subprocess.run(
+        [program, "resolve", "--into", str(into)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return into if found.strip() else None
+
+
+def publish(program: Path, state: dict[str, Any]) -> None:
+    """Save ``state`` into a fresh folder and publish it as its step with the helper program."""
     with tempfile.TemporaryDirectory() as folder:
         torch.save(state, Path(folder) / "state.pt")
-        program = helper / "helper" / "bin" / "jobdispatch-publish"
         subprocess.run([program, "publish", folder, "--step", str(state["step"])], check=True)
+
+
+def ranks_from_slurm(master: str) -> None:
+    """Under srun, give torch.distributed the rank, the world size and a port from Slurm's own
+    variables, as torchrun does in a pod (a port per Slurm job: two runs never share one)."""
+    if "RANK" in os.environ or "SLURM_PROCID" not in os.environ:
+        return
+    os.environ["RANK"] = os.environ["SLURM_PROCID"]
+    os.environ["WORLD_SIZE"] = os.environ["SLURM_NTASKS"]
+    os.environ["MASTER_ADDR"] = master
+    os.environ.setdefault("MASTER_PORT", str(20000 + int(os.environ["SLURM_JOB_ID"]) % 20000))
 
 
 def batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,8 +134,12 @@ def main() -> int:
     parser.add_argument("--peer-wait", type=float, default=30.0)
     parser.add_argument("--helper", type=Path, help="the publish image's shared folder")
     parser.add_argument("--publish-every", type=int, default=3)
+    parser.add_argument("--publish-with", type=Path, help="the helper program itself")
+    parser.add_argument("--step-seconds", type=float, default=0.0)
+    parser.add_argument("--master-addr", default="127.0.0.1", help="under srun: MASTER_ADDR")
     args = parser.parse_args()
 
+    ranks_from_slurm(args.master_addr)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     submission = os.environ.get("JOBDISPATCH_SUBMISSION", "1")
@@ -110,9 +152,15 @@ def main() -> int:
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     start = 0
-    source = resume_from(args.helper) if args.helper else latest(job, mine)
+    program: Path | None = args.publish_with
+    if args.helper is not None:
+        program = args.helper / "helper" / "bin" / "jobdispatch-publish"  # the pod's copy
+    if args.publish_with is not None:
+        source = resolve_with(args.publish_with, rank)
+    else:
+        source = resume_from(args.helper) if args.helper else latest(job, mine)
     if source is not None:
-        state = torch.load(source / "state.pt" if args.helper else source)
+        state = torch.load(source / "state.pt" if program else source)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = int(state["step"])
@@ -131,10 +179,10 @@ def main() -> int:
         loss_value = total.item() / world
         if rank == 0:
             state = {"step": step + 1, "model": model.state_dict(), "opt": opt.state_dict()}
-            if args.helper is None:
+            if program is None:
                 save(mine, state)
             elif (step + 1) % args.publish_every == 0:
-                publish(args.helper, state)
+                publish(program, state)
             print(f"{tag} step {step + 1} loss {loss_value:.6f}", flush=True)
         if rank == args.fail_rank and args.allocate_mib:
             print(f"{tag} allocating {args.allocate_mib} MiB", flush=True)
@@ -148,6 +196,7 @@ def main() -> int:
             # The failing rank's pod ends first, seconds apart, so its failure is the
             # earliest: the peers would otherwise fail in the same second at the barrier.
             time.sleep(args.peer_wait)
+        time.sleep(args.step_seconds)
         dist.barrier()  # the checkpoint of this step is on disk before anyone waits or ends
         if step + 1 == args.wait_at and submission == "1":
             print(f"{tag} step {step + 1}: waiting to be preempted", flush=True)

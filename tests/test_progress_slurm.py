@@ -14,7 +14,7 @@ fail instead. Nothing is asserted about how fast anything happens.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -85,6 +85,26 @@ def _job(home: SlurmHome, name: str, args: list[str], tables: str) -> Path:
     return _local_job(home, name, args, tables, more='time_limit = "20m"\n')
 
 
+def preempt_until_ended(
+    driver: SlurmDriver, victim: ObjectRef, ended: Callable[[], bool], what: str
+) -> None:
+    """Preempt ``victim`` and wait until ``ended`` says it is no longer running. The cluster is
+    shared: another test's clean-up cancels every preemptor by its name, so one that has not
+    taken the node after a while is submitted again."""
+    driver.preempt(victim)
+    asked = [time.monotonic()]
+
+    def gone() -> bool:
+        if ended():
+            return True
+        if time.monotonic() - asked[-1] > 20:
+            driver.preempt(victim)
+            asked.append(time.monotonic())
+        return False
+
+    eventually(gone, f"{what} to be preempted", within=300, every=1.0)
+
+
 def _job_of(stdout: str) -> str:
     return stdout.split()[1]
 
@@ -145,22 +165,11 @@ def test_preempted_five_times_on_slurm_while_advancing_never_spends_a_budget_of_
                 return None
 
             ref = eventually(running, f"submission {submission} to run on two nodes", every=0.5)
-            driver.preempt(ref)
-            asked = [time.monotonic()]
 
-            def ended(
-                n: int = submission, victim: ObjectRef = ref, asked: list[float] = asked
-            ) -> bool:
-                # The cluster is shared: another test's clean-up cancels every preemptor by its
-                # name, so one that has not taken the node after a while is submitted again.
-                if running(n) is None:
-                    return True
-                if time.monotonic() - asked[-1] > 20:
-                    driver.preempt(victim)
-                    asked.append(time.monotonic())
-                return False
+            def ended(n: int = submission) -> bool:
+                return running(n) is None
 
-            eventually(ended, f"submission {submission} to be preempted", within=300, every=1.0)
+            preempt_until_ended(driver, ref, ended, f"submission {submission}")
         status = home.settled(job, within=600, every=1.0)
     finally:
         driver.cleanup()

@@ -18,7 +18,7 @@ from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule,
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually, job_of
 from jobdispatch_slurm import Settings, SlurmBackend
-from jobdispatch_slurm.parse import SACCT_FIELDS, parse_sacct
+from jobdispatch_slurm.parse import SACCT_FIELDS, SacctRow, parse_sacct
 from jobdispatch_slurm.testing import (
     SlurmDriver,
     cancel_helpers,
@@ -39,7 +39,8 @@ COMMAND = (
 )
 
 
-def accounting(job_id: str) -> list[tuple[str, str]]:
+def sacct_rows(job_id: str) -> list[SacctRow]:
+    """Slurm's own accounting of ``job_id``: one row per run (``-D``), times in UTC."""
     out = subprocess.run(
         ["sacct", "-n", "-P", "-D", "-X", "-j", job_id, "-o", ",".join(SACCT_FIELDS)],
         capture_output=True,
@@ -47,7 +48,11 @@ def accounting(job_id: str) -> list[tuple[str, str]]:
         env={"TZ": "UTC", "PATH": "/usr/bin:/bin:/usr/sbin"},
         check=True,
     ).stdout
-    return [(r.state, ",".join(r.nodes)) for r in parse_sacct(out)]
+    return parse_sacct(out)
+
+
+def accounting(job_id: str) -> list[tuple[str, str]]:
+    return [(r.state, ",".join(r.nodes)) for r in sacct_rows(job_id)]
 
 
 def test_preempted_two_node_job_is_recovered_by_the_supervisor() -> None:
