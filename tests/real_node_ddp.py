@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,9 +81,10 @@ def resume_from(helper: Path) -> Path | None:
 
 
 def resolve_with(program: Path, rank: int) -> Path | None:
-    """The newest published checkpoint, fetched by the helper ``program`` into a fresh folder;
-    None when nothing was published. Rank 0 resolves as its execution: the helper then leaves
-    the "resumed" entry the supervisor records; every other rank only reads."""
+    """The newest published checkpoint, fetched by the helper ``program`` into a fresh folder
+    the caller removes once loaded; None (and no folder left) when nothing was published.
+    Rank 0 resolves as its execution: the helper then leaves the "resumed" entry the supervisor
+    records; every other rank only reads."""
     env = dict(os.environ)
     if rank != 0:
         env.pop("JOBDISPATCH_SUBMISSION", None)
@@ -95,7 +97,10 @@ def resolve_with(program: Path, rank: int) -> Path | None:
         text=True,
         check=True,
     ).stdout
-    return into if found.strip() else None
+    if found.strip():
+        return into
+    shutil.rmtree(into, ignore_errors=True)
+    return None
 
 
 def publish(program: Path, state: dict[str, Any]) -> None:
@@ -165,6 +170,8 @@ def main() -> int:
         opt.load_state_dict(state["opt"])
         start = int(state["step"])
         print(f"{tag} resuming from step {start} ({source})", flush=True)
+        if args.publish_with is not None:  # a fetched copy of this rank's own: loaded, done
+            shutil.rmtree(source, ignore_errors=True)
     ddp = nn.parallel.DistributedDataParallel(model)
 
     loss_value = float("nan")
