@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jobdispatch.errors import Rejected, Unauthorized
-from jobdispatch.spi import ObjectRef, StartRequest, find_all
+from jobdispatch.spi import ObjectObs, ObjectRef, StartRequest, find_all
 from jobdispatch.testing import eventually
 from jobdispatch.types import (
     Actor,
@@ -35,6 +35,7 @@ from jobdispatch_slurm import (
     SlurmBackend,
     SshTransport,
 )
+from jobdispatch_slurm import testing as slurm_testing
 from jobdispatch_slurm.config import SshSettings
 from jobdispatch_slurm.testing import stop_quietly
 
@@ -83,18 +84,9 @@ def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
     backend.close()
 
 
-def run_to_end(backend: SlurmBackend, spec: JobSpec) -> tuple[ObjectRef, Any]:
-    job = "rc" + uuid.uuid4().hex[:10]
-    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
-    backend.started.append(ref)  # type: ignore[attr-defined]
-    backend.open(ref)
-    obs = eventually(
-        lambda: backend.inspect(ref),
-        f"{ref} ended",
-        holds=lambda o: o.state is ObjectState.ENDED,
-        every=0.5,
-    )
-    return ref, obs
+def run_to_end(backend: SlurmBackend, spec: JobSpec) -> tuple[ObjectRef, ObjectObs]:
+    """One object of ``spec`` run to its end on ``backend`` (a fixture's: stopped afterwards)."""
+    return slurm_testing.run_to_end(backend, spec, backend.started)  # type: ignore[attr-defined]
 
 
 def exact_bytes(backend: SlurmBackend, args: list[str], env: dict[str, str], name: str) -> None:

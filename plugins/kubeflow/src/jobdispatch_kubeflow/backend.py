@@ -33,6 +33,7 @@ from jobdispatch.errors import (
     ValidationError,
 )
 from jobdispatch.kit import followed
+from jobdispatch.kit.deadline import refuse_past_deadline
 from jobdispatch.kit.refusal import refuses_unsupported
 
 from jobdispatch_kubeflow import (
@@ -989,10 +990,7 @@ class KubeflowBackend(
     # ------------------------------------------------------------------ holds
 
     def _check(self, deadline: datetime, what: str) -> None:
-        now = self.now()
-        if now > deadline:
-            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
-            raise Rejected(msg)
+        refuse_past_deadline(deadline, self.now(), what)
 
     def hold(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only

@@ -17,14 +17,16 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 from jobdispatch.errors import DispatchError
 from jobdispatch.records.store import Records
-from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec, Resources
+from jobdispatch.spi import Backend, ObjectObs, ObjectRef, StartRequest
+from jobdispatch.testing import eventually
+from jobdispatch.types import JobSpec, ObjectState, Resources
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
@@ -44,6 +46,7 @@ __all__ = [
     "count_cli_polls",
     "require",
     "resume_nodes",
+    "run_to_end",
     "ssh_problem",
     "ssh_settings",
 ]
@@ -586,6 +589,24 @@ class SlurmDriver(Driver):
     def cleanup(self) -> None:
         self.restore()
         cancel_helpers()
+
+
+def run_to_end(
+    backend: SlurmBackend, spec: JobSpec, started: list[ObjectRef]
+) -> tuple[ObjectRef, ObjectObs]:
+    """Start and open one object of ``spec`` under a fresh job name, noting it in ``started``
+    (for :func:`stop_quietly` at teardown); its observation once it has ended."""
+    job = "jdt" + uuid.uuid4().hex[:10]
+    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
+    started.append(ref)
+    backend.open(ref)
+    obs = eventually(
+        lambda: backend.inspect(ref),
+        f"{ref} ended",
+        holds=lambda o: o.state is ObjectState.ENDED,
+        every=0.5,
+    )
+    return ref, obs
 
 
 def stop_quietly(backend: SlurmBackend, refs: Sequence[ObjectRef]) -> None:

@@ -29,6 +29,7 @@ from jobdispatch.errors import (
     Rejected,
     Unsupported,
 )
+from jobdispatch.kit.deadline import refuse_past_deadline
 from jobdispatch.kit.refusal import refuse_unsupported
 from jobdispatch.members import (
     CAUSE_CANCELLED,
@@ -376,10 +377,7 @@ class Cluster:
         self.end_object(obj)
 
     def check_deadline(self, deadline: datetime, what: str) -> None:
-        now = self.clock()
-        if now > deadline:
-            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
-            raise Rejected(msg)
+        refuse_past_deadline(deadline, self.clock(), what)
 
     def place_hold(self, obj: MemObject, instance: int, by: Actor | None) -> None:
         if obj.state not in (OBJ_GATED, OBJ_PENDING, OBJ_HELD):
