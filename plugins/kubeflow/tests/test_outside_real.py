@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from jobdispatch import JobSpec, StartRequest
+from jobdispatch.spi import ObjectRef
 from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, ObjectState, Provenance
 
@@ -89,10 +90,7 @@ def test_a_trainjob_someone_else_deletes_is_stopped_by_the_next_poll(kube_cluste
         assert cause.actor == classify.OUTSIDE
         assert "clean-up clear" in obs.detail
     finally:
-        backend.stop(ref, "test over")
-        backend.forget(ref)
-        backend.close()
-    eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+        _remove(backend, admin, ref)
 
 
 def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> None:
@@ -115,10 +113,7 @@ def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> No
         assert (admin.get("trainjobs", ns, name) or {})["spec"]["suspend"] is True
         eventually(lambda: not _pods(admin, ns, name), "the pods gone", within=60)
     finally:
-        backend.stop(ref, "test over")
-        backend.forget(ref)
-        backend.close()
-    eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+        _remove(backend, admin, ref)
 
 
 def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -> None:
@@ -164,10 +159,21 @@ def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -
             assert obs.lost_nodes == ()
             time.sleep(1)
     finally:
+        admin.delete("nodes", None, node_name, propagation="Background")
+        _remove(backend, admin, ref)
+
+
+def _remove(backend: Any, admin: Any, ref: ObjectRef) -> None:
+    """A test's teardown: stop its TrainJob, remove the receipt that kept it, close the backend,
+    and wait until the TrainJob is gone, so the plane's other users are left as they were."""
+    from jobdispatch_kubeflow import names
+
+    try:
         backend.stop(ref, "test over")
         backend.forget(ref)
+    finally:
         backend.close()
-        admin.delete("nodes", None, node_name, propagation="Background")
+    ns, name = names.split_ref(ref)
     eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
 
 

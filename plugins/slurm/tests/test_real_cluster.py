@@ -33,11 +33,10 @@ from jobdispatch_slurm import (
     LocalTransport,
     Settings,
     SlurmBackend,
-    SshTransport,
 )
 from jobdispatch_slurm import testing as slurm_testing
 from jobdispatch_slurm.config import SshSettings
-from jobdispatch_slurm.testing import stop_quietly
+from jobdispatch_slurm.testing import ssh_transport, stop_quietly
 
 pytestmark = pytest.mark.slurm
 
@@ -60,18 +59,6 @@ DUMP = (
     "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], "
     "'env': {k: v for k, v in os.environ.items() if k.startswith('FUZZ_')}}))"
 )
-
-
-def ssh_transport(ssh_server: Any, known_hosts: str | None = None, **kw: Any) -> SshTransport:
-    """A transport to the loopback sshd, trusting its own known_hosts unless told otherwise."""
-    return SshTransport(
-        host=ssh_server.host,
-        port=ssh_server.port,
-        user=ssh_server.user,
-        key_filename=ssh_server.key_file,
-        known_hosts=known_hosts or ssh_server.known_hosts,
-        **kw,
-    )
 
 
 @pytest.fixture

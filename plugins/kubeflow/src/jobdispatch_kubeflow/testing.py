@@ -32,7 +32,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ __all__ = [
     "own_node",
     "place_on_own_node",
     "real_node_problem",
+    "remove_jobs",
     "require",
     "settings",
 ]
@@ -226,6 +227,15 @@ def forget_receipts(older_than: timedelta = RECEIPT_GRACE) -> int:
         return done
     finally:
         backend.close()
+
+
+def remove_jobs(backend: KubeflowBackend, jobs: Iterable[str], reason: str) -> None:
+    """Stop every object of each of ``jobs`` and remove its receipt, so that its TrainJob goes
+    now: the teardown of a test that made them on a plane other sessions share."""
+    for job in jobs:
+        for obs in backend.find(job).objects:
+            backend.stop(obs.ref, reason)
+            backend.forget(obs.ref)
 
 
 def own_node(

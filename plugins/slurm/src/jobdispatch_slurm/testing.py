@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 from jobdispatch.errors import DispatchError
@@ -32,7 +33,7 @@ from jobdispatch_conformance.services import require_service as require
 
 from jobdispatch_slurm.backend import SlurmBackend
 from jobdispatch_slurm.config import Settings, SshSettings
-from jobdispatch_slurm.transport import Interrupted, Result, Transport
+from jobdispatch_slurm.transport import Interrupted, Result, SshTransport, Transport
 
 __all__ = [
     "CONTROL_DIR",
@@ -49,6 +50,7 @@ __all__ = [
     "run_to_end",
     "ssh_problem",
     "ssh_settings",
+    "ssh_transport",
 ]
 
 #: Where the driver leaves commands for the jobs it controls (all nodes share this host's /tmp).
@@ -281,6 +283,19 @@ def cluster_problem() -> str | None:
     if len(states) < 2:
         return f"the test cluster needs 2 nodes; sinfo shows {states}"
     return None
+
+
+def ssh_transport(ssh: SshSettings, known_hosts: str | None = None, **options: Any) -> SshTransport:
+    """A transport to the sshd ``ssh`` describes (the loopback one: :func:`ssh_settings`),
+    trusting its own known_hosts unless told otherwise; ``options`` go to the transport."""
+    return SshTransport(
+        host=ssh.host,
+        port=ssh.port,
+        user=ssh.user,
+        key_filename=ssh.key_file,
+        known_hosts=known_hosts or ssh.known_hosts,
+        **options,
+    )
 
 
 def ssh_settings() -> SshSettings | None:
