@@ -34,6 +34,7 @@ from jobdispatch.errors import (
 )
 from jobdispatch.kit import followed
 from jobdispatch.kit.deadline import refuse_past_deadline
+from jobdispatch.kit.facts import NOT_PROBED
 from jobdispatch.kit.refusal import refuses_unsupported
 
 from jobdispatch_kubeflow import (
@@ -376,7 +377,7 @@ class KubeflowBackend(
         is read here (one GET); one that cannot be read is taken to rerun ranks, never not to."""
         facts = self.facts()
         if not facts.probed:
-            return f"the runtime may let Kubernetes rerun a rank in place: {probe.NOT_PROBED}"
+            return f"the runtime may let Kubernetes rerun a rank in place: {NOT_PROBED}"
         name = manifest.runtime_name(spec, self.settings)
         if name != self.settings.runtime.name:
             try:
