@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from jobdispatch_cli.commands import listen_option, optional_module, pass_app
-from jobdispatch_cli.commands.running import Seconds
+from jobdispatch_cli.commands.running import interval_option
 from jobdispatch_cli.context import App
 
 __all__ = ["register"]
@@ -75,12 +75,11 @@ def register(group: click.Group) -> None:
         help="A file (mode 600) whose first line is the token every request must carry: "
         "Authorization: Bearer TOKEN, or the password of the browser's login prompt.",
     )
-    @click.option(
+    @interval_option(
         "--refresh",
-        type=Seconds(least=0.2),
+        least=0.2,
         default=2.0,
-        show_default=True,
-        help="Seconds between two refreshes of an open page.",
+        help_text="Seconds between two refreshes of an open page.",
     )
     @pass_app
     def dashboard(app: App, listen: str, token_file: Path | None, refresh: float) -> None:
