@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jobdispatch.errors import Rejected, Unauthorized
-from jobdispatch.spi import ObjectObs, ObjectRef, StartRequest, find_all
+from jobdispatch.spi import ObjectRef, StartRequest, find_all
 from jobdispatch.testing import eventually
 from jobdispatch.types import (
     Actor,
@@ -71,8 +71,10 @@ def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
     backend.close()
 
 
-def run_to_end(backend: SlurmBackend, spec: JobSpec) -> tuple[ObjectRef, ObjectObs]:
-    """One object of ``spec`` run to its end on ``backend`` (a fixture's: stopped afterwards)."""
+def run_to_end(backend: SlurmBackend, spec: JobSpec) -> tuple[ObjectRef, Any]:
+    """One object of ``spec`` run to its end on ``backend`` (a fixture's: stopped afterwards);
+    the observation as ``Any``, since the tests read its latest run's cause, which they know
+    is there."""
     return slurm_testing.run_to_end(backend, spec, backend.started)  # type: ignore[attr-defined]
 
 

@@ -482,7 +482,7 @@ class LocalBackend(
         obj = self._dir(ref)
         with _changing(obj, f"hold {meta.instance} of {ref}"):
             snap = Snapshot(obj, held=True)
-            if snap.state not in (t.ObjectState.GATED, t.ObjectState.PENDING, t.ObjectState.HELD):
+            if not snap.state.waiting:
                 msg = f"cannot hold object {ref}: it is {snap.state}"
                 raise Rejected(msg)
             control = snap.control

@@ -35,8 +35,6 @@ from jobdispatch.members import (
     CAUSE_CANCELLED,
     CAUSE_REQUEUED,
     OBJ_ENDED,
-    OBJ_GATED,
-    OBJ_HELD,
     OBJ_PENDING,
     OBJ_RUNNING,
     PROV_ACTOR,
@@ -380,7 +378,7 @@ class Cluster:
         refuse_past_deadline(deadline, self.clock(), what)
 
     def place_hold(self, obj: MemObject, instance: int, by: Actor | None) -> None:
-        if obj.state not in (OBJ_GATED, OBJ_PENDING, OBJ_HELD):
+        if not obj.state.waiting:
             msg = f"cannot hold object {obj.ref}: it is {obj.state}"
             raise Rejected(msg)
         replaced = obj.hold
