@@ -72,7 +72,7 @@ import multiprocessing
 import queue as queue_module
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -115,6 +115,7 @@ __all__ = [
     "Launcher",
     "RecordStoreSuite",
     "control",
+    "create_jobs",
     "decision",
     "evidence",
     "make_header",
@@ -146,6 +147,13 @@ def make_header(job: str, *, at: datetime = _EPOCH, key: str = "", name: str = "
     return Header(
         job=job, spec=spec, plan=plan, idempotency_key=key, created_by=_HUMAN, created_at=at
     )
+
+
+def create_jobs(store: Records, *jobs: str) -> tuple[str, ...]:
+    """Create a record (:func:`make_header`) for each of ``jobs``; their names, in order."""
+    for job in jobs:
+        store.create(make_header(job))
+    return jobs
 
 
 def evidence(n: int = 0, *, at: datetime = _EPOCH, detail: str = "") -> CallAnswered:
@@ -348,15 +356,15 @@ def race_acquire(
     return tokens
 
 
-def _rotated(jobs: list[str], index: int) -> list[str]:
+def _rotated(jobs: Sequence[str], index: int) -> list[str]:
     """The jobs starting at a different one for each worker: racing batches name their jobs
     in different orders, as a store that locks per job must survive without deadlock."""
     k = index % len(jobs)
-    return jobs[k:] + jobs[:k]
+    return [*jobs[k:], *jobs[:k]]
 
 
 def race_batch_rounds(
-    store: Records, barrier: Barrier, index: int, jobs: list[str], rounds: int
+    store: Records, barrier: Barrier, index: int, jobs: Sequence[str], rounds: int
 ) -> list[list[bool]]:
     """Each round, every worker appends one event to every job at the same revision, all in
     one batch, at once. Report per round which jobs (in ``jobs`` order) it won; a part lost
@@ -379,7 +387,7 @@ def race_batch_rounds(
 
 
 def batch_append_until(
-    store: Records, barrier: Barrier, index: int, jobs: list[str], wins: int
+    store: Records, barrier: Barrier, index: int, jobs: Sequence[str], wins: int
 ) -> dict[str, list[int]]:
     """Append ``wins`` events to every job in batches, each time to the jobs still short of
     them, at the revision just read; report the revisions won per job."""
@@ -403,7 +411,7 @@ def batch_append_until(
 
 
 def race_batch_acquire(
-    store: Records, barrier: Barrier, index: int, jobs: list[str], rounds: int
+    store: Records, barrier: Barrier, index: int, jobs: Sequence[str], rounds: int
 ) -> list[dict[str, int]]:
     """Each round every worker acquires every job in one batch at once; for the jobs it won
     it renews the leases in a batch, appends a decision to each in a batch, then releases
@@ -1292,9 +1300,7 @@ class RecordStoreSuite:
     def test_racing_batches_one_wins_each_job_each_revision(
         self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
     ) -> None:
-        jobs = ["race-1", "race-2", "race-3"]
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "race-1", "race-2", "race-3")
         launch = make_concurrent_appenders(store)
         n, rounds = self.appenders, self.race_rounds
         results = launch(race_batch_rounds, n, jobs, rounds)
@@ -1309,9 +1315,7 @@ class RecordStoreSuite:
     def test_batches_retrying_leave_no_gap_and_no_duplicate(
         self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
     ) -> None:
-        jobs = ["race-1", "race-2", "race-3"]
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "race-1", "race-2", "race-3")
         launch = make_concurrent_appenders(store)
         n, wins = self.appenders, max(3, self.race_rounds // 3)
         results = launch(batch_append_until, n, jobs, wins)
@@ -1326,9 +1330,7 @@ class RecordStoreSuite:
     def test_racing_batch_acquirers_one_owner_per_job_at_a_time(
         self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
     ) -> None:
-        jobs = ["owned-1", "owned-2", "owned-3"]
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "owned-1", "owned-2", "owned-3")
         launch = make_concurrent_appenders(store)
         n, rounds = self.appenders, max(3, self.race_rounds // 3)
         results = launch(race_batch_acquire, n, jobs, rounds)
@@ -1574,9 +1576,7 @@ class RecordStoreSuite:
         assert store.acquire("job-2", "other", _ttl(10)).token > held.token
 
     def test_batch_acquire_answers_every_job(self, store: Records, clock: ManualClock) -> None:
-        jobs = ("free", "held", "mine", "lapsed", "released")
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "free", "held", "mine", "lapsed", "released")
         theirs = store.acquire("held", "other", _ttl(60))
         mine = store.acquire("mine", "sup", _ttl(60))
         lapsed = store.acquire("lapsed", "other", _ttl(5))
@@ -1598,9 +1598,7 @@ class RecordStoreSuite:
         assert store.acquire("held", "other", _ttl(60)).token == theirs.token
 
     def test_batch_renew_answers_every_lease(self, store: Records, clock: ManualClock) -> None:
-        jobs = ("live", "lapsed", "taken", "released")
-        for job in jobs:
-            store.create(make_header(job))
+        create_jobs(store, "live", "lapsed", "taken", "released")
         live = store.acquire("live", "sup", _ttl(10))
         lapsed = store.acquire("lapsed", "sup", _ttl(5))
         taken = store.acquire("taken", "sup", _ttl(5))
@@ -1621,8 +1619,7 @@ class RecordStoreSuite:
             store.append("lapsed", [decision(1)], expect_revision=0, owner=lapsed)
 
     def test_batch_release(self, store: Records, clock: ManualClock) -> None:
-        for job in ("job-1", "job-2", "job-3"):
-            store.create(make_header(job))
+        create_jobs(store, "job-1", "job-2", "job-3")
         one = store.acquire("job-1", "sup", _ttl(60))
         old = store.acquire("job-2", "sup", _ttl(5))
         clock.advance(5)
@@ -1690,9 +1687,7 @@ class RecordStoreSuite:
         assert store.announce("sup", _ttl(10)) == ("sup",)
 
     def test_tokens_only_grow_through_batches(self, store: Records, clock: ManualClock) -> None:
-        jobs = ["job-1", "job-2", "job-3"]
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "job-1", "job-2", "job-3")
         tokens: dict[str, list[int]] = {job: [] for job in jobs}
         for i in range(12):
             holder = ("a", "b", "a", "c")[i % 4]
