@@ -591,7 +591,7 @@ def _hold_placed(
 
 
 @attrs.frozen
-class _Clock:
+class _Axis:
     """Instants as integer microseconds from the job's creation, the canvas's coordinates.
     An instant the record does not have (None) stands for the given default."""
 
@@ -618,26 +618,26 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
 
     # Writers' clocks may disagree by a little: nothing ends before the job was created.
     until = max(settled_at if settled_at is not None else now, origin)
-    clock = _Clock(origin, _us(until - origin))
-    total = clock.total
+    axis = _Axis(origin, _us(until - origin))
+    total = axis.total
     unit, width = _width(header.spec)
 
     canvas = _Canvas(total, (Part.UNKNOWN, None, NO_BLAME, False))
     ordered = _in_time_order(read, until)
     outcome_at = outcome[0] if outcome is not None else None
-    outcome_us = clock.us(outcome_at, total)
+    outcome_us = axis.us(outcome_at, total)
 
     # 1. After each ended run: detection, decision, then relaunch until the next run starts
     # (a later submission's own layer, painted next, takes over from its authorization).
-    blames = _paint_endings(canvas, clock, plan, ordered, read.decided, outcome_at, until)
+    blames = _paint_endings(canvas, axis, plan, ordered, read.decided, outcome_at, until)
     # 2. Before each submission's first run: queued, or relaunch after a recovery.
-    _paint_submissions(canvas, clock, read.subs, outcome_us)
+    _paint_submissions(canvas, axis, read.subs, outcome_us)
     # 3. Holds: queued, for a person or for a rule.
     for a, b, blame, by_rule in read.holds:
         reason = QueueReason.HELD_BY_RULE if by_rule else QueueReason.HELD_BY_PERSON
-        canvas.paint(clock.us(a, total), clock.us(b, total), (Part.QUEUED, reason, blame, False))
+        canvas.paint(axis.us(a, total), axis.us(b, total), (Part.QUEUED, reason, blame, False))
     # 4. Running time, from the evidence.
-    figures = _paint_running(canvas, clock, read, ordered, blames, evidence)
+    figures = _paint_running(canvas, axis, read, ordered, blames, evidence)
     # 5. Clean-up: from the outcome to settlement, keeping whether the nodes were held.
     if outcome is not None:
         canvas.paint(outcome_us, total, (Part.CLEANUP, None, Blame(outcome[2]), None))
@@ -691,7 +691,7 @@ def _in_time_order(read: _Read, until: datetime) -> list[_Run]:
 
 def _paint_endings(
     canvas: _Canvas,
-    clock: _Clock,
+    axis: _Axis,
     plan: Plan,
     ordered: Sequence[_Run],
     decided: Mapping[tuple[str, int], tuple[datetime, int | None]],
@@ -704,8 +704,8 @@ def _paint_endings(
 
     Returns every run's blame (its ending, and the rule that acted on it), which the running
     layer paints the time lost to that ending with."""
-    total = clock.total
-    outcome_us = clock.us(outcome_at, total)
+    total = axis.total
+    outcome_us = axis.us(outcome_at, total)
     blames: dict[tuple[str, int], Blame] = {}
     for k, run in enumerate(ordered):
         x = run.obs
@@ -717,19 +717,19 @@ def _paint_endings(
         blame = blames[key] = _ending_blame(plan, x, decided.get(key), rerun is not None)
         if x.state is not OBJ_ENDED:
             continue
-        ended = clock.us(x.ended_at if x.ended_at is not None else run.seen_ended, total)
+        ended = axis.us(x.ended_at if x.ended_at is not None else run.seen_ended, total)
         later = next((r for r in ordered[k + 1 :] if r.obs.started_at is not None), None)
-        limit = total if later is None else clock.us(later.obs.started_at, total)
+        limit = total if later is None else axis.us(later.obs.started_at, total)
         relaunch_end = min(limit, outcome_us)
         if rerun is not None and key not in decided:
             # The backend ran it again by itself: nobody had to see or decide, it relaunched.
             canvas.paint(ended, relaunch_end, (Part.RELAUNCH, None, blame, False))
             continue
-        seen = min(max(clock.us(run.seen_ended, ended), ended), limit)
+        seen = min(max(axis.us(run.seen_ended, ended), ended), limit)
         decision = decided[key][0] if key in decided else outcome_at
         if decision is None and rerun is None:
             decision = until
-        d = min(max(clock.us(decision, seen), seen), limit)
+        d = min(max(axis.us(decision, seen), seen), limit)
         canvas.paint(ended, seen, (Part.DETECTION, None, blame, False))
         canvas.paint(seen, d, (Part.DECISION, None, blame, False))
         canvas.paint(d, relaunch_end, (Part.RELAUNCH, None, blame, False))
@@ -752,19 +752,17 @@ def _ending_blame(
     return Blame(kind, rule, _enforcer(plan, rule))
 
 
-def _paint_submissions(
-    canvas: _Canvas, clock: _Clock, subs: Sequence[_Sub], outcome_us: int
-) -> None:
+def _paint_submissions(canvas: _Canvas, axis: _Axis, subs: Sequence[_Sub], outcome_us: int) -> None:
     """Layer 2: before each submission's first run. The first waits for the supervisor, then
     for its gate to open; a later one is the relaunch of the recovery that authorized it. Once
     opened, each waits for capacity until it starts (or the next submission, or the outcome)."""
-    total = clock.total
+    total = axis.total
     paint = canvas.paint
     for i, sub in enumerate(subs):
-        auth = clock.us(sub.authorized, total)
+        auth = axis.us(sub.authorized, total)
         nxt = subs[i + 1].authorized if i + 1 < len(subs) else None
-        end = min(clock.us(sub.first_start, total), clock.us(nxt, total), outcome_us)
-        opened = min(clock.us(sub.opened, end), end)
+        end = min(axis.us(sub.first_start, total), axis.us(nxt, total), outcome_us)
+        opened = min(axis.us(sub.opened, end), end)
         if i == 0:
             paint(0, auth, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
             paint(auth, opened, (Part.QUEUED, QueueReason.GATED, NO_BLAME, False))
@@ -777,7 +775,7 @@ def _paint_submissions(
 
 def _paint_running(
     canvas: _Canvas,
-    clock: _Clock,
+    axis: _Axis,
     read: _Read,
     ordered: Sequence[_Run],
     blames: Mapping[tuple[str, int], Blame],
@@ -792,13 +790,13 @@ def _paint_running(
         x = run.obs
         if x.started_at is None:
             continue
-        start = clock.us(x.started_at, clock.total)
-        end = _running_end(clock, read, run, start)
+        start = axis.us(x.started_at, axis.total)
+        end = _running_end(axis, read, run, start)
         key = (run.ref, x.index)
         blame = blames[key]
         _paint_run(
             canvas.paint,
-            clock.us,
+            axis.us,
             start,
             end,
             evidence.get(key),
@@ -812,16 +810,16 @@ def _paint_running(
     return figures
 
 
-def _running_end(clock: _Clock, read: _Read, run: _Run, start: int) -> int:
+def _running_end(axis: _Axis, read: _Read, run: _Run, start: int) -> int:
     """Where a started run's running time ends: its end when known; ``now`` (the canvas's end)
     while it is still running and nothing stopped it or decided the job; else the last time it
     was seen running (what the record can vouch for)."""
     x = run.obs
     if x.ended_at is not None:
-        return clock.us(x.ended_at, clock.total)
+        return axis.us(x.ended_at, axis.total)
     if x.state is OBJ_RUNNING and run.ref not in read.stopped and read.outcome is None:
-        return clock.total
-    return clock.us(run.last_running, start)
+        return axis.total
+    return axis.us(run.last_running, start)
 
 
 def _held(spans: Sequence[Span], a: int, b: int) -> int:
