@@ -78,35 +78,6 @@ def _seconds(at: datetime | None, origin: datetime, default: float) -> float:
     return default if at is None else max(0.0, (at - origin).total_seconds())
 
 
-def build(
-    status: Status, now: datetime | None = None, goodput: JobGoodput | None = None
-) -> Timeline:
-    """The timeline of ``status`` as of ``now``, with ``goodput``'s parts as a row of its own
-    when given (figured from the same record)."""
-    now = now or datetime.now(UTC)
-    origin = status.created_at or now
-    end = _span(status, origin, now)
-    committed, state = _committed(status, origin, end)
-    segments = _segments(status, origin, end, committed, state)
-    rows = [(sub.n, _bars(sub, origin, end)) for sub in status.submissions]
-    bands: tuple[Band, ...] = ()
-    if goodput is not None:
-        bands = _bands(goodput, origin)
-        end = max(end, *(b.end for b in bands)) if bands else end
-    return Timeline(
-        job=status.job,
-        name=status.name,
-        state=status.state,
-        cause=status.cause,
-        origin=origin,
-        span=end,
-        segments=tuple(segments),
-        rows=tuple(rows),
-        marks=_marks(status, origin),
-        bands=bands,
-    )
-
-
 def _span(status: Status, origin: datetime, now: datetime) -> float:
     """How far the axis runs: to the last thing the record saw, or to ``now`` while the job
     is not over (never zero, so the picture can be scaled)."""
@@ -132,7 +103,7 @@ def _committed(status: Status, origin: datetime, end: float) -> tuple[list[Segme
     return committed, state
 
 
-def _marks(status: Status, origin: datetime) -> tuple[tuple[float, str], ...]:
+def _marks(status: Status, origin: datetime) -> list[tuple[float, str]]:
     """A mark at each transition, naming the state and the cause it came with, and at each
     stall verdict, observe-only ones included: a team measures how often the rule would have
     fired before enforcing it."""
@@ -147,7 +118,7 @@ def _marks(status: Status, origin: datetime) -> tuple[tuple[float, str], ...]:
             what = "stalled" if v.enforced else "would stall (observe)"
             marks.append((_seconds(v.at, origin, 0.0), f"{what}: run {v.execution}"))
         marks.sort(key=lambda m: m[0])
-    return tuple(marks)
+    return marks
 
 
 def _segments(
@@ -215,6 +186,36 @@ def _bands(goodput: JobGoodput, origin: datetime) -> tuple[Band, ...]:
             shift + x.end / 1e6,
         )
         for x in goodput.spans
+    )
+
+
+def build(
+    status: Status, now: datetime | None = None, goodput: JobGoodput | None = None
+) -> Timeline:
+    """The timeline of ``status`` as of ``now``, with ``goodput``'s parts as a row of its own
+    when given (figured from the same record)."""
+    now = now or datetime.now(UTC)
+    origin = status.created_at or now
+    end = _span(status, origin, now)
+    committed, state = _committed(status, origin, end)
+    marks = _marks(status, origin)
+    segments = _segments(status, origin, end, committed, state)
+    rows = [(sub.n, _bars(sub, origin, end)) for sub in status.submissions]
+    bands: tuple[Band, ...] = ()
+    if goodput is not None:
+        bands = _bands(goodput, origin)
+        end = max(end, *(b.end for b in bands)) if bands else end
+    return Timeline(
+        job=status.job,
+        name=status.name,
+        state=status.state,
+        cause=status.cause,
+        origin=origin,
+        span=end,
+        segments=tuple(segments),
+        rows=tuple(rows),
+        marks=tuple(marks),
+        bands=bands,
     )
 
 
