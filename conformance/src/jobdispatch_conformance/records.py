@@ -683,91 +683,126 @@ class _Model:
     # ---------------------------------------------------------------------------- a step
 
     def step(self, op: tuple[Any, ...]) -> None:
+        """Apply one generated operation to the store and to the model, checking the store's
+        answer against the model's (see the ``_step_*`` method of each operation)."""
         now = self.clock()
         name = op[0]
         if name == "create":
-            _, job, key, kinds = op
-            events = [_event(k, now) for k in kinds]
-            call_c = functools.partial(
-                self.store.create, make_header(job, at=now), events, idempotency_key=key
-            )
-            if key and key in self.keys:
-                assert call_c() == Created(job=self.keys[key], created=False)
-            elif job in self.jobs:
-                self.expect(Conflict, call_c)
-            else:
-                assert call_c() == Created(job=job, created=True)
-                tokens = [(k, 0 if k in ("decision", "settle") else None) for k in kinds]
-                self.jobs[job] = _ModelJob(tokens, settled="settle" in kinds)
-                if key:
-                    self.keys[key] = job
+            self._step_create(op, now)
         elif name == "append":
-            _, job, kinds, delta, holder = op
-            request, outcome = self._append(job, kinds, delta, holder, now)
-            call = functools.partial(
-                self.store.append,
-                job,
-                list(request.events),
-                expect_revision=request.expect_revision,
-                owner=request.owner,
-            )
-            self._single(outcome, call)
+            self._step_append(op, now)
         elif name == "append_many":
-            parts = [self._append(job, kinds, d, h, now) for job, kinds, d, h in op[1]]
-            requests = [request for request, _ in parts]
-            self._batch(
-                [r.job for r in requests],
-                [outcome for _, outcome in parts],
-                functools.partial(self.store.append_many, requests),
-            )
+            self._step_append_many(op, now)
         elif name == "acquire":
-            _, job, holder, ttl = op
-            outcome = self._acquire(job, holder, ttl, now)
-            self._single(
-                outcome,
-                functools.partial(self.store.acquire, job, holder, timedelta(seconds=ttl)),
-            )
+            self._step_acquire(op, now)
         elif name == "acquire_many":
-            _, jobs, holder, ttl = op
-            self._batch(
-                jobs,
-                [self._acquire(job, holder, ttl, now) for job in jobs],
-                functools.partial(self.store.acquire_many, jobs, holder, timedelta(seconds=ttl)),
-            )
+            self._step_acquire_many(op, now)
         elif name == "renew":
-            _, job, holder, ttl = op
-            lease = self.held.get((holder, job))
-            if lease is None:
-                return
-            self._single(
-                self._renew(lease, ttl, now),
-                functools.partial(self.store.renew, lease, timedelta(seconds=ttl)),
-            )
+            self._step_renew(op, now)
         elif name == "renew_many":
-            _, pairs, ttl = op
-            leases = [self.held[(h, j)] for j, h in pairs if (h, j) in self.held]
-            self._batch(
-                [lease.job for lease in leases],
-                [self._renew(lease, ttl, now) for lease in leases],
-                functools.partial(self.store.renew_many, leases, timedelta(seconds=ttl)),
-            )
+            self._step_renew_many(op, now)
         elif name == "release":
-            _, job, holder = op
-            lease = self.held.get((holder, job))
-            if lease is None:
-                return
-            self.store.release(lease)
-            self._release(lease)()
+            self._step_release(op)
         elif name == "release_many":
-            leases = [self.held[(h, j)] for j, h in op[1] if (h, j) in self.held]
-            if len({lease.job for lease in leases}) < len(leases):
-                self.expect(Invalid, functools.partial(self.store.release_many, leases))
-                return
-            self.store.release_many(leases)
-            for lease in leases:
-                self._release(lease)()
+            self._step_release_many(op)
         elif name == "advance":
             self.clock.advance(op[1])
+
+    def _step_create(self, op: tuple[Any, ...], now: datetime) -> None:
+        """A create answers the job an idempotency key already made, refuses a job that
+        exists, or makes it with its events."""
+        _, job, key, kinds = op
+        events = [_event(k, now) for k in kinds]
+        call_c = functools.partial(
+            self.store.create, make_header(job, at=now), events, idempotency_key=key
+        )
+        if key and key in self.keys:
+            assert call_c() == Created(job=self.keys[key], created=False)
+        elif job in self.jobs:
+            self.expect(Conflict, call_c)
+        else:
+            assert call_c() == Created(job=job, created=True)
+            tokens = [(k, 0 if k in ("decision", "settle") else None) for k in kinds]
+            self.jobs[job] = _ModelJob(tokens, settled="settle" in kinds)
+            if key:
+                self.keys[key] = job
+
+    def _step_append(self, op: tuple[Any, ...], now: datetime) -> None:
+        _, job, kinds, delta, holder = op
+        request, outcome = self._append(job, kinds, delta, holder, now)
+        call = functools.partial(
+            self.store.append,
+            job,
+            list(request.events),
+            expect_revision=request.expect_revision,
+            owner=request.owner,
+        )
+        self._single(outcome, call)
+
+    def _step_append_many(self, op: tuple[Any, ...], now: datetime) -> None:
+        parts = [self._append(job, kinds, d, h, now) for job, kinds, d, h in op[1]]
+        requests = [request for request, _ in parts]
+        self._batch(
+            [r.job for r in requests],
+            [outcome for _, outcome in parts],
+            functools.partial(self.store.append_many, requests),
+        )
+
+    def _step_acquire(self, op: tuple[Any, ...], now: datetime) -> None:
+        _, job, holder, ttl = op
+        outcome = self._acquire(job, holder, ttl, now)
+        self._single(
+            outcome,
+            functools.partial(self.store.acquire, job, holder, timedelta(seconds=ttl)),
+        )
+
+    def _step_acquire_many(self, op: tuple[Any, ...], now: datetime) -> None:
+        _, jobs, holder, ttl = op
+        self._batch(
+            jobs,
+            [self._acquire(job, holder, ttl, now) for job in jobs],
+            functools.partial(self.store.acquire_many, jobs, holder, timedelta(seconds=ttl)),
+        )
+
+    def _step_renew(self, op: tuple[Any, ...], now: datetime) -> None:
+        """Renew a lease the holder has (a holder without one has nothing to renew)."""
+        _, job, holder, ttl = op
+        lease = self.held.get((holder, job))
+        if lease is None:
+            return
+        self._single(
+            self._renew(lease, ttl, now),
+            functools.partial(self.store.renew, lease, timedelta(seconds=ttl)),
+        )
+
+    def _step_renew_many(self, op: tuple[Any, ...], now: datetime) -> None:
+        _, pairs, ttl = op
+        leases = [self.held[(h, j)] for j, h in pairs if (h, j) in self.held]
+        self._batch(
+            [lease.job for lease in leases],
+            [self._renew(lease, ttl, now) for lease in leases],
+            functools.partial(self.store.renew_many, leases, timedelta(seconds=ttl)),
+        )
+
+    def _step_release(self, op: tuple[Any, ...]) -> None:
+        """Release a lease the holder has; releasing answers nothing, so only the model's
+        later reads judge it."""
+        _, job, holder = op
+        lease = self.held.get((holder, job))
+        if lease is None:
+            return
+        self.store.release(lease)
+        self._release(lease)()
+
+    def _step_release_many(self, op: tuple[Any, ...]) -> None:
+        """Release several leases at once; a job named twice is refused whole."""
+        leases = [self.held[(h, j)] for j, h in op[1] if (h, j) in self.held]
+        if len({lease.job for lease in leases}) < len(leases):
+            self.expect(Invalid, functools.partial(self.store.release_many, leases))
+            return
+        self.store.release_many(leases)
+        for lease in leases:
+            self._release(lease)()
 
     def check(self) -> None:
         order = list(self.jobs)
