@@ -9,6 +9,7 @@ both). History holds committed transitions only, so it reads the same whoever as
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 import attrs
@@ -202,71 +203,10 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         rec = job.object(ref)
         return shown.get(ref.id) or (rec.obs if rec else None)
 
-    # Retired objects by submission, in the record's order (one walk, not one per submission).
-    retired: dict[int, list[tuple[ObjectRef, Cause]]] = {}
-    for o in job.objects.values():
-        if o.retired:
-            retired.setdefault(o.submission, []).append((o.ref, DUPLICATE))
-
-    submissions = []
-    for sub in job.submissions:
-        obs = current(sub.canonical)
-        submissions.append(
-            Submission(
-                n=sub.n,
-                canonical=sub.canonical,
-                executions=_runs(job, obs) if obs else (),
-                state=obs.state if obs else None,
-                rule=sub.rule,
-                cause=sub.cause,
-                attempts=len(sub.attempts),
-                retired=tuple(retired.get(sub.n, ())),
-                exclude=sub.exclude,
-                exclude_until=sub.exclude_until,
-            )
-        )
-
+    submissions = _submissions(job, current)
     hold = job.active_hold
-    latest = job.latest
-    running = False
-    ended: Cause | None = None
-    if latest is not None and latest.canonical is not None:
-        obs = current(latest.canonical)
-        running = obs is not None and obs.state is OBJ_RUNNING
-        if obs is not None and obs.state is OBJ_ENDED:
-            ended = _unhandled_end(job, obs)
-
-    cause = NO_CAUSE
-    if job.outcome is not None:
-        state = job.outcome.state
-        cause = job.outcome.cause
-    elif running:
-        state = STATE_RUNNING
-    elif ended is not None:
-        # The run is over but the record does not say so yet (the supervisor observes, then
-        # commits the outcome or a recovery, seconds later): show what the backend shows
-        # rather than the committed pending, so a watcher never sees running, pending, failed.
-        state = STATE_ENDED
-        cause = ended
-    elif hold is not None:
-        state = STATE_HELD
-        cause = hold.cause or Cause(CAUSE_HELD, PROV_ACTOR, hold.hold.reason, actor=hold.hold.by)
-    else:
-        state = (
-            job.committed if job.committed in (STATE_PENDING, STATE_RECOVERING) else STATE_PENDING
-        )
-        if state is STATE_RECOVERING and job.recovery_cause is not None:
-            cause = job.recovery_cause
-
-    cleanup = CLEANUP_CLEAR
-    if job.outcome is not None:
-        live = [
-            o
-            for o in job.objects.values()
-            if not o.done and not (shown.get(o.ref.id) and shown[o.ref.id].state is OBJ_ENDED)
-        ]
-        if live:
-            cleanup = CLEANUP_BLOCKED if CLEANUP in job.escalations else CLEANUP_PENDING
+    state, cause = _state_and_cause(job, current)
+    cleanup = _cleanup(job, shown)
 
     next_exclude, next_until = ((), None) if job.terminal else excluded(job, now)
     return Status(
@@ -294,6 +234,82 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         next_exclude=next_exclude,
         next_exclude_until=next_until,
     )
+
+
+Current = Callable[[ObjectRef | None], ObjectObs | None]
+
+
+def _submissions(job: Job, current: Current) -> list[Submission]:
+    """Every submission as status shows it, its canonical object as ``current`` has it."""
+    # Retired objects by submission, in the record's order (one walk, not one per submission).
+    retired: dict[int, list[tuple[ObjectRef, Cause]]] = {}
+    for o in job.objects.values():
+        if o.retired:
+            retired.setdefault(o.submission, []).append((o.ref, DUPLICATE))
+    submissions = []
+    for sub in job.submissions:
+        obs = current(sub.canonical)
+        submissions.append(
+            Submission(
+                n=sub.n,
+                canonical=sub.canonical,
+                executions=_runs(job, obs) if obs else (),
+                state=obs.state if obs else None,
+                rule=sub.rule,
+                cause=sub.cause,
+                attempts=len(sub.attempts),
+                retired=tuple(retired.get(sub.n, ())),
+                exclude=sub.exclude,
+                exclude_until=sub.exclude_until,
+            )
+        )
+    return submissions
+
+
+def _state_and_cause(job: Job, current: Current) -> tuple[State, Cause]:
+    """The job's state and cause: the outcome once committed; before, what the latest
+    canonical object shows (running, or ended and not yet handled), a hold, or the committed
+    pending or recovering."""
+    latest = job.latest
+    running = False
+    ended: Cause | None = None
+    if latest is not None and latest.canonical is not None:
+        obs = current(latest.canonical)
+        running = obs is not None and obs.state is OBJ_RUNNING
+        if obs is not None and obs.state is OBJ_ENDED:
+            ended = _unhandled_end(job, obs)
+    hold = job.active_hold
+    if job.outcome is not None:
+        return job.outcome.state, job.outcome.cause
+    if running:
+        return STATE_RUNNING, NO_CAUSE
+    if ended is not None:
+        # The run is over but the record does not say so yet (the supervisor observes, then
+        # commits the outcome or a recovery, seconds later): show what the backend shows
+        # rather than the committed pending, so a watcher never sees running, pending, failed.
+        return STATE_ENDED, ended
+    if hold is not None:
+        return STATE_HELD, hold.cause or Cause(
+            CAUSE_HELD, PROV_ACTOR, hold.hold.reason, actor=hold.hold.by
+        )
+    if job.committed is STATE_RECOVERING:
+        return STATE_RECOVERING, job.recovery_cause or NO_CAUSE
+    return STATE_PENDING, NO_CAUSE
+
+
+def _cleanup(job: Job, shown: Mapping[str, ObjectObs]) -> CleanupState:
+    """Whether an outcome's objects are all over: clear, pending while some still live, blocked
+    once their clean-up was escalated."""
+    if job.outcome is None:
+        return CLEANUP_CLEAR
+    live = [
+        o
+        for o in job.objects.values()
+        if not o.done and not (shown.get(o.ref.id) and shown[o.ref.id].state is OBJ_ENDED)
+    ]
+    if not live:
+        return CLEANUP_CLEAR
+    return CLEANUP_BLOCKED if CLEANUP in job.escalations else CLEANUP_PENDING
 
 
 def _runs(job: Job, obs: ObjectObs) -> tuple[ExecutionObs, ...]:

@@ -1252,39 +1252,56 @@ def _backend_holds(job: Job, hold: HoldRec | None, now: datetime) -> list[Step]:
 def _launch(
     job: Job, sub: SubmissionRec, hold: HoldRec | None, now: datetime
 ) -> tuple[list[Step], datetime | None]:
-    opts = job.header.options
+    """The next step of the latest submission's launch: until it has a canonical object,
+    getting one (:func:`_to_canonical`); then opening it (:func:`_to_open`)."""
     if sub.canonical is None:
-        known = sorted(
-            (o for o in job.objects_of(sub.n) if not o.retired and not o.done),
-            key=lambda o: o.attempt,
-        )
-        if known:
-            first = known[0]
-            return [Canonical(submission=sub.n, ref=first.ref, attempt=first.attempt)], None
-        if not sub.attempts:
-            return [Start(submission=sub.n, attempt=1)], None
-        last = sub.attempts[-1]
-        unresolved = [
-            a for a in sub.attempts if not a.abandoned and a.reply in (None, REPLY_UNKNOWN)
-        ]
-        if (last.reply is REPLY_REFUSED or last.abandoned) and not unresolved:
-            return [], None  # a launch failure; _launch_failure handles it
-        if len(sub.attempts) < 1 + opts.submit_retries:
-            return [Start(submission=sub.n, attempt=len(sub.attempts) + 1)], None
-        first_at = min(a.started_at for a in unresolved)
-        due = first_at + opts.unresolved_age
-        esc = Unresolved(sub.n)
-        if now >= due and esc not in job.escalations:
-            return [
-                Escalate(
-                    escalation=esc,
-                    detail=f"submission {sub.n}: {len(unresolved)} attempts stayed "
-                    f"unresolved for {opts.unresolved_age}; find or abandon them",
-                )
-            ], None
-        return [], due if now < due else None
+        return _to_canonical(job, sub, now)
+    return _to_open(job, sub, sub.canonical, hold, now)
 
-    obj = job.object(sub.canonical)
+
+def _to_canonical(
+    job: Job, sub: SubmissionRec, now: datetime
+) -> tuple[list[Step], datetime | None]:
+    """Choose the oldest live object of the submission's attempts as canonical; else start
+    an attempt, while ``submit_retries`` allows; else, attempts unresolved past
+    ``unresolved_age``, tell a person. A refused or abandoned last attempt with none
+    unresolved is a launch failure, :func:`_launch_failure`'s."""
+    opts = job.header.options
+    known = sorted(
+        (o for o in job.objects_of(sub.n) if not o.retired and not o.done),
+        key=lambda o: o.attempt,
+    )
+    if known:
+        first = known[0]
+        return [Canonical(submission=sub.n, ref=first.ref, attempt=first.attempt)], None
+    if not sub.attempts:
+        return [Start(submission=sub.n, attempt=1)], None
+    last = sub.attempts[-1]
+    unresolved = [a for a in sub.attempts if not a.abandoned and a.reply in (None, REPLY_UNKNOWN)]
+    if (last.reply is REPLY_REFUSED or last.abandoned) and not unresolved:
+        return [], None  # a launch failure; _launch_failure handles it
+    if len(sub.attempts) < 1 + opts.submit_retries:
+        return [Start(submission=sub.n, attempt=len(sub.attempts) + 1)], None
+    first_at = min(a.started_at for a in unresolved)
+    due = first_at + opts.unresolved_age
+    esc = Unresolved(sub.n)
+    if now >= due and esc not in job.escalations:
+        return [
+            Escalate(
+                escalation=esc,
+                detail=f"submission {sub.n}: {len(unresolved)} attempts stayed "
+                f"unresolved for {opts.unresolved_age}; find or abandon them",
+            )
+        ], None
+    return [], due if now < due else None
+
+
+def _to_open(
+    job: Job, sub: SubmissionRec, canonical: ObjectRef, hold: HoldRec | None, now: datetime
+) -> tuple[list[Step], datetime | None]:
+    """Open the submission's canonical object, unless held, once every older submission's
+    object is over (stopping it first when it is not), and again if the open did not land."""
+    obj = job.object(canonical)
     if obj is None or obj.done:
         return [], None
     if not obj.open_decided:
