@@ -359,9 +359,7 @@ def decode_header(data: bytes, *, job: str = "") -> ev.Header:
     """A header from its stored value; Unreadable names the job and what is wrong."""
     body = _unseal(data, job=job, revision=0)
     try:
-        raw = _loads(body)
-        if raw["schema"] == ev.SCHEMA_VERSION:
-            return _fast_header()(raw)
+        return _fast_header_of(_loads(body))
     except Exception:  # noqa: S110 (anything the fast path does not take: see below)
         pass
     # The converter decides whatever the compiled structurer declined, and says what is wrong.
@@ -394,10 +392,7 @@ def decode_event(data: bytes, *, revision: int, job: str = "") -> ev.AnyEvent:
     """One event from its stored value; Unreadable names the job and the revision."""
     body = _unseal(data, job=job, revision=revision)
     try:
-        raw = _loads(body)
-        version = raw["v"]
-        if version.__class__ is int and 1 <= version <= ev.SCHEMA_VERSION:
-            return _fast_event(raw["type"])(raw)  # type: ignore[return-value]
+        return _fast_event_of(_loads(body))  # type: ignore[return-value]
     except Exception:  # noqa: S110 (anything the fast path does not take: see below)
         pass
     # The converter decides whatever the compiled structurer declined, and says what is wrong.
@@ -409,10 +404,12 @@ def decode_event(data: bytes, *, revision: int, job: str = "") -> ev.AnyEvent:
     return event  # type: ignore[return-value]
 
 
-#: The fast path's JSON parser (a few times the standard library's speed). It is stricter than
-#: the standard library's (no NaN, no integer past 64 bits, no lone surrogate): what it refuses
-#: goes to the converter's path, which parses with the standard library's, the judge of what a
-#: record may hold, as it always was.
+#: The fast path's JSON parser (a few times the standard library's speed). It refuses what the
+#: standard library's reads (NaN, infinities, a lone surrogate): that goes to the converter's
+#: path, which parses with the standard library's, the judge of what a record may hold, as it
+#: always was. It reads an integer past 64 bits as a float: the structurers check every number
+#: to be exactly an int, and decline any float (``jobdispatch.structurers``), so such a value
+#: takes the converter's path too.
 _loads = orjson.loads
 
 #: The keys an event's JSON holds beside its fields: its type's tag and its schema version.
@@ -427,6 +424,15 @@ def _fast_datetime(value: Any) -> datetime:
     if parsed.tzinfo is None:
         raise Declined(value)
     return parsed
+
+
+def _fast_timedelta(value: Any) -> timedelta:
+    """:func:`_structure_timedelta` for the fast path: seconds as written, else declined. (A
+    float orjson made of an integer past 64 bits is more seconds than a timedelta holds: an
+    OverflowError, so declined, as the converter refuses it.)"""
+    if value.__class__ is not float and value.__class__ is not int:
+        raise Declined(value)
+    return timedelta(seconds=value)
 
 
 #: Actors read so far, by their kind's word and id. An actor is immutable and a record names a
@@ -450,7 +456,28 @@ def _fast_actor(value: Any) -> Actor:
 
 #: The fast path's own functions for types the converter has a hook for (the others' hooks are
 #: called as they are): each returns what the hook would, or declines.
-_DIRECT: dict[Any, Structurer[Any]] = {datetime: _fast_datetime, Actor: _fast_actor}
+_DIRECT: dict[Any, Structurer[Any]] = {
+    datetime: _fast_datetime,
+    timedelta: _fast_timedelta,
+    Actor: _fast_actor,
+}
+
+
+def _fast_header_of(raw: Any) -> ev.Header:
+    """A header's parsed JSON structured by the fast path, which declines any schema but this
+    version's (the converter's path then names a newer one)."""
+    if raw["schema"] != ev.SCHEMA_VERSION:
+        raise Declined(raw["schema"])
+    return _fast_header()(raw)
+
+
+def _fast_event_of(raw: Any) -> ev.Event:
+    """An event's parsed JSON structured by the fast path, which declines a schema version
+    this version does not read (the converter's path then names it) and an unknown type."""
+    version = raw["v"]
+    if version.__class__ is not int or not 1 <= version <= ev.SCHEMA_VERSION:
+        raise Declined(version)
+    return _fast_event(raw["type"])(raw)
 
 
 @cache

@@ -12,10 +12,11 @@ one definition (``jobdispatch.codec``). A compiled function takes only what it i
 converter would turn into the very same value, and raises :class:`Declined` for anything else
 (a missing or extra key, a number where a string was expected, an unknown enum word...), after
 which the caller asks the converter, which decodes it or says precisely what is wrong. Every type
-this module does not write out itself (the converter's own hooks: a datetime, an actor, a
-trigger, a spec extension) is structured by the converter's hook for it, so its rules live in
-one place. A property test holds the two paths equal on every event type and on mutated ones
-(``packages/core/tests/test_structurers.py``).
+this module does not write out itself (those the converter has a hook of its own for: a trigger,
+a spec extension, a mapping) is structured by the converter's hook for it, so its rules live in
+one place; the caller may give faster equivalents of some hooks (``direct``: the codec's for a
+time, a duration and an actor). Property tests hold the two paths equal on every value written
+and on values changed at any depth (``packages/core/tests/test_codec.py``).
 """
 
 from __future__ import annotations
@@ -56,10 +57,28 @@ def compile_structurer(
     dict may hold beside the class's fields, ignored (an event's ``type`` and ``v`` tags).
     ``direct``: for some types the converter has a hook of its own for, a one-argument function
     to call instead, which returns what the hook would or raises."""
-    return _Compiler(converter, direct or {}).attrs_class(cls, also_keys)
+    made: Structurer[T] = _Compiler(converter, direct or {}).attrs_class(cls, also_keys)
+    return made
 
 
-_PRIMITIVES = (str, int, float, bool)
+#: The types a field's value is checked to be exactly. Not float: no record type has a float
+#: field, and a float is declined wherever a hook would get one (:func:`_holds_float`).
+_PRIMITIVES = (str, int, bool)
+
+
+def _holds_float(value: Any) -> bool:
+    """Whether a parsed JSON value holds a float anywhere. orjson parses an integer past 64
+    bits as a float (18446744073709551616 as 1.8446744073709552e+19), where the standard
+    library's parser keeps it whole, and a hook may make text of either (``str``): so a value
+    holding a float is not handed to a hook by the fast path, it is declined."""
+    cls = value.__class__
+    if cls is float:
+        return True
+    if cls is dict:
+        return any(_holds_float(v) for v in value.values())
+    if cls is list:
+        return any(_holds_float(v) for v in value)
+    return False
 
 
 class _Compiler:
@@ -75,7 +94,9 @@ class _Compiler:
         self.direct = dict(direct)
         self.made: dict[Any, Callable[[Any], Any]] = {}
 
-    def attrs_class(self, cls: type[Any], also_keys: frozenset[str] = frozenset()) -> Any:
+    def attrs_class(
+        self, cls: type[Any], also_keys: frozenset[str] = frozenset()
+    ) -> Callable[[Any], Any]:
         fields = attrs.fields(cls)
         if any(not f.init or f.name in also_keys for f in fields) or any(
             isinstance(f.default, attrs.Factory) and f.default.takes_self  # type: ignore[arg-type]
@@ -98,7 +119,8 @@ class _Compiler:
         keys = code.name(frozenset(f.name for f in fields) | also_keys, "_keys")
         return code.function(
             f"structure_{cls.__name__}",
-            f"    if _d.__class__ is not _dict or not {keys}.issuperset(_d):\n"
+            # A dict's keys view compared with a set: no set made (``issuperset`` makes one).
+            f"    if _d.__class__ is not _dict or not _d.keys() <= {keys}:\n"
             "        _decline(_d)\n"
             f"    return _cls({', '.join(args)})\n",
             where=cls.__qualname__,
@@ -147,6 +169,8 @@ class _Compiler:
         hook = self.converter.get_structure_hook(tp)
 
         def structure_by_hook(value: Any) -> Any:
+            if _holds_float(value):
+                _decline(value)
             return hook(value, tp)
 
         return structure_by_hook
