@@ -547,7 +547,8 @@ def test_an_integer_past_64_bits_is_read_as_the_converter_reads_it(big: int) -> 
     event = ev.AbandonRequested(
         at=datetime(2026, 1, 1, tzinfo=UTC), by=t.Actor.human("x"), submission=1, attempt=big
     )
-    assert isinstance(orjson.loads(str(big)), float)
+    with contextlib.suppress(orjson.JSONDecodeError):  # read as a float, or (some day) refused
+        assert not isinstance(orjson.loads(str(big)), int)
     assert codec.decode_event(codec.encode_event(event), revision=2) == event
     body = json.loads(codec.encode_header(Story().header)[5:])
     body["spec"]["env"] = {"BIG": big}
