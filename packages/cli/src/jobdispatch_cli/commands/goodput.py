@@ -15,7 +15,7 @@ from jobdispatch.errors import Invalid, NotFound, Unreadable
 from jobdispatch.exitcodes import ExitCode
 from jobdispatch.goodput import Selection, report
 from jobdispatch.records import events as ev
-from jobdispatch.records.store import ListFilter
+from jobdispatch.records.store import ListFilter, read_in_batches
 from jobdispatch.types import State
 
 from jobdispatch_cli.commands import json_option, pass_app
@@ -46,18 +46,20 @@ def moment(value: str, now: datetime, option: str) -> datetime:
 
 
 def _views(app: App, jobs: tuple[str, ...], bad: list[Unreadable]) -> Iterator[ev.View]:
-    """The records of ``jobs`` (every job when none is named); those that cannot be read are
-    told on standard error and kept in ``bad``, so the others are still counted."""
+    """The records of ``jobs`` (every job when none is named), read in batches (a read
+    transaction, or a round trip to a server, per batch rather than per record); those that
+    cannot be read are told on standard error and kept in ``bad``, so the others are still
+    counted."""
     store = app.store()
     ids = [app.job(j) for j in jobs] if jobs else list(store.list(ListFilter(settled=None)))
-    for job in ids:
-        try:
-            yield store.read(job)
-        except NotFound:
-            continue  # listed, then gone
-        except Unreadable as exc:
-            app.err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
-            bad.append(exc)
+    for _, answer in read_in_batches(store, ids):
+        if isinstance(answer, ev.View):
+            yield answer
+        elif isinstance(answer, Unreadable):
+            app.err.print(str(answer), style="red", markup=False, highlight=False, soft_wrap=True)
+            bad.append(answer)
+        elif not isinstance(answer, NotFound):  # NotFound: listed, then gone
+            raise answer
 
 
 def _clusters(app: App) -> list[App]:

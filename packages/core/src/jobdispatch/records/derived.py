@@ -17,15 +17,12 @@ from typing import Generic, TypeVar
 
 from jobdispatch.errors import Invalid, NotFound
 from jobdispatch.records.events import View
-from jobdispatch.records.store import Records, Survey, Surveyed
+from jobdispatch.records.store import READ_BATCH, Records, Survey, Surveyed, read_in_batches
 from jobdispatch.types import JobID
 
 __all__ = ["READ_BATCH", "Derived"]
 
 T = TypeVar("T")
-
-#: Records read per ``read_many``: one read transaction (one round trip) each.
-READ_BATCH = 500
 
 
 class Derived(Generic[T]):
@@ -71,10 +68,8 @@ class Derived(Generic[T]):
         changed = [
             job for job, revision in survey.revisions.items() if self.revisions.get(job) != revision
         ]
-        for start in range(0, len(changed), self.read_batch):
-            chunk = changed[start : start + self.read_batch]
-            for job, answer in zip(chunk, self.store.read_many(chunk), strict=True):
-                self._update(job, answer, survey.now, survey.revisions[job])
+        for job, answer in read_in_batches(self.store, changed, self.read_batch):
+            self._update(job, answer, survey.now, survey.revisions[job])
         self.survey = survey
         return len(changed)
 

@@ -41,6 +41,27 @@ Refusal = Conflict | NotFound
 ReadAnswer = View | DispatchError
 
 
+#: Records read per ``read_many`` by a reader of many (:func:`read_in_batches`): one read
+#: transaction (one round trip to a server) each, and a bounded number of views held at once.
+READ_BATCH = 500
+
+
+def read_in_batches(
+    store: Records, jobs: Iterable[JobID], batch: int = READ_BATCH
+) -> Iterator[tuple[JobID, ReadAnswer]]:
+    """Each job with its ``read_many`` answer, in order, read ``batch`` jobs at a time: what a
+    reader of many records uses instead of ``read`` per job, which costs a read transaction
+    (a round trip, for a server) per record. Each batch's views are of one moment."""
+    pending: list[JobID] = []
+    for job in jobs:
+        pending.append(job)
+        if len(pending) == batch:
+            yield from zip(pending, store.read_many(pending), strict=True)
+            pending = []
+    if pending:
+        yield from zip(pending, store.read_many(pending), strict=True)
+
+
 def read_each(
     read: Callable[[JobID], View],
     jobs: Iterable[JobID],
