@@ -122,8 +122,11 @@ def commit(s: Story, step: object) -> Story:
 # ------------------------------------------------------------------------------ P1: evidence
 
 
-def test_p1_the_first_progress_is_recorded_as_evidence() -> None:
+def test_p1_the_first_progress_is_recorded_as_evidence_once_the_jobs_window_ends() -> None:
     s = story().launched()
+    # The job was created at T0: its first progress waits for the edge of that window.
+    assert type(s.next(running(), progress=reading(100, T0))[0]) is Wait
+    first_window(s)
     step = s.next(running(), progress=reading(100, T0))[0]
     assert step == RecordProgress(evidence=(mark(100, T0),))
     commit(s, step)
@@ -131,6 +134,11 @@ def test_p1_the_first_progress_is_recorded_as_evidence() -> None:
     assert job.progress is not None and job.progress.step == 100
     # Recorded once: the same reading asks for nothing more.
     assert type(s.next(running(), progress=reading(100, T0))[0]) is Wait
+
+
+def first_window(s: Story) -> Story:
+    """Move the story to where the job's first recording window after its creation begins."""
+    return s.later((next_window(s.job_id, T0) - s.now).total_seconds())
 
 
 def next_window(job: str, at: datetime, every: timedelta = EVERY) -> datetime:
@@ -142,9 +150,9 @@ def next_window(job: str, at: datetime, every: timedelta = EVERY) -> datetime:
 
 
 def test_p1_progress_is_recorded_at_most_once_per_window_of_the_jobs_own() -> None:
-    s = story().launched()
-    commit(s, s.next(running(), progress=reading(1, T0))[0])
-    edge = next_window("job1", T0)
+    s = first_window(story().launched())
+    commit(s, s.next(running(), progress=reading(1, s.now))[0])
+    edge = next_window("job1", s.now)
     s.later((edge - s.now - timedelta(seconds=1)).total_seconds())
     assert type(s.next(running(), progress=reading(2, s.now))[0]) is Wait
     s.later(1)  # the job's next window has begun: the newest progress is recorded
@@ -185,7 +193,7 @@ def test_a_phase_lies_within_the_interval_and_windows_follow_one_another(
 
 
 def test_p1_a_publication_is_recorded_as_the_checkpoint_and_resumed_entries_once() -> None:
-    s = story().launched()
+    s = first_window(story().launched())
     entry = Resumed(submission=1, execution="0", step=40, at=T0)
     got = JobProgress(
         latest=mark(50, T0, origin=Origin.PUBLICATION),
@@ -270,6 +278,9 @@ def test_p3_no_stall_while_progress_is_within_stall_after() -> None:
 
 def test_p3_a_run_without_progress_past_stall_after_is_stopped_as_stalled() -> None:
     s = story().launched()
+    # Its progress is read (and recorded once the job's first window has ended).
+    assert type(s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0]) is Wait
+    first_window(s)
     commit(s, s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0])
     s.later((AFTER + timedelta(seconds=6)).total_seconds())
     step = s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0]
@@ -560,16 +571,18 @@ def test_progress_enters_the_record_at_most_once_per_window_and_never_waits_past
     for job, got, now, step in _play(history, StallMode.OBSERVE, job_id):
         if isinstance(step, RecordProgress) and any(isinstance(e, Mark) for e in step.evidence):
             times.append(now)
-        # Progress the record lacks waits at most until the job's next window begins.
+        # Progress the record lacks waits at most until the job's next window begins (the
+        # first, until the edge of the window the job was created in).
         rec = job.progress
-        news = isinstance(got, JobProgress) and got.latest is not None and job.blind is None
-        if news and rec is not None and window(job_id, EVERY, now) > window(
-            job_id, EVERY, rec.recorded_at
-        ):
-            assert got.latest is not None
-            if got.latest.step != rec.step and got.latest.at > rec.marked_at:
-                assert isinstance(step, RecordProgress), (now, rec, got)
-    windows = [window(job_id, EVERY, t) for t in times]
+        since = rec.recorded_at if rec is not None else job.header.created_at
+        latest = got.latest if isinstance(got, JobProgress) and job.blind is None else None
+        due = window(job_id, EVERY, now) > window(job_id, EVERY, since)
+        news = latest is not None and (
+            rec is None or (latest.step != rec.step and latest.at > rec.marked_at)
+        )
+        if due and news:
+            assert isinstance(step, RecordProgress), (now, rec, got)
+    windows = [window(job_id, EVERY, t) for t in [T0, *times]]
     assert all(a < b for a, b in itertools.pairwise(windows))  # one per window at most
     # So in any span of n intervals at most n + 1 entries, and on average one per interval.
     for a, b in itertools.pairwise(times):
@@ -806,8 +819,7 @@ def test_the_plan_names_output_growth_as_a_progress_source_where_the_cluster_see
 
 
 def test_output_growth_is_recorded_as_progress_of_the_running_submission() -> None:
-    s = growth_story().launched()
-    s.later(60)
+    s = first_window(growth_story().launched())
     step = s.next(running(), progress=grown(4096, T0 + timedelta(seconds=30)))[0]
     assert step == RecordProgress(
         evidence=(Mark(step=4096, at=T0 + timedelta(seconds=30), submission=1, origin=OUT),)
@@ -825,8 +837,7 @@ def test_output_growth_is_recorded_as_progress_of_the_running_submission() -> No
 
 
 def test_output_that_stops_growing_stalls_a_job_without_a_checkpoint_root() -> None:
-    s = growth_story().launched()
-    s.later(30)
+    s = first_window(growth_story().launched())
     commit(s, s.next(running(), progress=grown(10, s.now))[0])
     quiet = s.now
     s.later((AFTER - timedelta(seconds=1)).total_seconds())

@@ -104,14 +104,15 @@ def _window(at: datetime, every: timedelta, shift: timedelta) -> int:
 
 
 def _due(job: Job, rec: ProgressRec | None, every: timedelta, now: datetime) -> bool:
-    """Whether progress may enter the record now: nothing recorded yet, a window of the job's
-    own begun since the last entry, or a run ended that a rule may be about to act on."""
-    if rec is None:
-        return True
+    """Whether progress may enter the record now: a window of the job's own has begun since
+    the last entry (since the job was created, before its first), or a run ended that a rule
+    may be about to act on.
+
+    The first entry waits for a window's edge too: jobs submitted together would otherwise
+    all record their first progress in the same poll, and stay aligned from then on."""
+    since = rec.recorded_at if rec is not None else job.header.created_at
     shift = phase(job.id, every)
-    return _window(now, every, shift) > _window(rec.recorded_at, every, shift) or (
-        _ended_unhandled(job)
-    )
+    return _window(now, every, shift) > _window(since, every, shift) or _ended_unhandled(job)
 
 
 # ------------------------------------------------------------------ what a reading holds
