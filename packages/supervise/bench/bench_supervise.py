@@ -158,6 +158,7 @@ def measure(
         "longest poll": max(polls[1:]),
         "median poll": sorted(polls[1:])[len(polls[1:]) // 2],
         "longest poll cpu": max(cpu[1:]),
+        "median poll cpu": sorted(cpu[1:])[len(cpu[1:]) // 2],
     }
 
 
@@ -215,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "median poll",
         "longest poll",
         "longest poll cpu",
+        "median poll cpu",
         "full collection",
         *(("progress events/job", "most in one window", "listings/poll") if args.progress else ()),
     )

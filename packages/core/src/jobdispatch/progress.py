@@ -28,6 +28,7 @@ never stall. It does no I/O and reads no clock.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
@@ -76,12 +77,14 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TICK = timedelta(microseconds=1)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def phase(job: JobID, every: timedelta) -> timedelta:
     """Where in each ``every`` the job's recording windows start: a fixed offset in
     ``[0, every)`` drawn from a digest of its id, so the same id always has the same phase (the
     simulator's records are replayed byte for byte) and many jobs' phases spread evenly over the
     interval. Why: jobs launched in one poll would otherwise all see their interval end in the
-    same later poll, and that poll would commit evidence for every one of them at once."""
+    same later poll, and that poll would commit evidence for every one of them at once.
+    Remembered per id (a pure function: the cache only spares a digest per job per poll)."""
     ticks = every // _TICK
     if ticks <= 0:
         return timedelta(0)
