@@ -7,7 +7,8 @@ after its step-150 publication, resubmitted by its rule, resumed from step 150 a
 rule, the running time between the step-150 save and the preemption, within one poll.
 
 The first submission trains to step 170 and waits there (``--wait-at``), so the preemption
-lands after the step-150 save and before a step-200 one however fast or slow the machine is.
+lands after the step-150 save and before a step-200 one however fast or slow the machine is;
+it is sent once the save is two seconds old, since Slurm reports times to the second.
 Preemption is what the other Slurm tests do: a job in the ``high`` partition takes one of the
 victim's nodes (``SlurmDriver.preempt``), and the adapter's ``--no-requeue`` job ends PREEMPTED.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,11 @@ SCRIPT = Path(__file__).with_name("real_node_ddp.py")
 #: The publish helper, as this interpreter's environment installs it.
 HELPER = Path(sys.executable).with_name("jobdispatch-publish")
 EVERY, SAVED, WAIT_AT, STEPS = 50, 150, 170, 300
+#: Slurm's times are whole seconds (truncated): a preemption in the save's own second is
+#: reported as ending before the save, and no running time after it can be seen. The victim
+#: waits at its step 170 however long it takes, so the preemption waits until the save is
+#: this old, and lands in a later second than it.
+SLURM_RESOLUTION = timedelta(seconds=2)
 
 
 def torch_problem() -> str | None:
@@ -129,6 +135,12 @@ def test_recomputation_is_the_running_time_from_the_step_150_save_to_the_preempt
         return None
 
     victim = eventually(running, "the first submission running", within=60, every=0.5)
+    eventually(
+        lambda: datetime.now(UTC) >= saved + SLURM_RESOLUTION,
+        "the step-150 save to be older than Slurm's clock resolution",
+        within=60,
+        every=0.2,
+    )
     driver = SlurmDriver(home.backend)
     try:
         preempt_until_ended(driver, victim, lambda: running() is None, "the first submission")
@@ -153,6 +165,7 @@ def test_recomputation_is_the_running_time_from_the_step_150_save_to_the_preempt
         f"\nrecomputation {recomputed:.3f} s; step-{SAVED} save to preemption {expected:.3f} s;"
         f" poll {POLL:g} s"
     )
+    assert recomputed > 0, ("no recomputation reported", expected, entry["parts"])
     assert abs(recomputed - expected) <= POLL, (recomputed, expected, entry["parts"])
     assert all(
         (p["cause"], p["rule"], p["enforcer"]) == ("preempted", 0, "supervisor")

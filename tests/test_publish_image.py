@@ -91,7 +91,9 @@ def s3_env() -> dict[str, str]:
 
     endpoint = os.environ.get("JOBDISPATCH_S3_ENDPOINT")
     if not endpoint:
-        require_service("no S3 server: set -a; . /work/services.env (JOBDISPATCH_S3_ENDPOINT)")
+        require_service(
+            'no S3 server: run `eval "$(tools/s3/up)"` (JOBDISPATCH_S3_ENDPOINT is not set)'
+        )
     assert endpoint is not None
     keys = os.environ["JOBDISPATCH_S3_ACCESS_KEY"], os.environ["JOBDISPATCH_S3_SECRET_KEY"]
     region = os.environ.get("JOBDISPATCH_S3_REGION", "us-east-1")

@@ -129,7 +129,9 @@ class S3Root:
         if not endpoint:
             from jobdispatch_kubeflow.testing import require
 
-            require("no S3 server: set -a; . /work/services.env (JOBDISPATCH_S3_ENDPOINT)")
+            require(
+                'no S3 server: run `eval "$(tools/s3/up)"` (JOBDISPATCH_S3_ENDPOINT is not set)'
+            )
         assert endpoint is not None
         self.region = os.environ.get("JOBDISPATCH_S3_REGION", "us-east-1")
         self.keys = (

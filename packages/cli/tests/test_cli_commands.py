@@ -69,6 +69,22 @@ def test_plan_shows_the_pending_deadline_and_the_rule_that_acts_on_it(
     assert invoke("plan", str(job_file(["true"], name="none")), "--json").json()["pending"] is None
 
 
+def test_status_shows_the_pending_deadline_of_the_recorded_job(
+    invoke: Invoke, job_file: JobFile
+) -> None:
+    """A submitted job's status says what ``plan`` said of its deadline, from the record."""
+    path = job_file(["true"], rules=[{"on": ["never-fits"], "action": "escalate"}])
+    path.write_text(path.read_text() + '[pending]\nafter = "2h"\ncause = "never-fits"\n')
+    job = invoke("submit", str(path), "--json").json()["job"]
+    flat = " ".join(invoke("status", job).out.split())
+    assert "pending: a submission not started 2h after it was opened ends with cause " in flat
+    data = invoke("status", job, "--json").json()
+    assert data["pending"] == invoke("plan", str(path), "--json").json()["pending"]
+    assert (data["pending"]["enforcer"], data["pending"]["acting"]["index"]) == ("supervisor", 0)
+    other = invoke("submit", str(job_file(["true"], name="none")), "--json").json()["job"]
+    assert invoke("status", other, "--json").json()["pending"] is None
+
+
 def test_run_succeeds_and_shows_what_happened(invoke: Invoke, job_file: JobFile) -> None:
     path = job_file(["sh", "-c", "echo hello from $RANK"], nodes=2)
     ran = invoke("run", str(path), "--poll", "0.05")

@@ -41,6 +41,18 @@ def drivers(kind: Callable[[Any], Any]) -> Iterator[Callable[[Backend], Driver]]
         driver.cleanup()
 
 
+def following(backend: Any) -> Backend:
+    """``backend`` with its pod sentinel started, as a supervisor's first watch starts it: the
+    harness only inspects, and a pod the scheduler preempts shows why for about a second before
+    it is deleted, so without the sentinel whether a cause is read would depend on whether a
+    look fell in that second."""
+    from jobdispatch_kubeflow import KubeflowBackend
+
+    assert isinstance(backend, KubeflowBackend)
+    backend.follow_dying_pods()
+    return backend
+
+
 class _KubeflowConfig:
     """The adapter's name and a configuration of it that every class below registers."""
 
@@ -67,7 +79,7 @@ class TestKubeflowContract(_KubeflowConfig, AdapterSuite):
         from jobdispatch_kubeflow import KubeflowBackend
         from jobdispatch_kubeflow.testing import settings
 
-        return lambda: KubeflowBackend(settings())
+        return lambda: following(KubeflowBackend(settings()))
 
     @pytest.fixture
     def driver_factory(self) -> Iterator[Callable[[Backend], Driver]]:
@@ -118,7 +130,7 @@ class TestKubeflowKueueContract(TestKubeflowContract):
         from jobdispatch_kubeflow.config import Kueue
         from jobdispatch_kubeflow.testing import settings
 
-        return lambda: KubeflowBackend(settings(kueue=Kueue(queue="jobdispatch")))
+        return lambda: following(KubeflowBackend(settings(kueue=Kueue(queue="jobdispatch"))))
 
     @pytest.fixture
     def adapter_config(self) -> Mapping[str, Any] | None:
@@ -144,10 +156,12 @@ class _RealNode:
         from jobdispatch_kubeflow.testing import real_node_problem, require, settings
 
         require(real_node_problem())
-        return lambda: KubeflowBackend(
-            settings(
-                runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
-                image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+        return lambda: following(
+            KubeflowBackend(
+                settings(
+                    runtime=Runtime(name=os.environ["JOBDISPATCH_KUBE_REAL_RUNTIME"]),
+                    image=os.environ["JOBDISPATCH_KUBE_REAL_IMAGE"],
+                )
             )
         )
 

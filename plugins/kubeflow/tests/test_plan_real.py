@@ -55,3 +55,27 @@ def test_more_than_the_cluster_queue_can_ever_admit_is_refused_with_its_quota(
     )
     assert "can admit at most 8 (flavor jobdispatch-default: nominal quota 8" in said
     make_plan(backend, None, gpus(8))
+
+
+def test_a_publish_runtime_nobody_applied_is_refused_at_plan_with_the_operator_step(
+    kube_cluster: None,
+) -> None:
+    """The plane's adapter identity may not create trainingruntimes (spec 0010 §6): with a
+    publish image whose derived runtime no operator applied, plan refuses as start would,
+    naming the runtime and the step, and creates nothing."""
+    from jobdispatch.errors import ValidationError
+    from jobdispatch_kubeflow import KubeflowBackend
+    from jobdispatch_kubeflow.config import Publish
+    from jobdispatch_kubeflow.testing import kubectl, settings
+
+    image = "dispatch.local/never-applied:plan-test"
+    made = KubeflowBackend(settings(publish=Publish(image=image)))
+    try:
+        with pytest.raises(ValidationError) as refused:
+            make_plan(made, None, gpus(1))
+    finally:
+        made.close()
+    said = str(refused.value)
+    assert "the derived runtime jd-rt-" in said and "is not in namespace dispatch" in said
+    assert "python -m jobdispatch_kubeflow.derived" in said
+    assert image not in kubectl("get", "trainingruntimes", "-n", "dispatch", "-o", "json")

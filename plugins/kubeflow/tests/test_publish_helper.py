@@ -4,6 +4,7 @@ environment patched into it, and the configuration refused where it is wrong."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -168,6 +169,30 @@ def test_without_create_the_start_is_refused_naming_the_runtime_and_the_operator
         b.start(a_request())
     assert "python -m jobdispatch_kubeflow.derived" in str(refused.value)
     assert not [k for k in api.objects if k[0] == "trainjobs"], "no TrainJob without its runtime"
+
+
+def test_without_create_plan_refuses_what_start_would_and_finds_an_applied_runtime() -> None:
+    """Plan tells what start would refuse, with the same words; once the operator applied the
+    runtime (or where the identity may create it) plan says nothing of it."""
+    api = NoRuntimeCreate()
+    api.put("clustertrainingruntimes", None, runtime())
+    api.allowed = False  # the probe's access reviews: this identity may create nothing
+    b = backend(api)
+    spec = JobSpec(command=("a",))
+    (problem,) = [p for p in b.resource_problems(spec) if "derived runtime" in p.message]
+    with pytest.raises(Rejected) as refused:
+        b.start(a_request())
+    found = re.search(r"jd-rt-\w+", str(refused.value))
+    assert found is not None
+    name = found[0]
+    assert problem.path == "" and f"the derived runtime {name} is not in namespace" in str(problem)
+    assert "python -m jobdispatch_kubeflow.derived" in problem.message
+    body = derived.derive(api, b.settings, "dispatch-torch-test")
+    api.put("trainingruntimes", "dispatch", body)
+    assert not [p for p in b.resource_problems(spec) if "derived runtime" in p.message]
+    allowed = FakeApi()
+    allowed.put("clustertrainingruntimes", None, runtime())
+    assert not [p for p in backend(allowed).resource_problems(spec) if "derived" in p.message]
 
 
 def test_a_runtime_the_operator_applied_is_used_without_create(

@@ -106,6 +106,31 @@ def test_an_eviction_between_two_polls_keeps_its_cause(
     assert (cause.kind, cause.provenance) == (CauseKind.PREEMPTED, Provenance.ACTOR)
 
 
+def test_a_caller_that_only_inspects_keeps_the_cause_once_it_follows_dying_pods(
+    backend: KubeflowBackend, api: WatchedApi
+) -> None:
+    """No watch at all (the conformance harness only inspects): ``follow_dying_pods`` starts
+    the sentinel on its own follower, and an eviction no look saw still keeps its cause."""
+    _started(backend)
+    api.put("pods", "dispatch", pod())
+    backend.follow_dying_pods()
+    eventually(lambda: api.watches, "the sentinel watching pods", every=0.01)
+    dying = pod(deleting=True, conditions=EVICTED)
+    del api.objects[("pods", "dispatch", POD)]
+    api.events.put({"type": "MODIFIED", "object": dying})
+    eventually(lambda: _evidence(api) is not None, "pinned", every=0.01)
+    api.patch(
+        "trainjobs",
+        "dispatch",
+        "jd-j1-1-1",
+        {"status": {"conditions": [cond("Failed", "FailedJobs")]}},
+    )
+    obs = backend.inspect(backend.find("j1").objects[0].ref)
+    cause = obs.executions[-1].cause
+    assert cause is not None
+    assert (cause.kind, cause.provenance) == (CauseKind.PREEMPTED, Provenance.ACTOR)
+
+
 def test_each_dying_stage_is_handed_over_once_and_other_pods_not_at_all() -> None:
     handed: list[Mapping[str, Any]] = []
     sentinel = Sentinel(FakeApi(), "dispatch", handed.append)

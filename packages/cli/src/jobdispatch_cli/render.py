@@ -250,6 +250,8 @@ def status_view(status: Status) -> RenderableType:
     parts.extend(_suspects_text(status))
     if status.plan is not None and status.plan.stall is not None:
         parts.append(_stall_text(status.plan.stall))
+    if status.pending is not None:
+        parts.append(pending_text(status.pending))
     if status.progress is not None:
         parts.extend(_progress_view(status.progress, status.firings))
     for esc in status.escalations:

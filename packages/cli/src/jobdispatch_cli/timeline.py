@@ -369,7 +369,9 @@ def render_svg(tl: Timeline, width: int = 960) -> str:
     plot_w = width - left - right
     rows = 1 + len(tl.rows) + (1 if tl.bands else 0)
     legend_y = top + rows * row_h + 46
-    height = legend_y + 34
+    items = _legend_items(tl)
+    placed = _legend_places(items, width)
+    height = legend_y + 34 + _LEGEND_LINE * max((line for _, line in placed), default=0)
 
     def x(t: float) -> float:
         return left + (t / tl.span * plot_w if tl.span > 0 else 0.0)
@@ -481,7 +483,23 @@ def render_svg(tl: Timeline, width: int = 960) -> str:
                 f"{escape(format_duration(band.end - band.start))}</title></rect>"
             )
 
-    # Legend: the states and causes this picture uses.
+    for (lx, line), (colour, label) in zip(placed, items, strict=True):
+        ly = legend_y + line * _LEGEND_LINE
+        out.append(
+            f"<rect x='{lx:.1f}' y='{ly - 10}' width='12' height='12' rx='2' fill='{colour}'/>"
+        )
+        out.append(f"<text x='{lx + 17:.1f}' y='{ly}' fill='#3c4043'>{escape(label)}</text>")
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+#: The height of one line of the SVG's legend, and the width a legend label's letter takes.
+_LEGEND_LINE = 20
+_LEGEND_LETTER = 7.2
+
+
+def _legend_items(tl: Timeline) -> list[tuple[str, str]]:
+    """The states and causes the picture uses, each with its colour, in the order first seen."""
     items: list[tuple[str, str]] = [
         (STATE_COLOUR.get(s.state, "#5f6368"), f"job {s.state}")
         for s in {seg.state: seg for seg in tl.segments if seg.end > seg.start}.values()
@@ -498,16 +516,21 @@ def render_svg(tl: Timeline, width: int = 960) -> str:
         if band.part != "productive" and label not in seen:
             seen.add(label)
             items.append((band_colour(band), label))
-    lx = 20.0
-    for colour, label in items:
-        out.append(
-            f"<rect x='{lx:.1f}' y='{legend_y - 10}' width='12' height='12' rx='2' "
-            f"fill='{colour}'/>"
-        )
-        out.append(f"<text x='{lx + 17:.1f}' y='{legend_y}' fill='#3c4043'>{escape(label)}</text>")
-        lx += 30 + 7.2 * len(label)
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return items
+
+
+def _legend_places(items: list[tuple[str, str]], width: int) -> list[tuple[float, int]]:
+    """Where each legend item goes (its x and its line): left to right, onto a new line when
+    the next would cross the picture's right margin, so that no label is cut off."""
+    placed: list[tuple[float, int]] = []
+    lx, line = 20.0, 0
+    for _, label in items:
+        step = 30 + _LEGEND_LETTER * len(label)
+        if lx > 20.0 and lx + step - 13 > width - 20:
+            lx, line = 20.0, line + 1
+        placed.append((lx, line))
+        lx += step
+    return placed
 
 
 def _label(y: float, row_h: float, text: str, *, bold: bool = False) -> str:

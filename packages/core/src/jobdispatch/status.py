@@ -35,7 +35,7 @@ from jobdispatch.members import (
     STATE_RUNNING,
     STATE_UNKNOWN,
 )
-from jobdispatch.plan import with_firings
+from jobdispatch.plan import pending_assignment, with_firings
 from jobdispatch.spi import Discovery, ExecutionObs, ObjectObs, ObjectRef
 from jobdispatch.suspects import excluded
 from jobdispatch.triggers import CLEANUP, End, EscalationId
@@ -49,6 +49,7 @@ from jobdispatch.types import (
     JobID,
     Level,
     ObjectState,
+    PendingAssignment,
     Plan,
     Provenance,
     State,
@@ -154,6 +155,9 @@ class Status:
     submissions: tuple[Submission, ...] = ()
     history: tuple[Transition, ...] = ()
     plan: Plan | None = None
+    #: What the plan does with the job's pending deadline (None: it has none), derived from the
+    #: recorded spec and plan as ``plan`` shows it (:func:`jobdispatch.plan.pending_assignment`).
+    pending: PendingAssignment | None = None
     supersedes: JobID = ""
     escalations: tuple[Escalation, ...] = ()
     revision: int = 0
@@ -277,6 +281,7 @@ def project(job: Job, discovery: Discovery, now: datetime) -> Status:
         submissions=tuple(submissions),
         history=tuple(job.history),
         plan=with_firings(job.header.plan, job.firings, _charged(job)),
+        pending=pending_assignment(job.header.spec, job.header.plan),
         supersedes=job.header.supersedes,
         escalations=tuple(_escalation(e) for e in job.escalations.values()),
         revision=job.revision,

@@ -32,7 +32,7 @@ from jobdispatch_kubeflow import probe, restart
 from jobdispatch_kubeflow.api import AlreadyExists, Api, KubeApi
 from jobdispatch_kubeflow.config import Settings
 
-__all__ = ["derive", "ensure", "main"]
+__all__ = ["derive", "ensure", "main", "missing", "present"]
 
 #: What a refused start tells the operator to run (docs/how-to/publish-image.md).
 OPERATOR_STEP = (
@@ -64,23 +64,34 @@ def derive(
     )
 
 
+def present(api: Api, body: dict[str, Any]) -> bool:
+    """Whether the derived runtime ``body`` is in its namespace already (one GET)."""
+    meta = body["metadata"]
+    return api.get("trainingruntimes", meta["namespace"], meta["name"]) is not None
+
+
+def missing(body: dict[str, Any], why: str) -> str:
+    """What to tell when the derived runtime ``body`` is absent and may not be created
+    (``why``): its name, its namespace and the operator's step."""
+    meta = body["metadata"]
+    return (
+        f"the derived runtime {meta['name']} is not in namespace {meta['namespace']}, and "
+        f"this identity may not create it ({why}): an operator applies it once, with "
+        f"{OPERATOR_STEP} (docs/how-to/publish-image.md)"
+    )
+
+
 def ensure(api: Api, body: dict[str, Any]) -> None:
     """The derived runtime ``body`` is in its namespace: found (an operator applied it), else
     created. Rejected, naming it and the operator's step, when it is absent and the identity
     may not create it."""
-    meta = body["metadata"]
-    if api.get("trainingruntimes", meta["namespace"], meta["name"]) is not None:
+    if present(api, body):
         return
     try:
         with contextlib.suppress(AlreadyExists):
-            api.create("trainingruntimes", meta["namespace"], body)
+            api.create("trainingruntimes", body["metadata"]["namespace"], body)
     except Unauthorized as exc:
-        msg = (
-            f"the derived runtime {meta['name']} is not in namespace {meta['namespace']}, and "
-            f"this identity may not create it ({exc}): an operator applies it once, with "
-            f"{OPERATOR_STEP} (docs/how-to/publish-image.md)"
-        )
-        raise Rejected(msg) from exc
+        raise Rejected(missing(body, str(exc))) from exc
 
 
 def _parser() -> argparse.ArgumentParser:

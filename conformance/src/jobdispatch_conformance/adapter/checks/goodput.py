@@ -120,7 +120,8 @@ def goodput_of_a_preempted_run(h: Harness) -> None:
     )
     expect(
         figures.blame.cause is CauseKind.PREEMPTED,
-        f"{ref}: the run's time is charged to {figures.blame.cause}, not preempted",
+        f"{ref}: the run's time is charged to {figures.blame.cause}, not preempted (the "
+        f"adapter said {run.cause})",
     )
     detected = g.part_micros(Part.DETECTION)
     expected = max(timedelta(0), min(seen[-1][0], g.until) - max(run.ended_at, g.created_at))
