@@ -38,6 +38,7 @@ def kube(request: pytest.FixtureRequest) -> Iterator[Any]:
     under REQUIRE_SERVICES, when it is not running)."""
     from jobdispatch_kubeflow import KubeflowBackend, Settings, probe
     from jobdispatch_kubeflow.config import Runtime
+    from jobdispatch_kubeflow.testing import remove_jobs
 
     if request.param == "stand-in":
         from jobdispatch_kubeflow.fake import FakeCluster, FakeDriver
@@ -58,10 +59,7 @@ def kube(request: pytest.FixtureRequest) -> Iterator[Any]:
         driver = KubeDriver(backend)
     made: list[str] = []
     yield backend, driver, made
-    for job in made:
-        for obs in backend.find(job).objects:
-            backend.stop(obs.ref, "end-to-end test over")
-            backend.forget(obs.ref)
+    remove_jobs(backend, made, "end-to-end test over")
     if hasattr(driver, "cleanup"):
         driver.cleanup()
     backend.close()

@@ -29,7 +29,7 @@ from jobdispatch import Action, Actor, CauseKind, JobSpec, RecoveryPolicy, Rule,
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.testing import eventually, job_of
 from jobdispatch.types import Resources
-from jobdispatch_kubeflow.testing import create_preemptor, kubectl
+from jobdispatch_kubeflow.testing import create_preemptor, kubectl, remove_jobs
 from jobdispatch_supervise import Supervisor
 
 pytestmark = pytest.mark.kube
@@ -81,10 +81,7 @@ def kueue(tmp_path: Path) -> Iterator[Any]:
         gated(backend)  # the plan reads the gate: wait for the controller to answer
         yield backend, driver, made, namespace
     finally:
-        for job in made:
-            for obs in backend.find(job).objects:
-                backend.stop(obs.ref, "end-to-end test over")
-                backend.forget(obs.ref)
+        remove_jobs(backend, made, "end-to-end test over")
         driver.cleanup()
         backend.close()
         controller.terminate()

@@ -46,7 +46,7 @@ def real_backend(**overrides: Any) -> Iterator[tuple[Any, list[str]]]:
     script in place; the jobs the test adds to the list are stopped and forgotten after it."""
     from jobdispatch_kubeflow import KubeflowBackend
     from jobdispatch_kubeflow.config import Runtime
-    from jobdispatch_kubeflow.testing import require, settings
+    from jobdispatch_kubeflow.testing import remove_jobs, require, settings
 
     require(real_node_problem())
     shutil.copyfile(SCRIPT, Path(os.environ["JOBDISPATCH_KUBE_REAL_SCRIPTS"]) / SCRIPT.name)
@@ -61,10 +61,7 @@ def real_backend(**overrides: Any) -> Iterator[tuple[Any, list[str]]]:
     try:
         yield backend, made
     finally:
-        for job in made:
-            for obs in backend.find(job).objects:
-                backend.stop(obs.ref, "real-node test over")
-                backend.forget(obs.ref)
+        remove_jobs(backend, made, "real-node test over")
         backend.close()
 
 

@@ -8,10 +8,11 @@ one: the model never holds a lease of a job the store does not have).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from jobdispatch.clock import ManualClock
@@ -43,14 +44,8 @@ class FencesByHolderOnly(MemoryRecords):
     The stores' fencing rule is :func:`jobdispatch.records.rules.check_owner`; this store swaps
     it for a weaker one only while its own calls run (the tests are single-threaded)."""
 
-    @contextmanager
-    def _weak(self) -> Iterator[None]:
-        saved = rules.check_owner
-        rules.check_owner = _holder_only
-        try:
-            yield
-        finally:
-            rules.check_owner = saved
+    def _weak(self) -> AbstractContextManager[object]:
+        return patch.object(rules, "check_owner", _holder_only)
 
     # The single forms are batches of one, so weakening the batch forms weakens both.
     def append_many(self, requests: Any) -> Any:
@@ -134,14 +129,8 @@ class HalfAppliedParts(MemoryRecords):
 class TakesDuplicates(MemoryRecords):
     """Lets a batch name a job twice (each part then judged after the one before it)."""
 
-    @contextmanager
-    def _no_check(self) -> Iterator[None]:
-        saved = rules.check_batch_jobs
-        rules.check_batch_jobs = lambda jobs: None
-        try:
-            yield
-        finally:
-            rules.check_batch_jobs = saved
+    def _no_check(self) -> AbstractContextManager[object]:
+        return patch.object(rules, "check_batch_jobs", lambda jobs: None)
 
     def append_many(self, requests: Any) -> Any:
         with self._no_check():

@@ -72,7 +72,7 @@ import multiprocessing
 import queue as queue_module
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -115,6 +115,7 @@ __all__ = [
     "Launcher",
     "RecordStoreSuite",
     "control",
+    "create_jobs",
     "decision",
     "evidence",
     "make_header",
@@ -146,6 +147,13 @@ def make_header(job: str, *, at: datetime = _EPOCH, key: str = "", name: str = "
     return Header(
         job=job, spec=spec, plan=plan, idempotency_key=key, created_by=_HUMAN, created_at=at
     )
+
+
+def create_jobs(store: Records, *jobs: str) -> tuple[str, ...]:
+    """Create a record (:func:`make_header`) for each of ``jobs``; their names, in order."""
+    for job in jobs:
+        store.create(make_header(job))
+    return jobs
 
 
 def evidence(n: int = 0, *, at: datetime = _EPOCH, detail: str = "") -> CallAnswered:
@@ -348,15 +356,15 @@ def race_acquire(
     return tokens
 
 
-def _rotated(jobs: list[str], index: int) -> list[str]:
+def _rotated(jobs: Sequence[str], index: int) -> list[str]:
     """The jobs starting at a different one for each worker: racing batches name their jobs
     in different orders, as a store that locks per job must survive without deadlock."""
     k = index % len(jobs)
-    return jobs[k:] + jobs[:k]
+    return [*jobs[k:], *jobs[:k]]
 
 
 def race_batch_rounds(
-    store: Records, barrier: Barrier, index: int, jobs: list[str], rounds: int
+    store: Records, barrier: Barrier, index: int, jobs: Sequence[str], rounds: int
 ) -> list[list[bool]]:
     """Each round, every worker appends one event to every job at the same revision, all in
     one batch, at once. Report per round which jobs (in ``jobs`` order) it won; a part lost
@@ -379,7 +387,7 @@ def race_batch_rounds(
 
 
 def batch_append_until(
-    store: Records, barrier: Barrier, index: int, jobs: list[str], wins: int
+    store: Records, barrier: Barrier, index: int, jobs: Sequence[str], wins: int
 ) -> dict[str, list[int]]:
     """Append ``wins`` events to every job in batches, each time to the jobs still short of
     them, at the revision just read; report the revisions won per job."""
@@ -403,7 +411,7 @@ def batch_append_until(
 
 
 def race_batch_acquire(
-    store: Records, barrier: Barrier, index: int, jobs: list[str], rounds: int
+    store: Records, barrier: Barrier, index: int, jobs: Sequence[str], rounds: int
 ) -> list[dict[str, int]]:
     """Each round every worker acquires every job in one batch at once; for the jobs it won
     it renews the leases in a batch, appends a decision to each in a batch, then releases
@@ -675,91 +683,126 @@ class _Model:
     # ---------------------------------------------------------------------------- a step
 
     def step(self, op: tuple[Any, ...]) -> None:
+        """Apply one generated operation to the store and to the model, checking the store's
+        answer against the model's (see the ``_step_*`` method of each operation)."""
         now = self.clock()
         name = op[0]
         if name == "create":
-            _, job, key, kinds = op
-            events = [_event(k, now) for k in kinds]
-            call_c = functools.partial(
-                self.store.create, make_header(job, at=now), events, idempotency_key=key
-            )
-            if key and key in self.keys:
-                assert call_c() == Created(job=self.keys[key], created=False)
-            elif job in self.jobs:
-                self.expect(Conflict, call_c)
-            else:
-                assert call_c() == Created(job=job, created=True)
-                tokens = [(k, 0 if k in ("decision", "settle") else None) for k in kinds]
-                self.jobs[job] = _ModelJob(tokens, settled="settle" in kinds)
-                if key:
-                    self.keys[key] = job
+            self._step_create(op, now)
         elif name == "append":
-            _, job, kinds, delta, holder = op
-            request, outcome = self._append(job, kinds, delta, holder, now)
-            call = functools.partial(
-                self.store.append,
-                job,
-                list(request.events),
-                expect_revision=request.expect_revision,
-                owner=request.owner,
-            )
-            self._single(outcome, call)
+            self._step_append(op, now)
         elif name == "append_many":
-            parts = [self._append(job, kinds, d, h, now) for job, kinds, d, h in op[1]]
-            requests = [request for request, _ in parts]
-            self._batch(
-                [r.job for r in requests],
-                [outcome for _, outcome in parts],
-                functools.partial(self.store.append_many, requests),
-            )
+            self._step_append_many(op, now)
         elif name == "acquire":
-            _, job, holder, ttl = op
-            outcome = self._acquire(job, holder, ttl, now)
-            self._single(
-                outcome,
-                functools.partial(self.store.acquire, job, holder, timedelta(seconds=ttl)),
-            )
+            self._step_acquire(op, now)
         elif name == "acquire_many":
-            _, jobs, holder, ttl = op
-            self._batch(
-                jobs,
-                [self._acquire(job, holder, ttl, now) for job in jobs],
-                functools.partial(self.store.acquire_many, jobs, holder, timedelta(seconds=ttl)),
-            )
+            self._step_acquire_many(op, now)
         elif name == "renew":
-            _, job, holder, ttl = op
-            lease = self.held.get((holder, job))
-            if lease is None:
-                return
-            self._single(
-                self._renew(lease, ttl, now),
-                functools.partial(self.store.renew, lease, timedelta(seconds=ttl)),
-            )
+            self._step_renew(op, now)
         elif name == "renew_many":
-            _, pairs, ttl = op
-            leases = [self.held[(h, j)] for j, h in pairs if (h, j) in self.held]
-            self._batch(
-                [lease.job for lease in leases],
-                [self._renew(lease, ttl, now) for lease in leases],
-                functools.partial(self.store.renew_many, leases, timedelta(seconds=ttl)),
-            )
+            self._step_renew_many(op, now)
         elif name == "release":
-            _, job, holder = op
-            lease = self.held.get((holder, job))
-            if lease is None:
-                return
-            self.store.release(lease)
-            self._release(lease)()
+            self._step_release(op)
         elif name == "release_many":
-            leases = [self.held[(h, j)] for j, h in op[1] if (h, j) in self.held]
-            if len({lease.job for lease in leases}) < len(leases):
-                self.expect(Invalid, functools.partial(self.store.release_many, leases))
-                return
-            self.store.release_many(leases)
-            for lease in leases:
-                self._release(lease)()
+            self._step_release_many(op)
         elif name == "advance":
             self.clock.advance(op[1])
+
+    def _step_create(self, op: tuple[Any, ...], now: datetime) -> None:
+        """A create answers the job an idempotency key already made, refuses a job that
+        exists, or makes it with its events."""
+        _, job, key, kinds = op
+        events = [_event(k, now) for k in kinds]
+        call_c = functools.partial(
+            self.store.create, make_header(job, at=now), events, idempotency_key=key
+        )
+        if key and key in self.keys:
+            assert call_c() == Created(job=self.keys[key], created=False)
+        elif job in self.jobs:
+            self.expect(Conflict, call_c)
+        else:
+            assert call_c() == Created(job=job, created=True)
+            tokens = [(k, 0 if k in ("decision", "settle") else None) for k in kinds]
+            self.jobs[job] = _ModelJob(tokens, settled="settle" in kinds)
+            if key:
+                self.keys[key] = job
+
+    def _step_append(self, op: tuple[Any, ...], now: datetime) -> None:
+        _, job, kinds, delta, holder = op
+        request, outcome = self._append(job, kinds, delta, holder, now)
+        call = functools.partial(
+            self.store.append,
+            job,
+            list(request.events),
+            expect_revision=request.expect_revision,
+            owner=request.owner,
+        )
+        self._single(outcome, call)
+
+    def _step_append_many(self, op: tuple[Any, ...], now: datetime) -> None:
+        parts = [self._append(job, kinds, d, h, now) for job, kinds, d, h in op[1]]
+        requests = [request for request, _ in parts]
+        self._batch(
+            [r.job for r in requests],
+            [outcome for _, outcome in parts],
+            functools.partial(self.store.append_many, requests),
+        )
+
+    def _step_acquire(self, op: tuple[Any, ...], now: datetime) -> None:
+        _, job, holder, ttl = op
+        outcome = self._acquire(job, holder, ttl, now)
+        self._single(
+            outcome,
+            functools.partial(self.store.acquire, job, holder, timedelta(seconds=ttl)),
+        )
+
+    def _step_acquire_many(self, op: tuple[Any, ...], now: datetime) -> None:
+        _, jobs, holder, ttl = op
+        self._batch(
+            jobs,
+            [self._acquire(job, holder, ttl, now) for job in jobs],
+            functools.partial(self.store.acquire_many, jobs, holder, timedelta(seconds=ttl)),
+        )
+
+    def _step_renew(self, op: tuple[Any, ...], now: datetime) -> None:
+        """Renew a lease the holder has (a holder without one has nothing to renew)."""
+        _, job, holder, ttl = op
+        lease = self.held.get((holder, job))
+        if lease is None:
+            return
+        self._single(
+            self._renew(lease, ttl, now),
+            functools.partial(self.store.renew, lease, timedelta(seconds=ttl)),
+        )
+
+    def _step_renew_many(self, op: tuple[Any, ...], now: datetime) -> None:
+        _, pairs, ttl = op
+        leases = [self.held[(h, j)] for j, h in pairs if (h, j) in self.held]
+        self._batch(
+            [lease.job for lease in leases],
+            [self._renew(lease, ttl, now) for lease in leases],
+            functools.partial(self.store.renew_many, leases, timedelta(seconds=ttl)),
+        )
+
+    def _step_release(self, op: tuple[Any, ...]) -> None:
+        """Release a lease the holder has; releasing answers nothing, so only the model's
+        later reads judge it."""
+        _, job, holder = op
+        lease = self.held.get((holder, job))
+        if lease is None:
+            return
+        self.store.release(lease)
+        self._release(lease)()
+
+    def _step_release_many(self, op: tuple[Any, ...]) -> None:
+        """Release several leases at once; a job named twice is refused whole."""
+        leases = [self.held[(h, j)] for j, h in op[1] if (h, j) in self.held]
+        if len({lease.job for lease in leases}) < len(leases):
+            self.expect(Invalid, functools.partial(self.store.release_many, leases))
+            return
+        self.store.release_many(leases)
+        for lease in leases:
+            self._release(lease)()
 
     def check(self) -> None:
         order = list(self.jobs)
@@ -1292,9 +1335,7 @@ class RecordStoreSuite:
     def test_racing_batches_one_wins_each_job_each_revision(
         self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
     ) -> None:
-        jobs = ["race-1", "race-2", "race-3"]
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "race-1", "race-2", "race-3")
         launch = make_concurrent_appenders(store)
         n, rounds = self.appenders, self.race_rounds
         results = launch(race_batch_rounds, n, jobs, rounds)
@@ -1309,9 +1350,7 @@ class RecordStoreSuite:
     def test_batches_retrying_leave_no_gap_and_no_duplicate(
         self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
     ) -> None:
-        jobs = ["race-1", "race-2", "race-3"]
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "race-1", "race-2", "race-3")
         launch = make_concurrent_appenders(store)
         n, wins = self.appenders, max(3, self.race_rounds // 3)
         results = launch(batch_append_until, n, jobs, wins)
@@ -1326,9 +1365,7 @@ class RecordStoreSuite:
     def test_racing_batch_acquirers_one_owner_per_job_at_a_time(
         self, store: Records, make_concurrent_appenders: Callable[[Records], Launcher]
     ) -> None:
-        jobs = ["owned-1", "owned-2", "owned-3"]
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "owned-1", "owned-2", "owned-3")
         launch = make_concurrent_appenders(store)
         n, rounds = self.appenders, max(3, self.race_rounds // 3)
         results = launch(race_batch_acquire, n, jobs, rounds)
@@ -1574,9 +1611,7 @@ class RecordStoreSuite:
         assert store.acquire("job-2", "other", _ttl(10)).token > held.token
 
     def test_batch_acquire_answers_every_job(self, store: Records, clock: ManualClock) -> None:
-        jobs = ("free", "held", "mine", "lapsed", "released")
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "free", "held", "mine", "lapsed", "released")
         theirs = store.acquire("held", "other", _ttl(60))
         mine = store.acquire("mine", "sup", _ttl(60))
         lapsed = store.acquire("lapsed", "other", _ttl(5))
@@ -1598,9 +1633,7 @@ class RecordStoreSuite:
         assert store.acquire("held", "other", _ttl(60)).token == theirs.token
 
     def test_batch_renew_answers_every_lease(self, store: Records, clock: ManualClock) -> None:
-        jobs = ("live", "lapsed", "taken", "released")
-        for job in jobs:
-            store.create(make_header(job))
+        create_jobs(store, "live", "lapsed", "taken", "released")
         live = store.acquire("live", "sup", _ttl(10))
         lapsed = store.acquire("lapsed", "sup", _ttl(5))
         taken = store.acquire("taken", "sup", _ttl(5))
@@ -1621,8 +1654,7 @@ class RecordStoreSuite:
             store.append("lapsed", [decision(1)], expect_revision=0, owner=lapsed)
 
     def test_batch_release(self, store: Records, clock: ManualClock) -> None:
-        for job in ("job-1", "job-2", "job-3"):
-            store.create(make_header(job))
+        create_jobs(store, "job-1", "job-2", "job-3")
         one = store.acquire("job-1", "sup", _ttl(60))
         old = store.acquire("job-2", "sup", _ttl(5))
         clock.advance(5)
@@ -1690,9 +1722,7 @@ class RecordStoreSuite:
         assert store.announce("sup", _ttl(10)) == ("sup",)
 
     def test_tokens_only_grow_through_batches(self, store: Records, clock: ManualClock) -> None:
-        jobs = ["job-1", "job-2", "job-3"]
-        for job in jobs:
-            store.create(make_header(job))
+        jobs = create_jobs(store, "job-1", "job-2", "job-3")
         tokens: dict[str, list[int]] = {job: [] for job in jobs}
         for i in range(12):
             holder = ("a", "b", "a", "c")[i % 4]

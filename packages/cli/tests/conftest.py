@@ -39,6 +39,14 @@ Invoke = Callable[..., Ran]
 Spawn = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
+def add_to_config(home: Path, toml: str) -> Path:
+    """Append ``toml`` to the config file the ``home`` fixture wrote (after its local cluster's
+    table); the file's path."""
+    config = home / "config" / "jobdispatch" / "config.toml"
+    config.write_text(config.read_text() + toml)
+    return config
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     config = tmp_path / "config"

@@ -10,13 +10,7 @@ from pathlib import Path
 import pytest
 from jobdispatch import plugins
 
-from .conftest import Invoke
-
-
-def _add_cluster(home: Path, table: str) -> Path:
-    config = home / "config" / "jobdispatch" / "config.toml"
-    config.write_text(config.read_text() + table)
-    return config
+from .conftest import Invoke, add_to_config
 
 
 @pytest.fixture
@@ -45,7 +39,7 @@ def without_slurm(monkeypatch: pytest.MonkeyPatch, fresh_plugins: None) -> None:
 def test_a_cluster_of_an_adapter_not_installed_names_the_distribution(
     invoke: Invoke, home: Path
 ) -> None:
-    config = _add_cluster(home, '[clusters.hpc]\nadapter = "slurm"\n')
+    config = add_to_config(home, '[clusters.hpc]\nadapter = "slurm"\n')
     ran = invoke("--cluster", "hpc", "list")
     assert ran.code == 2
     assert (
@@ -61,7 +55,7 @@ def test_a_cluster_of_an_adapter_not_installed_blocks_only_itself(
     """A team's file names a cluster whose adapter this user never installed: the other
     clusters (the built-in local one too) still work, ``clusters`` lists them and warns about
     the one that cannot be used, and only choosing that one fails, with the install hint."""
-    config = _add_cluster(
+    config = add_to_config(
         home, '[clusters.hpc]\nadapter = "slurm"\n[clusters.other]\nadapter = "local"\n'
     )
     hint = (
@@ -85,7 +79,7 @@ def test_a_cluster_of_an_adapter_not_installed_blocks_only_itself(
 
 @pytest.mark.usefixtures("without_slurm")
 def test_a_default_cluster_that_cannot_be_used_says_why(invoke: Invoke, home: Path) -> None:
-    _add_cluster(home, '[clusters.hpc]\nadapter = "slurm"\n')
+    add_to_config(home, '[clusters.hpc]\nadapter = "slurm"\n')
     config = home / "config" / "jobdispatch" / "config.toml"
     config.write_text('default_cluster = "hpc"\n' + config.read_text())
     ran = invoke("list")
@@ -95,7 +89,7 @@ def test_a_default_cluster_that_cannot_be_used_says_why(invoke: Invoke, home: Pa
 
 
 def test_the_memory_adapter_is_no_cluster(invoke: Invoke, home: Path) -> None:
-    config = _add_cluster(home, '[clusters.mem]\nadapter = "memory"\n')
+    config = add_to_config(home, '[clusters.mem]\nadapter = "memory"\n')
     ran = invoke("--cluster", "mem", "list")
     assert ran.code == 2
     assert f"{config}:7: clusters.mem.adapter: adapter 'memory' is an in-process" in ran.err
@@ -103,7 +97,7 @@ def test_the_memory_adapter_is_no_cluster(invoke: Invoke, home: Path) -> None:
 
 
 def test_an_unknown_adapter_lists_only_the_ones_users_may_name(invoke: Invoke, home: Path) -> None:
-    _add_cluster(home, '[clusters.odd]\nadapter = "nosuch"\n[clusters.bare]\ngrace = 1\n')
+    add_to_config(home, '[clusters.odd]\nadapter = "nosuch"\n[clusters.bare]\ngrace = 1\n')
     ran = invoke("clusters")
     assert ran.code == 0
     unknown = next(line for line in ran.err.splitlines() if "clusters.odd.adapter" in line)
@@ -123,7 +117,7 @@ def test_an_installed_adapter_left_out_by_the_environment_says_so(
 ) -> None:
     pytest.importorskip("jobdispatch_slurm")
     monkeypatch.setenv(plugins.BLOCKED_ENV, "slurm")
-    _add_cluster(home, '[clusters.hpc]\nadapter = "slurm"\n')
+    add_to_config(home, '[clusters.hpc]\nadapter = "slurm"\n')
     ran = invoke("--cluster", "hpc", "list")
     assert ran.code == 2
     assert "adapter 'slurm' is installed but not loaded: JOBDISPATCH_DISABLED_PLUGINS" in ran.err

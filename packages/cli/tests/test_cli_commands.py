@@ -17,6 +17,8 @@ from jobdispatch.records import events as ev
 from jobdispatch.triggers import SUBMIT
 from jobdispatch_records_lmdb import LmdbRecords
 
+from .conftest import add_to_config
+
 Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
 JobFile = Callable[..., Path]
 
@@ -186,8 +188,7 @@ def test_config_errors_name_the_key_and_line(invoke: Invoke, home: Path) -> None
 
 def test_clusters_and_the_local_group_on_another_adapter(invoke: Invoke, home: Path) -> None:
     pytest.importorskip("jobdispatch_slurm")
-    config = home / "config" / "jobdispatch" / "config.toml"
-    config.write_text(config.read_text() + '[clusters.hpc]\nadapter = "slurm"\n')
+    add_to_config(home, '[clusters.hpc]\nadapter = "slurm"\n')
     data = invoke("clusters", "--json").json()
     assert {c["name"]: c["adapter"] for c in data["clusters"]} == {
         "local": "local",

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from .conftest import add_to_config
+
 Invoke = Callable[..., Any]
 
 JOB = """\
@@ -29,8 +31,7 @@ def ran(invoke: Invoke, home: Path) -> str:
 
 
 def _price(home: Path, table: str) -> None:
-    config = home / "config" / "jobdispatch" / "config.toml"
-    config.write_text(config.read_text() + f"prices = {table}\n")
+    add_to_config(home, f"prices = {table}\n")
 
 
 def test_the_report_counts_the_job_and_its_parts_add_up(invoke: Invoke, ran: str) -> None:

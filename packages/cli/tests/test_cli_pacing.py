@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Invoke
+from .conftest import Invoke, add_to_config
 
 USAGE = 2
-
-
-def _local_table(home: Path, extra: str) -> Path:
-    config = home / "config" / "jobdispatch" / "config.toml"
-    config.write_text(config.read_text() + extra)
-    return config
 
 
 @pytest.mark.parametrize(
@@ -31,7 +25,7 @@ def _local_table(home: Path, extra: str) -> Path:
 def test_a_cluster_pacing_out_of_range_is_refused_naming_its_key_and_line(
     invoke: Invoke, home: Path, extra: str, field: str, words: str
 ) -> None:
-    config = _local_table(home, extra)
+    config = add_to_config(home, extra)
     ran = invoke("supervise")
     assert ran.code == USAGE, ran
     line = next(x for x in ran.err.splitlines() if f"clusters.local.{field}" in x)
@@ -39,7 +33,7 @@ def test_a_cluster_pacing_out_of_range_is_refused_naming_its_key_and_line(
 
 
 def test_a_site_cannot_lower_the_adapter_s_floor(invoke: Invoke, home: Path) -> None:
-    _local_table(home, "poll_floor = 0.001\n")
+    add_to_config(home, "poll_floor = 0.001\n")
     ran = invoke("supervise")
     assert ran.code == USAGE, ran
     assert "clusters.local.poll_floor: a poll floor of 0.001 s is below the adapter's floor" in (
@@ -50,7 +44,7 @@ def test_a_site_cannot_lower_the_adapter_s_floor(invoke: Invoke, home: Path) -> 
 def test_run_refuses_a_poll_below_the_site_s_floor_before_submitting(
     invoke: Invoke, home: Path, job_file: Callable[..., Path]
 ) -> None:
-    _local_table(home, "poll_floor = 1\n")
+    add_to_config(home, "poll_floor = 1\n")
     ran = invoke("run", str(job_file(["true"])), "--poll", "0.5")
     assert ran.code == USAGE, ran
     assert (
@@ -65,7 +59,7 @@ def test_run_polls_at_the_site_s_interval_and_reports_the_outcome(
 ) -> None:
     # The site's interval is what the supervisor polls at when --poll is not given; the
     # report (built from the supervisor's own observations) still tells the whole story.
-    _local_table(home, "poll_interval = 0.05\n")
+    add_to_config(home, "poll_interval = 0.05\n")
     ran = invoke("run", str(job_file(["true"])), "--no-timeline")
     assert ran.code == 0, ran
     assert "submission 1 execution 0 running" in ran.out
@@ -78,7 +72,7 @@ def test_a_stall_after_shorter_than_the_site_s_poll_is_refused_naming_it(
 ) -> None:
     # The local adapter polls every second, so the plan alone would accept stall.after = 30s;
     # this site's supervisors poll every minute, so it could never be judged in time.
-    _local_table(home, "poll_interval = 60\n")
+    add_to_config(home, "poll_interval = 60\n")
     path = job_file(["true"])
     path.write_text(path.read_text() + '[progress]\nroot = "/ckpt"\n[stall]\nafter = "30s"\n')
     ran = invoke(command, str(path))

@@ -48,14 +48,7 @@ def _story(mode: StallMode) -> Story:
     assert spec.stall is not None
     stall = StallAssignment(rule=spec.stall, enforcer=Enforcer.SUPERVISOR, root="s3://ckpt/a")
     s = Story(spec=spec, plan=attrs.evolve(plan_for(spec), stall=stall)).launched()
-    s.add(
-        ev.ProgressSeen,
-        step=400,
-        marked_at=s.now,
-        submission=1,
-        execution="0",
-        origin=ev.Origin.PUBLICATION,
-    )
+    s.progress_seen(400, 1, origin=ev.Origin.PUBLICATION)
     s.later(1300)
     enforced = mode is StallMode.ENFORCE
     s.add(ev.StallDeclared, ref=ObjectRef("o1"), execution=0, cause=STALLED, enforced=enforced)

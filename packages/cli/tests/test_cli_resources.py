@@ -9,7 +9,7 @@ from jobdispatch import Resources
 from jobdispatch.sizes import parse_mib
 from jobdispatch_cli.jobfile import FileError, parse_job_text
 
-from .conftest import Invoke
+from .conftest import Invoke, add_to_config
 
 TOML = """\
 name = "gpu"
@@ -103,8 +103,7 @@ def test_sizes_are_binary_units_rounded_up(value: str | int, mib: int) -> None:
 def test_plan_shows_the_submission_and_creates_nothing(
     invoke: Invoke, tmp_path: Path, home: Path
 ) -> None:
-    config = home / "config" / "jobdispatch" / "config.toml"
-    config.write_text(config.read_text() + "gpus = [0, 1, 2, 3]\n")
+    add_to_config(home, "gpus = [0, 1, 2, 3]\n")
     path = tmp_path / "gpu.toml"
     path.write_text(
         'command = ["train", "--lr", "0.1"]\nnodes = 2\n[resources]\ngpus_per_node = 2\n'
@@ -146,8 +145,7 @@ def test_a_size_means_the_same_in_a_job_file_and_in_the_config(size: str | int) 
 def test_the_kubernetes_spelling_plans_from_a_job_file_and_a_config(
     invoke: Invoke, tmp_path: Path, home: Path
 ) -> None:
-    config = home / "config" / "jobdispatch" / "config.toml"
-    config.write_text(config.read_text() + 'memory_limit = "2Gi"\n')
+    add_to_config(home, 'memory_limit = "2Gi"\n')
     path = tmp_path / "m.yaml"
     path.write_text('name: m\ncommand: ["true"]\nresources:\n  memory_per_node: 1Gi\n')
     ran = invoke("plan", str(path))

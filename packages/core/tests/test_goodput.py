@@ -474,20 +474,10 @@ def test_progress_events_in_the_record_are_the_evidence() -> None:
     start1, start2 = runs[("o1", 0)].started_at, runs[("o2", 0)].started_at
     assert start1 is not None and start2 is not None
 
-    def seen(step: int, at: datetime, submission: int, origin: ev.Origin = ev.Origin.MARK) -> None:
-        s.add(
-            ev.ProgressSeen,
-            step=step,
-            marked_at=at,
-            submission=submission,
-            execution="0",
-            origin=origin,
-        )
-
-    seen(10, start1 + timedelta(seconds=7), 1)
-    seen(150, start1 + timedelta(seconds=60), 1, ev.Origin.PUBLICATION)
+    s.progress_seen(10, 1, at=start1 + timedelta(seconds=7))
+    s.progress_seen(150, 1, at=start1 + timedelta(seconds=60), origin=ev.Origin.PUBLICATION)
     s.add(ev.ResumedFrom, submission=2, execution="0", step=150, resumed_at=start2)
-    seen(160, start2 + timedelta(seconds=4), 2)
+    s.progress_seen(160, 2, at=start2 + timedelta(seconds=4))
     evidence = evidence_of(s.view())
     assert evidence[("o2", 0)].resumed_from == 150
     assert evidence[("o2", 0)].checkpoint_at == start1 + timedelta(seconds=60)

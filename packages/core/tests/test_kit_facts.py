@@ -1,5 +1,6 @@
 """The facts cache: a value is fetched once per key and kept for its time to live, then
-fetched again; forget drops everything; a failed fetch keeps nothing."""
+fetched again; forget drops everything; a failed fetch keeps nothing. Unprobed answers: only
+those resting on the probe become unknown."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jobdispatch.kit.facts import FactsCache
+from jobdispatch.kit.facts import NOT_PROBED, FactsCache, unprobed
+from jobdispatch.types import Capability, Source, Support, Tristate
 
 
 def _clock(now: list[float]) -> Callable[[], float]:
@@ -67,3 +69,17 @@ def test_a_fetch_happens_exactly_when_the_kept_value_is_ttl_old(
         if kept_at is None or t - kept_at >= ttl:
             kept_at = t
         assert got == kept_at
+
+
+def test_unprobed_makes_unknown_only_what_rests_on_the_probe() -> None:
+    answers = {
+        Capability.HOLD: Support.yes(Source.PROBED, "the cluster said so"),
+        Capability.QUEUES: Support.no(Source.PROBED, "none configured"),
+        Capability.EXCLUSIVE_NODES: Support.yes(Source.CATALOGUE, "--exclusive"),
+        Capability.ACCOUNTS: Support.no(Source.DECLARED, "the site says no"),
+    }
+    seen = unprobed(answers)
+    assert seen[Capability.HOLD] == Support(Tristate.UNKNOWN, Source.PROBED, NOT_PROBED)
+    assert seen[Capability.QUEUES] == Support(Tristate.UNKNOWN, Source.PROBED, NOT_PROBED)
+    assert seen[Capability.EXCLUSIVE_NODES] == answers[Capability.EXCLUSIVE_NODES]
+    assert seen[Capability.ACCOUNTS] == answers[Capability.ACCOUNTS]

@@ -47,14 +47,7 @@ def test_progress_evidence_alone_changes_no_notice_and_is_said_to() -> None:
     which is a notice, is not silent."""
     s = _stalled_then_resumed(enforced=True)
     before = s.view()
-    s.later(5).add(
-        ev.ProgressSeen,
-        step=12,
-        marked_at=s.now,
-        submission=2,
-        execution="0",
-        origin=ev.Origin.MARK,
-    )
+    s.later(5).progress_seen(12, 2)
     s.later(5).add(ev.ProgressBlind, detail="the root is away")
     s.later(5).add(ev.ProgressSighted)
     after = s.view()

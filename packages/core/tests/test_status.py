@@ -82,3 +82,12 @@ def test_running_is_not_committed_either_and_pending_is() -> None:
     shown = observation("job1", 1, 1, "o1", ObjectState.RUNNING, execution(0))
     got = status(story, shown)
     assert (got.state, got.committed) == (State.RUNNING, False)
+
+
+def test_an_object_state_is_waiting_running_or_ended_and_only_one() -> None:
+    """``waiting`` (what a hold may be placed on) is every state that neither runs nor ended."""
+    from jobdispatch.types import ObjectState
+
+    for state in ObjectState:
+        kinds = [state.waiting, state is ObjectState.RUNNING, state is ObjectState.ENDED]
+        assert kinds.count(True) == 1, state

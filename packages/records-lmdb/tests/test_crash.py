@@ -47,7 +47,7 @@ from types import ModuleType
 import attrs
 import pytest
 from jobdispatch.clock import ManualClock
-from jobdispatch.records.events import AttemptStarted, CallAnswered
+from jobdispatch.records.events import AttemptStarted, CallAnswered, View
 from jobdispatch.records.store import Lease
 from jobdispatch_conformance.records import evidence, make_header
 from jobdispatch_records_lmdb import LmdbRecords
@@ -202,6 +202,89 @@ class Zygote:
             self.proc.stdout.close()
 
 
+def _kill_a_writer(
+    zygote: Zygote, rng: random.Random, job: str, revision: int, batches: Batches
+) -> tuple[list[str], bool]:
+    """Start a writer and SIGKILL it at a random moment: one time in five anywhere from before
+    its store is open to its first commits, otherwise mid-stream after its first report.
+
+    Returns what it reported and whether the kill took (else it had exited cleanly)."""
+    # Map sizes far below the data make most writers grow the map as they go.
+    map_size = rng.choice((1 << 16, 1 << 20, 1 << 26))
+    pid = zygote.run(job, revision, rng.randrange(1 << 30), map_size, batches.revisions)
+    lines: list[str] = []
+    if rng.random() < 0.2:
+        time.sleep(rng.uniform(0, 0.02))
+    else:
+        lines.append(zygote.line())
+        time.sleep(rng.uniform(0, 0.05))
+    with contextlib.suppress(ProcessLookupError):  # it may have failed: see below
+        os.kill(pid, signal.SIGKILL)
+    while not (line := zygote.line()).startswith("exit "):
+        lines.append(line)
+    status = int(line.split()[1])
+    errors = [ln for ln in lines if ln.startswith("E ")]
+    assert not errors, errors
+    if status == -signal.SIGKILL:
+        return lines, True
+    assert status == 0, f"writer ended with {status}"
+    return lines, False
+
+
+@attrs.define
+class Singles:
+    """What the writers said about their single calls (the batches are :class:`Batches`'):
+    each append (job -> revision -> how many events and their prefix), each job created and
+    each lease token taken."""
+
+    reported: dict[str, dict[int, tuple[int, str]]] = attrs.Factory(lambda: defaultdict(dict))
+    created: list[str] = attrs.Factory(list)
+    tokens: list[int] = attrs.Factory(list)
+
+    def take(self, lines: list[str], batches: Batches, last: int) -> int:
+        """Note a writer's reports; returns the last revision it reported appending (``last``
+        when it reported none)."""
+        for report in lines:
+            kind, *rest = report.split()
+            if kind == "A":
+                rjob, at, appended_count, prefix = rest
+                self.reported[rjob][int(at)] = (int(appended_count), prefix)
+                last = int(at)
+            elif kind == "C":
+                self.created.append(rest[0])
+            elif kind == "T":
+                self.tokens.append(int(rest[0]))
+            else:
+                batches.report(kind, rest)
+        return last
+
+    def check(self, store: LmdbRecords, job: str, cycle: int) -> View:
+        """What must hold of the single calls after a kill; returns ``job``'s record.
+
+        A write first. A writer killed after writing its meta page but before publishing the
+        new transaction id in lock.mdb leaves a commit that readers see only once the next
+        writer has recovered the lock. Nobody was told of that commit, so nothing is lost; but
+        reading first could see it "appear" just after."""
+        tokens = self.tokens
+        assert tokens == sorted(set(tokens)), "lease tokens went back"
+        mine = store.acquire("tokens", f"parent-{cycle}", timedelta(microseconds=1))
+        assert not tokens or mine.token > tokens[-1]
+        tokens.append(mine.token)
+        view = store.read(job)  # decodes every event, checks 1..n without a gap
+        top = max(self.reported[job], default=0)
+        assert view.revision >= top, f"{job}: reported revision {top}, stored {view.revision}"
+        for revision, (count, prefix) in self.reported[job].items():
+            for i in range(count):
+                event = view.events[revision - count + i]
+                assert event.detail.startswith(f"{prefix}-{i}:"), (job, revision, i)  # type: ignore[union-attr]
+        return view
+
+    def check_listed(self, store: LmdbRecords) -> None:
+        listed = set(store.list())
+        missing = [j for j in self.created if j not in listed]
+        assert not missing, f"created but not listed: {missing[:5]}"
+
+
 def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     kills_wanted = (
         request.config.getoption("crash_kills", default=None)
@@ -223,9 +306,7 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
     judge_clock = ManualClock()
     judge = LmdbRecords(path, judge_clock)  # shares the environment; judges by its own clock
     batches = Batches()
-    reported: dict[str, dict[int, tuple[int, str]]] = defaultdict(dict)  # job -> rev -> report
-    created: list[str] = []
-    tokens: list[int] = []
+    singles = Singles()
     revisions: dict[str, int] = {}
     kills = clean_exits = early = unreported = 0
     started = time.monotonic()
@@ -238,71 +319,22 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
             if job not in revisions:
                 store.create(make_header(job))
                 revisions[job] = 0
-            # Map sizes far below the data make most writers grow the map as they go.
-            map_size = rng.choice((1 << 16, 1 << 20, 1 << 26))
-            pid = zygote.run(
-                job, revisions[job], rng.randrange(1 << 30), map_size, batches.revisions
-            )
-            lines: list[str] = []
-            if rng.random() < 0.2:
-                # Anywhere from before the store is open to the first commits.
-                time.sleep(rng.uniform(0, 0.02))
-            else:
-                lines.append(zygote.line())  # after its first report: mid-stream
-                time.sleep(rng.uniform(0, 0.05))
-            with contextlib.suppress(ProcessLookupError):  # it may have failed: see below
-                os.kill(pid, signal.SIGKILL)
-            while not (line := zygote.line()).startswith("exit "):
-                lines.append(line)
-            status = int(line.split()[1])
-            errors = [ln for ln in lines if ln.startswith("E ")]
-            assert not errors, errors
-            if status == -signal.SIGKILL:
+            lines, killed = _kill_a_writer(zygote, rng, job, revisions[job], batches)
+            if killed:
                 kills += 1
-                if not lines:
-                    early += 1
+                early += not lines
             else:
-                assert status == 0, f"writer ended with {status}"
                 clean_exits += 1
-
-            last = revisions[job]
-            for report in lines:
-                kind, *rest = report.split()
-                if kind == "A":
-                    rjob, at, appended_count, prefix = rest
-                    reported[rjob][int(at)] = (int(appended_count), prefix)
-                    last = int(at)
-                elif kind == "C":
-                    created.append(rest[0])
-                elif kind == "T":
-                    tokens.append(int(rest[0]))
-                else:
-                    batches.report(kind, rest)
+            last = singles.take(lines, batches, revisions[job])
 
             # ---- what must hold after the kill
-            # A write first. A writer killed after writing its meta page but before publishing
-            # the new transaction id in lock.mdb leaves a commit that readers see only once the
-            # next writer has recovered the lock. Nobody was told of that commit, so nothing
-            # is lost; but reading first could see it "appear" just after.
-            assert tokens == sorted(set(tokens)), "lease tokens went back"
-            mine = store.acquire("tokens", f"parent-{cycle}", timedelta(microseconds=1))
-            assert not tokens or mine.token > tokens[-1]
-            tokens.append(mine.token)
-            view = store.read(job)  # decodes every event, checks 1..n without a gap
-            top = max(reported[job], default=0)
-            assert view.revision >= top, f"{job}: reported revision {top}, stored {view.revision}"
+            view = singles.check(store, job, cycle)
             # A commit that landed but was never reported: the kill hit inside commit().
             unreported += view.revision > last
-            for revision, (count, prefix) in reported[job].items():
-                for i in range(count):
-                    event = view.events[revision - count + i]
-                    assert event.detail.startswith(f"{prefix}-{i}:"), (job, revision, i)  # type: ignore[union-attr]
             batches.check(store, judge, judge_clock)
             if rng.random() < 0.3:
                 batches.release_some(store, rng)
-            listed = set(store.list())
-            missing = [j for j in created if j not in listed]
-            assert not missing, f"created but not listed: {missing[:5]}"
+            singles.check_listed(store)
             # The next writer carries on: first this process, then the next writer from here.
             revisions[job] = store.append(job, [evidence(cycle)], expect_revision=view.revision)
             assert revisions[job] == view.revision + 1
@@ -312,6 +344,7 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
     judge.close()
 
     # Everything, once more, after the last kill.
+    reported = singles.reported
     appended = 0
     for job in revisions:
         view = store.read(job)
@@ -324,7 +357,8 @@ def test_commits_survive_sigkill(tmp_path: Path, request: pytest.FixtureRequest)
         f"crash test: {kills} kills ({early} before any report, {unreported} after a commit "
         f"landed but before it returned), {clean_exits} clean exits, "
         f"{sum(len(r) for r in reported.values())} appends reported, {appended} events, "
-        f"{len(created)} jobs created, {len(tokens)} tokens; {len(batches.announced)} batches "
+        f"{len(singles.created)} jobs created, {len(singles.tokens)} tokens; "
+        f"{len(batches.announced)} batches "
         f"announced, {len(batches.applied)} reported "
         f"({sum(len(p) for p in batches.applied.values())} parts), "
         f"{len(batches.landed_unreported)} landed unreported, {batches.renewals} batch renewals; "

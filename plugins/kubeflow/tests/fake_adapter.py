@@ -3,9 +3,10 @@ every look at the cluster's facts made afresh, so no test sees a probe another o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import queue
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from jobdispatch_kubeflow import KubeflowBackend, Settings, probe
 from jobdispatch_kubeflow.fake import TEST_RUNTIME_OBJECT, FakeApi
@@ -39,3 +40,37 @@ def fake_adapter(
     if watch_window is not None:
         made.watch_window = watch_window
     return made
+
+
+class QueuedWatchApi(FakeApi):
+    """The in-memory API whose watches stream what a test puts in ``changes[kind]``: an
+    exception put there is raised by the watch and ``None`` ends one request, which also ends
+    once nothing came for ``quiet`` seconds (as one the server ends)."""
+
+    streams = True
+    quiet = 0.2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes: dict[str, queue.Queue[Any]] = {}
+
+    def stream(
+        self, kind: str, selector: str | None, version: str, timeout: int
+    ) -> Iterator[dict[str, Any]]:
+        return self._stream(self.changes.setdefault(kind, queue.Queue()))
+
+    def _stream(self, events: queue.Queue[Any]) -> Iterator[dict[str, Any]]:
+        while True:
+            try:
+                item = events.get(timeout=self.quiet)
+            except queue.Empty:
+                return
+            if item is None:
+                return
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def change(self, kind: str, obj: dict[str, Any], type_: str = "MODIFIED") -> None:
+        """Have the watch of ``kind`` stream a ``type_`` event of ``obj``."""
+        self.changes.setdefault(kind, queue.Queue()).put({"type": type_, "object": obj})

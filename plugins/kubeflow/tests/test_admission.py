@@ -349,9 +349,9 @@ def test_kueue_mode_starts_gated_by_admission_gated_by_and_open_writes_the_open(
     assert again["id"] != opened["id"]
     # Admitted (Kueue unsuspended it): an open changes nothing.
     api.objects[("trainjobs", "dispatch", "jd-j-1-1")]["spec"]["suspend"] = False
-    before = api.count()
+    before = api.requests.total()
     backend.open(ref)
-    assert api.count() == before + 1  # the read only
+    assert api.requests.total() == before + 1  # the read only
 
 
 def test_kueue_mode_holds_deactivate_the_workload_and_release_reactivates() -> None:

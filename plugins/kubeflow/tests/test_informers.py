@@ -10,7 +10,7 @@ from contextlib import closing
 from typing import Any
 
 import pytest
-from fake_adapter import NOW, fake_adapter, seeded
+from fake_adapter import NOW, QueuedWatchApi, fake_adapter, seeded
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
 from jobdispatch.types import JobSpec, ObjectState
@@ -23,34 +23,17 @@ from objects import pod
 Obj = dict[str, Any]
 
 
-class StreamingApi(FakeApi):
-    """The in-memory API whose watches stream what the test puts in ``changes[kind]``; each
-    request ends when nothing came for a moment (as one the server ends)."""
-
-    streams = True
+class StreamingApi(QueuedWatchApi):
+    """The in-memory API whose watches stream what the test puts in ``changes[kind]``, noting
+    each kind's selector."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.changes: dict[str, queue.Queue[Obj]] = {}
         self.selectors: dict[str, str | None] = {}
 
     def stream(self, kind: str, selector: str | None, version: str, timeout: int) -> Iterator[Obj]:
         self.selectors[kind] = selector
-        return self._stream(self.changes.setdefault(kind, queue.Queue()))
-
-    @staticmethod
-    def _stream(events: queue.Queue[Obj]) -> Iterator[Obj]:
-        while True:
-            try:
-                item = events.get(timeout=0.2)
-            except queue.Empty:
-                return
-            if isinstance(item, Exception):
-                raise item
-            yield item
-
-    def change(self, kind: str, obj: Obj, type_: str = "MODIFIED") -> None:
-        self.changes.setdefault(kind, queue.Queue()).put({"type": type_, "object": obj})
+        return super().stream(kind, selector, version, timeout)
 
 
 @pytest.fixture
@@ -91,9 +74,9 @@ def test_once_followed_a_poll_sends_no_request_whatever_the_number_of_jobs(
     assert informers is not None
     eventually(lambda: informers.ready("nodes"), "the nodes followed", within=10, every=0.01)
     backend.find_many(jobs)
-    before = api.count()
+    before = api.requests.total()
     found = backend.find_many(jobs)
-    assert api.count() == before, "a poll reads the caches"
+    assert api.requests.total() == before, "a poll reads the caches"
     assert all(len(found[j].objects) == 1 for j in jobs)
     assert found["j3"].objects[0].state is ObjectState.RUNNING
     lists = {k: v for k, v in api.requests.items() if k.startswith("LIST")}

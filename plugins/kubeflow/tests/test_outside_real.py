@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from jobdispatch import JobSpec, StartRequest
+from jobdispatch.spi import ObjectRef
 from jobdispatch.testing import eventually
 from jobdispatch.types import CauseKind, ObjectState, Provenance
 
@@ -51,10 +52,8 @@ def test_a_trainjob_someone_else_deletes_is_stopped_by_the_next_poll(kube_cluste
     backend = KubeflowBackend(settings())
     backend.watch_window = 1.0
     admin = KubeDriver(backend).admin
-    job = "od" + uuid.uuid4().hex[:8]
-    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=_sleep()))
-    _, name = names.split_ref(ref)
-    ns = backend.namespace
+    job, ref = _start_sleeper(backend, "od")
+    ns, name = names.split_ref(ref)
     try:
         for _ in backend.watch(job):  # a supervisor follows the cluster: the caches answer
             pass
@@ -89,10 +88,7 @@ def test_a_trainjob_someone_else_deletes_is_stopped_by_the_next_poll(kube_cluste
         assert cause.actor == classify.OUTSIDE
         assert "clean-up clear" in obs.detail
     finally:
-        backend.stop(ref, "test over")
-        backend.forget(ref)
-        backend.close()
-    eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+        _remove(backend, admin, ref)
 
 
 def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> None:
@@ -101,10 +97,8 @@ def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> No
 
     backend = KubeflowBackend(settings())
     admin = KubeDriver(backend).admin
-    job = "oc" + uuid.uuid4().hex[:8]
-    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=_sleep()))
-    _, name = names.split_ref(ref)
-    ns = backend.namespace
+    job, ref = _start_sleeper(backend, "oc")
+    ns, name = names.split_ref(ref)
     try:
         backend.open(ref)
         eventually(lambda: _running(backend, job), "running")
@@ -115,10 +109,7 @@ def test_a_cancel_of_a_trainjob_being_deleted_stops_it(kube_cluster: None) -> No
         assert (admin.get("trainjobs", ns, name) or {})["spec"]["suspend"] is True
         eventually(lambda: not _pods(admin, ns, name), "the pods gone", within=60)
     finally:
-        backend.stop(ref, "test over")
-        backend.forget(ref)
-        backend.close()
-    eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
+        _remove(backend, admin, ref)
 
 
 def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -> None:
@@ -131,10 +122,8 @@ def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -
     tag = uuid.uuid4().hex[:8]
     node_name = f"kwok-node-x{tag}"
     own_node(admin, node_name, "dispatch.test/x", tag)
-    job = "ox" + tag
-    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=_sleep()))
-    _, name = names.split_ref(ref)
-    ns = backend.namespace
+    job, ref = _start_sleeper(backend, "ox")
+    ns, name = names.split_ref(ref)
     try:
         # Placed on the node of this test's own (the Trainer's runtime patch of a manager of
         # the test's), so that deleting it disturbs no one else's pods.
@@ -164,12 +153,27 @@ def test_an_exit_before_its_node_is_deleted_stays_the_exit(kube_cluster: None) -
             assert obs.lost_nodes == ()
             time.sleep(1)
     finally:
+        admin.delete("nodes", None, node_name, propagation="Background")
+        _remove(backend, admin, ref)
+
+
+def _remove(backend: Any, admin: Any, ref: ObjectRef) -> None:
+    """A test's teardown: stop its TrainJob, remove the receipt that kept it, close the backend,
+    and wait until the TrainJob is gone, so the plane's other users are left as they were."""
+    from jobdispatch_kubeflow import names
+
+    try:
         backend.stop(ref, "test over")
         backend.forget(ref)
+    finally:
         backend.close()
-        admin.delete("nodes", None, node_name, propagation="Background")
+    ns, name = names.split_ref(ref)
     eventually(lambda: admin.get("trainjobs", ns, name) is None, "the TrainJob gone")
 
 
-def _sleep() -> JobSpec:
-    return JobSpec(command=("sleep", "3600"), nodes=1)
+def _start_sleeper(backend: Any, prefix: str) -> tuple[str, ObjectRef]:
+    """A TrainJob that sleeps for an hour, started gated under a fresh job id beginning with
+    ``prefix``: the job id and the ref."""
+    job = prefix + uuid.uuid4().hex[:8]
+    spec = JobSpec(command=("sleep", "3600"), nodes=1)
+    return job, backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))

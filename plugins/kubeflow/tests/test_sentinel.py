@@ -11,7 +11,7 @@ from contextlib import closing
 from typing import Any
 
 import pytest
-from fake_adapter import NOW, fake_adapter, seeded
+from fake_adapter import NOW, QueuedWatchApi, fake_adapter, seeded
 from jobdispatch.errors import Unauthorized, Unreachable
 from jobdispatch.spi import StartRequest
 from jobdispatch.testing import eventually
@@ -26,39 +26,25 @@ POD = "jd-j1-1-1-node-0-0-abcde"
 EVICTED = [cond("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")]
 
 
-class WatchedApi(FakeApi):
-    """The in-memory API with a pod watch that streams what the test puts in ``events``: a
-    ``Gone`` or ``Unreachable`` put there is raised by the watch, ``None`` ends one request."""
+class WatchedApi(QueuedWatchApi):
+    """The in-memory API with a pod watch that streams what the test puts in ``events`` (the
+    other kinds', what it puts in ``changes[kind]``): a ``Gone`` or ``Unreachable`` put there is
+    raised by the watch, ``None`` ends one request."""
 
-    streams = True
+    quiet = 0.05
 
     def __init__(self) -> None:
         super().__init__()
         self.events: queue.Queue[Any] = queue.Queue()
         self.watches: list[str] = []
-        #: What the watches of the other kinds stream, by kind.
-        self.changes: dict[str, queue.Queue[Any]] = {}
 
     def stream(
         self, kind: str, selector: str | None, version: str, timeout: int
     ) -> Iterator[dict[str, Any]]:
         if kind != "pods":
-            return self._stream(self.changes.setdefault(kind, queue.Queue()))
+            return super().stream(kind, selector, version, timeout)
         self.watches.append(version)
         return self._stream(self.events)
-
-    @staticmethod
-    def _stream(events: queue.Queue[Any]) -> Iterator[dict[str, Any]]:
-        while True:
-            try:
-                item = events.get(timeout=0.05)
-            except queue.Empty:
-                return
-            if item is None:
-                return
-            if isinstance(item, Exception):
-                raise item
-            yield item
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -457,22 +458,7 @@ def test_a_runner_spawned_late_starts_only_what_the_object_wants(
         )
         obj = ObjectDir(backend.root / ref.id)
         hold = HoldMeta(instance=1, deadline=_meta().deadline)
-        opened = False
-        for op in ops:
-            if op == "open":
-                backend.open(ref)
-                opened = True
-            elif op == "stop":
-                backend.stop(ref, "test")
-            elif op == "hold":
-                with contextlib.suppress(Rejected):  # refused when running or ended
-                    backend.hold(ref, hold)
-            elif op == "release":
-                backend.release(ref, hold)
-            elif op == "requeue":
-                backend.requeue(ref, _meta())
-            elif delayed:
-                real_spawn(delayed.pop(0))
+        opened = _play(backend, ref, ops, hold, delayed, real_spawn)
         control = obj.read_control()
         if control.get("hold") is not None:
             backend.release(ref, hold)
@@ -481,33 +467,80 @@ def test_a_runner_spawned_late_starts_only_what_the_object_wants(
         _settle(backend, obj)
         control = obj.read_control()
         executions = obj.executions()
-        if not opened:
-            assert executions == [], "nothing runs before an open"
-        assert len(executions) <= max(int(control.get("runs") or 0), 0)
-        assert [e["index"] for e in executions] == list(range(len(executions)))
-        for earlier, later in itertools.pairwise(executions):
-            assert earlier["ended_at"] <= later["started_at"], "executions overlap"
-        stop = control.get("stop")
-        if stop:
-            for e in executions:
-                assert e["started_at"] <= stop["at"], "an execution started after the stop"
-        for e in executions:
-            assert e["ended_at"] is not None, "an execution was left open"
-            assert [r["rank"] for r in e["ranks"]] == [0], "an execution's rank went unrecorded"
+        _assert_only_what_the_object_wants(control, executions, opened=opened)
         assert marker.exists() == bool(executions), "the first rank spawn made the calls"
         if marker.exists():
-            outcomes = json.loads(marker.read_text())
-            assert [name for name, _ in outcomes] == window
-            for name, outcome in outcomes:
-                assert not outcome.startswith("unavailable"), (name, outcome)
-                assert outcome == ("rejected" if name == "hold" else "ok"), (name, outcome)
-            if stop and stop["reason"] == "stopped inside the spawn":
-                assert len(executions) == 1, "nothing started after a stop made in the spawn"
-                assert executions[0]["cause"]["kind"] in ("cancelled", "none")
+            _assert_the_window_calls(marker, window, control, executions)
     finally:
         monkeypatch.undo()
         leftovers = shut_down(state_dir)
         assert not leftovers, leftovers
+
+
+def _play(
+    backend: LocalBackend,
+    ref: ObjectRef,
+    ops: list[str],
+    hold: HoldMeta,
+    delayed: list[ObjectDir],
+    real_spawn: Callable[[ObjectDir], None],
+) -> bool:
+    """Make ``ops``' calls in order, a "late spawn" running the oldest delayed spawn then.
+    Returns whether the object was opened (nothing may run otherwise)."""
+    opened = False
+    for op in ops:
+        if op == "open":
+            backend.open(ref)
+            opened = True
+        elif op == "stop":
+            backend.stop(ref, "test")
+        elif op == "hold":
+            with contextlib.suppress(Rejected):  # refused when running or ended
+                backend.hold(ref, hold)
+        elif op == "release":
+            backend.release(ref, hold)
+        elif op == "requeue":
+            backend.requeue(ref, _meta())
+        elif delayed:
+            real_spawn(delayed.pop(0))
+    return opened
+
+
+def _assert_only_what_the_object_wants(
+    control: dict[str, Any], executions: list[dict[str, Any]], *, opened: bool
+) -> None:
+    """Nothing runs unless opened, no more runs than the control state wants, executions one
+    after another and none started after a recorded stop, each ended with its rank recorded."""
+    if not opened:
+        assert executions == [], "nothing runs before an open"
+    assert len(executions) <= max(int(control.get("runs") or 0), 0)
+    assert [e["index"] for e in executions] == list(range(len(executions)))
+    for earlier, later in itertools.pairwise(executions):
+        assert earlier["ended_at"] <= later["started_at"], "executions overlap"
+    stop = control.get("stop")
+    if stop:
+        for e in executions:
+            assert e["started_at"] <= stop["at"], "an execution started after the stop"
+    for e in executions:
+        assert e["ended_at"] is not None, "an execution was left open"
+        assert [r["rank"] for r in e["ranks"]] == [0], "an execution's rank went unrecorded"
+
+
+def _assert_the_window_calls(
+    marker: Path, window: list[str], control: dict[str, Any], executions: list[dict[str, Any]]
+) -> None:
+    """The calls made inside the first rank spawn: none waited on the lock (none answered
+    unavailable), a hold was refused as for any running object, the rest succeeded; and a stop
+    made there let nothing start after it."""
+    outcomes = json.loads(marker.read_text())
+    assert [name for name, _ in outcomes] == window
+    for name, outcome in outcomes:
+        assert not outcome.startswith("unavailable"), (name, outcome)
+        assert outcome == ("rejected" if name == "hold" else "ok"), (name, outcome)
+    stop = control.get("stop")
+    if stop and stop["reason"] == "stopped inside the spawn":
+        assert len(executions) == 1, "nothing started after a stop made in the spawn"
+        assert executions[0]["cause"]["kind"] in ("cancelled", "none")
 
 
 def test_a_requeue_of_an_object_stopped_before_it_opened_starts_nothing(

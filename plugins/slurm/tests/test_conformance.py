@@ -21,8 +21,8 @@ from jobdispatch_conformance.adapter import (
     LifecycleTests,
     Timeouts,
 )
-from jobdispatch_slurm import LocalTransport, Settings, SlurmBackend, SshTransport
-from jobdispatch_slurm.testing import LossyTransport, SlurmDriver
+from jobdispatch_slurm import LocalTransport, Settings, SlurmBackend
+from jobdispatch_slurm.testing import LossyTransport, SlurmDriver, ssh_transport
 
 pytestmark = pytest.mark.slurm
 
@@ -75,13 +75,7 @@ class TestSlurmSsh(_SlurmFixtures, LifecycleTests, DiscoveryTests, DeclarationTe
     @pytest.fixture
     def backend_factory(self, ssh_server: Any) -> Callable[[], Backend]:
         def make() -> Backend:
-            transport = SshTransport(
-                host=ssh_server.host,
-                port=ssh_server.port,
-                user=ssh_server.user,
-                key_filename=ssh_server.key_file,
-                known_hosts=ssh_server.known_hosts,
-            )
+            transport = ssh_transport(ssh_server)
             return SlurmBackend(Settings(), transport=LossyTransport(transport))
 
         return make

@@ -33,10 +33,10 @@ from jobdispatch_slurm import (
     LocalTransport,
     Settings,
     SlurmBackend,
-    SshTransport,
 )
+from jobdispatch_slurm import testing as slurm_testing
 from jobdispatch_slurm.config import SshSettings
-from jobdispatch_slurm.testing import stop_quietly
+from jobdispatch_slurm.testing import ssh_transport, stop_quietly
 
 pytestmark = pytest.mark.slurm
 
@@ -61,18 +61,6 @@ DUMP = (
 )
 
 
-def ssh_transport(ssh_server: Any, known_hosts: str | None = None, **kw: Any) -> SshTransport:
-    """A transport to the loopback sshd, trusting its own known_hosts unless told otherwise."""
-    return SshTransport(
-        host=ssh_server.host,
-        port=ssh_server.port,
-        user=ssh_server.user,
-        key_filename=ssh_server.key_file,
-        known_hosts=known_hosts or ssh_server.known_hosts,
-        **kw,
-    )
-
-
 @pytest.fixture
 def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
     transport = ssh_transport(ssh_server)
@@ -84,17 +72,10 @@ def over_ssh(ssh_server: Any) -> Iterator[SlurmBackend]:
 
 
 def run_to_end(backend: SlurmBackend, spec: JobSpec) -> tuple[ObjectRef, Any]:
-    job = "rc" + uuid.uuid4().hex[:10]
-    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
-    backend.started.append(ref)  # type: ignore[attr-defined]
-    backend.open(ref)
-    obs = eventually(
-        lambda: backend.inspect(ref),
-        f"{ref} ended",
-        holds=lambda o: o.state is ObjectState.ENDED,
-        every=0.5,
-    )
-    return ref, obs
+    """One object of ``spec`` run to its end on ``backend`` (a fixture's: stopped afterwards);
+    the observation as ``Any``, since the tests read its latest run's cause, which they know
+    is there."""
+    return slurm_testing.run_to_end(backend, spec, backend.started)  # type: ignore[attr-defined]
 
 
 def exact_bytes(backend: SlurmBackend, args: list[str], env: dict[str, str], name: str) -> None:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import time
-import uuid
 
 import pytest
-from jobdispatch import JobSpec, Resources, StartRequest, Unsupported, make_plan
-from jobdispatch.testing import eventually
-from jobdispatch.types import Capability, ObjectState, Tristate
+from jobdispatch import JobSpec, Resources, Unsupported, make_plan
+from jobdispatch.types import Capability, Tristate
 from jobdispatch_slurm import SlurmBackend
+from jobdispatch_slurm.testing import run_to_end
 
 pytestmark = pytest.mark.slurm
 
@@ -45,16 +44,8 @@ def test_a_two_node_gpu_job_gets_its_gpus_memory_and_partition(backend: SlurmBac
         ),
     )
     make_plan(backend, None, spec)  # fits: no refusal
-    job = "r" + uuid.uuid4().hex[:10]
-    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
-    backend.started.append(ref)  # type: ignore[attr-defined]
-    backend.open(ref)
-    latest = eventually(
-        lambda: backend.inspect(ref),
-        "the GPU job ended",
-        holds=lambda o: o.state is ObjectState.ENDED,
-        every=1,
-    ).latest
+    ref, obs = run_to_end(backend, spec, backend.started)  # type: ignore[attr-defined]
+    latest = obs.latest
     assert latest is not None and latest.cause is not None
     assert str(latest.cause.kind) == "none", latest.cause
     partition = tres = state = ""

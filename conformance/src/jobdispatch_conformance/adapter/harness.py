@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import NoReturn, TypeVar
 
 import attrs
 import pytest
-from jobdispatch.errors import DispatchError, OutcomeUnknown, Unsupported
+from jobdispatch.errors import DispatchError, OutcomeUnknown, Rejected, Unsupported
 from jobdispatch.spi import Backend, NativeOffer, ObjectObs, ObjectRef, StartRequest
 from jobdispatch.types import Capability, JobID, JobSpec, ObjectState, Support, Tristate
 
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver, Timeouts
 
-__all__ = ["CheckFailed", "Harness", "expect"]
+__all__ = ["CheckFailed", "Harness", "expect", "expect_rejected_late", "required"]
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 
 class CheckFailed(AssertionError):
@@ -35,6 +36,27 @@ def expect(condition: object, message: str) -> None:
     """Fail the check with ``message`` unless ``condition`` holds."""
     if not condition:
         raise CheckFailed(message)
+
+
+def expect_rejected_late(
+    calls: Iterable[Callable[[ObjectRef, M], object]], ref: ObjectRef, late: M
+) -> None:
+    """Fail the check unless each of ``calls`` refuses ``ref`` with Rejected under ``late``, a
+    call's meta whose recorded deadline has passed (spec 0003: a late call changes nothing)."""
+    for call in calls:
+        try:
+            call(ref, late)
+        except Rejected:
+            continue
+        raise CheckFailed(f"{call.__name__} past its deadline must raise Rejected")
+
+
+def required(value: T | None, message: str) -> T:
+    """``value``; fail the check with ``message`` when it is None (an adapter that answers yes
+    for a capability without implementing the call it promises)."""
+    if value is None:
+        raise CheckFailed(message)
+    return value
 
 
 @attrs.define

@@ -234,15 +234,7 @@ def load_config(
     named = path is not None or bool(env.get("JOBDISPATCH_CONFIG"))
     path = path or config_path(env)
     file = str(path)
-    try:
-        text = path.read_text()
-        exists = True
-    except FileNotFoundError:
-        if named:
-            raise NoSuchFile(path) from None
-        text, exists = "", False
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FileError([FileProblem(file, None, "", f"cannot be read: {exc}")]) from None
+    text, exists = _config_text(path, named=named)
     data, lines = parse_toml(text, file)
     problems: list[FileProblem] = []
 
@@ -252,27 +244,9 @@ def load_config(
     for key in data:
         if key not in _TOP_KEYS:
             problem(key, f"unknown key (known keys: {', '.join(_TOP_KEYS)})")
-    clusters: dict[str, Cluster] = {
-        DEFAULT_CLUSTER: Cluster(DEFAULT_CLUSTER, "local", {}, "built-in")
-    }
-    raw_clusters = data.get("clusters", {})
-    if not isinstance(raw_clusters, dict):
-        problem("clusters", "must be a table of clusters ([clusters.NAME])")
-        raw_clusters = {}
-    unusable: dict[str, tuple[FileProblem, ...]] = {}
-    for name, table in raw_clusters.items():
-        cluster, own = _cluster(plugins, name, table, file, lines)
-        if own:
-            unusable[name] = tuple(own)
-        elif cluster is not None:
-            clusters[name] = cluster
+    clusters, unusable = _clusters(plugins, data.get("clusters", {}), file, lines, problem)
     escalations = _escalations(plugins, data.get("escalations", {}), file, problem)
-    names = {e.name for e in escalations}
-    for cluster in clusters.values():
-        for n in cluster.sinks or ():
-            if n not in names and n != LOG_SINK:
-                known = ", ".join(sorted(names)) or "none configured"
-                problem(f"clusters.{cluster.name}.sinks", f"names no sink {n!r} (sinks: {known})")
+    _check_sinks(clusters, escalations, problem)
     heartbeat = _heartbeat(data.get("heartbeat"), file, problem)
     dashboard_url = _dashboard_url(data.get("dashboard_url"), problem)
     default = data.get("default_cluster", DEFAULT_CLUSTER)
@@ -282,7 +256,86 @@ def load_config(
     elif default not in clusters and default not in unusable and not problems:
         known = ", ".join(sorted([*clusters, *unusable]))
         problem("default_cluster", f"names no cluster (clusters: {known})")
-    store = data.get("store")
+    root, shared = _store(plugins, data.get("store"), env, file, problem)
+    if problems:
+        raise FileError(problems)
+    return Config(
+        path=path,
+        exists=exists,
+        clusters=clusters,
+        default_cluster=default,
+        records_root=root,
+        escalations=escalations,
+        heartbeat=heartbeat,
+        dashboard_url=dashboard_url,
+        shared_store=shared,
+        unusable=unusable,
+    )
+
+
+def _config_text(path: Path, *, named: bool) -> tuple[str, bool]:
+    """The file's text and whether it exists. Missing is the defaults (empty) unless the file
+    was named, when it is an error: a typo in the name must not quietly mean the defaults."""
+    try:
+        return path.read_text(), True
+    except FileNotFoundError:
+        if named:
+            raise NoSuchFile(path) from None
+        return "", False
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FileError([FileProblem(str(path), None, "", f"cannot be read: {exc}")]) from None
+
+
+def _clusters(
+    plugins: Plugins,
+    raw: Any,
+    file: str,
+    lines: Mapping[str, int],
+    problem: Callable[[str, str], None],
+) -> tuple[dict[str, Cluster], dict[str, tuple[FileProblem, ...]]]:
+    """The ``[clusters.NAME]`` tables, beside the built-in local cluster. A cluster with
+    problems is kept apart as unusable with its own problems, so the others still work and
+    only a command that uses it fails."""
+    clusters: dict[str, Cluster] = {
+        DEFAULT_CLUSTER: Cluster(DEFAULT_CLUSTER, "local", {}, "built-in")
+    }
+    if not isinstance(raw, dict):
+        problem("clusters", "must be a table of clusters ([clusters.NAME])")
+        raw = {}
+    unusable: dict[str, tuple[FileProblem, ...]] = {}
+    for name, table in raw.items():
+        cluster, own = _cluster(plugins, name, table, file, lines)
+        if own:
+            unusable[name] = tuple(own)
+        elif cluster is not None:
+            clusters[name] = cluster
+    return clusters, unusable
+
+
+def _check_sinks(
+    clusters: Mapping[str, Cluster],
+    escalations: tuple[EscalationSink, ...],
+    problem: Callable[[str, str], None],
+) -> None:
+    """Every sink a cluster names is configured (or is the built-in log): a notice sent to a
+    sink that does not exist would be lost without a word."""
+    names = {e.name for e in escalations}
+    for cluster in clusters.values():
+        for n in cluster.sinks or ():
+            if n not in names and n != LOG_SINK:
+                known = ", ".join(sorted(names)) or "none configured"
+                problem(f"clusters.{cluster.name}.sinks", f"names no sink {n!r} (sinks: {known})")
+
+
+def _store(
+    plugins: Plugins,
+    store: Any,
+    env: Mapping[str, str],
+    file: str,
+    problem: Callable[[str, str], None],
+) -> tuple[Path, SharedStore | None]:
+    """``store``: a directory (the default under the state home), a postgresql:// URL or a
+    ``[store]`` table. Returns the records' directory and the shared store, if one is named."""
     shared: SharedStore | None = None
     if isinstance(store, dict):
         shared = _store_table(plugins, store, f"{file}, [store]", problem)
@@ -304,20 +357,7 @@ def load_config(
             root = Path(store).expanduser()
         except RuntimeError:  # ~name of a user this machine does not know
             problem("store", f"{store!r} starts with the home folder of an unknown user")
-    if problems:
-        raise FileError(problems)
-    return Config(
-        path=path,
-        exists=exists,
-        clusters=clusters,
-        default_cluster=default,
-        records_root=root,
-        escalations=escalations,
-        heartbeat=heartbeat,
-        dashboard_url=dashboard_url,
-        shared_store=shared,
-        unusable=unusable,
-    )
+    return root, shared
 
 
 def store_value_problem(value: str) -> str | None:

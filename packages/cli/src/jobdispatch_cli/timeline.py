@@ -9,12 +9,13 @@ hand (no plotting library), for a report or an issue.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
 import attrs
 from jobdispatch.goodput import JobGoodput
-from jobdispatch.status import Status
+from jobdispatch.status import Status, Submission
 from jobdispatch.types import Cause, CauseKind, State
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -77,13 +78,9 @@ def _seconds(at: datetime | None, origin: datetime, default: float) -> float:
     return default if at is None else max(0.0, (at - origin).total_seconds())
 
 
-def build(
-    status: Status, now: datetime | None = None, goodput: JobGoodput | None = None
-) -> Timeline:
-    """The timeline of ``status`` as of ``now``, with ``goodput``'s parts as a row of its own
-    when given (figured from the same record)."""
-    now = now or datetime.now(UTC)
-    origin = status.created_at or now
+def _span(status: Status, origin: datetime, now: datetime) -> float:
+    """How far the axis runs: to the last thing the record saw, or to ``now`` while the job
+    is not over (never zero, so the picture can be scaled)."""
     times = [_seconds(t.at, origin, 0.0) for t in status.history]
     for sub in status.submissions:
         for e in sub.executions:
@@ -91,30 +88,45 @@ def build(
             if e.ended_at is not None:
                 times.append(_seconds(e.ended_at, origin, 0.0))
     open_ended = not status.state.terminal
-    end = max([*times, _seconds(now, origin, 0.0) if open_ended else 0.0, 0.001])
+    return max([*times, _seconds(now, origin, 0.0) if open_ended else 0.0, 0.001])
 
-    # The committed states, from the history...
+
+def _committed(status: Status, origin: datetime, end: float) -> tuple[list[Segment], State]:
+    """The committed states, from the history, and the last of them (the job's own)."""
     committed = []
     state, since = State.PENDING, 0.0
-    marks = []
     for t in status.history:
         at = _seconds(t.at, origin, 0.0)
         committed.append(Segment(state, since, at))
         state, since = t.to, at
+    committed.append(Segment(state, since, end))
+    return committed, state
+
+
+def _marks(status: Status, origin: datetime) -> list[tuple[float, str]]:
+    """A mark at each transition, naming the state and the cause it came with, and at each
+    stall verdict, observe-only ones included: a team measures how often the rule would have
+    fired before enforcing it."""
+    marks = []
+    for t in status.history:
         label = str(t.to)
         if t.cause.kind is not CauseKind.NONE:
             label += f": {t.cause.kind}"
-        marks.append((at, label))
+        marks.append((_seconds(t.at, origin, 0.0), label))
     if status.progress is not None:
-        # Stall verdicts, observe-only ones included: a team measures how often the rule
-        # would have fired before enforcing it.
         for v in status.progress.stalls:
             what = "stalled" if v.enforced else "would stall (observe)"
             marks.append((_seconds(v.at, origin, 0.0), f"{what}: run {v.execution}"))
         marks.sort(key=lambda m: m[0])
-    committed.append(Segment(state, since, end))
-    # ...shown as running wherever an execution ran (running is never committed: it is what
-    # the backend shows), so the row reads pending, running, recovering, running, succeeded.
+    return marks
+
+
+def _segments(
+    status: Status, origin: datetime, end: float, committed: list[Segment], state: State
+) -> list[Segment]:
+    """The committed states shown as running wherever an execution ran (running is never
+    committed: it is what the backend shows), so the row reads pending, running, recovering,
+    running, succeeded. A final state ends the row with a zero-width segment of its own."""
     runs = sorted(
         (
             _seconds(e.started_at, origin, 0.0),
@@ -145,33 +157,53 @@ def build(
             segments.append(Segment(seg_state, a, b))
     if state.terminal:
         segments.append(Segment(state, end, end))
+    return segments
 
-    rows = []
-    for sub in status.submissions:
-        bars = tuple(
-            Bar(
-                submission=sub.n,
-                index=e.index,
-                start=_seconds(e.started_at, origin, 0.0),
-                end=_seconds(e.ended_at, origin, end),
-                cause=e.cause if e.ended_at is not None else None,
-            )
-            for e in sub.executions
+
+def _bars(sub: Submission, origin: datetime, end: float) -> tuple[Bar, ...]:
+    """One submission's executions; one still running reaches the axis's end."""
+    return tuple(
+        Bar(
+            submission=sub.n,
+            index=e.index,
+            start=_seconds(e.started_at, origin, 0.0),
+            end=_seconds(e.ended_at, origin, end),
+            cause=e.cause if e.ended_at is not None else None,
         )
-        rows.append((sub.n, bars))
+        for e in sub.executions
+    )
+
+
+def _bands(goodput: JobGoodput, origin: datetime) -> tuple[Band, ...]:
+    """Goodput's spans on this axis (goodput counts from its own creation instant)."""
+    shift = _seconds(goodput.created_at, origin, 0.0)
+    return tuple(
+        Band(
+            str(x.part),
+            x.blame.cause,
+            x.blame.rule,
+            shift + x.start / 1e6,
+            shift + x.end / 1e6,
+        )
+        for x in goodput.spans
+    )
+
+
+def build(
+    status: Status, now: datetime | None = None, goodput: JobGoodput | None = None
+) -> Timeline:
+    """The timeline of ``status`` as of ``now``, with ``goodput``'s parts as a row of its own
+    when given (figured from the same record)."""
+    now = now or datetime.now(UTC)
+    origin = status.created_at or now
+    end = _span(status, origin, now)
+    committed, state = _committed(status, origin, end)
+    marks = _marks(status, origin)
+    segments = _segments(status, origin, end, committed, state)
+    rows = [(sub.n, _bars(sub, origin, end)) for sub in status.submissions]
     bands: tuple[Band, ...] = ()
     if goodput is not None:
-        shift = _seconds(goodput.created_at, origin, 0.0)
-        bands = tuple(
-            Band(
-                str(x.part),
-                x.blame.cause,
-                x.blame.rule,
-                shift + x.start / 1e6,
-                shift + x.end / 1e6,
-            )
-            for x in goodput.spans
-        )
+        bands = _bands(goodput, origin)
         end = max(end, *(b.end for b in bands)) if bands else end
     return Timeline(
         job=status.job,
@@ -275,7 +307,30 @@ def render_text(tl: Timeline, width: int = 100) -> RenderableType:
     def col(t: float) -> int:
         return min(cols - 1, int(t / tl.span * cols)) if tl.span > 0 else 0
 
-    lines: list[Text] = []
+    lines: list[Text] = [_text_heading(tl)]
+    cells = [" "] * cols
+    styles = [""] * cols
+    for seg in tl.segments:
+        for c in range(col(seg.start), max(col(seg.start) + 1, col(seg.end))):
+            cells[c], styles[c] = "▬", STATE_COLOUR.get(seg.state, "")
+    lines.append(_text_row("job".ljust(label_w), cells, styles))
+    for n, bars in tl.rows:
+        lines.append(_text_submission(f"sub {n}".ljust(label_w), bars, cols, col))
+    if tl.bands:
+        cells = [" "] * cols
+        styles = [""] * cols
+        for band in tl.bands:
+            for c in range(col(band.start), max(col(band.start) + 1, col(band.end))):
+                cells[c] = "█" if band.part == "productive" else "▒"
+                styles[c] = band_colour(band)
+        lines.append(_text_row("goodput".ljust(label_w), cells, styles))
+    lines.extend(_text_axis(tl.span, label_w, cols, col))
+    lines.extend(_text_legends(tl, label_w))
+    return Group(*lines)
+
+
+def _text_heading(tl: Timeline) -> Text:
+    """The job, its name, its state (with the cause unless it ended well) and the span."""
     head = Text(f"{tl.job}", style="bold")
     if tl.name:
         head.append(f"  {tl.name}", style="dim")
@@ -283,79 +338,75 @@ def render_text(tl: Timeline, width: int = 100) -> RenderableType:
     if tl.cause.kind is not CauseKind.NONE:
         head.append(f" ({tl.cause.kind})")
     head.append(f"  over {format_duration(tl.span)}", style="dim")
-    lines.append(head)
+    return head
 
-    row = Text("job".ljust(label_w))
+
+def _text_row(label: str, cells: list[str], styles: list[str]) -> Text:
+    """A labelled row of cells, each in its own style."""
+    row = Text(label)
+    for cell, style in zip(cells, styles, strict=True):
+        row.append(cell, style=style)
+    return row
+
+
+def _text_submission(
+    label: str, bars: tuple[Bar, ...], cols: int, col: Callable[[float], int]
+) -> Text:
+    """One submission's executions, each ended one closed by a half block so that back to
+    back executions stay apart, then how each ended (or that none started)."""
     cells = [" "] * cols
     styles = [""] * cols
-    for seg in tl.segments:
-        for c in range(col(seg.start), max(col(seg.start) + 1, col(seg.end))):
-            cells[c], styles[c] = "▬", STATE_COLOUR.get(seg.state, "")
-    for c in range(cols):
-        row.append(cells[c], style=styles[c])
-    lines.append(row)
+    for bar in bars:
+        first = col(bar.start)
+        last = max(first + 1, col(bar.end) + (1 if bar.cause is None else 0))
+        for c in range(first, min(cols, last)):
+            cells[c], styles[c] = "█", bar_colour(bar)
+        if bar.cause is not None and last - 1 < cols:
+            cells[last - 1] = "▌" if last - first > 1 else "█"
+    row = _text_row(label, cells, styles)
+    if bars:
+        row.append("  ")
+        row.append(" / ".join(bar_label(b) for b in bars), style=bar_colour(bars[-1]))
+    else:
+        row.append("  not started", style="dim")
+    return row
 
-    for n, bars in tl.rows:
-        row = Text(f"sub {n}".ljust(label_w))
-        cells = [" "] * cols
-        styles = [""] * cols
-        for bar in bars:
-            first = col(bar.start)
-            last = max(first + 1, col(bar.end) + (1 if bar.cause is None else 0))
-            for c in range(first, min(cols, last)):
-                cells[c], styles[c] = "█", bar_colour(bar)
-            if bar.cause is not None and last - 1 < cols:
-                cells[last - 1] = "▌" if last - first > 1 else "█"
-        for c in range(cols):
-            row.append(cells[c], style=styles[c])
-        if bars:
-            row.append("  ")
-            row.append(" / ".join(bar_label(b) for b in bars), style=bar_colour(bars[-1]))
-        else:
-            row.append("  not started", style="dim")
-        lines.append(row)
 
-    if tl.bands:
-        row = Text("goodput".ljust(label_w))
-        cells = [" "] * cols
-        styles = [""] * cols
-        for band in tl.bands:
-            for c in range(col(band.start), max(col(band.start) + 1, col(band.end))):
-                cells[c] = "█" if band.part == "productive" else "▒"
-                styles[c] = band_colour(band)
-        for c in range(cols):
-            row.append(cells[c], style=styles[c])
-        lines.append(row)
-
+def _text_axis(span: float, label_w: int, cols: int, col: Callable[[float], int]) -> list[Text]:
+    """The time axis: a tick line, and under it each tick's duration from the job's start."""
     axis = [" "] * cols
     labels = [" "] * (cols + 8)
-    for t in _ticks(tl.span, most=max(2, cols // 12)):
+    for t in _ticks(span, most=max(2, cols // 12)):
         c = col(t)
         axis[c] = "┬"
         for i, ch in enumerate(format_duration(t)):
             if c + i < len(labels):
                 labels[c + i] = ch
-    lines.append(Text(" " * label_w + "".join(axis), style="dim"))
-    lines.append(Text(" " * label_w + "".join(labels).rstrip(), style="dim"))
+    return [
+        Text(" " * label_w + "".join(axis), style="dim"),
+        Text(" " * label_w + "".join(labels).rstrip(), style="dim"),
+    ]
 
+
+def _text_legends(tl: Timeline, label_w: int) -> list[Text]:
+    """The states' legend and, with a goodput row, its legend: one entry per colour, a good
+    part by its name, a loss by the cause it follows."""
     legend = Text(" " * label_w)
     for state in dict.fromkeys(s.state for s in tl.segments):
         legend.append("▬ ", style=STATE_COLOUR.get(state, ""))
         legend.append(f"{state}  ", style="dim")
-    lines.append(legend)
-    if tl.bands:
-        # One entry per colour: a good part by its name, a loss by the cause it follows.
-        legend = Text(" " * label_w)
-        named: dict[str, str] = {}
-        for b in tl.bands:
-            good = b.part == "productive" or b.cause is CauseKind.NONE
-            rule = f", rule {b.rule}" if b.rule is not None else ""
-            named.setdefault(band_colour(b), b.part if good else f"lost to {b.cause}{rule}")
-        for colour, label in named.items():
-            legend.append("█ " if label == "productive" else "▒ ", style=colour)
-            legend.append(f"{label}  ", style="dim")
-        lines.append(legend)
-    return Group(*lines)
+    if not tl.bands:
+        return [legend]
+    parts = Text(" " * label_w)
+    named: dict[str, str] = {}
+    for b in tl.bands:
+        good = b.part == "productive" or b.cause is CauseKind.NONE
+        rule = f", rule {b.rule}" if b.rule is not None else ""
+        named.setdefault(band_colour(b), b.part if good else f"lost to {b.cause}{rule}")
+    for colour, label in named.items():
+        parts.append("█ " if label == "productive" else "▒ ", style=colour)
+        parts.append(f"{label}  ", style="dim")
+    return [legend, parts]
 
 
 # ------------------------------------------------------------------------ SVG

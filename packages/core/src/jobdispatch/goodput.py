@@ -511,24 +511,7 @@ def _read(view: ev.View, plan: Plan) -> _Read:
     for e in view.events:
         t = type(e)
         if t is ev.Observed:
-            obs = e.obs  # type: ignore[union-attr]
-            ref = obs.ref.id
-            n = sub_of.get(ref)
-            if n is None:
-                ident = obs.identity
-                n = ident[1] if ident is not None else 0
-                sub_of[ref] = n
-            for x in obs.executions:
-                key = (ref, x.index)
-                run = runs.get(key)
-                if run is None:
-                    run = runs[key] = _Run(n, ref, x)
-                else:
-                    run.obs = x
-                if x.state is OBJ_RUNNING:
-                    run.last_running = e.at
-                elif x.state is OBJ_ENDED and run.seen_ended is None:
-                    run.seen_ended = e.at
+            _read_observed(e, sub_of, runs)  # type: ignore[arg-type]
         elif t is ev.SubmissionAuthorized:
             rule = e.rule  # type: ignore[union-attr]
             cause = e.cause  # type: ignore[union-attr]
@@ -550,13 +533,7 @@ def _read(view: ev.View, plan: Plan) -> _Read:
             if 0 < n <= len(subs) and subs[n - 1].opened is None:
                 subs[n - 1].opened = e.at
         elif t is ev.HoldPlaced:
-            hold = e.hold  # type: ignore[union-attr]
-            if hold.kind is HoldKind.OPERATOR:
-                holds.append((e.at, None, Blame(CAUSE_HELD), False))
-            else:
-                kind = e.cause.kind if e.cause is not None else last_cause  # type: ignore[union-attr]
-                blame = Blame(kind, last_rule, _enforcer(plan, last_rule))
-                holds.append((e.at, None, blame, True))
+            holds.append(_hold_placed(e, plan, last_rule, last_cause))  # type: ignore[arg-type]
         elif t is ev.HoldLifted:
             if holds and holds[-1][1] is None:
                 a, _, blame, by_rule = holds[-1]
@@ -576,6 +553,55 @@ def _read(view: ev.View, plan: Plan) -> _Read:
     return _Read(subs, runs, decided, holds, stopped, outcome, settled_at)
 
 
+def _read_observed(
+    e: ev.Observed, sub_of: dict[str, int], runs: dict[tuple[str, int], _Run]
+) -> None:
+    """Fold one observation into ``runs``: each execution as last observed, when it was last
+    seen running and when its end was first seen (detection is measured from that). An object
+    not yet tied to a submission takes the one its identity names."""
+    obs = e.obs
+    ref = obs.ref.id
+    n = sub_of.get(ref)
+    if n is None:
+        ident = obs.identity
+        n = ident[1] if ident is not None else 0
+        sub_of[ref] = n
+    for x in obs.executions:
+        key = (ref, x.index)
+        run = runs.get(key)
+        if run is None:
+            run = runs[key] = _Run(n, ref, x)
+        else:
+            run.obs = x
+        if x.state is OBJ_RUNNING:
+            run.last_running = e.at
+        elif x.state is OBJ_ENDED and run.seen_ended is None:
+            run.seen_ended = e.at
+
+
+def _hold_placed(
+    e: ev.HoldPlaced, plan: Plan, last_rule: int | None, last_cause: CauseKind
+) -> tuple[datetime, None, Blame, bool]:
+    """A hold as it opens: a person's is blamed on the hold itself; a rule's on the ending the
+    rule acted on (the event's own cause, else the last recovery's) and on that rule."""
+    if e.hold.kind is HoldKind.OPERATOR:
+        return (e.at, None, Blame(CAUSE_HELD), False)
+    kind = e.cause.kind if e.cause is not None else last_cause
+    return (e.at, None, Blame(kind, last_rule, _enforcer(plan, last_rule)), True)
+
+
+@attrs.frozen
+class _Axis:
+    """Instants as integer microseconds from the job's creation, the canvas's coordinates.
+    An instant the record does not have (None) stands for the given default."""
+
+    origin: datetime
+    total: int
+
+    def us(self, at: datetime | None, default: int) -> int:
+        return default if at is None else _us(at - self.origin)
+
+
 def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> JobGoodput:
     """One job's figures, from its record as of ``now``. Pure.
 
@@ -588,122 +614,33 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
         evidence = evidence_of(view)
 
     read = _read(view, plan)
-    subs, runs, decided, holds = read.subs, read.runs, read.decided, read.holds
-    stopped, outcome, settled_at = read.stopped, read.outcome, read.settled_at
+    outcome, settled_at = read.outcome, read.settled_at
 
     # Writers' clocks may disagree by a little: nothing ends before the job was created.
     until = max(settled_at if settled_at is not None else now, origin)
-    total = _us(until - origin)
+    axis = _Axis(origin, _us(until - origin))
+    total = axis.total
     unit, width = _width(header.spec)
 
-    def us(at: datetime | None, default: int) -> int:
-        return default if at is None else _us(at - origin)
-
     canvas = _Canvas(total, (Part.UNKNOWN, None, NO_BLAME, False))
-    paint = canvas.paint
-
-    # The executions in time order, and each submission's first start.
-    ordered = sorted(
-        runs.values(),
-        key=lambda r: (r.obs.started_at or until, r.submission, r.ref, r.obs.index),
-    )
-    for run in ordered:
-        if 0 < run.submission <= len(subs) and run.obs.started_at is not None:
-            sub = subs[run.submission - 1]
-            if sub.first_start is None or run.obs.started_at < sub.first_start:
-                sub.first_start = run.obs.started_at
+    ordered = _in_time_order(read, until)
     outcome_at = outcome[0] if outcome is not None else None
-    outcome_us = us(outcome_at, total)
+    outcome_us = axis.us(outcome_at, total)
 
     # 1. After each ended run: detection, decision, then relaunch until the next run starts
     # (a later submission's own layer, painted next, takes over from its authorization).
-    blames: dict[tuple[str, int], Blame] = {}
-    for k, run in enumerate(ordered):
-        x = run.obs
-        key = (run.ref, x.index)
-        kind = x.cause.kind if x.cause is not None else CAUSE_UNKNOWN
-        rule = decided[key][1] if key in decided else None
-        rerun = next(
-            (r for r in ordered[k + 1 :] if r.ref == run.ref and r.obs.started_at is not None),
-            None,
-        )
-        if rule is None and rerun is not None:
-            rule = _backend_rule(plan, kind)
-        blame = Blame(kind, rule, _enforcer(plan, rule))
-        blames[key] = blame
-        if x.state is not OBJ_ENDED:
-            continue
-        ended = us(x.ended_at if x.ended_at is not None else run.seen_ended, total)
-        later = next((r for r in ordered[k + 1 :] if r.obs.started_at is not None), None)
-        limit = total if later is None else us(later.obs.started_at, total)
-        if rerun is not None and key not in decided:
-            # The backend ran it again by itself: nobody had to see or decide, it relaunched.
-            paint(ended, min(limit, outcome_us), (Part.RELAUNCH, None, blame, False))
-            continue
-        seen = min(max(us(run.seen_ended, ended), ended), limit)
-        decision = decided[key][0] if key in decided else outcome_at
-        if decision is None and rerun is None:
-            decision = until
-        d = min(max(us(decision, seen), seen), limit)
-        paint(ended, seen, (Part.DETECTION, None, blame, False))
-        paint(seen, d, (Part.DECISION, None, blame, False))
-        paint(d, min(limit, outcome_us), (Part.RELAUNCH, None, blame, False))
-
+    blames = _paint_endings(canvas, axis, plan, ordered, read.decided, outcome_at, until)
     # 2. Before each submission's first run: queued, or relaunch after a recovery.
-    for i, sub in enumerate(subs):
-        auth = us(sub.authorized, total)
-        nxt = subs[i + 1].authorized if i + 1 < len(subs) else None
-        end = min(us(sub.first_start, total), us(nxt, total), outcome_us)
-        opened = min(us(sub.opened, end), end)
-        if i == 0:
-            paint(0, auth, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
-            paint(auth, opened, (Part.QUEUED, QueueReason.GATED, NO_BLAME, False))
-        else:
-            paint(auth, opened, (Part.RELAUNCH, None, sub.blame, False))
-        paint(opened, end, (Part.QUEUED, QueueReason.NO_CAPACITY, sub.blame, False))
-    if not subs:
-        paint(0, outcome_us, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
-
+    _paint_submissions(canvas, axis, read.subs, outcome_us)
     # 3. Holds: queued, for a person or for a rule.
-    for a, b, blame, by_rule in holds:
+    for a, b, blame, by_rule in read.holds:
         reason = QueueReason.HELD_BY_RULE if by_rule else QueueReason.HELD_BY_PERSON
-        paint(us(a, total), us(b, total), (Part.QUEUED, reason, blame, False))
-
+        canvas.paint(axis.us(a, total), axis.us(b, total), (Part.QUEUED, reason, blame, False))
     # 4. Running time, from the evidence.
-    finals = _finals(ordered, outcome)
-    figures: list[tuple[_Run, int, int, Blame]] = []
-    for k, run in enumerate(ordered):
-        x = run.obs
-        if x.started_at is None:
-            continue
-        start = us(x.started_at, total)
-        if x.ended_at is not None:
-            end = us(x.ended_at, total)
-        elif x.state is OBJ_RUNNING and run.ref not in stopped and outcome is None:
-            end = total
-        else:
-            end = us(run.last_running, start)
-        key = (run.ref, x.index)
-        blame = blames[key]
-        before = _previous_blame(ordered, k, blames)
-        ended = x.state is OBJ_ENDED
-        _paint_run(
-            paint,
-            us,
-            start,
-            end,
-            evidence.get(key),
-            _next_evidence(ordered, k, evidence),
-            final=key in finals,
-            ended=ended,
-            blame=blame,
-            before=before,
-        )
-        figures.append((run, start, end, blame))
-
+    figures = _paint_running(canvas, axis, read, ordered, blames, evidence)
     # 5. Clean-up: from the outcome to settlement, keeping whether the nodes were held.
     if outcome is not None:
-        paint(outcome_us, total, (Part.CLEANUP, None, Blame(outcome[2]), None))
+        canvas.paint(outcome_us, total, (Part.CLEANUP, None, Blame(outcome[2]), None))
 
     spans = canvas.spans()
     run_figures = tuple(
@@ -734,6 +671,155 @@ def goodput(view: ev.View, now: datetime, evidence: Evidence | None = None) -> J
         runs=run_figures,
         checkpoint_costs=costs,
     )
+
+
+def _in_time_order(read: _Read, until: datetime) -> list[_Run]:
+    """The executions in time order (one not yet started sorts at ``until``), noting on each
+    submission its first start: where its queued time ends."""
+    subs = read.subs
+    ordered = sorted(
+        read.runs.values(),
+        key=lambda r: (r.obs.started_at or until, r.submission, r.ref, r.obs.index),
+    )
+    for run in ordered:
+        if 0 < run.submission <= len(subs) and run.obs.started_at is not None:
+            sub = subs[run.submission - 1]
+            if sub.first_start is None or run.obs.started_at < sub.first_start:
+                sub.first_start = run.obs.started_at
+    return ordered
+
+
+def _paint_endings(
+    canvas: _Canvas,
+    axis: _Axis,
+    plan: Plan,
+    ordered: Sequence[_Run],
+    decided: Mapping[tuple[str, int], tuple[datetime, int | None]],
+    outcome_at: datetime | None,
+    until: datetime,
+) -> dict[tuple[str, int], Blame]:
+    """Layer 1: after each ended run, detection (its end to the record seeing it), decision
+    (seen to the rule's or the outcome's commit) and relaunch (to the next run's start). A run
+    the backend restarted by itself in the same object is relaunch from its end.
+
+    Returns every run's blame (its ending, and the rule that acted on it), which the running
+    layer paints the time lost to that ending with."""
+    total = axis.total
+    outcome_us = axis.us(outcome_at, total)
+    blames: dict[tuple[str, int], Blame] = {}
+    for k, run in enumerate(ordered):
+        x = run.obs
+        key = (run.ref, x.index)
+        rerun = next(
+            (r for r in ordered[k + 1 :] if r.ref == run.ref and r.obs.started_at is not None),
+            None,
+        )
+        blame = blames[key] = _ending_blame(plan, x, decided.get(key), rerun is not None)
+        if x.state is not OBJ_ENDED:
+            continue
+        ended = axis.us(x.ended_at if x.ended_at is not None else run.seen_ended, total)
+        later = next((r for r in ordered[k + 1 :] if r.obs.started_at is not None), None)
+        limit = total if later is None else axis.us(later.obs.started_at, total)
+        relaunch_end = min(limit, outcome_us)
+        if rerun is not None and key not in decided:
+            # The backend ran it again by itself: nobody had to see or decide, it relaunched.
+            canvas.paint(ended, relaunch_end, (Part.RELAUNCH, None, blame, False))
+            continue
+        seen = min(max(axis.us(run.seen_ended, ended), ended), limit)
+        decision = decided[key][0] if key in decided else outcome_at
+        if decision is None and rerun is None:
+            decision = until
+        d = min(max(axis.us(decision, seen), seen), limit)
+        canvas.paint(ended, seen, (Part.DETECTION, None, blame, False))
+        canvas.paint(seen, d, (Part.DECISION, None, blame, False))
+        canvas.paint(d, relaunch_end, (Part.RELAUNCH, None, blame, False))
+    return blames
+
+
+def _ending_blame(
+    plan: Plan,
+    x: ExecutionObs,
+    decision: tuple[datetime, int | None] | None,
+    rerun: bool,
+) -> Blame:
+    """What a run's ending is blamed on: its cause, and the rule that decided on it; when no
+    decision was recorded but the object ran again, the backend-enforced rule for that cause
+    (the backend recovered it without the supervisor)."""
+    kind = x.cause.kind if x.cause is not None else CAUSE_UNKNOWN
+    rule = decision[1] if decision is not None else None
+    if rule is None and rerun:
+        rule = _backend_rule(plan, kind)
+    return Blame(kind, rule, _enforcer(plan, rule))
+
+
+def _paint_submissions(canvas: _Canvas, axis: _Axis, subs: Sequence[_Sub], outcome_us: int) -> None:
+    """Layer 2: before each submission's first run. The first waits for the supervisor, then
+    for its gate to open; a later one is the relaunch of the recovery that authorized it. Once
+    opened, each waits for capacity until it starts (or the next submission, or the outcome)."""
+    total = axis.total
+    paint = canvas.paint
+    for i, sub in enumerate(subs):
+        auth = axis.us(sub.authorized, total)
+        nxt = subs[i + 1].authorized if i + 1 < len(subs) else None
+        end = min(axis.us(sub.first_start, total), axis.us(nxt, total), outcome_us)
+        opened = min(axis.us(sub.opened, end), end)
+        if i == 0:
+            paint(0, auth, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
+            paint(auth, opened, (Part.QUEUED, QueueReason.GATED, NO_BLAME, False))
+        else:
+            paint(auth, opened, (Part.RELAUNCH, None, sub.blame, False))
+        paint(opened, end, (Part.QUEUED, QueueReason.NO_CAPACITY, sub.blame, False))
+    if not subs:
+        paint(0, outcome_us, (Part.QUEUED, QueueReason.WAITING_FOR_SUPERVISOR, NO_BLAME, False))
+
+
+def _paint_running(
+    canvas: _Canvas,
+    axis: _Axis,
+    read: _Read,
+    ordered: Sequence[_Run],
+    blames: Mapping[tuple[str, int], Blame],
+    evidence: Evidence,
+) -> list[tuple[_Run, int, int, Blame]]:
+    """Layer 4: each started run's running time, split by its progress evidence (see
+    :func:`_paint_run`). Returns each started run with its running interval and blame, for
+    its :class:`RunFigures`."""
+    finals = _finals(ordered, read.outcome)
+    figures: list[tuple[_Run, int, int, Blame]] = []
+    for k, run in enumerate(ordered):
+        x = run.obs
+        if x.started_at is None:
+            continue
+        start = axis.us(x.started_at, axis.total)
+        end = _running_end(axis, read, run, start)
+        key = (run.ref, x.index)
+        blame = blames[key]
+        _paint_run(
+            canvas.paint,
+            axis.us,
+            start,
+            end,
+            evidence.get(key),
+            _next_evidence(ordered, k, evidence),
+            final=key in finals,
+            ended=x.state is OBJ_ENDED,
+            blame=blame,
+            before=_previous_blame(ordered, k, blames),
+        )
+        figures.append((run, start, end, blame))
+    return figures
+
+
+def _running_end(axis: _Axis, read: _Read, run: _Run, start: int) -> int:
+    """Where a started run's running time ends: its end when known; ``now`` (the canvas's end)
+    while it is still running and nothing stopped it or decided the job; else the last time it
+    was seen running (what the record can vouch for)."""
+    x = run.obs
+    if x.ended_at is not None:
+        return axis.us(x.ended_at, axis.total)
+    if x.state is OBJ_RUNNING and run.ref not in read.stopped and read.outcome is None:
+        return axis.total
+    return axis.us(run.last_running, start)
 
 
 def _held(spans: Sequence[Span], a: int, b: int) -> int:

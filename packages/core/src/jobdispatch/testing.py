@@ -211,6 +211,27 @@ class Story:
         self.events.append(event_type(at=self.now, by=by, token=token, **fields))  # type: ignore[arg-type]
         return self
 
+    def progress_seen(
+        self,
+        step: int,
+        submission: int,
+        *,
+        origin: ev.Origin = ev.Origin.MARK,
+        at: datetime | None = None,
+        execution: str = "0",
+    ) -> Story:
+        """Record that training reached ``step`` in ``submission``'s ``execution``, marked at
+        ``at`` (now unless given) by ``origin``."""
+        marked_at = self.now if at is None else at
+        return self.add(
+            ev.ProgressSeen,
+            step=step,
+            marked_at=marked_at,
+            submission=submission,
+            execution=execution,
+            origin=origin,
+        )
+
     def commit(self, events: Sequence[ev.AnyEvent]) -> int:
         """Append events as a store commits them (a decision carries the lease's token, which
         a step's events leave to the store); returns the revision reached."""

@@ -389,6 +389,11 @@ class ObjectState(_Word):
         """Past its gate and not ended: the object may run or is running."""
         return self in (ObjectState.PENDING, ObjectState.HELD, ObjectState.RUNNING)
 
+    @property
+    def waiting(self) -> bool:
+        """Neither running nor ended: gated, pending or held, what a hold may be placed on."""
+        return self in (ObjectState.GATED, ObjectState.PENDING, ObjectState.HELD)
+
 
 class CleanupState(_Word):
     """Whether a stopped job's objects are gone yet."""

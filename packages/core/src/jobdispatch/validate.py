@@ -9,6 +9,7 @@ scheduler would refuse when it answers ``capabilities``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from jobdispatch.errors import Problem, ValidationError
@@ -230,37 +231,24 @@ def _check_stall(rule: StallRule, out: list[Problem]) -> None:
         )
 
 
-def problems(spec: JobSpec) -> list[Problem]:
-    """Every problem with ``spec``, in field order; empty when it is valid."""
-    out: list[Problem] = []
-    if spec.name and not _NAME.fullmatch(spec.name):
-        out.append(
-            Problem(
-                "name",
-                "use 1 to 63 letters, digits, '.', '_' or '-', "
-                f"starting with a letter or digit; got {spec.name!r}",
-            )
-        )
-    if not spec.command:
+def _check_command(command: Sequence[str], out: list[Problem]) -> None:
+    """The command is run as given, without a shell: each argument must be a string a process
+    can receive (no NUL), and the program must name something."""
+    if not command:
         out.append(Problem("command", "must not be empty"))
-    for i, arg in enumerate(spec.command):
+    for i, arg in enumerate(command):
         if not isinstance(arg, str):
             out.append(Problem(f"command[{i}]", f"must be a string, got {type(arg).__name__}"))
         elif "\x00" in arg:
             out.append(Problem(f"command[{i}]", "must not contain a NUL byte"))
-    if spec.command and isinstance(spec.command[0], str) and not spec.command[0].strip():
+    if command and isinstance(command[0], str) and not command[0].strip():
         out.append(Problem("command[0]", "the program must not be blank"))
-    _count(out, "nodes", spec.nodes, 1, MAX_NODES)
-    _count(out, "procs_per_node", spec.procs_per_node, 1, MAX_PROCS_PER_NODE)
-    if spec.image is not None and (not spec.image.strip() or any(c.isspace() for c in spec.image)):
-        out.append(
-            Problem("image", f"must be an image reference without spaces, got {spec.image!r}")
-        )
-    if spec.working_dir is not None and (not spec.working_dir or "\x00" in spec.working_dir):
-        out.append(Problem("working_dir", "must be a non-empty path without NUL bytes"))
-    if spec.output is not None and (not spec.output or "\x00" in spec.output):
-        out.append(Problem("output", "must be a non-empty path without NUL bytes"))
-    for name, env_value in spec.env.items():
+
+
+def _check_env(env: Mapping[str, str], out: list[Problem]) -> None:
+    """Each variable must be one a process can receive, and not one dispatch sets itself
+    (the job's would be overwritten without a word)."""
+    for name, env_value in env.items():
         where = f"env.{name}"
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             out.append(Problem(where, "is not a valid environment variable name"))
@@ -270,9 +258,13 @@ def problems(spec: JobSpec) -> list[Problem]:
             out.append(Problem(where, f"value must be a string, got {type(env_value).__name__}"))
         elif "\x00" in env_value:
             out.append(Problem(where, "value must not contain a NUL byte"))
-    _check_resources(spec.resources, out)
-    if spec.time_limit is not None and (why := _duration_problem(spec.time_limit)):
-        out.append(Problem("time_limit", why))
+
+
+def _check_recovery(spec: JobSpec, out: list[Problem]) -> dict[object, str]:
+    """The recovery rules and the suspect exclusion. A rule charged only on no advance needs
+    the job's checkpoint root, which is the rest of the spec's, so this takes the whole spec.
+
+    Returns where each cause was first named (``seen``), for checks against other sections."""
     seen: dict[object, str] = {}
     for i, rule in enumerate(spec.recovery.rules):
         _check_rule(i, rule, seen, out)
@@ -291,6 +283,36 @@ def problems(spec: JobSpec) -> list[Problem]:
             out.append(Problem(where, f"must be a duration, got {type(hold_for).__name__}"))
         elif why := _duration_problem(hold_for):
             out.append(Problem(where, why))
+    return seen
+
+
+def problems(spec: JobSpec) -> list[Problem]:
+    """Every problem with ``spec``, in field order; empty when it is valid."""
+    out: list[Problem] = []
+    if spec.name and not _NAME.fullmatch(spec.name):
+        out.append(
+            Problem(
+                "name",
+                "use 1 to 63 letters, digits, '.', '_' or '-', "
+                f"starting with a letter or digit; got {spec.name!r}",
+            )
+        )
+    _check_command(spec.command, out)
+    _count(out, "nodes", spec.nodes, 1, MAX_NODES)
+    _count(out, "procs_per_node", spec.procs_per_node, 1, MAX_PROCS_PER_NODE)
+    if spec.image is not None and (not spec.image.strip() or any(c.isspace() for c in spec.image)):
+        out.append(
+            Problem("image", f"must be an image reference without spaces, got {spec.image!r}")
+        )
+    if spec.working_dir is not None and (not spec.working_dir or "\x00" in spec.working_dir):
+        out.append(Problem("working_dir", "must be a non-empty path without NUL bytes"))
+    if spec.output is not None and (not spec.output or "\x00" in spec.output):
+        out.append(Problem("output", "must be a non-empty path without NUL bytes"))
+    _check_env(spec.env, out)
+    _check_resources(spec.resources, out)
+    if spec.time_limit is not None and (why := _duration_problem(spec.time_limit)):
+        out.append(Problem("time_limit", why))
+    seen = _check_recovery(spec, out)
     if spec.progress is not None:
         _check_progress(spec.progress, out)
         given = spec.env.get(ENV_CHECKPOINT_ROOT)

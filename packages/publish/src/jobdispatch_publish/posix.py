@@ -26,6 +26,8 @@ import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from jobdispatch.durable import fsync_dir
+
 from jobdispatch_publish.entry import FileRecord
 from jobdispatch_publish.errors import Corrupt, RootUnavailable, SaveChanged
 from jobdispatch_publish.store import Exists, LocalFile, ObjectInfo, Progress
@@ -38,16 +40,7 @@ from jobdispatch_publish.verify import (
     hash_file,
 )
 
-__all__ = ["PosixStore", "fsync_dir"]
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a folder's entries (creations, renames, removals) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+__all__ = ["PosixStore"]
 
 
 def _seal_file(path: Path) -> None:

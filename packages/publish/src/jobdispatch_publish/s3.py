@@ -113,6 +113,13 @@ class S3Store:
                 raise
             raise mapped from None
 
+    def _call_on_object(self, what: str, fn: Any, key: str) -> Any | None:
+        """:meth:`_call` of ``fn`` on the object at ``key``; None when there is no such object."""
+        try:
+            return self._call(what, fn, Key=self.root.key(key))
+        except NotFound:
+            return None
+
     # -- small objects -------------------------------------------------------------------------
 
     def create(self, key: str, data: bytes) -> None:
@@ -153,21 +160,16 @@ class S3Store:
         self.delete([k for k in old if k != key])
 
     def read(self, key: str) -> bytes | None:
-        try:
-            reply = self._call(
-                f"reading {self.describe(key)}", self.client.get_object, Key=self.root.key(key)
-            )
-        except NotFound:
+        reply = self._call_on_object(f"reading {self.describe(key)}", self.client.get_object, key)
+        if reply is None:
             return None
         body: bytes = reply["Body"].read()
         return body
 
     def stat(self, key: str) -> ObjectInfo | None:
-        try:
-            reply = self._call(
-                f"looking up {self.describe(key)}", self.client.head_object, Key=self.root.key(key)
-            )
-        except NotFound:
+        what = f"looking up {self.describe(key)}"
+        reply = self._call_on_object(what, self.client.head_object, key)
+        if reply is None:
             return None
         return ObjectInfo(
             int(reply["ContentLength"]), reply.get("ETag"), reply["LastModified"].timestamp()

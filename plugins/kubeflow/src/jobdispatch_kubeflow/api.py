@@ -326,10 +326,6 @@ class KubeApi:
             raise _status_error(response.status, data, what, write=write)
         return json.loads(data) if data else {}
 
-    def count(self) -> int:
-        """Requests made so far."""
-        return sum(self.requests.values())
-
     # ---------------------------------------------------------------- verbs
 
     def list(

@@ -34,6 +34,8 @@ from jobdispatch.errors import (
     ValidationError,
 )
 from jobdispatch.kit import followed
+from jobdispatch.kit.deadline import refuse_past_deadline
+from jobdispatch.kit.facts import NOT_PROBED
 from jobdispatch.kit.refusal import refuses_unsupported
 
 from jobdispatch_kubeflow import (
@@ -397,7 +399,7 @@ class KubeflowBackend(
         is read here (one GET); one that cannot be read is taken to rerun ranks, never not to."""
         facts = self.facts()
         if not facts.probed:
-            return f"the runtime may let Kubernetes rerun a rank in place: {probe.NOT_PROBED}"
+            return f"the runtime may let Kubernetes rerun a rank in place: {NOT_PROBED}"
         name = manifest.runtime_name(spec, self.settings)
         if name != self.settings.runtime.name:
             try:
@@ -1020,10 +1022,7 @@ class KubeflowBackend(
     # ------------------------------------------------------------------ holds
 
     def _check(self, deadline: datetime, what: str) -> None:
-        now = self.now()
-        if now > deadline:
-            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
-            raise Rejected(msg)
+        refuse_past_deadline(deadline, self.now(), what)
 
     def hold(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Suspend the TrainJob with ``hold: <instance>`` (replacing a standing instance). Only

@@ -125,9 +125,6 @@ class FakeApi:
         self.objects[(kind, namespace, obj["metadata"]["name"])] = obj
         return obj
 
-    def count(self) -> int:
-        return sum(self.requests.values())
-
     def list(
         self,
         kind: str,

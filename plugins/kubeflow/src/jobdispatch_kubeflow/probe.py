@@ -10,8 +10,8 @@ dispatch's check: whether a readmission is really gated (:func:`readmission_gate
 Facts are kept for ``probe_ttl`` seconds per cluster (API server URL and namespace; the gate
 also per LocalQueue), shared by the backends of one process, so a poll costs no probe.
 Capabilities are computed from facts by a pure function. With ``probe = false`` nothing is
-asked: :data:`UNPROBED` stands in for the facts, and every answer that would rest on them is
-``unknown`` unless declared.
+asked: :data:`UNPROBED` (Trainer and JobSet taken as served) stands in for the facts, and the
+kit's :func:`~jobdispatch.kit.facts.unprobed` makes every answer resting on them ``unknown``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 from jobdispatch.errors import DispatchError, Unauthorized
-from jobdispatch.kit.facts import FactsCache
+from jobdispatch.kit.facts import NOT_PROBED, FactsCache, unprobed
 from jobdispatch.types import Capability, Source, Support, Tristate
 
 from jobdispatch_kubeflow import admission
@@ -32,7 +32,6 @@ from jobdispatch_kubeflow.config import Settings
 
 __all__ = [
     "LEASE_SLACK",
-    "NOT_PROBED",
     "UNPROBED",
     "ClusterFacts",
     "GateObjects",
@@ -126,9 +125,6 @@ class ClusterFacts:
         limit = 6 if self.backoff_limit is None else self.backoff_limit
         return limit > 0 or self.restart_policy in (None, "OnFailure", "Always")
 
-
-#: Why an answer is unknown when the site turned probing off.
-NOT_PROBED = "not probed (probe = false); declare it under capabilities"
 
 #: The facts of a cluster that was not asked (``probe = false``): Trainer and JobSet taken as
 #: served so that the catalogue's answers show, and every probed answer made unknown.
@@ -516,7 +512,7 @@ def capabilities(
             why = Support.no(P, "the configured training runtime was not found")
             base = dict.fromkeys(C, why)
     if not facts.probed:
-        base = {c: Support.unknown(P, NOT_PROBED) if a.source is P else a for c, a in base.items()}
+        base = unprobed(base)
     base.update(declared)
     return base
 

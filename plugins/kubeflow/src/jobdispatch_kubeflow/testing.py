@@ -32,7 +32,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ __all__ = [
     "own_node",
     "place_on_own_node",
     "real_node_problem",
+    "remove_jobs",
     "require",
     "settings",
 ]
@@ -228,6 +229,15 @@ def forget_receipts(older_than: timedelta = RECEIPT_GRACE) -> int:
         backend.close()
 
 
+def remove_jobs(backend: KubeflowBackend, jobs: Iterable[str], reason: str) -> None:
+    """Stop every object of each of ``jobs`` and remove its receipt, so that its TrainJob goes
+    now: the teardown of a test that made them on a plane other sessions share."""
+    for job in jobs:
+        for obs in backend.find(job).objects:
+            backend.stop(obs.ref, reason)
+            backend.forget(obs.ref)
+
+
 def own_node(
     admin: Api,
     name: str,
@@ -374,18 +384,27 @@ class KubeDriver(Driver):
                 return live
             time.sleep(1)
 
-    def _annotate(self, ref: ObjectRef, **annotations: str) -> None:
+    def _running_pods(self, ref: ObjectRef, operation: str) -> list[dict[str, object]]:
+        """The Running pods of ``ref`` (:meth:`_pods`); CannotDrive naming ``operation`` when
+        none runs, since every operation on a pod needs one."""
         pods = self._pods(ref)
         if not pods:
-            raise CannotDrive("annotate", f"{ref} has no running pod")
-        for pod in pods:
+            raise CannotDrive(operation, f"{ref} has no running pod")
+        return pods
+
+    def _running_pod_names(self, ref: ObjectRef, operation: str) -> list[str]:
+        """The names of :meth:`_running_pods`."""
+        found = []
+        for pod in self._running_pods(ref, operation):
             meta = pod["metadata"]
             assert isinstance(meta, dict)
+            found.append(str(meta["name"]))
+        return found
+
+    def _annotate(self, ref: ObjectRef, **annotations: str) -> None:
+        for name in self._running_pod_names(ref, "annotate"):
             self.admin.patch(
-                "pods",
-                self.namespace,
-                str(meta["name"]),
-                {"metadata": {"annotations": annotations}},
+                "pods", self.namespace, name, {"metadata": {"annotations": annotations}}
             )
 
     def complete(self, ref: ObjectRef) -> None:
@@ -402,9 +421,7 @@ class KubeDriver(Driver):
     def lose_node(self, ref: ObjectRef) -> None:
         """Delete the node under the object's pod: PodGC fails the pod (DeletionByPodGC).
         tools/kube/up re-creates missing nodes on its next run."""
-        pods = self._pods(ref)
-        if not pods:
-            raise CannotDrive("lose_node", f"{ref} has no running pod")
+        pods = self._running_pods(ref, "lose_node")
         spec = pods[0]["spec"]
         assert isinstance(spec, dict)
         name = str(spec["nodeName"])
@@ -448,13 +465,7 @@ class KubeDriver(Driver):
     def evict(self, ref: ObjectRef) -> None:
         """Evict the object's pods through the Eviction API, as a drain would: the pods get
         ``DisruptionTarget`` ``EvictionByEvictionAPI`` (preempted, by an actor)."""
-        pods = self._pods(ref)
-        if not pods:
-            raise CannotDrive("evict", f"{ref} has no running pod")
-        for pod in pods:
-            meta = pod["metadata"]
-            assert isinstance(meta, dict)
-            name = str(meta["name"])
+        for name in self._running_pod_names(ref, "evict"):
             self.admin.raw(
                 "POST",
                 f"/api/v1/namespaces/{self.namespace}/pods/{name}/eviction",
@@ -493,9 +504,7 @@ class KubeDriver(Driver):
         """Have kube-scheduler preempt the object's pod: a pod of PriorityClass
         :data:`PREEMPTOR_CLASS`, pinned to the victim's node, asking the GPUs free there plus
         the victim's, so that it fits only once the victim is gone (every other pod stays)."""
-        pods = self._pods(ref)
-        if not pods:
-            raise CannotDrive("preempt", f"{ref} has no running pod")
+        pods = self._running_pods(ref, "preempt")
         victim: Mapping[str, Any] = pods[0]
         asked = _gpus(victim)
         if not asked:
@@ -694,8 +703,7 @@ class RealNodeDriver(KubeDriver):
         return self.base_spec()
 
     def _order(self, ref: ObjectRef, word: str) -> None:
-        if not self._pods(ref):
-            raise CannotDrive("order", f"{ref} has no running pod")
+        self._running_pods(ref, "order")
         path = self.orders / str(ref).replace("/", "_")
         partial = path.with_name(path.name + ".partial")
         partial.write_text(word)
@@ -711,9 +719,7 @@ class RealNodeDriver(KubeDriver):
         self._order(ref, "allocate")
 
     def preempt(self, ref: ObjectRef) -> None:
-        pods = self._pods(ref)
-        if not pods:
-            raise CannotDrive("preempt", f"{ref} has no running pod")
+        pods = self._running_pods(ref, "preempt")
         spec = pods[0]["spec"]
         assert isinstance(spec, dict)
         cpu = self._room_with(str(spec["nodeName"]), pods)

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -40,6 +41,7 @@ from jobdispatch.errors import (
     Rejected,
     Unavailable,
 )
+from jobdispatch.kit.deadline import refuse_past_deadline
 from jobdispatch.kit.refusal import refuses_unsupported
 
 from jobdispatch_local import cgroups, files, output, procs
@@ -265,11 +267,8 @@ class LocalBackend(
             raise NotFound(msg)
         return obj
 
-    def _check_deadline(self, deadline: Any, what: str) -> None:
-        now = self.clock()
-        if now > deadline:
-            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
-            raise Rejected(msg)
+    def _check_deadline(self, deadline: datetime, what: str) -> None:
+        refuse_past_deadline(deadline, self.clock(), what)
 
     def _resolve(self, path: str | None) -> str | None:
         """A spec path made absolute against the caller's directory, as sbatch does."""
@@ -483,7 +482,7 @@ class LocalBackend(
         obj = self._dir(ref)
         with _changing(obj, f"hold {meta.instance} of {ref}"):
             snap = Snapshot(obj, held=True)
-            if snap.state not in (t.ObjectState.GATED, t.ObjectState.PENDING, t.ObjectState.HELD):
+            if not snap.state.waiting:
                 msg = f"cannot hold object {ref}: it is {snap.state}"
                 raise Rejected(msg)
             control = snap.control

@@ -10,7 +10,8 @@ Every folder and file made here is the owner's alone (0700 and 0600), whatever t
 ``object.json`` holds the job's ``env`` verbatim (tokens, keys), and a rank's output may print
 them.
 
-This module is imported by the runner, which must start fast: it uses the standard library only.
+This module is imported by the runner, which must start fast: it uses the standard library only,
+and the core's :mod:`jobdispatch.durable`, which does too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from jobdispatch.durable import fsync_dir
 
 __all__ = [
     "PRIVATE_DIR",
@@ -64,15 +67,6 @@ def append_private(path: Path) -> int:
     """A descriptor appending to ``path``, created private (0600) when missing (a rank's
     output, the runner's log); the caller closes it."""
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make the directory's entries (a rename, a new file) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_json(path: Path, data: Any, *, sync_dir: bool = True) -> None:

@@ -23,6 +23,7 @@ from jobdispatch import spi
 from jobdispatch import types as t
 from jobdispatch.errors import Invalid, NotFound, Rejected, Unreachable, Unsupported
 from jobdispatch.kit import followed
+from jobdispatch.kit.deadline import refuse_past_deadline
 from jobdispatch.kit.facts import FactsCache
 from jobdispatch.kit.refusal import refuses_unsupported
 
@@ -326,17 +327,23 @@ class SlurmBackend(
         job_id = self._id(ref)
         return job_id is not None and bool(self.slurm.sacct(job_id=job_id))
 
+    def _queued(self, ref: spi.ObjectRef) -> SqueueRow | None:
+        """The queue's row for ``ref``; None for a job that has left the queue but accounting
+        still knows (it has ended). NotFound for a job neither knows."""
+        row = self._row(ref)
+        if row is None and not self._known(ref):
+            raise NotFound(f"no Slurm job {ref}")
+        return row
+
     def open(self, ref: spi.ObjectRef, meta: t.CallMeta | None = None) -> None:
         """Lift the gate (begin time → now). Under one of our holds, the hold stays and only
         the gate beneath it is lifted. Already open, running or ended: success. Rejected past
         ``meta.deadline`` (checked here, before scontrol: Slurm itself cannot check it)."""
         if meta is not None:
             self._check(meta.deadline, f"open of {ref}")
-        row = self._row(ref)
+        row = self._queued(ref)
         if row is None:
-            if self._known(ref):
-                return
-            raise NotFound(f"no Slurm job {ref}")
+            return
         if row.state != "PENDING":
             return
         begin = holds.decode(row.start)
@@ -488,10 +495,7 @@ class SlurmBackend(
     # ------------------------------------------------------------------ holds
 
     def _check(self, deadline: datetime, what: str) -> None:
-        now = self.now()
-        if now > deadline:
-            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
-            raise Rejected(msg)
+        refuse_past_deadline(deadline, self.now(), what)
 
     def hold(self, ref: spi.ObjectRef, meta: t.HoldMeta) -> None:
         """Hold instance ``meta.instance``: the begin time becomes the hold base plus the
@@ -499,11 +503,9 @@ class SlurmBackend(
         this way: Rejected when it runs or has ended, and past ``meta.deadline``."""
         self._check(meta.deadline, f"hold {meta.instance} of {ref}")
         holds.hold_time(meta.instance, gated=False)  # Invalid before anything is done
-        row = self._row(ref)
+        row = self._queued(ref)
         if row is None:
-            if self._known(ref):
-                raise Rejected(f"cannot hold {ref}: it has ended")
-            raise NotFound(f"no Slurm job {ref}")
+            raise Rejected(f"cannot hold {ref}: it has ended")
         if row.state != "PENDING":
             raise Rejected(f"cannot hold {ref}: it is {row.state}, and only a pending job can be")
         begin = holds.decode(row.start)
@@ -521,11 +523,9 @@ class SlurmBackend(
         object was still gated under it, else eligible now. Another instance, or none: success
         with no effect. Rejected past ``meta.deadline``."""
         self._check(meta.deadline, f"release {meta.instance} of {ref}")
-        row = self._row(ref)
+        row = self._queued(ref)
         if row is None:
-            if self._known(ref):
-                return
-            raise NotFound(f"no Slurm job {ref}")
+            return
         begin = holds.decode(row.start)
         if row.state != "PENDING" or begin.kind is not holds.BeginKind.HOLD:
             return
@@ -546,11 +546,9 @@ class SlurmBackend(
         outcome rests on. Rejected past ``meta.deadline``.
         """
         self._check(meta.deadline, f"requeue of {ref}")
-        row = self._row(ref)
+        row = self._queued(ref)
         if row is None:
-            if self._known(ref):
-                raise Rejected(f"cannot requeue {ref}: it has ended (0008 §5)")
-            raise NotFound(f"no Slurm job {ref}")
+            raise Rejected(f"cannot requeue {ref}: it has ended (0008 §5)")
         if row.state in ENDED_STATES:
             raise Rejected(f"cannot requeue {ref}: it has ended ({row.state}); 0008 §5")
         if row.state == "COMPLETING":

@@ -8,9 +8,9 @@ every backend of one process shares one probe per cluster.
 
 Each answer says where it came from: ``probed`` when it rests on what the cluster said,
 ``catalogue`` when it is what Slurm itself can or cannot do whatever the configuration, and
-``declared`` when the site's configuration overrides it. With ``probe = false`` nothing is
-asked: :data:`UNPROBED` stands in for the facts, and every answer that would rest on them is
-``unknown`` unless declared.
+``declared`` when the site's configuration overrides it. With ``probe = false`` the cluster is
+not asked, :data:`UNPROBED` stands in for its facts, and the kit's
+:func:`~jobdispatch.kit.facts.unprobed` makes each answer resting on them ``unknown``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from jobdispatch.kit.facts import FactsCache
+from jobdispatch.kit.facts import NOT_PROBED, FactsCache, unprobed
 from jobdispatch.types import Capability, Inventory, NodeGroup, Source, Support
 
 from jobdispatch_slurm.commands import Slurm
 
 __all__ = [
-    "NOT_PROBED",
     "UNPROBED",
     "ClusterFacts",
     "capabilities",
@@ -91,9 +90,6 @@ class ClusterFacts:
             )
         return Support.yes(Source.PROBED, f"Slurm {self.version}: data_parser JSON")
 
-
-#: Why an answer is unknown when the site turned probing off.
-NOT_PROBED = "not probed (probe = false); declare it under capabilities"
 
 #: The facts of a cluster that was not asked (``probe = false``).
 UNPROBED = ClusterFacts(
@@ -316,8 +312,6 @@ def capabilities(
             P, f"JobRequeue=0, but the adapter passes --requeue; preemption: {why}"
         )
     if not facts.probed:
-        answers = {
-            c: Support.unknown(P, NOT_PROBED) if a.source is P else a for c, a in answers.items()
-        }
+        answers = unprobed(answers)
     answers.update(declared)
     return answers

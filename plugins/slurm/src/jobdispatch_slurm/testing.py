@@ -17,20 +17,23 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 from jobdispatch.errors import DispatchError
 from jobdispatch.records.store import Records
-from jobdispatch.spi import Backend, ObjectRef
-from jobdispatch.types import JobSpec, Resources
+from jobdispatch.spi import Backend, ObjectObs, ObjectRef, StartRequest
+from jobdispatch.testing import eventually
+from jobdispatch.types import JobSpec, ObjectState, Resources
 from jobdispatch_conformance.adapter.driver import CannotDrive, Driver
 from jobdispatch_conformance.services import require_service as require
 
 from jobdispatch_slurm.backend import SlurmBackend
 from jobdispatch_slurm.config import Settings, SshSettings
-from jobdispatch_slurm.transport import Interrupted, Result, Transport
+from jobdispatch_slurm.transport import Interrupted, Result, SshTransport, Transport
 
 __all__ = [
     "CONTROL_DIR",
@@ -44,8 +47,10 @@ __all__ = [
     "count_cli_polls",
     "require",
     "resume_nodes",
+    "run_to_end",
     "ssh_problem",
     "ssh_settings",
+    "ssh_transport",
 ]
 
 #: Where the driver leaves commands for the jobs it controls (all nodes share this host's /tmp).
@@ -278,6 +283,19 @@ def cluster_problem() -> str | None:
     if len(states) < 2:
         return f"the test cluster needs 2 nodes; sinfo shows {states}"
     return None
+
+
+def ssh_transport(ssh: SshSettings, known_hosts: str | None = None, **options: Any) -> SshTransport:
+    """A transport to the sshd ``ssh`` describes (the loopback one: :func:`ssh_settings`),
+    trusting its own known_hosts unless told otherwise; ``options`` go to the transport."""
+    return SshTransport(
+        host=ssh.host,
+        port=ssh.port,
+        user=ssh.user,
+        key_filename=ssh.key_file,
+        known_hosts=known_hosts or ssh.known_hosts,
+        **options,
+    )
 
 
 def ssh_settings() -> SshSettings | None:
@@ -586,6 +604,24 @@ class SlurmDriver(Driver):
     def cleanup(self) -> None:
         self.restore()
         cancel_helpers()
+
+
+def run_to_end(
+    backend: SlurmBackend, spec: JobSpec, started: list[ObjectRef]
+) -> tuple[ObjectRef, ObjectObs]:
+    """Start and open one object of ``spec`` under a fresh job name, noting it in ``started``
+    (for :func:`stop_quietly` at teardown); its observation once it has ended."""
+    job = "jdt" + uuid.uuid4().hex[:10]
+    ref = backend.start(StartRequest(job=job, submission=1, attempt=1, spec=spec))
+    started.append(ref)
+    backend.open(ref)
+    obs = eventually(
+        lambda: backend.inspect(ref),
+        f"{ref} ended",
+        holds=lambda o: o.state is ObjectState.ENDED,
+        every=0.5,
+    )
+    return ref, obs
 
 
 def stop_quietly(backend: SlurmBackend, refs: Sequence[ObjectRef]) -> None:

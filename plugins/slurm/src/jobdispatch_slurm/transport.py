@@ -90,6 +90,31 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def _completed(
+    argv: list[str],
+    what: str,
+    *,
+    timeout: float,
+    stdin: bytes | None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """``argv`` run to its end, fed ``stdin`` (nothing when None), its output captured;
+    Interrupted, naming ``what``, when it has not finished within ``timeout`` seconds. Not
+    being able to start it (an OSError) is the transport's to name."""
+    try:
+        return subprocess.run(
+            argv,
+            input=stdin if stdin is not None else b"",
+            capture_output=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        msg = f"{what} did not finish within {timeout:g}s"
+        raise Interrupted(msg) from exc
+
+
 class LocalTransport:
     """Commands on this machine, as the user this process runs as."""
 
@@ -99,17 +124,7 @@ class LocalTransport:
 
     def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None) -> Result:
         try:
-            done = subprocess.run(
-                list(argv),
-                input=stdin if stdin is not None else b"",
-                capture_output=True,
-                timeout=timeout,
-                env=self._env,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            msg = f"{argv[0]} did not finish within {timeout:g}s"
-            raise Interrupted(msg) from exc
+            done = _completed(list(argv), argv[0], timeout=timeout, stdin=stdin, env=self._env)
         except OSError as exc:
             msg = f"cannot run {argv[0]} on this machine: {exc}"
             raise Unreachable(msg) from exc
@@ -415,16 +430,7 @@ class SshTransport:
         full = self.ssh_argv(argv)
         log.debug("running %s on %s", argv[0], self.where)
         try:
-            done = subprocess.run(
-                full,
-                input=stdin if stdin is not None else b"",
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            msg = f"{argv[0]} on {self.where} did not finish within {timeout:g}s"
-            raise Interrupted(msg) from exc
+            done = _completed(full, f"{argv[0]} on {self.where}", timeout=timeout, stdin=stdin)
         except FileNotFoundError as exc:
             msg = f"cannot run {self.ssh_program} (the OpenSSH client): {exc}"
             raise Unreachable(msg) from exc

@@ -9,7 +9,7 @@ from jobdispatch.errors import Unsupported
 from jobdispatch.spi import Growth, ObjectRef, OutputGrowthReader, OutputReader
 from jobdispatch.types import Capability
 
-from jobdispatch_conformance.adapter.harness import CheckFailed, Harness, expect
+from jobdispatch_conformance.adapter.harness import CheckFailed, Harness, expect, required
 
 __all__ = ["output_follows_until_the_end", "output_grows", "output_is_read"]
 
@@ -19,6 +19,10 @@ LATER = b"jobdispatch conformance: a later line\n"
 
 def _reader(h: Harness) -> OutputReader | None:
     return h.backend if isinstance(h.backend, OutputReader) else None
+
+
+def _required_reader(h: Harness, cap: Capability) -> OutputReader:
+    return required(_reader(h), f"{cap} is answered yes but the adapter is not an OutputReader")
 
 
 def _refuse(h: Harness, follow: bool) -> None:
@@ -32,11 +36,7 @@ def output_is_read(h: Harness) -> None:
     """What the object wrote is what output() reads."""
 
     def works() -> None:
-        reader = _reader(h)
-        expect(
-            reader is not None, "output-read is answered yes but the adapter is not an OutputReader"
-        )
-        assert reader is not None
+        reader = _required_reader(h, Capability.OUTPUT_READ)
         h.need("emit_output")
         ref = h.running()
         with h.driving():
@@ -50,12 +50,7 @@ def output_follows_until_the_end(h: Harness) -> None:
     """A followed stream shows what is written later and ends when the object ends."""
 
     def works() -> None:
-        reader = _reader(h)
-        expect(
-            reader is not None,
-            "output-follow is answered yes but the adapter is not an OutputReader",
-        )
-        assert reader is not None
+        reader = _required_reader(h, Capability.OUTPUT_FOLLOW)
         h.need("emit_output", "complete")
         ref = h.running()
         with h.driving():
@@ -104,12 +99,10 @@ def output_grows(h: Harness) -> None:
     objects, and an object that is not the adapter's is left out, not an error."""
 
     def works() -> None:
-        reader = _growth_reader(h)
-        expect(
-            reader is not None,
+        reader = required(
+            _growth_reader(h),
             "output-growth is answered yes but the adapter is not an OutputGrowthReader",
         )
-        assert reader is not None
         h.need("emit_output")
         ref = h.running()
         other = h.running()

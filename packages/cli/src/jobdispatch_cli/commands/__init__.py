@@ -3,15 +3,18 @@ the local adapter's own. Each module has a ``register(group)`` that adds its com
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, TypeVar, overload
 
 import click
+from jobdispatch.errors import Invalid
 
 from jobdispatch_cli.context import App
 from jobdispatch_cli.render import dumps
 
-__all__ = ["json_option", "pass_app", "print_json"]
+__all__ = ["json_option", "listen_option", "optional_module", "pass_app", "print_json"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,6 +38,29 @@ def json_option(arg: F | str, /) -> F | Callable[[F], F]:
     if isinstance(arg, str):
         return option(arg)
     return option(_JSON_HELP)(arg)
+
+
+def listen_option(default: str, what: str, note: str = "") -> Callable[[F], F]:
+    """``--listen HOST:PORT``: where a command that serves ``what`` (the dashboard's pages,
+    Prometheus' /metrics) listens, ``default`` unless told; ``note`` ends the help."""
+    return click.option(
+        "--listen",
+        default=default,
+        show_default=True,
+        metavar="HOST:PORT",
+        help=f"Where to serve {what} ([::1]:PORT for IPv6; port 0 takes a free one).{note}",
+    )
+
+
+def optional_module(name: str, what: str, install: str) -> ModuleType:
+    """The module ``name`` that a command needs and the command line does not install (the
+    dashboard, the metrics endpoint), imported when the command runs; Invalid saying that
+    ``what`` is not installed and how to install it when it cannot be imported."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        msg = f"{what} is not installed: pip install {install}"
+        raise Invalid(msg) from None
 
 
 def print_json(app: App, value: Any) -> None:

@@ -12,23 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import click
-from jobdispatch.errors import Invalid
 
-from jobdispatch_cli.commands import pass_app
-from jobdispatch_cli.commands.running import Seconds
+from jobdispatch_cli.commands import listen_option, optional_module, pass_app
+from jobdispatch_cli.commands.running import interval_option
 from jobdispatch_cli.context import App
 
 __all__ = ["register"]
 
 
 def _dashboard_module() -> Any:
-    """jobdispatch_dashboard, or Invalid saying how to install it."""
-    try:
-        import jobdispatch_dashboard
-    except ImportError:
-        msg = "the web dashboard is not installed: pip install jobdispatch-dashboard"
-        raise Invalid(msg) from None
-    return jobdispatch_dashboard
+    return optional_module("jobdispatch_dashboard", "the web dashboard", "jobdispatch-dashboard")
 
 
 def _sources(app: App, dashboard: Any) -> list[Any]:
@@ -75,26 +68,18 @@ def _secrets(app: App, dashboard: Any) -> list[str]:
 
 def register(group: click.Group) -> None:
     @group.command()
-    @click.option(
-        "--listen",
-        default="127.0.0.1:8765",
-        show_default=True,
-        metavar="HOST:PORT",
-        help="Where to serve the pages ([::1]:PORT for IPv6; port 0 takes a free one). "
-        "Any address but loopback needs --token-file.",
-    )
+    @listen_option("127.0.0.1:8765", "the pages", " Any address but loopback needs --token-file.")
     @click.option(
         "--token-file",
         type=click.Path(path_type=Path, dir_okay=False),
         help="A file (mode 600) whose first line is the token every request must carry: "
         "Authorization: Bearer TOKEN, or the password of the browser's login prompt.",
     )
-    @click.option(
+    @interval_option(
         "--refresh",
-        type=Seconds(least=0.2),
+        least=0.2,
         default=2.0,
-        show_default=True,
-        help="Seconds between two refreshes of an open page.",
+        help_text="Seconds between two refreshes of an open page.",
     )
     @pass_app
     def dashboard(app: App, listen: str, token_file: Path | None, refresh: float) -> None:

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jobdispatch_cli.commands import json_option, pass_app, print_json
-from jobdispatch_cli.commands.running import Seconds, extra_answers, rank_option
+from jobdispatch_cli.commands.running import extra_answers, interval_option, rank_option
 from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.config import store_label
 from jobdispatch_cli.context import App
@@ -153,12 +153,8 @@ def _list_command(group: click.Group) -> None:
 def _watch_command(group: click.Group) -> None:
     @group.command()
     @click.argument("job", shell_complete=complete_jobs)
-    @click.option(
-        "--every",
-        type=Seconds(least=0.05),
-        default=1.0,
-        show_default=True,
-        help="Seconds between two looks at the job.",
+    @interval_option(
+        "--every", least=0.05, default=1.0, help_text="Seconds between two looks at the job."
     )
     @pass_app
     def watch(app: App, job: str, every: float) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from jobdispatch.errors import Invalid
 
-from jobdispatch_cli.commands import pass_app
+from jobdispatch_cli.commands import listen_option, optional_module, pass_app
 from jobdispatch_cli.context import App
 
 __all__ = ["check_listen", "metrics_options", "register", "start_metrics"]
@@ -25,13 +25,9 @@ _LISTEN_HELP = (
 
 
 def _endpoint_module() -> Any:
-    """jobdispatch_metrics, or Invalid saying how to install it."""
-    try:
-        import jobdispatch_metrics
-    except ImportError:
-        msg = "the metrics endpoint is not installed: pip install 'jobdispatch-cli[metrics]'"
-        raise Invalid(msg) from None
-    return jobdispatch_metrics
+    return optional_module(
+        "jobdispatch_metrics", "the metrics endpoint", "'jobdispatch-cli[metrics]'"
+    )
 
 
 def check_listen(listen: str) -> None:
@@ -78,13 +74,7 @@ def register(group: click.Group) -> None:
     from jobdispatch_cli.commands.running import _positive_duration, _stop_on_signals
 
     @group.command()
-    @click.option(
-        "--listen",
-        default="127.0.0.1:9464",
-        show_default=True,
-        metavar="HOST:PORT",
-        help="Where to serve /metrics ([::1]:PORT for IPv6; port 0 takes a free one).",
-    )
+    @listen_option("127.0.0.1:9464", "/metrics")
     @metrics_options
     @click.option(
         "--lease-ttl",

@@ -140,6 +140,16 @@ class Seconds(click.FloatRange):
         return super().convert(value, param, ctx)
 
 
+def interval_option(
+    name: str, *, least: float, default: float, help_text: str
+) -> Callable[[Any], Any]:
+    """An option of the :class:`Seconds` between two repetitions of what a command repeats (a
+    page's refresh, a look at a job): at least ``least``, ``default`` unless told, shown."""
+    return click.option(
+        name, type=Seconds(least=least), default=default, show_default=True, help=help_text
+    )
+
+
 def supervisor_options(f: Any) -> Any:
     f = click.option(
         "--poll",

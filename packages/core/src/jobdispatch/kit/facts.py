@@ -7,6 +7,9 @@ preemption on), so they are kept for ``ttl`` seconds and then asked again. Adapt
 module-global dictionary each, with its own lock and its own reset (``clear_cache`` here,
 ``forget`` there); this is that cache, written once.
 
+With ``probe = false`` a site asks nothing of its cluster: every answer that would rest on the
+probe is ``unknown``, saying so (:func:`unprobed`), until the site declares it.
+
 Time is the injected ``clock`` (monotonic by default), so a test moves it instead of sleeping.
 The fetch runs outside the lock: two threads missing at once may both probe, and the later
 answer stays; a probe's answers are the same either way, and no caller waits on another's round
@@ -17,10 +20,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Generic, TypeVar
 
-__all__ = ["FactsCache"]
+from jobdispatch.types import Capability, Source, Support
+
+__all__ = ["NOT_PROBED", "FactsCache", "unprobed"]
+
+#: The detail of an answer that would rest on a probe, where none was made.
+NOT_PROBED = "not probed (probe = false); declare it under capabilities"
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -52,3 +60,11 @@ class FactsCache(Generic[K, V]):
         answers, or a site that wants a fresh look)."""
         with self._lock:
             self._entries.clear()
+
+
+def unprobed(answers: Mapping[Capability, Support]) -> dict[Capability, Support]:
+    """``answers`` as a cluster that was not asked gives them: each that would rest on the probe
+    ``unknown`` with :data:`NOT_PROBED`; the catalogue's (what the scheduler can or cannot do
+    whatever its configuration) as they are."""
+    unknown = Support.unknown(Source.PROBED, NOT_PROBED)
+    return {c: unknown if a.source is Source.PROBED else a for c, a in answers.items()}

@@ -29,13 +29,12 @@ from jobdispatch.errors import (
     Rejected,
     Unsupported,
 )
+from jobdispatch.kit.deadline import refuse_past_deadline
 from jobdispatch.kit.refusal import refuse_unsupported
 from jobdispatch.members import (
     CAUSE_CANCELLED,
     CAUSE_REQUEUED,
     OBJ_ENDED,
-    OBJ_GATED,
-    OBJ_HELD,
     OBJ_PENDING,
     OBJ_RUNNING,
     PROV_ACTOR,
@@ -376,13 +375,10 @@ class Cluster:
         self.end_object(obj)
 
     def check_deadline(self, deadline: datetime, what: str) -> None:
-        now = self.clock()
-        if now > deadline:
-            msg = f"{what}: its deadline {deadline.isoformat()} passed (now {now.isoformat()})"
-            raise Rejected(msg)
+        refuse_past_deadline(deadline, self.clock(), what)
 
     def place_hold(self, obj: MemObject, instance: int, by: Actor | None) -> None:
-        if obj.state not in (OBJ_GATED, OBJ_PENDING, OBJ_HELD):
+        if not obj.state.waiting:
             msg = f"cannot hold object {obj.ref}: it is {obj.state}"
             raise Rejected(msg)
         replaced = obj.hold
