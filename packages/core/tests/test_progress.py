@@ -6,8 +6,9 @@ invariants over drawn histories."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -40,6 +41,8 @@ from jobdispatch.progress import (
     Resumed,
     Sighted,
     judge,
+    phase,
+    window,
 )
 from jobdispatch.records import events as ev
 from jobdispatch.spi import Discovery, Growth, ObjectObs
@@ -75,6 +78,7 @@ ROOT = "s3://ckpt/team"
 PREEMPTED = Cause(CauseKind.PREEMPTED, Provenance.SCHEDULER)
 CANCELLED = Cause(CauseKind.CANCELLED, Provenance.ACTOR, "stopped")
 OUT = Origin.OUTPUT
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def story(
@@ -82,6 +86,7 @@ def story(
     mode: StallMode = StallMode.ENFORCE,
     stall: bool = True,
     progress: bool = True,
+    job: str = "job1",
 ) -> Story:
     spec = JobSpec(
         command=["train"],
@@ -90,7 +95,7 @@ def story(
         progress=ProgressSource(root=ROOT, record_every=EVERY) if progress else None,
         stall=StallRule(after=AFTER, startup_grace=GRACE, mode=mode) if stall else None,
     )
-    return Story(spec=spec, plan=plan_for(spec))
+    return Story(spec=spec, plan=plan_for(spec), job_id=job)
 
 
 def mark(step: int, at: datetime, n: int = 1, origin: Origin = Origin.MARK) -> Mark:
@@ -103,8 +108,8 @@ def reading(step: int, at: datetime, n: int = 1, checkpoint: int | None = None) 
     return JobProgress(latest=latest, checkpoint=ckpt)
 
 
-def running(n: int = 1, ref: str = "o1", index: int = 0) -> ObjectObs:
-    return observation("job1", n, 1, ref, ObjectState.RUNNING, execution(index))
+def running(n: int = 1, ref: str = "o1", index: int = 0, job: str = "job1") -> ObjectObs:
+    return observation(job, n, 1, ref, ObjectState.RUNNING, execution(index))
 
 
 def commit(s: Story, step: object) -> Story:
@@ -117,8 +122,11 @@ def commit(s: Story, step: object) -> Story:
 # ------------------------------------------------------------------------------ P1: evidence
 
 
-def test_p1_the_first_progress_is_recorded_as_evidence() -> None:
+def test_p1_the_first_progress_is_recorded_as_evidence_once_the_jobs_window_ends() -> None:
     s = story().launched()
+    # The job was created at T0: its first progress waits for the edge of that window.
+    assert type(s.next(running(), progress=reading(100, T0))[0]) is Wait
+    first_window(s)
     step = s.next(running(), progress=reading(100, T0))[0]
     assert step == RecordProgress(evidence=(mark(100, T0),))
     commit(s, step)
@@ -128,18 +136,64 @@ def test_p1_the_first_progress_is_recorded_as_evidence() -> None:
     assert type(s.next(running(), progress=reading(100, T0))[0]) is Wait
 
 
-def test_p1_progress_is_recorded_at_most_once_per_interval() -> None:
-    s = story().launched()
-    commit(s, s.next(running(), progress=reading(1, T0))[0])
-    s.later(60)
+def first_window(s: Story) -> Story:
+    """Move the story to where the job's first recording window after its creation begins."""
+    return s.later((next_window(s.job_id, T0) - s.now).total_seconds())
+
+
+def next_window(job: str, at: datetime, every: timedelta = EVERY) -> datetime:
+    """When the job's recording window after the one holding ``at`` begins."""
+    start = EPOCH + phase(job, every) + (window(job, every, at) + 1) * every
+    assert window(job, every, start) == window(job, every, at) + 1
+    assert window(job, every, start - timedelta(microseconds=1)) == window(job, every, at)
+    return start
+
+
+def test_p1_progress_is_recorded_at_most_once_per_window_of_the_jobs_own() -> None:
+    s = first_window(story().launched())
+    commit(s, s.next(running(), progress=reading(1, s.now))[0])
+    edge = next_window("job1", s.now)
+    s.later((edge - s.now - timedelta(seconds=1)).total_seconds())
     assert type(s.next(running(), progress=reading(2, s.now))[0]) is Wait
-    s.later(EVERY.total_seconds())
+    s.later(1)  # the job's next window has begun: the newest progress is recorded
     step = s.next(running(), progress=reading(30, s.now))[0]
     assert step == RecordProgress(evidence=(mark(30, s.now),))
+    commit(s, step)
+    s.later((EVERY - timedelta(seconds=1)).total_seconds())
+    assert type(s.next(running(), progress=reading(31, s.now))[0]) is Wait
+
+
+def test_each_job_has_a_phase_of_its_own_drawn_from_its_id_alone() -> None:
+    # Pinned: the same id has the same phase in every process and on every machine (the
+    # simulator's records replay byte for byte), unlike Python's salted hash().
+    assert phase("job1", EVERY) == timedelta(minutes=4, seconds=23, microseconds=519901)
+    assert phase("job1", timedelta(seconds=10)) == timedelta(seconds=3, microseconds=519901)
+    # Ten thousand jobs launched together spread their windows' edges over the interval: no
+    # tenth of a 10 s interval holds more than 1.2 times its share of them.
+    every = timedelta(seconds=10)
+    buckets = Counter(phase(f"job-{i}", every) // timedelta(seconds=1) for i in range(10_000))
+    assert sorted(buckets) == list(range(10))
+    assert max(buckets.values()) <= 1_200 and min(buckets.values()) >= 800
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(min_size=1, max_size=40),
+    st.integers(10, 86_400).map(lambda s: timedelta(seconds=s)),
+    st.integers(0, 10**9).map(lambda s: T0 + timedelta(seconds=s / 1000)),
+)
+def test_a_phase_lies_within_the_interval_and_windows_follow_one_another(
+    job: str, every: timedelta, at: datetime
+) -> None:
+    assert timedelta(0) <= phase(job, every) < every
+    assert phase(job, every) == phase(job, every)
+    w = window(job, every, at)
+    assert window(job, every, at + every) == w + 1
+    assert window(job, every, at - every) == w - 1
 
 
 def test_p1_a_publication_is_recorded_as_the_checkpoint_and_resumed_entries_once() -> None:
-    s = story().launched()
+    s = first_window(story().launched())
     entry = Resumed(submission=1, execution="0", step=40, at=T0)
     got = JobProgress(
         latest=mark(50, T0, origin=Origin.PUBLICATION),
@@ -224,6 +278,9 @@ def test_p3_no_stall_while_progress_is_within_stall_after() -> None:
 
 def test_p3_a_run_without_progress_past_stall_after_is_stopped_as_stalled() -> None:
     s = story().launched()
+    # Its progress is read (and recorded once the job's first window has ended).
+    assert type(s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0]) is Wait
+    first_window(s)
     commit(s, s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0])
     s.later((AFTER + timedelta(seconds=6)).total_seconds())
     step = s.next(running(), progress=reading(7, T0 + timedelta(seconds=5)))[0]
@@ -455,11 +512,11 @@ def _histories(draw: st.DrawFn) -> list[tuple[timedelta, object]]:
 
 
 def _play(
-    history: list[tuple[timedelta, object]], mode: StallMode
+    history: list[tuple[timedelta, object]], mode: StallMode, job: str = "job1"
 ) -> Iterator[tuple[Job, object, datetime, Step]]:
-    """Drive one running job through ``history``, committing what ``next`` decides, and yield
-    (job before the step, the reading, now, the step)."""
-    s = story(mode=mode).launched()
+    """Drive one running job (id ``job``) through ``history``, committing what ``next``
+    decides, and yield (job before the step, the reading, now, the step)."""
+    s = story(mode=mode, job=job).launched()
     latest: Mark | None = None
     for gap, what in history:
         s.later(gap.total_seconds())
@@ -475,9 +532,9 @@ def _play(
                 latest = mark(step_no, at)
             got = JobProgress(latest=latest)
         for _ in range(4):  # evidence, then a decision, as successive passes would
-            job = s.fold()
-            step = s.next(running(), progress=got)[0]  # type: ignore[arg-type]
-            yield job, got, s.now, step
+            folded = s.fold()
+            step = s.next(running(job=job), progress=got)[0]  # type: ignore[arg-type]
+            yield folded, got, s.now, step
             if isinstance(step, Wait):
                 break
             commit(s, step)
@@ -502,16 +559,74 @@ def test_never_a_stall_while_blind_or_while_progress_is_recent(
             assert now - started >= GRACE
 
 
+_job_ids = st.text(st.characters(codec="utf-8"), min_size=1, max_size=20)
+
+
 @settings(max_examples=150, deadline=None)
-@given(_histories())
-def test_progress_enters_the_record_at_most_once_per_interval(
-    history: list[tuple[timedelta, object]],
+@given(_histories(), _job_ids)
+def test_progress_enters_the_record_at_most_once_per_window_and_never_waits_past_one(
+    history: list[tuple[timedelta, object]], job_id: str
 ) -> None:
     times: list[datetime] = []
-    for _, _, now, step in _play(history, StallMode.OBSERVE):
+    for job, got, now, step in _play(history, StallMode.OBSERVE, job_id):
         if isinstance(step, RecordProgress) and any(isinstance(e, Mark) for e in step.evidence):
             times.append(now)
-    assert all(b - a >= EVERY for a, b in itertools.pairwise(times))
+        # Progress the record lacks waits at most until the job's next window begins (the
+        # first, until the edge of the window the job was created in).
+        rec = job.progress
+        since = rec.recorded_at if rec is not None else job.header.created_at
+        latest = got.latest if isinstance(got, JobProgress) and job.blind is None else None
+        due = window(job_id, EVERY, now) > window(job_id, EVERY, since)
+        news = latest is not None and (
+            rec is None or (latest.step != rec.step and latest.at > rec.marked_at)
+        )
+        if due and news:
+            assert isinstance(step, RecordProgress), (now, rec, got)
+    windows = [window(job_id, EVERY, t) for t in [T0, *times]]
+    assert all(a < b for a, b in itertools.pairwise(windows))  # one per window at most
+    # So in any span of n intervals at most n + 1 entries, and on average one per interval.
+    for a, b in itertools.pairwise(times):
+        assert b - a > timedelta(0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(1, 120).map(lambda s: timedelta(seconds=s)), min_size=2, max_size=40),
+    st.integers(0, 39),
+    _job_ids,
+    _job_ids,
+)
+def test_a_stall_is_declared_in_the_first_poll_past_stall_after_whatever_the_jobs_phase(
+    gaps: list[timedelta], hang: int, one: str, other: str
+) -> None:
+    """A job marks progress at every poll until poll ``hang``, then hangs; polls keep coming
+    every ``gaps`` (then every 2 minutes). The stall is declared in the first poll at least
+    ``stall.after`` past its last progress (so within one poll of it), and the job's id, which
+    only moves when evidence is recorded, moves nothing of it."""
+
+    def declared(job_id: str) -> tuple[datetime, datetime]:
+        s = story(job=job_id).launched()
+        last: Mark | None = None
+        tail = [timedelta(minutes=2)] * (AFTER // timedelta(minutes=2) + 2)
+        for i, gap in enumerate([*gaps, *([timedelta(minutes=2)] * hang), *tail]):
+            s.later(gap.total_seconds())
+            if i <= hang:
+                last = mark(i, s.now)
+            got = JobProgress(latest=last)
+            for _ in range(4):
+                step = s.next(running(job=job_id), progress=got)[0]
+                if isinstance(step, DeclareStall):
+                    assert last is not None
+                    return s.now, last.at
+                if isinstance(step, Wait):
+                    break
+                commit(s, step)
+            assert last is None or s.now - last.at < AFTER, "the stall was due and not declared"
+        raise AssertionError("no stall declared")
+
+    at, last = declared(one)
+    assert at - last >= AFTER
+    assert declared(other) == (at, last)
 
 
 @settings(max_examples=150, deadline=None)
@@ -704,8 +819,7 @@ def test_the_plan_names_output_growth_as_a_progress_source_where_the_cluster_see
 
 
 def test_output_growth_is_recorded_as_progress_of_the_running_submission() -> None:
-    s = growth_story().launched()
-    s.later(60)
+    s = first_window(growth_story().launched())
     step = s.next(running(), progress=grown(4096, T0 + timedelta(seconds=30)))[0]
     assert step == RecordProgress(
         evidence=(Mark(step=4096, at=T0 + timedelta(seconds=30), submission=1, origin=OUT),)
@@ -723,8 +837,7 @@ def test_output_growth_is_recorded_as_progress_of_the_running_submission() -> No
 
 
 def test_output_that_stops_growing_stalls_a_job_without_a_checkpoint_root() -> None:
-    s = growth_story().launched()
-    s.later(30)
+    s = first_window(growth_story().launched())
     commit(s, s.next(running(), progress=grown(10, s.now))[0])
     quiet = s.now
     s.later((AFTER - timedelta(seconds=1)).total_seconds())

@@ -182,9 +182,11 @@ def test_serve_lists_each_root_once_per_poll_whatever_the_number_of_jobs() -> No
     assert progress.listings == {"r/a": 6, "r/b": 6}
 
 
-def test_a_poll_that_records_every_jobs_progress_reads_each_record_once() -> None:
-    # Every job's progress-seen is committed in one round; the next round computes each job's
-    # next step from the record that commit left (Pass.view), never reading it again.
+def test_a_poll_that_records_progress_reads_each_record_once() -> None:
+    # A job's progress-seen is committed in one round; the next round computes that job's
+    # next step from the record that commit left (Pass.view), never reading it again. The jobs
+    # record in windows of their own (phased by their ids), so the polls run until each has
+    # recorded at least once.
     sc = Scenario(shape=Shape.SLURM)
     progress = MemoryProgress()
     jobs = [job_of(sc.submit(spec(root=root))) for root in ("r/a", "r/a", "r/b")]
@@ -211,7 +213,7 @@ def test_a_poll_that_records_every_jobs_progress_reads_each_record_once() -> Non
         Scenario.tick(sc, seconds)
         for i, job in enumerate(jobs):
             progress.mark("r/a" if i < 2 else "r/b", job, len(per_poll), sc.clock(), 1)
-        if len(per_poll) >= 4:
+        if sum(recorded) >= 2 * len(jobs) or len(per_poll) >= 200:
             assert sup is not None
             sup.stop()
         recorded.append(0)
@@ -219,8 +221,8 @@ def test_a_poll_that_records_every_jobs_progress_reads_each_record_once() -> Non
     recorded.append(0)
     sup = _supervisor(sc, tick, progress)
     sup.serve()
-    marking = [n for n, count in enumerate(recorded[: len(per_poll)]) if count == len(jobs)]
-    assert marking, recorded  # some poll recorded every job's progress
+    assert sum(recorded) >= 2 * len(jobs), recorded
+    marking = [n for n, count in enumerate(recorded[: len(per_poll)]) if count]
     for n in marking:
         asked = [job for call in per_poll[n] for job in call]
         assert sorted(asked) == sorted(jobs), per_poll[n]

@@ -170,5 +170,8 @@ def test_output_that_stops_growing_is_named_stalled_and_the_job_resubmitted(
     first = final.submissions[0].executions[-1]
     assert first.cause is not None and first.cause.kind is CauseKind.STALLED
     assert "(output, submission 1)" in first.cause.detail
+    # Judged on the output read in the poll; what the record keeps of it is output growth
+    # (none yet when the run stalled before the end of the job's first 5-minute recording
+    # window, which its phase places anywhere in the first five minutes).
     seen = [e for e in store.read(job).events if isinstance(e, ev.ProgressSeen)]
-    assert seen and all(e.origin is ev.Origin.OUTPUT for e in seen)
+    assert all(e.origin is ev.Origin.OUTPUT for e in seen)

@@ -10,10 +10,11 @@ job's reading to ``next``. This module decides, purely, from the folded record, 
 * the growth of the running object's output, where the cluster can see it and the plan counts
   it as a progress source (``output-growth``): progress of the running submission, whose
   "step" is the output's size and whose time is the files' newest modification;
-* what enters the record as evidence: the progress, only when it changed, and at most once per
-  the job's ``progress.record_every`` (sooner when a run has ended, so the charge of a
-  ``no-advance`` rule reads the newest checkpoint); each resumed entry once; the source going
-  blind, and seeing again;
+* what enters the record as evidence: the progress, only when it changed, and at most once in
+  each of the job's own ``progress.record_every`` windows (:func:`window`: the intervals are
+  phased by the job's id, so jobs launched together do not all record in the same poll; sooner
+  when a run has ended, so the charge of a ``no-advance`` rule reads the newest checkpoint);
+  each resumed entry once; the source going blind, and seeing again;
 * whether the running execution is stalled: no progress of its own for the stall rule's
   ``after``, or none at all within its ``startup_grace`` since it started. Enforced, the
   verdict stops the run (``next`` commits it before the stop call); observed, it is only
@@ -27,8 +28,10 @@ never stall. It does no I/O and reads no clock.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Collection, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeAlias, runtime_checkable
 
 import attrs
@@ -61,10 +64,58 @@ __all__ = [
     "Stall",
     "Verdict",
     "judge",
+    "phase",
+    "window",
 ]
 
 #: How often output growth enters the record for a job that names no ``[progress]`` of its own.
 _DEFAULT_SOURCE = ProgressSource(root="")
+
+
+#: Where every job's ``record_every`` windows are counted from (shifted by its :func:`phase`).
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TICK = timedelta(microseconds=1)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def phase(job: JobID, every: timedelta) -> timedelta:
+    """Where in each ``every`` the job's recording windows start: a fixed offset in
+    ``[0, every)`` drawn from a digest of its id, so the same id always has the same phase (the
+    simulator's records are replayed byte for byte) and many jobs' phases spread evenly over the
+    interval. Why: jobs launched in one poll would otherwise all see their interval end in the
+    same later poll, and that poll would commit evidence for every one of them at once.
+    Remembered per id (a pure function: the cache only spares a digest per job per poll)."""
+    ticks = every // _TICK
+    if ticks <= 0:
+        return timedelta(0)
+    drawn = int.from_bytes(hashlib.sha256(job.encode()).digest()[:8], "big")
+    return (drawn % ticks) * _TICK
+
+
+def window(job: JobID, every: timedelta, at: datetime) -> int:
+    """The number of the job's ``every``-long recording window that holds ``at``: windows are
+    counted from the epoch shifted by the job's :func:`phase`. Progress enters the record at
+    most once per window, so at most once per interval on average and never twice in one
+    window (two entries can be closer than ``every`` only across a window's edge)."""
+    return _window(at, every, phase(job, every))
+
+
+def _window(at: datetime, every: timedelta, shift: timedelta) -> int:
+    if every <= timedelta(0):
+        return 0
+    return (at - _EPOCH - shift) // every
+
+
+def _due(job: Job, rec: ProgressRec | None, every: timedelta, now: datetime) -> bool:
+    """Whether progress may enter the record now: a window of the job's own has begun since
+    the last entry (since the job was created, before its first), or a run ended that a rule
+    may be about to act on.
+
+    The first entry waits for a window's edge too: jobs submitted together would otherwise
+    all record their first progress in the same poll, and stay aligned from then on."""
+    since = rec.recorded_at if rec is not None else job.header.created_at
+    shift = phase(job.id, every)
+    return _window(now, every, shift) > _window(since, every, shift) or _ended_unhandled(job)
 
 
 # ------------------------------------------------------------------ what a reading holds
@@ -220,7 +271,7 @@ def _evidence(job: Job, reading: JobProgress, now: datetime) -> list[Evidence]:
                 known.add(key)
                 out.append(r)
     rec = job.progress
-    due = rec is None or now - rec.recorded_at >= source.record_every or _ended_unhandled(job)
+    due = _due(job, rec, source.record_every, now)
     ckpt = reading.checkpoint
     if (
         ckpt is not None

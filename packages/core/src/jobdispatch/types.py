@@ -506,8 +506,10 @@ class ProgressSource:
     marks progress under (``[progress]`` in the job file).
 
     ``record_every`` bounds how often progress enters the record as evidence: at most one
-    event per interval per job (sooner only when a run has ended, so a budget's charge reads
-    the newest checkpoint), however often the job marks a step."""
+    event per job in each ``record_every`` window of its own (the windows are phased by the
+    job's id, so many jobs do not all record in the same poll; sooner only when a run has
+    ended, so a budget's charge reads the newest checkpoint), however often the job marks a
+    step."""
 
     root: str
     record_every: timedelta = timedelta(minutes=5)

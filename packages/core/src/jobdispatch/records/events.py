@@ -254,9 +254,10 @@ class ProgressSeen(Event):
     """The job's progress advanced: its newest step (from a publication or a mark), the time
     the job gave it (``marked_at``), and the submission and execution that made it.
 
-    Committed only when the step advanced past the record's newest, and at most once per the
-    job's ``progress.record_every`` (sooner when a run has ended: a budget's charge then reads
-    the newest checkpoint), so a record does not grow by an event per training step."""
+    Committed only when the step advanced past the record's newest, and at most once in each
+    of the job's ``progress.record_every`` windows, phased by its id
+    (:func:`jobdispatch.progress.window`; sooner when a run has ended: a budget's charge then
+    reads the newest checkpoint), so a record does not grow by an event per training step."""
 
     kind: ClassVar[str] = "progress-seen"
     step: int
