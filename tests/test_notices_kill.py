@@ -169,6 +169,7 @@ def _pid(holder: str) -> int:
     return int(holder.split(":")[-2])
 
 
+@pytest.mark.timeout(3 * BOUND)  # the scripted run and the deliveries after it, each bounded
 def test_supervisors_killed_at_random_deliver_every_notice_and_duplicate_only_lost_records(
     tmp_path: Path, server: PrivateServer
 ) -> None:

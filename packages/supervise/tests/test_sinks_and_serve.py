@@ -26,10 +26,12 @@ from jobdispatch import (
     compose,
 )
 from jobdispatch.memory import MemoryBackend, Shape
+from jobdispatch.notices import delivered, notices
 from jobdispatch.plugins import load
 from jobdispatch.records.memory import MemoryRecords
 from jobdispatch.spi import Discovery, ObjectRef, StartRequest
 from jobdispatch.testing import eventually, job_of
+from jobdispatch.types import NoticeKind
 from jobdispatch_supervise import CommandSink, EscalationMessage, Supervisor
 
 from .conftest import Scenario, serving, slurm_jobs, wait_all_running
@@ -193,3 +195,53 @@ def test_a_supervisor_that_cannot_work_is_refused_when_made(
     # by the store once a job needed a lease; both are refused before anything is served.
     with pytest.raises(Invalid, match=words):
         Supervisor(MemoryBackend(), MemoryRecords(), **options)
+
+
+class Recording:
+    """A notice sink that keeps what it was sent."""
+
+    name = "hook"
+    events = frozenset({NoticeKind.SETTLED})
+    rate_per_minute = 6000.0
+    cooldown = 0.0
+
+    def __init__(self) -> None:
+        self.got: list[str] = []
+
+    def send(self, message: Any) -> None:
+        self.got.append(message.notice.key)
+
+
+def test_a_settled_jobs_notice_goes_once_the_lease_of_its_dead_supervisor_lapses() -> None:
+    """A supervisor SIGKILLed just after its job settled leaves the settled notice owed, and
+    its lease standing for a while. The sweep that finds the job is refused the lease; the
+    notice must go as soon as the lease lapses, not a whole ``sweep_every`` later (which a
+    supervisor killed test saw as a five-minute stall)."""
+    backend = MemoryBackend(auto_run=True)
+    store = MemoryRecords()
+    cluster = compose(backend, store=store)
+    job = job_of(
+        cluster.operator.submit(
+            JobSpec(command=["x"]), by=Actor.human("ops"), supervised=True, submit_retries=0
+        )
+    )
+    with serving(Supervisor(backend, store, poll=0.02)):  # no sinks: the notice stays owed
+        eventually(lambda: backend.env.objects_of(job), "the job's object")
+        backend.env.complete(backend.env.objects_of(job)[0])
+        eventually(lambda: cluster.observer.get(job), "settled", holds=lambda s: s.settled)
+    # The dead supervisor's lease, still standing when the next one first sweeps.
+    [held] = store.acquire_many([job], "ghost:1:dead", timedelta(seconds=1))
+    assert not isinstance(held, Exception), held
+    sink = Recording()
+    later = Supervisor(
+        backend,
+        store,
+        poll=0.02,
+        sinks=[sink],
+        sweep_every=timedelta(hours=1),
+        lease_ttl=timedelta(seconds=2),
+    )
+    with serving(later):
+        eventually(lambda: sink.got, "the settled notice delivered", within=60)
+    assert len(sink.got) == 1, sink.got
+    assert (notices(store.read(job))[-1].id, "hook") in delivered(store.read(job))

@@ -213,6 +213,11 @@ class Supervisor:
         #: Jobs whose record this process cannot read or fold: reported once, then left alone
         #: (a record only grows, so it never becomes readable here; a newer version may take it).
         self._unreadable: set[str] = set()
+        #: Settled jobs the last sweep found owing something but could not lease (a supervisor
+        #: killed just after its job settled holds the lease until it lapses), and when to ask
+        #: for them again: within a lease's life, not a whole ``sweep_every`` later.
+        self._refused_residual: list[str] = []
+        self._residual_retry = clock()
         #: The live members at the last announcement (spec 0004 D7).
         self._last_members: tuple[str, ...] = (self.holder,)
         #: What this supervisor measured of its polls, published with each announcement in
@@ -412,8 +417,11 @@ class Supervisor:
                 # Outside the share: a sweep is one pass per settled job (its lease is let go
                 # after it), and counting these would move every share on each sweep's poll.
                 residual = [j for j in self.residual_jobs() if j not in jobs]
-                owned.update(self.ownership.own_many(residual))
+                owned.update(self._own_residual(residual))
                 swept = self.clock()
+            elif self._refused_residual and self.clock() >= self._residual_retry:
+                again = [j for j in self._refused_residual if j not in jobs]
+                owned.update(self._own_residual(again))
         except AWAY:
             self._wait_for(None)  # the store's watch logged it (once per outage)
             return swept
@@ -536,6 +544,14 @@ class Supervisor:
             if job not in failed:
                 self._observed(job, seen.get(job))
         return wake, sighted
+
+    def _own_residual(self, residual: list[str]) -> dict[str, Lease]:
+        """Lease the settled jobs a sweep found; keep those refused to ask again once a
+        standing lease may have lapsed (half a lease's life on), until the next sweep."""
+        got = self.ownership.own_many(residual)
+        self._refused_residual = [j for j in residual if j not in got]
+        self._residual_retry = self.clock() + self.lease_ttl / 2
+        return got
 
     def _failed(self, job: str, exc: Exception) -> None:
         """What ended one job's pass in a round: that job's problem, the others go on; an
