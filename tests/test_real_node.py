@@ -277,7 +277,8 @@ def test_an_image_that_cannot_be_found_is_launch_failed(real: Any) -> None:
         command=("python3", "-c", "print(1)"),
         nodes=1,
         image="dispatch.local/no-such-image:1",
-        time_limit=timedelta(seconds=60),
+        # Long enough for a loaded node to create the pod and fail its pull at least once.
+        time_limit=timedelta(seconds=120),
     )
     cause = first_cause(backend, made, spec)
     assert cause.kind is CauseKind.LAUNCH_FAILED, cause

@@ -597,16 +597,10 @@ def test_a_healthy_pod_on_a_node_not_ready_for_a_moment_is_not_pinned() -> None:
 
     n = nodes(node("kwok-node-1", ready="Unknown"))
     assert pins(Chain(trainjob=trainjob(), pods=[pod()], nodes=n)) == {}
-    assert (
-        pins(
-            Chain(
-                trainjob=trainjob(),
-                pods=[pod(phase="Pending", containers=[waiting("ErrImagePull")])],
-                nodes=HEALTHY,
-            )
-        )
-        == {}
-    )
+    # A pull being retried is no ending: only the launch pin, read for a run never started.
+    pulling = pod(phase="Pending", containers=[waiting("ErrImagePull")])
+    pinned = pins(Chain(trainjob=trainjob(), pods=[pulling], nodes=HEALTHY))
+    assert list(pinned) == ["jobdispatch.dev/evidence-0-launch"]
 
 
 def test_a_malformed_pin_is_ignored() -> None:
@@ -959,11 +953,24 @@ def test_a_pinned_pull_back_off_is_ignored_once_the_run_started() -> None:
     assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
 
 
-def test_a_first_pull_error_is_not_pinned() -> None:
+def test_a_first_pull_error_is_pinned_and_read_only_for_a_run_never_started() -> None:
+    """A loaded node may show only ``ErrImagePull`` before the deadline deletes the pod (the CI
+    run that read ``time-limit``): the failed pull is pinned from its first failure."""
     from jobdispatch_kubeflow.classify import pins
 
-    pulling = pod(phase="Pending", containers=[waiting("ErrImagePull")])
-    assert pins(Chain(trainjob=trainjob(), jobset=jobset(), pods=[pulling], nodes=HEALTHY)) == {}
+    pulling = pod(phase="Pending", containers=[waiting("ErrImagePull", "no such host")])
+    annotations = pins(Chain(trainjob=trainjob(), jobset=jobset(), pods=[pulling], nodes=HEALTHY))
+    assert list(annotations) == ["jobdispatch.dev/evidence-0-launch"]
+    tj = trainjob(conditions=[cond("Failed", "DeadlineExceeded", "TrainJob exceeded its deadline")])
+    tj["metadata"]["annotations"].update(annotations)
+    cause = ended(Chain(trainjob=tj, nodes=HEALTHY))
+    assert cause.kind is CauseKind.LAUNCH_FAILED, cause
+    assert "ErrImagePull" in cause.detail
+    started = trainjob(conditions=FAILED)
+    started["metadata"]["annotations"].update(annotations)
+    exited = pod(phase="Failed", containers=[terminated(3)])
+    cause = ended(Chain(trainjob=started, jobset=jobset(), pods=[exited], nodes=HEALTHY))
+    assert (cause.kind, cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 3)
 
 
 def test_a_worker_oom_killed_under_torchrun_is_out_of_memory_with_the_workers_signal() -> None:

@@ -835,9 +835,14 @@ def _launch_key(attempt: int) -> str:
     return f"{names.EVIDENCE}-{attempt}-launch"
 
 
-#: Waiting reasons of a container whose launch the kubelet has already retried and backs off
-#: from: evidence worth keeping, since the TrainJob's deadline deletes the pods at once.
-_LAUNCH_BACKOFF = frozenset({"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
+#: Waiting reasons of a container whose launch the kubelet tried and failed (a pull that
+#: failed, and the back-off after it) or can never try: evidence worth keeping, since the
+#: TrainJob's deadline deletes the pods at once. A failed pull is kept from its first failure:
+#: on a loaded node the back-off may not be shown before the deadline, and the pin is read
+#: only for a run that never started.
+_LAUNCH_BACKOFF = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
+)
 
 
 def pinned(trainjob: Obj, attempt: int) -> list[Cause]:
