@@ -108,6 +108,20 @@ def save(folder: Path, state: dict[str, float], keep: int = 3) -> None:
         old.unlink(missing_ok=True)
 
 
+def rank_and_world() -> tuple[int, int]:
+    """This process's rank and the number of ranks: torchrun's ``RANK`` and ``WORLD_SIZE``,
+    else srun's ``SLURM_PROCID`` and ``SLURM_NTASKS`` (a job of several nodes on Slurm runs one
+    task a node under srun, which sets no ``RANK``), else one process alone. Reading only
+    ``RANK`` made every task under srun rank 0: each saved and published the same steps into
+    one root, and two publishing a step at once failed a run now and then."""
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"]), int(env.get("WORLD_SIZE", "1"))
+    if "SLURM_PROCID" in env:
+        return int(env["SLURM_PROCID"]), int(env.get("SLURM_NTASKS", "1"))
+    return 0, 1
+
+
 def wait_for_preemption(tag: str, step: int, stopping: Callable[[], bool]) -> None:
     """Sit at ``step``, its checkpoint written, until SIGTERM arrives; the loop then stops.
 
@@ -115,7 +129,7 @@ def wait_for_preemption(tag: str, step: int, stopping: Callable[[], bool]) -> No
     that takes (a person reading the job id, a test's subprocess starting on a loaded machine)
     is nobody's guess; so the job waits for the preemption itself rather than for a while.
     """
-    if os.environ.get("RANK", "0") == "0":
+    if rank_and_world()[0] == 0:
         print(f"{tag} step {step}: waiting to be preempted", flush=True)
     while not stopping():
         time.sleep(0.05)
@@ -213,8 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, world = rank_and_world()
     execution = os.environ.get("JOBDISPATCH_EXECUTION", "0")
     submission = os.environ.get("JOBDISPATCH_SUBMISSION", "1")
     folder = execution_dir()

@@ -180,6 +180,18 @@ def test_preempted_five_times_on_slurm_while_advancing_never_spends_a_budget_of_
     firings = status["firings"]
     assert len(firings) == 5, firings
     assert not any(f["charged"] for f in firings), firings
+    # Only rank 0 resumes as its execution: the srun tasks know their ranks (one entry each).
+    assert _resumed_entries(home, job) == dict.fromkeys(range(1, 7), 1)
+
+
+def _resumed_entries(home: SlurmHome, job: str) -> dict[int, int]:
+    """How many ``resumed`` entries each submission wrote, from the helper's own keys."""
+    counts: dict[int, int] = {}
+    for key in (home.root / "published" / "_progress").iterdir():
+        parts = key.name.split(",")
+        if len(parts) == 6 and parts[0] == job and parts[2] == "resumed":
+            counts[int(parts[3])] = counts.get(int(parts[3]), 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def test_a_job_crashing_on_slurm_at_the_same_step_fails_with_its_budget_spent(
