@@ -90,13 +90,17 @@ def resolve_with(program: Path, rank: int) -> Path | None:
         env.pop("JOBDISPATCH_SUBMISSION", None)
         env.pop("JOBDISPATCH_EXECUTION", None)
     into = Path(tempfile.mkdtemp(prefix=f"ddp-rank{rank}-"))
-    found = subprocess.run(
-        [program, "resolve", "--into", str(into)],
+    done = subprocess.run(
+        [program, "resolve", "--into", str(into), "--debug"],
         env=env,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
+        check=False,
+    )
+    if done.returncode != 0:  # the helper's own words, where the job's log keeps them
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"rank {rank}: {program} resolve exited {done.returncode}")
+    found = done.stdout
     if found.strip():
         return into
     shutil.rmtree(into, ignore_errors=True)
