@@ -7,13 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from jobdispatch.errors import Invalid
 from jobdispatch.testing import eventually
-from jobdispatch_publish import layout
+from jobdispatch_publish import layout, posix
 from jobdispatch_publish.errors import AlreadyPublished, Corrupt
 from jobdispatch_publish.identity import Identity
 from jobdispatch_publish.posix import PosixStore
@@ -200,3 +201,63 @@ def test_a_writer_killed_mid_copy_leaves_nothing_resolvable(
     report = prune(store, JOB, keep_last=1, grace=0)
     assert report.unfinished == 1
     assert not any(p.name.startswith(".") for p in (store.root / JOB / "executions/1/0").iterdir())
+
+
+# ------------------------------------------------------------------ folders emptied meanwhile
+
+
+def test_ranks_resolving_one_step_together_never_trip_over_each_others_pins(
+    store: PosixStore, tmp_path: Path
+) -> None:
+    """Every rank of a job resolves at once, and each pins the step under one folder that the
+    last unpin removes: a write into it, or a sync of it, lost the folder under it about once
+    in 160 resolves (a DDP job's rank 0 failing at its start on Slurm, in CI)."""
+    publish(store, ident(), make_save(tmp_path / "s", {"m": 10}), 80)
+
+    def resolves() -> int:
+        for _ in range(100):
+            into = Path(tempfile.mkdtemp(dir=tmp_path))
+            assert resolve(store, JOB, into=into) is not None
+        return 100
+
+    done, errors = race([resolves] * 4, Exception)
+    assert errors == [] and done == [100] * 4, errors
+    assert not (store.root / JOB / "pins").exists()  # every pin gone, and its folders
+
+
+def test_a_write_into_a_folder_removed_as_it_was_made_makes_it_again(
+    store: PosixStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window the race above hits, made certain: the folder is removed (by another
+    process's delete, which empties it) between being made and being written into."""
+    made = posix._makedirs
+    removed: list[Path] = []
+
+    def made_then_removed(path: Path) -> None:
+        made(path)
+        if not removed:
+            removed.append(path)
+            path.rmdir()
+
+    monkeypatch.setattr(posix, "_makedirs", made_then_removed)
+    store.write(f"{JOB}/pins/000000000000000080/h", b"{}")
+    assert removed and store.read(f"{JOB}/pins/000000000000000080/h") == b"{}"
+
+
+def test_a_delete_whose_emptied_folder_another_delete_removed_does_not_fail(
+    store: PosixStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.write("a/b/c", b"1")
+    from jobdispatch.durable import fsync_dir as synced
+
+    calls: list[Path] = []
+
+    def gone_first(path: Path) -> None:
+        calls.append(Path(path))
+        if len(calls) == 1:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        synced(path)
+
+    monkeypatch.setattr(posix, "fsync_dir", gone_first)
+    store.delete(["a/b/c"])
+    assert calls and not (store.root / "a").exists()

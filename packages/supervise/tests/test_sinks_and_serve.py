@@ -211,6 +211,9 @@ class Recording:
     def send(self, message: Any) -> None:
         self.got.append(message.notice.key)
 
+    def deliver(self, message: EscalationMessage) -> None:
+        self.got.append(message.id)
+
 
 def test_a_settled_jobs_notice_goes_once_the_lease_of_its_dead_supervisor_lapses() -> None:
     """A supervisor SIGKILLed just after its job settled leaves the settled notice owed, and

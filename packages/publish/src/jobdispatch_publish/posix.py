@@ -23,8 +23,9 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from jobdispatch.durable import fsync_dir
 
@@ -41,6 +42,8 @@ from jobdispatch_publish.verify import (
 )
 
 __all__ = ["PosixStore"]
+
+T = TypeVar("T")
 
 
 def _seal_file(path: Path) -> None:
@@ -66,6 +69,31 @@ def _makedirs(path: Path) -> None:
         except FileExistsError:
             continue
         fsync_dir(d.parent)
+
+
+#: How many times a write into a folder is tried again after the folder vanished under it.
+FOLDER_RACES = 100
+
+
+def _made_in(folder: Path, make: Callable[[], T]) -> T:
+    """``make()`` an entry inside ``folder``, making ``folder`` first.
+
+    :meth:`PosixStore.delete` removes the folders its deletions emptied, so a folder made here
+    may be removed by another process before the entry is made in it: every rank of a job
+    resolving at once pins and unpins the same step's folder, and about one resolve in 160
+    failed with ``FileNotFoundError`` when four resolved together. Once the entry exists the
+    folder is not empty and stays, so on that error (from the entry, or from a parent removed
+    while the folders were being made) the folders are made again and the entry tried again;
+    each retry means another process emptied a folder meanwhile.
+    """
+    for _ in range(FOLDER_RACES - 1):
+        try:
+            _makedirs(folder)
+            return make()
+        except FileNotFoundError:
+            continue
+    _makedirs(folder)
+    return make()
 
 
 class PosixStore:
@@ -113,12 +141,15 @@ class PosixStore:
 
     def _write_temp(self, final: Path, data: bytes) -> Path:
         self.check_root()
-        _makedirs(final.parent)
         temp = self._temp_for(final)
-        with open(temp, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+
+        def make() -> None:
+            with open(temp, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+
+        _made_in(final.parent, make)
         return temp
 
     def create(self, key: str, data: bytes) -> None:
@@ -243,7 +274,8 @@ class PosixStore:
                 touched.add(p.parent)
                 p = p.parent
         for folder in touched:
-            if folder.is_dir():
+            # A folder another deleter emptied and removed meanwhile needs no sync here.
+            with contextlib.suppress(FileNotFoundError):
                 fsync_dir(folder)
 
     # -- saves ---------------------------------------------------------------------------------
@@ -253,9 +285,8 @@ class PosixStore:
     ) -> list[FileRecord]:
         self.check_root()
         final = self.root / prefix.rstrip("/")
-        _makedirs(final.parent)
         partial = final.parent / f".{final.name}.partial"
-        partial.mkdir()
+        _made_in(final.parent, partial.mkdir)
         throttle = Throttle(self.max_bandwidth)
         records = []
         folders = {partial}
