@@ -72,7 +72,7 @@ def _makedirs(path: Path) -> None:
 
 
 #: How many times a write into a folder is tried again after the folder vanished under it.
-FOLDER_RACES = 100
+_FOLDER_RACES = 100
 
 
 def _made_in(folder: Path, make: Callable[[], T]) -> T:
@@ -86,7 +86,7 @@ def _made_in(folder: Path, make: Callable[[], T]) -> T:
     while the folders were being made) the folders are made again and the entry tried again;
     each retry means another process emptied a folder meanwhile.
     """
-    for _ in range(FOLDER_RACES - 1):
+    for _ in range(_FOLDER_RACES - 1):
         try:
             _makedirs(folder)
             return make()

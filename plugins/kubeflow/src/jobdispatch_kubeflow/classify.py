@@ -840,7 +840,7 @@ def _launch_key(attempt: int) -> str:
 #: TrainJob's deadline deletes the pods at once. A failed pull is kept from its first failure:
 #: on a loaded node the back-off may not be shown before the deadline, and the pin is read
 #: only for a run that never started.
-_LAUNCH_BACKOFF = frozenset(
+_LAUNCH_PINNED_WAITING = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
 )
 
@@ -932,7 +932,7 @@ def pins(chain: Chain) -> dict[str, str]:
             if _attempt(pod) != attempt:
                 continue
             for cs in _statuses(pod):
-                if (_get(cs, "state", "waiting") or {}).get("reason") in _LAUNCH_BACKOFF:
+                if (_get(cs, "state", "waiting") or {}).get("reason") in _LAUNCH_PINNED_WAITING:
                     cause = pod_cause(pod, chain.nodes)
                     if cause is not None and cause.kind is CauseKind.LAUNCH_FAILED:
                         return {_launch_key(attempt): _pin_value(pod, cause)}
