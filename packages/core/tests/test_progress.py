@@ -31,6 +31,7 @@ from jobdispatch import triggers as tr
 from jobdispatch.errors import Rejected, ValidationError
 from jobdispatch.job import Job
 from jobdispatch.memory import MemoryBackend
+from jobdispatch.phases import phase
 from jobdispatch.plan import make_plan
 from jobdispatch.progress import (
     BLIND,
@@ -41,7 +42,6 @@ from jobdispatch.progress import (
     Resumed,
     Sighted,
     judge,
-    phase,
     window,
 )
 from jobdispatch.records import events as ev

@@ -1,8 +1,10 @@
 """Ownership, the piece both the supervisor and the simulator's processes run: acquire when
-missing, renew past half the lease's life by the holder's clock, forget on Conflict."""
+missing, renew between a third and a half of the lease's life (each job at its own point) by
+the holder's clock, forget on Conflict."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 import hypothesis.strategies as st
@@ -11,10 +13,11 @@ from hypothesis import given
 from jobdispatch import JobSpec, ManualClock
 from jobdispatch.memory import MemoryBackend, Shape
 from jobdispatch.records.memory import MemoryRecords
+from jobdispatch.records.store import Lease, Refusal
 from jobdispatch.testing import job_of
 from jobdispatch_conformance.records import make_header
 from jobdispatch_supervise import Ownership, Supervisor
-from jobdispatch_supervise.ownership import fair_share
+from jobdispatch_supervise.ownership import RENEWAL_SPREAD, fair_share
 
 TTL = timedelta(seconds=30)
 
@@ -30,18 +33,69 @@ def _store_with_job() -> tuple[ManualClock, MemoryRecords, str]:
     return clock, store, job_of(plan)
 
 
-def test_a_lease_is_acquired_once_kept_while_young_and_renewed_past_half_its_life() -> None:
+def test_a_lease_is_acquired_once_kept_while_young_and_renewed_by_half_its_life() -> None:
     clock, store, job = _store_with_job()
     mine = Ownership(store, "a", TTL, clock)
     first = mine.own(job)
     assert first is not None and first.holder == "a"
-    clock.advance(TTL / 2 - timedelta(seconds=1))
-    assert mine.own(job) == first  # more than half left: the same lease, no store call
-    clock.advance(timedelta(seconds=2))
+    clock.advance(TTL / 3 - timedelta(seconds=1))
+    assert mine.own(job) == first  # more than two thirds left: the same lease, no store call
+    clock.advance(TTL / 2 - TTL / 3 + timedelta(seconds=2))
     renewed = mine.own(job)
     assert renewed is not None and renewed.token == first.token
     assert renewed.expires > first.expires
     assert mine.held(job) == renewed
+
+
+@given(st.text(min_size=1, max_size=40), st.integers(min_value=1, max_value=3_600))
+def test_each_jobs_lease_is_renewed_at_its_own_point_between_a_third_and_a_half_of_its_life(
+    job: str, seconds: int
+) -> None:
+    ttl = timedelta(seconds=seconds)
+    mine = Ownership(MemoryRecords(), "a", ttl, ManualClock())
+    below = mine.renew_below(job)
+    assert ttl / 2 <= below <= ttl / 2 + ttl * RENEWAL_SPREAD
+    assert ttl * RENEWAL_SPREAD == ttl / 6
+    assert below == Ownership(MemoryRecords(), "b", ttl, ManualClock()).renew_below(job)
+
+
+class _Renewals(MemoryRecords):
+    """The memory store, keeping how many leases each ``renew_many`` renewed."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock=clock)
+        self.batches: list[int] = []
+
+    def renew_many(self, leases: Sequence[Lease], ttl: timedelta) -> tuple[Lease | Refusal, ...]:
+        self.batches.append(len(leases))
+        return super().renew_many(leases, ttl)
+
+
+def test_leases_taken_in_one_poll_are_renewed_over_several_and_each_in_time() -> None:
+    """A launch (or a takeover) takes every lease in one poll; their renewals must not all
+    land in one later poll, and none may wait past half the lease's life."""
+    clock = ManualClock()
+    store = _Renewals(clock)
+    jobs = _jobs(store, 600)
+    mine = Ownership(store, "a", TTL, clock)
+    taken = mine.own_many(jobs)
+    assert len(taken) == 600
+    for _ in range(int(TTL.total_seconds())):  # one poll a second for a whole lease
+        clock.advance(timedelta(seconds=1))
+        before = {j: mine.held(j) for j in jobs}
+        mine.own_many(jobs)
+        for j in jobs:
+            lease, was = mine.held(j), before[j]
+            assert lease is not None and was is not None
+            left = was.expires - clock()
+            if lease != was:  # renewed now: it was due, and not before a third of its life
+                assert left < mine.renew_below(j) and left <= TTL * 2 / 3
+            else:  # kept: more than half of it is left
+                assert left >= mine.renew_below(j) > TTL / 2
+    assert sum(store.batches) >= 600  # every lease renewed at least once in the lease
+    # Spread over the sixth of a lease (5 polls of 1 s): no poll renews nearly all of them.
+    assert max(store.batches) < 600 / 3
+    assert len(store.batches) >= 5
 
 
 def test_a_job_another_holds_is_refused_and_taken_once_that_lease_lapses() -> None:

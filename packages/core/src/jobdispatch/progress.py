@@ -28,8 +28,6 @@ never stall. It does no I/O and reads no clock.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeAlias, runtime_checkable
@@ -38,6 +36,7 @@ import attrs
 
 from jobdispatch.job import Job, ProgressRec
 from jobdispatch.members import OBJ_RUNNING, ORIGIN_OUTPUT, ORIGIN_PUBLICATION, STALL_ENFORCE
+from jobdispatch.phases import phase
 from jobdispatch.records.events import Origin
 from jobdispatch.spi import Growth, ObjectRef
 from jobdispatch.triggers import Blind as BlindEscalation
@@ -64,7 +63,6 @@ __all__ = [
     "Stall",
     "Verdict",
     "judge",
-    "phase",
     "window",
 ]
 
@@ -74,22 +72,6 @@ _DEFAULT_SOURCE = ProgressSource(root="")
 
 #: Where every job's ``record_every`` windows are counted from (shifted by its :func:`phase`).
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_TICK = timedelta(microseconds=1)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def phase(job: JobID, every: timedelta) -> timedelta:
-    """Where in each ``every`` the job's recording windows start: a fixed offset in
-    ``[0, every)`` drawn from a digest of its id, so the same id always has the same phase (the
-    simulator's records are replayed byte for byte) and many jobs' phases spread evenly over the
-    interval. Why: jobs launched in one poll would otherwise all see their interval end in the
-    same later poll, and that poll would commit evidence for every one of them at once.
-    Remembered per id (a pure function: the cache only spares a digest per job per poll)."""
-    ticks = every // _TICK
-    if ticks <= 0:
-        return timedelta(0)
-    drawn = int.from_bytes(hashlib.sha256(job.encode()).digest()[:8], "big")
-    return (drawn % ticks) * _TICK
 
 
 def window(job: JobID, every: timedelta, at: datetime) -> int:

@@ -88,7 +88,8 @@ class Supervisor:
             the backend nothing (``Observer.get(job, discovery)``). Its errors are logged.
         watch_limit: the most jobs ``serve`` follows on the adapter's Watcher at once (where
             its pacing says a watch brings news early); ``run`` follows its one job.
-        lease_ttl: how long ownership lasts without renewal; renewed at half of it.
+        lease_ttl: how long ownership lasts without renewal; renewed between a third and a
+            half of it, each job at its own point (:class:`Ownership`).
         holder: this supervisor's identity in leases and in the record.
         sleep: how to wait (an Event's wait by default, so ``stop`` interrupts it).
         sweep_every: how often ``serve`` looks for residual objects of settled jobs.
@@ -168,7 +169,7 @@ class Supervisor:
         self.lease_ttl = lease_ttl
         self.holder = holder or _holder_id()
         self.heartbeat = heartbeat
-        #: Within a renewed lease's life (renewed with half of it left) whatever the ttl.
+        #: Within a renewed lease's life (renewed with half of it left, or more) whatever the ttl.
         self._send_margin = min(SEND_MARGIN, lease_ttl / 4)
         self.outbox = Outbox(
             self.store,
