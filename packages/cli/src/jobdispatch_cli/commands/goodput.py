@@ -1,27 +1,30 @@
 """``goodput``: where the time of a cluster's jobs went, by part, cause, rule and job.
 
 It reads the cluster's records (every one, or the JOBs named), and hands them to the core's
-pure :func:`jobdispatch.goodput.report` with the window and filters given: nothing here
-computes a figure, it only selects, reads and shows.
+pure :func:`jobdispatch.goodput.report` with the window and filters given: the figures are
+the core's, this only selects, reads and shows, and keeps settled jobs' figures in a cache
+(:mod:`jobdispatch_cli.goodput_cache`) so a later report need not read those records again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import click
 from jobdispatch.errors import Invalid, NotFound, Unreadable
 from jobdispatch.exitcodes import ExitCode
-from jobdispatch.goodput import Selection, report
+from jobdispatch.goodput import JobSummary, Selection, report, summarize
 from jobdispatch.records import events as ev
-from jobdispatch.records.store import ListFilter, read_in_batches
-from jobdispatch.types import State
+from jobdispatch.records.store import READ_BATCH, ListFilter, Records, Revisions, read_in_batches
+from jobdispatch.types import JobID, State
 
 from jobdispatch_cli.commands import json_option, pass_app
 from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.context import App
 from jobdispatch_cli.durations import parse_duration
+from jobdispatch_cli.goodput_cache import FiguresCache, cache_path
 from jobdispatch_cli.goodput_view import report_data, report_view
 from jobdispatch_cli.render import dumps
 
@@ -45,13 +48,47 @@ def moment(value: str, now: datetime, option: str) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
-def _views(app: App, jobs: tuple[str, ...], bad: list[Unreadable]) -> Iterator[ev.View]:
+def _views(
+    app: App, jobs: tuple[str, ...], bad: list[Unreadable], now: datetime, *, cache: bool
+) -> Iterator[ev.View | JobSummary]:
     """The records of ``jobs`` (every job when none is named), read in batches (a read
     transaction, or a round trip to a server, per batch rather than per record); those that
     cannot be read are told on standard error and kept in ``bad``, so the others are still
-    counted."""
+    counted.
+
+    With ``cache`` and a store that tells revisions without reading (:class:`Revisions`), a
+    settled job whose figures the cache holds at its current revision comes as those figures
+    (its record is not read), and every settled record read is summarized and kept for next
+    time. Jobs come in the same order either way."""
     store = app.store()
     ids = [app.job(j) for j in jobs] if jobs else list(store.list(ListFilter(settled=None)))
+    path = _cache_file(app, store) if cache else None
+    if path is None or not isinstance(store, Revisions):
+        yield from _read(app, store, ids, bad)
+        return
+    with FiguresCache(path) as kept:
+        for start in range(0, len(ids), READ_BATCH):
+            batch = ids[start : start + READ_BATCH]
+            revisions = dict(zip(batch, store.revisions(batch), strict=True))
+            hits = kept.get({j: r for j, r in revisions.items() if r is not None})
+            misses = [j for j in batch if j not in hits and revisions[j] is not None]
+            fresh: dict[JobID, ev.View | JobSummary] = {}
+            keep: list[tuple[int, JobSummary]] = []
+            for view in _read(app, store, misses, bad):
+                if _settled(view):
+                    summary = summarize(view, now)
+                    fresh[view.header.job] = summary
+                    keep.append((len(view.events), summary))
+                else:
+                    fresh[view.header.job] = view  # its figures move with now: not kept
+            kept.put(keep)
+            for job in batch:
+                got = hits.get(job) or fresh.get(job)
+                if got is not None:
+                    yield got
+
+
+def _read(app: App, store: Records, ids: list[JobID], bad: list[Unreadable]) -> Iterator[ev.View]:
     for _, answer in read_in_batches(store, ids):
         if isinstance(answer, ev.View):
             yield answer
@@ -60,6 +97,27 @@ def _views(app: App, jobs: tuple[str, ...], bad: list[Unreadable]) -> Iterator[e
             bad.append(answer)
         elif not isinstance(answer, NotFound):  # NotFound: listed, then gone
             raise answer
+
+
+def _settled(view: ev.View) -> bool:
+    # From the end: a settled record's settlement is among its last events.
+    return any(type(e) is ev.Settled for e in reversed(view.events))
+
+
+def _cache_file(app: App, store: Records) -> Path | None:
+    """Where the figures cache of ``app``'s store is: named by the LMDB directory's resolved
+    path, or by the PostgreSQL server, database and schema (as the store names itself in
+    messages: never a password); None for a store of another kind, which gets no cache."""
+    shared = app.shared_store()
+    if shared is None:
+        return cache_path(f"lmdb {app.store_dir.resolve()}")
+    try:
+        from jobdispatch_records_postgres import PostgresRecords
+    except ImportError:
+        return None
+    if isinstance(store, PostgresRecords):
+        return cache_path(f"postgresql {store.settings.where()}")
+    return None
 
 
 def _clusters(app: App) -> list[App]:
@@ -120,6 +178,11 @@ def register(group: click.Group) -> None:
         "--checkpoint-cost",
         help="How long one checkpoint write takes (90s), for the interval where none was measured.",
     )
+    @click.option(
+        "--no-cache",
+        is_flag=True,
+        help="Read every record afresh: neither use nor fill the cache of settled jobs' figures.",
+    )
     @json_option
     @pass_app
     def goodput(
@@ -132,6 +195,7 @@ def register(group: click.Group) -> None:
         submitters: tuple[str, ...],
         all_clusters: bool,
         checkpoint_cost: str | None,
+        no_cache: bool,
         as_json: bool,
     ) -> int:
         """Where the cluster's job time went: productive, queued, lost to each cause and rule.
@@ -141,7 +205,11 @@ def register(group: click.Group) -> None:
         relaunch, clean-up, unknown), each loss charged to the ending it follows and the rule
         that acted. --since and --until clip the jobs to a window. The cluster's prices, when
         configured, turn resource time into cost; its interruptions give the checkpoint
-        interval that minimises expected loss (Young/Daly)."""
+        interval that minimises expected loss (Young/Daly).
+
+        Settled jobs' figures are cached (under $XDG_CACHE_HOME/jobdispatch/goodput), each
+        used only while its record is at the revision it was computed from; --no-cache
+        reads every record afresh."""
         app.reads_only = True
         now = datetime.now(UTC)
         cost: timedelta | None = None
@@ -172,7 +240,11 @@ def register(group: click.Group) -> None:
         bad: list[Unreadable] = []
         try:
             got = report(
-                ((a.cluster_config.name, v) for a in apps for v in _views(a, jobs, bad)),
+                (
+                    (a.cluster_config.name, v)
+                    for a in apps
+                    for v in _views(a, jobs, bad, now, cache=not no_cache)
+                ),
                 now,
                 selection,
                 prices=prices,
