@@ -23,12 +23,13 @@ import hashlib
 import os
 import sqlite3
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
+from jobdispatch.errors import NotFound, Unreadable
 from jobdispatch.goodput import (
     FIGURES_VERSION,
     Blame,
@@ -39,12 +40,23 @@ from jobdispatch.goodput import (
     RunFigures,
     Span,
     Unit,
+    summarize,
 )
+from jobdispatch.records import events as ev
+from jobdispatch.records.store import READ_BATCH, Records, Revisions, read_in_batches
 from jobdispatch.types import CauseKind, Enforcer, JobID, State
 
 from jobdispatch_cli.private import private_dir
 
-__all__ = ["FORMAT", "FiguresCache", "cache_home", "cache_path", "decode", "encode"]
+__all__ = [
+    "FORMAT",
+    "FiguresCache",
+    "cache_home",
+    "cache_path",
+    "decode",
+    "encode",
+    "read_through",
+]
 
 #: How a summary is laid out in the file (:func:`encode`). Raise it with any change to the
 #: layout; the file is keyed by it and by the figures' own version.
@@ -349,3 +361,65 @@ class FiguresCache:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+# ------------------------------------------------------------------------- the reading
+
+
+def read_through(
+    store: Records,
+    jobs: Sequence[JobID],
+    now: datetime,
+    cache: FiguresCache | None,
+    unreadable: Callable[[Unreadable], None],
+) -> Iterator[ev.View | JobSummary]:
+    """What :func:`jobdispatch.goodput.report` takes for each of ``jobs``, in order: the
+    summary ``cache`` keeps for a job at its record's current revision, else the record.
+
+    Records are read in batches of :data:`READ_BATCH` (one read transaction, or round trip,
+    each); each batch's revisions are asked first (:class:`Revisions`, no event decoded) and
+    only the records the cache cannot answer for are read. A settled record read is
+    summarized here and its summary kept, under the revision of the view read (the record may
+    have grown since its revision was asked); one not settled goes to the report as it is.
+    Without a cache, or with a store that cannot tell revisions, every record is read. A
+    record that cannot be read goes to ``unreadable``; one listed and then gone is left out;
+    any other error of a read is raised."""
+    if cache is None or not cache.usable or not isinstance(store, Revisions):
+        yield from _read(store, jobs, unreadable)
+        return
+    for start in range(0, len(jobs), READ_BATCH):
+        batch = jobs[start : start + READ_BATCH]
+        revisions = dict(zip(batch, store.revisions(batch), strict=True))
+        hits = cache.get({j: r for j, r in revisions.items() if r is not None})
+        misses = [j for j in batch if j not in hits and revisions[j] is not None]
+        fresh: dict[JobID, ev.View | JobSummary] = {}
+        keep: list[tuple[int, JobSummary]] = []
+        for view in _read(store, misses, unreadable):
+            if _settled(view):
+                summary = summarize(view, now)
+                fresh[view.header.job] = summary
+                keep.append((len(view.events), summary))
+            else:
+                fresh[view.header.job] = view  # its figures move with now: not kept
+        cache.put(keep)
+        for job in batch:
+            got = hits.get(job) or fresh.get(job)
+            if got is not None:
+                yield got
+
+
+def _read(
+    store: Records, jobs: Sequence[JobID], unreadable: Callable[[Unreadable], None]
+) -> Iterator[ev.View]:
+    for _, answer in read_in_batches(store, jobs):
+        if isinstance(answer, ev.View):
+            yield answer
+        elif isinstance(answer, Unreadable):
+            unreadable(answer)
+        elif not isinstance(answer, NotFound):  # NotFound: listed, then gone
+            raise answer
+
+
+def _settled(view: ev.View) -> bool:
+    # From the end: a settled record's settlement is among its last events.
+    return any(type(e) is ev.Settled for e in reversed(view.events))

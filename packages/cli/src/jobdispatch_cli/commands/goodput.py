@@ -8,23 +8,24 @@ the core's, this only selects, reads and shows, and keeps settled jobs' figures 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
-from jobdispatch.errors import Invalid, NotFound, Unreadable
+from jobdispatch.errors import Invalid, Unreadable
 from jobdispatch.exitcodes import ExitCode
-from jobdispatch.goodput import JobSummary, Selection, report, summarize
+from jobdispatch.goodput import JobSummary, Selection, report
 from jobdispatch.records import events as ev
-from jobdispatch.records.store import READ_BATCH, ListFilter, Records, Revisions, read_in_batches
-from jobdispatch.types import JobID, State
+from jobdispatch.records.store import ListFilter, Records, Revisions
+from jobdispatch.types import State
 
 from jobdispatch_cli.commands import json_option, pass_app
 from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.context import App
 from jobdispatch_cli.durations import parse_duration
-from jobdispatch_cli.goodput_cache import FiguresCache, cache_path
+from jobdispatch_cli.goodput_cache import FiguresCache, cache_path, read_through
 from jobdispatch_cli.goodput_view import report_data, report_view
 from jobdispatch_cli.render import dumps
 
@@ -52,56 +53,21 @@ def _views(
     app: App, jobs: tuple[str, ...], bad: list[Unreadable], now: datetime, *, cache: bool
 ) -> Iterator[ev.View | JobSummary]:
     """The records of ``jobs`` (every job when none is named), read in batches (a read
-    transaction, or a round trip to a server, per batch rather than per record); those that
-    cannot be read are told on standard error and kept in ``bad``, so the others are still
-    counted.
-
-    With ``cache`` and a store that tells revisions without reading (:class:`Revisions`), a
-    settled job whose figures the cache holds at its current revision comes as those figures
-    (its record is not read), and every settled record read is summarized and kept for next
-    time. Jobs come in the same order either way."""
+    transaction, or a round trip to a server, per batch rather than per record), settled
+    jobs' figures taken from the cache where it holds them at their record's revision
+    (:func:`~jobdispatch_cli.goodput_cache.read_through`); records that cannot be read are
+    told on standard error and kept in ``bad``, so the others are still counted."""
     store = app.store()
     ids = [app.job(j) for j in jobs] if jobs else list(store.list(ListFilter(settled=None)))
-    path = _cache_file(app, store) if cache else None
-    if path is None or not isinstance(store, Revisions):
-        yield from _read(app, store, ids, bad)
-        return
-    with FiguresCache(path) as kept:
-        for start in range(0, len(ids), READ_BATCH):
-            batch = ids[start : start + READ_BATCH]
-            revisions = dict(zip(batch, store.revisions(batch), strict=True))
-            hits = kept.get({j: r for j, r in revisions.items() if r is not None})
-            misses = [j for j in batch if j not in hits and revisions[j] is not None]
-            fresh: dict[JobID, ev.View | JobSummary] = {}
-            keep: list[tuple[int, JobSummary]] = []
-            for view in _read(app, store, misses, bad):
-                if _settled(view):
-                    summary = summarize(view, now)
-                    fresh[view.header.job] = summary
-                    keep.append((len(view.events), summary))
-                else:
-                    fresh[view.header.job] = view  # its figures move with now: not kept
-            kept.put(keep)
-            for job in batch:
-                got = hits.get(job) or fresh.get(job)
-                if got is not None:
-                    yield got
 
+    def unreadable(exc: Unreadable) -> None:
+        app.err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
+        bad.append(exc)
 
-def _read(app: App, store: Records, ids: list[JobID], bad: list[Unreadable]) -> Iterator[ev.View]:
-    for _, answer in read_in_batches(store, ids):
-        if isinstance(answer, ev.View):
-            yield answer
-        elif isinstance(answer, Unreadable):
-            app.err.print(str(answer), style="red", markup=False, highlight=False, soft_wrap=True)
-            bad.append(answer)
-        elif not isinstance(answer, NotFound):  # NotFound: listed, then gone
-            raise answer
-
-
-def _settled(view: ev.View) -> bool:
-    # From the end: a settled record's settlement is among its last events.
-    return any(type(e) is ev.Settled for e in reversed(view.events))
+    path = _cache_file(app, store) if cache and isinstance(store, Revisions) else None
+    with contextlib.ExitStack() as stack:
+        kept = None if path is None else stack.enter_context(FiguresCache(path))
+        yield from read_through(store, ids, now, kept, unreadable)
 
 
 def _cache_file(app: App, store: Records) -> Path | None:
