@@ -294,9 +294,9 @@ class FiguresCache:
                 os.unlink(f"{self.path}{suffix}")
 
     def get(self, revisions: Mapping[JobID, int]) -> dict[JobID, JobSummary]:
-        """The summaries kept for these jobs at exactly these revisions (at most one
-        statement's worth at a time: give a batch, :data:`~jobdispatch.records.store.
-        READ_BATCH` jobs). A kept summary of another revision, or one that does not decode,
+        """The summaries kept for these jobs at exactly these revisions, in one statement
+        (so a batch at a time: :data:`READ_BATCH` jobs, well under SQLite's limit of bound
+        values). A kept summary of another revision, or one that does not decode,
         is left out: the caller computes it again."""
         db = self._db
         if db is None or not revisions:
