@@ -23,13 +23,17 @@ TIMEOUT = 120.0
 def environment(**settings: str) -> dict[str, str]:
     """This process's environment for the command, with ``settings`` added: without any
     ``JOBDISPATCH_`` variable of the developer's (a test names its own configuration), and
-    without ``PYTHONDONTWRITEBYTECODE``, so the many short runs reuse compiled modules."""
+    without ``PYTHONDONTWRITEBYTECODE``, so the many short runs reuse compiled modules. A test
+    that names its own state folder gets a cache folder beside it (``goodput`` keeps figures
+    there), never the developer's."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("JOBDISPATCH_") and k != "PYTHONDONTWRITEBYTECODE"
     }
     env.update(settings)
+    if "XDG_STATE_HOME" in settings and "XDG_CACHE_HOME" not in settings:
+        env["XDG_CACHE_HOME"] = str(Path(settings["XDG_STATE_HOME"]).parent / "cache")
     return env
 
 

@@ -107,6 +107,7 @@ from jobdispatch.records.store import (
     ListFilter,
     Measured,
     Records,
+    Revisions,
     Surveyed,
 )
 from jobdispatch.types import Actor, CheckpointMode, JobSpec, Plan, UnmatchedPolicy
@@ -1215,6 +1216,30 @@ class RecordStoreSuite:
         later = store.survey()
         assert dict(later.leases) == {"m1": 1}  # sv-b's lease lapsed, sv-c's has not
         assert later.members["m1"] <= later.now  # lapsed, and nobody announced to prune it
+
+    def test_revisions_tells_each_records_revision_without_reading_it(
+        self, store: Records, clock: ManualClock
+    ) -> None:
+        """``revisions()`` is optional: a store that offers it answers, per job in request
+        order, the revision a read would give now (after create, after each append, after
+        settlement), and None for a job it has no record of; a reader that keeps figures
+        derived from records trusts them only at the revision they came from."""
+        if not isinstance(store, Revisions):
+            pytest.skip("the store does not offer revisions() (optional)")
+        assert store.revisions([]) == ()
+        store.create(make_header("rv-a", at=clock()))
+        store.create(make_header("rv-b", at=clock()), [evidence(1), evidence(2)])
+        assert store.revisions(["rv-a", "rv-b", "rv-none"]) == (0, 2, None)
+        store.append("rv-a", [evidence(3)], expect_revision=0)
+        lease = store.acquire("rv-b", "m1", _ttl(10))
+        store.append("rv-b", [settle()], expect_revision=2, owner=lease)
+        assert store.revisions(["rv-b", "rv-a", "rv-b"]) == (3, 1, 3)
+        store.append("rv-b", [evidence(4)], expect_revision=3)  # a settled record still grows
+        got = store.revisions(["rv-a", "rv-b"])
+        assert got == (1, 4)
+        assert got == tuple(len(store.read(job).events) for job in ("rv-a", "rv-b"))
+        with pytest.raises(Invalid):
+            store.revisions("rv-a")  # one string where job ids are wanted
 
     def test_a_survey_tells_what_each_member_measured_absent_when_unmeasured(
         self, store: Records, clock: ManualClock

@@ -58,6 +58,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     )
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # goodput's figures cache
     for name in ("JOBDISPATCH_CLUSTER", "JOBDISPATCH_STORE", "JOBDISPATCH_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     yield tmp_path

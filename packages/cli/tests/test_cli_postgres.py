@@ -7,6 +7,7 @@ JOBDISPATCH_REQUIRE_SERVICES=1."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 from jobdispatch import plugins
 from jobdispatch_cli.config import SharedStore, cluster_schema, load_config
-from jobdispatch_records_postgres import testing
+from jobdispatch_records_postgres import PostgresRecords, testing
+
+from .test_cli_goodput_cache import settled_record
 
 Invoke = Callable[..., Any]  # the conftest's fixture: (*args) -> Ran(code, out, err)
 JobFile = Callable[..., Path]
@@ -92,6 +95,35 @@ def test_submit_list_and_cancel_through_the_store_table(
     assert invoke("cancel", job).code == 0
     clusters = invoke("clusters", "--json").json()["clusters"]
     assert clusters[0]["store"] == f"postgresql schema {pg['schema']}"
+
+
+def test_goodput_keeps_a_shared_stores_figures_in_a_private_file_that_names_nothing(
+    invoke: Invoke, home: Path, pg: dict[str, Any]
+) -> None:
+    """The figures cache of a PostgreSQL store is a file of its own per schema, 0600 in a
+    0700 folder, and neither its name nor its content holds the password, the server or the
+    schema (its name is a hash of the server, database and schema)."""
+    with PostgresRecords(pg) as store:
+        s = settled_record("pg-job")
+        store.create(s.header, s.events)
+    path = _config(home)
+    path.write_text(
+        path.read_text()
+        + f'\n[store]\nkind = "postgresql"\ndsn = "{pg["dsn"]}"\n'
+        + f'password_file = "{pg["password_file"]}"\nschema = "{pg["schema"]}"\n'
+    )
+    first = invoke("goodput", "--json")
+    assert first.code == 0, first.err
+    assert [j["job"] for j in first.json()["jobs"]] == ["pg-job"]
+    (cache,) = (home / "cache" / "jobdispatch" / "goodput").glob("*.sqlite")
+    assert invoke("goodput", "--json").json()["jobs"] == first.json()["jobs"]
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
+    password = Path(pg["password_file"]).read_text().strip()
+    content = cache.read_bytes()
+    for secret in (password, pg["schema"], pg["dsn"]):
+        assert secret not in cache.name and secret.encode() not in content
+    assert b"pg-job" in content  # the file is the one that holds the figures
 
 
 # ------------------------------------------------------------ what a store that cannot serve says

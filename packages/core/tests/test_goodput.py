@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from jobdispatch.errors import ValidationError
 from jobdispatch.goodput import (
     ExecutionEvidence,
+    JobSummary,
     Part,
     Prices,
     QueueReason,
@@ -21,6 +22,7 @@ from jobdispatch.goodput import (
     goodput,
     prices_from,
     report,
+    summarize,
     young_daly,
 )
 from jobdispatch.records import events as ev
@@ -342,6 +344,66 @@ def test_the_parts_add_up_exactly_to_the_total_for_every_record(
             lo = max(r.started_at, g.created_at)
             hi = min(r.ended_at, g.until)
             assert r.running_micros == max(0, int((hi - lo) / timedelta(microseconds=1)))
+
+
+@st.composite
+def many_records(draw: st.DrawFn) -> tuple[list[ev.View], datetime]:
+    """A few generated records, each its own job, with names and submitters that differ, so a
+    selection can tell them apart."""
+    views: list[ev.View] = []
+    now = T0
+    for i in range(draw(st.integers(1, 4))):
+        view, at = draw(records())
+        header = attrs.evolve(
+            view.header,
+            job=f"job{i}",
+            spec=attrs.evolve(view.header.spec, name=draw(st.sampled_from(["train", "eval"]))),
+            created_by=Actor.human(draw(st.sampled_from(["ops", "ana"]))),
+        )
+        views.append(ev.View(header, view.events))
+        now = max(now, at)
+    return views, now
+
+
+_STATES = [State.SUCCEEDED, State.FAILED, State.CANCELLED]
+
+
+@settings(max_examples=200, deadline=None)
+@given(many_records(), st.data())
+def test_a_report_from_summaries_is_the_report_from_the_views(
+    got: tuple[list[ev.View], datetime], data: st.DataObject
+) -> None:
+    """The CLI hands the report cached summaries for some jobs and views for the others: the
+    report must come out the same whichever it got, for any selection and window."""
+    views, now = got
+    a, b = sorted(data.draw(st.lists(st.integers(0, 4000), min_size=2, max_size=2)))
+    selection = Selection(
+        names=tuple(data.draw(st.lists(st.sampled_from(["train", "ev*", "x"]), max_size=2))),
+        states=tuple(data.draw(st.lists(st.sampled_from(_STATES), max_size=2))),
+        submitters=tuple(data.draw(st.lists(st.sampled_from(["ops", "human:ana"]), max_size=1))),
+        since=data.draw(st.sampled_from([None, T0 + timedelta(seconds=a)])),
+        until=data.draw(st.sampled_from([None, T0 + timedelta(seconds=b + 1)])),
+    )
+    prices = {"c": Prices(gpu_hour=2.5, core_hour=0.1)}
+    summaries: list[ev.View | JobSummary] = [summarize(v, now) for v in views]
+    mixed: list[ev.View | JobSummary] = [
+        summarize(v, now) if data.draw(st.booleans()) else v for v in views
+    ]
+    from_views = report([("c", v) for v in views], now, selection, prices=prices)
+    assert report([("c", s) for s in summaries], now, selection, prices=prices) == from_views
+    assert report([("c", m) for m in mixed], now, selection, prices=prices) == from_views
+
+
+def test_a_summary_keeps_the_labels_of_the_rules_its_spans_blame() -> None:
+    """The totals by rule are keyed by the rule's label, which comes from the plan: a summary
+    carries the labels of the rules it blames, and names any other by its index."""
+    s = _preempted_then_done()
+    summary = summarize(s.view(), s.now)
+    blamed = {x.blame.rule for x in summary.figures.spans if x.blame.rule is not None}
+    assert blamed and set(summary.rule_labels) == blamed
+    assert all(summary.rule_label(r).startswith(f"{r}: ") for r in blamed)
+    assert summary.rule_label(99) == "99"
+    assert summary.submitter_id == "ops"
 
 
 @settings(max_examples=100, deadline=None)

@@ -65,12 +65,14 @@ from jobdispatch.types import (
 )
 
 __all__ = [
+    "FIGURES_VERSION",
     "INTERRUPTIONS",
     "Blame",
     "ClusterFigures",
     "ExecutionEvidence",
     "Figure",
     "JobGoodput",
+    "JobSummary",
     "Part",
     "Prices",
     "Progress",
@@ -86,6 +88,7 @@ __all__ = [
     "goodput",
     "prices_from",
     "report",
+    "summarize",
     "young_daly",
 ]
 
@@ -377,6 +380,48 @@ class JobGoodput:
             if b > a:
                 spans.append(attrs.evolve(s, start=a, end=b) if (a, b) != (s.start, s.end) else s)
         return attrs.evolve(self, spans=tuple(spans))
+
+
+#: The version of what :func:`summarize` computes from a record. Figures kept apart from the
+#: record (the CLI's cache of settled jobs' figures) are kept under it and never used under
+#: another: raise it with any change to the fold that can change a figure, or to
+#: :class:`JobGoodput` or :class:`JobSummary` themselves.
+FIGURES_VERSION = 1
+
+
+@attrs.frozen(kw_only=True)
+class JobSummary:
+    """Everything :func:`report` needs of one job, without its record: its figures, and the two
+    things the report otherwise reads from the view beside them (the submitter's id, which a
+    selection by submitter matches, and the labels of the rules its spans blame, which the
+    totals by rule are keyed by).
+
+    It exists so a caller can hand the report figures it already has: a settled job's summary
+    never changes while its record does not (its figures end at settlement, whatever ``now``),
+    so it can be kept and used again instead of reading and folding the record once more.
+    """
+
+    figures: JobGoodput
+    submitter_id: str
+    #: ``rule_key`` of each rule a span blames, by the rule's index.
+    rule_labels: Mapping[int, str] = attrs.field(factory=dict)
+
+    def rule_label(self, rule: int) -> str:
+        label = self.rule_labels.get(rule)
+        return label if label is not None else str(rule)
+
+
+def summarize(view: ev.View, now: datetime, evidence: Evidence | None = None) -> JobSummary:
+    """``view``'s :class:`JobSummary` as of ``now``: its :func:`goodput` and what the report
+    reads of its header. Pure."""
+    figures = goodput(view, now, evidence)
+    plan = view.header.plan
+    rules = {s.blame.rule for s in figures.spans if s.blame.rule is not None}
+    return JobSummary(
+        figures=figures,
+        submitter_id=view.header.created_by.id,
+        rule_labels={r: rule_key(plan, r) for r in sorted(rules)},
+    )
 
 
 def _us(delta: timedelta) -> int:
@@ -995,21 +1040,41 @@ class Selection:
 
     def wants(self, view: ev.View, state: State | None) -> bool:
         header = view.header
-        if self.jobs and header.job not in self.jobs:
+        return self._wants(
+            header.job,
+            header.spec.name,
+            (str(header.created_by), header.created_by.id),
+            header.created_at,
+            state,
+        )
+
+    def wants_summary(self, summary: JobSummary) -> bool:
+        """:meth:`wants` for a job known by its :class:`JobSummary` (the same answer as for
+        its view: the summary keeps what the selection matches)."""
+        f = summary.figures
+        return self._wants(
+            f.job, f.name, (f.submitter, summary.submitter_id), f.created_at, f.state
+        )
+
+    def _wants(
+        self,
+        job: str,
+        name: str,
+        submitter: tuple[str, str],
+        created_at: datetime,
+        state: State | None,
+    ) -> bool:
+        if self.jobs and job not in self.jobs:
             return False
-        if self.names:
-            name = header.spec.name
-            if not any(
-                name.startswith(n[:-1]) if n.endswith("*") else name == n for n in self.names
-            ):
-                return False
-        if self.submitters and not any(
-            s in (str(header.created_by), header.created_by.id) for s in self.submitters
+        if self.names and not any(
+            name.startswith(n[:-1]) if n.endswith("*") else name == n for n in self.names
         ):
+            return False
+        if self.submitters and not any(s in submitter for s in self.submitters):
             return False
         if self.states and state not in self.states:
             return False
-        return self.until is None or header.created_at < self.until
+        return self.until is None or created_at < self.until
 
 
 @attrs.define
@@ -1109,7 +1174,7 @@ def rule_key(plan: Plan, rule: int) -> str:
 
 
 def report(
-    records: Iterable[tuple[str, ev.View]],
+    records: Iterable[tuple[str, ev.View | JobSummary]],
     now: datetime,
     selection: Selection | None = None,
     *,
@@ -1118,7 +1183,11 @@ def report(
     evidence: Mapping[str, Evidence] | None = None,
 ) -> Report:
     """The figures of every selected record (``(cluster, view)`` pairs), limited to the
-    selection's window and totalled by cause, rule, cluster and job. Pure."""
+    selection's window and totalled by cause, rule, cluster and job. Pure.
+
+    A record may come as its :class:`JobSummary` instead of its view (``(cluster, summary)``):
+    figures computed already, by :func:`summarize`, which the report counts as they are (so
+    ``evidence`` applies to views only). A summary counts exactly as its view would have."""
     selection = selection or Selection()
     prices = prices or {}
     until = selection.until or now
@@ -1130,21 +1199,25 @@ def report(
     running: dict[str, int] = {}
     interrupted: dict[str, int] = {}
     costs: dict[str, list[timedelta]] = {}
-    for cluster, view in records:
+    for cluster, item in records:
         if not selection.wants_cluster(cluster):
             continue
-        state = _state_of(view)
-        if not selection.wants(view, state):
-            continue
-        own = evidence.get(view.header.job) if evidence is not None else None
-        job = goodput(view, now, own)
+        if isinstance(item, JobSummary):
+            if not selection.wants_summary(item):
+                continue
+            summary = item
+        else:
+            if not selection.wants(item, _state_of(item)):
+                continue
+            own = evidence.get(item.header.job) if evidence is not None else None
+            summary = summarize(item, now, own)
+        job = summary.figures
         if selection.since is not None or selection.until is not None:
             job = job.clipped(selection.since, selection.until)
         if not job.spans:
             continue
         jobs.append((cluster, job))
         price = prices[cluster].per_hour(job.unit, job.queue) if cluster in prices else None
-        plan = view.header.plan
         tallies = [total, by_cluster.setdefault(cluster, Tally())]
         for t in tallies:
             t.jobs += 1
@@ -1163,7 +1236,7 @@ def report(
                 counted.add(id(cause))
                 cause.jobs += 1
             if s.blame.rule is not None:
-                rk = rule_key(plan, s.blame.rule)
+                rk = summary.rule_label(s.blame.rule)
                 tally = by_rule.setdefault(rk, Tally())
                 tally.add(key, micros, job.unit, resource, price)
                 if id(tally) not in counted:

@@ -806,6 +806,18 @@ class LmdbRecords(SingleCalls):
                 answers.append(self._named(exc))
         return tuple(answers)
 
+    def revisions(self, jobs: Sequence[JobID]) -> tuple[int | None, ...]:
+        """:class:`~jobdispatch.records.store.Revisions`: each job's row in the jobs index (its
+        revision is what a read would fetch up to), from one read transaction, no event read.
+        A damaged page is Unreadable naming the store, as for any read."""
+        keyed = [self._job_key(job) for job in rules.batch(jobs, str, "revisions")]
+
+        def txn_revisions(txn: lmdb.Transaction, dbs: dict[str, Any]) -> tuple[int | None, ...]:
+            rows = [_get(txn, key, db=dbs["jobs"]) for key in keyed]
+            return tuple(None if row is None else int(_JOB.unpack(row)[1]) for row in rows)
+
+        return self._transact(txn_revisions, write=False)
+
     def _fetch_alone(self, job: str, job_key: bytes) -> _Fetched | DispatchError:
         def txn_read(txn: lmdb.Transaction, dbs: dict[str, Any]) -> _Fetched:
             return self._fetch(txn, dbs, job, job_key)

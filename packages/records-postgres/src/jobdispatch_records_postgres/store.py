@@ -304,6 +304,18 @@ class PostgresRecords(SingleCalls):
                 decoded[job] = exc
         return tuple(decoded[job] for job in wanted)
 
+    def revisions(self, jobs: Sequence[JobID]) -> tuple[int | None, ...]:
+        """:class:`~jobdispatch.records.store.Revisions`: the jobs' rows, in one statement (one
+        round trip), no event read."""
+        wanted = [_check_key("job id", job) for job in rules.batch(jobs, str, "revisions")]
+        q = self._q
+
+        def body(conn: psycopg.Connection[Any]) -> dict[str, int]:
+            return {str(j): int(r) for j, r in conn.execute(q.revisions_of, (wanted,))}
+
+        found = self._run(body) if wanted else {}
+        return tuple(found.get(job) for job in wanted)
+
     def _count_damaged(
         self, conn: psycopg.Connection[Any], got: dict[str, _Fetched], wanted: Sequence[str]
     ) -> None:
@@ -826,6 +838,7 @@ class _Queries:
         )
         self.withdraw = q("DELETE FROM {s}.members WHERE member = %s")
         self.revisions = q("SELECT job, revision FROM {s}.jobs ORDER BY seq")
+        self.revisions_of = q("SELECT job, revision FROM {s}.jobs WHERE job = ANY(%s::text[])")
         self.leases_held = q(
             "SELECT holder, count(*) FROM {s}.jobs WHERE holder IS NOT NULL "
             "AND lease_expires > %s GROUP BY holder"

@@ -1,27 +1,31 @@
 """``goodput``: where the time of a cluster's jobs went, by part, cause, rule and job.
 
 It reads the cluster's records (every one, or the JOBs named), and hands them to the core's
-pure :func:`jobdispatch.goodput.report` with the window and filters given: nothing here
-computes a figure, it only selects, reads and shows.
+pure :func:`jobdispatch.goodput.report` with the window and filters given: the figures are
+the core's, this only selects, reads and shows, and keeps settled jobs' figures in a cache
+(:mod:`jobdispatch_cli.goodput_cache`) so a later report need not read those records again.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import click
-from jobdispatch.errors import Invalid, NotFound, Unreadable
+from jobdispatch.errors import Invalid, Unreadable
 from jobdispatch.exitcodes import ExitCode
-from jobdispatch.goodput import Selection, report
+from jobdispatch.goodput import JobSummary, Selection, report
 from jobdispatch.records import events as ev
-from jobdispatch.records.store import ListFilter, read_in_batches
+from jobdispatch.records.store import ListFilter, Records, Revisions
 from jobdispatch.types import State
 
 from jobdispatch_cli.commands import json_option, pass_app
 from jobdispatch_cli.completion import complete_jobs
 from jobdispatch_cli.context import App
 from jobdispatch_cli.durations import parse_duration
+from jobdispatch_cli.goodput_cache import FiguresCache, cache_path, read_through
 from jobdispatch_cli.goodput_view import report_data, report_view
 from jobdispatch_cli.render import dumps
 
@@ -45,21 +49,41 @@ def moment(value: str, now: datetime, option: str) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
-def _views(app: App, jobs: tuple[str, ...], bad: list[Unreadable]) -> Iterator[ev.View]:
+def _views(
+    app: App, jobs: tuple[str, ...], bad: list[Unreadable], now: datetime, *, cache: bool
+) -> Iterator[ev.View | JobSummary]:
     """The records of ``jobs`` (every job when none is named), read in batches (a read
-    transaction, or a round trip to a server, per batch rather than per record); those that
-    cannot be read are told on standard error and kept in ``bad``, so the others are still
-    counted."""
+    transaction, or a round trip to a server, per batch rather than per record), settled
+    jobs' figures taken from the cache where it holds them at their record's revision
+    (:func:`~jobdispatch_cli.goodput_cache.read_through`); records that cannot be read are
+    told on standard error and kept in ``bad``, so the others are still counted."""
     store = app.store()
     ids = [app.job(j) for j in jobs] if jobs else list(store.list(ListFilter(settled=None)))
-    for _, answer in read_in_batches(store, ids):
-        if isinstance(answer, ev.View):
-            yield answer
-        elif isinstance(answer, Unreadable):
-            app.err.print(str(answer), style="red", markup=False, highlight=False, soft_wrap=True)
-            bad.append(answer)
-        elif not isinstance(answer, NotFound):  # NotFound: listed, then gone
-            raise answer
+
+    def unreadable(exc: Unreadable) -> None:
+        app.err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
+        bad.append(exc)
+
+    path = _cache_file(app, store) if cache and isinstance(store, Revisions) else None
+    with contextlib.ExitStack() as stack:
+        kept = None if path is None else stack.enter_context(FiguresCache(path))
+        yield from read_through(store, ids, now, kept, unreadable)
+
+
+def _cache_file(app: App, store: Records) -> Path | None:
+    """Where the figures cache of ``app``'s store is: named by the LMDB directory's resolved
+    path, or by the PostgreSQL server, database and schema (as the store names itself in
+    messages: never a password); None for a store of another kind, which gets no cache."""
+    shared = app.shared_store()
+    if shared is None:
+        return cache_path(f"lmdb {app.store_dir.resolve()}")
+    try:
+        from jobdispatch_records_postgres import PostgresRecords
+    except ImportError:
+        return None
+    if isinstance(store, PostgresRecords):
+        return cache_path(f"postgresql {store.settings.where()}")
+    return None
 
 
 def _clusters(app: App) -> list[App]:
@@ -120,6 +144,11 @@ def register(group: click.Group) -> None:
         "--checkpoint-cost",
         help="How long one checkpoint write takes (90s), for the interval where none was measured.",
     )
+    @click.option(
+        "--no-cache",
+        is_flag=True,
+        help="Read every record afresh: neither use nor fill the cache of settled jobs' figures.",
+    )
     @json_option
     @pass_app
     def goodput(
@@ -132,6 +161,7 @@ def register(group: click.Group) -> None:
         submitters: tuple[str, ...],
         all_clusters: bool,
         checkpoint_cost: str | None,
+        no_cache: bool,
         as_json: bool,
     ) -> int:
         """Where the cluster's job time went: productive, queued, lost to each cause and rule.
@@ -141,7 +171,11 @@ def register(group: click.Group) -> None:
         relaunch, clean-up, unknown), each loss charged to the ending it follows and the rule
         that acted. --since and --until clip the jobs to a window. The cluster's prices, when
         configured, turn resource time into cost; its interruptions give the checkpoint
-        interval that minimises expected loss (Young/Daly)."""
+        interval that minimises expected loss (Young/Daly).
+
+        Settled jobs' figures are cached (under $XDG_CACHE_HOME/jobdispatch/goodput), each
+        used only while its record is at the revision it was computed from; --no-cache
+        reads every record afresh."""
         app.reads_only = True
         now = datetime.now(UTC)
         cost: timedelta | None = None
@@ -172,7 +206,11 @@ def register(group: click.Group) -> None:
         bad: list[Unreadable] = []
         try:
             got = report(
-                ((a.cluster_config.name, v) for a in apps for v in _views(a, jobs, bad)),
+                (
+                    (a.cluster_config.name, v)
+                    for a in apps
+                    for v in _views(a, jobs, bad, now, cache=not no_cache)
+                ),
                 now,
                 selection,
                 prices=prices,

@@ -108,6 +108,13 @@ class MemoryRecords(SingleCalls):
     def read_many(self, jobs: Sequence[JobID]) -> tuple[store.ReadAnswer, ...]:
         return store.read_each(self.read, rules.read_batch(jobs))
 
+    def revisions(self, jobs: Sequence[JobID]) -> tuple[int | None, ...]:
+        """:class:`~jobdispatch.records.store.Revisions`: each record's length, under the lock."""
+        checked = rules.batch(jobs, str, "revisions")
+        with self._lock:
+            found = [self._records.get(job) for job in checked]
+            return tuple(None if r is None else len(r.events) for r in found)
+
     def append_many(
         self, requests: Sequence[store.AppendRequest]
     ) -> tuple[int | store.Refusal, ...]:

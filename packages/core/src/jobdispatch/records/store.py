@@ -292,3 +292,17 @@ class Surveyed(Protocol):
         """The store as it is now (:class:`Survey`), from one read transaction; Unavailable
         when it cannot answer."""
         ...
+
+
+@runtime_checkable
+class Revisions(Protocol):
+    """A store that can tell records' current revisions without reading their events: the
+    memory, LMDB and PostgreSQL stores do. Not part of :class:`Records`: it lets a reader that
+    keeps something derived from records (the CLI's cache of settled jobs' figures) tell which
+    it can use again, and a store without it simply gets no such cache."""
+
+    def revisions(self, jobs: Sequence[JobID]) -> tuple[int | None, ...]:
+        """Each job's current revision, in order (None: no record of that job), from one read
+        transaction (one round trip to a server) and without decoding any event; Invalid for
+        a batch ``read_many`` would refuse, Unavailable when the store cannot answer."""
+        ...
