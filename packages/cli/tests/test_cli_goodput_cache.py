@@ -163,6 +163,28 @@ def test_a_cache_that_cannot_be_made_is_no_cache(tmp_path: Path) -> None:
         assert cache.get({"job-1": revision}) == {}
 
 
+def test_a_file_outside_the_caches_layout_changes_no_folder_that_exists(tmp_path: Path) -> None:
+    """A benchmark's cache in a fresh folder under /tmp once closed /tmp itself (the parent
+    of the file's folder): only the cache's own folders are ever closed."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    fresh = shared / "bench"
+    fresh.mkdir()
+    os.chmod(fresh, 0o755)
+    with FiguresCache(fresh / "c.sqlite") as cache:
+        cache.put([_summary()])
+        assert cache.usable
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o755
+    assert stat.S_IMODE((fresh / "c.sqlite").stat().st_mode) == 0o600
+    made = shared / "new" / "deeper"
+    with FiguresCache(made / "c.sqlite") as cache:
+        assert cache.usable
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700  # made by the cache: private
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+
+
 def test_the_file_is_0600_and_its_folders_0700_whatever_the_umask(tmp_path: Path) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     path = cache_path("lmdb /some/store", env)

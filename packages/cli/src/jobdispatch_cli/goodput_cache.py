@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from jobdispatch.__about__ import __version__ as core_version
 from jobdispatch.errors import NotFound, Unreadable
 from jobdispatch.goodput import (
     FIGURES_VERSION,
@@ -59,9 +60,10 @@ __all__ = [
 ]
 
 #: How a summary is laid out in the file (:func:`encode`). Raise it with any change to the
-#: layout; the file is keyed by it and by the figures' own version.
+#: layout; the file is keyed by it, by the figures' own version and by the core's release, so
+#: an upgrade computes every figure afresh even where a change forgot to raise a version.
 FORMAT = 1
-_VERSION = f"figures {FIGURES_VERSION}, format {FORMAT}"
+_VERSION = f"figures {FIGURES_VERSION}, format {FORMAT}, jobdispatch {core_version}"
 _FILE_MODE = 0o600
 _DIR_MODE = 0o700
 #: How long a writer waits for another process's write to the same file before leaving its
@@ -80,6 +82,18 @@ def cache_path(identity: str, env: Mapping[str, str] | None = None) -> Path:
     place nor anything else about it shows in the name."""
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return cache_home(env) / "jobdispatch" / "goodput" / f"{digest}.sqlite"
+
+
+def _own_folders(path: Path) -> tuple[Path, ...]:
+    """The folders of ``path`` that are the cache's own, to be closed (0700) even when an
+    earlier tool left them open: ``.../jobdispatch/goodput`` and ``.../jobdispatch`` of
+    :func:`cache_path`'s layout, and nothing else. A file put anywhere else (a test's, a
+    benchmark's) has its missing folders made private and no existing folder changed: closing
+    the parent of ``/tmp/x/c.sqlite`` would close ``/tmp`` to every other user."""
+    goodput = path.parent
+    if goodput.name != "goodput" or goodput.parent.name != "jobdispatch":
+        return ()
+    return (goodput, goodput.parent)
 
 
 # ------------------------------------------------------------------------------ the layout
@@ -255,7 +269,7 @@ class FiguresCache:
     def _open(self) -> sqlite3.Connection:
         folder = self.path.parent
         private_dir(folder)
-        for own in (folder, folder.parent):  # .../jobdispatch/goodput, then .../jobdispatch
+        for own in _own_folders(self.path):
             if stat.S_IMODE(own.stat().st_mode) != _DIR_MODE:
                 os.chmod(own, _DIR_MODE)
         # Made 0600 before SQLite sees it (SQLite would use the umask); its journal files
