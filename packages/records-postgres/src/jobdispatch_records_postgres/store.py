@@ -346,7 +346,7 @@ class PostgresRecords(SingleCalls):
             msg = f"record {job} is damaged: {got.stored} events stored{last}, revision "
             raise Unreadable(msg + str(got.revision), job=job)
         view = self._extend(job, got)
-        if got.settled != any(isinstance(e, Settled) for e in view.events):
+        if got.settled != self._decoded.settles(got.seq, view.events):
             said = (
                 "settled, but no event settles it"
                 if got.settled

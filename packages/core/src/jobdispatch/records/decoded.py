@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from jobdispatch import codec
 from jobdispatch.errors import Unreadable
-from jobdispatch.records.events import AnyEvent, Header
+from jobdispatch.records.events import AnyEvent, Header, Settled
 
 __all__ = ["DEFAULT_CACHE_EVENTS", "Decoded", "DecodedCache", "extend"]
 
@@ -42,6 +42,9 @@ class DecodedCache:
         self._lock = threading.Lock()
         self._items: OrderedDict[int, Decoded] = OrderedDict()
         self._size = 0
+        #: For a cached record: how many of its first events :meth:`settles` has looked at,
+        #: and whether one of them settles it. Dropped with the record.
+        self._looked: dict[int, tuple[int, bool]] = {}
 
     def get(self, key: int) -> Decoded | None:
         with self._lock:
@@ -56,12 +59,31 @@ class DecodedCache:
             if old is not None:
                 self._size -= len(old[1]) + 1
             if len(events) + 1 > self.limit:
+                self._looked.pop(key, None)
                 return
             self._items[key] = (header, events)
             self._size += len(events) + 1
             while self._size > self.limit:
-                _, (_, dropped) = self._items.popitem(last=False)
+                gone, (_, dropped) = self._items.popitem(last=False)
+                self._looked.pop(gone, None)
                 self._size -= len(dropped) + 1
+
+    def settles(self, key: int, events: Sequence[AnyEvent]) -> bool:
+        """Whether an event of ``events`` (record ``key``'s, as just read) settles it, looking
+        only at the events past those looked at before for the same record. A store checks
+        this against its index row on every read, and a running job's record grows all its
+        life (progress, observations): looking at every event every poll cost each read the
+        record's whole length. Sound because a record only grows and its key is never reused,
+        so the events looked at are the same ones at any later revision."""
+        with self._lock:
+            looked, found = self._looked.get(key, (0, False))
+        if looked > len(events):  # cannot be (records only grow): look at them all again
+            looked, found = 0, False
+        found = found or any(isinstance(e, Settled) for e in events[looked:])
+        with self._lock:
+            if key in self._items:  # remembered only beside the record it is about
+                self._looked[key] = (len(events), found)
+        return found
 
     def committed(self, key: int, at: int, events: tuple[AnyEvent, ...]) -> None:
         """``events`` (as stored: stamped) were just committed after revision ``at``: a
