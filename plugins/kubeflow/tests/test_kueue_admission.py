@@ -409,10 +409,18 @@ def test_killed_mid_admission_and_evicted_nothing_is_admitted_twice(
         eventually(
             never_readmitted, "the readmission rejected, no quota held", within=WAIT, every=0.5
         )
-        seen = backend.inspect(ref)
         # The adapter reads the object ended: its run was preempted, Kueue's reason kept, and
-        # its recovery is the supervisor's rule (spec 0012 §9).
-        assert seen.state is ObjectState.ENDED, seen
+        # its recovery is the supervisor's rule (spec 0012 §9). It knows a run ended by an
+        # eviction once Kueue has added the run's time to the Workload's past execution time,
+        # which comes seconds after the eviction (``classify.kueue_runs``); the rejection can be
+        # seen before it (CI once read the object still pending here), so wait for that too.
+        eventually(
+            lambda: backend.inspect(ref).state is ObjectState.ENDED,
+            "the object read ended",
+            within=WAIT,
+            every=0.5,
+        )
+        seen = backend.inspect(ref)
         [ended] = seen.executions
         assert ended.index == 0 and ended.cause is not None, seen
         assert ended.cause.kind is CauseKind.PREEMPTED, ended
