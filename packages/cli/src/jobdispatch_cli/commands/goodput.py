@@ -9,7 +9,7 @@ the core's, this only selects, reads and shows, and keeps settled jobs' figures 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -51,7 +51,7 @@ def moment(value: str, now: datetime, option: str) -> datetime:
 
 def _views(
     app: App, jobs: tuple[str, ...], bad: list[Unreadable], now: datetime, *, cache: bool
-) -> Iterator[ev.View | JobSummary]:
+) -> Generator[ev.View | JobSummary, None, None]:
     """The records of ``jobs`` (every job when none is named), read in batches (a read
     transaction, or a round trip to a server, per batch rather than per record), settled
     jobs' figures taken from the cache where it holds them at their record's revision
@@ -204,19 +204,20 @@ def register(group: click.Group) -> None:
             if a.cluster_config.prices is not None
         }
         bad: list[Unreadable] = []
+        # Made before they run, so each is closed here whatever happens (its cache file with
+        # it), not whenever the collector finds a reader an error left half-way.
+        readers = [(a, _views(a, jobs, bad, now, cache=not no_cache)) for a in apps]
         try:
             got = report(
-                (
-                    (a.cluster_config.name, v)
-                    for a in apps
-                    for v in _views(a, jobs, bad, now, cache=not no_cache)
-                ),
+                ((a.cluster_config.name, v) for a, views in readers for v in views),
                 now,
                 selection,
                 prices=prices,
                 checkpoint_cost=cost,
             )
         finally:
+            for _, views in readers:
+                views.close()
             for a in apps:
                 if a is not app:
                     a.close()
