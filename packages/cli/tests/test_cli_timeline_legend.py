@@ -4,21 +4,29 @@ right edge (a job with several causes and goodput parts once had its last labels
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
-from jobdispatch_cli.timeline import _LEGEND_LETTER, _legend_places
+from jobdispatch_cli.timeline import _LEGEND_LETTER, _legend_places, _legend_right
 
 MARGIN = 20
 
 
 def _right_edge(x: float, label: str) -> float:
-    return x + 17 + _LEGEND_LETTER * len(label)
+    return _legend_right(x, label)
+
+
+def test_an_item_ends_after_its_swatch_and_its_label() -> None:
+    assert _legend_right(20.0, "abc") == 20.0 + 17 + 3 * _LEGEND_LETTER
 
 
 labels = st.lists(st.text(alphabet="abcdefghij -:", min_size=1, max_size=60), max_size=30)
 
 
 @given(labels, st.integers(min_value=300, max_value=1600))
+@example(  # a label ending a float's last digit past the margin (found by CI, Python 3.13)
+    [":" * n for n in (1, 4, 7, 10, 10, 15, 4, 10, 16, 4, 7, 1, 8)],
+    597,
+)
 def test_every_label_fits_the_width_unless_it_alone_is_wider(names: list[str], width: int) -> None:
     items = [("#000", n) for n in names]
     placed = _legend_places(items, width)

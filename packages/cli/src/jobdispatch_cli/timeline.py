@@ -576,12 +576,18 @@ def _legend_places(items: list[tuple[str, str]], width: int) -> list[tuple[float
     placed: list[tuple[float, int]] = []
     lx, line = 20.0, 0
     for _, label in items:
-        step = 30 + _LEGEND_LETTER * len(label)
-        if lx > 20.0 and lx + step - 13 > width - 20:
+        if lx > 20.0 and _legend_right(lx, label) > width - 20:
             lx, line = 20.0, line + 1
         placed.append((lx, line))
-        lx += step
+        lx = _legend_right(lx, label) + 13  # the next swatch after a gap
     return placed
+
+
+def _legend_right(x: float, label: str) -> float:
+    """Where a legend item placed at ``x`` ends: its swatch and gap (17 px), then its label.
+    One computation for the placing and for whoever checks it, so the two cannot disagree by
+    a float's last digit (a label once ended at 577.0000000000001 of a 577 px limit)."""
+    return x + 17 + _LEGEND_LETTER * len(label)
 
 
 def _label(y: float, row_h: float, text: str, *, bold: bool = False) -> str:
