@@ -114,8 +114,8 @@ def _at(at: datetime | None) -> str | None:
     return None if at is None else at.isoformat()
 
 
-def _micros(delta: timedelta) -> int:
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+#: A timedelta divided by it is its whole number of microseconds, exactly.
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def encode(summary: JobSummary) -> bytes:
@@ -158,7 +158,7 @@ def encode(summary: JobSummary) -> bytes:
                 ]
                 for r in f.runs
             ],
-            [_micros(c) for c in f.checkpoint_costs],
+            [c // _MICROSECOND for c in f.checkpoint_costs],
             [[rule, label] for rule, label in summary.rule_labels.items()],
         ]
     )
