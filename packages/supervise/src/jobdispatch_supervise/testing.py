@@ -41,6 +41,7 @@ class Receiver:
         self._lock = threading.Condition()
         self._arrivals: list[Arrival] = []
         self._handling = 0
+        self._closing = threading.Event()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,24 +52,36 @@ class Receiver:
                 with receiver._lock:
                     status, delay = receiver.status, receiver.delay
                     receiver._handling += 1
-                if delay:
-                    time.sleep(delay)
+                # Held on an event, not a sleep, so closing the receiver ends a held request
+                # at once rather than leaving a thread to answer a test that is long over.
+                cut_short = receiver._closing.wait(delay) if delay else receiver._closing.is_set()
                 with receiver._lock:
                     # Recorded only when answered 2xx: what a receiver that failed never took.
-                    if 200 <= status < 300:
+                    if 200 <= status < 300 and not cut_short:
                         receiver._arrivals.append(arrival)
                     receiver._handling -= 1
                     receiver._lock.notify_all()
-                self.send_response(status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                if cut_short:
+                    self.close_connection = True
+                    return
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except ConnectionError:
+                    # The sender gave up waiting (its timeout is shorter than the delay): what a
+                    # real receiver sees too, and nothing to print.
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        # Handler threads are joined on close (they end at once then, see above), so none
+        # outlives the receiver and writes into a later test's captured output.
+        self._server.daemon_threads = False
+        self._server.block_on_close = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -113,8 +126,11 @@ class Receiver:
             return list(self._arrivals)
 
     def close(self) -> None:
+        """Stop serving, end every held request, and wait for their threads."""
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
+        self._thread.join()
 
     def __enter__(self) -> Receiver:
         return self
