@@ -5,7 +5,10 @@ then its PID may belong to a stranger: a CI run once found the real node's API f
 "alive" because its old PID now named a process the same run had just started, so the
 forwarder was never started and the node could not reach the API server. ``pid_alive`` in
 tools/lib/daemons.sh must say no for such a file (and ``stop_pid`` must not signal the
-stranger), and yes for a file written while its process runs.
+stranger), and yes for a file written while its process runs, including after the wall clock
+is stepped forward (a machine restored from a snapshot), which makes every process seem to have
+started after its file was written: the process once recognised is remembered beside the file
+(``FILE.started``) by its PID, its start in ticks since boot and the boot id.
 """
 
 from __future__ import annotations
@@ -85,3 +88,37 @@ def test_a_file_naming_no_process_is_not_alive(tmp_path: Path) -> None:
     gone.wait()
     path = _pid_file(tmp_path, gone.pid, time.time())
     assert _bash(f"pid_alive {path}").returncode != 0
+
+
+def test_a_process_once_recognised_stays_alive_when_the_wall_clock_steps_forward(
+    tmp_path: Path, stranger: subprocess.Popen[bytes]
+) -> None:
+    path = _pid_file(tmp_path, stranger.pid, time.time())
+    assert _bash(f"pid_alive {path}").returncode == 0
+    assert (tmp_path / "daemon.pid.started").read_text().split()[0] == str(stranger.pid)
+    # A step of the wall clock an hour forward moves /proc/stat's boot time an hour later, so
+    # the process's start, read through it, lands an hour after the file's time: the same as
+    # the file being written an hour before the process started.
+    os.utime(path, (time.time() - 3600, time.time() - 3600))
+    assert _bash(f"pid_alive {path}").returncode == 0
+    done = _bash(f"stop_pid {path} ours")
+    assert done.returncode == 0, done.stderr
+    assert stranger.wait(timeout=60) is not None, "the recognised process was not stopped"
+    assert not path.exists()
+    assert not (tmp_path / "daemon.pid.started").exists()
+
+
+@pytest.mark.parametrize("which", ["ticks", "boot"])
+def test_a_memo_of_another_process_vouches_for_nothing(
+    tmp_path: Path, stranger: subprocess.Popen[bytes], which: str
+) -> None:
+    """The same PID with another start (a reused PID) or from another boot is a stranger."""
+    path = _pid_file(tmp_path, stranger.pid, time.time())
+    assert _bash(f"pid_alive {path}").returncode == 0
+    memo = tmp_path / "daemon.pid.started"
+    pid, ticks, boot = memo.read_text().split()
+    other = f"{pid} {int(ticks) + 1} {boot}" if which == "ticks" else f"{pid} {ticks} other-boot"
+    memo.write_text(other + "\n")
+    os.utime(path, (time.time() - 3600, time.time() - 3600))
+    assert _bash(f"pid_alive {path}").returncode != 0
+    assert memo.read_text().strip() == other, "a stranger must not be remembered"
