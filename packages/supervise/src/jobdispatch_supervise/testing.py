@@ -54,7 +54,7 @@ class Receiver:
                     receiver._handling += 1
                 # Held on an event, not a sleep, so closing the receiver ends a held request
                 # at once rather than leaving a thread to answer a test that is long over.
-                cut_short = receiver._closing.wait(delay) if delay else receiver._closing.is_set()
+                cut_short = receiver._closing.wait(delay)
                 with receiver._lock:
                     # Recorded only when answered 2xx: what a receiver that failed never took.
                     if 200 <= status < 300 and not cut_short:
